@@ -1,0 +1,454 @@
+//! One agent turn as a value you step.
+//!
+//! # Calling order
+//!
+//! 1. [`AgentRun::new`] with the history, the person's message and the system prompt.
+//! 2. Loop on [`AgentRun::next_step`]:
+//!    - [`Step::CallModel`]: send a request built from the step (add the tools you want the
+//!      model to see), then call [`AgentRun::handle_reply`] with what came back.
+//!    - [`Step::CallTools`]: run every call (in any order, even concurrently), then call
+//!      [`AgentRun::handle_tool_results`] with one result per call.
+//!    - [`Step::Done`]: the turn is over; persist [`AgentRun::turn_messages`] and show the reply.
+//!
+//! [`AgentRun::cancel`] may be called at any point before `Done`; it closes the turn so that
+//! what is persisted stays well-formed.
+//!
+//! The run never does IO and never reads a clock. Calling a handler in the wrong state is a
+//! driver bug; the handler then returns [`RunError::OutOfOrder`] and changes nothing.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use chela_proto::chat::{Block, Json, Message, Reply, Role, StopReason, ToolChoice, Usage};
+
+use crate::history;
+use crate::text;
+
+/// Bounds on one turn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Model calls that may ask for tools in one turn. After that, one last call is made
+    /// with tools switched off so the model answers with what it has.
+    pub max_iterations: u32,
+    /// Tool calls run from one model reply; extra calls are answered with an error.
+    pub max_calls_per_step: usize,
+    /// Request bytes the conversation may take; older exchanges are dropped to fit.
+    pub history_budget: usize,
+    /// Largest tool result kept; longer results are cut with a visible note.
+    pub max_tool_output: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_iterations: 10,
+            max_calls_per_step: 8,
+            history_budget: 64 * 1024,
+            max_tool_output: 16 * 1024,
+        }
+    }
+}
+
+/// A tool call the driver should run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub input: Json,
+}
+
+/// What a tool call produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolResult {
+    pub id: String,
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    pub fn ok(id: impl Into<String>, content: impl Into<String>) -> ToolResult {
+        ToolResult {
+            id: id.into(),
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(id: impl Into<String>, content: impl Into<String>) -> ToolResult {
+        ToolResult {
+            id: id.into(),
+            content: content.into(),
+            is_error: true,
+        }
+    }
+}
+
+/// The model call the driver should make.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelCall<'a> {
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tool_choice: ToolChoice,
+}
+
+/// How a turn ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The answer: the text of the last model reply.
+    pub text: String,
+    pub stop_reason: StopReason,
+    /// Model calls that asked for tools.
+    pub iterations: u32,
+    /// The tool budget ran out and the model was made to answer without tools.
+    pub hit_tool_limit: bool,
+    pub cancelled: bool,
+    /// Token counts summed over every model call of the turn.
+    pub usage: Usage,
+}
+
+/// What the driver should do next.
+#[derive(Debug)]
+pub enum Step<'a> {
+    CallModel(ModelCall<'a>),
+    CallTools(&'a [ToolCall]),
+    Done(&'a Outcome),
+}
+
+/// A handler was called in a state that does not expect it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunError {
+    OutOfOrder,
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("agent run stepped out of order")
+    }
+}
+
+#[derive(Debug)]
+enum State {
+    NeedModel(ToolChoice),
+    NeedTools,
+    Done(Outcome),
+}
+
+/// One turn of the agent loop. See the module docs for the calling order.
+#[derive(Debug)]
+pub struct AgentRun {
+    system: String,
+    messages: Vec<Message>,
+    /// Messages before this index were trimmed away for the budget; they are still on disk.
+    window_start: usize,
+    /// Index of the person's message that started this turn.
+    turn_start: usize,
+    limits: Limits,
+    iterations: u32,
+    usage: Usage,
+    state: State,
+    /// Calls handed to the driver in the current `CallTools` step.
+    pending: Vec<ToolCall>,
+    /// Results for the current step, in the order of the reply's tool uses; `None` = pending.
+    results: Vec<(String, Option<ToolResult>)>,
+}
+
+impl AgentRun {
+    /// Starts a turn. `history` should already be [`history::repair`]ed; it is trimmed to the
+    /// budget here.
+    pub fn new(history: Vec<Message>, user: Message, system: String, limits: Limits) -> AgentRun {
+        let mut messages = history;
+        let turn_start = messages.len();
+        messages.push(user);
+        let mut run = AgentRun {
+            system,
+            messages,
+            window_start: 0,
+            turn_start,
+            limits,
+            iterations: 0,
+            usage: Usage::default(),
+            state: State::NeedModel(ToolChoice::Auto),
+            pending: Vec::new(),
+            results: Vec::new(),
+        };
+        run.fit_budget();
+        run
+    }
+
+    /// The next thing to do.
+    pub fn next_step(&self) -> Step<'_> {
+        match &self.state {
+            State::NeedModel(choice) => Step::CallModel(ModelCall {
+                system: &self.system,
+                messages: &self.messages[self.window_start..],
+                tool_choice: *choice,
+            }),
+            State::NeedTools => Step::CallTools(&self.pending),
+            State::Done(outcome) => Step::Done(outcome),
+        }
+    }
+
+    /// Feeds the model's reply after a [`Step::CallModel`].
+    pub fn handle_reply(&mut self, reply: Reply) -> Result<(), RunError> {
+        let State::NeedModel(choice) = self.state else {
+            return Err(RunError::OutOfOrder);
+        };
+        self.usage.input_tokens += reply.usage.input_tokens;
+        self.usage.output_tokens += reply.usage.output_tokens;
+        let stop_reason = reply.stop_reason.clone();
+        let arg_errors = reply.arg_errors;
+        let mut content: Vec<Block> = reply
+            .content
+            .into_iter()
+            .filter(|b| !matches!(b, Block::Text { text } if text.is_empty()))
+            .collect();
+        // Which calls had unparseable arguments, by position: ids may be renamed next.
+        let bad_args: Vec<Option<String>> = content
+            .iter()
+            .map(|b| match b {
+                Block::ToolUse { id, .. } => arg_errors
+                    .iter()
+                    .find(|e| e.tool_use_id == *id)
+                    .map(|e| e.raw.clone()),
+                _ => None,
+            })
+            .collect();
+        self.make_ids_unique(&mut content);
+
+        let wants_tools = content.iter().any(|b| matches!(b, Block::ToolUse { .. }));
+        // The last call of a turn whose tool budget is spent is made with tools off.
+        let hit_tool_limit = choice == ToolChoice::None;
+        if !wants_tools || hit_tool_limit {
+            // Calls the model makes after its budget is spent are not run; drop them so no
+            // unanswered tool_use is stored.
+            content.retain(|b| !matches!(b, Block::ToolUse { .. }));
+            if content.is_empty() {
+                let note = if hit_tool_limit {
+                    format!(
+                        "I stopped after {} rounds of tool calls without reaching an answer.",
+                        self.iterations
+                    )
+                } else {
+                    String::from("(the model returned an empty reply)")
+                };
+                content.push(Block::Text { text: note });
+            }
+            let msg = Message {
+                role: Role::Assistant,
+                content,
+            };
+            let text = msg.text();
+            self.messages.push(msg);
+            self.state = State::Done(Outcome {
+                text,
+                stop_reason,
+                iterations: self.iterations,
+                hit_tool_limit,
+                cancelled: false,
+                usage: self.usage,
+            });
+            return Ok(());
+        }
+
+        self.iterations += 1;
+        self.pending.clear();
+        self.results.clear();
+        for (b, bad) in content.iter().zip(&bad_args) {
+            let Block::ToolUse { id, name, input } = b else {
+                continue;
+            };
+            let early = if let Some(raw) = bad {
+                Some(ToolResult::error(
+                    id.clone(),
+                    format!(
+                        "The arguments were not valid JSON, so the tool did not run: {}",
+                        text::prefix(raw, 200)
+                    ),
+                ))
+            } else if self.pending.len() >= self.limits.max_calls_per_step {
+                Some(ToolResult::error(
+                    id.clone(),
+                    format!(
+                        "Not run: at most {} tool calls per step. Call it again in the next step.",
+                        self.limits.max_calls_per_step
+                    ),
+                ))
+            } else {
+                self.pending.push(ToolCall {
+                    id: id.clone(),
+                    name: name.clone(),
+                    input: input.clone(),
+                });
+                None
+            };
+            self.results.push((id.clone(), early));
+        }
+        self.messages.push(Message {
+            role: Role::Assistant,
+            content,
+        });
+        if self.pending.is_empty() {
+            self.close_tool_step();
+        } else {
+            self.state = State::NeedTools;
+        }
+        Ok(())
+    }
+
+    /// Feeds the results after a [`Step::CallTools`]: one per call, in any order. A call
+    /// without a result is answered with an error.
+    pub fn handle_tool_results(&mut self, results: Vec<ToolResult>) -> Result<(), RunError> {
+        if !matches!(self.state, State::NeedTools) {
+            return Err(RunError::OutOfOrder);
+        }
+        for r in results {
+            if let Some(slot) = self
+                .results
+                .iter_mut()
+                .find(|(id, slot)| *id == r.id && slot.is_none())
+            {
+                slot.1 = Some(r);
+            }
+        }
+        self.close_tool_step();
+        Ok(())
+    }
+
+    /// Ends the turn early. Pending calls are answered as cancelled, and a short assistant
+    /// note closes the exchange, so the history written afterwards is well-formed.
+    pub fn cancel(&mut self) {
+        match self.state {
+            State::Done(_) => return,
+            State::NeedTools => {
+                for (id, slot) in &mut self.results {
+                    if slot.is_none() {
+                        *slot = Some(ToolResult::error(
+                            id.clone(),
+                            "Cancelled by the user before it finished.",
+                        ));
+                    }
+                }
+                self.append_results();
+            }
+            State::NeedModel(_) => {}
+        }
+        let text = String::from("(turn cancelled by the user)");
+        self.messages.push(Message::assistant_text(text.clone()));
+        self.state = State::Done(Outcome {
+            text,
+            stop_reason: StopReason::Other(String::from("cancelled")),
+            iterations: self.iterations,
+            hit_tool_limit: false,
+            cancelled: true,
+            usage: self.usage,
+        });
+    }
+
+    /// The messages this turn added, starting with the person's: what to persist.
+    pub fn turn_messages(&self) -> &[Message] {
+        &self.messages[self.turn_start..]
+    }
+
+    /// The messages sent with the next model call.
+    pub fn window(&self) -> &[Message] {
+        &self.messages[self.window_start..]
+    }
+
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    fn close_tool_step(&mut self) {
+        for (id, slot) in &mut self.results {
+            if slot.is_none() {
+                *slot = Some(ToolResult::error(
+                    id.clone(),
+                    "The tool returned no result.",
+                ));
+            }
+        }
+        self.append_results();
+        let choice = if self.iterations >= self.limits.max_iterations {
+            ToolChoice::None
+        } else {
+            ToolChoice::Auto
+        };
+        self.state = State::NeedModel(choice);
+        self.fit_budget();
+    }
+
+    fn append_results(&mut self) {
+        let max = self.limits.max_tool_output;
+        let content = self
+            .results
+            .drain(..)
+            .filter_map(|(_, r)| r)
+            .map(|r| {
+                let content = match text::truncate_visibly(&r.content, max) {
+                    alloc::borrow::Cow::Borrowed(_) => r.content,
+                    alloc::borrow::Cow::Owned(cut) => cut,
+                };
+                Block::ToolResult {
+                    tool_use_id: r.id,
+                    content,
+                    is_error: r.is_error,
+                }
+            })
+            .collect();
+        self.pending.clear();
+        self.messages.push(Message {
+            role: Role::User,
+            content,
+        });
+    }
+
+    fn fit_budget(&mut self) {
+        let budget = self.limits.history_budget;
+        self.window_start = history::trim_start(&self.messages, budget, self.turn_start);
+        if history::bytes(&self.messages[self.window_start..]) > budget {
+            let from = self.turn_start;
+            history::elide_tool_results(
+                &mut self.messages[self.window_start..],
+                from - self.window_start,
+                budget,
+            );
+        }
+    }
+
+    /// Tool-use ids must be unique in the conversation; some servers reuse `call_0`.
+    fn make_ids_unique(&self, content: &mut [Block]) {
+        let seen = |id: &str, content: &[Block], upto: usize| {
+            self.messages
+                .iter()
+                .any(|m| m.tool_use_ids().any(|x| x == id))
+                || content[..upto]
+                    .iter()
+                    .any(|b| matches!(b, Block::ToolUse { id: x, .. } if x == id))
+        };
+        for i in 0..content.len() {
+            let Block::ToolUse { id, .. } = &content[i] else {
+                continue;
+            };
+            if !seen(id, content, i) {
+                continue;
+            }
+            let base = id.clone();
+            let mut n = self.messages.len();
+            let fresh = loop {
+                let candidate = format!("{base}_{n}");
+                if !seen(&candidate, content, i) {
+                    break candidate;
+                }
+                n += 1;
+            };
+            if let Block::ToolUse { id, .. } = &mut content[i] {
+                *id = fresh;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,287 @@
+//! Keeping a conversation well-formed and within its byte budget.
+//!
+//! Two rules every provider enforces, and that these functions keep:
+//! - the conversation starts with something the person said;
+//! - every `tool_use` is answered by a `tool_result` in the very next message, and every
+//!   `tool_result` answers a `tool_use` just before it.
+//!
+//! An *exchange* is a message the person typed plus everything up to the next one. Trimming
+//! drops whole exchanges from the front, so a tool call and its result are never separated.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use chela_proto::chat::{Block, Message, Role};
+
+/// Whether `m` starts an exchange: a user message that is not only tool results.
+pub fn starts_exchange(m: &Message) -> bool {
+    m.role == Role::User && !m.has_tool_results()
+}
+
+/// Approximate request bytes of `messages`.
+pub fn bytes(messages: &[Message]) -> usize {
+    messages.iter().map(Message::approx_bytes).sum()
+}
+
+/// Index of the first message to keep so that `messages[index..]` fits `budget`, dropping
+/// whole exchanges from the front and never dropping anything at or after `protect_from`.
+pub fn trim_start(messages: &[Message], budget: usize, protect_from: usize) -> usize {
+    let mut total = bytes(messages);
+    let mut start = 0;
+    while total > budget {
+        // The next exchange boundary after `start`.
+        let Some(next) = messages[start + 1..]
+            .iter()
+            .position(starts_exchange)
+            .map(|i| start + 1 + i)
+        else {
+            break;
+        };
+        if next > protect_from {
+            break;
+        }
+        total -= bytes(&messages[start..next]);
+        start = next;
+    }
+    start
+}
+
+/// Replaces the content of the oldest tool results in `messages[from..]` with a short note
+/// until the whole fits `budget`. Used when the current exchange alone is over the budget.
+/// Returns how many results were elided.
+pub fn elide_tool_results(messages: &mut [Message], from: usize, budget: usize) -> usize {
+    const NOTE: &str = "[output removed to keep the conversation within its size budget]";
+    let mut total = bytes(messages);
+    let mut elided = 0;
+    // The newest result is what the model is about to read; leave it whole.
+    let last_with_results = messages.iter().rposition(Message::has_tool_results);
+    for (i, m) in messages.iter_mut().enumerate().skip(from) {
+        if total <= budget || Some(i) == last_with_results {
+            break;
+        }
+        for b in &mut m.content {
+            if total <= budget {
+                break;
+            }
+            if let Block::ToolResult { content, .. } = b
+                && content.len() > NOTE.len()
+            {
+                total -= content.len() - NOTE.len();
+                *content = String::from(NOTE);
+                elided += 1;
+            }
+        }
+    }
+    elided
+}
+
+/// What [`repair`] removed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Repaired {
+    /// Messages dropped from the front because the history did not start with the person.
+    pub leading: usize,
+    /// Messages dropped from the broken exchange onward.
+    pub broken_tail: usize,
+}
+
+/// Makes a loaded history well-formed: drops anything before the first exchange, and cuts it
+/// at the first exchange whose tool calls and results do not pair up (a turn torn by a crash).
+pub fn repair(messages: &mut Vec<Message>) -> Repaired {
+    let mut r = Repaired::default();
+    let first = messages
+        .iter()
+        .position(starts_exchange)
+        .unwrap_or(messages.len());
+    if first > 0 {
+        messages.drain(..first);
+        r.leading = first;
+    }
+    let mut exchange_start = 0;
+    let mut i = 0;
+    while i < messages.len() {
+        if starts_exchange(&messages[i]) {
+            exchange_start = i;
+        }
+        if !pair_ok(messages, i) {
+            r.broken_tail = messages.len() - exchange_start;
+            messages.truncate(exchange_start);
+            break;
+        }
+        i += 1;
+    }
+    // An exchange must end with an assistant message without pending calls.
+    if let Some(last) = messages.last()
+        && (last.role == Role::User || last.tool_use_ids().next().is_some())
+    {
+        let start = messages.iter().rposition(starts_exchange).unwrap_or(0);
+        r.broken_tail += messages.len() - start;
+        messages.truncate(start);
+    }
+    r
+}
+
+/// Whether message `i` is consistent with its neighbours.
+fn pair_ok(messages: &[Message], i: usize) -> bool {
+    let m = &messages[i];
+    match m.role {
+        Role::Assistant => {
+            let ids: Vec<&str> = m.tool_use_ids().collect();
+            if ids.is_empty() {
+                return true;
+            }
+            // The answer may be missing only when this is the last message; the end check covers that.
+            let Some(next) = messages.get(i + 1) else {
+                return true;
+            };
+            next.role == Role::User && ids.iter().all(|id| answers(next, id))
+        }
+        Role::User => {
+            if !m.has_tool_results() {
+                return true;
+            }
+            let Some(prev) = i.checked_sub(1).map(|p| &messages[p]) else {
+                return false;
+            };
+            prev.role == Role::Assistant
+                && m.content.iter().all(|b| match b {
+                    Block::ToolResult { tool_use_id, .. } => {
+                        prev.tool_use_ids().any(|id| id == tool_use_id)
+                    }
+                    _ => true,
+                })
+        }
+    }
+}
+
+fn answers(m: &Message, id: &str) -> bool {
+    m.content
+        .iter()
+        .any(|b| matches!(b, Block::ToolResult { tool_use_id, .. } if tool_use_id == id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+    use chela_proto::chat::Json;
+
+    fn call(id: &str) -> Message {
+        Message {
+            role: Role::Assistant,
+            content: vec![Block::ToolUse {
+                id: id.into(),
+                name: "t".into(),
+                input: Json::empty_object(),
+            }],
+        }
+    }
+
+    fn result(id: &str, body: &str) -> Message {
+        Message {
+            role: Role::User,
+            content: vec![Block::ToolResult {
+                tool_use_id: id.into(),
+                content: body.into(),
+                is_error: false,
+            }],
+        }
+    }
+
+    fn convo() -> Vec<Message> {
+        vec![
+            Message::user_text("one"),
+            call("a"),
+            result("a", &"x".repeat(200)),
+            Message::assistant_text("done one"),
+            Message::user_text("two"),
+            Message::assistant_text("done two"),
+            Message::user_text("three"),
+        ]
+    }
+
+    #[test]
+    fn trimming_drops_whole_exchanges_only() {
+        let m = convo();
+        let all = bytes(&m);
+        assert_eq!(trim_start(&m, all, 6), 0);
+        let start = trim_start(&m, all - 1, 6);
+        assert_eq!(
+            start, 4,
+            "the first exchange goes whole, with its tool pair"
+        );
+        assert_eq!(
+            trim_start(&m, 0, 6),
+            6,
+            "the protected message is kept even over budget"
+        );
+        assert_eq!(trim_start(&m, 0, 4), 4);
+    }
+
+    #[test]
+    fn eliding_shrinks_old_results_but_not_the_newest() {
+        let mut m = vec![
+            Message::user_text("go"),
+            call("a"),
+            result("a", &"y".repeat(500)),
+            call("b"),
+            result("b", &"z".repeat(500)),
+        ];
+        let n = elide_tool_results(&mut m, 0, 700);
+        assert_eq!(n, 1);
+        assert!(
+            matches!(&m[2].content[0], Block::ToolResult { content, .. } if content.starts_with("[output removed"))
+        );
+        assert!(
+            matches!(&m[4].content[0], Block::ToolResult { content, .. } if content.len() == 500)
+        );
+    }
+
+    #[test]
+    fn repair_keeps_good_history() {
+        let mut m = convo();
+        m.push(Message::assistant_text("done three"));
+        let before = m.clone();
+        assert_eq!(repair(&mut m), Repaired::default());
+        assert_eq!(m, before);
+    }
+
+    #[test]
+    fn repair_cuts_a_torn_turn() {
+        // A crash after the call was written but before its result.
+        let mut m = vec![
+            Message::user_text("one"),
+            Message::assistant_text("ok"),
+            Message::user_text("two"),
+            call("a"),
+        ];
+        let r = repair(&mut m);
+        assert_eq!(r.broken_tail, 2);
+        assert_eq!(m.len(), 2);
+        // A result without its call, and a history that starts with a result.
+        let mut m = vec![
+            result("a", "r"),
+            Message::assistant_text("?"),
+            Message::user_text("hi"),
+            Message::assistant_text("yo"),
+        ];
+        let r = repair(&mut m);
+        assert_eq!(r.leading, 2);
+        assert_eq!(m.len(), 2);
+        let mut m = vec![
+            Message::user_text("hi"),
+            call("a"),
+            result("b", "wrong id"),
+            Message::assistant_text("x"),
+        ];
+        repair(&mut m);
+        assert!(m.is_empty());
+        // A trailing question with no answer is dropped: its turn did not complete.
+        let mut m = vec![
+            Message::user_text("hi"),
+            Message::assistant_text("yo"),
+            Message::user_text("lost"),
+        ];
+        repair(&mut m);
+        assert_eq!(m.len(), 2);
+    }
+}

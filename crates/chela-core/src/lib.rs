@@ -1,0 +1,21 @@
+//! Chela's agent core: decisions without IO.
+//!
+//! What it is: the agent turn as a value you step ([`agent::AgentRun`]), history trimming and
+//! repair ([`history`]), the capability registry with its enable and visibility controls
+//! ([`cap`]), and the session file format ([`session`]).
+//!
+//! What it is not: it opens no file or socket and reads no clock. Time comes in as an argument;
+//! IO happens in the drivers (the `chela` binary on tokio, the firmware on embassy), which feed
+//! results back. It is `no_std` + `alloc` so the same decisions run on an ESP32-C3.
+#![no_std]
+#![forbid(unsafe_code)]
+
+extern crate alloc;
+
+pub mod agent;
+pub mod cap;
+pub mod history;
+pub mod session;
+pub mod text;
+
+pub use chela_proto as proto;

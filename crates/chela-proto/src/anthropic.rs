@@ -1,0 +1,438 @@
+//! The Anthropic Messages API: `POST {base_url}/v1/messages`.
+//!
+//! The base URL follows the official SDKs: without `/v1` (`https://api.anthropic.com`); the
+//! client appends [`PATH`]. Headers: `x-api-key`, `anthropic-version: 2023-06-01`,
+//! `content-type: application/json`.
+
+use alloc::borrow::Cow;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde::Deserialize;
+
+use crate::chat::{
+    ArgError, Block, Json, Reply, Request, StopReason, ToolChoice, Update, Usage, tool_use_block,
+};
+use crate::error::ApiError;
+use crate::json::{Sink, Writer};
+use crate::sse;
+use crate::stream::{Accumulate, Limits, StreamError, malformed};
+
+/// Appended to the base URL.
+pub const PATH: &str = "/v1/messages";
+
+/// Encodes `req` as a Messages API request body.
+pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
+    let mut w = Writer::new(sink);
+    w.begin_object();
+    w.field_str("model", req.model);
+    w.field_u64("max_tokens", u64::from(req.max_tokens));
+    if !req.system.is_empty() {
+        w.field_str("system", req.system);
+    }
+    w.key("messages").begin_array();
+    for m in req.messages {
+        w.begin_object();
+        w.field_str("role", m.role.as_str());
+        w.key("content");
+        match m.content.as_slice() {
+            [Block::Text { text }] => {
+                w.string(text);
+            }
+            blocks => {
+                w.begin_array();
+                for b in blocks {
+                    write_block(&mut w, b);
+                }
+                w.end_array();
+            }
+        }
+        w.end_object();
+    }
+    w.end_array();
+    if !req.tools.is_empty() {
+        w.key("tools").begin_array();
+        for t in req.tools {
+            w.begin_object();
+            w.field_str("name", t.name);
+            w.field_str("description", t.description);
+            w.field_raw("input_schema", t.input_schema);
+            w.end_object();
+        }
+        w.end_array();
+        let choice = match req.tool_choice {
+            ToolChoice::Auto => r#"{"type":"auto"}"#,
+            ToolChoice::None => r#"{"type":"none"}"#,
+        };
+        w.field_raw("tool_choice", choice);
+    }
+    if req.stream {
+        w.field_bool("stream", true);
+    }
+    w.end_object();
+}
+
+fn write_block<S: Sink + ?Sized>(w: &mut Writer<'_, S>, b: &Block) {
+    match b {
+        // The API rejects empty text blocks; an empty one carries nothing anyway.
+        Block::Text { text } if text.is_empty() => {}
+        Block::Text { text } => {
+            w.begin_object()
+                .field_str("type", "text")
+                .field_str("text", text)
+                .end_object();
+        }
+        Block::Image { media_type, data } => {
+            w.begin_object()
+                .field_str("type", "image")
+                .key("source")
+                .begin_object();
+            w.field_str("type", "base64")
+                .field_str("media_type", media_type)
+                .field_str("data", data);
+            w.end_object().end_object();
+        }
+        Block::ToolUse { id, name, input } => {
+            w.begin_object()
+                .field_str("type", "tool_use")
+                .field_str("id", id)
+                .field_str("name", name);
+            w.field_raw("input", input.as_str()).end_object();
+        }
+        Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } => {
+            w.begin_object()
+                .field_str("type", "tool_result")
+                .field_str("tool_use_id", tool_use_id);
+            w.field_str("content", content);
+            if *is_error {
+                w.field_bool("is_error", true);
+            }
+            w.end_object();
+        }
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+// Flat rather than a tagged enum: unknown block types (thinking, server tools) pass through
+// without failing, and the raw `input` is not buffered away.
+#[derive(Deserialize)]
+struct WireBlock {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    input: Option<Json>,
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    content: Vec<WireBlock>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    #[serde(default)]
+    usage: WireUsage,
+}
+
+/// Why a whole (non-streamed) body could not be read.
+pub type DecodeError = StreamError;
+
+/// Parses a non-streamed Messages API response.
+pub fn parse_response(body: &[u8]) -> Result<Reply, DecodeError> {
+    if let Some(api) = ApiError::parse(body) {
+        return Err(StreamError::Api(api));
+    }
+    let m: WireMessage = serde_json::from_slice(body).map_err(|e| malformed("message", &e))?;
+    let mut content = Vec::with_capacity(m.content.len());
+    for b in m.content {
+        match b.kind.as_str() {
+            "text" => content.push(Block::Text {
+                text: b.text.unwrap_or_default(),
+            }),
+            "tool_use" => content.push(Block::ToolUse {
+                id: b.id.unwrap_or_default(),
+                name: b.name.unwrap_or_default(),
+                input: b.input.unwrap_or_else(Json::empty_object),
+            }),
+            _ => {}
+        }
+    }
+    Ok(Reply {
+        content,
+        stop_reason: StopReason::from_wire(m.stop_reason.as_deref().unwrap_or("end_turn")),
+        usage: Usage {
+            input_tokens: m.usage.input_tokens,
+            output_tokens: m.usage.output_tokens,
+        },
+        arg_errors: Vec::new(),
+    })
+}
+
+#[derive(Deserialize)]
+struct WireEvent<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    index: usize,
+    #[serde(default, borrow)]
+    content_block: Option<StartBlock<'a>>,
+    #[serde(default, borrow)]
+    delta: Option<WireDelta<'a>>,
+    #[serde(default)]
+    message: Option<StartMessage>,
+    #[serde(default)]
+    usage: Option<WireUsageDelta>,
+    #[serde(default)]
+    error: Option<WireError>,
+}
+
+#[derive(Deserialize)]
+struct StartBlock<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireDelta<'a> {
+    #[serde(rename = "type", default, borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    text: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    partial_json: Option<Cow<'a, str>>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct StartMessage {
+    #[serde(default)]
+    usage: WireUsage,
+}
+
+#[derive(Deserialize)]
+struct WireUsageDelta {
+    #[serde(default)]
+    output_tokens: Option<u64>,
+    #[serde(default)]
+    input_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct WireError {
+    #[serde(rename = "type", default)]
+    kind: String,
+    #[serde(default)]
+    message: String,
+}
+
+#[derive(Debug)]
+enum Partial {
+    Text(String),
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+    },
+    /// A block kind Chela does not use (thinking, server tools).
+    Skip,
+}
+
+/// Folds Messages API stream events into a [`Reply`].
+#[derive(Debug)]
+pub struct Accumulator {
+    blocks: Vec<Partial>,
+    stop_reason: Option<String>,
+    usage: Usage,
+    stopped: bool,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+impl Accumulator {
+    pub fn new(limits: Limits) -> Accumulator {
+        Accumulator {
+            blocks: Vec::new(),
+            stop_reason: None,
+            usage: Usage::default(),
+            stopped: false,
+            bytes: 0,
+            max_bytes: limits.max_reply_bytes,
+        }
+    }
+
+    fn grow(&mut self, n: usize) -> Result<(), StreamError> {
+        self.bytes += n;
+        if self.bytes > self.max_bytes {
+            return Err(StreamError::TooLarge {
+                limit: self.max_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn slot(&mut self, index: usize) -> Result<&mut Partial, StreamError> {
+        // A block index far beyond what was started is a broken stream, not a reason to allocate.
+        if index > self.blocks.len() + 64 {
+            return Err(StreamError::Malformed(alloc::format!(
+                "content block index {index} out of order"
+            )));
+        }
+        while self.blocks.len() <= index {
+            self.blocks.push(Partial::Skip);
+        }
+        Ok(&mut self.blocks[index])
+    }
+}
+
+impl Accumulate for Accumulator {
+    fn handle_event(
+        &mut self,
+        event: &sse::Event,
+        on_update: &mut dyn FnMut(Update<'_>),
+    ) -> Result<(), StreamError> {
+        let ev: WireEvent<'_> =
+            serde_json::from_str(&event.data).map_err(|e| malformed("stream event", &e))?;
+        match ev.kind.as_ref() {
+            "message_start" => {
+                if let Some(m) = ev.message {
+                    self.usage.input_tokens = m.usage.input_tokens;
+                    self.usage.output_tokens = m.usage.output_tokens;
+                }
+            }
+            "content_block_start" => {
+                let Some(b) = ev.content_block else {
+                    return Err(StreamError::Malformed(
+                        "content_block_start without content_block".into(),
+                    ));
+                };
+                let partial = match b.kind.as_ref() {
+                    "text" => Partial::Text(b.text.unwrap_or_default()),
+                    "tool_use" => {
+                        let id = b.id.unwrap_or_default();
+                        let name = b.name.unwrap_or_default();
+                        on_update(Update::ToolUseStart {
+                            id: &id,
+                            name: &name,
+                        });
+                        Partial::ToolUse {
+                            id,
+                            name,
+                            json: String::new(),
+                        }
+                    }
+                    _ => Partial::Skip,
+                };
+                *self.slot(ev.index)? = partial;
+            }
+            "content_block_delta" => {
+                let Some(d) = ev.delta else { return Ok(()) };
+                match d.kind.as_deref() {
+                    Some("text_delta") => {
+                        let text = d.text.unwrap_or_default();
+                        self.grow(text.len())?;
+                        if let Partial::Text(buf) = self.slot(ev.index)? {
+                            buf.push_str(&text);
+                            on_update(Update::Text(&text));
+                        }
+                    }
+                    Some("input_json_delta") => {
+                        let part = d.partial_json.unwrap_or_default();
+                        self.grow(part.len())?;
+                        if let Partial::ToolUse { json, .. } = self.slot(ev.index)? {
+                            json.push_str(&part);
+                        }
+                    }
+                    // thinking_delta, signature_delta, citations: not used by Chela.
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(d) = ev.delta
+                    && let Some(r) = d.stop_reason
+                {
+                    self.stop_reason = Some(r);
+                }
+                if let Some(u) = ev.usage {
+                    if let Some(o) = u.output_tokens {
+                        self.usage.output_tokens = o;
+                    }
+                    if let Some(i) = u.input_tokens {
+                        self.usage.input_tokens = i;
+                    }
+                }
+            }
+            "message_stop" => self.stopped = true,
+            "error" => {
+                let e = ev.error.unwrap_or(WireError {
+                    kind: String::new(),
+                    message: String::new(),
+                });
+                return Err(StreamError::Api(ApiError {
+                    kind: e.kind,
+                    code: String::new(),
+                    message: e.message,
+                }));
+            }
+            // ping, content_block_stop and event types added after this was written.
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Reply, StreamError> {
+        if !self.stopped {
+            return Err(StreamError::Truncated);
+        }
+        let mut arg_errors: Vec<ArgError> = Vec::new();
+        let mut content = Vec::with_capacity(self.blocks.len());
+        for p in self.blocks {
+            match p {
+                Partial::Text(text) => content.push(Block::Text { text }),
+                Partial::ToolUse { id, name, json } => {
+                    content.push(tool_use_block(id, name, &json, &mut arg_errors))
+                }
+                Partial::Skip => {}
+            }
+        }
+        Ok(Reply {
+            content,
+            stop_reason: StopReason::from_wire(self.stop_reason.as_deref().unwrap_or("end_turn")),
+            usage: self.usage,
+            arg_errors,
+        })
+    }
+}
+
+/// SSE parsing plus the Messages API accumulator.
+pub type StreamDecoder = crate::stream::Decoder<Accumulator>;
+
+impl StreamDecoder {
+    pub fn new(limits: Limits) -> StreamDecoder {
+        crate::stream::Decoder::with(Accumulator::new(limits), limits)
+    }
+}
+
+#[cfg(test)]
+mod tests;

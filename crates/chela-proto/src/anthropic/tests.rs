@@ -1,0 +1,284 @@
+use super::*;
+use crate::chat::{Message, Role, ToolSpec};
+use alloc::string::ToString;
+use alloc::vec;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const TOOL_STREAM: &str = include_str!("../../tests/fixtures/anthropic_tool_stream.sse");
+const TOOL_MESSAGE: &str = include_str!("../../tests/fixtures/anthropic_tool_message.json");
+const THINKING_STREAM: &str = include_str!("../../tests/fixtures/anthropic_thinking_stream.sse");
+
+fn decode(chunks: &[&[u8]]) -> (Result<Reply, StreamError>, String) {
+    let mut d = StreamDecoder::new(Limits::default());
+    let mut shown = String::new();
+    for c in chunks {
+        let r = d.handle_bytes(c, &mut |u| {
+            if let Update::Text(t) = u {
+                shown.push_str(t);
+            }
+        });
+        if let Err(e) = r {
+            return (Err(e), shown);
+        }
+    }
+    (d.finish(), shown)
+}
+
+fn input_value(reply: &Reply, i: usize) -> Value {
+    match &reply.content[i] {
+        Block::ToolUse { input, .. } => serde_json::from_str(input.as_str()).unwrap(),
+        other => panic!("block {i} is {other:?}"),
+    }
+}
+
+#[test]
+fn request_with_every_block_kind() {
+    let messages = vec![
+        Message::user_text("What's the weather?"),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::text("Checking."),
+                Block::ToolUse {
+                    id: "toolu_1".into(),
+                    name: "get_weather".into(),
+                    input: Json::parse(r#"{"city":"Paris"}"#).unwrap(),
+                },
+            ],
+        },
+        Message {
+            role: Role::User,
+            content: vec![
+                Block::ToolResult {
+                    tool_use_id: "toolu_1".into(),
+                    content: "18°C".into(),
+                    is_error: false,
+                },
+                Block::ToolResult {
+                    tool_use_id: "toolu_2".into(),
+                    content: "no such tool".into(),
+                    is_error: true,
+                },
+                Block::Image {
+                    media_type: "image/png".into(),
+                    data: "iVBORw0KGgo=".into(),
+                },
+                Block::text(""),
+            ],
+        },
+    ];
+    let tools = [ToolSpec {
+        name: "get_weather",
+        description: "Weather now.",
+        input_schema: r#"{"type":"object","properties":{"city":{"type":"string"}}}"#,
+    }];
+    let req = Request {
+        model: "claude-sonnet-4-5",
+        max_tokens: 1024,
+        system: "You are Chela.",
+        messages: &messages,
+        tools: &tools,
+        tool_choice: ToolChoice::Auto,
+        stream: true,
+    };
+    let mut body = String::new();
+    write_request(&req, &mut body);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v,
+        json!({
+            "model": "claude-sonnet-4-5",
+            "max_tokens": 1024,
+            "system": "You are Chela.",
+            "messages": [
+                {"role": "user", "content": "What's the weather?"},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Checking."},
+                    {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": "18°C"},
+                    {"type": "tool_result", "tool_use_id": "toolu_2", "content": "no such tool", "is_error": true},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+                ]}
+            ],
+            "tools": [{"name": "get_weather", "description": "Weather now.", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}],
+            "tool_choice": {"type": "auto"},
+            "stream": true
+        })
+    );
+}
+
+#[test]
+fn request_without_tools_or_system_omits_them() {
+    let messages = vec![Message::user_text("hi")];
+    let req = Request {
+        model: "m",
+        max_tokens: 5,
+        system: "",
+        messages: &messages,
+        tools: &[],
+        tool_choice: ToolChoice::None,
+        stream: false,
+    };
+    let mut body = String::new();
+    write_request(&req, &mut body);
+    assert_eq!(
+        body,
+        r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#
+    );
+}
+
+#[test]
+fn stream_and_whole_message_give_the_same_reply() {
+    let (streamed, shown) = decode(&[TOOL_STREAM.as_bytes()]);
+    let streamed = streamed.unwrap();
+    let whole = parse_response(TOOL_MESSAGE.as_bytes()).unwrap();
+    assert_eq!(streamed.content[0], whole.content[0]);
+    assert_eq!(
+        shown,
+        "Okay, let's check the weather for San Francisco, CA é世:"
+    );
+    assert_eq!(input_value(&streamed, 1), input_value(&whole, 1));
+    assert_eq!(
+        input_value(&whole, 1),
+        json!({"location": "San Francisco, CA", "unit": "fahrenheit"})
+    );
+    assert_eq!(streamed.stop_reason, StopReason::ToolUse);
+    assert_eq!(
+        streamed.usage,
+        Usage {
+            input_tokens: 472,
+            output_tokens: 89
+        }
+    );
+    assert_eq!(whole.usage, streamed.usage);
+    assert!(streamed.arg_errors.is_empty());
+}
+
+#[test]
+fn tool_use_start_is_reported_once() {
+    let mut d = StreamDecoder::new(Limits::default());
+    let mut starts = vec![];
+    d.handle_bytes(TOOL_STREAM.as_bytes(), &mut |u| {
+        if let Update::ToolUseStart { id, name } = u {
+            starts.push((id.to_string(), name.to_string()));
+        }
+    })
+    .unwrap();
+    assert_eq!(
+        starts,
+        vec![(
+            "toolu_01T1x1fJ34qAmk2tNTrN7Up6".to_string(),
+            "get_weather".to_string()
+        )]
+    );
+}
+
+#[test]
+fn thinking_blocks_and_unknown_events_are_skipped() {
+    let (r, _) = decode(&[THINKING_STREAM.as_bytes()]);
+    let r = r.unwrap();
+    assert_eq!(r.content, vec![Block::text("Hello!")]);
+    assert_eq!(r.stop_reason, StopReason::EndTurn);
+}
+
+#[test]
+fn error_event_is_reported_with_its_type() {
+    let body = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":1}}}\n\n\
+                event: error\ndata: {\"type\": \"error\", \"error\": {\"type\": \"overloaded_error\", \"message\": \"Overloaded\"}}\n\n";
+    let (r, _) = decode(&[body.as_bytes()]);
+    match r {
+        Err(StreamError::Api(e)) => {
+            assert_eq!(e.kind, "overloaded_error");
+            assert_eq!(e.message, "Overloaded");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_stream_cut_before_message_stop_is_truncated() {
+    let cut = &TOOL_STREAM[..TOOL_STREAM.find("event: message_delta").unwrap()];
+    assert_eq!(decode(&[cut.as_bytes()]).0, Err(StreamError::Truncated));
+}
+
+#[test]
+fn garbage_events_are_malformed() {
+    let (r, _) = decode(&[b"event: message_start\ndata: {not json\n\n"]);
+    assert!(matches!(r, Err(StreamError::Malformed(_))), "{r:?}");
+}
+
+#[test]
+fn bad_tool_json_is_kept_as_an_argument_error() {
+    let body = "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"x\",\"input\":{}}}\n\n\
+                data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"a\\\":\"}}\n\n\
+                data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n\
+                data: {\"type\":\"message_stop\"}\n\n";
+    let r = decode(&[body.as_bytes()]).0.unwrap();
+    assert_eq!(
+        r.arg_errors,
+        vec![ArgError {
+            tool_use_id: "t".into(),
+            raw: "{\"a\":".into()
+        }]
+    );
+    assert_eq!(input_value(&r, 0), json!({}));
+}
+
+#[test]
+fn replies_are_bounded() {
+    let mut d = StreamDecoder::new(Limits {
+        max_event_bytes: 1024,
+        max_reply_bytes: 10,
+    });
+    let body = "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
+                data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"0123456789ab\"}}\n\n";
+    assert_eq!(
+        d.handle_bytes(body.as_bytes(), &mut |_| {}),
+        Err(StreamError::TooLarge { limit: 10 })
+    );
+    let mut d = StreamDecoder::new(Limits::default());
+    let far = "data: {\"type\":\"content_block_start\",\"index\":100000,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
+    assert!(matches!(
+        d.handle_bytes(far.as_bytes(), &mut |_| {}),
+        Err(StreamError::Malformed(_))
+    ));
+}
+
+#[test]
+fn whole_body_errors_are_api_errors() {
+    let r = parse_response(
+        br#"{"type":"error","error":{"type":"not_found_error","message":"model: nope"}}"#,
+    );
+    assert!(
+        matches!(r, Err(StreamError::Api(ref e)) if e.kind == "not_found_error"),
+        "{r:?}"
+    );
+    assert!(matches!(
+        parse_response(b"{"),
+        Err(StreamError::Malformed(_))
+    ));
+}
+
+proptest! {
+    #[test]
+    fn any_split_and_line_ending_gives_the_same_reply(
+        points in proptest::collection::vec(0usize..3000, 0..40),
+        crlf in any::<bool>(),
+    ) {
+        let text = if crlf { TOOL_STREAM.replace('\n', "\r\n") } else { TOOL_STREAM.to_string() };
+        let bytes = text.as_bytes();
+        let mut pts: Vec<usize> = points.into_iter().filter(|&p| p <= bytes.len()).collect();
+        pts.sort_unstable();
+        let mut chunks: Vec<&[u8]> = vec![];
+        let mut last = 0;
+        for p in pts { chunks.push(&bytes[last..p]); last = p; }
+        chunks.push(&bytes[last..]);
+        let (whole, whole_shown) = decode(&[TOOL_STREAM.as_bytes()]);
+        let (split, split_shown) = decode(&chunks);
+        prop_assert_eq!(whole, split);
+        prop_assert_eq!(whole_shown, split_shown);
+    }
+}

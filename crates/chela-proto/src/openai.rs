@@ -1,0 +1,507 @@
+//! OpenAI Chat Completions, as spoken by OpenAI and the servers that copy it (DeepSeek, Qwen,
+//! OpenRouter, Ollama, vLLM, llama.cpp): `POST {base_url}/chat/completions`.
+//!
+//! The base URL follows the official SDK: it includes `/v1` (`https://api.openai.com/v1`); the
+//! client appends [`PATH`]. Header: `authorization: Bearer <key>`.
+//!
+//! Mapping from the neutral model: the system prompt is the first message; an assistant
+//! message's tool uses become `tool_calls` with their input as the `arguments` string; each tool
+//! result becomes a `tool` message (errors are prefixed with `Error: `, the format has no flag).
+//!
+//! Servers vary; the decoder accepts what the common ones send: arguments as a string or as an
+//! object, tool-call deltas without an `index` or `id`, `content: null`, a missing `[DONE]`.
+
+use alloc::borrow::Cow;
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::chat::{
+    ArgError, Block, Reply, Request, Role, StopReason, ToolChoice, Update, Usage, tool_use_block,
+};
+use crate::error::ApiError;
+use crate::json::{Sink, Writer};
+use crate::sse;
+use crate::stream::{Accumulate, Limits, StreamError, malformed};
+
+/// Appended to the base URL.
+pub const PATH: &str = "/chat/completions";
+
+/// Encodes `req` as a Chat Completions request body.
+pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
+    let mut w = Writer::new(sink);
+    w.begin_object();
+    w.field_str("model", req.model);
+    w.field_u64("max_tokens", u64::from(req.max_tokens));
+    w.key("messages").begin_array();
+    if !req.system.is_empty() {
+        w.begin_object()
+            .field_str("role", "system")
+            .field_str("content", req.system)
+            .end_object();
+    }
+    for m in req.messages {
+        match m.role {
+            Role::User => write_user(&mut w, &m.content),
+            Role::Assistant => write_assistant(&mut w, &m.content),
+        }
+    }
+    w.end_array();
+    if !req.tools.is_empty() {
+        w.key("tools").begin_array();
+        for t in req.tools {
+            w.begin_object()
+                .field_str("type", "function")
+                .key("function")
+                .begin_object();
+            w.field_str("name", t.name)
+                .field_str("description", t.description);
+            w.field_raw("parameters", t.input_schema);
+            w.end_object().end_object();
+        }
+        w.end_array();
+        w.field_str(
+            "tool_choice",
+            match req.tool_choice {
+                ToolChoice::Auto => "auto",
+                ToolChoice::None => "none",
+            },
+        );
+    }
+    if req.stream {
+        w.field_bool("stream", true);
+        w.field_raw("stream_options", r#"{"include_usage":true}"#);
+    }
+    w.end_object();
+}
+
+fn write_user<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {
+    // Tool results must directly follow the assistant message that asked for them.
+    for b in blocks {
+        if let Block::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+        } = b
+        {
+            w.begin_object()
+                .field_str("role", "tool")
+                .field_str("tool_call_id", tool_use_id);
+            if *is_error {
+                w.key("content").string_parts(&["Error: ", content]);
+            } else {
+                w.field_str("content", content);
+            }
+            w.end_object();
+        }
+    }
+    let rest = || {
+        blocks
+            .iter()
+            .filter(|b| matches!(b, Block::Text { .. } | Block::Image { .. }))
+    };
+    match rest().count() {
+        0 => {}
+        1 if matches!(rest().next(), Some(Block::Text { .. })) => {
+            if let Some(Block::Text { text }) = rest().next() {
+                w.begin_object()
+                    .field_str("role", "user")
+                    .field_str("content", text)
+                    .end_object();
+            }
+        }
+        _ => {
+            w.begin_object()
+                .field_str("role", "user")
+                .key("content")
+                .begin_array();
+            for b in rest() {
+                match b {
+                    Block::Text { text } => {
+                        w.begin_object()
+                            .field_str("type", "text")
+                            .field_str("text", text)
+                            .end_object();
+                    }
+                    Block::Image { media_type, data } => {
+                        w.begin_object()
+                            .field_str("type", "image_url")
+                            .key("image_url")
+                            .begin_object();
+                        w.key("url")
+                            .string_parts(&["data:", media_type, ";base64,", data]);
+                        w.end_object().end_object();
+                    }
+                    _ => {}
+                }
+            }
+            w.end_array().end_object();
+        }
+    }
+}
+
+fn write_assistant<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {
+    let texts: Vec<&str> = blocks
+        .iter()
+        .filter_map(|b| match b {
+            Block::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    let has_calls = blocks.iter().any(|b| matches!(b, Block::ToolUse { .. }));
+    w.begin_object().field_str("role", "assistant");
+    if texts.iter().all(|t| t.is_empty()) && has_calls {
+        w.key("content").null();
+    } else {
+        w.key("content").string_parts(&texts);
+    }
+    if has_calls {
+        w.key("tool_calls").begin_array();
+        for b in blocks {
+            if let Block::ToolUse { id, name, input } = b {
+                w.begin_object()
+                    .field_str("id", id)
+                    .field_str("type", "function")
+                    .key("function")
+                    .begin_object();
+                w.field_str("name", name)
+                    .field_str("arguments", input.as_str());
+                w.end_object().end_object();
+            }
+        }
+        w.end_array();
+    }
+    w.end_object();
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+}
+
+impl WireUsage {
+    fn neutral(&self) -> Usage {
+        Usage {
+            input_tokens: self.prompt_tokens,
+            output_tokens: self.completion_tokens,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<Box<RawValue>>,
+}
+
+#[derive(Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<WireFunction>,
+}
+
+/// The text of `arguments`: a JSON string's contents, or an object sent as-is (Ollama does that).
+fn arguments_text(raw: Option<&RawValue>) -> Result<Cow<'_, str>, serde_json::Error> {
+    let Some(raw) = raw else {
+        return Ok(Cow::Borrowed(""));
+    };
+    let text = raw.get();
+    if text.starts_with('"') {
+        serde_json::from_str::<Cow<'_, str>>(text)
+    } else if text == "null" {
+        Ok(Cow::Borrowed(""))
+    } else {
+        Ok(Cow::Borrowed(text))
+    }
+}
+
+#[derive(Deserialize)]
+struct WireMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct WireChoice {
+    message: WireMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireCompletion {
+    #[serde(default)]
+    choices: Vec<WireChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+/// Parses a non-streamed Chat Completions response.
+pub fn parse_response(body: &[u8]) -> Result<Reply, StreamError> {
+    if let Some(api) = ApiError::parse(body) {
+        return Err(StreamError::Api(api));
+    }
+    let c: WireCompletion =
+        serde_json::from_slice(body).map_err(|e| malformed("chat completion", &e))?;
+    let Some(choice) = c.choices.into_iter().next() else {
+        return Err(StreamError::Malformed(
+            "a chat completion without choices".into(),
+        ));
+    };
+    let mut content = Vec::new();
+    let mut arg_errors = Vec::new();
+    if let Some(text) = choice.message.content
+        && !text.is_empty()
+    {
+        content.push(Block::Text { text });
+    }
+    for (i, tc) in choice
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+    {
+        let f = tc.function.unwrap_or(WireFunction {
+            name: None,
+            arguments: None,
+        });
+        let args = arguments_text(f.arguments.as_deref())
+            .map_err(|e| malformed("tool call arguments", &e))?;
+        let id = tc
+            .id
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| format!("call_{i}"));
+        content.push(tool_use_block(
+            id,
+            f.name.unwrap_or_default(),
+            &args,
+            &mut arg_errors,
+        ));
+    }
+    Ok(Reply {
+        content,
+        stop_reason: StopReason::from_wire(choice.finish_reason.as_deref().unwrap_or("stop")),
+        usage: c.usage.map(|u| u.neutral()).unwrap_or_default(),
+        arg_errors,
+    })
+}
+
+#[derive(Deserialize)]
+struct ChunkDelta<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<Vec<WireToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice<'a> {
+    #[serde(default)]
+    index: usize,
+    #[serde(default, borrow)]
+    delta: Option<ChunkDelta<'a>>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireChunk<'a> {
+    #[serde(default, borrow)]
+    choices: Vec<ChunkChoice<'a>>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    /// Servers report failures mid-stream as `{"error": {...}}`.
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+#[derive(Debug)]
+struct PartialCall {
+    id: String,
+    name: String,
+    args: String,
+}
+
+/// Folds Chat Completions chunks into a [`Reply`].
+#[derive(Debug)]
+pub struct Accumulator {
+    text: String,
+    calls: Vec<PartialCall>,
+    finish_reason: Option<String>,
+    usage: Usage,
+    done: bool,
+    bytes: usize,
+    max_bytes: usize,
+}
+
+/// Most tool calls one reply may carry.
+const MAX_CALLS: usize = 64;
+
+impl Accumulator {
+    pub fn new(limits: Limits) -> Accumulator {
+        Accumulator {
+            text: String::new(),
+            calls: Vec::new(),
+            finish_reason: None,
+            usage: Usage::default(),
+            done: false,
+            bytes: 0,
+            max_bytes: limits.max_reply_bytes,
+        }
+    }
+
+    fn grow(&mut self, n: usize) -> Result<(), StreamError> {
+        self.bytes += n;
+        if self.bytes > self.max_bytes {
+            return Err(StreamError::TooLarge {
+                limit: self.max_bytes,
+            });
+        }
+        Ok(())
+    }
+
+    fn tool_delta(
+        &mut self,
+        tc: WireToolCall,
+        on_update: &mut dyn FnMut(Update<'_>),
+    ) -> Result<(), StreamError> {
+        // Without an index, a new id starts a new call and anything else continues the last one.
+        let index = tc
+            .index
+            .unwrap_or_else(|| match (&tc.id, self.calls.last()) {
+                (Some(id), Some(last)) if !id.is_empty() && *id != last.id => self.calls.len(),
+                (_, None) => 0,
+                _ => self.calls.len() - 1,
+            });
+        if index >= MAX_CALLS {
+            return Err(StreamError::Malformed(format!(
+                "tool call index {index} is over {MAX_CALLS}"
+            )));
+        }
+        while self.calls.len() <= index {
+            let n = self.calls.len();
+            self.calls.push(PartialCall {
+                id: format!("call_{n}"),
+                name: String::new(),
+                args: String::new(),
+            });
+        }
+        let f = tc.function.unwrap_or(WireFunction {
+            name: None,
+            arguments: None,
+        });
+        let args = arguments_text(f.arguments.as_deref())
+            .map_err(|e| malformed("tool call arguments", &e))?;
+        self.grow(args.len())?;
+        let call = &mut self.calls[index];
+        if let Some(id) = tc.id
+            && !id.is_empty()
+        {
+            call.id = id;
+        }
+        call.args.push_str(&args);
+        if let Some(name) = f.name
+            && !name.is_empty()
+            && call.name.is_empty()
+        {
+            call.name = name;
+            on_update(Update::ToolUseStart {
+                id: &call.id,
+                name: &call.name,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Accumulate for Accumulator {
+    fn handle_event(
+        &mut self,
+        event: &sse::Event,
+        on_update: &mut dyn FnMut(Update<'_>),
+    ) -> Result<(), StreamError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            return Ok(());
+        }
+        let chunk: WireChunk<'_> =
+            serde_json::from_str(data).map_err(|e| malformed("stream chunk", &e))?;
+        if chunk.error.is_some() {
+            let api = ApiError::parse(data.as_bytes()).unwrap_or_else(|| ApiError::from_text(data));
+            return Err(StreamError::Api(api));
+        }
+        if let Some(u) = &chunk.usage {
+            self.usage = u.neutral();
+        }
+        for choice in chunk.choices {
+            if choice.index != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                if let Some(text) = delta.content
+                    && !text.is_empty()
+                {
+                    self.grow(text.len())?;
+                    self.text.push_str(&text);
+                    on_update(Update::Text(&text));
+                }
+                for tc in delta.tool_calls.unwrap_or_default() {
+                    self.tool_delta(tc, on_update)?;
+                }
+            }
+            if let Some(r) = choice.finish_reason {
+                self.finish_reason = Some(r);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<Reply, StreamError> {
+        if !self.done && self.finish_reason.is_none() {
+            return Err(StreamError::Truncated);
+        }
+        let mut content = Vec::with_capacity(1 + self.calls.len());
+        if !self.text.is_empty() {
+            content.push(Block::Text { text: self.text });
+        }
+        let mut arg_errors: Vec<ArgError> = Vec::new();
+        for c in self.calls {
+            content.push(tool_use_block(c.id, c.name, &c.args, &mut arg_errors));
+        }
+        Ok(Reply {
+            content,
+            stop_reason: StopReason::from_wire(self.finish_reason.as_deref().unwrap_or("stop")),
+            usage: self.usage,
+            arg_errors,
+        })
+    }
+}
+
+/// SSE parsing plus the Chat Completions accumulator.
+pub type StreamDecoder = crate::stream::Decoder<Accumulator>;
+
+impl StreamDecoder {
+    pub fn new(limits: Limits) -> StreamDecoder {
+        crate::stream::Decoder::with(Accumulator::new(limits), limits)
+    }
+}
+
+#[cfg(test)]
+mod tests;

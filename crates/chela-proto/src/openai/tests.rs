@@ -1,0 +1,280 @@
+use super::*;
+use crate::chat::{Json, Message, ToolSpec};
+use alloc::string::ToString;
+use alloc::vec;
+use proptest::prelude::*;
+use serde_json::{Value, json};
+
+const TOOL_STREAM: &str = include_str!("../../tests/fixtures/openai_tool_stream.sse");
+const TOOL_COMPLETION: &str = include_str!("../../tests/fixtures/openai_tool_completion.json");
+
+fn decode(chunks: &[&[u8]]) -> (Result<Reply, StreamError>, String) {
+    let mut d = StreamDecoder::new(Limits::default());
+    let mut shown = String::new();
+    for c in chunks {
+        let r = d.handle_bytes(c, &mut |u| {
+            if let Update::Text(t) = u {
+                shown.push_str(t);
+            }
+        });
+        if let Err(e) = r {
+            return (Err(e), shown);
+        }
+    }
+    (d.finish(), shown)
+}
+
+fn tool(reply: &Reply, i: usize) -> (String, String, Value) {
+    match &reply.content[i] {
+        Block::ToolUse { id, name, input } => (
+            id.clone(),
+            name.clone(),
+            serde_json::from_str(input.as_str()).unwrap(),
+        ),
+        other => panic!("block {i} is {other:?}"),
+    }
+}
+
+#[test]
+fn request_maps_tools_results_and_images() {
+    let messages = vec![
+        Message::user_text("Weather and time?"),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::ToolUse {
+                    id: "call_1".into(),
+                    name: "get_weather".into(),
+                    input: Json::parse(r#"{"city":"Paris"}"#).unwrap(),
+                },
+                Block::ToolUse {
+                    id: "call_2".into(),
+                    name: "get_current_time".into(),
+                    input: Json::empty_object(),
+                },
+            ],
+        },
+        Message {
+            role: Role::User,
+            content: vec![
+                Block::ToolResult {
+                    tool_use_id: "call_1".into(),
+                    content: "18°C".into(),
+                    is_error: false,
+                },
+                Block::ToolResult {
+                    tool_use_id: "call_2".into(),
+                    content: "clock broken".into(),
+                    is_error: true,
+                },
+            ],
+        },
+        Message::assistant_text("It is 18°C."),
+        Message {
+            role: Role::User,
+            content: vec![
+                Block::text("And this?"),
+                Block::Image {
+                    media_type: "image/jpeg".into(),
+                    data: "/9j/4A==".into(),
+                },
+            ],
+        },
+    ];
+    let tools = [ToolSpec {
+        name: "get_weather",
+        description: "Weather.",
+        input_schema: r#"{"type":"object"}"#,
+    }];
+    let req = Request {
+        model: "gpt-4o-mini",
+        max_tokens: 512,
+        system: "Be brief.",
+        messages: &messages,
+        tools: &tools,
+        tool_choice: ToolChoice::Auto,
+        stream: true,
+    };
+    let mut body = String::new();
+    write_request(&req, &mut body);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v,
+        json!({
+            "model": "gpt-4o-mini",
+            "max_tokens": 512,
+            "messages": [
+                {"role": "system", "content": "Be brief."},
+                {"role": "user", "content": "Weather and time?"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "get_current_time", "arguments": "{}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "18°C"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "Error: clock broken"},
+                {"role": "assistant", "content": "It is 18°C."},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "And this?"},
+                    {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,/9j/4A=="}}
+                ]}
+            ],
+            "tools": [{"type": "function", "function": {"name": "get_weather", "description": "Weather.", "parameters": {"type": "object"}}}],
+            "tool_choice": "auto",
+            "stream": true,
+            "stream_options": {"include_usage": true}
+        })
+    );
+}
+
+#[test]
+fn tool_choice_none_and_no_stream() {
+    let messages = vec![Message::user_text("x")];
+    let tools = [ToolSpec {
+        name: "t",
+        description: "d",
+        input_schema: "{}",
+    }];
+    let req = Request {
+        model: "m",
+        max_tokens: 1,
+        system: "",
+        messages: &messages,
+        tools: &tools,
+        tool_choice: ToolChoice::None,
+        stream: false,
+    };
+    let mut body = String::new();
+    write_request(&req, &mut body);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["tool_choice"], "none");
+    assert!(v.get("stream").is_none() && v.get("stream_options").is_none());
+    assert_eq!(v["messages"].as_array().unwrap().len(), 1);
+}
+
+#[test]
+fn stream_and_whole_completion_give_the_same_reply() {
+    let (streamed, shown) = decode(&[TOOL_STREAM.as_bytes()]);
+    let streamed = streamed.unwrap();
+    let whole = parse_response(TOOL_COMPLETION.as_bytes()).unwrap();
+    assert_eq!(shown, "Let me check both é世.");
+    assert_eq!(streamed.content[0], Block::text("Let me check both é世."));
+    assert_eq!(streamed.content[0], whole.content[0]);
+    assert_eq!(
+        tool(&streamed, 1),
+        (
+            "call_abc".into(),
+            "get_weather".into(),
+            json!({"location": "Paris"})
+        )
+    );
+    assert_eq!(tool(&streamed, 1), tool(&whole, 1));
+    assert_eq!(
+        tool(&streamed, 2),
+        ("call_def".into(), "get_current_time".into(), json!({}))
+    );
+    assert_eq!(tool(&streamed, 2), tool(&whole, 2));
+    assert_eq!(streamed.stop_reason, StopReason::ToolUse);
+    assert_eq!(
+        streamed.usage,
+        Usage {
+            input_tokens: 82,
+            output_tokens: 17
+        }
+    );
+    assert_eq!(whole.usage, streamed.usage);
+}
+
+#[test]
+fn ollama_style_whole_calls_without_index_id_or_done() {
+    let body = "data: {\"choices\":[{\"delta\":{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"function\":{\"name\":\"a\",\"arguments\":{\"x\":1}}}]}}]}\n\n\
+                data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"id\":\"b1\",\"function\":{\"name\":\"b\",\"arguments\":\"\"}}]}}]}\n\n\
+                data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+    let r = decode(&[body.as_bytes()]).0.unwrap();
+    assert_eq!(tool(&r, 0), ("call_0".into(), "a".into(), json!({"x": 1})));
+    assert_eq!(tool(&r, 1), ("b1".into(), "b".into(), json!({})));
+    assert!(r.has_tool_use());
+}
+
+#[test]
+fn stream_error_chunk_is_an_api_error() {
+    let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: {\"error\": {\"message\": \"upstream timeout\", \"type\": \"server_error\"}}\n\n";
+    match decode(&[body.as_bytes()]) {
+        (Err(StreamError::Api(e)), shown) => {
+            assert_eq!(e.kind, "server_error");
+            assert_eq!(shown, "Hi");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_stream_without_finish_or_done_is_truncated() {
+    let cut = &TOOL_STREAM[..TOOL_STREAM.find("{\"index\":0,\"delta\":{},").unwrap() - 60];
+    let cut = &cut[..cut.rfind("\n\n").unwrap() + 2];
+    assert_eq!(decode(&[cut.as_bytes()]).0, Err(StreamError::Truncated));
+}
+
+#[test]
+fn bad_arguments_become_argument_errors() {
+    let body = r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{oops"}}]},"finish_reason":"tool_calls"}]}"#;
+    let r = parse_response(body.as_bytes()).unwrap();
+    assert_eq!(
+        r.arg_errors,
+        vec![ArgError {
+            tool_use_id: "c".into(),
+            raw: "{oops".into()
+        }]
+    );
+    assert_eq!(tool(&r, 0).2, json!({}));
+}
+
+#[test]
+fn whole_body_error_and_garbage() {
+    let r = parse_response(br#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#);
+    assert!(
+        matches!(r, Err(StreamError::Api(ref e)) if e.code == "invalid_api_key"),
+        "{r:?}"
+    );
+    assert!(matches!(
+        parse_response(b"[]"),
+        Err(StreamError::Malformed(_))
+    ));
+    assert!(matches!(
+        parse_response(br#"{"choices":[]}"#),
+        Err(StreamError::Malformed(_))
+    ));
+    assert!(matches!(
+        decode(&[b"data: {nope\n\n"]).0,
+        Err(StreamError::Malformed(_))
+    ));
+}
+
+#[test]
+fn tool_call_indexes_are_bounded() {
+    let body = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":100000,\"function\":{\"name\":\"a\"}}]}}]}\n\n";
+    assert!(matches!(
+        decode(&[body.as_bytes()]).0,
+        Err(StreamError::Malformed(_))
+    ));
+}
+
+proptest! {
+    #[test]
+    fn any_split_and_line_ending_gives_the_same_reply(
+        points in proptest::collection::vec(0usize..4000, 0..40),
+        crlf in any::<bool>(),
+    ) {
+        let text = if crlf { TOOL_STREAM.replace('\n', "\r\n") } else { TOOL_STREAM.to_string() };
+        let bytes = text.as_bytes();
+        let mut pts: Vec<usize> = points.into_iter().filter(|&p| p <= bytes.len()).collect();
+        pts.sort_unstable();
+        let mut chunks: Vec<&[u8]> = vec![];
+        let mut last = 0;
+        for p in pts { chunks.push(&bytes[last..p]); last = p; }
+        chunks.push(&bytes[last..]);
+        let (whole, whole_shown) = decode(&[TOOL_STREAM.as_bytes()]);
+        let (split, split_shown) = decode(&chunks);
+        prop_assert_eq!(whole, split);
+        prop_assert_eq!(whole_shown, split_shown);
+    }
+}
