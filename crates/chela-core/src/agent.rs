@@ -42,12 +42,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits {
-            max_iterations: 10,
-            max_calls_per_step: 8,
-            history_budget: 64 * 1024,
-            max_tool_output: 16 * 1024,
-        }
+        Limits { max_iterations: 10, max_calls_per_step: 8, history_budget: 64 * 1024, max_tool_output: 16 * 1024 }
     }
 }
 
@@ -69,19 +64,11 @@ pub struct ToolResult {
 
 impl ToolResult {
     pub fn ok(id: impl Into<String>, content: impl Into<String>) -> ToolResult {
-        ToolResult {
-            id: id.into(),
-            content: content.into(),
-            is_error: false,
-        }
+        ToolResult { id: id.into(), content: content.into(), is_error: false }
     }
 
     pub fn error(id: impl Into<String>, content: impl Into<String>) -> ToolResult {
-        ToolResult {
-            id: id.into(),
-            content: content.into(),
-            is_error: true,
-        }
+        ToolResult { id: id.into(), content: content.into(), is_error: true }
     }
 }
 
@@ -199,19 +186,13 @@ impl AgentRun {
         self.usage.output_tokens += reply.usage.output_tokens;
         let stop_reason = reply.stop_reason.clone();
         let arg_errors = reply.arg_errors;
-        let mut content: Vec<Block> = reply
-            .content
-            .into_iter()
-            .filter(|b| !matches!(b, Block::Text { text } if text.is_empty()))
-            .collect();
+        let mut content: Vec<Block> =
+            reply.content.into_iter().filter(|b| !matches!(b, Block::Text { text } if text.is_empty())).collect();
         // Which calls had unparseable arguments, by position: ids may be renamed next.
         let bad_args: Vec<Option<String>> = content
             .iter()
             .map(|b| match b {
-                Block::ToolUse { id, .. } => arg_errors
-                    .iter()
-                    .find(|e| e.tool_use_id == *id)
-                    .map(|e| e.raw.clone()),
+                Block::ToolUse { id, .. } => arg_errors.iter().find(|e| e.tool_use_id == *id).map(|e| e.raw.clone()),
                 _ => None,
             })
             .collect();
@@ -226,19 +207,13 @@ impl AgentRun {
             content.retain(|b| !matches!(b, Block::ToolUse { .. }));
             if content.is_empty() {
                 let note = if hit_tool_limit {
-                    format!(
-                        "I stopped after {} rounds of tool calls without reaching an answer.",
-                        self.iterations
-                    )
+                    format!("I stopped after {} rounds of tool calls without reaching an answer.", self.iterations)
                 } else {
                     String::from("(the model returned an empty reply)")
                 };
                 content.push(Block::Text { text: note });
             }
-            let msg = Message {
-                role: Role::Assistant,
-                content,
-            };
+            let msg = Message { role: Role::Assistant, content };
             let text = msg.text();
             self.messages.push(msg);
             self.state = State::Done(Outcome {
@@ -262,10 +237,7 @@ impl AgentRun {
             let early = if let Some(raw) = bad {
                 Some(ToolResult::error(
                     id.clone(),
-                    format!(
-                        "The arguments were not valid JSON, so the tool did not run: {}",
-                        text::prefix(raw, 200)
-                    ),
+                    format!("The arguments were not valid JSON, so the tool did not run: {}", text::prefix(raw, 200)),
                 ))
             } else if self.pending.len() >= self.limits.max_calls_per_step {
                 Some(ToolResult::error(
@@ -276,19 +248,12 @@ impl AgentRun {
                     ),
                 ))
             } else {
-                self.pending.push(ToolCall {
-                    id: id.clone(),
-                    name: name.clone(),
-                    input: input.clone(),
-                });
+                self.pending.push(ToolCall { id: id.clone(), name: name.clone(), input: input.clone() });
                 None
             };
             self.results.push((id.clone(), early));
         }
-        self.messages.push(Message {
-            role: Role::Assistant,
-            content,
-        });
+        self.messages.push(Message { role: Role::Assistant, content });
         if self.pending.is_empty() {
             self.close_tool_step();
         } else {
@@ -304,11 +269,7 @@ impl AgentRun {
             return Err(RunError::OutOfOrder);
         }
         for r in results {
-            if let Some(slot) = self
-                .results
-                .iter_mut()
-                .find(|(id, slot)| *id == r.id && slot.is_none())
-            {
+            if let Some(slot) = self.results.iter_mut().find(|(id, slot)| *id == r.id && slot.is_none()) {
                 slot.1 = Some(r);
             }
         }
@@ -324,10 +285,7 @@ impl AgentRun {
             State::NeedTools => {
                 for (id, slot) in &mut self.results {
                     if slot.is_none() {
-                        *slot = Some(ToolResult::error(
-                            id.clone(),
-                            "Cancelled by the user before it finished.",
-                        ));
+                        *slot = Some(ToolResult::error(id.clone(), "Cancelled by the user before it finished."));
                     }
                 }
                 self.append_results();
@@ -363,18 +321,11 @@ impl AgentRun {
     fn close_tool_step(&mut self) {
         for (id, slot) in &mut self.results {
             if slot.is_none() {
-                *slot = Some(ToolResult::error(
-                    id.clone(),
-                    "The tool returned no result.",
-                ));
+                *slot = Some(ToolResult::error(id.clone(), "The tool returned no result."));
             }
         }
         self.append_results();
-        let choice = if self.iterations >= self.limits.max_iterations {
-            ToolChoice::None
-        } else {
-            ToolChoice::Auto
-        };
+        let choice = if self.iterations >= self.limits.max_iterations { ToolChoice::None } else { ToolChoice::Auto };
         self.state = State::NeedModel(choice);
         self.fit_budget();
     }
@@ -390,18 +341,11 @@ impl AgentRun {
                     alloc::borrow::Cow::Borrowed(_) => r.content,
                     alloc::borrow::Cow::Owned(cut) => cut,
                 };
-                Block::ToolResult {
-                    tool_use_id: r.id,
-                    content,
-                    is_error: r.is_error,
-                }
+                Block::ToolResult { tool_use_id: r.id, content, is_error: r.is_error }
             })
             .collect();
         self.pending.clear();
-        self.messages.push(Message {
-            role: Role::User,
-            content,
-        });
+        self.messages.push(Message { role: Role::User, content });
     }
 
     fn fit_budget(&mut self) {
@@ -409,23 +353,15 @@ impl AgentRun {
         self.window_start = history::trim_start(&self.messages, budget, self.turn_start);
         if history::bytes(&self.messages[self.window_start..]) > budget {
             let from = self.turn_start;
-            history::elide_tool_results(
-                &mut self.messages[self.window_start..],
-                from - self.window_start,
-                budget,
-            );
+            history::elide_tool_results(&mut self.messages[self.window_start..], from - self.window_start, budget);
         }
     }
 
     /// Tool-use ids must be unique in the conversation; some servers reuse `call_0`.
     fn make_ids_unique(&self, content: &mut [Block]) {
         let seen = |id: &str, content: &[Block], upto: usize| {
-            self.messages
-                .iter()
-                .any(|m| m.tool_use_ids().any(|x| x == id))
-                || content[..upto]
-                    .iter()
-                    .any(|b| matches!(b, Block::ToolUse { id: x, .. } if x == id))
+            self.messages.iter().any(|m| m.tool_use_ids().any(|x| x == id))
+                || content[..upto].iter().any(|b| matches!(b, Block::ToolUse { id: x, .. } if x == id))
         };
         for i in 0..content.len() {
             let Block::ToolUse { id, .. } = &content[i] else {

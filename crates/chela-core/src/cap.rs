@@ -36,11 +36,7 @@ pub struct Capability {
 
 impl Capability {
     pub fn tool_spec(&self) -> ToolSpec<'_> {
-        ToolSpec {
-            name: &self.id,
-            description: &self.description,
-            input_schema: &self.input_schema,
-        }
+        ToolSpec { name: &self.id, description: &self.description, input_schema: &self.input_schema }
     }
 }
 
@@ -103,10 +99,7 @@ impl fmt::Display for CallError {
                 f,
                 "The tool `{id}` is not available to the assistant: its group `{group}` is hidden. Show it with `chela cap show {group}`."
             ),
-            CallError::NotForModel { id } => write!(
-                f,
-                "The tool `{id}` can only be called by a person or a script."
-            ),
+            CallError::NotForModel { id } => write!(f, "The tool `{id}` can only be called by a person or a script."),
         }
     }
 }
@@ -124,17 +117,10 @@ impl fmt::Display for ControlError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             ControlError::UnknownGroup { group, known } => {
-                write!(
-                    f,
-                    "There is no capability group `{group}`. Groups: {}.",
-                    known.join(", ")
-                )
+                write!(f, "There is no capability group `{group}`. Groups: {}.", known.join(", "))
             }
             ControlError::CoreGroup { group } => {
-                write!(
-                    f,
-                    "`{group}` is a core group: it is always enabled and visible."
-                )
+                write!(f, "`{group}` is a core group: it is always enabled and visible.")
             }
             ControlError::Duplicate { id } => write!(f, "`{id}` is registered twice."),
         }
@@ -154,21 +140,13 @@ impl Registry {
     }
 
     /// Registers a group with its capabilities. Ids must be new.
-    pub fn add_group(
-        &mut self,
-        spec: GroupSpec,
-        caps: Vec<Capability>,
-    ) -> Result<(), ControlError> {
+    pub fn add_group(&mut self, spec: GroupSpec, caps: Vec<Capability>) -> Result<(), ControlError> {
         if self.group(&spec.id).is_some() {
-            return Err(ControlError::Duplicate {
-                id: spec.id.into_owned(),
-            });
+            return Err(ControlError::Duplicate { id: spec.id.into_owned() });
         }
         for (i, c) in caps.iter().enumerate() {
             if self.get(&c.id).is_some() || caps[..i].iter().any(|d| d.id == c.id) {
-                return Err(ControlError::Duplicate {
-                    id: c.id.to_string(),
-                });
+                return Err(ControlError::Duplicate { id: c.id.to_string() });
             }
         }
         let visible = spec.visible_by_default || spec.core;
@@ -176,11 +154,7 @@ impl Registry {
             c.group = spec.id.clone();
             c
         }));
-        self.groups.push(Group {
-            spec,
-            enabled: true,
-            visible,
-        });
+        self.groups.push(Group { spec, enabled: true, visible });
         Ok(())
     }
 
@@ -215,18 +189,13 @@ impl Registry {
 
     fn group_mut(&mut self, id: &str) -> Result<&mut Group, ControlError> {
         let known: Vec<String> = self.groups.iter().map(|g| g.spec.id.to_string()).collect();
-        let g =
-            self.groups
-                .iter_mut()
-                .find(|g| g.spec.id == id)
-                .ok_or(ControlError::UnknownGroup {
-                    group: id.to_string(),
-                    known,
-                })?;
+        let g = self
+            .groups
+            .iter_mut()
+            .find(|g| g.spec.id == id)
+            .ok_or(ControlError::UnknownGroup { group: id.to_string(), known })?;
         if g.spec.core {
-            return Err(ControlError::CoreGroup {
-                group: id.to_string(),
-            });
+            return Err(ControlError::CoreGroup { group: id.to_string() });
         }
         Ok(g)
     }
@@ -245,12 +214,7 @@ impl Registry {
 
     /// Applies persisted switches. Names of groups that are not registered (left out of this
     /// build, or an MCP server not connected) are skipped and returned.
-    pub fn apply<'a>(
-        &mut self,
-        disabled: &'a [String],
-        hidden: &'a [String],
-        shown: &'a [String],
-    ) -> Vec<&'a str> {
+    pub fn apply<'a>(&mut self, disabled: &'a [String], hidden: &'a [String], shown: &'a [String]) -> Vec<&'a str> {
         let mut unknown = Vec::new();
         for g in &mut self.groups {
             if g.spec.core {
@@ -281,42 +245,26 @@ impl Registry {
         self.caps
             .iter()
             .filter(|c| c.llm_callable)
-            .filter(|c| {
-                self.group(&c.group)
-                    .is_some_and(|g| (g.enabled || g.spec.core) && self.visible_in(g, scope))
-            })
+            .filter(|c| self.group(&c.group).is_some_and(|g| (g.enabled || g.spec.core) && self.visible_in(g, scope)))
             .map(Capability::tool_spec)
             .collect()
     }
 
     /// Checks that `caller` may call `id` in `scope`.
-    pub fn authorize(
-        &self,
-        id: &str,
-        caller: Caller,
-        scope: Scope<'_>,
-    ) -> Result<&Capability, CallError> {
-        let cap = self
-            .get(id)
-            .ok_or_else(|| CallError::Unknown { id: id.to_string() })?;
+    pub fn authorize(&self, id: &str, caller: Caller, scope: Scope<'_>) -> Result<&Capability, CallError> {
+        let cap = self.get(id).ok_or_else(|| CallError::Unknown { id: id.to_string() })?;
         let Some(g) = self.group(&cap.group) else {
             return Err(CallError::Unknown { id: id.to_string() });
         };
         if !g.enabled && !g.spec.core {
-            return Err(CallError::GroupDisabled {
-                id: id.to_string(),
-                group: g.spec.id.to_string(),
-            });
+            return Err(CallError::GroupDisabled { id: id.to_string(), group: g.spec.id.to_string() });
         }
         if caller == Caller::Model {
             if !cap.llm_callable {
                 return Err(CallError::NotForModel { id: id.to_string() });
             }
             if !self.visible_in(g, scope) {
-                return Err(CallError::Hidden {
-                    id: id.to_string(),
-                    group: g.spec.id.to_string(),
-                });
+                return Err(CallError::Hidden { id: id.to_string(), group: g.spec.id.to_string() });
             }
         }
         Ok(cap)
@@ -339,28 +287,14 @@ mod tests {
     }
 
     fn spec(id: &'static str, core: bool, visible: bool) -> GroupSpec {
-        GroupSpec {
-            id: id.into(),
-            description: "g".into(),
-            core,
-            visible_by_default: visible,
-        }
+        GroupSpec { id: id.into(), description: "g".into(), core, visible_by_default: visible }
     }
 
     fn registry() -> Registry {
         let mut r = Registry::new();
-        r.add_group(
-            spec("time", true, true),
-            vec![cap("get_current_time", true)],
-        )
-        .unwrap();
-        r.add_group(
-            spec("files", false, true),
-            vec![cap("file_read", true), cap("file_admin", false)],
-        )
-        .unwrap();
-        r.add_group(spec("board", false, false), vec![cap("gpio_write", true)])
-            .unwrap();
+        r.add_group(spec("time", true, true), vec![cap("get_current_time", true)]).unwrap();
+        r.add_group(spec("files", false, true), vec![cap("file_read", true), cap("file_admin", false)]).unwrap();
+        r.add_group(spec("board", false, false), vec![cap("gpio_write", true)]).unwrap();
         r
     }
 
@@ -371,15 +305,10 @@ mod tests {
     #[test]
     fn the_model_sees_enabled_visible_callable_tools() {
         let r = registry();
-        assert_eq!(
-            names(&r.tools_for(Scope::default())),
-            ["get_current_time", "file_read"]
-        );
+        assert_eq!(names(&r.tools_for(Scope::default())), ["get_current_time", "file_read"]);
         let unlocked = ["board".to_string()];
         assert_eq!(
-            names(&r.tools_for(Scope {
-                extra_visible: &unlocked
-            })),
+            names(&r.tools_for(Scope { extra_visible: &unlocked })),
             ["get_current_time", "file_read", "gpio_write"]
         );
     }
@@ -390,17 +319,12 @@ mod tests {
         r.set_enabled("files", false).unwrap();
         assert_eq!(names(&r.tools_for(Scope::default())), ["get_current_time"]);
         for caller in [Caller::Model, Caller::Manual, Caller::Internal] {
-            let e = r
-                .authorize("file_read", caller, Scope::default())
-                .unwrap_err();
+            let e = r.authorize("file_read", caller, Scope::default()).unwrap_err();
             assert!(matches!(e, CallError::GroupDisabled { .. }));
             assert!(e.to_string().contains("chela cap enable files"), "{e}");
         }
         r.set_enabled("files", true).unwrap();
-        assert!(
-            r.authorize("file_read", Caller::Model, Scope::default())
-                .is_ok()
-        );
+        assert!(r.authorize("file_read", Caller::Model, Scope::default()).is_ok());
     }
 
     #[test]
@@ -408,29 +332,12 @@ mod tests {
         let mut r = registry();
         r.set_visible("files", false).unwrap();
         assert_eq!(names(&r.tools_for(Scope::default())), ["get_current_time"]);
-        let e = r
-            .authorize("file_read", Caller::Model, Scope::default())
-            .unwrap_err();
+        let e = r.authorize("file_read", Caller::Model, Scope::default()).unwrap_err();
         assert!(matches!(e, CallError::Hidden { .. }), "{e:?}");
-        assert!(
-            r.authorize("file_read", Caller::Manual, Scope::default())
-                .is_ok()
-        );
-        assert!(
-            r.authorize("gpio_write", Caller::Model, Scope::default())
-                .is_err()
-        );
+        assert!(r.authorize("file_read", Caller::Manual, Scope::default()).is_ok());
+        assert!(r.authorize("gpio_write", Caller::Model, Scope::default()).is_err());
         let unlocked = ["board".to_string()];
-        assert!(
-            r.authorize(
-                "gpio_write",
-                Caller::Model,
-                Scope {
-                    extra_visible: &unlocked
-                }
-            )
-            .is_ok()
-        );
+        assert!(r.authorize("gpio_write", Caller::Model, Scope { extra_visible: &unlocked }).is_ok());
     }
 
     #[test]
@@ -440,36 +347,18 @@ mod tests {
             r.authorize("file_admin", Caller::Model, Scope::default()),
             Err(CallError::NotForModel { .. })
         ));
-        assert!(
-            r.authorize("file_admin", Caller::Manual, Scope::default())
-                .is_ok()
-        );
-        assert!(matches!(
-            r.authorize("nope", Caller::Manual, Scope::default()),
-            Err(CallError::Unknown { .. })
-        ));
+        assert!(r.authorize("file_admin", Caller::Manual, Scope::default()).is_ok());
+        assert!(matches!(r.authorize("nope", Caller::Manual, Scope::default()), Err(CallError::Unknown { .. })));
     }
 
     #[test]
     fn core_groups_cannot_be_switched_and_unknown_groups_are_named() {
         let mut r = registry();
-        assert_eq!(
-            r.set_enabled("time", false),
-            Err(ControlError::CoreGroup {
-                group: "time".into()
-            })
-        );
-        assert!(matches!(
-            r.set_visible("time", false),
-            Err(ControlError::CoreGroup { .. })
-        ));
+        assert_eq!(r.set_enabled("time", false), Err(ControlError::CoreGroup { group: "time".into() }));
+        assert!(matches!(r.set_visible("time", false), Err(ControlError::CoreGroup { .. })));
         let e = r.set_enabled("filez", false).unwrap_err();
         assert!(e.to_string().contains("files"), "{e}");
-        let disabled = vec![
-            "time".to_string(),
-            "files".to_string(),
-            "mcp_gone".to_string(),
-        ];
+        let disabled = vec!["time".to_string(), "files".to_string(), "mcp_gone".to_string()];
         let unknown = r.apply(&disabled, &[], &[]);
         assert_eq!(unknown, ["mcp_gone"]);
         assert!(r.group("time").unwrap().enabled);
@@ -482,24 +371,15 @@ mod tests {
         let shown = vec!["board".to_string()];
         let hidden = vec!["files".to_string()];
         r.apply(&[], &hidden, &shown);
-        assert_eq!(
-            names(&r.tools_for(Scope::default())),
-            ["get_current_time", "gpio_write"]
-        );
+        assert_eq!(names(&r.tools_for(Scope::default())), ["get_current_time", "gpio_write"]);
     }
 
     #[test]
     fn duplicates_are_refused_and_groups_can_go() {
         let mut r = registry();
         assert!(r.add_group(spec("files", false, true), vec![]).is_err());
-        assert!(
-            r.add_group(spec("x", false, true), vec![cap("file_read", true)])
-                .is_err()
-        );
-        assert!(
-            r.add_group(spec("y", false, true), vec![cap("a", true), cap("a", true)])
-                .is_err()
-        );
+        assert!(r.add_group(spec("x", false, true), vec![cap("file_read", true)]).is_err());
+        assert!(r.add_group(spec("y", false, true), vec![cap("a", true), cap("a", true)]).is_err());
         assert!(r.remove_group("board"));
         assert!(r.get("gpio_write").is_none());
         assert!(!r.remove_group("board"));

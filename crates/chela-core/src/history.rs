@@ -30,11 +30,7 @@ pub fn trim_start(messages: &[Message], budget: usize, protect_from: usize) -> u
     let mut start = 0;
     while total > budget {
         // The next exchange boundary after `start`.
-        let Some(next) = messages[start + 1..]
-            .iter()
-            .position(starts_exchange)
-            .map(|i| start + 1 + i)
-        else {
+        let Some(next) = messages[start + 1..].iter().position(starts_exchange).map(|i| start + 1 + i) else {
             break;
         };
         if next > protect_from {
@@ -88,10 +84,7 @@ pub struct Repaired {
 /// at the first exchange whose tool calls and results do not pair up (a turn torn by a crash).
 pub fn repair(messages: &mut Vec<Message>) -> Repaired {
     let mut r = Repaired::default();
-    let first = messages
-        .iter()
-        .position(starts_exchange)
-        .unwrap_or(messages.len());
+    let first = messages.iter().position(starts_exchange).unwrap_or(messages.len());
     if first > 0 {
         messages.drain(..first);
         r.leading = first;
@@ -144,9 +137,7 @@ fn pair_ok(messages: &[Message], i: usize) -> bool {
             };
             prev.role == Role::Assistant
                 && m.content.iter().all(|b| match b {
-                    Block::ToolResult { tool_use_id, .. } => {
-                        prev.tool_use_ids().any(|id| id == tool_use_id)
-                    }
+                    Block::ToolResult { tool_use_id, .. } => prev.tool_use_ids().any(|id| id == tool_use_id),
                     _ => true,
                 })
         }
@@ -154,9 +145,7 @@ fn pair_ok(messages: &[Message], i: usize) -> bool {
 }
 
 fn answers(m: &Message, id: &str) -> bool {
-    m.content
-        .iter()
-        .any(|b| matches!(b, Block::ToolResult { tool_use_id, .. } if tool_use_id == id))
+    m.content.iter().any(|b| matches!(b, Block::ToolResult { tool_use_id, .. } if tool_use_id == id))
 }
 
 #[cfg(test)]
@@ -168,22 +157,14 @@ mod tests {
     fn call(id: &str) -> Message {
         Message {
             role: Role::Assistant,
-            content: vec![Block::ToolUse {
-                id: id.into(),
-                name: "t".into(),
-                input: Json::empty_object(),
-            }],
+            content: vec![Block::ToolUse { id: id.into(), name: "t".into(), input: Json::empty_object() }],
         }
     }
 
     fn result(id: &str, body: &str) -> Message {
         Message {
             role: Role::User,
-            content: vec![Block::ToolResult {
-                tool_use_id: id.into(),
-                content: body.into(),
-                is_error: false,
-            }],
+            content: vec![Block::ToolResult { tool_use_id: id.into(), content: body.into(), is_error: false }],
         }
     }
 
@@ -205,15 +186,8 @@ mod tests {
         let all = bytes(&m);
         assert_eq!(trim_start(&m, all, 6), 0);
         let start = trim_start(&m, all - 1, 6);
-        assert_eq!(
-            start, 4,
-            "the first exchange goes whole, with its tool pair"
-        );
-        assert_eq!(
-            trim_start(&m, 0, 6),
-            6,
-            "the protected message is kept even over budget"
-        );
+        assert_eq!(start, 4, "the first exchange goes whole, with its tool pair");
+        assert_eq!(trim_start(&m, 0, 6), 6, "the protected message is kept even over budget");
         assert_eq!(trim_start(&m, 0, 4), 4);
     }
 
@@ -231,9 +205,7 @@ mod tests {
         assert!(
             matches!(&m[2].content[0], Block::ToolResult { content, .. } if content.starts_with("[output removed"))
         );
-        assert!(
-            matches!(&m[4].content[0], Block::ToolResult { content, .. } if content.len() == 500)
-        );
+        assert!(matches!(&m[4].content[0], Block::ToolResult { content, .. } if content.len() == 500));
     }
 
     #[test]
@@ -248,12 +220,8 @@ mod tests {
     #[test]
     fn repair_cuts_a_torn_turn() {
         // A crash after the call was written but before its result.
-        let mut m = vec![
-            Message::user_text("one"),
-            Message::assistant_text("ok"),
-            Message::user_text("two"),
-            call("a"),
-        ];
+        let mut m =
+            vec![Message::user_text("one"), Message::assistant_text("ok"), Message::user_text("two"), call("a")];
         let r = repair(&mut m);
         assert_eq!(r.broken_tail, 2);
         assert_eq!(m.len(), 2);
@@ -267,20 +235,11 @@ mod tests {
         let r = repair(&mut m);
         assert_eq!(r.leading, 2);
         assert_eq!(m.len(), 2);
-        let mut m = vec![
-            Message::user_text("hi"),
-            call("a"),
-            result("b", "wrong id"),
-            Message::assistant_text("x"),
-        ];
+        let mut m = vec![Message::user_text("hi"), call("a"), result("b", "wrong id"), Message::assistant_text("x")];
         repair(&mut m);
         assert!(m.is_empty());
         // A trailing question with no answer is dropped: its turn did not complete.
-        let mut m = vec![
-            Message::user_text("hi"),
-            Message::assistant_text("yo"),
-            Message::user_text("lost"),
-        ];
+        let mut m = vec![Message::user_text("hi"), Message::assistant_text("yo"), Message::user_text("lost")];
         repair(&mut m);
         assert_eq!(m.len(), 2);
     }

@@ -41,11 +41,7 @@ struct LineIn {
 
 /// Appends `message` as one line (with its `\n`) to `out`.
 pub fn encode_line(message: &Message, ts: u64, out: &mut String) {
-    let line = LineOut {
-        role: message.role,
-        content: &message.content,
-        ts,
-    };
+    let line = LineOut { role: message.role, content: &message.content, ts };
     // Serialising these types cannot fail: every map key is a string.
     if let Ok(s) = serde_json::to_string(&line) {
         out.push_str(&s);
@@ -90,10 +86,7 @@ pub fn parse(text: &str) -> Loaded {
         match serde_json::from_str::<LineIn>(line) {
             Ok(l) if !l.content.is_empty() => {
                 out.last_ts = l.ts;
-                out.messages.push(Message {
-                    role: l.role,
-                    content: l.content,
-                });
+                out.messages.push(Message { role: l.role, content: l.content });
             }
             _ => {
                 out.skipped_lines += 1;
@@ -130,11 +123,7 @@ mod tests {
             },
             Message {
                 role: Role::User,
-                content: vec![Block::ToolResult {
-                    tool_use_id: "t1".into(),
-                    content: "12:00".into(),
-                    is_error: false,
-                }],
+                content: vec![Block::ToolResult { tool_use_id: "t1".into(), content: "12:00".into(), is_error: false }],
             },
             Message::assistant_text("Noon.\nLunch?"),
         ]
@@ -144,10 +133,7 @@ mod tests {
     fn lines_look_like_mimiclaw_for_plain_text() {
         let mut s = String::new();
         encode_line(&Message::user_text("Hello"), 1738764800, &mut s);
-        assert_eq!(
-            s,
-            "{\"role\":\"user\",\"content\":\"Hello\",\"ts\":1738764800}\n"
-        );
+        assert_eq!(s, "{\"role\":\"user\",\"content\":\"Hello\",\"ts\":1738764800}\n");
     }
 
     #[test]

@@ -10,9 +10,7 @@ use alloc::vec::Vec;
 
 use serde::Deserialize;
 
-use crate::chat::{
-    ArgError, Block, Json, Reply, Request, StopReason, ToolChoice, Update, Usage, tool_use_block,
-};
+use crate::chat::{ArgError, Block, Json, Reply, Request, StopReason, ToolChoice, Update, Usage, tool_use_block};
 use crate::error::ApiError;
 use crate::json::{Sink, Writer};
 use crate::sse;
@@ -77,36 +75,19 @@ fn write_block<S: Sink + ?Sized>(w: &mut Writer<'_, S>, b: &Block) {
         // The API rejects empty text blocks; an empty one carries nothing anyway.
         Block::Text { text } if text.is_empty() => {}
         Block::Text { text } => {
-            w.begin_object()
-                .field_str("type", "text")
-                .field_str("text", text)
-                .end_object();
+            w.begin_object().field_str("type", "text").field_str("text", text).end_object();
         }
         Block::Image { media_type, data } => {
-            w.begin_object()
-                .field_str("type", "image")
-                .key("source")
-                .begin_object();
-            w.field_str("type", "base64")
-                .field_str("media_type", media_type)
-                .field_str("data", data);
+            w.begin_object().field_str("type", "image").key("source").begin_object();
+            w.field_str("type", "base64").field_str("media_type", media_type).field_str("data", data);
             w.end_object().end_object();
         }
         Block::ToolUse { id, name, input } => {
-            w.begin_object()
-                .field_str("type", "tool_use")
-                .field_str("id", id)
-                .field_str("name", name);
+            w.begin_object().field_str("type", "tool_use").field_str("id", id).field_str("name", name);
             w.field_raw("input", input.as_str()).end_object();
         }
-        Block::ToolResult {
-            tool_use_id,
-            content,
-            is_error,
-        } => {
-            w.begin_object()
-                .field_str("type", "tool_result")
-                .field_str("tool_use_id", tool_use_id);
+        Block::ToolResult { tool_use_id, content, is_error } => {
+            w.begin_object().field_str("type", "tool_result").field_str("tool_use_id", tool_use_id);
             w.field_str("content", content);
             if *is_error {
                 w.field_bool("is_error", true);
@@ -161,9 +142,7 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, DecodeError> {
     let mut content = Vec::with_capacity(m.content.len());
     for b in m.content {
         match b.kind.as_str() {
-            "text" => content.push(Block::Text {
-                text: b.text.unwrap_or_default(),
-            }),
+            "text" => content.push(Block::Text { text: b.text.unwrap_or_default() }),
             "tool_use" => content.push(Block::ToolUse {
                 id: b.id.unwrap_or_default(),
                 name: b.name.unwrap_or_default(),
@@ -175,10 +154,7 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, DecodeError> {
     Ok(Reply {
         content,
         stop_reason: StopReason::from_wire(m.stop_reason.as_deref().unwrap_or("end_turn")),
-        usage: Usage {
-            input_tokens: m.usage.input_tokens,
-            output_tokens: m.usage.output_tokens,
-        },
+        usage: Usage { input_tokens: m.usage.input_tokens, output_tokens: m.usage.output_tokens },
         arg_errors: Vec::new(),
     })
 }
@@ -285,9 +261,7 @@ impl Accumulator {
     fn grow(&mut self, n: usize) -> Result<(), StreamError> {
         self.bytes += n;
         if self.bytes > self.max_bytes {
-            return Err(StreamError::TooLarge {
-                limit: self.max_bytes,
-            });
+            return Err(StreamError::TooLarge { limit: self.max_bytes });
         }
         Ok(())
     }
@@ -295,9 +269,7 @@ impl Accumulator {
     fn slot(&mut self, index: usize) -> Result<&mut Partial, StreamError> {
         // A block index far beyond what was started is a broken stream, not a reason to allocate.
         if index > self.blocks.len() + 64 {
-            return Err(StreamError::Malformed(alloc::format!(
-                "content block index {index} out of order"
-            )));
+            return Err(StreamError::Malformed(alloc::format!("content block index {index} out of order")));
         }
         while self.blocks.len() <= index {
             self.blocks.push(Partial::Skip);
@@ -307,13 +279,8 @@ impl Accumulator {
 }
 
 impl Accumulate for Accumulator {
-    fn handle_event(
-        &mut self,
-        event: &sse::Event,
-        on_update: &mut dyn FnMut(Update<'_>),
-    ) -> Result<(), StreamError> {
-        let ev: WireEvent<'_> =
-            serde_json::from_str(&event.data).map_err(|e| malformed("stream event", &e))?;
+    fn handle_event(&mut self, event: &sse::Event, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
+        let ev: WireEvent<'_> = serde_json::from_str(&event.data).map_err(|e| malformed("stream event", &e))?;
         match ev.kind.as_ref() {
             "message_start" => {
                 if let Some(m) = ev.message {
@@ -323,24 +290,15 @@ impl Accumulate for Accumulator {
             }
             "content_block_start" => {
                 let Some(b) = ev.content_block else {
-                    return Err(StreamError::Malformed(
-                        "content_block_start without content_block".into(),
-                    ));
+                    return Err(StreamError::Malformed("content_block_start without content_block".into()));
                 };
                 let partial = match b.kind.as_ref() {
                     "text" => Partial::Text(b.text.unwrap_or_default()),
                     "tool_use" => {
                         let id = b.id.unwrap_or_default();
                         let name = b.name.unwrap_or_default();
-                        on_update(Update::ToolUseStart {
-                            id: &id,
-                            name: &name,
-                        });
-                        Partial::ToolUse {
-                            id,
-                            name,
-                            json: String::new(),
-                        }
+                        on_update(Update::ToolUseStart { id: &id, name: &name });
+                        Partial::ToolUse { id, name, json: String::new() }
                     }
                     _ => Partial::Skip,
                 };
@@ -385,15 +343,8 @@ impl Accumulate for Accumulator {
             }
             "message_stop" => self.stopped = true,
             "error" => {
-                let e = ev.error.unwrap_or(WireError {
-                    kind: String::new(),
-                    message: String::new(),
-                });
-                return Err(StreamError::Api(ApiError {
-                    kind: e.kind,
-                    code: String::new(),
-                    message: e.message,
-                }));
+                let e = ev.error.unwrap_or(WireError { kind: String::new(), message: String::new() });
+                return Err(StreamError::Api(ApiError { kind: e.kind, code: String::new(), message: e.message }));
             }
             // ping, content_block_stop and event types added after this was written.
             _ => {}
@@ -410,9 +361,7 @@ impl Accumulate for Accumulator {
         for p in self.blocks {
             match p {
                 Partial::Text(text) => content.push(Block::Text { text }),
-                Partial::ToolUse { id, name, json } => {
-                    content.push(tool_use_block(id, name, &json, &mut arg_errors))
-                }
+                Partial::ToolUse { id, name, json } => content.push(tool_use_block(id, name, &json, &mut arg_errors)),
                 Partial::Skip => {}
             }
         }

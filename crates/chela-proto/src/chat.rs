@@ -130,17 +130,10 @@ impl<'de> Deserialize<'de> for Block {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Block, D::Error> {
         use serde::de::Error;
         let r = BlockRepr::deserialize(d)?;
-        let need = |v: Option<String>, field: &'static str| {
-            v.ok_or_else(|| D::Error::missing_field(field))
-        };
+        let need = |v: Option<String>, field: &'static str| v.ok_or_else(|| D::Error::missing_field(field));
         Ok(match r.kind.as_str() {
-            "text" => Block::Text {
-                text: need(r.text, "text")?,
-            },
-            "image" => Block::Image {
-                media_type: need(r.media_type, "media_type")?,
-                data: need(r.data, "data")?,
-            },
+            "text" => Block::Text { text: need(r.text, "text")? },
+            "image" => Block::Image { media_type: need(r.media_type, "media_type")?, data: need(r.data, "data")? },
             "tool_use" => Block::ToolUse {
                 id: need(r.id, "id")?,
                 name: need(r.name, "name")?,
@@ -152,10 +145,7 @@ impl<'de> Deserialize<'de> for Block {
                 is_error: r.is_error,
             },
             other => {
-                return Err(D::Error::unknown_variant(
-                    other,
-                    &["text", "image", "tool_use", "tool_result"],
-                ));
+                return Err(D::Error::unknown_variant(other, &["text", "image", "tool_use", "tool_result"]));
             }
         })
     }
@@ -180,11 +170,7 @@ impl Block {
                 Block::Text { text } => text.len(),
                 Block::Image { media_type, data } => media_type.len() + data.len(),
                 Block::ToolUse { id, name, input } => id.len() + name.len() + input.as_str().len(),
-                Block::ToolResult {
-                    tool_use_id,
-                    content,
-                    ..
-                } => tool_use_id.len() + content.len(),
+                Block::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
             }
     }
 }
@@ -198,17 +184,11 @@ pub struct Message {
 
 impl Message {
     pub fn user_text(text: impl Into<String>) -> Message {
-        Message {
-            role: Role::User,
-            content: alloc::vec![Block::text(text)],
-        }
+        Message { role: Role::User, content: alloc::vec![Block::text(text)] }
     }
 
     pub fn assistant_text(text: impl Into<String>) -> Message {
-        Message {
-            role: Role::Assistant,
-            content: alloc::vec![Block::text(text)],
-        }
+        Message { role: Role::Assistant, content: alloc::vec![Block::text(text)] }
     }
 
     /// All text blocks joined, without separators.
@@ -228,9 +208,7 @@ impl Message {
 
     /// Whether this message carries tool results (and so is not something the person said).
     pub fn has_tool_results(&self) -> bool {
-        self.content
-            .iter()
-            .any(|b| matches!(b, Block::ToolResult { .. }))
+        self.content.iter().any(|b| matches!(b, Block::ToolResult { .. }))
     }
 
     /// Ids of the tool calls in this message.
@@ -371,16 +349,11 @@ pub struct Reply {
 
 impl Reply {
     pub fn into_message(self) -> Message {
-        Message {
-            role: Role::Assistant,
-            content: self.content,
-        }
+        Message { role: Role::Assistant, content: self.content }
     }
 
     pub fn has_tool_use(&self) -> bool {
-        self.content
-            .iter()
-            .any(|b| matches!(b, Block::ToolUse { .. }))
+        self.content.iter().any(|b| matches!(b, Block::ToolUse { .. }))
     }
 }
 
@@ -393,33 +366,29 @@ pub enum Update<'a> {
     ToolUseStart { id: &'a str, name: &'a str },
 }
 
-/// Turns tool-call arguments text into a [`Json`]. Empty text (what some local models send for a
-/// call without arguments) is `{}`; text that is not JSON is an error carrying the text.
-pub fn parse_tool_input(raw: &str) -> Result<Json, ()> {
+/// Tool-call arguments that are not a JSON object.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NotAnObject;
+
+/// Turns tool-call arguments text into a [`Json`] object. Empty text (what some local models
+/// send for a call without arguments) is `{}`.
+pub fn parse_tool_input(raw: &str) -> Result<Json, NotAnObject> {
     let trimmed = raw.trim();
     if trimmed.is_empty() {
         return Ok(Json::empty_object());
     }
     match Json::parse(trimmed) {
         Ok(j) if j.as_str().starts_with('{') => Ok(j),
-        _ => Err(()),
+        _ => Err(NotAnObject),
     }
 }
 
 /// Builds a [`Reply`]'s tool-use block from raw arguments, recording bad arguments.
-pub(crate) fn tool_use_block(
-    id: String,
-    name: String,
-    raw_args: &str,
-    errors: &mut Vec<ArgError>,
-) -> Block {
+pub(crate) fn tool_use_block(id: String, name: String, raw_args: &str, errors: &mut Vec<ArgError>) -> Block {
     let input = match parse_tool_input(raw_args) {
         Ok(j) => j,
-        Err(()) => {
-            errors.push(ArgError {
-                tool_use_id: id.clone(),
-                raw: raw_args.to_owned(),
-            });
+        Err(NotAnObject) => {
+            errors.push(ArgError { tool_use_id: id.clone(), raw: raw_args.to_owned() });
             Json::empty_object()
         }
     };
@@ -439,10 +408,7 @@ mod tests {
 
     #[test]
     fn single_text_content_is_a_plain_string() {
-        let line = Line {
-            role: Role::User,
-            content: alloc::vec![Block::text("hi \"you\"")],
-        };
+        let line = Line { role: Role::User, content: alloc::vec![Block::text("hi \"you\"")] };
         let s = serde_json::to_string(&line).unwrap();
         assert_eq!(s, r#"{"role":"user","content":"hi \"you\""}"#);
         assert_eq!(serde_json::from_str::<Line>(&s).unwrap(), line);
@@ -464,31 +430,17 @@ mod tests {
         let s = serde_json::to_string(&line).unwrap();
         assert!(s.contains(r#""input":{"zone":"UTC"}"#), "{s}");
         assert_eq!(serde_json::from_str::<Line>(&s).unwrap(), line);
-        let err = Block::ToolResult {
-            tool_use_id: "t1".into(),
-            content: "boom".into(),
-            is_error: true,
-        };
+        let err = Block::ToolResult { tool_use_id: "t1".into(), content: "boom".into(), is_error: true };
         let s = serde_json::to_string(&err).unwrap();
-        assert_eq!(
-            s,
-            r#"{"type":"tool_result","tool_use_id":"t1","content":"boom","is_error":true}"#
-        );
-        let ok = Block::ToolResult {
-            tool_use_id: "t1".into(),
-            content: "x".into(),
-            is_error: false,
-        };
+        assert_eq!(s, r#"{"type":"tool_result","tool_use_id":"t1","content":"boom","is_error":true}"#);
+        let ok = Block::ToolResult { tool_use_id: "t1".into(), content: "x".into(), is_error: false };
         assert!(!serde_json::to_string(&ok).unwrap().contains("is_error"));
     }
 
     #[test]
     fn tool_input_parsing_accepts_empty_and_rejects_non_objects() {
         assert_eq!(parse_tool_input("").unwrap().as_str(), "{}");
-        assert_eq!(
-            parse_tool_input("  {\"a\":1} ").unwrap().as_str(),
-            "{\"a\":1}"
-        );
+        assert_eq!(parse_tool_input("  {\"a\":1} ").unwrap().as_str(), "{\"a\":1}");
         assert!(parse_tool_input("{\"a\":").is_err());
         assert!(parse_tool_input("[1]").is_err());
         assert!(parse_tool_input("\"s\"").is_err());
@@ -500,9 +452,6 @@ mod tests {
         assert_eq!(StopReason::from_wire("tool_use"), StopReason::ToolUse);
         assert_eq!(StopReason::from_wire("length"), StopReason::MaxTokens);
         assert_eq!(StopReason::from_wire("stop"), StopReason::EndTurn);
-        assert_eq!(
-            StopReason::from_wire("pause_turn"),
-            StopReason::Other("pause_turn".into())
-        );
+        assert_eq!(StopReason::from_wire("pause_turn"), StopReason::Other("pause_turn".into()));
     }
 }

@@ -44,11 +44,7 @@ impl ApiError {
     pub fn parse(body: &[u8]) -> Option<ApiError> {
         let env: Envelope = serde_json::from_slice(body).ok()?;
         Some(match env.error {
-            Inner::Object {
-                kind,
-                code,
-                message,
-            } => ApiError {
+            Inner::Object { kind, code, message } => ApiError {
                 kind: kind.unwrap_or_default(),
                 code: match code {
                     Some(serde_json::Value::String(s)) => s,
@@ -57,20 +53,13 @@ impl ApiError {
                 },
                 message: message.unwrap_or_default(),
             },
-            Inner::Text(message) => ApiError {
-                kind: String::new(),
-                code: String::new(),
-                message,
-            },
+            Inner::Text(message) => ApiError { kind: String::new(), code: String::new(), message },
         })
     }
 
     /// An error with only a message (for bodies that are not JSON).
     pub fn from_text(text: &str) -> ApiError {
-        ApiError {
-            message: text.to_owned(),
-            ..ApiError::default()
-        }
+        ApiError { message: text.to_owned(), ..ApiError::default() }
     }
 
     fn says_context_too_long(&self) -> bool {
@@ -92,9 +81,7 @@ impl ApiError {
     }
 
     fn says_quota(&self) -> bool {
-        self.code == "insufficient_quota"
-            || self.kind == "insufficient_quota"
-            || self.kind == "billing_error"
+        self.code == "insufficient_quota" || self.kind == "insufficient_quota" || self.kind == "billing_error"
     }
 }
 
@@ -148,9 +135,7 @@ pub fn classify(status: u16, err: Option<&ApiError>) -> ErrorClass {
 pub fn classify_stream_error(err: &ApiError) -> ErrorClass {
     match err.kind.as_str() {
         "rate_limit_error" => ErrorClass::RateLimited,
-        "overloaded_error" | "api_error" | "server_error" | "timeout_error" => {
-            ErrorClass::Unavailable
-        }
+        "overloaded_error" | "api_error" | "server_error" | "timeout_error" => ErrorClass::Unavailable,
         "authentication_error" | "permission_error" => ErrorClass::Auth,
         "not_found_error" => ErrorClass::NotFound,
         "request_too_large" => ErrorClass::ContextTooLong,
@@ -172,12 +157,13 @@ mod tests {
         .unwrap();
         assert_eq!(e.kind, "invalid_request_error");
         assert_eq!(classify(400, Some(&e)), ErrorClass::ContextTooLong);
-        let e = ApiError::parse(br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#).unwrap();
-        assert_eq!(classify(401, Some(&e)), ErrorClass::Auth);
         let e = ApiError::parse(
-            br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#,
+            br#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#,
         )
         .unwrap();
+        assert_eq!(classify(401, Some(&e)), ErrorClass::Auth);
+        let e =
+            ApiError::parse(br#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#).unwrap();
         assert_eq!(classify(529, Some(&e)), ErrorClass::Unavailable);
         assert_eq!(classify_stream_error(&e), ErrorClass::Unavailable);
     }

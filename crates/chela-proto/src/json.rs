@@ -47,12 +47,7 @@ pub struct Writer<'s, S: Sink + ?Sized> {
 
 impl<'s, S: Sink + ?Sized> Writer<'s, S> {
     pub fn new(sink: &'s mut S) -> Self {
-        Writer {
-            sink,
-            filled: 0,
-            depth: 0,
-            after_key: false,
-        }
+        Writer { sink, filled: 0, depth: 0, after_key: false }
     }
 
     fn sep(&mut self) {
@@ -74,10 +69,7 @@ impl<'s, S: Sink + ?Sized> Writer<'s, S> {
     fn open(&mut self, token: &str) {
         self.sep();
         self.sink.push_str(token);
-        debug_assert!(
-            self.depth < MAX_DEPTH,
-            "JSON nesting deeper than {MAX_DEPTH}"
-        );
+        debug_assert!(self.depth < MAX_DEPTH, "JSON nesting deeper than {MAX_DEPTH}");
         self.depth += 1;
         self.filled &= !(1u64 << (self.depth - 1));
     }
@@ -156,8 +148,7 @@ impl<'s, S: Sink + ?Sized> Writer<'s, S> {
             }
         }
         // Only ASCII digits were written.
-        self.sink
-            .push_str(core::str::from_utf8(&buf[i..]).unwrap_or("0"));
+        self.sink.push_str(core::str::from_utf8(&buf[i..]).unwrap_or("0"));
         self
     }
 
@@ -220,14 +211,7 @@ fn write_escaped_inner<S: Sink + ?Sized>(sink: &mut S, s: &str) {
         // `i` is at an ASCII byte, so both slices end on char boundaries.
         sink.push_str(&s[start..i]);
         if esc.is_empty() {
-            let u = [
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[(b >> 4) as usize],
-                HEX[(b & 0xf) as usize],
-            ];
+            let u = [b'\\', b'u', b'0', b'0', HEX[(b >> 4) as usize], HEX[(b & 0xf) as usize]];
             sink.push_str(core::str::from_utf8(&u).unwrap_or("?"));
         } else {
             sink.push_str(esc);
@@ -266,10 +250,7 @@ mod tests {
                 .field_raw("d", r#"{"k":[1,2]}"#)
                 .end_object();
         });
-        assert_eq!(
-            s,
-            r#"{"a":"x","b":[1,20,{},null],"c":false,"d":{"k":[1,2]}}"#
-        );
+        assert_eq!(s, r#"{"a":"x","b":[1,20,{},null],"c":false,"d":{"k":[1,2]}}"#);
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         assert_eq!(v["d"]["k"][1], 2);
     }

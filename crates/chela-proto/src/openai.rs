@@ -20,9 +20,7 @@ use alloc::vec::Vec;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::chat::{
-    ArgError, Block, Reply, Request, Role, StopReason, ToolChoice, Update, Usage, tool_use_block,
-};
+use crate::chat::{ArgError, Block, Reply, Request, Role, StopReason, ToolChoice, Update, Usage, tool_use_block};
 use crate::error::ApiError;
 use crate::json::{Sink, Writer};
 use crate::sse;
@@ -39,10 +37,7 @@ pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
     w.field_u64("max_tokens", u64::from(req.max_tokens));
     w.key("messages").begin_array();
     if !req.system.is_empty() {
-        w.begin_object()
-            .field_str("role", "system")
-            .field_str("content", req.system)
-            .end_object();
+        w.begin_object().field_str("role", "system").field_str("content", req.system).end_object();
     }
     for m in req.messages {
         match m.role {
@@ -54,12 +49,8 @@ pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
     if !req.tools.is_empty() {
         w.key("tools").begin_array();
         for t in req.tools {
-            w.begin_object()
-                .field_str("type", "function")
-                .key("function")
-                .begin_object();
-            w.field_str("name", t.name)
-                .field_str("description", t.description);
+            w.begin_object().field_str("type", "function").key("function").begin_object();
+            w.field_str("name", t.name).field_str("description", t.description);
             w.field_raw("parameters", t.input_schema);
             w.end_object().end_object();
         }
@@ -82,15 +73,8 @@ pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
 fn write_user<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {
     // Tool results must directly follow the assistant message that asked for them.
     for b in blocks {
-        if let Block::ToolResult {
-            tool_use_id,
-            content,
-            is_error,
-        } = b
-        {
-            w.begin_object()
-                .field_str("role", "tool")
-                .field_str("tool_call_id", tool_use_id);
+        if let Block::ToolResult { tool_use_id, content, is_error } = b {
+            w.begin_object().field_str("role", "tool").field_str("tool_call_id", tool_use_id);
             if *is_error {
                 w.key("content").string_parts(&["Error: ", content]);
             } else {
@@ -99,41 +83,24 @@ fn write_user<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {
             w.end_object();
         }
     }
-    let rest = || {
-        blocks
-            .iter()
-            .filter(|b| matches!(b, Block::Text { .. } | Block::Image { .. }))
-    };
+    let rest = || blocks.iter().filter(|b| matches!(b, Block::Text { .. } | Block::Image { .. }));
     match rest().count() {
         0 => {}
         1 if matches!(rest().next(), Some(Block::Text { .. })) => {
             if let Some(Block::Text { text }) = rest().next() {
-                w.begin_object()
-                    .field_str("role", "user")
-                    .field_str("content", text)
-                    .end_object();
+                w.begin_object().field_str("role", "user").field_str("content", text).end_object();
             }
         }
         _ => {
-            w.begin_object()
-                .field_str("role", "user")
-                .key("content")
-                .begin_array();
+            w.begin_object().field_str("role", "user").key("content").begin_array();
             for b in rest() {
                 match b {
                     Block::Text { text } => {
-                        w.begin_object()
-                            .field_str("type", "text")
-                            .field_str("text", text)
-                            .end_object();
+                        w.begin_object().field_str("type", "text").field_str("text", text).end_object();
                     }
                     Block::Image { media_type, data } => {
-                        w.begin_object()
-                            .field_str("type", "image_url")
-                            .key("image_url")
-                            .begin_object();
-                        w.key("url")
-                            .string_parts(&["data:", media_type, ";base64,", data]);
+                        w.begin_object().field_str("type", "image_url").key("image_url").begin_object();
+                        w.key("url").string_parts(&["data:", media_type, ";base64,", data]);
                         w.end_object().end_object();
                     }
                     _ => {}
@@ -163,13 +130,8 @@ fn write_assistant<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {
         w.key("tool_calls").begin_array();
         for b in blocks {
             if let Block::ToolUse { id, name, input } = b {
-                w.begin_object()
-                    .field_str("id", id)
-                    .field_str("type", "function")
-                    .key("function")
-                    .begin_object();
-                w.field_str("name", name)
-                    .field_str("arguments", input.as_str());
+                w.begin_object().field_str("id", id).field_str("type", "function").key("function").begin_object();
+                w.field_str("name", name).field_str("arguments", input.as_str());
                 w.end_object().end_object();
             }
         }
@@ -188,10 +150,7 @@ struct WireUsage {
 
 impl WireUsage {
     fn neutral(&self) -> Usage {
-        Usage {
-            input_tokens: self.prompt_tokens,
-            output_tokens: self.completion_tokens,
-        }
+        Usage { input_tokens: self.prompt_tokens, output_tokens: self.completion_tokens }
     }
 }
 
@@ -256,12 +215,9 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, StreamError> {
     if let Some(api) = ApiError::parse(body) {
         return Err(StreamError::Api(api));
     }
-    let c: WireCompletion =
-        serde_json::from_slice(body).map_err(|e| malformed("chat completion", &e))?;
+    let c: WireCompletion = serde_json::from_slice(body).map_err(|e| malformed("chat completion", &e))?;
     let Some(choice) = c.choices.into_iter().next() else {
-        return Err(StreamError::Malformed(
-            "a chat completion without choices".into(),
-        ));
+        return Err(StreamError::Malformed("a chat completion without choices".into()));
     };
     let mut content = Vec::new();
     let mut arg_errors = Vec::new();
@@ -270,29 +226,11 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, StreamError> {
     {
         content.push(Block::Text { text });
     }
-    for (i, tc) in choice
-        .message
-        .tool_calls
-        .unwrap_or_default()
-        .into_iter()
-        .enumerate()
-    {
-        let f = tc.function.unwrap_or(WireFunction {
-            name: None,
-            arguments: None,
-        });
-        let args = arguments_text(f.arguments.as_deref())
-            .map_err(|e| malformed("tool call arguments", &e))?;
-        let id = tc
-            .id
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| format!("call_{i}"));
-        content.push(tool_use_block(
-            id,
-            f.name.unwrap_or_default(),
-            &args,
-            &mut arg_errors,
-        ));
+    for (i, tc) in choice.message.tool_calls.unwrap_or_default().into_iter().enumerate() {
+        let f = tc.function.unwrap_or(WireFunction { name: None, arguments: None });
+        let args = arguments_text(f.arguments.as_deref()).map_err(|e| malformed("tool call arguments", &e))?;
+        let id = tc.id.filter(|s| !s.is_empty()).unwrap_or_else(|| format!("call_{i}"));
+        content.push(tool_use_block(id, f.name.unwrap_or_default(), &args, &mut arg_errors));
     }
     Ok(Reply {
         content,
@@ -369,45 +307,27 @@ impl Accumulator {
     fn grow(&mut self, n: usize) -> Result<(), StreamError> {
         self.bytes += n;
         if self.bytes > self.max_bytes {
-            return Err(StreamError::TooLarge {
-                limit: self.max_bytes,
-            });
+            return Err(StreamError::TooLarge { limit: self.max_bytes });
         }
         Ok(())
     }
 
-    fn tool_delta(
-        &mut self,
-        tc: WireToolCall,
-        on_update: &mut dyn FnMut(Update<'_>),
-    ) -> Result<(), StreamError> {
+    fn tool_delta(&mut self, tc: WireToolCall, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
         // Without an index, a new id starts a new call and anything else continues the last one.
-        let index = tc
-            .index
-            .unwrap_or_else(|| match (&tc.id, self.calls.last()) {
-                (Some(id), Some(last)) if !id.is_empty() && *id != last.id => self.calls.len(),
-                (_, None) => 0,
-                _ => self.calls.len() - 1,
-            });
+        let index = tc.index.unwrap_or_else(|| match (&tc.id, self.calls.last()) {
+            (Some(id), Some(last)) if !id.is_empty() && *id != last.id => self.calls.len(),
+            (_, None) => 0,
+            _ => self.calls.len() - 1,
+        });
         if index >= MAX_CALLS {
-            return Err(StreamError::Malformed(format!(
-                "tool call index {index} is over {MAX_CALLS}"
-            )));
+            return Err(StreamError::Malformed(format!("tool call index {index} is over {MAX_CALLS}")));
         }
         while self.calls.len() <= index {
             let n = self.calls.len();
-            self.calls.push(PartialCall {
-                id: format!("call_{n}"),
-                name: String::new(),
-                args: String::new(),
-            });
+            self.calls.push(PartialCall { id: format!("call_{n}"), name: String::new(), args: String::new() });
         }
-        let f = tc.function.unwrap_or(WireFunction {
-            name: None,
-            arguments: None,
-        });
-        let args = arguments_text(f.arguments.as_deref())
-            .map_err(|e| malformed("tool call arguments", &e))?;
+        let f = tc.function.unwrap_or(WireFunction { name: None, arguments: None });
+        let args = arguments_text(f.arguments.as_deref()).map_err(|e| malformed("tool call arguments", &e))?;
         self.grow(args.len())?;
         let call = &mut self.calls[index];
         if let Some(id) = tc.id
@@ -421,28 +341,20 @@ impl Accumulator {
             && call.name.is_empty()
         {
             call.name = name;
-            on_update(Update::ToolUseStart {
-                id: &call.id,
-                name: &call.name,
-            });
+            on_update(Update::ToolUseStart { id: &call.id, name: &call.name });
         }
         Ok(())
     }
 }
 
 impl Accumulate for Accumulator {
-    fn handle_event(
-        &mut self,
-        event: &sse::Event,
-        on_update: &mut dyn FnMut(Update<'_>),
-    ) -> Result<(), StreamError> {
+    fn handle_event(&mut self, event: &sse::Event, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
         let data = event.data.trim();
         if data == "[DONE]" {
             self.done = true;
             return Ok(());
         }
-        let chunk: WireChunk<'_> =
-            serde_json::from_str(data).map_err(|e| malformed("stream chunk", &e))?;
+        let chunk: WireChunk<'_> = serde_json::from_str(data).map_err(|e| malformed("stream chunk", &e))?;
         if chunk.error.is_some() {
             let api = ApiError::parse(data.as_bytes()).unwrap_or_else(|| ApiError::from_text(data));
             return Err(StreamError::Api(api));

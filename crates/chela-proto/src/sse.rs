@@ -146,10 +146,7 @@ impl Parser {
             // The data buffer ends with the `\n` added after its last line.
             self.data.pop();
             self.has_data = false;
-            let ev = Event {
-                event: core::mem::take(&mut self.event),
-                data: core::mem::take(&mut self.data),
-            };
+            let ev = Event { event: core::mem::take(&mut self.event), data: core::mem::take(&mut self.data) };
             return Ok(Some(ev));
         }
         if line[0] == b':' {
@@ -202,10 +199,7 @@ mod tests {
     }
 
     fn ev(event: &str, data: &str) -> Event {
-        Event {
-            event: event.into(),
-            data: data.into(),
-        }
+        Event { event: event.into(), data: data.into() }
     }
 
     #[test]
@@ -216,9 +210,7 @@ mod tests {
 
     #[test]
     fn crlf_lone_cr_comments_and_unknown_fields() {
-        let got = parse_all(&[
-            b": keep-alive\r\nevent:x\r\nid: 7\r\nretry: 10\r\nfoo: bar\r\ndata:  two spaces\r\r\n",
-        ]);
+        let got = parse_all(&[b": keep-alive\r\nevent:x\r\nid: 7\r\nretry: 10\r\nfoo: bar\r\ndata:  two spaces\r\r\n"]);
         assert_eq!(got, vec![ev("x", " two spaces")]);
         let got = parse_all(&[b"data: a\rdata: b\r\r"]);
         assert_eq!(got, vec![ev("", "a\nb")]);

@@ -22,10 +22,7 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits {
-            max_event_bytes: 256 * 1024,
-            max_reply_bytes: 1024 * 1024,
-        }
+        Limits { max_event_bytes: 256 * 1024, max_reply_bytes: 1024 * 1024 }
     }
 }
 
@@ -71,11 +68,7 @@ pub(crate) fn malformed(what: &str, e: &serde_json::Error) -> StreamError {
 /// A wire format's stream state: folds events into a reply.
 pub trait Accumulate {
     /// Handles one SSE event, reporting progress through `on_update`.
-    fn handle_event(
-        &mut self,
-        event: &sse::Event,
-        on_update: &mut dyn FnMut(Update<'_>),
-    ) -> Result<(), StreamError>;
+    fn handle_event(&mut self, event: &sse::Event, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError>;
     /// The reply, once the body has ended.
     fn finish(self) -> Result<Reply, StreamError>;
 }
@@ -89,18 +82,11 @@ pub struct Decoder<A> {
 
 impl<A: Accumulate> Decoder<A> {
     pub fn with(acc: A, limits: Limits) -> Decoder<A> {
-        Decoder {
-            sse: sse::Parser::new(limits.max_event_bytes),
-            acc,
-        }
+        Decoder { sse: sse::Parser::new(limits.max_event_bytes), acc }
     }
 
     /// Feeds body bytes; any split is fine.
-    pub fn handle_bytes(
-        &mut self,
-        bytes: &[u8],
-        on_update: &mut dyn FnMut(Update<'_>),
-    ) -> Result<(), StreamError> {
+    pub fn handle_bytes(&mut self, bytes: &[u8], on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
         self.sse.handle_bytes(bytes);
         while let Some(ev) = self.sse.poll_event()? {
             self.acc.handle_event(&ev, on_update)?;

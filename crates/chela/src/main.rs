@@ -1,1 +1,4 @@
+//! The `chela` binary. See the README.
+mod net;
+
 fn main() {}

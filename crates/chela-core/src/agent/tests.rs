@@ -8,10 +8,7 @@ fn text_reply(t: &str) -> Reply {
     Reply {
         content: vec![Block::text(t)],
         stop_reason: StopReason::EndTurn,
-        usage: Usage {
-            input_tokens: 10,
-            output_tokens: 2,
-        },
+        usage: Usage { input_tokens: 10, output_tokens: 2 },
         arg_errors: vec![],
     }
 }
@@ -27,10 +24,7 @@ fn tool_reply(calls: &[(&str, &str)]) -> Reply {
             })
             .collect(),
         stop_reason: StopReason::ToolUse,
-        usage: Usage {
-            input_tokens: 5,
-            output_tokens: 1,
-        },
+        usage: Usage { input_tokens: 5, output_tokens: 1 },
         arg_errors: vec![],
     }
 }
@@ -80,39 +74,23 @@ fn a_plain_answer_is_one_model_call() {
     let o = expect_done(&run);
     assert_eq!(o.text, "hello");
     assert_eq!(o.iterations, 0);
-    assert_eq!(
-        o.usage,
-        Usage {
-            input_tokens: 10,
-            output_tokens: 2
-        }
-    );
-    assert_eq!(
-        run.turn_messages(),
-        &[Message::user_text("hi"), Message::assistant_text("hello")]
-    );
+    assert_eq!(o.usage, Usage { input_tokens: 10, output_tokens: 2 });
+    assert_eq!(run.turn_messages(), &[Message::user_text("hi"), Message::assistant_text("hello")]);
 }
 
 #[test]
 fn two_tool_iterations_then_an_answer() {
     let mut run = run_with(Limits::default());
-    run.handle_reply(tool_reply(&[("a", "get_current_time")]))
-        .unwrap();
+    run.handle_reply(tool_reply(&[("a", "get_current_time")])).unwrap();
     let calls = expect_tools(&run);
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].name, "get_current_time");
-    run.handle_tool_results(vec![ToolResult::ok("a", "12:00")])
-        .unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("a", "12:00")]).unwrap();
     expect_model(&run);
-    run.handle_reply(tool_reply(&[("b", "x"), ("c", "y")]))
-        .unwrap();
+    run.handle_reply(tool_reply(&[("b", "x"), ("c", "y")])).unwrap();
     assert_eq!(expect_tools(&run).len(), 2);
     // Results may come back in any order; they are stored in call order.
-    run.handle_tool_results(vec![
-        ToolResult::ok("c", "C"),
-        ToolResult::error("b", "B failed"),
-    ])
-    .unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("c", "C"), ToolResult::error("b", "B failed")]).unwrap();
     run.handle_reply(text_reply("It is noon.")).unwrap();
     let o = expect_done(&run);
     assert_eq!(o.iterations, 2);
@@ -122,16 +100,8 @@ fn two_tool_iterations_then_an_answer() {
     assert_eq!(
         msgs[4].content,
         vec![
-            Block::ToolResult {
-                tool_use_id: "b".into(),
-                content: "B failed".into(),
-                is_error: true
-            },
-            Block::ToolResult {
-                tool_use_id: "c".into(),
-                content: "C".into(),
-                is_error: false
-            },
+            Block::ToolResult { tool_use_id: "b".into(), content: "B failed".into(), is_error: true },
+            Block::ToolResult { tool_use_id: "c".into(), content: "C".into(), is_error: false },
         ]
     );
     assert!(well_formed(msgs));
@@ -139,16 +109,12 @@ fn two_tool_iterations_then_an_answer() {
 
 #[test]
 fn the_tool_budget_ends_with_a_call_without_tools() {
-    let mut run = run_with(Limits {
-        max_iterations: 2,
-        ..Limits::default()
-    });
+    let mut run = run_with(Limits { max_iterations: 2, ..Limits::default() });
     for i in 0..2 {
         assert_eq!(expect_model(&run), ToolChoice::Auto);
         let id = alloc::format!("t{i}");
         run.handle_reply(tool_reply(&[(&id, "loop")])).unwrap();
-        run.handle_tool_results(vec![ToolResult::ok(id, "again")])
-            .unwrap();
+        run.handle_tool_results(vec![ToolResult::ok(id, "again")]).unwrap();
     }
     assert_eq!(expect_model(&run), ToolChoice::None);
     // A model that ignores tool_choice still cannot make the turn go on.
@@ -161,65 +127,40 @@ fn the_tool_budget_ends_with_a_call_without_tools() {
 
 #[test]
 fn extra_calls_and_bad_arguments_are_answered_without_running() {
-    let mut run = run_with(Limits {
-        max_calls_per_step: 2,
-        ..Limits::default()
-    });
+    let mut run = run_with(Limits { max_calls_per_step: 2, ..Limits::default() });
     let mut reply = tool_reply(&[("a", "t"), ("bad", "t"), ("b", "t"), ("c", "t")]);
-    reply.arg_errors.push(ArgError {
-        tool_use_id: "bad".into(),
-        raw: "{oops".into(),
-    });
+    reply.arg_errors.push(ArgError { tool_use_id: "bad".into(), raw: "{oops".into() });
     run.handle_reply(reply).unwrap();
     let calls = expect_tools(&run);
-    assert_eq!(
-        calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
-        ["a", "b"]
-    );
-    run.handle_tool_results(vec![ToolResult::ok("a", "1"), ToolResult::ok("b", "2")])
-        .unwrap();
+    assert_eq!(calls.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["a", "b"]);
+    run.handle_tool_results(vec![ToolResult::ok("a", "1"), ToolResult::ok("b", "2")]).unwrap();
     let results = &run.turn_messages()[2].content;
     assert_eq!(results.len(), 4);
     assert!(
         matches!(&results[1], Block::ToolResult { is_error: true, content, .. } if content.contains("not valid JSON") && content.contains("{oops"))
     );
-    assert!(
-        matches!(&results[3], Block::ToolResult { is_error: true, content, .. } if content.contains("at most 2"))
-    );
+    assert!(matches!(&results[3], Block::ToolResult { is_error: true, content, .. } if content.contains("at most 2")));
 }
 
 #[test]
 fn only_bad_calls_go_straight_back_to_the_model() {
     let mut run = run_with(Limits::default());
     let mut reply = tool_reply(&[("bad", "t")]);
-    reply.arg_errors.push(ArgError {
-        tool_use_id: "bad".into(),
-        raw: "nope".into(),
-    });
+    reply.arg_errors.push(ArgError { tool_use_id: "bad".into(), raw: "nope".into() });
     run.handle_reply(reply).unwrap();
     assert_eq!(expect_model(&run), ToolChoice::Auto);
 }
 
 #[test]
 fn missing_results_become_errors_and_long_ones_are_cut() {
-    let mut run = run_with(Limits {
-        max_tool_output: 64,
-        ..Limits::default()
-    });
-    run.handle_reply(tool_reply(&[("a", "t"), ("b", "t")]))
-        .unwrap();
-    run.handle_tool_results(vec![
-        ToolResult::ok("a", "z".repeat(1000)),
-        ToolResult::ok("unknown", "?"),
-    ])
-    .unwrap();
+    let mut run = run_with(Limits { max_tool_output: 64, ..Limits::default() });
+    run.handle_reply(tool_reply(&[("a", "t"), ("b", "t")])).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("a", "z".repeat(1000)), ToolResult::ok("unknown", "?")]).unwrap();
     let results = &run.turn_messages()[2].content;
     assert!(
         matches!(&results[0], Block::ToolResult { content, is_error: false, .. } if content.len() <= 64 && content.contains("cut"))
     );
-    assert!(
-        matches!(&results[1], Block::ToolResult { content, is_error: true, .. } if content.contains("no result"))
-    );
+    assert!(matches!(&results[1], Block::ToolResult { content, is_error: true, .. } if content.contains("no result")));
 }
 
 #[test]
@@ -228,13 +169,9 @@ fn handlers_out_of_order_are_refused() {
     assert_eq!(run.handle_tool_results(vec![]), Err(RunError::OutOfOrder));
     run.handle_reply(tool_reply(&[("a", "t")])).unwrap();
     assert_eq!(run.handle_reply(text_reply("x")), Err(RunError::OutOfOrder));
-    run.handle_tool_results(vec![ToolResult::ok("a", "1")])
-        .unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("a", "1")]).unwrap();
     run.handle_reply(text_reply("done")).unwrap();
-    assert_eq!(
-        run.handle_reply(text_reply("again")),
-        Err(RunError::OutOfOrder)
-    );
+    assert_eq!(run.handle_reply(text_reply("again")), Err(RunError::OutOfOrder));
 }
 
 #[test]
@@ -246,10 +183,7 @@ fn cancelling_mid_tools_leaves_a_well_formed_turn() {
     assert!(o.cancelled);
     let msgs = run.turn_messages();
     assert!(well_formed(msgs), "{msgs:?}");
-    assert!(matches!(
-        &msgs[2].content[0],
-        Block::ToolResult { is_error: true, .. }
-    ));
+    assert!(matches!(&msgs[2].content[0], Block::ToolResult { is_error: true, .. }));
     let mut fresh = run_with(Limits::default());
     fresh.cancel();
     assert!(well_formed(fresh.turn_messages()));
@@ -259,20 +193,14 @@ fn cancelling_mid_tools_leaves_a_well_formed_turn() {
 fn old_exchanges_leave_the_window_but_stay_in_history() {
     let mut history = vec![];
     for i in 0..20 {
-        history.push(Message::user_text(alloc::format!(
-            "question {i} {}",
-            "q".repeat(100)
-        )));
+        history.push(Message::user_text(alloc::format!("question {i} {}", "q".repeat(100))));
         history.push(Message::assistant_text("a".repeat(100)));
     }
     let run = AgentRun::new(
         history,
         Message::user_text("now"),
         String::new(),
-        Limits {
-            history_budget: 1500,
-            ..Limits::default()
-        },
+        Limits { history_budget: 1500, ..Limits::default() },
     );
     let window = run.window();
     assert!(history::bytes(window) <= 1500);
@@ -287,30 +215,16 @@ fn reused_tool_ids_are_renamed() {
         Message::user_text("before"),
         Message {
             role: Role::Assistant,
-            content: vec![Block::ToolUse {
-                id: "call_0".into(),
-                name: "t".into(),
-                input: Json::empty_object(),
-            }],
+            content: vec![Block::ToolUse { id: "call_0".into(), name: "t".into(), input: Json::empty_object() }],
         },
         Message {
             role: Role::User,
-            content: vec![Block::ToolResult {
-                tool_use_id: "call_0".into(),
-                content: "r".into(),
-                is_error: false,
-            }],
+            content: vec![Block::ToolResult { tool_use_id: "call_0".into(), content: "r".into(), is_error: false }],
         },
         Message::assistant_text("ok"),
     ];
-    let mut run = AgentRun::new(
-        history,
-        Message::user_text("again"),
-        String::new(),
-        Limits::default(),
-    );
-    run.handle_reply(tool_reply(&[("call_0", "t"), ("call_0", "t")]))
-        .unwrap();
+    let mut run = AgentRun::new(history, Message::user_text("again"), String::new(), Limits::default());
+    run.handle_reply(tool_reply(&[("call_0", "t"), ("call_0", "t")])).unwrap();
     let ids: Vec<String> = expect_tools(&run).into_iter().map(|c| c.id).collect();
     assert_eq!(ids.len(), 2);
     assert!(ids.iter().all(|id| id != "call_0"));

@@ -50,20 +50,9 @@ fn request_with_every_block_kind() {
         Message {
             role: Role::User,
             content: vec![
-                Block::ToolResult {
-                    tool_use_id: "toolu_1".into(),
-                    content: "18°C".into(),
-                    is_error: false,
-                },
-                Block::ToolResult {
-                    tool_use_id: "toolu_2".into(),
-                    content: "no such tool".into(),
-                    is_error: true,
-                },
-                Block::Image {
-                    media_type: "image/png".into(),
-                    data: "iVBORw0KGgo=".into(),
-                },
+                Block::ToolResult { tool_use_id: "toolu_1".into(), content: "18°C".into(), is_error: false },
+                Block::ToolResult { tool_use_id: "toolu_2".into(), content: "no such tool".into(), is_error: true },
+                Block::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() },
                 Block::text(""),
             ],
         },
@@ -124,10 +113,7 @@ fn request_without_tools_or_system_omits_them() {
     };
     let mut body = String::new();
     write_request(&req, &mut body);
-    assert_eq!(
-        body,
-        r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#
-    );
+    assert_eq!(body, r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#);
 }
 
 #[test]
@@ -136,23 +122,11 @@ fn stream_and_whole_message_give_the_same_reply() {
     let streamed = streamed.unwrap();
     let whole = parse_response(TOOL_MESSAGE.as_bytes()).unwrap();
     assert_eq!(streamed.content[0], whole.content[0]);
-    assert_eq!(
-        shown,
-        "Okay, let's check the weather for San Francisco, CA é世:"
-    );
+    assert_eq!(shown, "Okay, let's check the weather for San Francisco, CA é世:");
     assert_eq!(input_value(&streamed, 1), input_value(&whole, 1));
-    assert_eq!(
-        input_value(&whole, 1),
-        json!({"location": "San Francisco, CA", "unit": "fahrenheit"})
-    );
+    assert_eq!(input_value(&whole, 1), json!({"location": "San Francisco, CA", "unit": "fahrenheit"}));
     assert_eq!(streamed.stop_reason, StopReason::ToolUse);
-    assert_eq!(
-        streamed.usage,
-        Usage {
-            input_tokens: 472,
-            output_tokens: 89
-        }
-    );
+    assert_eq!(streamed.usage, Usage { input_tokens: 472, output_tokens: 89 });
     assert_eq!(whole.usage, streamed.usage);
     assert!(streamed.arg_errors.is_empty());
 }
@@ -167,13 +141,7 @@ fn tool_use_start_is_reported_once() {
         }
     })
     .unwrap();
-    assert_eq!(
-        starts,
-        vec![(
-            "toolu_01T1x1fJ34qAmk2tNTrN7Up6".to_string(),
-            "get_weather".to_string()
-        )]
-    );
+    assert_eq!(starts, vec![("toolu_01T1x1fJ34qAmk2tNTrN7Up6".to_string(), "get_weather".to_string())]);
 }
 
 #[test]
@@ -217,49 +185,26 @@ fn bad_tool_json_is_kept_as_an_argument_error() {
                 data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"}}\n\n\
                 data: {\"type\":\"message_stop\"}\n\n";
     let r = decode(&[body.as_bytes()]).0.unwrap();
-    assert_eq!(
-        r.arg_errors,
-        vec![ArgError {
-            tool_use_id: "t".into(),
-            raw: "{\"a\":".into()
-        }]
-    );
+    assert_eq!(r.arg_errors, vec![ArgError { tool_use_id: "t".into(), raw: "{\"a\":".into() }]);
     assert_eq!(input_value(&r, 0), json!({}));
 }
 
 #[test]
 fn replies_are_bounded() {
-    let mut d = StreamDecoder::new(Limits {
-        max_event_bytes: 1024,
-        max_reply_bytes: 10,
-    });
+    let mut d = StreamDecoder::new(Limits { max_event_bytes: 1024, max_reply_bytes: 10 });
     let body = "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
                 data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"0123456789ab\"}}\n\n";
-    assert_eq!(
-        d.handle_bytes(body.as_bytes(), &mut |_| {}),
-        Err(StreamError::TooLarge { limit: 10 })
-    );
+    assert_eq!(d.handle_bytes(body.as_bytes(), &mut |_| {}), Err(StreamError::TooLarge { limit: 10 }));
     let mut d = StreamDecoder::new(Limits::default());
     let far = "data: {\"type\":\"content_block_start\",\"index\":100000,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
-    assert!(matches!(
-        d.handle_bytes(far.as_bytes(), &mut |_| {}),
-        Err(StreamError::Malformed(_))
-    ));
+    assert!(matches!(d.handle_bytes(far.as_bytes(), &mut |_| {}), Err(StreamError::Malformed(_))));
 }
 
 #[test]
 fn whole_body_errors_are_api_errors() {
-    let r = parse_response(
-        br#"{"type":"error","error":{"type":"not_found_error","message":"model: nope"}}"#,
-    );
-    assert!(
-        matches!(r, Err(StreamError::Api(ref e)) if e.kind == "not_found_error"),
-        "{r:?}"
-    );
-    assert!(matches!(
-        parse_response(b"{"),
-        Err(StreamError::Malformed(_))
-    ));
+    let r = parse_response(br#"{"type":"error","error":{"type":"not_found_error","message":"model: nope"}}"#);
+    assert!(matches!(r, Err(StreamError::Api(ref e)) if e.kind == "not_found_error"), "{r:?}");
+    assert!(matches!(parse_response(b"{"), Err(StreamError::Malformed(_))));
 }
 
 proptest! {

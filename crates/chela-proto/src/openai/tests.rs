@@ -26,11 +26,7 @@ fn decode(chunks: &[&[u8]]) -> (Result<Reply, StreamError>, String) {
 
 fn tool(reply: &Reply, i: usize) -> (String, String, Value) {
     match &reply.content[i] {
-        Block::ToolUse { id, name, input } => (
-            id.clone(),
-            name.clone(),
-            serde_json::from_str(input.as_str()).unwrap(),
-        ),
+        Block::ToolUse { id, name, input } => (id.clone(), name.clone(), serde_json::from_str(input.as_str()).unwrap()),
         other => panic!("block {i} is {other:?}"),
     }
 }
@@ -47,26 +43,14 @@ fn request_maps_tools_results_and_images() {
                     name: "get_weather".into(),
                     input: Json::parse(r#"{"city":"Paris"}"#).unwrap(),
                 },
-                Block::ToolUse {
-                    id: "call_2".into(),
-                    name: "get_current_time".into(),
-                    input: Json::empty_object(),
-                },
+                Block::ToolUse { id: "call_2".into(), name: "get_current_time".into(), input: Json::empty_object() },
             ],
         },
         Message {
             role: Role::User,
             content: vec![
-                Block::ToolResult {
-                    tool_use_id: "call_1".into(),
-                    content: "18°C".into(),
-                    is_error: false,
-                },
-                Block::ToolResult {
-                    tool_use_id: "call_2".into(),
-                    content: "clock broken".into(),
-                    is_error: true,
-                },
+                Block::ToolResult { tool_use_id: "call_1".into(), content: "18°C".into(), is_error: false },
+                Block::ToolResult { tool_use_id: "call_2".into(), content: "clock broken".into(), is_error: true },
             ],
         },
         Message::assistant_text("It is 18°C."),
@@ -74,18 +58,11 @@ fn request_maps_tools_results_and_images() {
             role: Role::User,
             content: vec![
                 Block::text("And this?"),
-                Block::Image {
-                    media_type: "image/jpeg".into(),
-                    data: "/9j/4A==".into(),
-                },
+                Block::Image { media_type: "image/jpeg".into(), data: "/9j/4A==".into() },
             ],
         },
     ];
-    let tools = [ToolSpec {
-        name: "get_weather",
-        description: "Weather.",
-        input_schema: r#"{"type":"object"}"#,
-    }];
+    let tools = [ToolSpec { name: "get_weather", description: "Weather.", input_schema: r#"{"type":"object"}"# }];
     let req = Request {
         model: "gpt-4o-mini",
         max_tokens: 512,
@@ -129,11 +106,7 @@ fn request_maps_tools_results_and_images() {
 #[test]
 fn tool_choice_none_and_no_stream() {
     let messages = vec![Message::user_text("x")];
-    let tools = [ToolSpec {
-        name: "t",
-        description: "d",
-        input_schema: "{}",
-    }];
+    let tools = [ToolSpec { name: "t", description: "d", input_schema: "{}" }];
     let req = Request {
         model: "m",
         max_tokens: 1,
@@ -159,28 +132,12 @@ fn stream_and_whole_completion_give_the_same_reply() {
     assert_eq!(shown, "Let me check both é世.");
     assert_eq!(streamed.content[0], Block::text("Let me check both é世."));
     assert_eq!(streamed.content[0], whole.content[0]);
-    assert_eq!(
-        tool(&streamed, 1),
-        (
-            "call_abc".into(),
-            "get_weather".into(),
-            json!({"location": "Paris"})
-        )
-    );
+    assert_eq!(tool(&streamed, 1), ("call_abc".into(), "get_weather".into(), json!({"location": "Paris"})));
     assert_eq!(tool(&streamed, 1), tool(&whole, 1));
-    assert_eq!(
-        tool(&streamed, 2),
-        ("call_def".into(), "get_current_time".into(), json!({}))
-    );
+    assert_eq!(tool(&streamed, 2), ("call_def".into(), "get_current_time".into(), json!({})));
     assert_eq!(tool(&streamed, 2), tool(&whole, 2));
     assert_eq!(streamed.stop_reason, StopReason::ToolUse);
-    assert_eq!(
-        streamed.usage,
-        Usage {
-            input_tokens: 82,
-            output_tokens: 17
-        }
-    );
+    assert_eq!(streamed.usage, Usage { input_tokens: 82, output_tokens: 17 });
     assert_eq!(whole.usage, streamed.usage);
 }
 
@@ -218,44 +175,24 @@ fn a_stream_without_finish_or_done_is_truncated() {
 fn bad_arguments_become_argument_errors() {
     let body = r#"{"choices":[{"message":{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{oops"}}]},"finish_reason":"tool_calls"}]}"#;
     let r = parse_response(body.as_bytes()).unwrap();
-    assert_eq!(
-        r.arg_errors,
-        vec![ArgError {
-            tool_use_id: "c".into(),
-            raw: "{oops".into()
-        }]
-    );
+    assert_eq!(r.arg_errors, vec![ArgError { tool_use_id: "c".into(), raw: "{oops".into() }]);
     assert_eq!(tool(&r, 0).2, json!({}));
 }
 
 #[test]
 fn whole_body_error_and_garbage() {
     let r = parse_response(br#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","code":"invalid_api_key"}}"#);
-    assert!(
-        matches!(r, Err(StreamError::Api(ref e)) if e.code == "invalid_api_key"),
-        "{r:?}"
-    );
-    assert!(matches!(
-        parse_response(b"[]"),
-        Err(StreamError::Malformed(_))
-    ));
-    assert!(matches!(
-        parse_response(br#"{"choices":[]}"#),
-        Err(StreamError::Malformed(_))
-    ));
-    assert!(matches!(
-        decode(&[b"data: {nope\n\n"]).0,
-        Err(StreamError::Malformed(_))
-    ));
+    assert!(matches!(r, Err(StreamError::Api(ref e)) if e.code == "invalid_api_key"), "{r:?}");
+    assert!(matches!(parse_response(b"[]"), Err(StreamError::Malformed(_))));
+    assert!(matches!(parse_response(br#"{"choices":[]}"#), Err(StreamError::Malformed(_))));
+    assert!(matches!(decode(&[b"data: {nope\n\n"]).0, Err(StreamError::Malformed(_))));
 }
 
 #[test]
 fn tool_call_indexes_are_bounded() {
-    let body = "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":100000,\"function\":{\"name\":\"a\"}}]}}]}\n\n";
-    assert!(matches!(
-        decode(&[body.as_bytes()]).0,
-        Err(StreamError::Malformed(_))
-    ));
+    let body =
+        "data: {\"choices\":[{\"delta\":{\"tool_calls\":[{\"index\":100000,\"function\":{\"name\":\"a\"}}]}}]}\n\n";
+    assert!(matches!(decode(&[body.as_bytes()]).0, Err(StreamError::Malformed(_))));
 }
 
 proptest! {
