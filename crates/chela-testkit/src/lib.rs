@@ -1,1 +1,46 @@
-//! Fakes for testing Chela.
+//! Fakes for testing Chela. For now: a scripted fake LLM server speaking the Anthropic
+//! Messages API and the OpenAI Chat Completions API over plain HTTP/1.1 on 127.0.0.1.
+//!
+//! What it is: a deterministic stand-in for a model provider, for integration tests and
+//! benchmarks. Each model request takes the next [`Step`] of a script (text, tool calls, an
+//! HTTP error, a context-too-long error, a malformed body, a connection cut mid-stream, each
+//! with optional delays), answered streamed or whole as the request asks. With the script
+//! empty it plays a tiny demo model (see the `demo` module docs). Every request is recorded
+//! for the test to inspect.
+//!
+//! What it is not: a model, a TLS server, or a second implementation of Chela's codecs. The
+//! wire formats here are written from the vendors' documentation and share no code with
+//! `chela-proto`, so the fake cannot inherit our bugs.
+//!
+//! How to drive it:
+//!
+//! ```no_run
+//! use chela_testkit::{FakeLlm, Step};
+//! use serde_json::json;
+//!
+//! let llm = FakeLlm::start(vec![
+//!     Step::tool_call("get_current_time", json!({})),
+//!     Step::text("It is noon.").chunk_delay_ms(10),
+//! ]);
+//! // Point the client under test at llm.anthropic_base_url() or llm.openai_base_url(),
+//! // run it, then look at what it sent:
+//! let first = &llm.requests()[0];
+//! assert_eq!(first.path, "/v1/messages");
+//! assert_eq!(llm.remaining(), 0);
+//! ```
+//!
+//! The `chela-fake-llm` binary serves the same fake from the command line with a script file
+//! (format in [`script`]).
+
+mod answer;
+mod anthropic;
+mod body;
+mod demo;
+mod fake;
+mod openai;
+pub mod script;
+mod server;
+
+pub use fake::{DEFAULT_MAX_RECORDED, FakeLlm, Options, Recorded};
+pub use script::{Action, Step, ToolCall, parse_script};
+pub use server::{MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_HEAD_BYTES};

@@ -1,0 +1,216 @@
+//! [`FakeLlm`], the handle a test holds: it owns the server's thread and runtime, the script
+//! queue and the recording of every request.
+//!
+//! The server runs on its own single-threaded tokio runtime on a background thread, so the
+//! fake works the same from a plain `#[test]` that runs a child process and from inside a
+//! `#[tokio::test]`. Dropping the handle stops the accept loop and drops the runtime, which
+//! cancels every connection, pending delay and half-sent stream with it: the one shutdown
+//! mechanism.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::answer::Ids;
+use crate::script::Step;
+use crate::server;
+
+/// How many requests [`Options::max_recorded`] keeps by default.
+pub const DEFAULT_MAX_RECORDED: usize = 10_000;
+
+/// How to start a [`FakeLlm`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub script: Vec<Step>,
+    /// When set, requests must carry this key (`x-api-key` plus an `anthropic-version` header
+    /// for Anthropic, `Authorization: Bearer` for OpenAI) or get the vendor's auth error.
+    pub expected_key: Option<String>,
+    /// 0 picks a free port.
+    pub port: u16,
+    /// The recording keeps this many most recent requests, so a long benchmark does not grow
+    /// without bound.
+    pub max_recorded: usize,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { script: Vec::new(), expected_key: None, port: 0, max_recorded: DEFAULT_MAX_RECORDED }
+    }
+}
+
+/// One request as the fake received it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    pub method: String,
+    pub path: String,
+    /// In arrival order, names lowercased.
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    /// The body, if it is JSON.
+    pub json: Option<Value>,
+    /// When the request head arrived.
+    pub at: Instant,
+}
+
+impl Recorded {
+    /// The first value of a header, by case-insensitive name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+}
+
+/// State shared between the handle and the server's tasks.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    script: Mutex<VecDeque<Step>>,
+    recorded: Mutex<VecDeque<Recorded>>,
+    max_recorded: usize,
+    pub expected_key: Option<String>,
+    pub ids: Ids,
+    open_connections: AtomicUsize,
+}
+
+/// The data behind these locks stays consistent even if a holder panicked (each critical
+/// section is a single push or pop), so a poisoned lock is used as is.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    /// The next scripted step, or `None` when the demo should answer.
+    pub fn next_step(&self) -> Option<Step> {
+        lock(&self.script).pop_front()
+    }
+
+    pub fn record(&self, r: Recorded) {
+        let mut recorded = lock(&self.recorded);
+        if recorded.len() >= self.max_recorded {
+            recorded.pop_front();
+        }
+        recorded.push_back(r);
+    }
+
+    /// Counts a connection as open until the guard is dropped.
+    pub fn open_connection(self: &Arc<Shared>) -> OpenConnection {
+        self.open_connections.fetch_add(1, Ordering::SeqCst);
+        OpenConnection(Arc::clone(self))
+    }
+}
+
+pub(crate) struct OpenConnection(Arc<Shared>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.open_connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A running fake LLM server. See the crate docs for what it speaks.
+#[derive(Debug)]
+pub struct FakeLlm {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FakeLlm {
+    /// Starts a server on `127.0.0.1:0` answering with `script`.
+    ///
+    /// # Panics
+    /// If no port can be bound; [`FakeLlm::try_start_with`] returns the error instead.
+    pub fn start(script: Vec<Step>) -> FakeLlm {
+        FakeLlm::start_with(Options { script, ..Options::default() })
+    }
+
+    /// # Panics
+    /// If the port cannot be bound or the runtime cannot start.
+    pub fn start_with(opts: Options) -> FakeLlm {
+        let port = opts.port;
+        FakeLlm::try_start_with(opts)
+            .unwrap_or_else(|e| panic!("chela-testkit: cannot start the fake LLM on 127.0.0.1:{port}: {e}"))
+    }
+
+    pub fn try_start_with(opts: Options) -> io::Result<FakeLlm> {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, opts.port))?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let listener = {
+            let _in_runtime = runtime.enter();
+            tokio::net::TcpListener::from_std(listener)?
+        };
+        let shared = Arc::new(Shared {
+            script: Mutex::new(opts.script.into()),
+            recorded: Mutex::new(VecDeque::new()),
+            max_recorded: opts.max_recorded.max(1),
+            expected_key: opts.expected_key,
+            ids: Ids::default(),
+            open_connections: AtomicUsize::new(0),
+        });
+        let (stop, stopped) = oneshot::channel();
+        let serving = Arc::clone(&shared);
+        let thread = std::thread::Builder::new().name(format!("chela-fake-llm-{}", addr.port())).spawn(move || {
+            runtime.block_on(server::serve(listener, serving, stopped));
+            // Dropping the runtime here cancels every connection task still running.
+            drop(runtime);
+        })?;
+        Ok(FakeLlm { addr, shared, stop: Some(stop), thread: Some(thread) })
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`: the Anthropic SDK convention, without `/v1`.
+    pub fn anthropic_base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `http://127.0.0.1:PORT/v1`: the OpenAI SDK convention, with `/v1`.
+    pub fn openai_base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    /// Every request received so far (up to [`Options::max_recorded`]), oldest first.
+    pub fn requests(&self) -> Vec<Recorded> {
+        lock(&self.shared.recorded).iter().cloned().collect()
+    }
+
+    /// Appends a step to the script.
+    pub fn push(&self, step: Step) {
+        lock(&self.shared.script).push_back(step);
+    }
+
+    /// Scripted steps not yet used.
+    pub fn remaining(&self) -> usize {
+        lock(&self.shared.script).len()
+    }
+
+    /// Client connections open right now. A test of cancellation can wait for this to reach
+    /// zero to see that the client really hung up.
+    pub fn open_connections(&self) -> usize {
+        self.shared.open_connections.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for FakeLlm {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            // The server may already be gone (its thread panicked); nothing more to stop then.
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            // A panic on the server thread has already been printed; re-raising it while
+            // dropping could abort the test binary.
+            let _ = thread.join();
+        }
+    }
+}
