@@ -115,6 +115,8 @@ impl fmt::Display for RunError {
     }
 }
 
+impl core::error::Error for RunError {}
+
 #[derive(Debug)]
 enum State {
     NeedModel(ToolChoice),
@@ -269,37 +271,56 @@ impl AgentRun {
             return Err(RunError::OutOfOrder);
         }
         for r in results {
-            if let Some(slot) = self.results.iter_mut().find(|(id, slot)| *id == r.id && slot.is_none()) {
-                slot.1 = Some(r);
-            }
+            self.record_tool_result(r)?;
         }
         self.close_tool_step();
         Ok(())
     }
 
-    /// Ends the turn early. Pending calls are answered as cancelled, and a short assistant
-    /// note closes the exchange, so the history written afterwards is well-formed.
+    /// Records one result during a [`Step::CallTools`] without ending the step: for drivers
+    /// that may be cancelled halfway, so the results already in are kept.
+    pub fn record_tool_result(&mut self, result: ToolResult) -> Result<(), RunError> {
+        if !matches!(self.state, State::NeedTools) {
+            return Err(RunError::OutOfOrder);
+        }
+        if let Some(slot) = self.results.iter_mut().find(|(id, slot)| *id == result.id && slot.is_none()) {
+            slot.1 = Some(result);
+        }
+        Ok(())
+    }
+
+    /// Ends the turn at the person's request. Pending calls are answered as cancelled, and a
+    /// short assistant note closes the exchange, so the history written afterwards is well-formed.
     pub fn cancel(&mut self) {
+        self.close("(turn cancelled by the user)", "Cancelled by the user before it finished.", true);
+    }
+
+    /// Ends the turn because the driver cannot go on (the provider failed), like [`cancel`](Self::cancel)
+    /// but with `note` as the closing text.
+    pub fn abort(&mut self, note: &str) {
+        self.close(note, "Not finished: the turn was aborted.", false);
+    }
+
+    fn close(&mut self, note: &str, pending_note: &str, cancelled: bool) {
         match self.state {
             State::Done(_) => return,
             State::NeedTools => {
                 for (id, slot) in &mut self.results {
                     if slot.is_none() {
-                        *slot = Some(ToolResult::error(id.clone(), "Cancelled by the user before it finished."));
+                        *slot = Some(ToolResult::error(id.clone(), pending_note));
                     }
                 }
                 self.append_results();
             }
             State::NeedModel(_) => {}
         }
-        let text = String::from("(turn cancelled by the user)");
-        self.messages.push(Message::assistant_text(text.clone()));
+        self.messages.push(Message::assistant_text(note));
         self.state = State::Done(Outcome {
-            text,
-            stop_reason: StopReason::Other(String::from("cancelled")),
+            text: String::from(note),
+            stop_reason: StopReason::Other(String::from(if cancelled { "cancelled" } else { "aborted" })),
             iterations: self.iterations,
             hit_tool_limit: false,
-            cancelled: true,
+            cancelled,
             usage: self.usage,
         });
     }

@@ -50,6 +50,9 @@ pub struct GroupSpec {
     /// Visible to the model unless someone hides it. Groups that need context first (hardware,
     /// say) start hidden and are unlocked per session.
     pub visible_by_default: bool,
+    /// A few lines for the system prompt on when and how to use the group's tools; empty for
+    /// none. Only groups the model can see contribute.
+    pub guidance: Text,
 }
 
 /// A group and its current switches.
@@ -104,6 +107,8 @@ impl fmt::Display for CallError {
     }
 }
 
+impl core::error::Error for CallError {}
+
 /// Why a registry change is refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -126,6 +131,8 @@ impl fmt::Display for ControlError {
         }
     }
 }
+
+impl core::error::Error for ControlError {}
 
 /// All capabilities and their groups.
 #[derive(Clone, Debug, Default)]
@@ -250,6 +257,21 @@ impl Registry {
             .collect()
     }
 
+    /// Guidance of the groups the model sees in `scope`, one paragraph each.
+    pub fn guidance_for(&self, scope: Scope<'_>) -> String {
+        let mut out = String::new();
+        for g in &self.groups {
+            if g.spec.guidance.is_empty() || !(g.enabled || g.spec.core) || !self.visible_in(g, scope) {
+                continue;
+            }
+            if !out.is_empty() {
+                out.push_str("\n\n");
+            }
+            out.push_str(&g.spec.guidance);
+        }
+        out
+    }
+
     /// Checks that `caller` may call `id` in `scope`.
     pub fn authorize(&self, id: &str, caller: Caller, scope: Scope<'_>) -> Result<&Capability, CallError> {
         let cap = self.get(id).ok_or_else(|| CallError::Unknown { id: id.to_string() })?;
@@ -287,7 +309,7 @@ mod tests {
     }
 
     fn spec(id: &'static str, core: bool, visible: bool) -> GroupSpec {
-        GroupSpec { id: id.into(), description: "g".into(), core, visible_by_default: visible }
+        GroupSpec { id: id.into(), description: "g".into(), core, visible_by_default: visible, guidance: id.into() }
     }
 
     fn registry() -> Registry {
@@ -372,6 +394,9 @@ mod tests {
         let hidden = vec!["files".to_string()];
         r.apply(&[], &hidden, &shown);
         assert_eq!(names(&r.tools_for(Scope::default())), ["get_current_time", "gpio_write"]);
+        assert_eq!(r.guidance_for(Scope::default()), "time\n\nboard");
+        r.set_enabled("board", false).unwrap();
+        assert_eq!(r.guidance_for(Scope::default()), "time");
     }
 
     #[test]

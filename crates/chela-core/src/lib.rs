@@ -14,7 +14,11 @@ extern crate alloc;
 
 pub mod agent;
 pub mod cap;
+pub mod config;
 pub mod history;
+pub mod memory;
+pub mod prompt;
+pub mod retry;
 pub mod session;
 pub mod text;
 

@@ -43,6 +43,8 @@ impl fmt::Display for Error {
     }
 }
 
+impl core::error::Error for Error {}
+
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// The parser state. See the module docs for the calling order.

@@ -55,6 +55,8 @@ impl fmt::Display for StreamError {
     }
 }
 
+impl core::error::Error for StreamError {}
+
 impl From<sse::Error> for StreamError {
     fn from(e: sse::Error) -> StreamError {
         StreamError::Sse(e)

@@ -1,4 +1,77 @@
-//! The `chela` binary. See the README.
-mod net;
+//! The `chela` binary: parses the command line, sets up logging and the runtime, and hands
+//! over to the command. See the README for what each command does.
 
-fn main() {}
+mod app;
+mod args;
+mod chat;
+mod cmd;
+mod config;
+mod memory;
+mod net;
+mod provider;
+mod tools;
+mod turn;
+mod workspace;
+
+use std::process::ExitCode;
+
+use args::Command;
+
+fn main() -> ExitCode {
+    let cli = match args::parse(std::env::args_os().skip(1)) {
+        Ok(cli) => cli,
+        Err(e) => {
+            eprintln!("chela: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match cli.command {
+        Command::Help => {
+            print!("{}", args::USAGE);
+            return ExitCode::SUCCESS;
+        }
+        Command::Version => {
+            println!("chela {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
+    init_logging(cli.verbose);
+    // One thread is plenty for one person's assistant, and keeps start-up and memory small.
+    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("chela: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(cmd::run(cli));
+    // Do not wait for blocking reads (a terminal line) that will never finish.
+    rt.shutdown_background();
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("chela: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Diagnostics go to stderr: `-v` for info, `-vv` for debug; `CHELA_LOG` (error … trace)
+/// sets the level directly.
+fn init_logging(verbose: u8) {
+    use tracing::Level;
+    let from_env = std::env::var("CHELA_LOG").ok().and_then(|v| v.parse::<Level>().ok());
+    let level = from_env.unwrap_or(match verbose {
+        0 => Level::WARN,
+        1 => Level::INFO,
+        2 => Level::DEBUG,
+        _ => Level::TRACE,
+    });
+    tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .init();
+}

@@ -1,1 +1,273 @@
-//! Outbound HTTP.
+//! Outbound HTTP/1.1 for providers and tools: one lean client on hyper's low-level connection
+//! API, with TLS (rustls + webpki roots), HTTP CONNECT and SOCKS5 proxies, and a guard that keeps
+//! model-driven requests off loopback, private networks and cloud metadata addresses.
+//!
+//! Driving it: build one `HttpClient` (cheap to clone), `send` a `Request`, then read the body
+//! with `Response::chunk` (streaming, e.g. SSE) or `Response::bytes` / `bytes_truncated`.
+//! Every step is bounded: `Request::timeout` covers everything up to the response headers, each
+//! body read has an idle timeout, and whole-body reads have a byte limit. Dropping a pending
+//! `send` future or a `Response` closes the connection, which is how a turn is cancelled.
+//!
+//! Not here: connection pooling (a fresh connection per request), HTTP/2, redirects, cookies,
+//! compression, retries (callers decide with `NetError::is_retryable`).
+
+mod connect;
+mod error;
+mod guard;
+mod proxy;
+mod tls;
+mod url;
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_proxy;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::http::header::{CONTENT_LENGTH, HOST, USER_AGENT};
+use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::task::AbortHandle;
+use tokio::time::{Instant, timeout, timeout_at};
+
+pub use error::{NetError, Phase};
+pub use proxy::Proxy;
+
+use error::chain;
+use url::Url;
+
+const USER_AGENT_VALUE: &str = concat!("chela/", env!("CARGO_PKG_VERSION"));
+
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    proxy: Option<Proxy>,
+    connect_timeout: Duration,
+    tls: tls::Tls,
+}
+
+pub struct ClientOptions {
+    /// Used for every request.
+    pub proxy: Option<Proxy>,
+    /// Per resolved address; the request's own timeout still bounds the total.
+    pub connect_timeout: Duration,
+    /// Extra trusted CA certificates (PEM), e.g. for a self-hosted endpoint.
+    pub extra_root_pem: Option<Vec<u8>>,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions { proxy: None, connect_timeout: Duration::from_secs(10), extra_root_pem: None }
+    }
+}
+
+pub struct Request {
+    pub method: Method,
+    /// Absolute `http://` or `https://` URL.
+    pub url: String,
+    /// Sent as given, repeats included. `host` and `user-agent` are added only when absent.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    /// Until the response headers have arrived: resolution, connect, proxy, TLS, and the wait.
+    pub timeout: Duration,
+    pub guard: Guard,
+}
+
+/// Which addresses a request may reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// Anything, including loopback and the LAN: for configured endpoints (a local model server).
+    AllowAll,
+    /// Public internet addresses only: for URLs chosen by the model. See `guard`.
+    PublicOnly,
+}
+
+trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+impl HttpClient {
+    pub fn new(opts: ClientOptions) -> HttpClient {
+        let inner =
+            Inner { proxy: opts.proxy, connect_timeout: opts.connect_timeout, tls: tls::Tls::new(opts.extra_root_pem) };
+        HttpClient { inner: Arc::new(inner) }
+    }
+
+    /// Sends `req` on a fresh connection and returns once the response headers are in.
+    pub async fn send(&self, req: Request) -> Result<Response, NetError> {
+        let url = Url::parse(&req.url).map_err(|reason| NetError::InvalidUrl { url: req.url.clone(), reason })?;
+        let head = build_request(&url, req.method, &req.headers, req.body)?;
+        let deadline = Instant::now() + req.timeout;
+        let dial = connect::Dial {
+            url: &url,
+            guard: req.guard,
+            proxy: self.inner.proxy.as_ref(),
+            connect_timeout: self.inner.connect_timeout,
+            deadline,
+        };
+        let tcp = connect::open(&dial).await?;
+        // One boxed stream type keeps a single copy of hyper's connection code in the binary.
+        let io: Box<dyn Io> =
+            if url.https { Box::new(self.inner.tls.connect(&url.host, tcp, deadline).await?) } else { Box::new(tcp) };
+
+        let host = url.host.clone();
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+            .await
+            .map_err(|e| NetError::Protocol { host: host.clone(), reason: chain(&e) })?;
+        let driver = Driver(
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!(error = %chain(&e), "http connection ended with an error");
+                }
+            })
+            .abort_handle(),
+        );
+        let response = match timeout_at(deadline, sender.send_request(head)).await {
+            Err(_) => return Err(NetError::Timeout { phase: Phase::Headers, target: url.authority() }),
+            Ok(Err(e)) => return Err(hyper_error(&host, Phase::Headers, &e)),
+            Ok(Ok(response)) => response,
+        };
+        let (parts, body) = response.into_parts();
+        Ok(Response { status: parts.status.as_u16(), headers: parts.headers, body, host, _driver: driver })
+    }
+}
+
+fn build_request(
+    url: &Url,
+    method: Method,
+    headers: &[(String, String)],
+    body: Bytes,
+) -> Result<hyper::Request<Full<Bytes>>, NetError> {
+    let mut map = HeaderMap::with_capacity(headers.len() + 3);
+    for (name, value) in headers {
+        let invalid = || NetError::InvalidHeader { name: name.clone() };
+        let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+        let value = HeaderValue::from_str(value).map_err(|_| invalid())?;
+        map.append(name, value);
+    }
+    if !map.contains_key(HOST) {
+        // The URL parser only lets through host characters that are valid in a header.
+        let value =
+            HeaderValue::from_str(&url.host_header()).map_err(|_| NetError::InvalidHeader { name: "host".into() })?;
+        map.insert(HOST, value);
+    }
+    if !map.contains_key(USER_AGENT) {
+        map.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_VALUE));
+    }
+    // hyper omits the length of an empty body, and some servers answer a bodiless POST with
+    // "411 Length Required".
+    if body.is_empty() && !map.contains_key(CONTENT_LENGTH) && ![Method::GET, Method::HEAD].contains(&method) {
+        map.insert(CONTENT_LENGTH, HeaderValue::from_static("0"));
+    }
+    let mut request = hyper::Request::new(Full::new(body));
+    *request.method_mut() = method;
+    *request.uri_mut() = url.path_and_query.clone().into();
+    *request.headers_mut() = map;
+    Ok(request)
+}
+
+fn hyper_error(host: &str, phase: Phase, e: &hyper::Error) -> NetError {
+    // `is_parse` covers every malformed-head case, an oversized head included.
+    if e.is_parse() {
+        NetError::Protocol { host: host.to_owned(), reason: chain(e) }
+    } else {
+        NetError::Dropped { host: host.to_owned(), phase, reason: chain(e) }
+    }
+}
+
+/// Aborting the task drops hyper's connection and with it the socket, so a dropped `send` future
+/// or `Response` never leaves a connection streaming into the void. hyper usually notices the
+/// dropped receiver and closes by itself; the abort makes that certain and immediate.
+struct Driver(AbortHandle);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A response whose headers have arrived; the body is read on demand. Dropping it closes the
+/// connection.
+pub struct Response {
+    pub status: u16,
+    pub headers: HeaderMap,
+    body: Incoming,
+    host: String,
+    _driver: Driver,
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response").field("status", &self.status).field("host", &self.host).finish_non_exhaustive()
+    }
+}
+
+impl Response {
+    /// The next piece of the body, as it arrives; `Ok(None)` once the body ended cleanly. Errors
+    /// when no byte arrives within `idle`, or when the connection ends before the body is
+    /// complete (a chunked body without its last chunk, fewer bytes than `content-length`).
+    /// Cancel-safe: dropping the future loses no data.
+    pub async fn chunk(&mut self, idle: Duration) -> Result<Option<Bytes>, NetError> {
+        loop {
+            let frame = match timeout(idle, self.body.frame()).await {
+                Err(_) => return Err(NetError::Timeout { phase: Phase::Body, target: self.host.clone() }),
+                Ok(None) => return Ok(None),
+                Ok(Some(Err(e))) => return Err(hyper_error(&self.host, Phase::Body, &e)),
+                Ok(Some(Ok(frame))) => frame,
+            };
+            // Trailers and empty data frames carry nothing for the caller.
+            if let Ok(data) = frame.into_data()
+                && !data.is_empty()
+            {
+                return Ok(Some(data));
+            }
+        }
+    }
+
+    /// The whole body, or `BodyTooLarge` as soon as it is known to exceed `limit` bytes.
+    pub async fn bytes(mut self, limit: usize, idle: Duration) -> Result<Bytes, NetError> {
+        if self.content_length().is_some_and(|len| len > limit as u64) {
+            return Err(NetError::BodyTooLarge { limit });
+        }
+        let mut body = BytesMut::new();
+        while let Some(piece) = self.chunk(idle).await? {
+            if body.len() + piece.len() > limit {
+                return Err(NetError::BodyTooLarge { limit });
+            }
+            body.extend_from_slice(&piece);
+        }
+        Ok(body.freeze())
+    }
+
+    /// The first `limit` bytes of the body and whether there was more. Stops reading once past
+    /// the limit (the rest is never downloaded).
+    pub async fn bytes_truncated(mut self, limit: usize, idle: Duration) -> Result<(Bytes, bool), NetError> {
+        let known_longer = self.content_length().is_some_and(|len| len > limit as u64);
+        let mut body = BytesMut::new();
+        loop {
+            if body.len() == limit && known_longer {
+                return Ok((body.freeze(), true));
+            }
+            let Some(piece) = self.chunk(idle).await? else { return Ok((body.freeze(), false)) };
+            let room = limit - body.len();
+            if piece.len() > room {
+                body.extend_from_slice(&piece[..room]);
+                return Ok((body.freeze(), true));
+            }
+            body.extend_from_slice(&piece);
+        }
+    }
+
+    fn content_length(&self) -> Option<u64> {
+        self.headers.get(CONTENT_LENGTH)?.to_str().ok()?.trim().parse().ok()
+    }
+}

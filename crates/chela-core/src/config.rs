@@ -1,0 +1,334 @@
+//! The configuration model: every key Chela understands, its type, default and help.
+//!
+//! The layers (built-in defaults < `chela.toml` < runtime overrides < environment) are read by
+//! the driver; this module says which keys exist and which values are valid, so the host, the
+//! firmware and `chela config` agree. Values travel as text in every layer and are checked here.
+
+use alloc::borrow::ToOwned;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+/// What a key holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Text,
+    /// Shown masked everywhere.
+    Secret,
+    /// Empty, or an `http://` / `https://` URL.
+    Url,
+    Bool,
+    Int {
+        min: i64,
+        max: i64,
+    },
+    Choice(&'static [&'static str]),
+    /// Comma-separated names.
+    List,
+    /// An IANA time zone name, or empty for the system's. Checked by the driver, which has the
+    /// zone database.
+    TimeZone,
+    /// Empty, or `http://host:port` / `socks5://host:port`. Checked by the driver.
+    Proxy,
+}
+
+/// One configuration key.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Key {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+impl Key {
+    /// The environment variable that overrides this key: `CHELA_LLM__API_KEY` for `llm.api_key`.
+    pub fn env_var(&self) -> String {
+        let mut s = String::from("CHELA_");
+        for c in self.name.chars() {
+            if c == '.' {
+                s.push_str("__");
+            } else {
+                s.push(c.to_ascii_uppercase());
+            }
+        }
+        s
+    }
+
+    /// The section (`llm` for `llm.api_key`), empty for top-level keys.
+    pub fn section(&self) -> &'static str {
+        self.name.split_once('.').map_or("", |(s, _)| s)
+    }
+
+    /// The name inside its section.
+    pub fn field(&self) -> &'static str {
+        self.name.split_once('.').map_or(self.name, |(_, f)| f)
+    }
+
+    pub fn is_secret(&self) -> bool {
+        self.kind == Kind::Secret
+    }
+}
+
+macro_rules! keys {
+    ($($id:ident = $name:literal, $kind:expr, $default:literal, $help:literal;)*) => {
+        $(pub const $id: &Key = &Key { name: $name, kind: $kind, default: $default, help: $help };)*
+        /// Every key, in the order `chela config show` lists them.
+        pub const KEYS: &[&Key] = &[$($id),*];
+    };
+}
+
+const PROVIDERS: &[&str] = &["anthropic", "openai"];
+
+keys! {
+    LLM_PROVIDER = "llm.provider", Kind::Choice(PROVIDERS), "anthropic",
+        "Wire format: anthropic (Messages API) or openai (any Chat Completions server).";
+    LLM_BASE_URL = "llm.base_url", Kind::Url, "",
+        "Provider URL. Empty: https://api.anthropic.com or https://api.openai.com/v1 (OpenAI-style URLs include /v1).";
+    LLM_API_KEY = "llm.api_key", Kind::Secret, "",
+        "API key. ANTHROPIC_API_KEY / OPENAI_API_KEY are used when this is empty.";
+    LLM_MODEL = "llm.model", Kind::Text, "",
+        "Model name. Empty: claude-sonnet-4-5 (anthropic) or gpt-4.1-mini (openai).";
+    LLM_MAX_TOKENS = "llm.max_tokens", Kind::Int { min: 1, max: 1_000_000 }, "4096",
+        "Most tokens one reply may have.";
+    LLM_STREAM = "llm.stream", Kind::Bool, "true",
+        "Stream replies token by token.";
+    LLM_MAX_RETRIES = "llm.max_retries", Kind::Int { min: 0, max: 10 }, "4",
+        "Retries on rate limits, server errors and dropped connections.";
+    LLM_TIMEOUT_SECS = "llm.timeout_secs", Kind::Int { min: 1, max: 3600 }, "120",
+        "Seconds to wait for the provider to send anything before giving up.";
+    AGENT_MAX_ITERATIONS = "agent.max_iterations", Kind::Int { min: 1, max: 100 }, "10",
+        "Rounds of tool calls in one turn before the model must answer.";
+    AGENT_MAX_TOOL_CALLS = "agent.max_tool_calls", Kind::Int { min: 1, max: 64 }, "8",
+        "Tool calls run from one model reply.";
+    AGENT_HISTORY_BUDGET = "agent.history_budget", Kind::Int { min: 1024, max: 4_000_000 }, "65536",
+        "Bytes of conversation sent to the model; older exchanges are left out.";
+    AGENT_MAX_TOOL_OUTPUT = "agent.max_tool_output", Kind::Int { min: 256, max: 1_000_000 }, "16384",
+        "Bytes of one tool result the model sees.";
+    TIMEZONE = "timezone", Kind::TimeZone, "",
+        "Your IANA time zone, e.g. Asia/Shanghai. Empty: the system's.";
+    PROXY_URL = "proxy.url", Kind::Proxy, "",
+        "Proxy for all outbound traffic: http://host:port (CONNECT) or socks5://[user:pass@]host:port.";
+    SEARCH_TAVILY_KEY = "search.tavily_key", Kind::Secret, "",
+        "Tavily API key for web_search (preferred when set).";
+    SEARCH_BRAVE_KEY = "search.brave_key", Kind::Secret, "",
+        "Brave Search API key for web_search (used when no Tavily key is set).";
+    SEARCH_TAVILY_URL = "search.tavily_url", Kind::Url, "https://api.tavily.com",
+        "Tavily API base URL.";
+    SEARCH_BRAVE_URL = "search.brave_url", Kind::Url, "https://api.search.brave.com",
+        "Brave Search API base URL.";
+    SEARCH_MAX_RESULTS = "search.max_results", Kind::Int { min: 1, max: 20 }, "5",
+        "Results web_search returns.";
+    HTTP_ALLOW_PRIVATE = "http.allow_private", Kind::Bool, "false",
+        "Let http_request reach loopback, private and link-local addresses (your LAN, cloud metadata).";
+    HTTP_TIMEOUT_SECS = "http.timeout_secs", Kind::Int { min: 1, max: 300 }, "30",
+        "Seconds http_request and web_search wait for an answer.";
+    HTTP_MAX_RESPONSE_BYTES = "http.max_response_bytes", Kind::Int { min: 1024, max: 16_777_216 }, "65536",
+        "Bytes of a response body http_request returns; the rest is cut.";
+    FILES_MAX_READ_BYTES = "files.max_read_bytes", Kind::Int { min: 1024, max: 16_777_216 }, "65536",
+        "Bytes file_read returns at most per call (use offset for more).";
+    FILES_MAX_WRITE_BYTES = "files.max_write_bytes", Kind::Int { min: 1024, max: 67_108_864 }, "1048576",
+        "Largest file the file tools write, copy or append to.";
+    MEMORY_RECENT_DAYS = "memory.recent_days", Kind::Int { min: 0, max: 30 }, "3",
+        "Days of daily notes (memory/YYYY-MM-DD.md) included in the prompt.";
+    PROMPT_SOUL_BYTES = "prompt.soul_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",
+        "Bytes of SOUL.md in the prompt; more is cut with a note.";
+    PROMPT_AGENTS_BYTES = "prompt.agents_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",
+        "Bytes of AGENTS.md in the prompt.";
+    PROMPT_USER_BYTES = "prompt.user_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",
+        "Bytes of USER.md in the prompt.";
+    PROMPT_MEMORY_BYTES = "prompt.memory_bytes", Kind::Int { min: 0, max: 1_000_000 }, "8192",
+        "Bytes of MEMORY.md in the prompt.";
+    PROMPT_ENTRIES_BYTES = "prompt.entries_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",
+        "Bytes of remembered entries (newest) in the prompt.";
+    PROMPT_DAILY_BYTES = "prompt.daily_bytes", Kind::Int { min: 0, max: 1_000_000 }, "6144",
+        "Bytes of recent daily notes (newest) in the prompt.";
+    CAPS_DISABLED = "caps.disabled", Kind::List, "",
+        "Capability groups switched off for every caller (`chela cap disable GROUP`).";
+    CAPS_HIDDEN = "caps.hidden", Kind::List, "",
+        "Capability groups the model does not see (`chela cap hide GROUP`).";
+    CAPS_SHOWN = "caps.shown", Kind::List, "",
+        "Groups hidden by default that the model sees (`chela cap show GROUP`).";
+}
+
+/// Why a key or value is refused. The message lists what would be accepted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConfigError {
+    UnknownKey { key: String, suggestion: Option<&'static str> },
+    BadValue { key: &'static str, value: String, expected: String },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::UnknownKey { key, suggestion } => {
+                write!(f, "unknown config key `{key}`.")?;
+                if let Some(s) = suggestion {
+                    write!(f, " Did you mean `{s}`?")?;
+                }
+                f.write_str(" Valid keys: ")?;
+                for (i, k) in KEYS.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    f.write_str(k.name)?;
+                }
+                f.write_str(".")
+            }
+            ConfigError::BadValue { key, value, expected } => {
+                write!(f, "`{value}` is not a valid value for `{key}`: expected {expected}.")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ConfigError {}
+
+/// Looks a key up by name.
+pub fn key(name: &str) -> Result<&'static Key, ConfigError> {
+    KEYS.iter().copied().find(|k| k.name == name).ok_or_else(|| ConfigError::UnknownKey {
+        key: name.to_owned(),
+        suggestion: KEYS
+            .iter()
+            .map(|k| (distance(k.name, name), k.name))
+            .filter(|(d, _)| *d <= 3)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, n)| n),
+    })
+}
+
+/// Checks `value` for `key` and returns it in canonical form (trimmed; booleans and lists
+/// normalised). Time zones and proxies are only checked for shape here.
+pub fn check(key: &'static Key, value: &str) -> Result<String, ConfigError> {
+    let v = value.trim();
+    let bad = |expected: String| ConfigError::BadValue { key: key.name, value: value.to_owned(), expected };
+    match key.kind {
+        Kind::Text | Kind::Secret | Kind::TimeZone => Ok(v.to_owned()),
+        Kind::Url => {
+            if v.is_empty()
+                || ((v.starts_with("http://") || v.starts_with("https://")) && !v.contains(char::is_whitespace))
+            {
+                Ok(v.trim_end_matches('/').to_owned())
+            } else {
+                Err(bad("an http:// or https:// URL, or empty for the default".to_owned()))
+            }
+        }
+        Kind::Proxy => {
+            let ok = ["http://", "socks5://", "socks5h://"].iter().any(|p| v.starts_with(p));
+            if v.is_empty() || ok {
+                Ok(v.to_owned())
+            } else {
+                Err(bad("http://host:port, socks5://host:port or socks5h://host:port, or empty for none".to_owned()))
+            }
+        }
+        Kind::Bool => match v.to_ascii_lowercase().as_str() {
+            "true" | "yes" | "on" | "1" => Ok("true".to_owned()),
+            "false" | "no" | "off" | "0" => Ok("false".to_owned()),
+            _ => Err(bad("true or false".to_owned())),
+        },
+        Kind::Int { min, max } => match v.replace('_', "").parse::<i64>() {
+            Ok(n) if (min..=max).contains(&n) => Ok(n.to_string()),
+            _ => Err(bad(format!("a whole number from {min} to {max}"))),
+        },
+        Kind::Choice(choices) => {
+            if choices.contains(&v) {
+                Ok(v.to_owned())
+            } else {
+                Err(bad(format!("one of {}", choices.join(", "))))
+            }
+        }
+        Kind::List => {
+            let items: Vec<&str> = v.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+            if items.iter().all(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+                Ok(items.join(","))
+            } else {
+                Err(bad("comma-separated names (letters, digits, _ and -)".to_owned()))
+            }
+        }
+    }
+}
+
+/// A secret as it may be shown: enough to recognise it, not enough to use it.
+pub fn mask(value: &str) -> String {
+    let n = value.chars().count();
+    if n == 0 {
+        return String::new();
+    }
+    if n < 12 {
+        return "****".to_owned();
+    }
+    let head: String = value.chars().take(4).collect();
+    let tail: String = value.chars().skip(n - 2).collect();
+    format!("{head}****{tail}")
+}
+
+/// Levenshtein distance, for "did you mean".
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = Vec::with_capacity(b.len() + 1);
+        cur.push(i + 1);
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_defaults_valid() {
+        for (i, k) in KEYS.iter().enumerate() {
+            assert!(KEYS[..i].iter().all(|o| o.name != k.name), "{} twice", k.name);
+            assert_eq!(check(k, k.default).as_deref(), Ok(k.default), "default of {}", k.name);
+            assert!(!k.help.is_empty());
+        }
+    }
+
+    #[test]
+    fn env_names_follow_section_double_underscore_key() {
+        assert_eq!(LLM_API_KEY.env_var(), "CHELA_LLM__API_KEY");
+        assert_eq!(TIMEZONE.env_var(), "CHELA_TIMEZONE");
+        assert_eq!(LLM_API_KEY.section(), "llm");
+        assert_eq!(LLM_API_KEY.field(), "api_key");
+        assert_eq!(TIMEZONE.section(), "");
+    }
+
+    #[test]
+    fn unknown_keys_suggest_the_closest() {
+        let e = key("llm.modle").unwrap_err();
+        assert_eq!(e, ConfigError::UnknownKey { key: "llm.modle".into(), suggestion: Some("llm.model") });
+        let msg = e.to_string();
+        assert!(msg.contains("Did you mean `llm.model`?") && msg.contains("llm.provider"), "{msg}");
+        assert!(matches!(key("zzzzzzzzzz"), Err(ConfigError::UnknownKey { suggestion: None, .. })));
+    }
+
+    #[test]
+    fn values_are_checked_and_normalised() {
+        assert_eq!(check(LLM_PROVIDER, " openai ").unwrap(), "openai");
+        let e = check(LLM_PROVIDER, "gemini").unwrap_err().to_string();
+        assert!(e.contains("one of anthropic, openai"), "{e}");
+        assert_eq!(check(LLM_STREAM, "off").unwrap(), "false");
+        assert!(check(LLM_STREAM, "maybe").is_err());
+        assert_eq!(check(LLM_MAX_TOKENS, "8_192").unwrap(), "8192");
+        let e = check(LLM_MAX_TOKENS, "0").unwrap_err().to_string();
+        assert!(e.contains("from 1 to 1000000"), "{e}");
+        assert_eq!(check(LLM_BASE_URL, "http://127.0.0.1:9/v1/").unwrap(), "http://127.0.0.1:9/v1");
+        assert!(check(LLM_BASE_URL, "ftp://x").is_err());
+    }
+
+    #[test]
+    fn secrets_are_masked() {
+        assert_eq!(mask(""), "");
+        assert_eq!(mask("short"), "****");
+        assert_eq!(mask("sk-ant-api03-abcdefgh"), "sk-a****gh");
+    }
+}

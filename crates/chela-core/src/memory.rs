@@ -1,0 +1,484 @@
+//! Memory: the default memory files, and structured entries with keyword recall.
+//!
+//! `MEMORY.md` is the person's view of long-term memory: plain Markdown they edit, included in
+//! every prompt. Entries are what the model stores with its memory tools: one JSON object per
+//! line in `memory/entries.jsonl`, each with an id, content, tags, a source and timestamps, so
+//! they can be listed, recalled by keyword, updated and forgotten one by one. The driver
+//! rewrites the file atomically after each change.
+
+use alloc::borrow::ToOwned;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::text;
+
+/// Written on first run when `SOUL.md` is missing.
+pub const SOUL_DEFAULT: &str = "\
+# Soul
+
+You are Chela, a personal AI assistant. You are warm, direct and concise. You answer in the
+language the user writes in. You say so when you do not know something, and you never claim to
+have done something (run a tool, saved a note, checked a fact) that you did not actually do.
+";
+
+/// Written on first run when `AGENTS.md` is missing.
+pub const AGENTS_DEFAULT: &str = "\
+# How to work
+
+- Use tools when they give a better answer than guessing: the time, the web, files, memory.
+- Keep replies short unless asked for detail. Prefer plain text; use Markdown lists sparingly.
+- Before changing or deleting a file, make sure it is what the user meant.
+- When a tool fails, say what failed and what you will do instead.
+";
+
+/// Written on first run when `USER.md` is missing.
+pub const USER_DEFAULT: &str = "\
+# User
+
+(Nothing yet. Chela fills this in as it learns about you; you can edit it too:
+name, languages, time zone, preferences.)
+";
+
+/// Written on first run when `MEMORY.md` is missing.
+pub const MEMORY_DEFAULT: &str = "\
+# Memory
+
+Long-term notes that Chela should always keep in mind. Edit freely.
+";
+
+/// Bounds on entries.
+pub const MAX_ENTRIES: usize = 1000;
+pub const MAX_ENTRY_BYTES: usize = 2000;
+pub const MAX_TAGS: usize = 8;
+
+/// One remembered thing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    pub id: String,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub source: String,
+    /// Unix seconds.
+    pub created: u64,
+    pub updated: u64,
+}
+
+/// Why a memory operation was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryError {
+    Empty,
+    TooLong { limit: usize },
+    Full { limit: usize },
+    NotFound { id: String },
+}
+
+impl fmt::Display for MemoryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MemoryError::Empty => f.write_str("The memory content is empty."),
+            MemoryError::TooLong { limit } => {
+                write!(f, "The memory content is over {limit} bytes; store a shorter summary.")
+            }
+            MemoryError::Full { limit } => write!(
+                f,
+                "Memory holds {limit} entries, the most it keeps; forget or update old entries first (memory_list shows them)."
+            ),
+            MemoryError::NotFound { id } => write!(f, "There is no memory entry `{id}`; memory_list shows the ids."),
+        }
+    }
+}
+
+impl core::error::Error for MemoryError {}
+
+/// All entries, oldest first.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Entries {
+    list: Vec<Entry>,
+}
+
+impl Entries {
+    /// Reads `entries.jsonl`, skipping lines that do not parse. Returns the entries and the
+    /// number of lines skipped.
+    pub fn parse(text: &str) -> (Entries, usize) {
+        let mut list: Vec<Entry> = Vec::new();
+        let mut skipped = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            match serde_json::from_str::<Entry>(line) {
+                Ok(e) if !list.iter().any(|o| o.id == e.id) => list.push(e),
+                _ => skipped += 1,
+            }
+        }
+        (Entries { list }, skipped)
+    }
+
+    /// The file text: one entry per line.
+    pub fn to_jsonl(&self) -> String {
+        let mut out = String::new();
+        for e in &self.list {
+            if let Ok(line) = serde_json::to_string(e) {
+                out.push_str(&line);
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Entry> {
+        self.list.iter().find(|e| e.id == id)
+    }
+
+    fn next_id(&self) -> String {
+        let max = self.list.iter().filter_map(|e| e.id.strip_prefix('m')?.parse::<u64>().ok()).max().unwrap_or(0);
+        format!("m{}", max + 1)
+    }
+
+    /// Stores a new entry and returns it.
+    pub fn store(&mut self, content: &str, tags: &[String], source: &str, now: u64) -> Result<&Entry, MemoryError> {
+        let content = check_content(content)?;
+        if self.list.len() >= MAX_ENTRIES {
+            return Err(MemoryError::Full { limit: MAX_ENTRIES });
+        }
+        let entry = Entry {
+            id: self.next_id(),
+            content,
+            tags: clean_tags(tags),
+            source: text::prefix(source.trim(), 100).to_owned(),
+            created: now,
+            updated: now,
+        };
+        self.list.push(entry);
+        Ok(self.list.last().unwrap_or_else(|| unreachable_empty()))
+    }
+
+    /// Replaces an entry's content (and its tags, when given).
+    pub fn update(
+        &mut self,
+        id: &str,
+        content: &str,
+        tags: Option<&[String]>,
+        now: u64,
+    ) -> Result<&Entry, MemoryError> {
+        let content = check_content(content)?;
+        let e = self.list.iter_mut().find(|e| e.id == id).ok_or_else(|| MemoryError::NotFound { id: id.to_owned() })?;
+        e.content = content;
+        if let Some(t) = tags {
+            e.tags = clean_tags(t);
+        }
+        e.updated = now;
+        Ok(e)
+    }
+
+    /// Removes an entry and returns it.
+    pub fn forget(&mut self, id: &str) -> Result<Entry, MemoryError> {
+        let i = self.list.iter().position(|e| e.id == id).ok_or_else(|| MemoryError::NotFound { id: id.to_owned() })?;
+        Ok(self.list.remove(i))
+    }
+
+    /// The newest `max` entries, newest first, optionally only those carrying `tag`.
+    pub fn newest(&self, max: usize, tag: Option<&str>) -> Vec<&Entry> {
+        let mut v: Vec<&Entry> =
+            self.list.iter().filter(|e| tag.is_none_or(|t| e.tags.iter().any(|x| x.eq_ignore_ascii_case(t)))).collect();
+        v.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| id_num(&b.id).cmp(&id_num(&a.id))));
+        v.truncate(max);
+        v
+    }
+
+    /// Entries matching `query`'s keywords, best first, at most `max`.
+    ///
+    /// Scoring: each query term found in an entry adds its rarity (terms in few entries count
+    /// more, as in BM25's IDF); a term that is a tag counts double; a term that only starts a
+    /// word ("coffee" in "coffees") counts half. Ties go to the newer entry. Chinese, Japanese
+    /// and Korean text has no spaces, so it is matched by character pairs.
+    pub fn recall(&self, query: &str, max: usize) -> Vec<(f32, &Entry)> {
+        let terms = dedup(tokens(query));
+        if terms.is_empty() {
+            return Vec::new();
+        }
+        let docs: Vec<(Vec<String>, Vec<String>)> =
+            self.list.iter().map(|e| (tokens(&e.content), e.tags.iter().flat_map(|t| tokens(t)).collect())).collect();
+        let n = docs.len() as f32;
+        let mut scored: Vec<(f32, &Entry)> = Vec::new();
+        for (entry, (words, tags)) in self.list.iter().zip(&docs) {
+            let mut score = 0.0f32;
+            for t in &terms {
+                let df = docs.iter().filter(|(w, g)| w.contains(t) || g.contains(t)).count() as f32;
+                let idf = libm_ln((n + 1.0) / (df + 0.5)).max(0.1);
+                if tags.contains(t) {
+                    score += 2.0 * idf;
+                } else if words.contains(t) {
+                    score += idf;
+                } else if t.chars().count() >= 3 && words.iter().any(|w| w.starts_with(t.as_str())) {
+                    score += 0.5 * idf;
+                }
+            }
+            if score > 0.0 {
+                scored.push((score, entry));
+            }
+        }
+        scored.sort_by(|a, b| {
+            b.0.partial_cmp(&a.0).unwrap_or(core::cmp::Ordering::Equal).then_with(|| b.1.updated.cmp(&a.1.updated))
+        });
+        scored.truncate(max);
+        scored
+    }
+
+    /// Entries as prompt lines, newest last, cut to `max` bytes from the oldest side.
+    pub fn render(&self, max: usize) -> String {
+        let mut lines: Vec<String> = Vec::new();
+        let mut total = 0;
+        for e in self.newest(MAX_ENTRIES, None) {
+            let line = render_line(e);
+            if total + line.len() + 1 > max {
+                break;
+            }
+            total += line.len() + 1;
+            lines.push(line);
+        }
+        lines.reverse();
+        lines.join("\n")
+    }
+}
+
+#[cold]
+fn unreachable_empty() -> ! {
+    panic!("an entry was just pushed")
+}
+
+/// One entry on one line: `[m3] content (tags: a, b)`.
+pub fn render_line(e: &Entry) -> String {
+    let content: String = e.content.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
+    if e.tags.is_empty() {
+        format!("[{}] {}", e.id, content)
+    } else {
+        format!("[{}] {} (tags: {})", e.id, content, e.tags.join(", "))
+    }
+}
+
+fn id_num(id: &str) -> u64 {
+    id.strip_prefix('m').and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+fn check_content(content: &str) -> Result<String, MemoryError> {
+    let c = content.trim();
+    if c.is_empty() {
+        return Err(MemoryError::Empty);
+    }
+    if c.len() > MAX_ENTRY_BYTES {
+        return Err(MemoryError::TooLong { limit: MAX_ENTRY_BYTES });
+    }
+    Ok(c.to_owned())
+}
+
+fn clean_tags(tags: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for t in tags.iter().flat_map(|t| t.split(',')) {
+        let t = text::prefix(t.trim(), 40).to_lowercase();
+        if !t.is_empty() && !out.contains(&t) && out.len() < MAX_TAGS {
+            out.push(t);
+        }
+    }
+    out
+}
+
+fn dedup(mut v: Vec<String>) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    v.retain(|t| {
+        if seen.contains(t) {
+            false
+        } else {
+            seen.push(t.clone());
+            true
+        }
+    });
+    v
+}
+
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
+}
+
+/// Lowercased words; runs of CJK characters become overlapping character pairs (a single
+/// character stays itself).
+pub fn tokens(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    let mut cjk: Vec<char> = Vec::new();
+    let flush_cjk = |cjk: &mut Vec<char>, out: &mut Vec<String>| {
+        match cjk.len() {
+            0 => {}
+            1 => out.push(cjk[0].to_string()),
+            _ => out.extend(cjk.windows(2).map(|w| w.iter().collect::<String>())),
+        }
+        cjk.clear();
+    };
+    for c in s.chars() {
+        if is_cjk(c) {
+            if !word.is_empty() {
+                out.push(core::mem::take(&mut word));
+            }
+            cjk.push(c);
+        } else if c.is_alphanumeric() {
+            flush_cjk(&mut cjk, &mut out);
+            word.extend(c.to_lowercase());
+        } else {
+            flush_cjk(&mut cjk, &mut out);
+            if !word.is_empty() {
+                out.push(core::mem::take(&mut word));
+            }
+        }
+    }
+    flush_cjk(&mut cjk, &mut out);
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+/// Natural logarithm for positive finite `x` without `std`: frexp-style reduction, then the
+/// series for ln((1+y)/(1-y)). Accurate to ~1e-6, plenty for ranking.
+fn libm_ln(x: f32) -> f32 {
+    if x <= 0.0 || !x.is_finite() {
+        return 0.0;
+    }
+    let mut m = x;
+    let mut k = 0i32;
+    while m > 1.5 {
+        m /= 2.0;
+        k += 1;
+    }
+    while m < 0.75 {
+        m *= 2.0;
+        k -= 1;
+    }
+    let y = (m - 1.0) / (m + 1.0);
+    let y2 = y * y;
+    let series = 2.0 * y * (1.0 + y2 / 3.0 + y2 * y2 / 5.0 + y2 * y2 * y2 / 7.0);
+    series + k as f32 * core::f32::consts::LN_2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(t: &[&str]) -> Vec<String> {
+        t.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn store_update_forget_round_trip_through_the_file() {
+        let mut m = Entries::default();
+        let id = m.store("The user likes green tea", &tags(&["Food", "drinks,food"]), "chat", 10).unwrap().id.clone();
+        assert_eq!(id, "m1");
+        assert_eq!(m.get("m1").unwrap().tags, ["food", "drinks"]);
+        m.store("Birthday is 3 March", &[], "", 11).unwrap();
+        m.update("m1", "The user likes oolong", None, 12).unwrap();
+        let (back, skipped) = Entries::parse(&m.to_jsonl());
+        assert_eq!(skipped, 0);
+        assert_eq!(back, m);
+        assert_eq!(back.get("m1").unwrap().updated, 12);
+        assert_eq!(m.forget("m2").unwrap().content, "Birthday is 3 March");
+        assert_eq!(m.forget("m2"), Err(MemoryError::NotFound { id: "m2".into() }));
+        assert_eq!(m.store("x", &[], "", 13).unwrap().id, "m2", "ids continue after the highest");
+    }
+
+    #[test]
+    fn bounds_and_refusals() {
+        let mut m = Entries::default();
+        assert_eq!(m.store("   ", &[], "", 0).unwrap_err(), MemoryError::Empty);
+        assert_eq!(
+            m.store(&"x".repeat(MAX_ENTRY_BYTES + 1), &[], "", 0).unwrap_err(),
+            MemoryError::TooLong { limit: MAX_ENTRY_BYTES }
+        );
+        for i in 0..MAX_ENTRIES {
+            m.store(&format!("fact {i}"), &[], "", 0).unwrap();
+        }
+        let e = m.store("one more", &[], "", 0).unwrap_err();
+        assert!(e.to_string().contains("forget"), "{e}");
+    }
+
+    #[test]
+    fn torn_and_duplicate_lines_are_skipped() {
+        let text = "{\"id\":\"m1\",\"content\":\"a\",\"created\":1,\"updated\":1}\n{\"id\":\"m1\",\"content\":\"dup\",\"created\":1,\"updated\":1}\n{\"id\":\"m2\",\"cont";
+        let (m, skipped) = Entries::parse(text);
+        assert_eq!(m.len(), 1);
+        assert_eq!(skipped, 2);
+    }
+
+    #[test]
+    fn recall_ranks_rare_terms_tags_and_recency() {
+        let mut m = Entries::default();
+        m.store("User drinks coffee every morning", &[], "", 1).unwrap();
+        m.store("User's cat is called Miso", &tags(&["pets"]), "", 2).unwrap();
+        m.store("User prefers coffees from Ethiopia", &[], "", 3).unwrap();
+        m.store("The user works at a bakery", &[], "", 4).unwrap();
+        let r = m.recall("what coffee?", 5);
+        let ids: Vec<&str> = r.iter().map(|(_, e)| e.id.as_str()).collect();
+        assert_eq!(ids, ["m1", "m3"], "exact word beats prefix match");
+        let r = m.recall("pets", 5);
+        assert_eq!(r[0].1.id, "m2");
+        assert!(m.recall("", 5).is_empty());
+        assert!(m.recall("zebra", 5).is_empty());
+        // "user" is in every entry: it still matches, newest first.
+        let r = m.recall("user", 2);
+        assert_eq!(r.iter().map(|(_, e)| e.id.as_str()).collect::<Vec<_>>(), ["m4", "m3"]);
+    }
+
+    #[test]
+    fn recall_works_for_chinese() {
+        let mut m = Entries::default();
+        m.store("用户喜欢喝绿茶", &[], "", 1).unwrap();
+        m.store("用户的猫叫小米", &[], "", 2).unwrap();
+        let r = m.recall("绿茶", 5);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].1.id, "m1");
+    }
+
+    #[test]
+    fn newest_and_render() {
+        let mut m = Entries::default();
+        m.store("a", &tags(&["x"]), "", 5).unwrap();
+        m.store("b", &[], "", 7).unwrap();
+        m.store("c\nd", &tags(&["x"]), "", 6).unwrap();
+        let ids: Vec<&str> = m.newest(10, None).iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["m2", "m3", "m1"]);
+        let ids: Vec<&str> = m.newest(10, Some("X")).iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["m3", "m1"]);
+        assert_eq!(m.render(1000), "[m1] a (tags: x)\n[m3] c d (tags: x)\n[m2] b");
+        assert_eq!(m.render(10), "[m2] b");
+    }
+
+    #[test]
+    fn ln_is_close_enough() {
+        for (x, want) in [
+            (1.0f32, 0.0f32),
+            (2.0, core::f32::consts::LN_2),
+            (10.0, core::f32::consts::LN_10),
+            (0.1, -core::f32::consts::LN_10),
+            (1000.0, 6.907_755),
+        ] {
+            assert!((libm_ln(x) - want).abs() < 1e-3, "ln({x}) = {} not {want}", libm_ln(x));
+        }
+    }
+
+    #[test]
+    fn tokens_split_words_and_cjk_pairs() {
+        assert_eq!(tokens("Hello, World-42!"), ["hello", "world", "42"]);
+        assert_eq!(tokens("喜欢绿茶 tea"), ["喜欢", "欢绿", "绿茶", "tea"]);
+        assert_eq!(tokens("猫"), ["猫"]);
+    }
+}

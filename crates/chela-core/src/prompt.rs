@@ -1,0 +1,221 @@
+//! Building the system prompt from the memory files, tool guidance and the turn's context.
+//!
+//! The driver reads the files (`SOUL.md`, `AGENTS.md`, `USER.md`, `MEMORY.md`, recent daily
+//! notes, remembered entries) and passes their text in; this module assembles them in a fixed
+//! order, each part cut to its bound on a character boundary with a visible note saying where
+//! the rest is, so a huge file can never crowd out the conversation.
+
+use alloc::format;
+use alloc::string::String;
+
+use crate::text;
+
+/// Which end of a part to keep when it is over its bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Keep {
+    /// The beginning (identity, rules: what comes first matters most).
+    Start,
+    /// The end (notes: the newest lines are at the bottom).
+    End,
+}
+
+/// One part of the prompt.
+#[derive(Clone, Copy, Debug)]
+pub struct Part<'a> {
+    pub title: &'a str,
+    pub body: &'a str,
+    /// Bytes of `body` kept at most.
+    pub max: usize,
+    pub keep: Keep,
+    /// Named in the cut note ("the rest is in MEMORY.md").
+    pub source: &'a str,
+}
+
+/// Bounds for each part, in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    pub soul: usize,
+    pub agents: usize,
+    pub user: usize,
+    pub memory: usize,
+    pub entries: usize,
+    pub daily: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds { soul: 4096, agents: 4096, user: 4096, memory: 8192, entries: 4096, daily: 6144 }
+    }
+}
+
+/// Facts about the turn the model should know.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnContext<'a> {
+    pub channel: &'a str,
+    pub chat_id: &'a str,
+    /// Local time, ISO 8601 with offset.
+    pub local_time: &'a str,
+    pub weekday: &'a str,
+    pub timezone: &'a str,
+}
+
+/// Everything the prompt is built from. Empty strings are left out.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    pub soul: &'a str,
+    pub agents: &'a str,
+    pub user: &'a str,
+    pub memory: &'a str,
+    /// Remembered entries, already rendered as lines.
+    pub entries: &'a str,
+    /// Recent daily notes, already joined oldest first with `## date` headings.
+    pub daily: &'a str,
+    /// Guidance for the tools the model can use this turn.
+    pub tool_guidance: &'a str,
+    pub context: TurnContext<'a>,
+}
+
+/// The system prompt.
+pub fn build(inputs: &Inputs<'_>, bounds: &Bounds) -> String {
+    let parts = [
+        Part { title: "", body: inputs.soul, max: bounds.soul, keep: Keep::Start, source: "SOUL.md" },
+        Part { title: "How you work", body: inputs.agents, max: bounds.agents, keep: Keep::Start, source: "AGENTS.md" },
+        Part { title: "About the user", body: inputs.user, max: bounds.user, keep: Keep::Start, source: "USER.md" },
+        Part {
+            title: "Long-term memory",
+            body: inputs.memory,
+            max: bounds.memory,
+            keep: Keep::Start,
+            source: "MEMORY.md",
+        },
+        Part {
+            title: "Remembered entries (newest last)",
+            body: inputs.entries,
+            max: bounds.entries,
+            keep: Keep::End,
+            source: "memory_list",
+        },
+        Part { title: "Recent daily notes", body: inputs.daily, max: bounds.daily, keep: Keep::End, source: "memory/" },
+        Part { title: "Tools", body: inputs.tool_guidance, max: usize::MAX, keep: Keep::Start, source: "" },
+    ];
+    let c = inputs.context;
+    let context = format!(
+        "Channel: {}. Chat id: {}. Local time: {} ({}, {}).",
+        c.channel, c.chat_id, c.local_time, c.weekday, c.timezone
+    );
+    let capacity: usize =
+        parts.iter().map(|p| p.body.len().min(p.max) + p.title.len() + 80).sum::<usize>() + context.len() + 32;
+    let mut out = String::with_capacity(capacity);
+    for p in &parts {
+        push_part(&mut out, p);
+    }
+    push_part(
+        &mut out,
+        &Part { title: "This conversation", body: &context, max: usize::MAX, keep: Keep::Start, source: "" },
+    );
+    out
+}
+
+/// Appends one part, cut to its bound, with its title as a heading.
+pub fn push_part(out: &mut String, p: &Part<'_>) {
+    let body = p.body.trim();
+    if body.is_empty() {
+        return;
+    }
+    if !out.is_empty() {
+        out.push_str("\n\n");
+    }
+    if !p.title.is_empty() {
+        out.push_str("## ");
+        out.push_str(p.title);
+        out.push_str("\n\n");
+    }
+    if body.len() <= p.max {
+        out.push_str(body);
+        return;
+    }
+    match p.keep {
+        Keep::Start => {
+            out.push_str(text::prefix(body, p.max));
+            out.push_str(&format!(
+                "\n[… {} cut at {} of {} bytes; the rest is in {}]",
+                p.title_or_source(),
+                p.max,
+                body.len(),
+                p.source
+            ));
+        }
+        Keep::End => {
+            out.push_str(&format!(
+                "[… older part cut: {} of {} bytes shown; the rest is in {}]\n",
+                p.max,
+                body.len(),
+                p.source
+            ));
+            out.push_str(text::suffix(body, p.max));
+        }
+    }
+}
+
+impl Part<'_> {
+    fn title_or_source(&self) -> &str {
+        if self.title.is_empty() { self.source } else { self.title }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> TurnContext<'static> {
+        TurnContext {
+            channel: "cli",
+            chat_id: "local",
+            local_time: "2026-11-30T19:25:20+08:00",
+            weekday: "Monday",
+            timezone: "Asia/Shanghai",
+        }
+    }
+
+    fn inputs<'a>(soul: &'a str, memory: &'a str, daily: &'a str) -> Inputs<'a> {
+        Inputs {
+            soul,
+            agents: "Be kind.",
+            user: "",
+            memory,
+            entries: "",
+            daily,
+            tool_guidance: "Use tools.",
+            context: ctx(),
+        }
+    }
+
+    #[test]
+    fn parts_come_in_order_and_empty_ones_are_left_out() {
+        let p = build(&inputs("I am Chela.", "Likes tea.", ""), &Bounds::default());
+        let soul = p.find("I am Chela.").unwrap();
+        let rules = p.find("## How you work").unwrap();
+        let memory = p.find("## Long-term memory\n\nLikes tea.").unwrap();
+        let tools = p.find("## Tools").unwrap();
+        let convo = p
+            .find("Channel: cli. Chat id: local. Local time: 2026-11-30T19:25:20+08:00 (Monday, Asia/Shanghai).")
+            .unwrap();
+        assert!(soul < rules && rules < memory && memory < tools && tools < convo, "{p}");
+        assert!(!p.contains("About the user"));
+        assert!(!p.contains("daily notes"));
+    }
+
+    #[test]
+    fn over_long_parts_are_cut_visibly_on_char_boundaries() {
+        let memory = "记".repeat(5000);
+        let daily = alloc::format!("## 2026-11-28\nold\n{}\n## 2026-11-30\nnewest line", "x".repeat(10_000));
+        let bounds = Bounds { memory: 100, daily: 50, ..Bounds::default() };
+        let p = build(&inputs("s", &memory, &daily), &bounds);
+        assert!(p.contains("[… Long-term memory cut at 100 of 15000 bytes; the rest is in MEMORY.md]"), "{p}");
+        assert!(p.contains("newest line"));
+        assert!(!p.contains("old\n"));
+        assert!(p.contains("the rest is in memory/"));
+        // 100 bytes of 3-byte characters keep 33 whole ones.
+        assert!(p.contains(&"记".repeat(33)) && !p.contains(&"记".repeat(34)));
+    }
+}

@@ -1,0 +1,102 @@
+//! When to retry a failed provider call, as a pure function of the attempt and what the
+//! server said. The driver supplies the randomness and does the waiting.
+
+use core::time::Duration;
+
+/// The retry policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Backoff {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// First delay; it doubles with each retry.
+    pub base: Duration,
+    /// Largest computed delay.
+    pub cap: Duration,
+    /// Longest `retry-after` Chela will wait for; a longer one ends the retries so a person is
+    /// not left staring at a silent terminal.
+    pub max_retry_after: Duration,
+}
+
+impl Default for Backoff {
+    fn default() -> Backoff {
+        Backoff {
+            max_retries: 4,
+            base: Duration::from_millis(500),
+            cap: Duration::from_secs(20),
+            max_retry_after: Duration::from_secs(60),
+        }
+    }
+}
+
+impl Backoff {
+    /// How long to wait before retry number `retry` (0 for the first retry), or `None` to stop.
+    ///
+    /// `jitter` is a random number in `[0, 1)`; the delay is spread over the upper half of the
+    /// exponential step ("equal jitter"), so clients that failed together do not retry together.
+    /// A server's `retry-after` wins when it is longer.
+    pub fn delay(&self, retry: u32, retry_after: Option<Duration>, jitter: f64) -> Option<Duration> {
+        if retry >= self.max_retries {
+            return None;
+        }
+        if let Some(ra) = retry_after
+            && ra > self.max_retry_after
+        {
+            return None;
+        }
+        let step = self.base.saturating_mul(1u32.checked_shl(retry).unwrap_or(u32::MAX)).min(self.cap);
+        let half = step / 2;
+        let jitter = jitter.clamp(0.0, 1.0);
+        let computed = half + half.mul_f64(jitter);
+        Some(retry_after.map_or(computed, |ra| ra.max(computed.min(Duration::from_millis(100)))))
+    }
+}
+
+/// Parses a `retry-after` header (delay seconds; HTTP dates are not worth a date parser here and
+/// fall back to the computed backoff) or OpenAI's `retry-after-ms`.
+pub fn parse_retry_after(seconds: Option<&str>, millis: Option<&str>) -> Option<Duration> {
+    if let Some(ms) = millis.and_then(|v| v.trim().parse::<f64>().ok())
+        && ms.is_finite()
+        && ms >= 0.0
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let s = seconds?.trim().parse::<f64>().ok()?;
+    (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(86_400.0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_grow_and_stay_within_the_cap() {
+        let b = Backoff::default();
+        let d0 = b.delay(0, None, 0.0).unwrap();
+        let d1 = b.delay(1, None, 0.0).unwrap();
+        assert_eq!(d0, Duration::from_millis(250));
+        assert_eq!(d1, Duration::from_millis(500));
+        assert_eq!(b.delay(0, None, 0.999_999).unwrap().as_millis(), 499);
+        assert!(b.delay(3, None, 1.0).unwrap() <= b.cap);
+        let wide = Backoff { max_retries: 40, ..b };
+        assert!(wide.delay(39, None, 0.5).unwrap() <= b.cap);
+        assert_eq!(b.delay(4, None, 0.0), None);
+    }
+
+    #[test]
+    fn retry_after_is_honoured_unless_too_long() {
+        let b = Backoff::default();
+        assert_eq!(b.delay(0, Some(Duration::from_secs(3)), 0.0), Some(Duration::from_secs(3)));
+        assert_eq!(b.delay(0, Some(Duration::from_secs(61)), 0.0), None);
+        // A zero retry-after still waits a little.
+        assert_eq!(b.delay(2, Some(Duration::ZERO), 0.9), Some(Duration::from_millis(100)));
+    }
+
+    #[test]
+    fn headers_parse() {
+        assert_eq!(parse_retry_after(Some("2"), None), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after(Some("2"), Some("150")), Some(Duration::from_millis(150)));
+        assert_eq!(parse_retry_after(Some("Wed, 21 Oct 2015 07:28:00 GMT"), None), None);
+        assert_eq!(parse_retry_after(Some("-1"), None), None);
+        assert_eq!(parse_retry_after(None, None), None);
+    }
+}

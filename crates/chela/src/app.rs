@@ -1,0 +1,100 @@
+//! What a command needs, loaded once: the workspace, its configuration, the HTTP client, the
+//! tools, and (for chatting) the provider.
+
+use anyhow::{Context, Result};
+use chela_core::agent::Limits;
+use chela_core::config as keys;
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+
+use crate::config::Config;
+use crate::net::{ClientOptions, HttpClient, Proxy};
+use crate::provider::{Provider, ProviderError};
+use crate::tools::{ToolCtx, Toolbox};
+use crate::turn::Agent;
+use crate::workspace::Workspace;
+
+/// The parts every command shares.
+pub struct Base {
+    pub ws: Workspace,
+    pub cfg: Config,
+    pub http: HttpClient,
+    pub toolbox: Toolbox,
+    pub tz: TimeZone,
+}
+
+impl Base {
+    /// Loads the configuration of `ws`, creating the workspace and its default files if needed.
+    pub fn load(ws: Workspace) -> Result<Base> {
+        ws.ensure()?;
+        crate::memory::ensure_defaults(&ws)
+            .with_context(|| format!("cannot write the memory files in {}", ws.root().display()))?;
+        let cfg = Config::load(&ws)?;
+        for w in &cfg.warnings {
+            tracing::warn!("{w}");
+        }
+        let http = http_client(&cfg)?;
+        let toolbox = Toolbox::new(&cfg);
+        for g in &toolbox.unknown_groups {
+            tracing::warn!("caps.* names a group this build does not have: {g}");
+        }
+        let tz = crate::tools::time::zone(cfg.get(keys::TIMEZONE));
+        Ok(Base { ws, cfg, http, toolbox, tz })
+    }
+
+    pub fn tool_ctx(&self) -> ToolCtx<'_> {
+        ToolCtx { ws: &self.ws, cfg: &self.cfg, http: &self.http, tz: &self.tz }
+    }
+}
+
+/// The HTTP client every outbound request uses, with the configured proxy.
+pub fn http_client(cfg: &Config) -> Result<HttpClient> {
+    let proxy = match cfg.get(keys::PROXY_URL) {
+        "" => None,
+        url => Some(Proxy::parse(url).map_err(|e| anyhow::anyhow!("proxy.url: {e}"))?),
+    };
+    Ok(HttpClient::new(ClientOptions { proxy, ..ClientOptions::default() }))
+}
+
+/// Everything `chela chat` needs.
+pub struct App {
+    pub base: Base,
+    pub provider: Provider,
+}
+
+impl App {
+    pub fn load(ws: Workspace) -> Result<App> {
+        let base = Base::load(ws)?;
+        let provider = Provider::from_config(&base.cfg, base.http.clone())?;
+        Ok(App { base, provider })
+    }
+
+    pub fn limits(&self) -> Limits {
+        let cfg = &self.base.cfg;
+        Limits {
+            max_iterations: u32::try_from(cfg.int(keys::AGENT_MAX_ITERATIONS)).unwrap_or(10),
+            max_calls_per_step: cfg.usize(keys::AGENT_MAX_TOOL_CALLS),
+            history_budget: cfg.usize(keys::AGENT_HISTORY_BUDGET),
+            max_tool_output: cfg.usize(keys::AGENT_MAX_TOOL_OUTPUT),
+        }
+    }
+
+    pub fn agent(&self) -> Agent<'_> {
+        Agent {
+            provider: &self.provider,
+            toolbox: &self.base.toolbox,
+            ctx: self.base.tool_ctx(),
+            limits: self.limits(),
+        }
+    }
+
+    /// The system prompt for a turn now.
+    pub fn system_prompt(&self, channel: &str, chat_id: &str) -> String {
+        let b = &self.base;
+        crate::memory::system_prompt(&b.ws, &b.cfg, &b.toolbox.registry, &b.tz, Timestamp::now(), channel, chat_id)
+    }
+
+    pub fn explain(&self, e: &ProviderError) -> String {
+        self.provider.explain(e, &self.base.cfg.entry(keys::LLM_API_KEY).layer)
+    }
+}

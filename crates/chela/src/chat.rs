@@ -1,0 +1,312 @@
+//! `chela chat`: the terminal channel.
+//!
+//! Interactive: a prompt, answers streamed as they arrive, each tool call shown as it runs.
+//! One-shot (`-m`): the reply alone on stdout, everything else on stderr, a non-zero exit on
+//! failure. Ctrl-C during a turn cancels the turn; at the prompt it leaves.
+
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Result;
+use chela_core::agent::{ToolCall, ToolResult};
+use chela_proto::chat::Message;
+use tokio::sync::{mpsc, watch};
+
+use crate::app::App;
+use crate::args::ChatArgs;
+use crate::turn::{Interrupt, Observer, TurnEnd, run_turn};
+
+/// The channel name in session file names: `sessions/cli_<session>.jsonl`.
+pub const CHANNEL: &str = "cli";
+
+/// Exit status when a one-shot turn is cancelled with Ctrl-C, as shells report SIGINT.
+const EXIT_INTERRUPTED: u8 = 130;
+
+pub async fn run(app: &App, args: ChatArgs) -> Result<ExitCode> {
+    let session_path = app.base.ws.session_path(CHANNEL, &args.session);
+    if args.new {
+        archive(&session_path)?;
+    }
+    let mut ctrl_c = CtrlC::install()?;
+    match args.message {
+        Some(m) => one_shot(app, &session_path, &args.session, read_message(m)?, &mut ctrl_c).await,
+        None => interactive(app, &session_path, &args.session, &mut ctrl_c).await,
+    }
+}
+
+fn read_message(m: String) -> Result<String> {
+    if m != "-" {
+        return Ok(m);
+    }
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(std::io::stdin(), 1024 * 1024), &mut s)?;
+    Ok(s)
+}
+
+async fn one_shot(app: &App, path: &Path, session: &str, message: String, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
+    let live = std::io::stdout().is_terminal();
+    let mut term = Terminal::new(live);
+    let system = app.system_prompt(CHANNEL, session);
+    match run_turn(&app.agent(), path, system, Message::user_text(message), &mut term, ctrl_c).await? {
+        TurnEnd::Done(o) if o.cancelled => {
+            term.end_line();
+            eprintln!("cancelled");
+            Ok(ExitCode::from(EXIT_INTERRUPTED))
+        }
+        TurnEnd::Done(o) => {
+            if live {
+                term.end_line();
+            } else {
+                let mut out = std::io::stdout().lock();
+                writeln!(out, "{}", o.text)?;
+                out.flush()?;
+            }
+            if o.hit_tool_limit {
+                eprintln!("note: the tool budget (agent.max_iterations) ran out before the model finished");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TurnEnd::Failed(e) => {
+            term.end_line();
+            eprintln!("{}", app.explain(&e));
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+async fn interactive(app: &App, path: &Path, session: &str, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
+    let mut lines = stdin_lines();
+    let color = color_enabled();
+    eprintln!(
+        "Chela {} — {} · model {} · session {}. /new starts over, /exit or Ctrl-D leaves.",
+        env!("CARGO_PKG_VERSION"),
+        app.provider.describe(),
+        app.provider.model,
+        path.display()
+    );
+    loop {
+        print!("{}", if color { "\x1b[1m› \x1b[0m" } else { "› " });
+        std::io::stdout().flush()?;
+        ctrl_c.reset();
+        let line = tokio::select! {
+            l = lines.recv() => l,
+            () = ctrl_c.interrupted() => None,
+        };
+        let Some(line) = line else {
+            println!();
+            return Ok(ExitCode::SUCCESS);
+        };
+        let line = line.trim();
+        match line {
+            "" => continue,
+            "/exit" | "/quit" => return Ok(ExitCode::SUCCESS),
+            "/new" => {
+                archive(path)?;
+                eprintln!("Started a new session; the old one is in {}.", path.with_file_name("archive").display());
+                continue;
+            }
+            "/help" => {
+                eprintln!("/new starts a fresh conversation, /exit leaves. Ctrl-C stops a turn.");
+                continue;
+            }
+            _ => {}
+        }
+        let mut term = Terminal::new(true);
+        let system = app.system_prompt(CHANNEL, session);
+        ctrl_c.reset();
+        match run_turn(&app.agent(), path, system, Message::user_text(line), &mut term, ctrl_c).await? {
+            TurnEnd::Done(o) if o.cancelled => {
+                term.end_line();
+                eprintln!("{}", term.dim("(turn cancelled)"));
+            }
+            TurnEnd::Done(_) => term.end_line(),
+            TurnEnd::Failed(e) => {
+                term.end_line();
+                eprintln!("{}", app.explain(&e));
+            }
+        }
+    }
+}
+
+/// Moves a session file into `sessions/archive/`, stamped with the time.
+fn archive(path: &Path) -> Result<()> {
+    if !path.exists() {
+        return Ok(());
+    }
+    let dir = path.with_file_name("archive");
+    std::fs::create_dir_all(&dir)?;
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    std::fs::rename(path, dir.join(format!("{stem}.{stamp}.jsonl")))?;
+    Ok(())
+}
+
+/// Lines from stdin, read on their own thread so a pending read never holds up exit.
+fn stdin_lines() -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel(4);
+    std::thread::spawn(move || {
+        let stdin = std::io::stdin();
+        let mut line = String::new();
+        loop {
+            line.clear();
+            // Lines are bounded: a pasted megabyte is cut rather than buffered without end.
+            match std::io::BufRead::read_line(&mut std::io::Read::take(stdin.lock(), 256 * 1024), &mut line) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    if tx.blocking_send(line.clone()).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}
+
+fn color_enabled() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Ctrl-C as an [`Interrupt`]: every SIGINT bumps a counter the turn watches.
+pub struct CtrlC {
+    rx: watch::Receiver<u64>,
+}
+
+impl CtrlC {
+    pub fn install() -> Result<CtrlC> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut sig = signal(SignalKind::interrupt())?;
+        let (tx, rx) = watch::channel(0u64);
+        tokio::spawn(async move {
+            while sig.recv().await.is_some() {
+                tx.send_modify(|n| *n += 1);
+            }
+        });
+        Ok(CtrlC { rx })
+    }
+
+    /// Forgets interrupts that came before now.
+    fn reset(&mut self) {
+        self.rx.mark_unchanged();
+    }
+}
+
+impl Interrupt for CtrlC {
+    async fn interrupted(&mut self) {
+        if self.rx.changed().await.is_err() {
+            // The signal task is gone; no interrupt can come.
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Shows a turn in the terminal.
+struct Terminal {
+    /// Stream text to stdout as it arrives.
+    live: bool,
+    color: bool,
+    /// Text of the current model reply.
+    round: String,
+    /// Whether stdout's cursor is at the start of a line.
+    at_line_start: bool,
+}
+
+impl Terminal {
+    fn new(live: bool) -> Terminal {
+        Terminal { live, color: color_enabled(), round: String::new(), at_line_start: true }
+    }
+
+    fn dim(&self, s: &str) -> String {
+        if self.color { format!("\x1b[2m{s}\x1b[0m") } else { s.to_owned() }
+    }
+
+    fn end_line(&mut self) {
+        if !self.at_line_start {
+            println!();
+            self.at_line_start = true;
+        }
+        let _ = std::io::stdout().flush();
+    }
+}
+
+impl Observer for Terminal {
+    fn text(&mut self, text: &str) {
+        self.round.push_str(text);
+        if self.live {
+            print!("{text}");
+            let _ = std::io::stdout().flush();
+            self.at_line_start = text.ends_with('\n');
+        }
+    }
+
+    fn reply_done(&mut self, tools_follow: bool) {
+        if tools_follow {
+            if self.live {
+                self.end_line();
+            } else if !self.round.trim().is_empty() {
+                // Narration before tool calls is not the reply: stderr keeps stdout clean.
+                eprintln!("{}", self.dim(self.round.trim_end()));
+            }
+        }
+        self.round.clear();
+    }
+
+    fn tool_started(&mut self, call: &ToolCall) {
+        self.end_line();
+        let args = short_args(call.input.as_str());
+        eprint!("{}", self.dim(&format!("  ⚙ {} {args}", call.name)));
+        let _ = std::io::stderr().flush();
+    }
+
+    fn tool_finished(&mut self, _call: &ToolCall, result: &ToolResult, elapsed: Duration) {
+        let took = format_duration(elapsed);
+        let line = if result.is_error {
+            let first = result.content.lines().next().unwrap_or("");
+            format!(" … error ({took}): {}", chela_core::text::prefix(first, 160))
+        } else {
+            format!(" … ok ({took})")
+        };
+        if self.color && result.is_error {
+            eprintln!("\x1b[31m{line}\x1b[0m");
+        } else {
+            eprintln!("{}", self.dim(&line));
+        }
+    }
+}
+
+/// Tool arguments on one short line.
+fn short_args(json: &str) -> String {
+    let one_line: String = json.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+    if one_line.len() <= 80 {
+        return one_line;
+    }
+    format!("{}…", chela_core::text::prefix(&one_line, 79))
+}
+
+fn format_duration(d: Duration) -> String {
+    if d < Duration::from_millis(10) {
+        format!("{:.1} ms", d.as_secs_f64() * 1000.0)
+    } else if d < Duration::from_secs(10) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{:.1} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_and_durations_are_short() {
+        assert_eq!(short_args("{\"a\":1}"), "{\"a\":1}");
+        let long = format!("{{\"text\":\"{}\"}}", "x".repeat(200));
+        assert_eq!(short_args(&long).chars().count(), 80);
+        assert_eq!(short_args("{\"a\":\"l1\nl2\"}"), "{\"a\":\"l1 l2\"}");
+        assert_eq!(format_duration(Duration::from_micros(1500)), "1.5 ms");
+        assert_eq!(format_duration(Duration::from_millis(250)), "250 ms");
+        assert_eq!(format_duration(Duration::from_secs(12)), "12.0 s");
+    }
+}

@@ -1,0 +1,167 @@
+//! `chela doctor`: checks the configuration, the workspace, the provider and its key, and
+//! prints what is wrong with the command that fixes it.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Result;
+use chela_core::agent::ModelCall;
+use chela_core::config as keys;
+use chela_proto::chat::{Message, ToolChoice};
+
+use crate::app::http_client;
+use crate::config::{Config, Layer};
+use crate::provider::Provider;
+use crate::workspace::Workspace;
+
+#[derive(Default)]
+struct Report {
+    failures: usize,
+    warnings: usize,
+}
+
+impl Report {
+    fn ok(&mut self, what: &str) {
+        println!("ok    {what}");
+    }
+
+    fn warn(&mut self, what: &str, fix: &str) {
+        self.warnings += 1;
+        println!("warn  {what}");
+        if !fix.is_empty() {
+            println!("      fix: {fix}");
+        }
+    }
+
+    fn fail(&mut self, what: &str, fix: &str) {
+        self.failures += 1;
+        println!("FAIL  {what}");
+        if !fix.is_empty() {
+            println!("      fix: {fix}");
+        }
+    }
+}
+
+pub async fn run(ws: Workspace) -> Result<ExitCode> {
+    let mut r = Report::default();
+    check_workspace(&ws, &mut r);
+    let cfg = match Config::load(&ws) {
+        Ok(cfg) => {
+            r.ok("configuration is valid");
+            for w in &cfg.warnings {
+                r.warn(w, "unset it, or correct its name (see `chela config show` for the keys)");
+            }
+            Some(cfg)
+        }
+        Err(e) => {
+            r.fail(
+                &format!("configuration: {e:#}"),
+                &format!("edit {} or run `chela config unset KEY` / `chela config reset`", ws.config_path().display()),
+            );
+            None
+        }
+    };
+    if let Some(cfg) = &cfg {
+        let tz = cfg.get(keys::TIMEZONE);
+        let tz_name = if tz.is_empty() {
+            format!("{} (the system's)", crate::tools::time::zone("").iana_name().unwrap_or("local"))
+        } else {
+            tz.to_owned()
+        };
+        r.ok(&format!("time zone: {tz_name}"));
+        check_provider(cfg, &mut r).await;
+    }
+    println!();
+    if r.failures == 0 {
+        println!("{} warning(s); Chela is ready.", r.warnings);
+        Ok(ExitCode::SUCCESS)
+    } else {
+        println!("{} problem(s), {} warning(s).", r.failures, r.warnings);
+        Ok(ExitCode::FAILURE)
+    }
+}
+
+fn check_workspace(ws: &Workspace, r: &mut Report) {
+    let root = ws.root();
+    if !root.is_dir() {
+        r.fail(&format!("workspace {} does not exist", root.display()), "run `chela chat` once, or `mkdir -m 700` it");
+        return;
+    }
+    let probe = root.join(".doctor-probe");
+    match std::fs::write(&probe, b"x").and_then(|()| std::fs::remove_file(&probe)) {
+        Ok(()) => r.ok(&format!("workspace {} is writable", root.display())),
+        Err(e) => r.fail(
+            &format!("workspace {} is not writable: {e}", root.display()),
+            &format!("chown -R $USER {}", root.display()),
+        ),
+    }
+    let mode = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.permissions().mode() & 0o777).ok();
+    if let Some(m) = mode(root)
+        && m & 0o077 != 0
+    {
+        r.warn(
+            &format!(
+                "workspace {} can be read by other users (mode {m:o}); it holds your conversations",
+                root.display()
+            ),
+            &format!("chmod 700 {}", root.display()),
+        );
+    }
+    for file in [ws.config_path(), ws.overrides_path()] {
+        if let Some(m) = mode(&file)
+            && m & 0o077 != 0
+        {
+            r.warn(
+                &format!("{} can be read by other users (mode {m:o}); it may hold API keys", file.display()),
+                &format!("chmod 600 {}", file.display()),
+            );
+        }
+    }
+}
+
+async fn check_provider(cfg: &Config, r: &mut Report) {
+    let http = match http_client(cfg) {
+        Ok(h) => h,
+        Err(e) => {
+            r.fail(&format!("{e:#}"), "chela config set proxy.url http://HOST:PORT (or unset it)");
+            return;
+        }
+    };
+    let provider = match Provider::from_config(cfg, http) {
+        Ok(p) => p,
+        Err(e) => {
+            r.fail(&format!("{e:#}"), "chela config set llm.api_key <KEY>");
+            return;
+        }
+    };
+    let key = cfg.entry(keys::LLM_API_KEY);
+    if !key.value.is_empty() {
+        r.ok(&format!("API key {} (from {})", key.shown(), key.layer));
+    }
+    let probe = provider.probe();
+    let messages = [Message::user_text("ping")];
+    let call = ModelCall { system: "", messages: &messages, tool_choice: ToolChoice::Auto };
+    let started = Instant::now();
+    match probe.complete(&call, &[], &mut |_| {}).await {
+        Ok(_) => r.ok(&format!(
+            "provider {} answered with model {} in {} ms: reachable, key accepted",
+            provider.describe(),
+            provider.model,
+            started.elapsed().as_millis()
+        )),
+        Err(e) => {
+            let fix = if e.is_auth() {
+                match &key.layer {
+                    Layer::Env(var) => {
+                        format!("fix the {var} environment variable, or `chela config set llm.api_key <KEY>`")
+                    }
+                    _ => "chela config set llm.api_key <KEY>".to_owned(),
+                }
+            } else {
+                "check `chela config show` (llm.base_url, llm.model, proxy.url) and your network".to_owned()
+            };
+            r.fail(&probe.explain(&e, &key.layer), &fix);
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The subcommands, dispatched from `main`.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::app::{App, Base};
+use crate::args::{Cli, Command};
+use crate::workspace::Workspace;
+
+mod cap;
+mod config;
+mod doctor;
+
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    let ws = Workspace::locate(cli.workspace)?;
+    match cli.command {
+        Command::Chat(args) => {
+            let app = App::load(ws)?;
+            crate::chat::run(&app, args).await
+        }
+        Command::Config(c) => config::run(&ws, c),
+        Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
+        Command::Doctor => doctor::run(ws).await,
+        // Handled before the runtime starts.
+        Command::Help | Command::Version => Ok(ExitCode::SUCCESS),
+    }
+}

@@ -1,0 +1,238 @@
+//! The memory files in the workspace, and the system prompt built from them.
+//!
+//! `SOUL.md`, `AGENTS.md`, `USER.md` and `MEMORY.md` sit at the top of the workspace; daily
+//! notes are `memory/YYYY-MM-DD.md`, dated in the person's time zone; structured entries are
+//! `memory/entries.jsonl`. Defaults are written on first run and never over a person's edits.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use chela_core::cap::{Registry, Scope};
+use chela_core::config as keys;
+use chela_core::memory::{AGENTS_DEFAULT, Entries, MEMORY_DEFAULT, SOUL_DEFAULT, USER_DEFAULT};
+use chela_core::prompt::{self, Bounds, Inputs, TurnContext};
+use jiff::Timestamp;
+use jiff::civil::Date;
+use jiff::tz::TimeZone;
+
+use crate::config::Config;
+use crate::workspace::{Workspace, append_durable, read_bounded, write_atomic};
+
+/// The memory files and what a fresh workspace gets.
+pub const FILES: [(&str, &str); 4] = [
+    ("SOUL.md", SOUL_DEFAULT),
+    ("AGENTS.md", AGENTS_DEFAULT),
+    ("USER.md", USER_DEFAULT),
+    ("MEMORY.md", MEMORY_DEFAULT),
+];
+
+/// Memory files are read up to this size; the prompt bounds cut them much shorter.
+const MAX_FILE: u64 = 1024 * 1024;
+
+pub fn memory_dir(ws: &Workspace) -> PathBuf {
+    ws.root().join("memory")
+}
+
+pub fn entries_path(ws: &Workspace) -> PathBuf {
+    memory_dir(ws).join("entries.jsonl")
+}
+
+pub fn daily_path(ws: &Workspace, date: Date) -> PathBuf {
+    memory_dir(ws).join(format!("{date}.md"))
+}
+
+/// Writes the default memory files that are missing. Returns the names written.
+pub fn ensure_defaults(ws: &Workspace) -> io::Result<Vec<&'static str>> {
+    std::fs::create_dir_all(memory_dir(ws))?;
+    let mut written = Vec::new();
+    for (name, text) in FILES {
+        if create_if_missing(&ws.root().join(name), text.as_bytes())? {
+            written.push(name);
+        }
+    }
+    Ok(written)
+}
+
+/// Creates `path` with `bytes` unless it exists, atomically: the file appears whole or not at
+/// all, and a file that appeared meanwhile (a person's edit) is left alone.
+fn create_if_missing(path: &Path, bytes: &[u8]) -> io::Result<bool> {
+    if path.exists() {
+        return Ok(false);
+    }
+    let tmp = path.with_extension(format!("new.{}", std::process::id()));
+    write_atomic(&tmp, bytes)?;
+    // A hard link fails if the name exists, which a rename would silently replace.
+    let created = match std::fs::hard_link(&tmp, path) {
+        Ok(()) => true,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+    };
+    std::fs::remove_file(&tmp)?;
+    Ok(created)
+}
+
+fn read_text(path: &Path) -> String {
+    match read_bounded(path, MAX_FILE) {
+        Ok(t) => t.unwrap_or_default(),
+        Err(e) => format!("({} could not be read: {e})", path.display()),
+    }
+}
+
+/// Loads the structured entries; unreadable lines are skipped (and logged).
+pub fn load_entries(ws: &Workspace) -> io::Result<Entries> {
+    let text = read_bounded(&entries_path(ws), 8 * MAX_FILE)?.unwrap_or_default();
+    let (entries, skipped) = Entries::parse(&text);
+    if skipped > 0 {
+        tracing::warn!("{}: skipped {skipped} unreadable line(s)", entries_path(ws).display());
+    }
+    Ok(entries)
+}
+
+/// Saves the entries atomically.
+pub fn save_entries(ws: &Workspace, entries: &Entries) -> io::Result<()> {
+    std::fs::create_dir_all(memory_dir(ws))?;
+    write_atomic(&entries_path(ws), entries.to_jsonl().as_bytes())
+}
+
+/// Appends a timestamped line to today's note, creating it with a heading.
+pub fn append_today(ws: &Workspace, tz: &TimeZone, now: Timestamp, text: &str) -> io::Result<PathBuf> {
+    let z = now.to_zoned(tz.clone());
+    let path = daily_path(ws, z.date());
+    std::fs::create_dir_all(memory_dir(ws))?;
+    let mut out = String::new();
+    if !path.exists() {
+        out.push_str(&format!("# {}\n\n", z.date()));
+    }
+    for (i, line) in text.trim().lines().enumerate() {
+        if i == 0 {
+            out.push_str(&format!("- {} {}\n", z.strftime("%H:%M"), line));
+        } else {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    append_durable(&path, &out)?;
+    Ok(path)
+}
+
+/// The last `days` daily notes up to `today`, oldest first, each under a `## date` heading.
+pub fn recent_daily(ws: &Workspace, today: Date, days: i64) -> String {
+    let mut out = String::new();
+    for back in (0..days).rev() {
+        let Ok(date) = today.checked_sub(jiff::Span::new().days(back)) else { continue };
+        let path = daily_path(ws, date);
+        if !path.exists() {
+            continue;
+        }
+        let text = read_text(&path);
+        // The file's own `# date` heading is replaced by ours.
+        let body = text.trim_start().strip_prefix(&format!("# {date}")).unwrap_or(&text).trim();
+        if body.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        out.push_str(&format!("### {date}\n{body}"));
+    }
+    out
+}
+
+/// Builds the system prompt for a turn on `channel` / `chat_id` at `now`.
+pub fn system_prompt(
+    ws: &Workspace,
+    cfg: &Config,
+    registry: &Registry,
+    tz: &TimeZone,
+    now: Timestamp,
+    channel: &str,
+    chat_id: &str,
+) -> String {
+    let read = |name: &str| read_text(&ws.root().join(name));
+    let (soul, agents, user, memory) = (read("SOUL.md"), read("AGENTS.md"), read("USER.md"), read("MEMORY.md"));
+    let bounds = bounds(cfg);
+    let entries = load_entries(ws).map(|e| e.render(bounds.entries)).unwrap_or_default();
+    let z = now.to_zoned(tz.clone());
+    let daily = recent_daily(ws, z.date(), cfg.int(keys::MEMORY_RECENT_DAYS));
+    let guidance = registry.guidance_for(Scope::default());
+    let local_time = z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string();
+    let weekday = z.strftime("%A").to_string();
+    let inputs = Inputs {
+        soul: &soul,
+        agents: &agents,
+        user: &user,
+        memory: &memory,
+        entries: &entries,
+        daily: &daily,
+        tool_guidance: &guidance,
+        context: TurnContext {
+            channel,
+            chat_id,
+            local_time: &local_time,
+            weekday: &weekday,
+            timezone: tz.iana_name().unwrap_or("local"),
+        },
+    };
+    prompt::build(&inputs, &bounds)
+}
+
+fn bounds(cfg: &Config) -> Bounds {
+    Bounds {
+        soul: cfg.usize(keys::PROMPT_SOUL_BYTES),
+        agents: cfg.usize(keys::PROMPT_AGENTS_BYTES),
+        user: cfg.usize(keys::PROMPT_USER_BYTES),
+        memory: cfg.usize(keys::PROMPT_MEMORY_BYTES),
+        entries: cfg.usize(keys::PROMPT_ENTRIES_BYTES),
+        daily: cfg.usize(keys::PROMPT_DAILY_BYTES),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ws() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().to_path_buf())).unwrap();
+        ws.ensure().unwrap();
+        (dir, ws)
+    }
+
+    #[test]
+    fn defaults_are_written_once_and_edits_are_kept() {
+        let (_d, ws) = ws();
+        assert_eq!(ensure_defaults(&ws).unwrap(), ["SOUL.md", "AGENTS.md", "USER.md", "MEMORY.md"]);
+        std::fs::write(ws.root().join("SOUL.md"), "I am a pirate.").unwrap();
+        std::fs::remove_file(ws.root().join("USER.md")).unwrap();
+        assert_eq!(ensure_defaults(&ws).unwrap(), ["USER.md"]);
+        assert_eq!(std::fs::read_to_string(ws.root().join("SOUL.md")).unwrap(), "I am a pirate.");
+        let leftovers: Vec<_> = std::fs::read_dir(ws.root())
+            .unwrap()
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name().to_string_lossy().contains(".new."))
+            .collect();
+        assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn daily_notes_are_dated_in_the_users_zone() {
+        let (_d, ws) = ws();
+        // 23:30 UTC on the 29th is already the 30th in Shanghai.
+        let now: Timestamp = "2026-11-29T23:30:00Z".parse().unwrap();
+        let tz = TimeZone::get("Asia/Shanghai").unwrap();
+        let p = append_today(&ws, &tz, now, "Booked dentist\nfor Friday").unwrap();
+        assert!(p.ends_with("memory/2026-11-30.md"), "{}", p.display());
+        append_today(&ws, &tz, now, "Second note").unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text, "# 2026-11-30\n\n- 07:30 Booked dentist\n  for Friday\n- 07:30 Second note\n");
+        std::fs::write(daily_path(&ws, "2026-11-28".parse().unwrap()), "# 2026-11-28\n\n- old").unwrap();
+        std::fs::write(daily_path(&ws, "2026-11-20".parse().unwrap()), "- too old").unwrap();
+        let recent = recent_daily(&ws, "2026-11-30".parse().unwrap(), 3);
+        assert_eq!(
+            recent,
+            "### 2026-11-28\n- old\n\n### 2026-11-30\n- 07:30 Booked dentist\n  for Friday\n- 07:30 Second note"
+        );
+    }
+}

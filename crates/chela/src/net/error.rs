@@ -1,0 +1,175 @@
+//! `NetError`: what went wrong with an outbound request, classified by what the caller should
+//! do next (retry, fix the configuration, or tell the user), with messages written for a person.
+//!
+//! Not a wrapper around `io::Error` or `hyper::Error`: their text is folded into `reason`
+//! strings, because callers act on the variant, never on the source.
+
+use std::fmt;
+use std::net::IpAddr;
+
+/// Which step a request was in when it timed out or the connection dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    Dns,
+    Connect,
+    Proxy,
+    Tls,
+    /// Request sent, response headers not yet complete.
+    Headers,
+    /// Headers received, reading the body.
+    Body,
+}
+
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum NetError {
+    /// The URL cannot be used (bad syntax, unsupported scheme, credentials in it).
+    InvalidUrl {
+        url: String,
+        reason: String,
+    },
+    /// A request header name or value is not valid HTTP.
+    InvalidHeader {
+        name: String,
+    },
+    Dns {
+        host: String,
+        reason: String,
+    },
+    /// No resolved address (of the origin, or of the proxy) accepted a connection.
+    Connect {
+        target: String,
+        reason: String,
+    },
+    /// `Guard::PublicOnly` refused an address; `reason` completes "it is …".
+    Refused {
+        host: String,
+        addr: IpAddr,
+        reason: &'static str,
+    },
+    /// The proxy refused, failed or did not speak its protocol. `retryable` is false for
+    /// credential and policy refusals, true when the proxy could not reach the target.
+    Proxy {
+        proxy: String,
+        reason: String,
+        retryable: bool,
+    },
+    /// TLS failed: untrusted or mismatched certificate, handshake alert, bad extra roots.
+    Tls {
+        host: String,
+        reason: String,
+    },
+    Timeout {
+        phase: Phase,
+        target: String,
+    },
+    /// The server sent something that is not HTTP/1.x.
+    Protocol {
+        host: String,
+        reason: String,
+    },
+    BodyTooLarge {
+        limit: usize,
+    },
+    /// The connection closed or was reset before the response was complete.
+    Dropped {
+        host: String,
+        phase: Phase,
+        reason: String,
+    },
+}
+
+impl NetError {
+    /// Whether the same request, sent again, may succeed: the network or server had a transient
+    /// problem. False when repeating it would fail the same way (bad URL, refused by the guard,
+    /// untrusted certificate, proxy credentials, a response over the size limit). A body idle
+    /// timeout is not retryable: the server answered and then stalled, and the caller has
+    /// already seen part of the answer.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            NetError::Dns { .. } | NetError::Connect { .. } | NetError::Dropped { .. } => true,
+            NetError::Timeout { phase, .. } => *phase != Phase::Body,
+            NetError::Proxy { retryable, .. } => *retryable,
+            NetError::InvalidUrl { .. }
+            | NetError::InvalidHeader { .. }
+            | NetError::Refused { .. }
+            | NetError::Tls { .. }
+            | NetError::Protocol { .. }
+            | NetError::BodyTooLarge { .. } => false,
+        }
+    }
+}
+
+impl fmt::Display for NetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetError::InvalidUrl { url, reason } => write!(f, "cannot use the URL `{url}`: {reason}"),
+            NetError::InvalidHeader { name } => write!(f, "the request header `{name}` is not valid HTTP"),
+            NetError::Dns { host, reason } => write!(f, "could not resolve {host}: {reason}"),
+            NetError::Connect { target, reason } => write!(f, "could not connect to {target}: {reason}"),
+            NetError::Refused { host, addr, reason } => {
+                write!(f, "refusing to connect to {host}")?;
+                if *host != addr.to_string() {
+                    write!(f, " ({addr})")?;
+                }
+                write!(f, ": it is {reason}, and only public internet addresses are allowed here")
+            }
+            NetError::Proxy { proxy, reason, .. } => write!(f, "proxy {proxy} {reason}"),
+            NetError::Tls { host, reason } => write!(f, "secure connection (TLS) to {host} failed: {reason}"),
+            NetError::Timeout { phase, target } => match phase {
+                Phase::Dns => write!(f, "timed out resolving {target}"),
+                Phase::Connect => write!(f, "timed out connecting to {target}"),
+                Phase::Proxy => write!(f, "timed out while the proxy was connecting to {target}"),
+                Phase::Tls => write!(f, "timed out in the TLS handshake with {target}"),
+                Phase::Headers => write!(f, "timed out waiting for {target} to answer"),
+                Phase::Body => write!(f, "{target} stopped sending the response body (idle timeout)"),
+            },
+            NetError::Protocol { host, reason } => write!(f, "{host} sent an invalid HTTP response: {reason}"),
+            NetError::BodyTooLarge { limit } => {
+                write!(f, "the response body is larger than the limit of {limit} bytes")
+            }
+            NetError::Dropped { host, phase, reason } => {
+                let when = if *phase == Phase::Body { "in the middle of the response" } else { "before answering" };
+                write!(f, "the connection to {host} closed {when}: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for NetError {}
+
+/// An `io::Error` as words for a person: no "(os error 111)", lower case like the rest of the
+/// sentence it ends.
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
+    use std::io::ErrorKind as K;
+    let known = match e.kind() {
+        K::ConnectionRefused => "connection refused",
+        K::ConnectionReset => "connection reset",
+        K::ConnectionAborted => "connection aborted",
+        K::TimedOut => "timed out",
+        K::UnexpectedEof => "the peer closed the connection",
+        K::AddrNotAvailable => "address not available",
+        K::PermissionDenied => "permission denied",
+        K::HostUnreachable => "host unreachable",
+        K::NetworkUnreachable => "network unreachable",
+        _ => return e.to_string(),
+    };
+    known.to_owned()
+}
+
+/// `e` and its sources joined with ": ", since hyper's own message ("error reading a body from
+/// connection") hides the useful part in the source.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}

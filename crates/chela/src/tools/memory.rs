@@ -1,0 +1,265 @@
+//! The `memory` group: what the model remembers across conversations.
+//!
+//! Entries live in `memory/entries.jsonl` (rewritten atomically on every change); daily notes
+//! in `memory/YYYY-MM-DD.md` (appended). `MEMORY.md` is the person's file; the model can edit
+//! it with the file tools when asked.
+
+use jiff::Timestamp;
+use serde::Deserialize;
+
+use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use crate::memory::{append_today, load_entries, save_entries};
+use chela_core::memory::{MAX_ENTRY_BYTES, render_line};
+
+pub fn group() -> Group {
+    Group::new("memory", "Remember facts across conversations; keep daily notes.")
+        .guidance(
+            "Memory: when the user tells you something lasting about themselves, their people, plans or \
+             preferences, or asks you to remember something, save it with memory_store (short, self-contained, \
+             with tags). Before answering about past conversations or the user's preferences, check memory_recall. \
+             Correct outdated entries with memory_update and drop wrong ones with memory_forget. Log notable events \
+             of the day with memory_append_today. Never say you saved something unless the tool succeeded.",
+        )
+        .with(MemoryStore)
+        .with(MemoryRecall)
+        .with(MemoryUpdate)
+        .with(MemoryForget)
+        .with(MemoryList)
+        .with(MemoryAppendToday)
+}
+
+fn now() -> u64 {
+    Timestamp::now().as_second().unsigned_abs()
+}
+
+fn io(e: std::io::Error) -> ToolError {
+    ToolError::new(format!("The memory file could not be read or written: {e}"))
+}
+
+fn tags_of(v: Option<TagsArg>) -> Vec<String> {
+    match v {
+        None => Vec::new(),
+        Some(TagsArg::One(s)) => vec![s],
+        Some(TagsArg::Many(v)) => v,
+    }
+}
+
+/// Tags as a list or as one comma-separated string: models send both.
+#[derive(Deserialize)]
+#[serde(untagged)]
+pub enum TagsArg {
+    One(String),
+    Many(Vec<String>),
+}
+
+pub struct MemoryStore;
+
+#[derive(Deserialize)]
+pub struct StoreArgs {
+    content: String,
+    #[serde(default)]
+    tags: Option<TagsArg>,
+    #[serde(default)]
+    source: String,
+}
+
+impl Tool for MemoryStore {
+    const NAME: &'static str = "memory_store";
+    const DESCRIPTION: &'static str = "Remember a fact for future conversations. Returns its id.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"content":{"type":"string","description":"One self-contained fact."},"tags":{"type":"array","items":{"type":"string"}},"source":{"type":"string","description":"Where it came from, e.g. chat."}},"required":["content"]}"#;
+    type Args = StoreArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: StoreArgs) -> ToolResult {
+        let mut entries = load_entries(ctx.ws).map_err(io)?;
+        let id = entries
+            .store(&a.content, &tags_of(a.tags), &a.source, now())
+            .map_err(|e| ToolError::new(e.to_string()))?
+            .id
+            .clone();
+        save_entries(ctx.ws, &entries).map_err(io)?;
+        Ok(format!("stored as {id}"))
+    }
+}
+
+pub struct MemoryRecall;
+
+#[derive(Deserialize)]
+pub struct RecallArgs {
+    query: String,
+    #[serde(default)]
+    max_results: Option<usize>,
+}
+
+impl Tool for MemoryRecall {
+    const NAME: &'static str = "memory_recall";
+    const DESCRIPTION: &'static str = "Search remembered facts by keywords, best matches first.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":50}},"required":["query"]}"#;
+    type Args = RecallArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: RecallArgs) -> ToolResult {
+        let entries = load_entries(ctx.ws).map_err(io)?;
+        let hits = entries.recall(&a.query, a.max_results.unwrap_or(8).clamp(1, 50));
+        if hits.is_empty() {
+            return Ok(format!("Nothing remembered matches \"{}\".", a.query));
+        }
+        Ok(hits.iter().map(|(_, e)| render_line(e)).collect::<Vec<_>>().join("\n"))
+    }
+}
+
+pub struct MemoryUpdate;
+
+#[derive(Deserialize)]
+pub struct UpdateArgs {
+    id: String,
+    content: String,
+    #[serde(default)]
+    tags: Option<TagsArg>,
+}
+
+impl Tool for MemoryUpdate {
+    const NAME: &'static str = "memory_update";
+    const DESCRIPTION: &'static str = "Replace the content (and optionally the tags) of a remembered fact by id.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"id":{"type":"string"},"content":{"type":"string"},"tags":{"type":"array","items":{"type":"string"}}},"required":["id","content"]}"#;
+    type Args = UpdateArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: UpdateArgs) -> ToolResult {
+        let mut entries = load_entries(ctx.ws).map_err(io)?;
+        let tags = a.tags.map(|t| tags_of(Some(t)));
+        let line = entries
+            .update(a.id.trim(), &a.content, tags.as_deref(), now())
+            .map(render_line)
+            .map_err(|e| ToolError::new(e.to_string()))?;
+        save_entries(ctx.ws, &entries).map_err(io)?;
+        Ok(format!("updated: {line}"))
+    }
+}
+
+pub struct MemoryForget;
+
+#[derive(Deserialize)]
+pub struct ForgetArgs {
+    id: String,
+}
+
+impl Tool for MemoryForget {
+    const NAME: &'static str = "memory_forget";
+    const DESCRIPTION: &'static str = "Delete a remembered fact by id.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}"#;
+    type Args = ForgetArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ForgetArgs) -> ToolResult {
+        let mut entries = load_entries(ctx.ws).map_err(io)?;
+        let gone = entries.forget(a.id.trim()).map_err(|e| ToolError::new(e.to_string()))?;
+        save_entries(ctx.ws, &entries).map_err(io)?;
+        Ok(format!("forgot: {}", render_line(&gone)))
+    }
+}
+
+pub struct MemoryList;
+
+#[derive(Deserialize)]
+pub struct ListArgs {
+    #[serde(default)]
+    max_results: Option<usize>,
+    #[serde(default)]
+    tag: Option<String>,
+}
+
+impl Tool for MemoryList {
+    const NAME: &'static str = "memory_list";
+    const DESCRIPTION: &'static str = "List remembered facts, newest first, optionally with one tag.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"max_results":{"type":"integer","minimum":1,"maximum":200},"tag":{"type":"string"}}}"#;
+    type Args = ListArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ListArgs) -> ToolResult {
+        let entries = load_entries(ctx.ws).map_err(io)?;
+        let list = entries.newest(a.max_results.unwrap_or(20).clamp(1, 200), a.tag.as_deref());
+        if list.is_empty() {
+            return Ok("Nothing is remembered yet.".to_owned());
+        }
+        let mut out: Vec<String> = list.into_iter().map(render_line).collect();
+        out.push(format!("({} entries in all)", entries.len()));
+        Ok(out.join("\n"))
+    }
+}
+
+pub struct MemoryAppendToday;
+
+#[derive(Deserialize)]
+pub struct AppendArgs {
+    content: String,
+}
+
+impl Tool for MemoryAppendToday {
+    const NAME: &'static str = "memory_append_today";
+    const DESCRIPTION: &'static str =
+        "Add a timestamped line to today's note (memory/YYYY-MM-DD.md, in the user's time zone).";
+    const SCHEMA: &'static str =
+        r#"{"type":"object","properties":{"content":{"type":"string"}},"required":["content"]}"#;
+    type Args = AppendArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: AppendArgs) -> ToolResult {
+        let text = a.content.trim();
+        if text.is_empty() {
+            return Err(ToolError::new("The note is empty."));
+        }
+        if text.len() > MAX_ENTRY_BYTES {
+            return Err(ToolError::new(format!("The note is over {MAX_ENTRY_BYTES} bytes; write a shorter one.")));
+        }
+        let path = append_today(ctx.ws, ctx.tz, Timestamp::now(), text).map_err(io)?;
+        Ok(format!("noted in {}", path.strip_prefix(ctx.ws.root()).unwrap_or(&path).display()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tools::Erased;
+    use crate::tools::testing::Fixture;
+
+    async fn call<T: Tool>(fx: &Fixture, tool: T, args: serde_json::Value) -> ToolResult {
+        let ctx = fx.ctx();
+        let json = args.to_string();
+        tool.call_json(&ctx, &json).await
+    }
+
+    #[tokio::test]
+    async fn store_recall_update_forget_list() {
+        let fx = Fixture::new(&[]);
+        let r = call(
+            &fx,
+            MemoryStore,
+            serde_json::json!({"content": "User's sister Ana lives in Lisbon", "tags": ["family"]}),
+        )
+        .await;
+        assert_eq!(r.unwrap(), "stored as m1");
+        call(&fx, MemoryStore, serde_json::json!({"content": "Prefers oat milk", "tags": "food, drinks"}))
+            .await
+            .unwrap();
+        let hits = call(&fx, MemoryRecall, serde_json::json!({"query": "where does Ana live?"})).await.unwrap();
+        assert_eq!(hits, "[m1] User's sister Ana lives in Lisbon (tags: family)");
+        let none = call(&fx, MemoryRecall, serde_json::json!({"query": "volcano"})).await.unwrap();
+        assert!(none.starts_with("Nothing remembered"), "{none}");
+        call(&fx, MemoryUpdate, serde_json::json!({"id": "m1", "content": "Ana moved to Porto"})).await.unwrap();
+        let text = std::fs::read_to_string(fx.root().join("memory/entries.jsonl")).unwrap();
+        assert!(text.contains("Ana moved to Porto") && !text.contains("Lisbon"), "{text}");
+        let list = call(&fx, MemoryList, serde_json::json!({"tag": "food"})).await.unwrap();
+        assert_eq!(list, "[m2] Prefers oat milk (tags: food, drinks)\n(2 entries in all)");
+        let gone = call(&fx, MemoryForget, serde_json::json!({"id": "m2"})).await.unwrap();
+        assert!(gone.contains("oat milk"));
+        let e = call(&fx, MemoryForget, serde_json::json!({"id": "m2"})).await.unwrap_err();
+        assert!(e.0.contains("no memory entry `m2`"), "{e}");
+        let e = call(&fx, MemoryStore, serde_json::json!({"content": " "})).await.unwrap_err();
+        assert!(e.0.contains("empty"), "{e}");
+    }
+
+    #[tokio::test]
+    async fn daily_notes_append() {
+        let fx = Fixture::new(&[]);
+        let r = call(&fx, MemoryAppendToday, serde_json::json!({"content": "Called the plumber"})).await.unwrap();
+        let today = Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).date();
+        assert_eq!(r, format!("noted in memory/{today}.md"));
+        let text = std::fs::read_to_string(fx.root().join(format!("memory/{today}.md"))).unwrap();
+        assert!(text.starts_with(&format!("# {today}\n\n- ")) && text.ends_with(" Called the plumber\n"), "{text}");
+    }
+}

@@ -1,0 +1,103 @@
+//! A workspace with a configuration, for tool tests.
+
+use std::path::Path;
+
+use super::ToolCtx;
+use crate::config::Config;
+use crate::net::{ClientOptions, HttpClient};
+use crate::workspace::Workspace;
+
+pub struct Fixture {
+    _dir: tempfile::TempDir,
+    pub ws: Workspace,
+    pub cfg: Config,
+    pub http: HttpClient,
+    pub tz: jiff::tz::TimeZone,
+}
+
+impl Fixture {
+    /// A fresh workspace whose runtime layer sets `overrides` (key, value) pairs.
+    pub fn new(overrides: &[(&str, &str)]) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+        ws.ensure().unwrap();
+        for (k, v) in overrides {
+            crate::config::set_override(&ws, k, v).unwrap();
+        }
+        let cfg = Config::load(&ws).unwrap();
+        let http = HttpClient::new(ClientOptions::default());
+        Fixture { _dir: dir, ws, cfg, http, tz: jiff::tz::TimeZone::UTC }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.ws.root()
+    }
+
+    pub fn ctx(&self) -> ToolCtx<'_> {
+        ToolCtx { ws: &self.ws, cfg: &self.cfg, http: &self.http, tz: &self.tz }
+    }
+}
+
+/// What a fake server saw.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub method: String,
+    pub uri: String,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+}
+
+type Reply = (u16, Vec<(&'static str, String)>, String);
+
+/// A one-route HTTP server on 127.0.0.1 for tests of tools that call web APIs. It answers every
+/// request with `reply(seen)` and records what it saw. It stops when the test's runtime ends.
+pub async fn serve(
+    reply: impl Fn(&Seen) -> Reply + Send + Sync + 'static,
+) -> (String, std::sync::Arc<std::sync::Mutex<Vec<Seen>>>) {
+    use http_body_util::{BodyExt, Full};
+    use hyper::service::service_fn;
+    use std::sync::{Arc, Mutex};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let log: Arc<Mutex<Vec<Seen>>> = Arc::default();
+    let reply = Arc::new(reply);
+    let log2 = log.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else { return };
+            let (reply, log) = (reply.clone(), log2.clone());
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let (reply, log) = (reply.clone(), log.clone());
+                    async move {
+                        let method = req.method().to_string();
+                        let uri = req.uri().to_string();
+                        let headers = req
+                            .headers()
+                            .iter()
+                            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                            .collect();
+                        let body = req.into_body().collect().await.map(|b| b.to_bytes()).unwrap_or_default();
+                        let seen = Seen { method, uri, headers, body: String::from_utf8_lossy(&body).into_owned() };
+                        let (status, hdrs, text) = reply(&seen);
+                        log.lock().unwrap().push(seen);
+                        let mut resp = hyper::Response::builder().status(status);
+                        for (k, v) in hdrs {
+                            resp = resp.header(k, v);
+                        }
+                        Ok::<_, std::convert::Infallible>(resp.body(Full::new(bytes::Bytes::from(text))).unwrap())
+                    }
+                });
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await;
+            });
+        }
+    });
+    (format!("http://{addr}"), log)
+}

@@ -1,0 +1,77 @@
+//! The `time` group: what time it is, in the person's zone.
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use serde::Deserialize;
+
+use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
+
+pub fn group() -> Group {
+    Group::new("time", "The current date and time.").core().with(GetCurrentTime)
+}
+
+pub struct GetCurrentTime;
+
+#[derive(Deserialize)]
+pub struct TimeArgs {
+    #[serde(default)]
+    timezone: Option<String>,
+}
+
+impl Tool for GetCurrentTime {
+    const NAME: &'static str = "get_current_time";
+    const DESCRIPTION: &'static str = "Current date and time: ISO 8601 with UTC offset, unix seconds, weekday.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"timezone":{"type":"string","description":"IANA zone, e.g. Europe/Paris. Default: the user's zone."}}}"#;
+    type Args = TimeArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, args: TimeArgs) -> ToolResult {
+        let tz = match args.timezone.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+            Some(name) => TimeZone::get(name).map_err(|_| {
+                ToolError::new(format!("`{name}` is not an IANA time zone name (try e.g. Europe/Paris)."))
+            })?,
+            None => ctx.tz.clone(),
+        };
+        Ok(describe(Timestamp::now(), &tz))
+    }
+}
+
+/// The tool's answer for instant `now` in `tz`, as JSON.
+pub fn describe(now: Timestamp, tz: &TimeZone) -> String {
+    let z = now.to_zoned(tz.clone());
+    serde_json::json!({
+        "iso": z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
+        "unix": now.as_second(),
+        "timezone": tz.iana_name().unwrap_or("local"),
+        "weekday": z.strftime("%A").to_string(),
+    })
+    .to_string()
+}
+
+/// The zone named in the config, or the system's.
+pub fn zone(name: &str) -> TimeZone {
+    if name.is_empty() {
+        TimeZone::system()
+    } else {
+        // Config values were checked when loaded; an unknown name cannot reach here.
+        TimeZone::get(name).unwrap_or_else(|_| TimeZone::system())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_with_offset_and_unix_seconds() {
+        let t: Timestamp = "2026-11-30T11:25:20Z".parse().unwrap();
+        let out: serde_json::Value =
+            serde_json::from_str(&describe(t, &TimeZone::get("Asia/Shanghai").unwrap())).unwrap();
+        assert_eq!(out["iso"], "2026-11-30T19:25:20+08:00");
+        assert_eq!(out["unix"], 1_796_037_920);
+        assert_eq!(out["timezone"], "Asia/Shanghai");
+        assert_eq!(out["weekday"], "Monday");
+        let out: serde_json::Value =
+            serde_json::from_str(&describe(t, &TimeZone::get("America/New_York").unwrap())).unwrap();
+        assert_eq!(out["iso"], "2026-11-30T06:25:20-05:00");
+    }
+}

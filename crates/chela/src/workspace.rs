@@ -1,0 +1,213 @@
+//! The workspace folder and the two ways Chela writes a file without ever tearing it.
+//!
+//! Every file write in Chela goes through [`write_atomic`] (temp file, fsync, rename, fsync of
+//! the folder: readers see the old or the new file, never a mix) or [`append_durable`] (one
+//! write of whole lines, then fsync; readers skip a torn last line).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+/// Where Chela keeps its files.
+#[derive(Clone, Debug)]
+pub struct Workspace {
+    root: PathBuf,
+}
+
+/// The config file inside the workspace.
+pub const CONFIG_FILE: &str = "chela.toml";
+/// Runtime overrides written by `chela config set`.
+pub const OVERRIDES_FILE: &str = "overrides.toml";
+
+impl Workspace {
+    /// `--workspace DIR`, else `CHELA_HOME`, else `~/.chela`.
+    pub fn locate(flag: Option<PathBuf>) -> Result<Workspace> {
+        let root = match flag {
+            Some(p) => p,
+            None => match std::env::var_os("CHELA_HOME").filter(|v| !v.is_empty()) {
+                Some(p) => PathBuf::from(p),
+                None => {
+                    let home = std::env::var_os("HOME")
+                        .filter(|v| !v.is_empty())
+                        .context("HOME is not set: pass --workspace DIR or set CHELA_HOME")?;
+                    PathBuf::from(home).join(".chela")
+                }
+            },
+        };
+        Ok(Workspace { root })
+    }
+
+    /// Creates the folder (private to the user) and its subfolders if missing.
+    pub fn ensure(&self) -> Result<()> {
+        for dir in [self.root.clone(), self.sessions_dir(), self.root.join("memory")] {
+            if !dir.is_dir() {
+                create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        self.root.join(CONFIG_FILE)
+    }
+
+    pub fn overrides_path(&self) -> PathBuf {
+        self.root.join(OVERRIDES_FILE)
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.root.join("sessions")
+    }
+
+    /// `sessions/<channel>_<chat_id>.jsonl`, with anything but `[A-Za-z0-9_-.]` in the id
+    /// replaced so an id can never name a path outside the folder.
+    pub fn session_path(&self, channel: &str, chat_id: &str) -> PathBuf {
+        let clean = |s: &str| -> String {
+            s.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' }).collect()
+        };
+        let mut name = format!("{}_{}", clean(channel), clean(chat_id));
+        if name.starts_with('.') {
+            name.insert(0, '_');
+        }
+        self.sessions_dir().join(format!("{name}.jsonl"))
+    }
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
+}
+
+/// Replaces `path` with `bytes` atomically: readers see the old file or the new one.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    // A unique temp name per writer, so two writers (processes or threads) never share one.
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{}.{}.{seq}.tmp", name.to_string_lossy(), std::process::id()));
+    let result = (|| {
+        let mut f = private_options().write(true).create(true).truncate(true).open(&tmp)?;
+        if let Ok(meta) = fs::metadata(path) {
+            // Keep the permissions of the file being replaced (a 0600 config stays 0600).
+            let _ = f.set_permissions(meta.permissions());
+        }
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        fs::rename(&tmp, path)?;
+        sync_dir(dir)
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Appends `text` (whole lines) with one write and fsyncs it. If the file ends in a torn line
+/// (no final newline), a newline is written first so the new lines stay whole.
+pub fn append_durable(path: &Path, text: &str) -> io::Result<()> {
+    let mut f = private_options().create(true).read(true).append(true).open(path)?;
+    let len = f.metadata()?.len();
+    let mut buf = String::with_capacity(text.len() + 1);
+    if len > 0 {
+        let mut last = [0u8; 1];
+        f.seek(SeekFrom::Start(len - 1))?;
+        f.read_exact(&mut last)?;
+        if last[0] != b'\n' {
+            buf.push('\n');
+        }
+    }
+    buf.push_str(text);
+    f.write_all(buf.as_bytes())?;
+    f.sync_data()?;
+    if len == 0 {
+        // A new file's name must survive a crash too.
+        sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+    }
+    Ok(())
+}
+
+/// New files are readable by their owner only: they hold conversations and keys.
+fn private_options() -> OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = OpenOptions::new();
+    o.mode(0o600);
+    o
+}
+
+fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Reads a text file of at most `limit` bytes; `Ok(None)` when it does not exist.
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Option<String>> {
+    let f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    if len > limit {
+        return Err(io::Error::other(format!("{} is {len} bytes, over the {limit}-byte limit", path.display())));
+    }
+    let mut s = String::with_capacity(len as usize);
+    let mut bytes = Vec::with_capacity(len as usize);
+    f.take(limit).read_to_end(&mut bytes)?;
+    s.push_str(&String::from_utf8_lossy(&bytes));
+    Ok(Some(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn atomic_write_replaces_and_keeps_permissions() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.toml");
+        write_atomic(&p, b"one").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomic(&p, b"two").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "two");
+        assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
+        let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).collect();
+        assert_eq!(leftovers.len(), 1, "no temp file is left behind");
+    }
+
+    #[test]
+    fn append_repairs_a_torn_line_boundary() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        append_durable(&p, "{\"a\":1}\n").unwrap();
+        fs::write(&p, "{\"a\":1}\n{\"torn").unwrap();
+        append_durable(&p, "{\"b\":2}\n").unwrap();
+        assert_eq!(fs::read_to_string(&p).unwrap(), "{\"a\":1}\n{\"torn\n{\"b\":2}\n");
+    }
+
+    #[test]
+    fn session_names_cannot_escape() {
+        let ws = Workspace { root: PathBuf::from("/w") };
+        assert_eq!(ws.session_path("cli", "local"), PathBuf::from("/w/sessions/cli_local.jsonl"));
+        assert_eq!(ws.session_path("tg", "../../etc/passwd"), PathBuf::from("/w/sessions/tg_.._.._etc_passwd.jsonl"));
+        assert_eq!(ws.session_path("", ""), PathBuf::from("/w/sessions/_.jsonl"));
+    }
+
+    #[test]
+    fn bounded_reads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        assert_eq!(read_bounded(&p, 10).unwrap(), None);
+        fs::write(&p, "hello").unwrap();
+        assert_eq!(read_bounded(&p, 10).unwrap().as_deref(), Some("hello"));
+        assert!(read_bounded(&p, 3).is_err());
+    }
+}
