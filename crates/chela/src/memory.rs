@@ -16,7 +16,7 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
 use crate::config::Config;
-use crate::workspace::{Workspace, append_durable, read_bounded, write_atomic};
+use crate::workspace::{Workspace, read_bounded, temp_path, write_atomic};
 
 /// The memory files and what a fresh workspace gets.
 pub const FILES: [(&str, &str); 4] = [
@@ -59,7 +59,7 @@ fn create_if_missing(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     if path.exists() {
         return Ok(false);
     }
-    let tmp = path.with_extension(format!("new.{}", std::process::id()));
+    let tmp = temp_path(path)?;
     write_atomic(&tmp, bytes)?;
     // A hard link fails if the name exists, which a rename would silently replace.
     let created = match std::fs::hard_link(&tmp, path) {
@@ -89,32 +89,6 @@ pub fn load_entries(ws: &Workspace) -> io::Result<Entries> {
         tracing::warn!("{}: skipped {skipped} unreadable line(s)", entries_path(ws).display());
     }
     Ok(entries)
-}
-
-/// Saves the entries atomically.
-pub fn save_entries(ws: &Workspace, entries: &Entries) -> io::Result<()> {
-    std::fs::create_dir_all(memory_dir(ws))?;
-    write_atomic(&entries_path(ws), entries.to_jsonl().as_bytes())
-}
-
-/// Appends a timestamped line to today's note, creating it with a heading.
-pub fn append_today(ws: &Workspace, tz: &TimeZone, now: Timestamp, text: &str) -> io::Result<PathBuf> {
-    let z = now.to_zoned(tz.clone());
-    let path = daily_path(ws, z.date());
-    std::fs::create_dir_all(memory_dir(ws))?;
-    let mut out = String::new();
-    if !path.exists() {
-        out.push_str(&format!("# {}\n\n", z.date()));
-    }
-    for (i, line) in text.trim().lines().enumerate() {
-        if i == 0 {
-            out.push_str(&format!("- {} {}\n", z.strftime("%H:%M"), line));
-        } else {
-            out.push_str(&format!("  {line}\n"));
-        }
-    }
-    append_durable(&path, &out)?;
-    Ok(path)
 }
 
 /// The last `days` daily notes up to `today`, oldest first, each under a `## date` heading.
@@ -211,20 +185,21 @@ mod tests {
         let leftovers: Vec<_> = std::fs::read_dir(ws.root())
             .unwrap()
             .filter_map(Result::ok)
-            .filter(|e| e.file_name().to_string_lossy().contains(".new."))
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
     }
 
     #[test]
+    #[cfg(feature = "memory")]
     fn daily_notes_are_dated_in_the_users_zone() {
         let (_d, ws) = ws();
         // 23:30 UTC on the 29th is already the 30th in Shanghai.
         let now: Timestamp = "2026-11-29T23:30:00Z".parse().unwrap();
         let tz = TimeZone::get("Asia/Shanghai").unwrap();
-        let p = append_today(&ws, &tz, now, "Booked dentist\nfor Friday").unwrap();
+        let p = crate::tools::memory::append_today(&ws, &tz, now, "Booked dentist\nfor Friday").unwrap();
         assert!(p.ends_with("memory/2026-11-30.md"), "{}", p.display());
-        append_today(&ws, &tz, now, "Second note").unwrap();
+        crate::tools::memory::append_today(&ws, &tz, now, "Second note").unwrap();
         let text = std::fs::read_to_string(&p).unwrap();
         assert_eq!(text, "# 2026-11-30\n\n- 07:30 Booked dentist\n  for Friday\n- 07:30 Second note\n");
         std::fs::write(daily_path(&ws, "2026-11-28".parse().unwrap()), "# 2026-11-28\n\n- old").unwrap();

@@ -45,6 +45,7 @@ impl Workspace {
             if !dir.is_dir() {
                 create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
             }
+            sweep_stale_temps(&dir);
         }
         Ok(())
     }
@@ -88,11 +89,7 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 /// Replaces `path` with `bytes` atomically: readers see the old file or the new one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    // A unique temp name per writer, so two writers (processes or threads) never share one.
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{}.{}.{seq}.tmp", name.to_string_lossy(), std::process::id()));
+    let tmp = temp_path(path)?;
     let result = (|| {
         let mut f = private_options().write(true).create(true).truncate(true).open(&tmp)?;
         if let Ok(meta) = fs::metadata(path) {
@@ -109,6 +106,35 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// A temp file beside `path`, unique per writer (process and call), so two writers never share
+/// one: `.NAME.PID.SEQ.tmp`. [`sweep_stale_temps`] removes those whose process is gone.
+pub fn temp_path(path: &Path) -> io::Result<PathBuf> {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(dir.join(format!(".{}.{}.{seq}.tmp", name.to_string_lossy(), std::process::id())))
+}
+
+/// Removes temp files left in `dir` by writers that were killed mid-write. A temp file of a
+/// live process (another Chela writing right now) is left alone.
+pub fn sweep_stale_temps(dir: &Path) {
+    let Ok(entries) = fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let Some(stem) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else { continue };
+        let mut parts = stem.rsplitn(3, '.');
+        let (_seq, pid) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()));
+        if let Some(pid) = pid
+            && pid != std::process::id()
+            && !Path::new("/proc").join(pid.to_string()).exists()
+        {
+            let _ = fs::remove_file(e.path());
+        }
+    }
 }
 
 /// Appends `text` (whole lines) with one write and fsyncs it. If the file ends in a torn line
@@ -181,6 +207,20 @@ mod tests {
         assert_eq!(fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o600);
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).collect();
         assert_eq!(leftovers.len(), 1, "no temp file is left behind");
+    }
+
+    #[test]
+    fn stale_temps_of_dead_writers_are_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let dead = dir.path().join(".a.toml.999999999.0.tmp");
+        let mine = temp_path(&dir.path().join("b.toml")).unwrap();
+        let other = dir.path().join(".notes.md");
+        for p in [&dead, &mine, &other] {
+            fs::write(p, "x").unwrap();
+        }
+        sweep_stale_temps(dir.path());
+        assert!(!dead.exists());
+        assert!(mine.exists() && other.exists());
     }
 
     #[test]

@@ -7,9 +7,15 @@
 use jiff::Timestamp;
 use serde::Deserialize;
 
+use std::io;
+use std::path::PathBuf;
+
+use chela_core::memory::{Entries, MAX_ENTRY_BYTES, render_line};
+use jiff::tz::TimeZone;
+
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::memory::{append_today, load_entries, save_entries};
-use chela_core::memory::{MAX_ENTRY_BYTES, render_line};
+use crate::memory::{daily_path, entries_path, load_entries, memory_dir};
+use crate::workspace::{Workspace, append_durable, write_atomic};
 
 pub fn group() -> Group {
     Group::new("memory", "Remember facts across conversations; keep daily notes.")
@@ -32,7 +38,7 @@ fn now() -> u64 {
     Timestamp::now().as_second().unsigned_abs()
 }
 
-fn io(e: std::io::Error) -> ToolError {
+fn io_err(e: io::Error) -> ToolError {
     ToolError::new(format!("The memory file could not be read or written: {e}"))
 }
 
@@ -50,6 +56,32 @@ fn tags_of(v: Option<TagsArg>) -> Vec<String> {
 pub enum TagsArg {
     One(String),
     Many(Vec<String>),
+}
+
+/// Saves the entries atomically.
+pub fn save_entries(ws: &Workspace, entries: &Entries) -> io::Result<()> {
+    std::fs::create_dir_all(memory_dir(ws))?;
+    write_atomic(&entries_path(ws), entries.to_jsonl().as_bytes())
+}
+
+/// Appends a timestamped line to today's note, creating it with a heading.
+pub fn append_today(ws: &Workspace, tz: &TimeZone, now: Timestamp, text: &str) -> io::Result<PathBuf> {
+    let z = now.to_zoned(tz.clone());
+    let path = daily_path(ws, z.date());
+    std::fs::create_dir_all(memory_dir(ws))?;
+    let mut out = String::new();
+    if !path.exists() {
+        out.push_str(&format!("# {}\n\n", z.date()));
+    }
+    for (i, line) in text.trim().lines().enumerate() {
+        if i == 0 {
+            out.push_str(&format!("- {} {}\n", z.strftime("%H:%M"), line));
+        } else {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    append_durable(&path, &out)?;
+    Ok(path)
 }
 
 pub struct MemoryStore;
@@ -70,13 +102,13 @@ impl Tool for MemoryStore {
     type Args = StoreArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: StoreArgs) -> ToolResult {
-        let mut entries = load_entries(ctx.ws).map_err(io)?;
+        let mut entries = load_entries(ctx.ws).map_err(io_err)?;
         let id = entries
             .store(&a.content, &tags_of(a.tags), &a.source, now())
             .map_err(|e| ToolError::new(e.to_string()))?
             .id
             .clone();
-        save_entries(ctx.ws, &entries).map_err(io)?;
+        save_entries(ctx.ws, &entries).map_err(io_err)?;
         Ok(format!("stored as {id}"))
     }
 }
@@ -97,7 +129,7 @@ impl Tool for MemoryRecall {
     type Args = RecallArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: RecallArgs) -> ToolResult {
-        let entries = load_entries(ctx.ws).map_err(io)?;
+        let entries = load_entries(ctx.ws).map_err(io_err)?;
         let hits = entries.recall(&a.query, a.max_results.unwrap_or(8).clamp(1, 50));
         if hits.is_empty() {
             return Ok(format!("Nothing remembered matches \"{}\".", a.query));
@@ -123,13 +155,13 @@ impl Tool for MemoryUpdate {
     type Args = UpdateArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: UpdateArgs) -> ToolResult {
-        let mut entries = load_entries(ctx.ws).map_err(io)?;
+        let mut entries = load_entries(ctx.ws).map_err(io_err)?;
         let tags = a.tags.map(|t| tags_of(Some(t)));
         let line = entries
             .update(a.id.trim(), &a.content, tags.as_deref(), now())
             .map(render_line)
             .map_err(|e| ToolError::new(e.to_string()))?;
-        save_entries(ctx.ws, &entries).map_err(io)?;
+        save_entries(ctx.ws, &entries).map_err(io_err)?;
         Ok(format!("updated: {line}"))
     }
 }
@@ -148,9 +180,9 @@ impl Tool for MemoryForget {
     type Args = ForgetArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ForgetArgs) -> ToolResult {
-        let mut entries = load_entries(ctx.ws).map_err(io)?;
+        let mut entries = load_entries(ctx.ws).map_err(io_err)?;
         let gone = entries.forget(a.id.trim()).map_err(|e| ToolError::new(e.to_string()))?;
-        save_entries(ctx.ws, &entries).map_err(io)?;
+        save_entries(ctx.ws, &entries).map_err(io_err)?;
         Ok(format!("forgot: {}", render_line(&gone)))
     }
 }
@@ -172,7 +204,7 @@ impl Tool for MemoryList {
     type Args = ListArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ListArgs) -> ToolResult {
-        let entries = load_entries(ctx.ws).map_err(io)?;
+        let entries = load_entries(ctx.ws).map_err(io_err)?;
         let list = entries.newest(a.max_results.unwrap_or(20).clamp(1, 200), a.tag.as_deref());
         if list.is_empty() {
             return Ok("Nothing is remembered yet.".to_owned());
@@ -206,7 +238,7 @@ impl Tool for MemoryAppendToday {
         if text.len() > MAX_ENTRY_BYTES {
             return Err(ToolError::new(format!("The note is over {MAX_ENTRY_BYTES} bytes; write a shorter one.")));
         }
-        let path = append_today(ctx.ws, ctx.tz, Timestamp::now(), text).map_err(io)?;
+        let path = append_today(ctx.ws, ctx.tz, Timestamp::now(), text).map_err(io_err)?;
         Ok(format!("noted in {}", path.strip_prefix(ctx.ws.root()).unwrap_or(&path).display()))
     }
 }

@@ -34,6 +34,8 @@ pub mod web;
 pub mod testing;
 
 /// What a tool may use while it runs.
+// A build without the optional groups uses only some of these.
+#[cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
 pub struct ToolCtx<'a> {
     pub ws: &'a Workspace,
     pub cfg: &'a Config,
@@ -116,6 +118,7 @@ impl Group {
     }
 
     /// Prompt guidance for this group's tools.
+    #[cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
     pub fn guidance(mut self, text: &'static str) -> Group {
         self.spec.guidance = text.into();
         self

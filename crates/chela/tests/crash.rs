@@ -1,0 +1,178 @@
+//! Crash safety: `chela` killed with SIGKILL at random moments loses nothing that was done.
+//!
+//! 200 scripted turns, each calling tools that write a file and a memory entry, interleaved with
+//! `chela config set`; about half the processes are killed after a random delay. Afterwards:
+//! every session line parses, every turn that completed (exit 0) is in the history, and the
+//! note files, the memory entries and the config overrides are each one whole version (old or
+//! new), never torn. Set `CHELA_CRASH_SEED` to replay a run; the seed is printed on failure.
+
+use std::collections::HashSet;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use chela_testkit::{FakeLlm, Step, ToolCall};
+use serde_json::json;
+
+const TURNS: usize = 200;
+
+/// xorshift64*: deterministic from the seed, good enough to pick kill moments.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn chela(ws: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
+    c.env("CHELA_HOME", ws).env_remove("ANTHROPIC_API_KEY").env_remove("OPENAI_API_KEY").env_remove("CHELA_LOG");
+    for (k, _) in std::env::vars() {
+        if k.starts_with("CHELA_") && k != "CHELA_HOME" {
+            c.env_remove(k);
+        }
+    }
+    c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// Waits for `child` up to `kill_after`, then SIGKILLs it. Returns whether it exited 0 by itself.
+fn run_maybe_killed(mut child: Child, kill_after: Option<Duration>) -> bool {
+    let deadline = Instant::now() + kill_after.unwrap_or(Duration::from_secs(30));
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.success();
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return false;
+        }
+        std::thread::sleep(Duration::from_micros(300));
+    }
+}
+
+fn note_content(version: usize) -> String {
+    // Long enough that a torn write would show.
+    format!("version {version}\n{}\nend {version}\n", "x".repeat(2000 + version))
+}
+
+#[test]
+fn sigkill_at_random_moments_loses_nothing_done() {
+    let seed = std::env::var("CHELA_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
+    });
+    let result = std::panic::catch_unwind(|| crash_run(seed));
+    if let Err(e) = result {
+        eprintln!("crash test failed with CHELA_CRASH_SEED={seed}");
+        std::panic::resume_unwind(e);
+    }
+}
+
+fn crash_run(seed: u64) {
+    let mut rng = Rng(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    let set = |key: &str, value: &str| {
+        let out = chela(&ws).args(["config", "set", key, value]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    set("llm.api_key", "test-key");
+    set("llm.max_tokens", "1000");
+
+    let mut completed: Vec<usize> = Vec::new();
+    let mut config_versions: HashSet<String> = HashSet::from(["1000".to_owned()]);
+    let mut killed = 0;
+    for turn in 0..TURNS {
+        // Every fourth step also rewrites the config, possibly killed mid-write.
+        if turn % 4 == 0 {
+            let v = (2000 + turn).to_string();
+            config_versions.insert(v.clone());
+            let child = chela(&ws).args(["config", "set", "llm.max_tokens", &v]).spawn().unwrap();
+            let kill = (rng.below(2) == 0).then(|| Duration::from_micros(rng.below(4000)));
+            run_maybe_killed(child, kill);
+        }
+        // A fresh fake per turn: a killed turn cannot leave script steps behind for the next.
+        let note = format!("notes/n{}.md", turn % 5);
+        let llm = FakeLlm::start(vec![
+            Step::tool_calls(vec![
+                ToolCall::new("file_write", json!({"path": note, "content": note_content(turn)})),
+                ToolCall::new("memory_store", json!({"content": format!("fact {turn}"), "tags": ["crash"]})),
+            ])
+            .chunk_delay_ms(rng.below(3)),
+            Step::text(format!("done {turn}")).chunk_delay_ms(rng.below(3)),
+        ]);
+        let child = chela(&ws)
+            .env("CHELA_LLM__BASE_URL", llm.anthropic_base_url())
+            .args(["chat", "-m", &format!("turn {turn}")])
+            .spawn()
+            .unwrap();
+        let kill = (rng.below(2) == 0).then(|| Duration::from_micros(rng.below(40_000)));
+        if run_maybe_killed(child, kill) {
+            completed.push(turn);
+        } else {
+            killed += 1;
+        }
+    }
+    assert!(killed > TURNS / 5, "only {killed} of {TURNS} processes were killed; the test is not testing much");
+    assert!(completed.len() > TURNS / 5, "only {} turns completed", completed.len());
+
+    // Every session line is a whole JSON message; none is torn.
+    let session = std::fs::read_to_string(ws.join("sessions/cli_local.jsonl")).unwrap();
+    for (i, line) in session.lines().enumerate() {
+        let v: serde_json::Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("session line {} does not parse ({e}): {line}", i + 1));
+        assert!(v["role"].is_string() && v["ts"].is_u64(), "line {}: {line}", i + 1);
+    }
+    // Every completed turn is there, question and answer, in order.
+    let loaded = chela_core::session::parse(&session);
+    assert_eq!(loaded.skipped_lines, 0);
+    let texts: Vec<String> = loaded.messages.iter().map(|m| m.text()).collect();
+    let mut from = 0;
+    for turn in &completed {
+        let q = texts[from..].iter().position(|t| *t == format!("turn {turn}")).map(|i| i + from);
+        let q = q.unwrap_or_else(|| panic!("completed turn {turn} is missing from the session"));
+        assert!(texts[q..].iter().any(|t| *t == format!("done {turn}")), "the answer to turn {turn} is missing");
+        from = q + 1;
+    }
+
+    // Notes are whole versions.
+    for n in 0..5 {
+        let path = ws.join(format!("notes/n{n}.md"));
+        let Ok(text) = std::fs::read_to_string(&path) else { continue };
+        let version: usize = text
+            .strip_prefix("version ")
+            .and_then(|r| r.split('\n').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{} is torn: {:?}", path.display(), &text[..text.len().min(40)]));
+        assert_eq!(text, note_content(version), "{} is torn", path.display());
+    }
+    // Memory entries: every line parses, and every completed turn's fact is there.
+    let entries = std::fs::read_to_string(ws.join("memory/entries.jsonl")).unwrap();
+    let (parsed, skipped) = chela_core::memory::Entries::parse(&entries);
+    assert_eq!(skipped, 0, "torn memory file:\n{entries}");
+    for turn in &completed {
+        let fact = format!("fact {turn}");
+        assert!(parsed.newest(usize::MAX, None).iter().any(|e| e.content == fact), "{fact} is missing");
+    }
+    // The overrides file is one whole version.
+    let overrides = std::fs::read_to_string(ws.join("overrides.toml")).unwrap();
+    let table: toml::Table = overrides.parse().unwrap_or_else(|e| panic!("overrides.toml is torn ({e}):\n{overrides}"));
+    let tokens = table["llm"]["max_tokens"].as_str().unwrap().to_owned();
+    assert!(config_versions.contains(&tokens), "max_tokens = {tokens} was never written");
+    assert_eq!(table["llm"]["api_key"].as_str(), Some("test-key"));
+    // And chela still works in this workspace afterwards.
+    let llm = FakeLlm::start(vec![Step::text("still here")]);
+    let out =
+        chela(&ws).env("CHELA_LLM__BASE_URL", llm.anthropic_base_url()).args(["chat", "-m", "ok?"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "still here\n");
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs every test of the workspace. The proxy tests use real proxies from Debian (tinyproxy for
+# HTTP CONNECT, microsocks for SOCKS5); this installs them first when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+need=()
+for bin in tinyproxy microsocks; do
+  command -v "$bin" >/dev/null 2>&1 || need+=("$bin")
+done
+if ((${#need[@]})); then
+  echo "installing test peers from Debian: ${need[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+exec cargo test --workspace "$@"
