@@ -475,6 +475,16 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_file_text_parses_without_panicking(text in "\\PC{0,300}", lines in proptest::collection::vec("[{}\":a-z0-9,]{0,40}", 0..8)) {
+            let (m, _) = Entries::parse(&text);
+            let _ = m.recall(&text, 3);
+            let (m, skipped) = Entries::parse(&lines.join("\n"));
+            proptest::prop_assert!(m.len() + skipped <= lines.len());
+        }
+    }
+
     #[test]
     fn tokens_split_words_and_cjk_pairs() {
         assert_eq!(tokens("Hello, World-42!"), ["hello", "world", "42"]);

@@ -185,6 +185,14 @@ mod tests {
         assert_eq!(n.code, "400");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn any_body_is_parsed_or_refused_without_panicking(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200), status in 100u16..600) {
+            let e = ApiError::parse(&body);
+            let _ = classify(status, e.as_ref());
+        }
+    }
+
     #[test]
     fn statuses_without_bodies() {
         assert_eq!(classify(429, None), ErrorClass::RateLimited);
