@@ -139,7 +139,14 @@ fn archive(path: &Path) -> Result<()> {
     std::fs::create_dir_all(&dir)?;
     let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    std::fs::rename(path, dir.join(format!("{stem}.{stamp}.jsonl")))?;
+    // Two archives in the same second must not share a name: rename would replace the first.
+    let mut target = dir.join(format!("{stem}.{stamp}.jsonl"));
+    let mut n = 1;
+    while target.exists() {
+        target = dir.join(format!("{stem}.{stamp}-{n}.jsonl"));
+        n += 1;
+    }
+    std::fs::rename(path, target)?;
     Ok(())
 }
 

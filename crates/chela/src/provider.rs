@@ -192,7 +192,8 @@ impl Provider {
         loop {
             let mut shown = false;
             let mut track = |u: Update<'_>| {
-                shown = true;
+                // Only text reaches the person; a tool call that started is not shown yet.
+                shown |= matches!(u, Update::Text(_));
                 on_update(u);
             };
             let failure = match self.attempt(body.clone(), &mut track).await {
@@ -295,7 +296,11 @@ impl Provider {
     /// What to tell the person about `err`, in one sentence.
     pub fn explain(&self, err: &ProviderError, key_layer: &Layer) -> String {
         let who = self.describe();
-        let tried = |retries: u32| if retries > 0 { format!(" after {} retries", retries) } else { String::new() };
+        let tried = |retries: u32| match retries {
+            0 => String::new(),
+            1 => " after 1 retry".to_owned(),
+            n => format!(" after {n} retries"),
+        };
         match err {
             ProviderError::Api { class, status, message, retries } => {
                 let code = status.map(|s| format!(" (HTTP {s})")).unwrap_or_default();
