@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Message;
 use tokio::sync::{mpsc, watch};
@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, watch};
 use crate::app::App;
 use crate::args::ChatArgs;
 use crate::turn::{Interrupt, Observer, TurnEnd, run_turn};
+use crate::workspace::archive_session;
 
 /// The channel name in session file names: `sessions/cli_<session>.jsonl`.
 pub const CHANNEL: &str = "cli";
@@ -130,23 +131,8 @@ async fn interactive(app: &App, path: &Path, session: &str, ctrl_c: &mut CtrlC) 
     }
 }
 
-/// Moves a session file into `sessions/archive/`, stamped with the time.
 fn archive(path: &Path) -> Result<()> {
-    if !path.exists() {
-        return Ok(());
-    }
-    let dir = path.with_file_name("archive");
-    std::fs::create_dir_all(&dir)?;
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-    // Two archives in the same second must not share a name: rename would replace the first.
-    let mut target = dir.join(format!("{stem}.{stamp}.jsonl"));
-    let mut n = 1;
-    while target.exists() {
-        target = dir.join(format!("{stem}.{stamp}-{n}.jsonl"));
-        n += 1;
-    }
-    std::fs::rename(path, target)?;
+    archive_session(path).with_context(|| format!("cannot archive {}", path.display()))?;
     Ok(())
 }
 

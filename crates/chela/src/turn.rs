@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use anyhow::Context;
 use chela_core::agent::{AgentRun, Limits, Outcome, Step, ToolCall, ToolResult};
 use chela_core::cap::{Caller, Scope};
 use chela_core::session;
@@ -11,10 +12,16 @@ use chela_proto::chat::{Message, Update};
 
 use crate::provider::{Provider, ProviderError};
 use crate::tools::{ToolCtx, Toolbox};
-use crate::workspace::{append_durable, read_bounded};
+use crate::workspace::{append_durable, archive_target, read_tail_lines, write_atomic};
 
-/// Session files larger than this are not loaded whole; see [`load_history`].
-const MAX_SESSION_BYTES: u64 = 8 * 1024 * 1024;
+/// A session file is archived and restarted from its recent part when it grows past this; the
+/// whole of it stays in `sessions/archive/`.
+const ROTATE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Bytes of a session file's end read for the history: many times what the budget sends.
+fn tail_bytes(budget: usize) -> u64 {
+    (budget as u64).saturating_mul(4).max(256 * 1024)
+}
 
 /// What a turn reports while it runs, for showing progress.
 pub trait Observer {
@@ -45,20 +52,34 @@ pub enum TurnEnd {
     Failed(ProviderError),
 }
 
-/// Loads a session's history. Never fails on content: torn or bad lines are skipped.
-pub fn load_history(path: &Path) -> anyhow::Result<Vec<Message>> {
-    let text = match read_bounded(path, MAX_SESSION_BYTES) {
-        Ok(t) => t.unwrap_or_default(),
-        Err(e) if e.kind() == std::io::ErrorKind::Other => {
-            anyhow::bail!("{e}; start a new session with `chela chat --new`")
-        }
-        Err(e) => return Err(e.into()),
+/// Loads a session's recent history: the file's last part, enough for `budget` many times over.
+/// Never fails on content: torn or bad lines are skipped. A file past [`ROTATE_BYTES`] is
+/// archived whole and restarted with that recent part, so it never grows without bound.
+pub fn load_history(path: &Path, budget: usize) -> anyhow::Result<Vec<Message>> {
+    let Some((text, len)) = read_tail_lines(path, tail_bytes(budget))
+        .with_context(|| format!("cannot read the conversation in {}", path.display()))?
+    else {
+        return Ok(Vec::new());
     };
     let loaded = session::parse(&text);
     if loaded.skipped_lines > 0 {
         tracing::warn!("{}: skipped {} unreadable line(s)", path.display(), loaded.skipped_lines);
     }
+    if len > ROTATE_BYTES {
+        rotate(path, &loaded.messages, loaded.last_ts)
+            .with_context(|| format!("cannot archive the long conversation in {}", path.display()))?;
+    }
     Ok(loaded.messages)
+}
+
+/// Keeps everything in the archive, then replaces the live file with the recent messages. A
+/// crash in between leaves both, never neither.
+fn rotate(path: &Path, recent: &[Message], ts: u64) -> std::io::Result<()> {
+    let target = archive_target(path)?;
+    std::fs::hard_link(path, &target)?;
+    write_atomic(path, session::encode_turn(recent, ts).as_bytes())?;
+    tracing::info!("{} was over {ROTATE_BYTES} bytes; the full record is in {}", path.display(), target.display());
+    Ok(())
 }
 
 /// Runs one turn and appends it to the session file at `session_path`.
@@ -70,7 +91,7 @@ pub async fn run_turn(
     obs: &mut impl Observer,
     interrupt: &mut impl Interrupt,
 ) -> anyhow::Result<TurnEnd> {
-    let history = load_history(session_path)?;
+    let history = load_history(session_path, agent.limits.history_budget)?;
     let mut run = AgentRun::new(history, user, system, agent.limits);
     let end = loop {
         match run.next_step() {
@@ -140,4 +161,35 @@ fn persist(path: &Path, messages: &[Message]) -> anyhow::Result<()> {
     let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     append_durable(path, &session::encode_turn(messages, ts))
         .map_err(|e| anyhow::anyhow!("cannot save the conversation to {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_sessions_load_their_tail_and_are_rotated_without_losing_anything() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions").join("cli_local.jsonl");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let mut text = String::new();
+        let mut i = 0;
+        while text.len() as u64 <= ROTATE_BYTES {
+            let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
+            text.push_str(&session::encode_turn(&turn, i));
+            i += 1;
+        }
+        std::fs::write(&path, &text).unwrap();
+        let history = load_history(&path, 16 * 1024).unwrap();
+        assert_eq!(history.last().unwrap().text(), "a".repeat(1000));
+        assert_eq!(history[history.len() - 2].text(), format!("question {}", i - 1));
+        assert!(history[0].text().starts_with("question "), "starts with a whole exchange");
+        let live = std::fs::metadata(&path).unwrap().len();
+        assert!(live <= tail_bytes(16 * 1024), "the live file was cut to its recent part: {live}");
+        let archived: Vec<_> = std::fs::read_dir(dir.path().join("sessions/archive")).unwrap().flatten().collect();
+        assert_eq!(archived.len(), 1);
+        assert_eq!(std::fs::read_to_string(archived[0].path()).unwrap(), text, "the archive has everything");
+        // The rotated file loads to the same history.
+        assert_eq!(load_history(&path, 16 * 1024).unwrap(), history);
+    }
 }

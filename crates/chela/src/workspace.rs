@@ -173,6 +173,54 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Moves a session file into `sessions/archive/`, stamped with the time; two archives in the
+/// same second get `-1`, `-2`… so one never replaces another. Returns the archive's path.
+pub fn archive_session(path: &Path) -> io::Result<Option<PathBuf>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let target = archive_target(path)?;
+    fs::rename(path, &target)?;
+    Ok(Some(target))
+}
+
+/// A free name for `path` in the `archive` folder beside it.
+pub fn archive_target(path: &Path) -> io::Result<PathBuf> {
+    let dir = path.with_file_name("archive");
+    create_private_dir(&dir)?;
+    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut target = dir.join(format!("{stem}.{stamp}.jsonl"));
+    let mut n = 1;
+    while target.exists() {
+        target = dir.join(format!("{stem}.{stamp}-{n}.jsonl"));
+        n += 1;
+    }
+    Ok(target)
+}
+
+/// Reads at most the last `max` bytes of a file, starting at a line boundary, and the file's
+/// whole length. `Ok(None)` when it does not exist.
+pub fn read_tail_lines(path: &Path, max: u64) -> io::Result<Option<(String, u64)>> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let start = len.saturating_sub(max);
+    f.seek(SeekFrom::Start(start))?;
+    let mut bytes = Vec::with_capacity((len - start) as usize);
+    f.take(max).read_to_end(&mut bytes)?;
+    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    if start > 0 {
+        // The first line is cut; it starts somewhere in the middle of a message.
+        let cut = text.find('\n').map_or(text.len(), |i| i + 1);
+        text.drain(..cut);
+    }
+    Ok(Some((text, len)))
+}
+
 /// Reads a text file of at most `limit` bytes; `Ok(None)` when it does not exist.
 pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Option<String>> {
     let f = match File::open(path) {
@@ -239,6 +287,22 @@ mod tests {
         assert_eq!(ws.session_path("cli", "local"), PathBuf::from("/w/sessions/cli_local.jsonl"));
         assert_eq!(ws.session_path("tg", "../../etc/passwd"), PathBuf::from("/w/sessions/tg_.._.._etc_passwd.jsonl"));
         assert_eq!(ws.session_path("", ""), PathBuf::from("/w/sessions/_.jsonl"));
+    }
+
+    #[test]
+    fn tails_start_on_a_line_and_archives_do_not_collide() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.jsonl");
+        fs::write(&p, "first line\nsecond\nthird\n").unwrap();
+        assert_eq!(read_tail_lines(&p, 100).unwrap(), Some(("first line\nsecond\nthird\n".to_owned(), 24)));
+        assert_eq!(read_tail_lines(&p, 10).unwrap(), Some(("third\n".to_owned(), 24)));
+        assert_eq!(read_tail_lines(&dir.path().join("none"), 10).unwrap(), None);
+        let a = archive_session(&p).unwrap().unwrap();
+        fs::write(&p, "again").unwrap();
+        let b = archive_session(&p).unwrap().unwrap();
+        assert_ne!(a, b);
+        assert!(a.exists() && b.exists() && !p.exists());
+        assert_eq!(archive_session(&p).unwrap(), None);
     }
 
     #[test]
