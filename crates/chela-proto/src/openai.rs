@@ -29,12 +29,32 @@ use crate::stream::{Accumulate, Limits, StreamError, malformed};
 /// Appended to the base URL.
 pub const PATH: &str = "/chat/completions";
 
-/// Encodes `req` as a Chat Completions request body.
+/// Where servers differ in what they accept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dialect {
+    /// OpenAI's own API wants `max_completion_tokens` (its newer models refuse `max_tokens`);
+    /// the compatible servers (vLLM, llama.cpp, Ollama, DeepSeek…) know `max_tokens`.
+    pub max_tokens_field: &'static str,
+}
+
+impl Dialect {
+    /// What compatible servers accept.
+    pub const COMPATIBLE: Dialect = Dialect { max_tokens_field: "max_tokens" };
+    /// What `api.openai.com` wants.
+    pub const OPENAI: Dialect = Dialect { max_tokens_field: "max_completion_tokens" };
+}
+
+/// Encodes `req` as a Chat Completions request body for a compatible server.
 pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
+    write_request_for(req, Dialect::COMPATIBLE, sink);
+}
+
+/// Encodes `req` as a Chat Completions request body in `dialect`.
+pub fn write_request_for<S: Sink + ?Sized>(req: &Request<'_>, dialect: Dialect, sink: &mut S) {
     let mut w = Writer::new(sink);
     w.begin_object();
     w.field_str("model", req.model);
-    w.field_u64("max_tokens", u64::from(req.max_tokens));
+    w.field_u64(dialect.max_tokens_field, u64::from(req.max_tokens));
     w.key("messages").begin_array();
     if !req.system.is_empty() {
         w.begin_object().field_str("role", "system").field_str("content", req.system).end_object();

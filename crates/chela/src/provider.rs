@@ -153,9 +153,18 @@ impl Provider {
         let mut body = String::with_capacity(4096);
         match self.kind {
             Kind::Anthropic => anthropic::write_request(&req, &mut body),
-            Kind::OpenAi => openai::write_request(&req, &mut body),
+            Kind::OpenAi => openai::write_request_for(&req, self.openai_dialect(), &mut body),
         }
         body
+    }
+
+    /// OpenAI's own API takes `max_completion_tokens`; compatible servers take `max_tokens`.
+    fn openai_dialect(&self) -> openai::Dialect {
+        if self.base_url.starts_with("https://api.openai.com") {
+            openai::Dialect::OPENAI
+        } else {
+            openai::Dialect::COMPATIBLE
+        }
     }
 
     fn http_request(&self, body: Bytes, stream: bool) -> HttpRequest {
@@ -427,4 +436,42 @@ fn jitter() -> f64 {
     let h = RandomState::new().hash_one(n);
     // The top 53 bits fill an f64 mantissa exactly.
     (h >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::ClientOptions;
+    use chela_proto::chat::{Message, ToolChoice};
+
+    fn provider(toml: &str) -> Provider {
+        let cfg = Config::from_layers(Some(toml), None, &[]).unwrap();
+        Provider::from_config(&cfg, HttpClient::new(ClientOptions::default())).unwrap()
+    }
+
+    fn body(p: &Provider) -> serde_json::Value {
+        let messages = [Message::user_text("hi")];
+        let call = ModelCall { system: "s", messages: &messages, tool_choice: ToolChoice::Auto };
+        serde_json::from_str(&p.body(&call, &[], true)).unwrap()
+    }
+
+    #[test]
+    fn openai_itself_gets_max_completion_tokens_and_compatible_servers_max_tokens() {
+        let official = provider("[llm]\nprovider = \"openai\"\napi_key = \"k\"");
+        assert_eq!(official.url(), "https://api.openai.com/v1/chat/completions");
+        assert_eq!(body(&official)["max_completion_tokens"], 4096);
+        let local = provider("[llm]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"");
+        assert_eq!(local.url(), "http://127.0.0.1:11434/v1/chat/completions");
+        assert_eq!(body(&local)["max_tokens"], 4096);
+        let anthropic = provider("[llm]\napi_key = \"k\"");
+        assert_eq!(anthropic.url(), "https://api.anthropic.com/v1/messages");
+        assert_eq!(body(&anthropic)["max_tokens"], 4096);
+    }
+
+    #[test]
+    fn a_hosted_provider_without_a_key_says_how_to_set_one() {
+        let cfg = Config::from_layers(None, None, &[]).unwrap();
+        let e = Provider::from_config(&cfg, HttpClient::new(ClientOptions::default())).err().unwrap().to_string();
+        assert!(e.contains("chela config set llm.api_key") && e.contains("ANTHROPIC_API_KEY"), "{e}");
+    }
 }

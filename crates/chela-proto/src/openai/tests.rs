@@ -122,6 +122,12 @@ fn tool_choice_none_and_no_stream() {
     assert_eq!(v["tool_choice"], "none");
     assert!(v.get("stream").is_none() && v.get("stream_options").is_none());
     assert_eq!(v["messages"].as_array().unwrap().len(), 1);
+    assert_eq!(v["max_tokens"], 1);
+    let mut body = String::new();
+    write_request_for(&req, Dialect::OPENAI, &mut body);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["max_completion_tokens"], 1);
+    assert!(v.get("max_tokens").is_none());
 }
 
 #[test]
