@@ -192,11 +192,29 @@ pub fn write_escaped<S: Sink + ?Sized>(sink: &mut S, s: &str) {
     sink.push_str("\"");
 }
 
+/// The bytes a JSON string must escape: `"`, `\` and the control characters.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        t[b] = true;
+        b += 1;
+    }
+    t[b'"' as usize] = true;
+    t[b'\\' as usize] = true;
+    t
+};
+
 fn write_escaped_inner<S: Sink + ?Sized>(sink: &mut S, s: &str) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let bytes = s.as_bytes();
     let mut start = 0;
     for (i, &b) in bytes.iter().enumerate() {
+        // The common case first, with one table load: a `match` over every byte compiles to a
+        // jump table, and escaping is most of a turn's host time (docs/BENCHMARKS.md).
+        if !NEEDS_ESCAPE[b as usize] {
+            continue;
+        }
         let esc: &str = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",

@@ -212,13 +212,19 @@ pub fn read_tail_lines(path: &Path, max: u64) -> io::Result<Option<(String, u64)
     f.seek(SeekFrom::Start(start))?;
     let mut bytes = Vec::with_capacity((len - start) as usize);
     f.take(max).read_to_end(&mut bytes)?;
-    let mut text = String::from_utf8_lossy(&bytes).into_owned();
+    let mut text = into_text(bytes);
     if start > 0 {
         // The first line is cut; it starts somewhere in the middle of a message.
         let cut = text.find('\n').map_or(text.len(), |i| i + 1);
         text.drain(..cut);
     }
     Ok(Some((text, len)))
+}
+
+/// Bytes as text: valid UTF-8 (the usual case) is taken without a copy; invalid bytes become
+/// U+FFFD. Copying every memory file once more was the largest cost of building a prompt.
+fn into_text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// Reads a text file of at most `limit` bytes; `Ok(None)` when it does not exist.
@@ -232,11 +238,9 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Option<String>> {
     if len > limit {
         return Err(io::Error::other(format!("{} is {len} bytes, over the {limit}-byte limit", path.display())));
     }
-    let mut s = String::with_capacity(len as usize);
     let mut bytes = Vec::with_capacity(len as usize);
     f.take(limit).read_to_end(&mut bytes)?;
-    s.push_str(&String::from_utf8_lossy(&bytes));
-    Ok(Some(s))
+    Ok(Some(into_text(bytes)))
 }
 
 #[cfg(test)]
