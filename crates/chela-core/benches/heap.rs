@@ -1,6 +1,8 @@
 //! Peak heap of one agent turn with the history the firmware carries: 16 KiB of conversation
-//! and 12 tools, the same turn as the `turn` benchmark (request encoded into a `String`,
-//! streamed reply decoded, one tool round, second round).
+//! and 12 tools, the same turn as the `turn` benchmark (request encoded, streamed reply
+//! decoded, one tool round, second round). The figure is for the chip's driver, which sends the
+//! request body in `json::Window` pieces; the host's way (the body held in a `String` for
+//! retries) is printed next to it for comparison.
 //!
 //! A counting global allocator tracks live bytes. A `realloc` is counted as the chip's
 //! allocator performs it: the new block is allocated while the old one is still held, then the
@@ -163,8 +165,8 @@ fn describe(p: Probe) -> String {
         Probe::Encoded { round, body_len, body_capacity } => {
             format!("round {} request encoded: body {body_len} B in {body_capacity} B", round + 1)
         }
-        Probe::Decoded { round } => format!("round {} reply decoded (body still held)", round + 1),
-        Probe::Handled { round } => format!("round {} reply handled, body dropped", round + 1),
+        Probe::Decoded { round } => format!("round {} reply decoded (a held body is still alive)", round + 1),
+        Probe::Handled { round } => format!("round {} reply handled, any body dropped", round + 1),
         Probe::ToolsDone => "tool result recorded".to_owned(),
         Probe::Done => "turn done".to_owned(),
     }
@@ -211,7 +213,7 @@ fn main() {
     );
 
     let mut pass = true;
-    for mode in [BodyMode::Provider, BodyMode::Counted, BodyMode::Streamed] {
+    for mode in [BodyMode::Windowed, BodyMode::Host, BodyMode::Counted] {
         println!("\n== {}", mode.describe());
         for format in Format::BOTH {
             let mut fx = Fixture::new(format, common::registry(TOOLS));
@@ -229,7 +231,8 @@ fn main() {
                 kib(total),
                 m.allocations
             );
-            if mode == BodyMode::Provider {
+            // The target is about what the chip carries; the host rows are for comparison.
+            if mode == BodyMode::Windowed {
                 pass &= total < TARGET;
                 println!(
                     "  {:<58} {:>10} {:>10} {:>10}",

@@ -4,7 +4,8 @@
 //! every prompt. Entries are what the model stores with its memory tools: one JSON object per
 //! line in `memory/entries.jsonl`, each with an id, content, tags, a source and timestamps, so
 //! they can be listed, recalled by keyword, updated and forgotten one by one. The driver
-//! rewrites the file atomically after each change.
+//! rewrites the file atomically after each change. The file is kept in order of change (an
+//! update moves its entry to the end), so the prompt needs only the file's last lines.
 
 use alloc::borrow::ToOwned;
 use alloc::format;
@@ -165,7 +166,8 @@ impl Entries {
         Ok(self.list.last().unwrap_or_else(|| unreachable_empty()))
     }
 
-    /// Replaces an entry's content (and its tags, when given).
+    /// Replaces an entry's content (and its tags, when given). The entry moves to the end, so the
+    /// file stays in order of change and its last lines are always the newest.
     pub fn update(
         &mut self,
         id: &str,
@@ -174,13 +176,15 @@ impl Entries {
         now: u64,
     ) -> Result<&Entry, MemoryError> {
         let content = check_content(content)?;
-        let e = self.list.iter_mut().find(|e| e.id == id).ok_or_else(|| MemoryError::NotFound { id: id.to_owned() })?;
+        let i = self.list.iter().position(|e| e.id == id).ok_or_else(|| MemoryError::NotFound { id: id.to_owned() })?;
+        let mut e = self.list.remove(i);
         e.content = content;
         if let Some(t) = tags {
             e.tags = clean_tags(t);
         }
         e.updated = now;
-        Ok(e)
+        self.list.push(e);
+        Ok(self.list.last().unwrap_or_else(|| unreachable_empty()))
     }
 
     /// Removes an entry and returns it.
@@ -261,12 +265,61 @@ fn unreachable_empty() -> ! {
 
 /// One entry on one line: `[m3] content (tags: a, b)`.
 pub fn render_line(e: &Entry) -> String {
-    let content: String = e.content.chars().map(|c| if c == '\n' { ' ' } else { c }).collect();
-    if e.tags.is_empty() {
-        format!("[{}] {}", e.id, content)
-    } else {
-        format!("[{}] {} (tags: {})", e.id, content, e.tags.join(", "))
+    let mut out = String::with_capacity(e.content.len() + 16);
+    push_line(&mut out, &e.id, &e.content, e.tags.iter().map(String::as_str));
+    out
+}
+
+fn push_line<'t>(out: &mut String, id: &str, content: &str, tags: impl Iterator<Item = &'t str>) {
+    out.push('[');
+    out.push_str(id);
+    out.push_str("] ");
+    for (i, part) in content.split('\n').enumerate() {
+        if i > 0 {
+            out.push(' ');
+        }
+        out.push_str(part);
     }
+    let mut tagged = false;
+    for t in tags {
+        out.push_str(if tagged { ", " } else { " (tags: " });
+        out.push_str(t);
+        tagged = true;
+    }
+    if tagged {
+        out.push(')');
+    }
+}
+
+/// An entry line read without copying its text.
+#[derive(Deserialize)]
+struct EntryRef<'a> {
+    #[serde(borrow)]
+    id: alloc::borrow::Cow<'a, str>,
+    #[serde(borrow)]
+    content: alloc::borrow::Cow<'a, str>,
+    #[serde(default, borrow)]
+    tags: Vec<alloc::borrow::Cow<'a, str>>,
+}
+
+/// The newest entries of an `entries.jsonl` text (kept in order of change, newest last) as
+/// prompt lines, newest last, at most `max` bytes: the same as [`Entries::render`] of the whole
+/// file, but it reads lines from the end and stops at the bound, without building the entries.
+pub fn render_tail(jsonl: &str, max: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    let mut total = 0;
+    for raw in jsonl.lines().rev().filter(|l| !l.trim().is_empty()) {
+        let Ok(e) = serde_json::from_str::<EntryRef<'_>>(raw) else { continue };
+        let mut line = String::with_capacity(e.content.len() + 16);
+        push_line(&mut line, &e.id, &e.content, e.tags.iter().map(|t| t.as_ref()));
+        if total + line.len() + 1 > max {
+            break;
+        }
+        total += line.len() + 1;
+        lines.push(line);
+    }
+    lines.reverse();
+    lines.join("\n")
 }
 
 fn id_num(id: &str) -> u64 {
@@ -387,6 +440,7 @@ mod tests {
         assert_eq!(m.get("m1").unwrap().tags, ["food", "drinks"]);
         m.store("Birthday is 3 March", &[], "", 11).unwrap();
         m.update("m1", "The user likes oolong", None, 12).unwrap();
+        assert!(m.to_jsonl().lines().last().unwrap().contains("oolong"), "the changed entry is last");
         let (back, skipped) = Entries::parse(&m.to_jsonl());
         assert_eq!(skipped, 0);
         assert_eq!(back, m);
@@ -460,6 +514,26 @@ mod tests {
         assert_eq!(ids, ["m3", "m1"]);
         assert_eq!(m.render(1000), "[m1] a (tags: x)\n[m3] c d (tags: x)\n[m2] b");
         assert_eq!(m.render(10), "[m2] b");
+    }
+
+    #[test]
+    fn rendering_the_tail_equals_rendering_everything() {
+        let mut m = Entries::default();
+        for i in 0..40u64 {
+            m.store(
+                &format!("fact {i}\nsecond line \"quoted\""),
+                &tags(if i % 3 == 0 { &["a", "b"] } else { &[] }),
+                "",
+                i,
+            )
+            .unwrap();
+        }
+        m.update("m2", "changed", Some(&tags(&["z"])), 100).unwrap();
+        let text = m.to_jsonl();
+        for max in [0, 10, 100, 500, 5000] {
+            assert_eq!(render_tail(&text, max), m.render(max), "max {max}");
+        }
+        assert_eq!(render_tail("garbage\n{\"id\":\"m9\",\"content\":\"ok\"}\n{\"torn", 100), "[m9] ok");
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! [`MAX_DEPTH`] is a caller bug and panics in debug builds.
 
 use alloc::string::String;
+use alloc::vec::Vec;
 
 /// Where encoded JSON goes.
 pub trait Sink {
@@ -29,6 +30,53 @@ pub struct Counter(pub usize);
 impl Sink for Counter {
     fn push_str(&mut self, s: &str) {
         self.0 += s.len();
+    }
+}
+
+/// A sink that keeps only the bytes `[start, start + len)` of what is written into it.
+///
+/// Encoders are deterministic, so encoding the same request again with the next `start` gives the
+/// next piece: a driver with a small fixed buffer (the chip) sends a body of any size without ever
+/// holding it whole, trading a few encoding passes for memory:
+///
+/// ```
+/// # use chela_proto::json::{Counter, Sink, Window, Writer};
+/// # fn encode(s: &mut dyn Sink) { Writer::new(s).begin_array().string("a body longer than one window").end_array(); }
+/// let mut total = Counter::default();
+/// encode(&mut total); // the Content-Length
+/// let (mut sent, mut buf) = (Vec::new(), Vec::with_capacity(8));
+/// while sent.len() < total.0 {
+///     encode(&mut Window::new(sent.len(), 8, &mut buf));
+///     sent.extend_from_slice(&buf); // socket.write_all(&buf).await on the chip
+/// }
+/// # assert_eq!(sent, br#"["a body longer than one window"]"#);
+/// ```
+#[derive(Debug)]
+pub struct Window<'b> {
+    start: usize,
+    end: usize,
+    /// Bytes written so far.
+    pos: usize,
+    out: &'b mut Vec<u8>,
+}
+
+impl<'b> Window<'b> {
+    /// Clears `out` and prepares to collect `len` bytes from offset `start`.
+    pub fn new(start: usize, len: usize, out: &'b mut Vec<u8>) -> Window<'b> {
+        out.clear();
+        Window { start, end: start.saturating_add(len), pos: 0, out }
+    }
+}
+
+impl Sink for Window<'_> {
+    fn push_str(&mut self, s: &str) {
+        let from = self.pos;
+        self.pos += s.len();
+        let lo = self.start.max(from);
+        let hi = self.end.min(self.pos);
+        if lo < hi {
+            self.out.extend_from_slice(&s.as_bytes()[lo - from..hi - from]);
+        }
     }
 }
 
@@ -294,6 +342,22 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn windows_of_any_size_put_together_are_the_whole(s in any::<String>(), len in 1usize..40) {
+            let encode = |sink: &mut dyn Sink| { Writer::new(sink).begin_object().field_str(&s, &s).key("n").u64(7).end_object(); };
+            let mut whole = String::new();
+            encode(&mut whole);
+            let mut joined = Vec::new();
+            let mut buf = Vec::new();
+            loop {
+                encode(&mut Window::new(joined.len(), len, &mut buf));
+                prop_assert!(buf.len() <= len);
+                if buf.is_empty() { break; }
+                joined.extend_from_slice(&buf);
+            }
+            prop_assert_eq!(joined, whole.into_bytes());
+        }
+
         #[test]
         fn any_string_round_trips(s in any::<String>()) {
             let out = to_string(|w| { w.begin_object().field_str(&s, &s).end_object(); });

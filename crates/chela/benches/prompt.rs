@@ -6,21 +6,20 @@
 //!
 //! Measured interleaved:
 //! - `prompt::build` alone, from strings already in memory;
-//! - the host path: read the four files, the entries file and the daily notes, parse and render
-//!   the entries, format the local time, then `prompt::build`. The binary crate has no library
-//!   target, so `host_system_prompt` below repeats `crates/chela/src/memory.rs::system_prompt`
-//!   call for call (same reads, same `Entries::parse`/`render`, same jiff formatting). Keep the
-//!   two in step. The files are in the page cache, as they are for every turn but the first;
-//! - the entries' share of the host path: `Entries::parse` and `render` of the 50 entries.
+//! - the host path, `chela::memory::system_prompt` itself: read the four files, the newest part of
+//!   the entries file and the daily notes, render the entries, format the local time, then
+//!   `prompt::build`. The files are in the page cache, as they are for every turn but the first;
+//! - the entries' share of the host path: `memory::recent_entries` (tail read, parse, render).
 //!
 //! Run: `cargo bench -p chela --bench prompt` (`CHELA_BENCH_ITERS=N` to change the count).
 
-use std::fs::File;
 use std::hint::black_box;
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
+use chela::config::Config;
+use chela::memory;
+use chela::workspace::Workspace;
 use chela_core::cap::{Capability, GroupSpec, Registry, Scope};
 use chela_core::memory::Entries;
 use chela_core::prompt::{self, Bounds, Inputs, TurnContext};
@@ -31,8 +30,6 @@ use jiff::tz::TimeZone;
 const WARMUP: usize = 1_000;
 /// `memory.recent_days`'s default.
 const RECENT_DAYS: i64 = 3;
-/// `MAX_FILE` in memory.rs.
-const MAX_FILE: u64 = 1024 * 1024;
 
 /// Markdown-looking text of exactly `len` bytes.
 fn filled(title: &str, len: usize) -> String {
@@ -111,93 +108,6 @@ fn registry() -> Registry {
     r
 }
 
-// ---- The host path: a call-for-call copy of crates/chela/src/memory.rs::system_prompt. ----
-
-/// `workspace::read_bounded`.
-fn read_bounded(path: &Path, limit: u64) -> io::Result<Option<String>> {
-    let f = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let len = f.metadata()?.len();
-    if len > limit {
-        return Err(io::Error::other(format!("{} is {len} bytes, over the {limit}-byte limit", path.display())));
-    }
-    let mut bytes = Vec::with_capacity(len as usize);
-    f.take(limit).read_to_end(&mut bytes)?;
-    // Valid UTF-8, the usual case, is taken as it is: `from_utf8_lossy` checks byte by byte and
-    // was most of the time spent reading the memory files (docs/BENCHMARKS.md).
-    Ok(Some(String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())))
-}
-
-/// `memory::read_text`.
-fn read_text(path: &Path) -> String {
-    match read_bounded(path, MAX_FILE) {
-        Ok(t) => t.unwrap_or_default(),
-        Err(e) => format!("({} could not be read: {e})", path.display()),
-    }
-}
-
-/// `memory::load_entries`.
-fn load_entries(root: &Path) -> io::Result<Entries> {
-    let text = read_bounded(&root.join("memory").join("entries.jsonl"), 8 * MAX_FILE)?.unwrap_or_default();
-    let (entries, _skipped) = Entries::parse(&text);
-    Ok(entries)
-}
-
-/// `memory::recent_daily`.
-fn recent_daily(root: &Path, today: Date, days: i64) -> String {
-    let mut out = String::new();
-    for back in (0..days).rev() {
-        let Ok(date) = today.checked_sub(jiff::Span::new().days(back)) else { continue };
-        let path = root.join("memory").join(format!("{date}.md"));
-        if !path.exists() {
-            continue;
-        }
-        let text = read_text(&path);
-        let body = text.trim_start().strip_prefix(&format!("# {date}")).unwrap_or(&text).trim();
-        if body.is_empty() {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str("\n\n");
-        }
-        out.push_str(&format!("### {date}\n{body}"));
-    }
-    out
-}
-
-/// `memory::system_prompt`.
-fn host_system_prompt(root: &Path, registry: &Registry, tz: &TimeZone, now: Timestamp) -> String {
-    let read = |name: &str| read_text(&root.join(name));
-    let (soul, agents, user, memory) = (read("SOUL.md"), read("AGENTS.md"), read("USER.md"), read("MEMORY.md"));
-    let bounds = Bounds::default();
-    let entries = load_entries(root).map(|e| e.render(bounds.entries)).unwrap_or_default();
-    let z = now.to_zoned(tz.clone());
-    let daily = recent_daily(root, z.date(), RECENT_DAYS);
-    let guidance = registry.guidance_for(Scope::default());
-    let local_time = z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string();
-    let weekday = z.strftime("%A").to_string();
-    let inputs = Inputs {
-        soul: &soul,
-        agents: &agents,
-        user: &user,
-        memory: &memory,
-        entries: &entries,
-        daily: &daily,
-        tool_guidance: &guidance,
-        context: TurnContext {
-            channel: "cli",
-            chat_id: "local",
-            local_time: &local_time,
-            weekday: &weekday,
-            timezone: tz.iana_name().unwrap_or("local"),
-        },
-    };
-    prompt::build(&inputs, &bounds)
-}
-
 // ---- Measurement. ----
 
 fn quantile(sorted: &[u64], q: f64) -> u64 {
@@ -212,15 +122,18 @@ fn main() {
     let now: Timestamp = "2026-11-30T11:25:20Z".parse().unwrap();
     let today = now.to_zoned(tz.clone()).date();
     let dir = tempfile::tempdir().unwrap();
-    let root: PathBuf = dir.path().to_path_buf();
+    let ws = Workspace::locate(Some(dir.path().to_path_buf())).unwrap();
+    let root = ws.root().to_path_buf();
     workspace(&root, today);
     let registry = registry();
+    let cfg = Config::from_layers(None, None, &[]).unwrap();
+    let bounds = Bounds::default();
 
-    // The in-memory inputs for `prompt::build` alone: what the host path has read and rendered.
+    // The in-memory inputs for `prompt::build` alone: what the host path reads and renders.
     let read = |name: &str| std::fs::read_to_string(root.join(name)).unwrap();
     let (soul, agents, user, memory) = (read("SOUL.md"), read("AGENTS.md"), read("USER.md"), read("MEMORY.md"));
-    let entries = load_entries(&root).unwrap().render(Bounds::default().entries);
-    let daily = recent_daily(&root, today, RECENT_DAYS);
+    let entries = memory::recent_entries(&ws, bounds.entries);
+    let daily = memory::recent_daily(&ws, today, RECENT_DAYS);
     let guidance = registry.guidance_for(Scope::default());
     let inputs = Inputs {
         soul: &soul,
@@ -238,8 +151,8 @@ fn main() {
             timezone: "Europe/Paris",
         },
     };
-    let pure = prompt::build(&inputs, &Bounds::default());
-    let host = host_system_prompt(&root, &registry, &tz, now);
+    let pure = prompt::build(&inputs, &bounds);
+    let host = memory::system_prompt(&ws, &cfg, &registry, &tz, now, "cli", "local");
     assert_eq!(pure, host, "the in-memory inputs must be what the host path reads");
     println!(
         "prompt: SOUL/AGENTS/USER.md {} B each, MEMORY.md {} B, {} daily notes ({} B), 50 entries ({} B file, {} B rendered); prompt {} B",
@@ -252,7 +165,6 @@ fn main() {
         pure.len()
     );
 
-    let entries_file = std::fs::read_to_string(root.join("memory/entries.jsonl")).unwrap();
     let mut build_ns = Vec::with_capacity(iters);
     let mut host_ns = Vec::with_capacity(iters);
     let mut entries_ns = Vec::with_capacity(iters);
@@ -261,11 +173,11 @@ fn main() {
         black_box(prompt::build(black_box(&inputs), &Bounds::default()));
         let a = t.elapsed().as_nanos() as u64;
         let t = Instant::now();
-        black_box(host_system_prompt(black_box(&root), &registry, &tz, now));
+        black_box(memory::system_prompt(black_box(&ws), &cfg, &registry, &tz, now, "cli", "local"));
         let b = t.elapsed().as_nanos() as u64;
-        // The part of the host path that handles the entries, without the file read.
+        // The part of the host path that handles the entries.
         let t = Instant::now();
-        black_box(Entries::parse(black_box(&entries_file)).0.render(Bounds::default().entries));
+        black_box(memory::recent_entries(black_box(&ws), bounds.entries));
         let c = t.elapsed().as_nanos() as u64;
         if i >= WARMUP {
             build_ns.push(a);
@@ -279,7 +191,7 @@ fn main() {
     for (name, v) in [
         ("prompt::build (in memory)", &mut build_ns),
         ("host path (read files + build)", &mut host_ns),
-        ("  of which Entries::parse + render (in memory)", &mut entries_ns),
+        ("  of which memory::recent_entries", &mut entries_ns),
     ] {
         v.sort_unstable();
         let us = |n: u64| n as f64 / 1000.0;

@@ -1,21 +1,10 @@
 //! The `chela` binary: parses the command line, sets up logging and the runtime, and hands
 //! over to the command. See the README for what each command does.
 
-mod app;
-mod args;
-mod chat;
-mod cmd;
-mod config;
-mod memory;
-mod net;
-mod provider;
-mod tools;
-mod turn;
-mod workspace;
-
 use std::process::ExitCode;
 
-use args::Command;
+use chela::args::{self, Command};
+use chela::cmd;
 
 fn main() -> ExitCode {
     let cli = match args::parse(std::env::args_os().skip(1)) {

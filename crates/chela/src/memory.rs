@@ -16,7 +16,7 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
 use crate::config::Config;
-use crate::workspace::{Workspace, read_bounded, temp_path, write_atomic};
+use crate::workspace::{Workspace, read_bounded, read_tail_lines, temp_path, write_atomic};
 
 /// The memory files and what a fresh workspace gets.
 pub const FILES: [(&str, &str); 4] = [
@@ -81,6 +81,18 @@ fn read_text(path: &Path) -> String {
     }
 }
 
+/// The newest entries rendered for the prompt, at most `max` bytes. The file is in order of
+/// change, so only its end is read: the cost stays the same however much is remembered.
+pub fn recent_entries(ws: &Workspace, max: usize) -> String {
+    // Entry lines carry JSON framing and timestamps the rendering drops; read generously.
+    let tail = (max as u64).saturating_mul(2).saturating_add(4096);
+    match read_tail_lines(&entries_path(ws), tail) {
+        Ok(Some((text, _))) => chela_core::memory::render_tail(&text, max),
+        Ok(None) => String::new(),
+        Err(e) => format!("(memory/entries.jsonl could not be read: {e})"),
+    }
+}
+
 /// Loads the structured entries; unreadable lines are skipped (and logged).
 pub fn load_entries(ws: &Workspace) -> io::Result<Entries> {
     let text = read_bounded(&entries_path(ws), 8 * MAX_FILE)?.unwrap_or_default();
@@ -127,7 +139,7 @@ pub fn system_prompt(
     let read = |name: &str| read_text(&ws.root().join(name));
     let (soul, agents, user, memory) = (read("SOUL.md"), read("AGENTS.md"), read("USER.md"), read("MEMORY.md"));
     let bounds = bounds(cfg);
-    let entries = load_entries(ws).map(|e| e.render(bounds.entries)).unwrap_or_default();
+    let entries = recent_entries(ws, bounds.entries);
     let z = now.to_zoned(tz.clone());
     let daily = recent_daily(ws, z.date(), cfg.int(keys::MEMORY_RECENT_DAYS));
     let guidance = registry.guidance_for(Scope::default());
@@ -188,6 +200,22 @@ mod tests {
             .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
             .collect();
         assert!(leftovers.is_empty());
+    }
+
+    #[test]
+    fn the_prompt_reads_only_the_newest_entries() {
+        let (_d, ws) = ws();
+        let mut e = Entries::default();
+        for i in 0..500u64 {
+            e.store(&format!("fact number {i} {}", "x".repeat(100)), &[], "", i).unwrap();
+        }
+        e.update("m3", "an old fact, changed just now", None, 1000).unwrap();
+        write_atomic(&entries_path(&ws), e.to_jsonl().as_bytes()).unwrap();
+        let shown = recent_entries(&ws, 1024);
+        assert!(shown.len() <= 1024 && shown.lines().count() >= 5, "{shown}");
+        assert!(shown.ends_with("[m3] an old fact, changed just now"), "{shown}");
+        assert!(shown.contains("fact number 499") && !shown.contains("fact number 400 "), "{shown}");
+        assert_eq!(shown, e.render(1024), "the same as rendering the whole file");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use chela_core::memory::{AGENTS_DEFAULT, MEMORY_DEFAULT, SOUL_DEFAULT, USER_DEFA
 use chela_core::prompt::{self, Bounds, Inputs, TurnContext};
 use chela_core::session;
 use chela_proto::chat::{Block, Json, Message, Reply, Request, Role, Update};
-use chela_proto::json::{Counter, Sink};
+use chela_proto::json::{Counter, Sink, Window};
 use chela_proto::{anthropic, openai, stream};
 use serde_json::json;
 use std::sync::OnceLock;
@@ -280,24 +280,28 @@ pub fn text_stream(format: Format) -> Vec<u8> {
     }
 }
 
+/// Bytes the chip's driver sends per piece of a request body.
+pub const WINDOW: usize = 2048;
+
 /// How the request body is held while the request is in flight.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BodyMode {
-    /// What `Provider::body` does today: a `String` that starts at 4 KiB and grows.
-    Provider,
-    /// Alternative: a `json::Counter` pass first, then a `String` of exactly that size.
+    /// The chip's way: a `json::Counter` pass gives the `Content-Length`, then the body goes to
+    /// the socket in `WINDOW`-byte pieces (`json::Window`), re-encoded per piece, never held whole.
+    Windowed,
+    /// The host's way (`Provider::body`): a `String` that starts at 4 KiB and grows, kept until the
+    /// reply is in so a retry can resend it.
+    Host,
+    /// The host's way sized first: a `json::Counter` pass, then a `String` of exactly that size.
     Counted,
-    /// Alternative: the body is written straight to the socket as it is encoded and never held
-    /// (measured by encoding into a `json::Counter` only).
-    Streamed,
 }
 
 impl BodyMode {
     pub fn describe(self) -> &'static str {
         match self {
-            BodyMode::Provider => "body in a growing String (today's Provider::body)",
-            BodyMode::Counted => "body sized with json::Counter first (alternative)",
-            BodyMode::Streamed => "body streamed, never held (alternative)",
+            BodyMode::Windowed => "body sent in 2 KiB json::Window pieces, never held whole (the chip's driver)",
+            BodyMode::Host => "body held in a growing String for retries (the host's Provider::body)",
+            BodyMode::Counted => "body held in a String sized with json::Counter first",
         }
     }
 }
@@ -318,7 +322,7 @@ impl Fixture {
             registry,
             tool_call: tool_call_stream(format),
             text: text_stream(format),
-            body: BodyMode::Provider,
+            body: BodyMode::Host,
         }
     }
 }
@@ -403,7 +407,7 @@ pub fn turn(fx: &Fixture, history: Vec<Message>, system: String, probe: &mut dyn
                 };
                 let (body, body_len) = match fx.body {
                     // As `Provider::body` does it.
-                    BodyMode::Provider => {
+                    BodyMode::Host => {
                         let mut body = String::with_capacity(4096);
                         encode(fx.format, &req, &mut body);
                         let len = body.len();
@@ -416,10 +420,19 @@ pub fn turn(fx: &Fixture, history: Vec<Message>, system: String, probe: &mut dyn
                         encode(fx.format, &req, &mut body);
                         (body, n.0)
                     }
-                    BodyMode::Streamed => {
+                    BodyMode::Windowed => {
                         let mut n = Counter::default();
                         encode(fx.format, &req, &mut n);
-                        (String::new(), std::hint::black_box(n).0)
+                        let mut piece = Vec::with_capacity(WINDOW);
+                        let mut sent = 0;
+                        while sent < n.0 {
+                            encode(fx.format, &req, &mut Window::new(sent, WINDOW, &mut piece));
+                            // socket.write_all(&piece).await on the chip.
+                            std::hint::black_box(&piece);
+                            sent += piece.len();
+                        }
+                        assert_eq!(sent, n.0, "the windows add up to the body");
+                        (String::new(), sent)
                     }
                 };
                 probe(Probe::Encoded { round, body_len, body_capacity: body.capacity() });

@@ -1,0 +1,22 @@
+//! The modules of the `chela` binary.
+//!
+//! What it is: the host side of Chela (std + tokio): the command line, configuration layers,
+//! the workspace files, the HTTP client, the providers, the tools and the driver that steps
+//! `chela_core::agent::AgentRun`. `src/main.rs` is a thin wrapper around [`cmd::run`].
+//!
+//! What it is not: a library with a stable API. It is a library target only so the benchmarks
+//! can measure the real code (`benches/prompt.rs` calls [`memory::system_prompt`]); only what
+//! they and `main` need is public, so the compiler still reports dead code everywhere else.
+
+pub mod args;
+pub mod cmd;
+pub mod config;
+pub mod memory;
+pub mod workspace;
+
+mod app;
+mod chat;
+mod net;
+mod provider;
+mod tools;
+mod turn;
