@@ -243,19 +243,23 @@ impl Entries {
 
     /// Entries as prompt lines, newest last, cut to `max` bytes from the oldest side.
     pub fn render(&self, max: usize) -> String {
-        let mut lines: Vec<String> = Vec::new();
-        let mut total = 0;
-        for e in self.newest(MAX_ENTRIES, None) {
-            let line = render_line(e);
-            if total + line.len() + 1 > max {
-                break;
-            }
-            total += line.len() + 1;
-            lines.push(line);
-        }
-        lines.reverse();
-        lines.join("\n")
+        newest_last(self.newest(MAX_ENTRIES, None).into_iter().map(render_line), max)
     }
+}
+
+/// Joins `lines`, given newest first, newest last: as many as fit in `max` bytes.
+fn newest_last(lines: impl Iterator<Item = String>, max: usize) -> String {
+    let mut kept: Vec<String> = Vec::new();
+    let mut total = 0;
+    for line in lines {
+        if total + line.len() + 1 > max {
+            break;
+        }
+        total += line.len() + 1;
+        kept.push(line);
+    }
+    kept.reverse();
+    kept.join("\n")
 }
 
 #[cold]
@@ -306,20 +310,13 @@ struct EntryRef<'a> {
 /// prompt lines, newest last, at most `max` bytes: the same as [`Entries::render`] of the whole
 /// file, but it reads lines from the end and stops at the bound, without building the entries.
 pub fn render_tail(jsonl: &str, max: usize) -> String {
-    let mut lines: Vec<String> = Vec::new();
-    let mut total = 0;
-    for raw in jsonl.lines().rev().filter(|l| !l.trim().is_empty()) {
-        let Ok(e) = serde_json::from_str::<EntryRef<'_>>(raw) else { continue };
+    let lines = jsonl.lines().rev().filter_map(|raw| {
+        let e = serde_json::from_str::<EntryRef<'_>>(raw).ok()?;
         let mut line = String::with_capacity(e.content.len() + 16);
         push_line(&mut line, &e.id, &e.content, e.tags.iter().map(|t| t.as_ref()));
-        if total + line.len() + 1 > max {
-            break;
-        }
-        total += line.len() + 1;
-        lines.push(line);
-    }
-    lines.reverse();
-    lines.join("\n")
+        Some(line)
+    });
+    newest_last(lines, max)
 }
 
 fn id_num(id: &str) -> u64 {

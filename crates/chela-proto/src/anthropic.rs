@@ -14,7 +14,7 @@ use crate::chat::{ArgError, Block, Json, Reply, Request, StopReason, ToolChoice,
 use crate::error::ApiError;
 use crate::json::{Sink, Writer};
 use crate::sse;
-use crate::stream::{Accumulate, Limits, StreamError, malformed};
+use crate::stream::{Accumulate, Budget, Limits, StreamError, malformed};
 
 /// Appended to the base URL.
 pub const PATH: &str = "/v1/messages";
@@ -242,8 +242,7 @@ pub struct Accumulator {
     stop_reason: Option<String>,
     usage: Usage,
     stopped: bool,
-    bytes: usize,
-    max_bytes: usize,
+    budget: Budget,
 }
 
 impl Accumulator {
@@ -253,17 +252,8 @@ impl Accumulator {
             stop_reason: None,
             usage: Usage::default(),
             stopped: false,
-            bytes: 0,
-            max_bytes: limits.max_reply_bytes,
+            budget: Budget::new(limits),
         }
-    }
-
-    fn grow(&mut self, n: usize) -> Result<(), StreamError> {
-        self.bytes += n;
-        if self.bytes > self.max_bytes {
-            return Err(StreamError::TooLarge { limit: self.max_bytes });
-        }
-        Ok(())
     }
 
     fn slot(&mut self, index: usize) -> Result<&mut Partial, StreamError> {
@@ -309,7 +299,7 @@ impl Accumulate for Accumulator {
                 match d.kind.as_deref() {
                     Some("text_delta") => {
                         let text = d.text.unwrap_or_default();
-                        self.grow(text.len())?;
+                        self.budget.take(text.len())?;
                         if let Partial::Text(buf) = self.slot(ev.index)? {
                             buf.push_str(&text);
                             on_update(Update::Text(&text));
@@ -317,7 +307,7 @@ impl Accumulate for Accumulator {
                     }
                     Some("input_json_delta") => {
                         let part = d.partial_json.unwrap_or_default();
-                        self.grow(part.len())?;
+                        self.budget.take(part.len())?;
                         if let Partial::ToolUse { json, .. } = self.slot(ev.index)? {
                             json.push_str(&part);
                         }

@@ -24,7 +24,7 @@ use crate::chat::{ArgError, Block, Reply, Request, Role, StopReason, ToolChoice,
 use crate::error::ApiError;
 use crate::json::{Sink, Writer};
 use crate::sse;
-use crate::stream::{Accumulate, Limits, StreamError, malformed};
+use crate::stream::{Accumulate, Budget, Limits, StreamError, malformed};
 
 /// Appended to the base URL.
 pub const PATH: &str = "/chat/completions";
@@ -304,8 +304,7 @@ pub struct Accumulator {
     finish_reason: Option<String>,
     usage: Usage,
     done: bool,
-    bytes: usize,
-    max_bytes: usize,
+    budget: Budget,
 }
 
 /// Most tool calls one reply may carry.
@@ -319,17 +318,8 @@ impl Accumulator {
             finish_reason: None,
             usage: Usage::default(),
             done: false,
-            bytes: 0,
-            max_bytes: limits.max_reply_bytes,
+            budget: Budget::new(limits),
         }
-    }
-
-    fn grow(&mut self, n: usize) -> Result<(), StreamError> {
-        self.bytes += n;
-        if self.bytes > self.max_bytes {
-            return Err(StreamError::TooLarge { limit: self.max_bytes });
-        }
-        Ok(())
     }
 
     fn tool_delta(&mut self, tc: WireToolCall, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
@@ -348,7 +338,7 @@ impl Accumulator {
         }
         let f = tc.function.unwrap_or(WireFunction { name: None, arguments: None });
         let args = arguments_text(f.arguments.as_deref()).map_err(|e| malformed("tool call arguments", &e))?;
-        self.grow(args.len())?;
+        self.budget.take(args.len())?;
         let call = &mut self.calls[index];
         if let Some(id) = tc.id
             && !id.is_empty()
@@ -390,7 +380,7 @@ impl Accumulate for Accumulator {
                 if let Some(text) = delta.content
                     && !text.is_empty()
                 {
-                    self.grow(text.len())?;
+                    self.budget.take(text.len())?;
                     self.text.push_str(&text);
                     on_update(Update::Text(&text));
                 }

@@ -63,6 +63,27 @@ impl From<sse::Error> for StreamError {
     }
 }
 
+/// Counts a reply's bytes against [`Limits::max_reply_bytes`].
+#[derive(Debug)]
+pub(crate) struct Budget {
+    used: usize,
+    max: usize,
+}
+
+impl Budget {
+    pub(crate) fn new(limits: Limits) -> Budget {
+        Budget { used: 0, max: limits.max_reply_bytes }
+    }
+
+    pub(crate) fn take(&mut self, n: usize) -> Result<(), StreamError> {
+        self.used += n;
+        if self.used > self.max {
+            return Err(StreamError::TooLarge { limit: self.max });
+        }
+        Ok(())
+    }
+}
+
 pub(crate) fn malformed(what: &str, e: &serde_json::Error) -> StreamError {
     StreamError::Malformed(alloc::format!("{what}: {e}"))
 }
