@@ -115,20 +115,26 @@ fn timeout(ctx: &ToolCtx<'_>) -> Duration {
     Duration::from_secs(ctx.cfg.int(keys::HTTP_TIMEOUT_SECS).unsigned_abs())
 }
 
+/// One result as either engine sends it: Tavily calls the snippet `content`, Brave `description`.
+#[derive(Deserialize)]
+struct Item {
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    url: String,
+    #[serde(default, alias = "description")]
+    content: String,
+}
+
+fn parse<T: serde::de::DeserializeOwned>(engine: &str, bytes: &[u8]) -> Result<T, ToolError> {
+    serde_json::from_slice(bytes).map_err(|e| ToolError::new(format!("{engine} sent an unreadable answer: {e}")))
+}
+
 async fn tavily_search(ctx: &ToolCtx<'_>, key: &str, query: &str, n: usize) -> Result<Vec<Hit>, ToolError> {
     #[derive(Deserialize)]
     struct Resp {
         #[serde(default)]
         results: Vec<Item>,
-    }
-    #[derive(Deserialize)]
-    struct Item {
-        #[serde(default)]
-        title: String,
-        #[serde(default)]
-        url: String,
-        #[serde(default)]
-        content: String,
     }
     let body = serde_json::json!({"query": query, "max_results": n, "search_depth": "basic"}).to_string();
     let req = Request {
@@ -142,9 +148,7 @@ async fn tavily_search(ctx: &ToolCtx<'_>, key: &str, query: &str, n: usize) -> R
         timeout: timeout(ctx),
         guard: Guard::AllowAll,
     };
-    let bytes = fetch(ctx, "Tavily", req).await?;
-    let resp: Resp =
-        serde_json::from_slice(&bytes).map_err(|e| ToolError::new(format!("Tavily sent an unreadable answer: {e}")))?;
+    let resp: Resp = parse("Tavily", &fetch(ctx, "Tavily", req).await?)?;
     Ok(resp
         .results
         .into_iter()
@@ -164,15 +168,6 @@ async fn brave_search(ctx: &ToolCtx<'_>, key: &str, query: &str, n: usize) -> Re
         #[serde(default)]
         results: Vec<Item>,
     }
-    #[derive(Deserialize)]
-    struct Item {
-        #[serde(default)]
-        title: String,
-        #[serde(default)]
-        url: String,
-        #[serde(default)]
-        description: String,
-    }
     let req = Request {
         method: Method::GET,
         url: format!("{}/res/v1/web/search?q={}&count={n}", ctx.cfg.get(keys::SEARCH_BRAVE_URL), percent_encode(query)),
@@ -184,16 +179,15 @@ async fn brave_search(ctx: &ToolCtx<'_>, key: &str, query: &str, n: usize) -> Re
         timeout: timeout(ctx),
         guard: Guard::AllowAll,
     };
-    let bytes = fetch(ctx, "Brave Search", req).await?;
-    let resp: Resp = serde_json::from_slice(&bytes)
-        .map_err(|e| ToolError::new(format!("Brave Search sent an unreadable answer: {e}")))?;
+    let resp: Resp = parse("Brave Search", &fetch(ctx, "Brave Search", req).await?)?;
     Ok(resp
         .web
         .map(|w| w.results)
         .unwrap_or_default()
         .into_iter()
         .take(n)
-        .map(|r| Hit { title: strip_tags(&r.title), url: r.url, snippet: snippet(&strip_tags(&r.description)) })
+        // Brave marks the matched words with <strong>.
+        .map(|r| Hit { title: strip_tags(&r.title), url: r.url, snippet: snippet(&strip_tags(&r.content)) })
         .collect())
 }
 
