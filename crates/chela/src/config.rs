@@ -67,10 +67,7 @@ pub struct Config {
 impl Config {
     /// Reads every layer for `ws`.
     pub fn load(ws: &Workspace) -> Result<Config> {
-        let file = read_bounded(&ws.config_path(), MAX_CONFIG_BYTES)
-            .with_context(|| format!("cannot read {}", ws.config_path().display()))?;
-        let overrides = read_bounded(&ws.overrides_path(), MAX_CONFIG_BYTES)
-            .with_context(|| format!("cannot read {}", ws.overrides_path().display()))?;
+        let (file, overrides) = read_files(ws)?;
         let env: Vec<(String, String)> = std::env::vars().collect();
         Config::from_layers(file.as_deref(), overrides.as_deref(), &env)
             .with_context(|| format!("configuration in {} is not valid", ws.root().display()))
@@ -160,6 +157,14 @@ impl Config {
     pub fn list(&self, key: &'static Key) -> Vec<String> {
         self.get(key).split(',').filter(|s| !s.is_empty()).map(str::to_owned).collect()
     }
+}
+
+/// The texts of `chela.toml` and `overrides.toml`, each `None` when missing.
+fn read_files(ws: &Workspace) -> Result<(Option<String>, Option<String>)> {
+    let read = |path: std::path::PathBuf| {
+        read_bounded(&path, MAX_CONFIG_BYTES).with_context(|| format!("cannot read {}", path.display()))
+    };
+    Ok((read(ws.config_path())?, read(ws.overrides_path())?))
 }
 
 #[cold]
@@ -309,8 +314,7 @@ pub fn reset_overrides(ws: &Workspace) -> Result<bool> {
 /// Changes a list key in the runtime layer (used by `chela cap`): adds or removes `item`,
 /// starting from the value the layers below the environment give.
 pub fn edit_list_override(ws: &Workspace, key: &'static Key, item: &str, present: bool) -> Result<()> {
-    let file = read_bounded(&ws.config_path(), MAX_CONFIG_BYTES)?;
-    let overrides = read_bounded(&ws.overrides_path(), MAX_CONFIG_BYTES)?;
+    let (file, overrides) = read_files(ws)?;
     let below_env = Config::from_layers(file.as_deref(), overrides.as_deref(), &[])?;
     let mut items = below_env.list(key);
     items.retain(|i| i != item);

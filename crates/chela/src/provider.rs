@@ -12,7 +12,7 @@ use chela_core::config as keys;
 use chela_core::retry::{Backoff, parse_retry_after};
 use chela_proto::chat::{Reply, Request, ToolSpec, Update};
 use chela_proto::error::{ApiError, ErrorClass, classify, classify_stream_error};
-use chela_proto::stream::{Limits, StreamError};
+use chela_proto::stream::{Accumulate, Decoder, Limits, StreamError};
 use chela_proto::{anthropic, openai};
 use hyper::http::Method;
 
@@ -262,27 +262,24 @@ impl Provider {
         }
     }
 
-    async fn read_stream(
+    async fn read_stream(&self, resp: Response, on_update: &mut dyn FnMut(Update<'_>)) -> Result<Reply, ProviderError> {
+        match self.kind {
+            Kind::Anthropic => self.drain(resp, anthropic::StreamDecoder::new(self.limits), on_update).await,
+            Kind::OpenAi => self.drain(resp, openai::StreamDecoder::new(self.limits), on_update).await,
+        }
+    }
+
+    /// Feeds the body to `decoder` as it arrives, then finishes the reply.
+    async fn drain<A: Accumulate>(
         &self,
         mut resp: Response,
+        mut decoder: Decoder<A>,
         on_update: &mut dyn FnMut(Update<'_>),
     ) -> Result<Reply, ProviderError> {
-        match self.kind {
-            Kind::Anthropic => {
-                let mut d = anthropic::StreamDecoder::new(self.limits);
-                while let Some(chunk) = resp.chunk(self.idle).await.map_err(ProviderError::network)? {
-                    d.handle_bytes(&chunk, on_update).map_err(ProviderError::from_stream)?;
-                }
-                d.finish().map_err(ProviderError::from_stream)
-            }
-            Kind::OpenAi => {
-                let mut d = openai::StreamDecoder::new(self.limits);
-                while let Some(chunk) = resp.chunk(self.idle).await.map_err(ProviderError::network)? {
-                    d.handle_bytes(&chunk, on_update).map_err(ProviderError::from_stream)?;
-                }
-                d.finish().map_err(ProviderError::from_stream)
-            }
+        while let Some(chunk) = resp.chunk(self.idle).await.map_err(ProviderError::network)? {
+            decoder.handle_bytes(&chunk, on_update).map_err(ProviderError::from_stream)?;
         }
+        decoder.finish().map_err(ProviderError::from_stream)
     }
 
     async fn http_failure(&self, resp: Response) -> (ProviderError, Option<Duration>) {

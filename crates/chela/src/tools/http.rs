@@ -121,12 +121,10 @@ fn explain(e: &NetError, url: &str) -> ToolError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Erased;
     use crate::tools::testing::{Fixture, serve};
 
     async fn request(fx: &Fixture, args: serde_json::Value) -> ToolResult {
-        let ctx = fx.ctx();
-        HttpRequest.call_json(&ctx, &args.to_string()).await
+        fx.call(HttpRequest, args).await
     }
 
     #[tokio::test]

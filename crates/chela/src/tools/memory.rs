@@ -246,49 +246,37 @@ impl Tool for MemoryAppendToday {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Erased;
     use crate::tools::testing::Fixture;
-
-    async fn call<T: Tool>(fx: &Fixture, tool: T, args: serde_json::Value) -> ToolResult {
-        let ctx = fx.ctx();
-        let json = args.to_string();
-        tool.call_json(&ctx, &json).await
-    }
 
     #[tokio::test]
     async fn store_recall_update_forget_list() {
         let fx = Fixture::new(&[]);
-        let r = call(
-            &fx,
-            MemoryStore,
-            serde_json::json!({"content": "User's sister Ana lives in Lisbon", "tags": ["family"]}),
-        )
-        .await;
+        let r = fx
+            .call(MemoryStore, serde_json::json!({"content": "User's sister Ana lives in Lisbon", "tags": ["family"]}))
+            .await;
         assert_eq!(r.unwrap(), "stored as m1");
-        call(&fx, MemoryStore, serde_json::json!({"content": "Prefers oat milk", "tags": "food, drinks"}))
-            .await
-            .unwrap();
-        let hits = call(&fx, MemoryRecall, serde_json::json!({"query": "where does Ana live?"})).await.unwrap();
+        fx.call(MemoryStore, serde_json::json!({"content": "Prefers oat milk", "tags": "food, drinks"})).await.unwrap();
+        let hits = fx.call(MemoryRecall, serde_json::json!({"query": "where does Ana live?"})).await.unwrap();
         assert_eq!(hits, "[m1] User's sister Ana lives in Lisbon (tags: family)");
-        let none = call(&fx, MemoryRecall, serde_json::json!({"query": "volcano"})).await.unwrap();
+        let none = fx.call(MemoryRecall, serde_json::json!({"query": "volcano"})).await.unwrap();
         assert!(none.starts_with("Nothing remembered"), "{none}");
-        call(&fx, MemoryUpdate, serde_json::json!({"id": "m1", "content": "Ana moved to Porto"})).await.unwrap();
+        fx.call(MemoryUpdate, serde_json::json!({"id": "m1", "content": "Ana moved to Porto"})).await.unwrap();
         let text = std::fs::read_to_string(fx.root().join("memory/entries.jsonl")).unwrap();
         assert!(text.contains("Ana moved to Porto") && !text.contains("Lisbon"), "{text}");
-        let list = call(&fx, MemoryList, serde_json::json!({"tag": "food"})).await.unwrap();
+        let list = fx.call(MemoryList, serde_json::json!({"tag": "food"})).await.unwrap();
         assert_eq!(list, "[m2] Prefers oat milk (tags: food, drinks)\n(2 entries in all)");
-        let gone = call(&fx, MemoryForget, serde_json::json!({"id": "m2"})).await.unwrap();
+        let gone = fx.call(MemoryForget, serde_json::json!({"id": "m2"})).await.unwrap();
         assert!(gone.contains("oat milk"));
-        let e = call(&fx, MemoryForget, serde_json::json!({"id": "m2"})).await.unwrap_err();
+        let e = fx.call(MemoryForget, serde_json::json!({"id": "m2"})).await.unwrap_err();
         assert!(e.0.contains("no memory entry `m2`"), "{e}");
-        let e = call(&fx, MemoryStore, serde_json::json!({"content": " "})).await.unwrap_err();
+        let e = fx.call(MemoryStore, serde_json::json!({"content": " "})).await.unwrap_err();
         assert!(e.0.contains("empty"), "{e}");
     }
 
     #[tokio::test]
     async fn daily_notes_append() {
         let fx = Fixture::new(&[]);
-        let r = call(&fx, MemoryAppendToday, serde_json::json!({"content": "Called the plumber"})).await.unwrap();
+        let r = fx.call(MemoryAppendToday, serde_json::json!({"content": "Called the plumber"})).await.unwrap();
         let today = Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).date();
         assert_eq!(r, format!("noted in memory/{today}.md"));
         let text = std::fs::read_to_string(fx.root().join(format!("memory/{today}.md"))).unwrap();

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::ToolCtx;
+use super::{Erased, Tool, ToolCtx, ToolResult};
 use crate::config::Config;
 use crate::net::{ClientOptions, HttpClient};
 use crate::workspace::Workspace;
@@ -35,6 +35,12 @@ impl Fixture {
 
     pub fn ctx(&self) -> ToolCtx<'_> {
         ToolCtx { ws: &self.ws, cfg: &self.cfg, http: &self.http, tz: &self.tz }
+    }
+
+    /// Calls `tool` with `args` as the model would: JSON text in, result or error out.
+    pub async fn call<T: Tool>(&self, tool: T, args: serde_json::Value) -> ToolResult {
+        let ctx = self.ctx();
+        tool.call_json(&ctx, &args.to_string()).await
     }
 }
 

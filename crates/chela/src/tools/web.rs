@@ -227,12 +227,10 @@ pub fn percent_encode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tools::Erased;
     use crate::tools::testing::{Fixture, serve};
 
     async fn search(fx: &Fixture, query: &str) -> ToolResult {
-        let ctx = fx.ctx();
-        WebSearch.call_json(&ctx, &serde_json::json!({"query": query}).to_string()).await
+        fx.call(WebSearch, serde_json::json!({"query": query})).await
     }
 
     #[tokio::test]
