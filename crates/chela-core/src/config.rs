@@ -144,6 +144,8 @@ keys! {
         "Bytes of remembered entries (newest) in the prompt.";
     PROMPT_DAILY_BYTES = "prompt.daily_bytes", Kind::Int { min: 0, max: 1_000_000 }, "6144",
         "Bytes of recent daily notes (newest) in the prompt.";
+    TOOLS_TIMEOUT_SECS = "tools.timeout_secs", Kind::Int { min: 1, max: 3600 }, "120",
+        "Seconds one tool call may run before it is stopped and reported as timed out.";
     CAPS_DISABLED = "caps.disabled", Kind::List, "",
         "Capability groups switched off for every caller (`chela cap disable GROUP`).";
     CAPS_HIDDEN = "caps.hidden", Kind::List, "",

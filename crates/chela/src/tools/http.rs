@@ -50,7 +50,7 @@ impl Tool for HttpRequest {
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"url":{"type":"string"},"method":{"type":"string","enum":["GET","POST","PUT","PATCH","DELETE","HEAD"]},"headers":{"type":"object","additionalProperties":{"type":"string"}},"body":{"type":"string"},"timeout_secs":{"type":"integer","minimum":1}},"required":["url"]}"#;
     type Args = RequestArgs;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: RequestArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RequestArgs) -> ToolResult {
         let method = match a.method.as_deref().unwrap_or("GET").to_ascii_uppercase().as_str() {
             "GET" => Method::GET,
             "POST" => Method::POST,
