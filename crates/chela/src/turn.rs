@@ -230,6 +230,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_turn_can_run_on_any_worker_thread() {
+        // Compiles only while the turn's future is `Send`: a non-Send value held across an
+        // await in a turn (a borrow, an `Rc`, a std lock guard) breaks the build here.
+        fn is_send<'a>(
+            agent: &'a Agent<'a>,
+            history: &'a mut History,
+            req: &'a mut TurnRequest,
+        ) -> impl std::future::Future<Output = anyhow::Result<TurnEnd>> + Send + 'a {
+            run_turn(agent, history, String::new(), req)
+        }
+        let _ = is_send;
+    }
+
+    #[test]
     fn long_sessions_load_their_tail_and_are_rotated_without_losing_anything() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sessions").join("cli_local.jsonl");

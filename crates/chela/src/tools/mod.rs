@@ -388,3 +388,6 @@ impl State {
         self.unknown_groups = self.registry.apply(disabled, hidden, shown).into_iter().map(str::to_owned).collect();
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -44,6 +44,80 @@ impl Fixture {
     }
 }
 
+/// Test-only tools, registered at runtime by the tests of the toolbox and the sessions.
+pub mod fake {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use serde::Deserialize;
+    use tokio::sync::{Notify, mpsc};
+
+    use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+
+    #[derive(Deserialize)]
+    pub struct NoArgs {}
+
+    const NO_ARGS: &str = r#"{"type":"object","properties":{}}"#;
+
+    /// Says `started` when called, then waits until `open` is notified.
+    pub struct Gate {
+        pub started: mpsc::UnboundedSender<()>,
+        pub open: Arc<Notify>,
+    }
+
+    impl Tool for Gate {
+        const NAME: &'static str = "gate";
+        const DESCRIPTION: &'static str = "Waits until the test opens it.";
+        const SCHEMA: &'static str = NO_ARGS;
+        type Args = NoArgs;
+
+        async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
+            let _ = self.started.send(());
+            self.open.notified().await;
+            Ok("opened".into())
+        }
+    }
+
+    /// Never finishes.
+    pub struct Never;
+
+    impl Tool for Never {
+        const NAME: &'static str = "never";
+        const DESCRIPTION: &'static str = "Never finishes.";
+        const SCHEMA: &'static str = NO_ARGS;
+        type Args = NoArgs;
+
+        async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
+            std::future::pending().await
+        }
+    }
+
+    /// Blocks its thread until a signal comes from a task on the async runtime. Run on the
+    /// runtime's only worker, it would wait for a task that cannot run.
+    pub struct WaitsBlocking(pub Mutex<std::sync::mpsc::Receiver<()>>);
+
+    impl Tool for WaitsBlocking {
+        const NAME: &'static str = "waits_blocking";
+        const DESCRIPTION: &'static str = "Blocks until signalled.";
+        const SCHEMA: &'static str = NO_ARGS;
+        const BLOCKING: bool = true;
+        type Args = NoArgs;
+
+        async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
+            let rx = self.0.lock().unwrap();
+            // Bounded, so a broken mechanism fails the test instead of hanging it.
+            rx.recv_timeout(Duration::from_secs(5))
+                .map(|()| "signalled".to_owned())
+                .map_err(|_| ToolError::new("no signal: the async task never ran while this tool blocked"))
+        }
+    }
+
+    /// A group holding `tool`.
+    pub fn group<T: Tool>(id: &str, tool: T) -> Group {
+        Group::new(id.to_owned(), "test tools").with(tool)
+    }
+}
+
 /// What a fake server saw.
 #[derive(Clone, Debug)]
 pub struct Seen {

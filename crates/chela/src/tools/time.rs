@@ -27,7 +27,7 @@ impl Tool for GetCurrentTime {
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, args: TimeArgs) -> ToolResult {
         let tz = match args.timezone.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             Some(name) => TimeZone::get(name).map_err(|_| {
-                ToolError::new(format!("`{name}` is not an IANA time zone name (try e.g. Europe/Paris)."))
+                ToolError::invalid_args(format!("`{name}` is not an IANA time zone name (try e.g. Europe/Paris)."))
             })?,
             None => ctx.tz.clone(),
         };

@@ -55,7 +55,7 @@ impl Tool for WebSearch {
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: SearchArgs) -> ToolResult {
         let query = a.query.trim();
         if query.is_empty() {
-            return Err(ToolError::new("The search query is empty."));
+            return Err(ToolError::invalid_args("The search query is empty."));
         }
         let n = a.max_results.unwrap_or_else(|| ctx.cfg.usize(keys::SEARCH_MAX_RESULTS)).clamp(1, 20);
         let tavily = ctx.cfg.get(keys::SEARCH_TAVILY_KEY);
