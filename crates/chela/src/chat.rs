@@ -31,11 +31,7 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 pub async fn run(app: App, args: ChatArgs) -> Result<ExitCode> {
     let app = Arc::new(app);
-    let chat = Chat {
-        hub: SessionHub::new(Arc::clone(&app), HubLimits::default()),
-        app,
-        session: args.session,
-    };
+    let chat = Chat { hub: SessionHub::new(Arc::clone(&app), HubLimits::default()), app, session: args.session };
     if args.new {
         chat.restart().await?;
     }

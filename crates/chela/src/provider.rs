@@ -262,7 +262,11 @@ impl Provider {
         }
     }
 
-    async fn read_stream(&self, resp: Response, on_update: &mut (dyn FnMut(Update<'_>) + Send)) -> Result<Reply, ProviderError> {
+    async fn read_stream(
+        &self,
+        resp: Response,
+        on_update: &mut (dyn FnMut(Update<'_>) + Send),
+    ) -> Result<Reply, ProviderError> {
         match self.kind {
             Kind::Anthropic => self.drain(resp, anthropic::StreamDecoder::new(self.limits), on_update).await,
             Kind::OpenAi => self.drain(resp, openai::StreamDecoder::new(self.limits), on_update).await,

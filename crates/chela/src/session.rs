@@ -228,10 +228,8 @@ async fn turn(
 
 async fn restart(path: &Path) -> anyhow::Result<()> {
     let p: PathBuf = path.to_owned();
-    blocking(move || {
-        archive_session(&p).map(drop).map_err(|e| anyhow::anyhow!("cannot archive {}: {e}", p.display()))
-    })
-    .await
+    blocking(move || archive_session(&p).map(drop).map_err(|e| anyhow::anyhow!("cannot archive {}: {e}", p.display())))
+        .await
 }
 
 /// Runs file work on tokio's blocking pool.

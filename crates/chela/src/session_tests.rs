@@ -38,7 +38,12 @@ fn setup(script: Vec<Step>, overrides: &[(&str, &str)]) -> Setup {
     let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
     ws.ensure().unwrap();
     let url = llm.anthropic_base_url();
-    let base = [("llm.provider", "anthropic"), ("llm.base_url", url.as_str()), ("llm.api_key", "test-key"), ("llm.max_retries", "0")];
+    let base = [
+        ("llm.provider", "anthropic"),
+        ("llm.base_url", url.as_str()),
+        ("llm.api_key", "test-key"),
+        ("llm.max_retries", "0"),
+    ];
     for (k, v) in base.iter().chain(overrides) {
         crate::config::set_override(&ws, k, v).unwrap();
     }
@@ -143,6 +148,7 @@ async fn full_inboxes_and_too_many_chats_are_refused_clearly() {
     assert_eq!(answer(soon(waiting.finish()).await.unwrap()), "2");
 }
 
+#[cfg(feature = "web")]
 #[tokio::test]
 async fn the_request_scope_decides_which_groups_the_model_sees() {
     let s = setup(vec![Step::text("with"), Step::text("without")], &[("caps.hidden", "web")]);

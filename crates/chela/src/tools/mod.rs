@@ -85,8 +85,6 @@ impl fmt::Display for ToolError {
 
 impl std::error::Error for ToolError {}
 
-// Not every constructor is used by every build's groups.
-#[cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
 impl ToolError {
     /// The tool ran and failed ([`ToolErrorKind::Failed`]).
     pub fn new(msg: impl Into<String>) -> ToolError {
@@ -186,8 +184,9 @@ impl<T: Tool> Erased for T {
 }
 
 fn parse_args<T: Tool>(input: &str) -> Result<T::Args, ToolError> {
-    serde_json::from_str(input)
-        .map_err(|e| ToolError::invalid_args(format!("Invalid arguments for {}: {e}. Expected: {}", T::NAME, T::SCHEMA)))
+    serde_json::from_str(input).map_err(|e| {
+        ToolError::invalid_args(format!("Invalid arguments for {}: {e}. Expected: {}", T::NAME, T::SCHEMA))
+    })
 }
 
 /// A group as its module declares it.
@@ -361,7 +360,10 @@ impl Toolbox {
         let handler = {
             let state = self.current();
             state.registry.authorize(id, caller, scope)?;
-            let handler = state.handlers.get(id).ok_or_else(|| ToolError::not_found(format!("There is no tool called `{id}`.")))?;
+            let handler = state
+                .handlers
+                .get(id)
+                .ok_or_else(|| ToolError::not_found(format!("There is no tool called `{id}`.")))?;
             Arc::clone(handler)
         };
         let secs = ctx.cfg.int(chela_core::config::TOOLS_TIMEOUT_SECS).unsigned_abs();
@@ -378,7 +380,12 @@ impl Toolbox {
     #[cfg(test)]
     pub(crate) fn handlers(&self) -> Vec<(String, Arc<dyn Erased>)> {
         let state = self.current();
-        state.registry.capabilities().iter().filter_map(|c| Some((c.id.to_string(), Arc::clone(state.handlers.get(c.id.as_ref())?)))).collect()
+        state
+            .registry
+            .capabilities()
+            .iter()
+            .filter_map(|c| Some((c.id.to_string(), Arc::clone(state.handlers.get(c.id.as_ref())?))))
+            .collect()
     }
 }
 

@@ -1,5 +1,8 @@
 //! A workspace with a configuration, for tool tests.
 
+// A build without the optional groups has fewer tool tests to use these helpers.
+#![cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
+
 use std::path::Path;
 use std::sync::Arc;
 

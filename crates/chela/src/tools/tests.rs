@@ -11,10 +11,12 @@ use tokio::sync::Notify;
 use super::testing::{Fixture, fake};
 use super::{ToolErrorKind, Toolbox};
 
+#[cfg(all(feature = "web", feature = "http"))]
 fn kind_of(r: super::ToolResult) -> ToolErrorKind {
     r.unwrap_err().kind()
 }
 
+#[cfg(all(feature = "web", feature = "http"))]
 #[tokio::test]
 async fn errors_say_what_kind_of_failure_they_are() {
     let fx = Fixture::new(&[("caps.hidden", "web"), ("caps.disabled", "http")]);
@@ -137,7 +139,8 @@ fn every_schema_matches_its_argument_type() {
         let props = schema["properties"].as_object().cloned().unwrap_or_default();
         let required: BTreeSet<&str> =
             schema["required"].as_array().into_iter().flatten().map(|r| r.as_str().unwrap()).collect();
-        let fields: BTreeSet<&str> = handler.arg_fields().unwrap_or_else(|| panic!("{id}: Args is not a struct")).iter().copied().collect();
+        let fields: BTreeSet<&str> =
+            handler.arg_fields().unwrap_or_else(|| panic!("{id}: Args is not a struct")).iter().copied().collect();
         let named: BTreeSet<&str> = props.keys().map(String::as_str).collect();
         assert_eq!(named, fields, "{id}: the schema's properties are the argument fields");
         assert!(required.is_subset(&named), "{id}: required names a property");
@@ -148,10 +151,17 @@ fn every_schema_matches_its_argument_type() {
             let mut without = full.clone();
             without.remove(name);
             let ok = handler.check_args(&Value::Object(without).to_string()).is_ok();
-            assert_eq!(ok, !required.contains(name.as_str()), "{id}: `{name}` is required in the schema iff the type needs it");
+            assert_eq!(
+                ok,
+                !required.contains(name.as_str()),
+                "{id}: `{name}` is required in the schema iff the type needs it"
+            );
             let mut mistyped = full.clone();
             mistyped.insert(name.clone(), wrong(prop));
-            assert!(handler.check_args(&Value::Object(mistyped).to_string()).is_err(), "{id}: `{name}` has the schema's type");
+            assert!(
+                handler.check_args(&Value::Object(mistyped).to_string()).is_err(),
+                "{id}: `{name}` has the schema's type"
+            );
         }
     }
 }
