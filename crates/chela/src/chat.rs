@@ -31,7 +31,11 @@ const EXIT_INTERRUPTED: u8 = 130;
 
 pub async fn run(app: App, args: ChatArgs) -> Result<ExitCode> {
     let app = Arc::new(app);
-    let chat = Chat { hub: SessionHub::new(Arc::clone(&app), HubLimits::default()), app, session: args.session };
+    let chat = Chat {
+        hub: SessionHub::new(Arc::clone(&app), HubLimits::from_config(&app.base.cfg)),
+        app,
+        session: args.session,
+    };
     if args.new {
         chat.restart().await?;
     }

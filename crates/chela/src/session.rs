@@ -20,7 +20,10 @@ use std::time::Duration;
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{mpsc, oneshot};
 
+use chela_core::config as keys;
+
 use crate::app::App;
+use crate::config::Config;
 use crate::turn::{History, TurnEnd, TurnRequest, load_history, run_turn};
 use crate::workspace::archive_session;
 
@@ -35,11 +38,16 @@ pub struct HubLimits {
     pub idle: Duration,
 }
 
-impl Default for HubLimits {
-    fn default() -> HubLimits {
-        // A person types one message at a time; eight queued is already a flood. Sixty-four
-        // chats at once is far beyond one household, and each holds at most a few hundred KiB.
-        HubLimits { inbox: 8, max_live: 64, idle: Duration::from_secs(600) }
+impl HubLimits {
+    /// `sessions.max_waiting` and `sessions.max_live`; owners leave after ten quiet minutes.
+    pub fn from_config(cfg: &Config) -> HubLimits {
+        HubLimits {
+            inbox: cfg.usize(keys::SESSIONS_MAX_WAITING),
+            max_live: cfg.usize(keys::SESSIONS_MAX_LIVE),
+            // Long enough that a conversation's history stays in memory while it goes on, short
+            // enough that a day of chats does not keep every one.
+            idle: Duration::from_secs(600),
+        }
     }
 }
 
@@ -59,12 +67,12 @@ impl fmt::Display for HubError {
             HubError::Busy { channel, chat, waiting } => write!(
                 f,
                 "The conversation {channel}/{chat} is busy: {waiting} message(s) are already waiting for \
-                 their answer. Send this one again once those are answered."
+                 their answer (sessions.max_waiting). Send this one again once those are answered."
             ),
             HubError::Full { live } => write!(
                 f,
-                "{live} conversations are open at once, the most Chela keeps; try again when one of them \
-                 has been quiet for a while."
+                "{live} conversations are open at once, the most Chela keeps (sessions.max_live); try \
+                 again when one of them has been quiet for a while."
             ),
         }
     }

@@ -98,7 +98,7 @@ async fn soon<T>(f: impl std::future::Future<Output = T>) -> T {
 #[tokio::test]
 async fn turns_to_one_chat_run_in_order_and_are_saved_in_order() {
     let s = setup(vec![Step::text("one"), Step::text("two")], &[]);
-    let hub = SessionHub::new(s.app.clone(), HubLimits::default());
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
     let first = hub.submit(request("a", "first")).unwrap();
     let second = hub.submit(request("a", "second")).unwrap();
     let (first, second) = tokio::join!(first.finish(), second.finish());
@@ -116,7 +116,7 @@ async fn turns_to_one_chat_run_in_order_and_are_saved_in_order() {
 async fn chats_run_at_the_same_time_and_groups_added_at_runtime_are_offered_and_callable() {
     let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("b done"), Step::text("a done")], &[]);
     let (mut started, open) = add_gate(&s.app);
-    let hub = SessionHub::new(s.app.clone(), HubLimits::default());
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
     let a = hub.submit(request("a", "wait at the gate")).unwrap();
     soon(started.recv()).await.unwrap();
     // Chat a is stuck in its tool; chat b is answered meanwhile.
@@ -132,15 +132,16 @@ async fn chats_run_at_the_same_time_and_groups_added_at_runtime_are_offered_and_
 
 #[tokio::test]
 async fn full_inboxes_and_too_many_chats_are_refused_clearly() {
-    let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("1"), Step::text("2")], &[]);
+    let limits = [("sessions.max_waiting", "1"), ("sessions.max_live", "1")];
+    let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("1"), Step::text("2")], &limits);
     let (mut started, open) = add_gate(&s.app);
-    let hub = SessionHub::new(s.app.clone(), HubLimits { inbox: 1, max_live: 1, ..HubLimits::default() });
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
     let running = hub.submit(request("a", "one")).unwrap();
     soon(started.recv()).await.unwrap();
     let waiting = hub.submit(request("a", "two")).unwrap();
     let e = hub.submit(request("a", "three")).err().unwrap();
     assert_eq!(e, HubError::Busy { channel: "test".into(), chat: "a".into(), waiting: 1 });
-    assert!(e.to_string().contains("test/a is busy") && e.to_string().contains("again"), "{e}");
+    assert!(e.to_string().contains("test/a is busy") && e.to_string().contains("sessions.max_waiting"), "{e}");
     let e = hub.submit(request("b", "hi")).err().unwrap();
     assert!(matches!(e, HubError::Full { live: 1 }), "{e}");
     open.notify_one();
@@ -152,7 +153,7 @@ async fn full_inboxes_and_too_many_chats_are_refused_clearly() {
 #[tokio::test]
 async fn the_request_scope_decides_which_groups_the_model_sees() {
     let s = setup(vec![Step::text("with"), Step::text("without")], &[("caps.hidden", "web")]);
-    let hub = SessionHub::new(s.app.clone(), HubLimits::default());
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
     let mut unlocked = request("a", "x");
     unlocked.scope = vec!["web".into()];
     answer(soon(hub.submit(unlocked).unwrap().finish()).await.unwrap());
@@ -165,7 +166,7 @@ async fn the_request_scope_decides_which_groups_the_model_sees() {
 async fn a_cancelled_turn_ends_and_the_chat_goes_on() {
     let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("after")], &[]);
     let (mut started, _open) = add_gate(&s.app);
-    let hub = SessionHub::new(s.app.clone(), HubLimits::default());
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
     let req = request("a", "wait");
     let cancel = req.cancel.clone();
     let pending = hub.submit(req).unwrap();
@@ -181,11 +182,23 @@ async fn a_cancelled_turn_ends_and_the_chat_goes_on() {
 #[tokio::test]
 async fn restart_archives_and_forgets_the_history_in_memory() {
     let s = setup(vec![Step::text("one"), Step::text("two")], &[]);
-    let hub = SessionHub::new(s.app.clone(), HubLimits::default());
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
     answer(soon(hub.submit(request("a", "remember me")).unwrap().finish()).await.unwrap());
     soon(hub.restart("test", "a").unwrap().finish()).await.unwrap();
     answer(soon(hub.submit(request("a", "fresh")).unwrap().finish()).await.unwrap());
     let body = s.llm.requests()[1].json.clone().unwrap().to_string();
     assert!(!body.contains("remember me"), "{body}");
     assert_eq!(saved(&s.app, "a")[0].1, "fresh");
+}
+
+#[tokio::test(start_paused = true)]
+async fn quiet_owners_leave_and_come_back_when_needed() {
+    let s = setup(vec![], &[]);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    hub.restart("test", "a").unwrap().finish().await.unwrap();
+    assert_eq!(hub.live(), 1);
+    tokio::time::sleep(Duration::from_secs(601)).await;
+    assert_eq!(hub.live(), 0, "the owner left after ten quiet minutes");
+    hub.restart("test", "a").unwrap().finish().await.unwrap();
+    assert_eq!(hub.live(), 1);
 }

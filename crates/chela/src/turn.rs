@@ -243,6 +243,23 @@ mod tests {
         let _ = is_send;
     }
 
+    #[tokio::test]
+    async fn the_history_kept_between_turns_is_bounded_and_the_file_has_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut history = History { path: dir.path().join("s.jsonl"), messages: Vec::new() };
+        let budget = 1024;
+        for i in 0..400 {
+            let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
+            keep(&mut history, &turn, budget).await.unwrap();
+        }
+        let kept = chela_core::history::bytes(&history.messages) as u64;
+        assert!(kept <= tail_bytes(budget), "{kept} bytes kept in memory");
+        assert_eq!(history.messages.last().unwrap().text(), "a".repeat(1000));
+        assert!(history.messages[0].text().starts_with("question "), "starts with a whole exchange");
+        let saved = session::parse(&std::fs::read_to_string(&history.path).unwrap()).messages;
+        assert_eq!(saved.len(), 800, "every turn was appended to the file");
+    }
+
     #[test]
     fn long_sessions_load_their_tail_and_are_rotated_without_losing_anything() {
         let dir = tempfile::tempdir().unwrap();
