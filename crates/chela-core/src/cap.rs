@@ -68,7 +68,8 @@ pub struct Group {
 pub enum Caller {
     /// The model, through a tool call.
     Model,
-    /// A person, with `chela cap call`.
+    /// A person: `chela cap call`, or someone chatting (the turn's caller; the tool calls
+    /// inside a turn are the model's).
     Manual,
     /// Chela itself: a schedule, a rule, a script.
     Internal,

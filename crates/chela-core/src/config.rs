@@ -144,6 +144,12 @@ keys! {
         "Bytes of remembered entries (newest) in the prompt.";
     PROMPT_DAILY_BYTES = "prompt.daily_bytes", Kind::Int { min: 0, max: 1_000_000 }, "6144",
         "Bytes of recent daily notes (newest) in the prompt.";
+    TOOLS_TIMEOUT_SECS = "tools.timeout_secs", Kind::Int { min: 1, max: 3600 }, "120",
+        "Seconds one tool call may run before it is stopped and reported as timed out.";
+    SESSIONS_MAX_WAITING = "sessions.max_waiting", Kind::Int { min: 1, max: 1000 }, "8",
+        "Messages that may wait in one conversation while a turn runs; more are refused as busy.";
+    SESSIONS_MAX_LIVE = "sessions.max_live", Kind::Int { min: 1, max: 10_000 }, "64",
+        "Conversations kept open at once (quiet ones close after 10 minutes).";
     CAPS_DISABLED = "caps.disabled", Kind::List, "",
         "Capability groups switched off for every caller (`chela cap disable GROUP`).";
     CAPS_HIDDEN = "caps.hidden", Kind::List, "",

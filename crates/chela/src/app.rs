@@ -1,6 +1,8 @@
 //! What a command needs, loaded once: the workspace, its configuration, the HTTP client, the
 //! tools, and (for chatting) the provider.
 
+use std::sync::Arc;
+
 use anyhow::{Context, Result};
 use chela_core::agent::Limits;
 use chela_core::config as keys;
@@ -14,12 +16,12 @@ use crate::tools::{ToolCtx, Toolbox};
 use crate::turn::Agent;
 use crate::workspace::Workspace;
 
-/// The parts every command shares.
+/// The parts every command shares, as handles that sessions and tool calls share in turn.
 pub struct Base {
-    pub ws: Workspace,
-    pub cfg: Config,
+    pub ws: Arc<Workspace>,
+    pub cfg: Arc<Config>,
     pub http: HttpClient,
-    pub toolbox: Toolbox,
+    pub toolbox: Arc<Toolbox>,
     pub tz: TimeZone,
 }
 
@@ -34,16 +36,16 @@ impl Base {
             tracing::warn!("{w}");
         }
         let http = http_client(&cfg)?;
-        let toolbox = Toolbox::new(&cfg);
-        for g in &toolbox.unknown_groups {
+        let toolbox = Arc::new(Toolbox::new(&cfg));
+        for g in &toolbox.unknown_groups() {
             tracing::warn!("caps.* names a group this build does not have: {g}");
         }
         let tz = crate::tools::time::zone(cfg.get(keys::TIMEZONE));
-        Ok(Base { ws, cfg, http, toolbox, tz })
+        Ok(Base { ws: Arc::new(ws), cfg: Arc::new(cfg), http, toolbox, tz })
     }
 
-    pub fn tool_ctx(&self) -> ToolCtx<'_> {
-        ToolCtx { ws: &self.ws, cfg: &self.cfg, http: &self.http, tz: &self.tz }
+    pub fn tool_ctx(&self) -> ToolCtx {
+        ToolCtx { ws: Arc::clone(&self.ws), cfg: Arc::clone(&self.cfg), http: self.http.clone(), tz: self.tz.clone() }
     }
 }
 
@@ -91,7 +93,7 @@ impl App {
     /// The system prompt for a turn now.
     pub fn system_prompt(&self, channel: &str, chat_id: &str) -> String {
         let b = &self.base;
-        crate::memory::system_prompt(&b.ws, &b.cfg, &b.toolbox.registry, &b.tz, Timestamp::now(), channel, chat_id)
+        crate::memory::system_prompt(&b.ws, &b.cfg, &b.toolbox.registry(), &b.tz, Timestamp::now(), channel, chat_id)
     }
 
     pub fn explain(&self, e: &ProviderError) -> String {

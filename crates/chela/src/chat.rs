@@ -3,21 +3,25 @@
 //! Interactive: a prompt, answers streamed as they arrive, each tool call shown as it runs.
 //! One-shot (`-m`): the reply alone on stdout, everything else on stderr, a non-zero exit on
 //! failure. Ctrl-C during a turn cancels the turn; at the prompt it leaves.
+//!
+//! The turns go through the session's owner ([`SessionHub`]), as every channel's do.
 
 use std::io::{IsTerminal, Write};
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use chela_core::agent::{ToolCall, ToolResult};
+use chela_core::cap::Caller;
 use chela_proto::chat::Message;
 use tokio::sync::{mpsc, watch};
 
 use crate::app::App;
 use crate::args::ChatArgs;
-use crate::turn::{Interrupt, Observer, TurnEnd, run_turn};
-use crate::workspace::archive_session;
+use crate::session::{HubLimits, SessionHub};
+use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
 
 /// The channel name in session file names: `sessions/cli_<session>.jsonl`.
 pub const CHANNEL: &str = "cli";
@@ -25,15 +29,59 @@ pub const CHANNEL: &str = "cli";
 /// Exit status when a one-shot turn is cancelled with Ctrl-C, as shells report SIGINT.
 const EXIT_INTERRUPTED: u8 = 130;
 
-pub async fn run(app: &App, args: ChatArgs) -> Result<ExitCode> {
-    let session_path = app.base.ws.session_path(CHANNEL, &args.session);
+pub async fn run(app: App, args: ChatArgs) -> Result<ExitCode> {
+    let app = Arc::new(app);
+    let chat = Chat {
+        hub: SessionHub::new(Arc::clone(&app), HubLimits::from_config(&app.base.cfg)),
+        app,
+        session: args.session,
+    };
     if args.new {
-        archive(&session_path)?;
+        chat.restart().await?;
     }
     let mut ctrl_c = CtrlC::install()?;
     match args.message {
-        Some(m) => one_shot(app, &session_path, &args.session, read_message(m)?, &mut ctrl_c).await,
-        None => interactive(app, &session_path, &args.session, &mut ctrl_c).await,
+        Some(m) => one_shot(&chat, read_message(m)?, &mut ctrl_c).await,
+        None => interactive(&chat, &mut ctrl_c).await,
+    }
+}
+
+/// The terminal's one conversation.
+struct Chat {
+    app: Arc<App>,
+    hub: SessionHub,
+    session: String,
+}
+
+impl Chat {
+    /// Runs one turn through the session's owner; Ctrl-C meanwhile cancels it.
+    async fn turn(&self, message: String, term: &SharedTerminal, ctrl_c: &mut CtrlC) -> Result<TurnEnd> {
+        let cancel = Cancel::default();
+        let pending = self.hub.submit(TurnRequest {
+            channel: CHANNEL.to_owned(),
+            chat_id: self.session.clone(),
+            user: Message::user_text(message),
+            scope: Vec::new(),
+            caller: Caller::Manual,
+            cancel: cancel.clone(),
+            observer: Box::new(term.clone()),
+        })?;
+        let done = pending.finish();
+        tokio::pin!(done);
+        loop {
+            tokio::select! {
+                end = &mut done => return end,
+                () = ctrl_c.interrupted() => cancel.cancel(),
+            }
+        }
+    }
+
+    async fn restart(&self) -> Result<()> {
+        self.hub.restart(CHANNEL, &self.session)?.finish().await
+    }
+
+    fn path(&self) -> PathBuf {
+        self.app.base.ws.session_path(CHANNEL, &self.session)
     }
 }
 
@@ -46,11 +94,12 @@ fn read_message(m: String) -> Result<String> {
     Ok(s)
 }
 
-async fn one_shot(app: &App, path: &Path, session: &str, message: String, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
+async fn one_shot(chat: &Chat, message: String, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
     let live = std::io::stdout().is_terminal();
-    let mut term = Terminal::new(live);
-    let system = app.system_prompt(CHANNEL, session);
-    match run_turn(&app.agent(), path, system, Message::user_text(message), &mut term, ctrl_c).await? {
+    let shared = SharedTerminal::new(live);
+    let end = chat.turn(message, &shared, ctrl_c).await?;
+    let mut term = shared.lock();
+    match end {
         TurnEnd::Done(o) if o.cancelled => {
             term.end_line();
             eprintln!("cancelled");
@@ -71,13 +120,14 @@ async fn one_shot(app: &App, path: &Path, session: &str, message: String, ctrl_c
         }
         TurnEnd::Failed(e) => {
             term.end_line();
-            eprintln!("{}", app.explain(&e));
+            eprintln!("{}", chat.app.explain(&e));
             Ok(ExitCode::FAILURE)
         }
     }
 }
 
-async fn interactive(app: &App, path: &Path, session: &str, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
+async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
+    let (app, path) = (&chat.app, chat.path());
     let mut lines = stdin_lines();
     let color = color_enabled();
     eprintln!(
@@ -104,7 +154,7 @@ async fn interactive(app: &App, path: &Path, session: &str, ctrl_c: &mut CtrlC) 
             "" => continue,
             "/exit" | "/quit" => return Ok(ExitCode::SUCCESS),
             "/new" => {
-                archive(path)?;
+                chat.restart().await?;
                 eprintln!("Started a new session; the old one is in {}.", path.with_file_name("archive").display());
                 continue;
             }
@@ -114,10 +164,11 @@ async fn interactive(app: &App, path: &Path, session: &str, ctrl_c: &mut CtrlC) 
             }
             _ => {}
         }
-        let mut term = Terminal::new(true);
-        let system = app.system_prompt(CHANNEL, session);
+        let shared = SharedTerminal::new(true);
         ctrl_c.reset();
-        match run_turn(&app.agent(), path, system, Message::user_text(line), &mut term, ctrl_c).await? {
+        let end = chat.turn(line.to_owned(), &shared, ctrl_c).await?;
+        let mut term = shared.lock();
+        match end {
             TurnEnd::Done(o) if o.cancelled => {
                 term.end_line();
                 eprintln!("{}", term.dim("(turn cancelled)"));
@@ -129,11 +180,6 @@ async fn interactive(app: &App, path: &Path, session: &str, ctrl_c: &mut CtrlC) 
             }
         }
     }
-}
-
-fn archive(path: &Path) -> Result<()> {
-    archive_session(path).with_context(|| format!("cannot archive {}", path.display()))?;
-    Ok(())
 }
 
 /// Lines from stdin, read on their own thread so a pending read never holds up exit.
@@ -162,7 +208,7 @@ fn color_enabled() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
-/// Ctrl-C as an [`Interrupt`]: every SIGINT bumps a counter the turn watches.
+/// Ctrl-C: every SIGINT bumps a counter the chat watches.
 pub struct CtrlC {
     rx: watch::Receiver<u64>,
 }
@@ -184,14 +230,46 @@ impl CtrlC {
     fn reset(&mut self) {
         self.rx.mark_unchanged();
     }
-}
 
-impl Interrupt for CtrlC {
+    /// Resolves at the next Ctrl-C.
     async fn interrupted(&mut self) {
         if self.rx.changed().await.is_err() {
             // The signal task is gone; no interrupt can come.
             std::future::pending::<()>().await;
         }
+    }
+}
+
+/// The terminal as the session's owner shows a turn on it, while the chat keeps a handle to
+/// finish the line after the turn.
+#[derive(Clone)]
+struct SharedTerminal(Arc<Mutex<Terminal>>);
+
+impl SharedTerminal {
+    fn new(live: bool) -> SharedTerminal {
+        SharedTerminal(Arc::new(Mutex::new(Terminal::new(live))))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Terminal> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Observer for SharedTerminal {
+    fn text(&mut self, text: &str) {
+        self.lock().text(text);
+    }
+
+    fn reply_done(&mut self, tools_follow: bool) {
+        self.lock().reply_done(tools_follow);
+    }
+
+    fn tool_started(&mut self, call: &ToolCall) {
+        self.lock().tool_started(call);
+    }
+
+    fn tool_finished(&mut self, call: &ToolCall, result: &ToolResult, elapsed: Duration) {
+        self.lock().tool_finished(call, result, elapsed);
     }
 }
 

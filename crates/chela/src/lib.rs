@@ -18,5 +18,6 @@ mod app;
 mod chat;
 mod net;
 mod provider;
+mod session;
 mod tools;
 mod turn;

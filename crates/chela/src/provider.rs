@@ -194,7 +194,7 @@ impl Provider {
         &self,
         call: &ModelCall<'_>,
         tools: &[ToolSpec<'_>],
-        on_update: &mut dyn FnMut(Update<'_>),
+        on_update: &mut (dyn FnMut(Update<'_>) + Send),
     ) -> Result<Reply, ProviderError> {
         let body = Bytes::from(self.body(call, tools, self.stream));
         let mut retry = 0u32;
@@ -228,7 +228,7 @@ impl Provider {
     async fn attempt(
         &self,
         body: Bytes,
-        on_update: &mut dyn FnMut(Update<'_>),
+        on_update: &mut (dyn FnMut(Update<'_>) + Send),
     ) -> Result<Reply, (ProviderError, Option<Duration>)> {
         let resp = self
             .http
@@ -262,7 +262,11 @@ impl Provider {
         }
     }
 
-    async fn read_stream(&self, resp: Response, on_update: &mut dyn FnMut(Update<'_>)) -> Result<Reply, ProviderError> {
+    async fn read_stream(
+        &self,
+        resp: Response,
+        on_update: &mut (dyn FnMut(Update<'_>) + Send),
+    ) -> Result<Reply, ProviderError> {
         match self.kind {
             Kind::Anthropic => self.drain(resp, anthropic::StreamDecoder::new(self.limits), on_update).await,
             Kind::OpenAi => self.drain(resp, openai::StreamDecoder::new(self.limits), on_update).await,
@@ -274,7 +278,7 @@ impl Provider {
         &self,
         mut resp: Response,
         mut decoder: Decoder<A>,
-        on_update: &mut dyn FnMut(Update<'_>),
+        on_update: &mut (dyn FnMut(Update<'_>) + Send),
     ) -> Result<Reply, ProviderError> {
         while let Some(chunk) = resp.chunk(self.idle).await.map_err(ProviderError::network)? {
             decoder.handle_bytes(&chunk, on_update).map_err(ProviderError::from_stream)?;

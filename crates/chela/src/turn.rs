@@ -1,7 +1,9 @@
 //! Driving one agent turn: step the core's `AgentRun`, call the provider, run the tools,
-//! persist the turn. Every channel (the terminal today) goes through [`run_turn`].
+//! persist the turn. Every channel (the terminal today) goes through [`run_turn`], called by
+//! the session's owner (`crate::session`), which keeps the history between turns.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -33,16 +35,54 @@ pub trait Observer {
     fn tool_finished(&mut self, call: &ToolCall, result: &ToolResult, elapsed: Duration);
 }
 
-/// Something that resolves when the person asks to stop the turn (Ctrl-C).
-pub trait Interrupt {
-    fn interrupted(&mut self) -> impl std::future::Future<Output = ()>;
+/// Stops a turn from elsewhere (Ctrl-C, a channel's "stop"): clones share one switch.
+#[derive(Clone, Debug)]
+pub struct Cancel(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Default for Cancel {
+    fn default() -> Cancel {
+        Cancel(Arc::new(tokio::sync::watch::Sender::new(false)))
+    }
+}
+
+impl Cancel {
+    pub fn cancel(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Resolves once [`Cancel::cancel`] was called, at once if it already was.
+    pub async fn cancelled(&self) {
+        let mut rx = self.0.subscribe();
+        // The sender lives in `self`, so waiting cannot end with a closed channel.
+        let _ = rx.wait_for(|&c| c).await;
+    }
+}
+
+/// One turn as a channel asks for it.
+pub struct TurnRequest {
+    pub channel: String,
+    pub chat_id: String,
+    pub user: Message,
+    /// Groups this session sees on top of the base visibility (a skill unlocked them).
+    pub scope: Vec<String>,
+    /// Who asked for the turn. The tool calls inside it are always the model's.
+    pub caller: Caller,
+    pub cancel: Cancel,
+    pub observer: Box<dyn Observer + Send>,
+}
+
+/// A session's conversation as its owner keeps it between turns: the file it is appended to
+/// and its recent messages, bounded like the part of the file that is read back.
+pub struct History {
+    pub path: PathBuf,
+    pub messages: Vec<Message>,
 }
 
 /// Everything a turn needs.
 pub struct Agent<'a> {
     pub provider: &'a Provider,
     pub toolbox: &'a Toolbox,
-    pub ctx: ToolCtx<'a>,
+    pub ctx: ToolCtx,
     pub limits: Limits,
 }
 
@@ -82,22 +122,26 @@ fn rotate(path: &Path, recent: &[Message], ts: u64) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Runs one turn and appends it to the session file at `session_path`.
+/// Runs one turn of `history`'s conversation, appends it to the session file and to
+/// `history`. The file is written on tokio's blocking pool.
 pub async fn run_turn(
     agent: &Agent<'_>,
-    session_path: &Path,
+    history: &mut History,
     system: String,
-    user: Message,
-    obs: &mut impl Observer,
-    interrupt: &mut impl Interrupt,
+    req: &mut TurnRequest,
 ) -> anyhow::Result<TurnEnd> {
-    let history = load_history(session_path, agent.limits.history_budget)?;
-    let mut run = AgentRun::new(history, user, system, agent.limits);
+    tracing::debug!(channel = %req.channel, chat = %req.chat_id, caller = ?req.caller, "turn starts");
+    let scope = Scope { extra_visible: &req.scope };
+    let obs = &mut *req.observer;
+    let cancel = &req.cancel;
+    let mut run = AgentRun::new(history.messages.clone(), req.user.clone(), system, agent.limits);
     let end = loop {
         match run.next_step() {
             Step::Done(outcome) => break TurnEnd::Done(outcome.clone()),
             Step::CallModel(call) => {
-                let tools = agent.toolbox.registry.tools_for(Scope::default());
+                // Taken at each call: a group registered while the turn runs shows up in the next.
+                let registry = agent.toolbox.registry();
+                let tools = registry.tools_for(scope);
                 let mut on_update = |u: Update<'_>| {
                     if let Update::Text(t) = u {
                         obs.text(t);
@@ -105,7 +149,7 @@ pub async fn run_turn(
                 };
                 let result = tokio::select! {
                     r = agent.provider.complete(&call, &tools, &mut on_update) => Some(r),
-                    () = interrupt.interrupted() => None,
+                    () = cancel.cancelled() => None,
                 };
                 match result {
                     None => run.cancel(),
@@ -124,15 +168,18 @@ pub async fn run_turn(
                     obs.tool_started(call);
                     let started = Instant::now();
                     let outcome = tokio::select! {
-                        r = agent.toolbox.call(&agent.ctx, &call.name, call.input.as_str(), Caller::Model, Scope::default()) => r,
-                        () = interrupt.interrupted() => {
+                        r = agent.toolbox.call(&agent.ctx, &call.name, call.input.as_str(), Caller::Model, scope) => r,
+                        () = cancel.cancelled() => {
                             cancelled = true;
                             break;
                         }
                     };
                     let result = match outcome {
                         Ok(out) => ToolResult::ok(call.id.clone(), out),
-                        Err(e) => ToolResult::error(call.id.clone(), e.0),
+                        Err(e) => {
+                            tracing::debug!(tool = %call.name, kind = ?e.kind(), "tool call failed");
+                            ToolResult::error(call.id.clone(), e.0)
+                        }
                     };
                     obs.tool_finished(call, &result, started.elapsed());
                     run.record_tool_result(result)?;
@@ -146,15 +193,30 @@ pub async fn run_turn(
         }
     };
     match &end {
-        TurnEnd::Done(_) => persist(session_path, run.turn_messages())?,
+        TurnEnd::Done(_) => keep(history, run.turn_messages(), agent.limits.history_budget).await?,
         // When tools already changed things, keep the record of it, closed so it stays well-formed.
         TurnEnd::Failed(e) if run.turn_messages().len() > 1 => {
             run.abort(&format!("(this turn stopped: the model call failed: {e})"));
-            persist(session_path, run.turn_messages())?;
+            keep(history, run.turn_messages(), agent.limits.history_budget).await?;
         }
         TurnEnd::Failed(_) => {}
     }
     Ok(end)
+}
+
+/// Appends a finished turn to the session file (off the async workers: it fsyncs) and then to
+/// the history in memory, which keeps only as much as a fresh load would read.
+async fn keep(history: &mut History, turn: &[Message], budget: usize) -> anyhow::Result<()> {
+    let (path, messages) = (history.path.clone(), turn.to_vec());
+    tokio::task::spawn_blocking(move || persist(&path, &messages))
+        .await
+        .map_err(|e| anyhow::anyhow!("saving the conversation stopped unexpectedly: {e}"))??;
+    let kept = &mut history.messages;
+    kept.extend_from_slice(turn);
+    let bound = usize::try_from(tail_bytes(budget)).unwrap_or(usize::MAX);
+    let start = chela_core::history::trim_start(kept, bound, kept.len());
+    kept.drain(..start);
+    Ok(())
 }
 
 fn persist(path: &Path, messages: &[Message]) -> anyhow::Result<()> {
@@ -166,6 +228,37 @@ fn persist(path: &Path, messages: &[Message]) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_turn_can_run_on_any_worker_thread() {
+        // Compiles only while the turn's future is `Send`: a non-Send value held across an
+        // await in a turn (a borrow, an `Rc`, a std lock guard) breaks the build here.
+        fn is_send<'a>(
+            agent: &'a Agent<'a>,
+            history: &'a mut History,
+            req: &'a mut TurnRequest,
+        ) -> impl std::future::Future<Output = anyhow::Result<TurnEnd>> + Send + 'a {
+            run_turn(agent, history, String::new(), req)
+        }
+        let _ = is_send;
+    }
+
+    #[tokio::test]
+    async fn the_history_kept_between_turns_is_bounded_and_the_file_has_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut history = History { path: dir.path().join("s.jsonl"), messages: Vec::new() };
+        let budget = 1024;
+        for i in 0..400 {
+            let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
+            keep(&mut history, &turn, budget).await.unwrap();
+        }
+        let kept = chela_core::history::bytes(&history.messages) as u64;
+        assert!(kept <= tail_bytes(budget), "{kept} bytes kept in memory");
+        assert_eq!(history.messages.last().unwrap().text(), "a".repeat(1000));
+        assert!(history.messages[0].text().starts_with("question "), "starts with a whole exchange");
+        let saved = session::parse(&std::fs::read_to_string(&history.path).unwrap()).messages;
+        assert_eq!(saved.len(), 800, "every turn was appended to the file");
+    }
 
     #[test]
     fn long_sessions_load_their_tail_and_are_rotated_without_losing_anything() {

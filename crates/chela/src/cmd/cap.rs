@@ -33,14 +33,14 @@ pub async fn run(base: Base, cmd: CapCmd) -> Result<ExitCode> {
             }
         }
         CapCmd::Enable(group, on) => {
-            let mut reg = base.toolbox.registry.clone();
+            let mut reg = chela_core::cap::Registry::clone(&base.toolbox.registry());
             reg.set_enabled(&group, on).map_err(explain)?;
             edit_list_override(&base.ws, CAPS_DISABLED, &group, !on)?;
             println!("{group}: {}", if on { "enabled" } else { "disabled for every caller" });
             Ok(ExitCode::SUCCESS)
         }
         CapCmd::Show(group, visible) => {
-            let mut reg = base.toolbox.registry.clone();
+            let mut reg = chela_core::cap::Registry::clone(&base.toolbox.registry());
             reg.set_visible(&group, visible).map_err(explain)?;
             let default_visible = reg.group(&group).is_some_and(|g| g.spec.visible_by_default);
             // Record only what differs from the group's default, so defaults can change later.
@@ -58,7 +58,7 @@ fn explain(e: ControlError) -> anyhow::Error {
 
 /// Groups, their switches and their tools.
 pub fn list(base: &Base) -> String {
-    let reg = &base.toolbox.registry;
+    let reg = &base.toolbox.registry();
     let mut out = String::new();
     for g in reg.groups() {
         let state = match (g.spec.core, g.enabled, g.visible) {

@@ -17,7 +17,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Chat(args) => {
             let app = App::load(ws)?;
-            crate::chat::run(&app, args).await
+            crate::chat::run(app, args).await
         }
         Command::Config(c) => config::run(&ws, c),
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,

@@ -116,7 +116,7 @@ impl Jail {
     }
 }
 
-fn jail(ctx: &ToolCtx<'_>) -> Result<Jail, ToolError> {
+fn jail(ctx: &ToolCtx) -> Result<Jail, ToolError> {
     Jail::new(ctx.ws.root())
 }
 
@@ -136,11 +136,11 @@ fn open_nofollow(path: &Path) -> io::Result<fs::File> {
     fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
 }
 
-fn max_read(ctx: &ToolCtx<'_>) -> usize {
+fn max_read(ctx: &ToolCtx) -> usize {
     ctx.cfg.usize(keys::FILES_MAX_READ_BYTES)
 }
 
-fn max_write(ctx: &ToolCtx<'_>) -> usize {
+fn max_write(ctx: &ToolCtx) -> usize {
     ctx.cfg.usize(keys::FILES_MAX_WRITE_BYTES)
 }
 
@@ -167,8 +167,9 @@ impl Tool for FileRead {
     const DESCRIPTION: &'static str = "Read a text file. Long files come in pieces: pass offset to continue.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer","minimum":0,"description":"Byte to start at."},"max_bytes":{"type":"integer","minimum":1}},"required":["path"]}"#;
     type Args = ReadArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ReadArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: ReadArgs) -> ToolResult {
         let path = jail(ctx)?.resolve(&a.path)?;
         let mut f = open_nofollow(&path).map_err(|e| io_err("read", &a.path, &e))?;
         let meta = f.metadata().map_err(|e| io_err("read", &a.path, &e))?;
@@ -222,8 +223,9 @@ impl Tool for FileWrite {
         "Create or overwrite a text file, or append to it. Folders are created as needed.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"},"mode":{"type":"string","enum":["overwrite","append"]}},"required":["path","content"]}"#;
     type Args = WriteArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: WriteArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: WriteArgs) -> ToolResult {
         let path = jail(ctx)?.resolve(&a.path)?;
         let limit = max_write(ctx);
         if path.is_dir() {
@@ -280,8 +282,9 @@ impl Tool for FileEdit {
         "Replace one exact piece of text in a file. Fails unless old_text occurs exactly once; include enough context.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"},"old_text":{"type":"string"},"new_text":{"type":"string"}},"required":["path","old_text","new_text"]}"#;
     type Args = EditArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: EditArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: EditArgs) -> ToolResult {
         let path = jail(ctx)?.resolve(&a.path)?;
         if a.old_text.is_empty() {
             return Err(ToolError::new("old_text is empty; give the exact text to replace."));
@@ -334,8 +337,9 @@ impl Tool for FileList {
     const SCHEMA: &'static str =
         r#"{"type":"object","properties":{"path":{"type":"string"},"recursive":{"type":"boolean"}}}"#;
     type Args = ListArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ListArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: ListArgs) -> ToolResult {
         let j = jail(ctx)?;
         let rel = a.path.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or(".");
         let dir = j.resolve(rel)?;
@@ -399,8 +403,9 @@ impl Tool for FileDelete {
     const DESCRIPTION: &'static str = "Delete a file, or an empty folder.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#;
     type Args = PathArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: PathArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: PathArgs) -> ToolResult {
         let j = jail(ctx)?;
         let path = j.resolve(&a.path)?;
         if path == j.root {
@@ -431,7 +436,7 @@ pub struct FromToArgs {
 
 const FROM_TO_SCHEMA: &str = r#"{"type":"object","properties":{"from":{"type":"string"},"to":{"type":"string"},"overwrite":{"type":"boolean","description":"Replace an existing destination."}},"required":["from","to"]}"#;
 
-fn from_to(ctx: &ToolCtx<'_>, a: &FromToArgs, action: &str) -> Result<(PathBuf, PathBuf), ToolError> {
+fn from_to(ctx: &ToolCtx, a: &FromToArgs, action: &str) -> Result<(PathBuf, PathBuf), ToolError> {
     let j = jail(ctx)?;
     let from = j.resolve(&a.from)?;
     let to = j.resolve(&a.to)?;
@@ -453,8 +458,9 @@ impl Tool for FileMove {
     const DESCRIPTION: &'static str = "Move or rename a file or folder.";
     const SCHEMA: &'static str = FROM_TO_SCHEMA;
     type Args = FromToArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: FromToArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: FromToArgs) -> ToolResult {
         let (from, to) = from_to(ctx, &a, "move")?;
         fs::rename(&from, &to).map_err(|e| io_err("move", &a.from, &e))?;
         Ok(format!("moved {} to {}", a.from, a.to))
@@ -468,8 +474,9 @@ impl Tool for FileCopy {
     const DESCRIPTION: &'static str = "Copy a file.";
     const SCHEMA: &'static str = FROM_TO_SCHEMA;
     type Args = FromToArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: FromToArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: FromToArgs) -> ToolResult {
         let (from, to) = from_to(ctx, &a, "copy")?;
         let limit = max_write(ctx);
         let f = open_nofollow(&from).map_err(|e| io_err("copy", &a.from, &e))?;
@@ -497,8 +504,9 @@ impl Tool for FileStat {
     const DESCRIPTION: &'static str = "Size, type and modification time of a file or folder.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}"#;
     type Args = PathArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: PathArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: PathArgs) -> ToolResult {
         let path = jail(ctx)?.resolve(&a.path)?;
         let meta = fs::symlink_metadata(&path).map_err(|e| io_err("stat", &a.path, &e))?;
         let kind = if meta.is_dir() {

@@ -50,7 +50,7 @@ impl Tool for HttpRequest {
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"url":{"type":"string"},"method":{"type":"string","enum":["GET","POST","PUT","PATCH","DELETE","HEAD"]},"headers":{"type":"object","additionalProperties":{"type":"string"}},"body":{"type":"string"},"timeout_secs":{"type":"integer","minimum":1}},"required":["url"]}"#;
     type Args = RequestArgs;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: RequestArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RequestArgs) -> ToolResult {
         let method = match a.method.as_deref().unwrap_or("GET").to_ascii_uppercase().as_str() {
             "GET" => Method::GET,
             "POST" => Method::POST,
@@ -59,14 +59,14 @@ impl Tool for HttpRequest {
             "DELETE" => Method::DELETE,
             "HEAD" => Method::HEAD,
             other => {
-                return Err(ToolError::new(format!(
+                return Err(ToolError::invalid_args(format!(
                     "Method `{other}` is not supported: use GET, POST, PUT, PATCH, DELETE or HEAD."
                 )));
             }
         };
         let body = a.body.unwrap_or_default();
         if body.len() > MAX_REQUEST_BODY {
-            return Err(ToolError::new(format!("The request body is over {MAX_REQUEST_BODY} bytes.")));
+            return Err(ToolError::invalid_args(format!("The request body is over {MAX_REQUEST_BODY} bytes.")));
         }
         let max_secs = ctx.cfg.int(keys::HTTP_TIMEOUT_SECS).unsigned_abs();
         let timeout = Duration::from_secs(a.timeout_secs.unwrap_or(max_secs).clamp(1, max_secs));
@@ -110,7 +110,7 @@ impl Tool for HttpRequest {
 
 fn explain(e: &NetError, url: &str) -> ToolError {
     match e {
-        NetError::Refused { .. } => ToolError::new(format!(
+        NetError::Refused { .. } => ToolError::refused(format!(
             "{e}. Requests to local and private addresses are refused; the user can allow them with \
              `chela config set http.allow_private true`."
         )),
@@ -140,6 +140,7 @@ mod tests {
         ] {
             let e = request(&fx, serde_json::json!({"url": target})).await.unwrap_err();
             assert!(e.0.contains("http.allow_private"), "{target}: {e}");
+            assert_eq!(e.kind(), crate::tools::ToolErrorKind::Refused, "{target}");
         }
         assert!(seen.lock().unwrap().is_empty(), "nothing reached the server");
         let e = request(&fx, serde_json::json!({"url": "ftp://example.com/"})).await.unwrap_err();

@@ -100,15 +100,16 @@ impl Tool for MemoryStore {
     const DESCRIPTION: &'static str = "Remember a fact for future conversations. Returns its id.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"content":{"type":"string","description":"One self-contained fact."},"tags":{"type":"array","items":{"type":"string"}},"source":{"type":"string","description":"Where it came from, e.g. chat."}},"required":["content"]}"#;
     type Args = StoreArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: StoreArgs) -> ToolResult {
-        let mut entries = load_entries(ctx.ws).map_err(io_err)?;
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: StoreArgs) -> ToolResult {
+        let mut entries = load_entries(&ctx.ws).map_err(io_err)?;
         let id = entries
             .store(&a.content, &tags_of(a.tags), &a.source, now())
             .map_err(|e| ToolError::new(e.to_string()))?
             .id
             .clone();
-        save_entries(ctx.ws, &entries).map_err(io_err)?;
+        save_entries(&ctx.ws, &entries).map_err(io_err)?;
         Ok(format!("stored as {id}"))
     }
 }
@@ -127,9 +128,10 @@ impl Tool for MemoryRecall {
     const DESCRIPTION: &'static str = "Search remembered facts by keywords, best matches first.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":50}},"required":["query"]}"#;
     type Args = RecallArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: RecallArgs) -> ToolResult {
-        let entries = load_entries(ctx.ws).map_err(io_err)?;
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RecallArgs) -> ToolResult {
+        let entries = load_entries(&ctx.ws).map_err(io_err)?;
         let hits = entries.recall(&a.query, a.max_results.unwrap_or(8).clamp(1, 50));
         if hits.is_empty() {
             return Ok(format!("Nothing remembered matches \"{}\".", a.query));
@@ -153,15 +155,16 @@ impl Tool for MemoryUpdate {
     const DESCRIPTION: &'static str = "Replace the content (and optionally the tags) of a remembered fact by id.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"id":{"type":"string"},"content":{"type":"string"},"tags":{"type":"array","items":{"type":"string"}}},"required":["id","content"]}"#;
     type Args = UpdateArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: UpdateArgs) -> ToolResult {
-        let mut entries = load_entries(ctx.ws).map_err(io_err)?;
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: UpdateArgs) -> ToolResult {
+        let mut entries = load_entries(&ctx.ws).map_err(io_err)?;
         let tags = a.tags.map(|t| tags_of(Some(t)));
         let line = entries
             .update(a.id.trim(), &a.content, tags.as_deref(), now())
             .map(render_line)
             .map_err(|e| ToolError::new(e.to_string()))?;
-        save_entries(ctx.ws, &entries).map_err(io_err)?;
+        save_entries(&ctx.ws, &entries).map_err(io_err)?;
         Ok(format!("updated: {line}"))
     }
 }
@@ -178,11 +181,12 @@ impl Tool for MemoryForget {
     const DESCRIPTION: &'static str = "Delete a remembered fact by id.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}"#;
     type Args = ForgetArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ForgetArgs) -> ToolResult {
-        let mut entries = load_entries(ctx.ws).map_err(io_err)?;
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: ForgetArgs) -> ToolResult {
+        let mut entries = load_entries(&ctx.ws).map_err(io_err)?;
         let gone = entries.forget(a.id.trim()).map_err(|e| ToolError::new(e.to_string()))?;
-        save_entries(ctx.ws, &entries).map_err(io_err)?;
+        save_entries(&ctx.ws, &entries).map_err(io_err)?;
         Ok(format!("forgot: {}", render_line(&gone)))
     }
 }
@@ -202,9 +206,10 @@ impl Tool for MemoryList {
     const DESCRIPTION: &'static str = "List remembered facts, newest first, optionally with one tag.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"max_results":{"type":"integer","minimum":1,"maximum":200},"tag":{"type":"string"}}}"#;
     type Args = ListArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ListArgs) -> ToolResult {
-        let entries = load_entries(ctx.ws).map_err(io_err)?;
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: ListArgs) -> ToolResult {
+        let entries = load_entries(&ctx.ws).map_err(io_err)?;
         let list = entries.newest(a.max_results.unwrap_or(20).clamp(1, 200), a.tag.as_deref());
         if list.is_empty() {
             return Ok("Nothing is remembered yet.".to_owned());
@@ -229,8 +234,9 @@ impl Tool for MemoryAppendToday {
     const SCHEMA: &'static str =
         r#"{"type":"object","properties":{"content":{"type":"string"}},"required":["content"]}"#;
     type Args = AppendArgs;
+    const BLOCKING: bool = true;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: AppendArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: AppendArgs) -> ToolResult {
         let text = a.content.trim();
         if text.is_empty() {
             return Err(ToolError::new("The note is empty."));
@@ -238,7 +244,7 @@ impl Tool for MemoryAppendToday {
         if text.len() > MAX_ENTRY_BYTES {
             return Err(ToolError::new(format!("The note is over {MAX_ENTRY_BYTES} bytes; write a shorter one.")));
         }
-        let path = append_today(ctx.ws, ctx.tz, Timestamp::now(), text).map_err(io_err)?;
+        let path = append_today(&ctx.ws, &ctx.tz, Timestamp::now(), text).map_err(io_err)?;
         Ok(format!("noted in {}", path.strip_prefix(ctx.ws.root()).unwrap_or(&path).display()))
     }
 }

@@ -6,14 +6,24 @@
 //! list is greppable in one place.
 //!
 //! Tool errors are written for the model to read and act on, and for a person to read when
-//! they call a tool by hand.
+//! they call a tool by hand; their [`ToolErrorKind`] says what went wrong for code that maps
+//! them (MCP).
+//!
+//! The contract: a tool and its future are `Send + Sync`, so a turn can run on any worker of a
+//! multi-threaded runtime; a tool gets shared handles ([`ToolCtx`]), never borrows of a
+//! command's state; a tool whose work blocks (file IO, fsync) sets [`Tool::BLOCKING`] and runs
+//! on tokio's blocking pool; every call is bounded by `tools.timeout_secs`. Groups can be
+//! registered and unregistered while turns run ([`Toolbox::register`]).
 
 use std::collections::HashMap;
 use std::fmt;
 use std::future::Future;
+use std::ops::Deref;
 use std::pin::Pin;
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
-use chela_core::cap::{Caller, Capability, GroupSpec, Registry, Scope};
+use chela_core::cap::{CallError, Caller, Capability, ControlError, GroupSpec, Registry, Scope};
 use serde::de::DeserializeOwned;
 
 use crate::config::Config;
@@ -33,19 +43,39 @@ pub mod web;
 #[cfg(test)]
 pub mod testing;
 
-/// What a tool may use while it runs.
+/// What a tool may use while it runs: shared handles, cheap to clone, owned by nobody in
+/// particular, so a call can move to another thread or outlive the command that started it.
+#[derive(Clone)]
 // A build without the optional groups uses only some of these.
 #[cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
-pub struct ToolCtx<'a> {
-    pub ws: &'a Workspace,
-    pub cfg: &'a Config,
-    pub http: &'a HttpClient,
-    pub tz: &'a jiff::tz::TimeZone,
+pub struct ToolCtx {
+    pub ws: Arc<Workspace>,
+    pub cfg: Arc<Config>,
+    /// Already a shared handle inside.
+    pub http: HttpClient,
+    /// jiff's `TimeZone` is itself a reference-counted handle, so it needs no `Arc` of its own.
+    pub tz: jiff::tz::TimeZone,
 }
 
-/// A failed tool call, explained.
+/// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ToolErrorKind {
+    /// The arguments do not fit the tool's schema, or a value in them is not acceptable.
+    InvalidArgs,
+    /// The caller may not use this tool now (switched off, hidden, people only).
+    Refused,
+    /// No such tool (never registered, or its group went away).
+    NotFound,
+    /// The tool ran and could not do what was asked.
+    Failed,
+    /// The tool did not finish within `tools.timeout_secs`.
+    TimedOut,
+}
+
+/// A failed tool call, explained. Field `.0` is the message shown to the model or the person.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ToolError(pub String);
+pub struct ToolError(pub String, ToolErrorKind);
 
 impl fmt::Display for ToolError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -53,52 +83,122 @@ impl fmt::Display for ToolError {
     }
 }
 
+impl std::error::Error for ToolError {}
+
 impl ToolError {
+    /// The tool ran and failed ([`ToolErrorKind::Failed`]).
     pub fn new(msg: impl Into<String>) -> ToolError {
-        ToolError(msg.into())
+        ToolError(msg.into(), ToolErrorKind::Failed)
+    }
+
+    pub fn invalid_args(msg: impl Into<String>) -> ToolError {
+        ToolError(msg.into(), ToolErrorKind::InvalidArgs)
+    }
+
+    pub fn refused(msg: impl Into<String>) -> ToolError {
+        ToolError(msg.into(), ToolErrorKind::Refused)
+    }
+
+    pub fn not_found(msg: impl Into<String>) -> ToolError {
+        ToolError(msg.into(), ToolErrorKind::NotFound)
+    }
+
+    pub fn timed_out(msg: impl Into<String>) -> ToolError {
+        ToolError(msg.into(), ToolErrorKind::TimedOut)
+    }
+
+    pub fn kind(&self) -> ToolErrorKind {
+        self.1
+    }
+}
+
+impl From<CallError> for ToolError {
+    fn from(e: CallError) -> ToolError {
+        match e {
+            CallError::Unknown { .. } => ToolError::not_found(e.to_string()),
+            _ => ToolError::refused(e.to_string()),
+        }
     }
 }
 
 pub type ToolResult = Result<String, ToolError>;
 
 /// One tool.
-pub trait Tool: 'static {
+pub trait Tool: Send + Sync + 'static {
     const NAME: &'static str;
     const DESCRIPTION: &'static str;
-    /// A JSON Schema object for the arguments.
+    /// A JSON Schema object for the arguments. A test checks it against [`Tool::Args`] for
+    /// every registered tool, so the two cannot drift apart.
     const SCHEMA: &'static str;
     /// Whether the model may call it (otherwise only people and scripts).
     const LLM_CALLABLE: bool = true;
-    type Args: DeserializeOwned;
+    /// Whether `call` blocks its thread (file IO, fsync). Such tools run on tokio's blocking
+    /// pool, so a slow disk never stalls the other chats on the async workers.
+    const BLOCKING: bool = false;
+    type Args: DeserializeOwned + Send;
 
-    fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, args: Self::Args) -> impl Future<Output = ToolResult> + 'a;
+    fn call<'a>(&'a self, ctx: &'a ToolCtx, args: Self::Args) -> impl Future<Output = ToolResult> + Send + 'a;
 }
 
-type ToolFuture<'a> = Pin<Box<dyn Future<Output = ToolResult> + 'a>>;
+type ToolFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
 
-/// A tool with its argument type erased, so a group can hold different tools.
-pub(crate) trait Erased {
-    fn call_json<'a>(&'a self, ctx: &'a ToolCtx<'a>, input: &'a str) -> ToolFuture<'a>;
+/// A tool with its argument type erased, so a group can hold different tools. The future owns
+/// what it uses: a call can finish even after its group is unregistered.
+pub(crate) trait Erased: Send + Sync {
+    fn call_json(self: Arc<Self>, ctx: ToolCtx, input: String) -> ToolFuture;
+
+    /// Parses `input` as the tool's arguments without running it.
+    #[cfg(test)]
+    fn check_args(&self, input: &str) -> Result<(), ToolError>;
+
+    /// The top-level field names of the argument type, as serde sees them.
+    #[cfg(test)]
+    fn arg_fields(&self) -> Option<&'static [&'static str]>;
 }
 
 impl<T: Tool> Erased for T {
-    fn call_json<'a>(&'a self, ctx: &'a ToolCtx<'a>, input: &'a str) -> ToolFuture<'a> {
+    fn call_json(self: Arc<Self>, ctx: ToolCtx, input: String) -> ToolFuture {
         Box::pin(async move {
-            let args: T::Args = serde_json::from_str(input)
-                .map_err(|e| ToolError(format!("Invalid arguments for {}: {e}. Expected: {}", T::NAME, T::SCHEMA)))?;
-            self.call(ctx, args).await
+            let args = parse_args::<T>(&input)?;
+            if !T::BLOCKING {
+                return self.call(&ctx, args).await;
+            }
+            // The tool's future is driven on a blocking-pool thread; IO and timers it uses still
+            // work because the runtime keeps running on its own threads.
+            let rt = tokio::runtime::Handle::current();
+            tokio::task::spawn_blocking(move || rt.block_on(self.call(&ctx, args)))
+                .await
+                .map_err(|e| ToolError::new(format!("{} stopped unexpectedly: {e}", T::NAME)))?
         })
     }
+
+    #[cfg(test)]
+    fn check_args(&self, input: &str) -> Result<(), ToolError> {
+        parse_args::<T>(input).map(drop)
+    }
+
+    #[cfg(test)]
+    fn arg_fields(&self) -> Option<&'static [&'static str]> {
+        testing::struct_fields::<T::Args>()
+    }
+}
+
+fn parse_args<T: Tool>(input: &str) -> Result<T::Args, ToolError> {
+    serde_json::from_str(input).map_err(|e| {
+        ToolError::invalid_args(format!("Invalid arguments for {}: {e}. Expected: {}", T::NAME, T::SCHEMA))
+    })
 }
 
 /// A group as its module declares it.
 pub struct Group {
     spec: GroupSpec,
-    tools: Vec<(Capability, Box<dyn Erased>)>,
+    tools: Vec<(Capability, Arc<dyn Erased>)>,
 }
 
 impl Group {
-    pub fn new(id: &'static str, description: &'static str) -> Group {
+    /// A group named `id`. Built-in groups use literals; groups added at runtime (MCP servers,
+    /// scripts) name themselves.
+    pub fn new(id: impl Into<chela_core::cap::Text>, description: impl Into<chela_core::cap::Text>) -> Group {
         Group {
             spec: GroupSpec {
                 id: id.into(),
@@ -132,17 +232,38 @@ impl Group {
             input_schema: T::SCHEMA.into(),
             llm_callable: T::LLM_CALLABLE,
         };
-        self.tools.push((cap, Box::new(tool)));
+        self.tools.push((cap, Arc::new(tool)));
         self
     }
 }
 
-/// Every registered tool, with the registry that decides who may call what.
+/// One consistent view of the registered tools: the registry and the handlers that go with it.
+#[derive(Clone, Default)]
+struct State {
+    registry: Registry,
+    handlers: HashMap<String, Arc<dyn Erased>>,
+    /// The persisted `caps.*` switches, applied again to each group registered later.
+    switches: [Vec<String>; 3],
+    /// Group names in the persisted switches that are not registered.
+    unknown_groups: Vec<String>,
+}
+
+/// The registry as it was when taken; changes made later do not show in it.
+pub struct Snapshot(Arc<State>);
+
+impl Deref for Snapshot {
+    type Target = Registry;
+    fn deref(&self) -> &Registry {
+        &self.0.registry
+    }
+}
+
+/// Every registered tool, with the registry that decides who may call what. Shared by every
+/// session (`Arc<Toolbox>`); groups come and go while turns run.
 pub struct Toolbox {
-    pub registry: Registry,
-    handlers: HashMap<String, Box<dyn Erased>>,
-    /// Group names in the persisted switches that this build does not have.
-    pub unknown_groups: Vec<String>,
+    // Copy-on-write: readers take an `Arc` and never hold the lock while a tool runs, and a
+    // change builds a new state, so a turn sees either the old tool set or the new one.
+    state: RwLock<Arc<State>>,
 }
 
 impl Toolbox {
@@ -160,35 +281,120 @@ impl Toolbox {
             #[cfg(feature = "http")]
             http::group(),
         ];
-        let mut tb = Toolbox { registry: Registry::new(), handlers: HashMap::new(), unknown_groups: Vec::new() };
+        let tb = Toolbox { state: RwLock::new(Arc::default()) };
         for g in groups {
-            tb.add(g);
+            // Two built-in tools with one name is a programming error caught by the tests.
+            if let Err(e) = tb.register(g) {
+                panic!("built-in tool registration failed: {e}");
+            }
         }
         tb.apply(cfg);
         tb
     }
 
-    fn add(&mut self, g: Group) {
-        let (caps, handlers): (Vec<_>, Vec<_>) = g.tools.into_iter().unzip();
-        let names: Vec<String> = caps.iter().map(|c| c.id.to_string()).collect();
-        match self.registry.add_group(g.spec, caps) {
-            Ok(()) => self.handlers.extend(names.into_iter().zip(handlers)),
-            // Two built-in tools with one name is a programming error caught by the tests.
-            Err(e) => panic!("built-in tool registration failed: {e}"),
-        }
+    /// The current registry, to list tools or build a prompt from.
+    pub fn registry(&self) -> Snapshot {
+        Snapshot(self.current())
+    }
+
+    fn current(&self) -> Arc<State> {
+        // A panic elsewhere while the lock was held cannot leave a half-made state: writers
+        // swap in a finished `Arc`.
+        Arc::clone(&self.state.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn change<R>(&self, f: impl FnOnce(&mut State) -> R) -> R {
+        let mut guard = self.state.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = State::clone(&guard);
+        let out = f(&mut next);
+        *guard = Arc::new(next);
+        out
+    }
+
+    /// Adds a group while Chela runs (an MCP server connected, a script loaded). The persisted
+    /// switches apply to it as to the built-in groups. Ids must be new.
+    pub fn register(&self, g: Group) -> Result<(), ControlError> {
+        self.change(|s| {
+            let (caps, handlers): (Vec<_>, Vec<_>) = g.tools.into_iter().unzip();
+            let names: Vec<String> = caps.iter().map(|c| c.id.to_string()).collect();
+            s.registry.add_group(g.spec, caps)?;
+            s.handlers.extend(names.into_iter().zip(handlers));
+            s.reapply();
+            Ok(())
+        })
+    }
+
+    /// Removes a group and its tools; returns whether it was there. Calls already running
+    /// finish; later ones are refused as unknown.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub fn unregister(&self, group: &str) -> bool {
+        self.change(|s| {
+            let ids: Vec<String> = s.registry.in_group(group).map(|c| c.id.to_string()).collect();
+            for id in &ids {
+                s.handlers.remove(id);
+            }
+            let removed = s.registry.remove_group(group);
+            s.reapply();
+            removed
+        })
     }
 
     /// Applies the `caps.*` switches from the configuration.
-    pub fn apply(&mut self, cfg: &Config) {
+    pub fn apply(&self, cfg: &Config) {
         use chela_core::config::{CAPS_DISABLED, CAPS_HIDDEN, CAPS_SHOWN};
-        let (disabled, hidden, shown) = (cfg.list(CAPS_DISABLED), cfg.list(CAPS_HIDDEN), cfg.list(CAPS_SHOWN));
-        self.unknown_groups = self.registry.apply(&disabled, &hidden, &shown).into_iter().map(str::to_owned).collect();
+        self.change(|s| {
+            s.switches = [cfg.list(CAPS_DISABLED), cfg.list(CAPS_HIDDEN), cfg.list(CAPS_SHOWN)];
+            s.reapply();
+        });
     }
 
-    /// Runs tool `id` with JSON `input` after checking that `caller` may use it.
-    pub async fn call(&self, ctx: &ToolCtx<'_>, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> ToolResult {
-        self.registry.authorize(id, caller, scope).map_err(|e| ToolError(e.to_string()))?;
-        let handler = self.handlers.get(id).ok_or_else(|| ToolError(format!("There is no tool called `{id}`.")))?;
-        handler.call_json(ctx, input).await
+    /// Group names in the persisted switches that this build does not have (or that are not
+    /// connected now).
+    pub fn unknown_groups(&self) -> Vec<String> {
+        self.current().unknown_groups.clone()
+    }
+
+    /// Runs tool `id` with JSON `input` after checking that `caller` may use it in `scope`,
+    /// for at most `tools.timeout_secs`.
+    pub async fn call(&self, ctx: &ToolCtx, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> ToolResult {
+        let handler = {
+            let state = self.current();
+            state.registry.authorize(id, caller, scope)?;
+            let handler = state
+                .handlers
+                .get(id)
+                .ok_or_else(|| ToolError::not_found(format!("There is no tool called `{id}`.")))?;
+            Arc::clone(handler)
+        };
+        let secs = ctx.cfg.int(chela_core::config::TOOLS_TIMEOUT_SECS).unsigned_abs();
+        match tokio::time::timeout(Duration::from_secs(secs), handler.call_json(ctx.clone(), input.to_owned())).await {
+            Ok(result) => result,
+            Err(_) => Err(ToolError::timed_out(format!(
+                "`{id}` did not finish within {secs} s and was stopped. The limit is the setting \
+                 tools.timeout_secs (`chela config set tools.timeout_secs …`)."
+            ))),
+        }
+    }
+
+    /// The handler behind `id`, for tests that reach past the registry.
+    #[cfg(test)]
+    pub(crate) fn handlers(&self) -> Vec<(String, Arc<dyn Erased>)> {
+        let state = self.current();
+        state
+            .registry
+            .capabilities()
+            .iter()
+            .filter_map(|c| Some((c.id.to_string(), Arc::clone(state.handlers.get(c.id.as_ref())?))))
+            .collect()
     }
 }
+
+impl State {
+    fn reapply(&mut self) {
+        let [disabled, hidden, shown] = &self.switches;
+        self.unknown_groups = self.registry.apply(disabled, hidden, shown).into_iter().map(str::to_owned).collect();
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,6 +1,10 @@
 //! A workspace with a configuration, for tool tests.
 
+// A build without the optional groups has fewer tool tests to use these helpers.
+#![cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
+
 use std::path::Path;
+use std::sync::Arc;
 
 use super::{Erased, Tool, ToolCtx, ToolResult};
 use crate::config::Config;
@@ -9,8 +13,8 @@ use crate::workspace::Workspace;
 
 pub struct Fixture {
     _dir: tempfile::TempDir,
-    pub ws: Workspace,
-    pub cfg: Config,
+    pub ws: Arc<Workspace>,
+    pub cfg: Arc<Config>,
     pub http: HttpClient,
     pub tz: jiff::tz::TimeZone,
 }
@@ -24,23 +28,96 @@ impl Fixture {
         for (k, v) in overrides {
             crate::config::set_override(&ws, k, v).unwrap();
         }
-        let cfg = Config::load(&ws).unwrap();
+        let cfg = Arc::new(Config::load(&ws).unwrap());
         let http = HttpClient::new(ClientOptions::default());
-        Fixture { _dir: dir, ws, cfg, http, tz: jiff::tz::TimeZone::UTC }
+        Fixture { _dir: dir, ws: Arc::new(ws), cfg, http, tz: jiff::tz::TimeZone::UTC }
     }
 
     pub fn root(&self) -> &Path {
         self.ws.root()
     }
 
-    pub fn ctx(&self) -> ToolCtx<'_> {
-        ToolCtx { ws: &self.ws, cfg: &self.cfg, http: &self.http, tz: &self.tz }
+    pub fn ctx(&self) -> ToolCtx {
+        ToolCtx { ws: Arc::clone(&self.ws), cfg: Arc::clone(&self.cfg), http: self.http.clone(), tz: self.tz.clone() }
     }
 
     /// Calls `tool` with `args` as the model would: JSON text in, result or error out.
     pub async fn call<T: Tool>(&self, tool: T, args: serde_json::Value) -> ToolResult {
-        let ctx = self.ctx();
-        tool.call_json(&ctx, &args.to_string()).await
+        Arc::new(tool).call_json(self.ctx(), args.to_string()).await
+    }
+}
+
+/// Test-only tools, registered at runtime by the tests of the toolbox and the sessions.
+pub mod fake {
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use serde::Deserialize;
+    use tokio::sync::{Notify, mpsc};
+
+    use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+
+    #[derive(Deserialize)]
+    pub struct NoArgs {}
+
+    const NO_ARGS: &str = r#"{"type":"object","properties":{}}"#;
+
+    /// Says `started` when called, then waits until `open` is notified.
+    pub struct Gate {
+        pub started: mpsc::UnboundedSender<()>,
+        pub open: Arc<Notify>,
+    }
+
+    impl Tool for Gate {
+        const NAME: &'static str = "gate";
+        const DESCRIPTION: &'static str = "Waits until the test opens it.";
+        const SCHEMA: &'static str = NO_ARGS;
+        type Args = NoArgs;
+
+        async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
+            let _ = self.started.send(());
+            self.open.notified().await;
+            Ok("opened".into())
+        }
+    }
+
+    /// Never finishes.
+    pub struct Never;
+
+    impl Tool for Never {
+        const NAME: &'static str = "never";
+        const DESCRIPTION: &'static str = "Never finishes.";
+        const SCHEMA: &'static str = NO_ARGS;
+        type Args = NoArgs;
+
+        async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
+            std::future::pending().await
+        }
+    }
+
+    /// Blocks its thread until a signal comes from a task on the async runtime. Run on the
+    /// runtime's only worker, it would wait for a task that cannot run.
+    pub struct WaitsBlocking(pub Mutex<std::sync::mpsc::Receiver<()>>);
+
+    impl Tool for WaitsBlocking {
+        const NAME: &'static str = "waits_blocking";
+        const DESCRIPTION: &'static str = "Blocks until signalled.";
+        const SCHEMA: &'static str = NO_ARGS;
+        const BLOCKING: bool = true;
+        type Args = NoArgs;
+
+        async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
+            let rx = self.0.lock().unwrap();
+            // Bounded, so a broken mechanism fails the test instead of hanging it.
+            rx.recv_timeout(Duration::from_secs(5))
+                .map(|()| "signalled".to_owned())
+                .map_err(|_| ToolError::new("no signal: the async task never ran while this tool blocked"))
+        }
+    }
+
+    /// A group holding `tool`.
+    pub fn group<T: Tool>(id: &str, tool: T) -> Group {
+        Group::new(id.to_owned(), "test tools").with(tool)
     }
 }
 
@@ -106,4 +183,55 @@ pub async fn serve(
         }
     });
     (format!("http://{addr}"), log)
+}
+
+/// The field names serde uses for a struct type `T`, or `None` when `T` is not a plain struct.
+/// Serde's derived `Deserialize` names its fields when it asks for a struct; this deserializer
+/// only listens for that and refuses everything else.
+pub fn struct_fields<T: serde::de::DeserializeOwned>() -> Option<&'static [&'static str]> {
+    let mut probe = FieldProbe(None);
+    let _ = T::deserialize(&mut probe);
+    probe.0
+}
+
+struct FieldProbe(Option<&'static [&'static str]>);
+
+#[derive(Debug)]
+struct Probed;
+
+impl std::fmt::Display for Probed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("probed")
+    }
+}
+
+impl std::error::Error for Probed {}
+
+impl serde::de::Error for Probed {
+    fn custom<M: std::fmt::Display>(_: M) -> Probed {
+        Probed
+    }
+}
+
+impl<'de> serde::Deserializer<'de> for &mut FieldProbe {
+    type Error = Probed;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Probed> {
+        Err(Probed)
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Probed> {
+        self.0 = Some(fields);
+        Err(Probed)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+        unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
 }

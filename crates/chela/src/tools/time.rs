@@ -24,10 +24,10 @@ impl Tool for GetCurrentTime {
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"timezone":{"type":"string","description":"IANA zone, e.g. Europe/Paris. Default: the user's zone."}}}"#;
     type Args = TimeArgs;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, args: TimeArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, args: TimeArgs) -> ToolResult {
         let tz = match args.timezone.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
             Some(name) => TimeZone::get(name).map_err(|_| {
-                ToolError::new(format!("`{name}` is not an IANA time zone name (try e.g. Europe/Paris)."))
+                ToolError::invalid_args(format!("`{name}` is not an IANA time zone name (try e.g. Europe/Paris)."))
             })?,
             None => ctx.tz.clone(),
         };

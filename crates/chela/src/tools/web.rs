@@ -52,10 +52,10 @@ impl Tool for WebSearch {
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}"#;
     type Args = SearchArgs;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: SearchArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: SearchArgs) -> ToolResult {
         let query = a.query.trim();
         if query.is_empty() {
-            return Err(ToolError::new("The search query is empty."));
+            return Err(ToolError::invalid_args("The search query is empty."));
         }
         let n = a.max_results.unwrap_or_else(|| ctx.cfg.usize(keys::SEARCH_MAX_RESULTS)).clamp(1, 20);
         let tavily = ctx.cfg.get(keys::SEARCH_TAVILY_KEY);
@@ -89,7 +89,7 @@ fn render(hits: &[Hit]) -> String {
     out
 }
 
-async fn fetch(ctx: &ToolCtx<'_>, engine: &str, req: Request) -> Result<Bytes, ToolError> {
+async fn fetch(ctx: &ToolCtx, engine: &str, req: Request) -> Result<Bytes, ToolError> {
     let timeout = req.timeout;
     let resp = ctx.http.send(req).await.map_err(|e| ToolError::new(format!("{engine} could not be reached: {e}")))?;
     let status = resp.status;
@@ -111,7 +111,7 @@ async fn fetch(ctx: &ToolCtx<'_>, engine: &str, req: Request) -> Result<Bytes, T
     }
 }
 
-fn timeout(ctx: &ToolCtx<'_>) -> Duration {
+fn timeout(ctx: &ToolCtx) -> Duration {
     Duration::from_secs(ctx.cfg.int(keys::HTTP_TIMEOUT_SECS).unsigned_abs())
 }
 
@@ -130,7 +130,7 @@ fn parse<T: serde::de::DeserializeOwned>(engine: &str, bytes: &[u8]) -> Result<T
     serde_json::from_slice(bytes).map_err(|e| ToolError::new(format!("{engine} sent an unreadable answer: {e}")))
 }
 
-async fn tavily_search(ctx: &ToolCtx<'_>, key: &str, query: &str, n: usize) -> Result<Vec<Hit>, ToolError> {
+async fn tavily_search(ctx: &ToolCtx, key: &str, query: &str, n: usize) -> Result<Vec<Hit>, ToolError> {
     #[derive(Deserialize)]
     struct Resp {
         #[serde(default)]
@@ -157,7 +157,7 @@ async fn tavily_search(ctx: &ToolCtx<'_>, key: &str, query: &str, n: usize) -> R
         .collect())
 }
 
-async fn brave_search(ctx: &ToolCtx<'_>, key: &str, query: &str, n: usize) -> Result<Vec<Hit>, ToolError> {
+async fn brave_search(ctx: &ToolCtx, key: &str, query: &str, n: usize) -> Result<Vec<Hit>, ToolError> {
     #[derive(Deserialize)]
     struct Resp {
         #[serde(default)]

@@ -1,0 +1,250 @@
+//! One owner per conversation: a task per `(channel, chat)` with a bounded inbox.
+//!
+//! The owner loads the session's history once, keeps it in memory between turns, runs the
+//! turns it is sent strictly one after another and appends each to the session file. So two
+//! messages to one chat never interleave (neither in the file nor in what the model sees), and
+//! different chats run at the same time. Everything is bounded: the waiting turns per chat
+//! ([`HubLimits::inbox`]), the live conversations ([`HubLimits::max_live`]); an owner with
+//! nothing to do for [`HubLimits::idle`] ends and frees its history.
+//!
+//! Drive it with [`SessionHub::submit`] (a turn) and [`SessionHub::restart`] (archive and start
+//! over, `/new`); both go through the same inbox, so a restart lands between two turns.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::mpsc::error::TrySendError;
+use tokio::sync::{mpsc, oneshot};
+
+use chela_core::config as keys;
+
+use crate::app::App;
+use crate::config::Config;
+use crate::turn::{History, TurnEnd, TurnRequest, load_history, run_turn};
+use crate::workspace::archive_session;
+
+/// The bounds of a [`SessionHub`].
+#[derive(Clone, Copy, Debug)]
+pub struct HubLimits {
+    /// Turns that may wait behind the running one in one chat.
+    pub inbox: usize,
+    /// Conversations with a live owner at once.
+    pub max_live: usize,
+    /// How long an owner with nothing to do stays.
+    pub idle: Duration,
+}
+
+impl HubLimits {
+    /// `sessions.max_waiting` and `sessions.max_live`; owners leave after ten quiet minutes.
+    pub fn from_config(cfg: &Config) -> HubLimits {
+        HubLimits {
+            inbox: cfg.usize(keys::SESSIONS_MAX_WAITING),
+            max_live: cfg.usize(keys::SESSIONS_MAX_LIVE),
+            // Long enough that a conversation's history stays in memory while it goes on, short
+            // enough that a day of chats does not keep every one.
+            idle: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Why a request was not queued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HubError {
+    /// The chat's inbox is full.
+    Busy { channel: String, chat: String, waiting: usize },
+    /// Too many conversations are open.
+    Full { live: usize },
+}
+
+impl fmt::Display for HubError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HubError::Busy { channel, chat, waiting } => write!(
+                f,
+                "The conversation {channel}/{chat} is busy: {waiting} message(s) are already waiting for \
+                 their answer (sessions.max_waiting). Send this one again once those are answered."
+            ),
+            HubError::Full { live } => write!(
+                f,
+                "{live} conversations are open at once, the most Chela keeps (sessions.max_live); try \
+                 again when one of them has been quiet for a while."
+            ),
+        }
+    }
+}
+
+impl std::error::Error for HubError {}
+
+type Key = (String, String);
+
+enum Job {
+    Turn(Box<TurnRequest>, oneshot::Sender<anyhow::Result<TurnEnd>>),
+    /// Archive the session file and start over.
+    Restart(oneshot::Sender<anyhow::Result<()>>),
+}
+
+struct Live {
+    id: u64,
+    inbox: mpsc::Sender<Job>,
+}
+
+struct Shared {
+    app: Arc<App>,
+    limits: HubLimits,
+    live: Mutex<HashMap<Key, Live>>,
+    next_id: AtomicU64,
+}
+
+/// Routes requests to the owner of their conversation, starting owners as needed.
+#[derive(Clone)]
+pub struct SessionHub {
+    shared: Arc<Shared>,
+}
+
+/// A queued request; await [`Pending::finish`] for its result.
+pub struct Pending<T>(oneshot::Receiver<anyhow::Result<T>>);
+
+impl<T> Pending<T> {
+    pub async fn finish(self) -> anyhow::Result<T> {
+        self.0.await.unwrap_or_else(|_| {
+            Err(anyhow::anyhow!("the conversation's owner stopped unexpectedly; the message was not answered"))
+        })
+    }
+}
+
+impl SessionHub {
+    pub fn new(app: Arc<App>, limits: HubLimits) -> SessionHub {
+        let limits = HubLimits { inbox: limits.inbox.max(1), max_live: limits.max_live.max(1), ..limits };
+        SessionHub {
+            shared: Arc::new(Shared { app, limits, live: Mutex::new(HashMap::new()), next_id: AtomicU64::new(0) }),
+        }
+    }
+
+    /// Queues a turn behind the others of its chat.
+    pub fn submit(&self, req: TurnRequest) -> Result<Pending<TurnEnd>, HubError> {
+        let key = (req.channel.clone(), req.chat_id.clone());
+        let (tx, rx) = oneshot::channel();
+        self.send(key, Job::Turn(Box::new(req), tx))?;
+        Ok(Pending(rx))
+    }
+
+    /// Archives the conversation's file and starts it over, after the turns queued before.
+    pub fn restart(&self, channel: &str, chat: &str) -> Result<Pending<()>, HubError> {
+        let (tx, rx) = oneshot::channel();
+        self.send((channel.to_owned(), chat.to_owned()), Job::Restart(tx))?;
+        Ok(Pending(rx))
+    }
+
+    fn send(&self, key: Key, job: Job) -> Result<(), HubError> {
+        let shared = &self.shared;
+        // Held only for map work, never across an await. Owners leave under it too, so a job is
+        // never handed to an owner that is on its way out.
+        let mut live = shared.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut job = job;
+        if let Some(l) = live.get(&key) {
+            match l.inbox.try_send(job) {
+                Ok(()) => return Ok(()),
+                Err(TrySendError::Full(_)) => {
+                    return Err(HubError::Busy { channel: key.0, chat: key.1, waiting: shared.limits.inbox });
+                }
+                // The owner died (a panic in a turn); a new one takes over.
+                Err(TrySendError::Closed(j)) => {
+                    job = j;
+                    live.remove(&key);
+                }
+            }
+        }
+        if live.len() >= shared.limits.max_live {
+            return Err(HubError::Full { live: live.len() });
+        }
+        let (tx, rx) = mpsc::channel(shared.limits.inbox);
+        // A new inbox has room for one job; were it somehow refused, `Pending` reports the loss.
+        let _ = tx.try_send(job);
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        live.insert(key.clone(), Live { id, inbox: tx });
+        tokio::spawn(own(Arc::clone(shared), key, id, rx));
+        Ok(())
+    }
+
+    /// Conversations with a live owner now.
+    #[cfg(test)]
+    pub fn live(&self) -> usize {
+        self.shared.live.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+}
+
+/// The owner of one conversation.
+async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<Job>) {
+    let path = shared.app.base.ws.session_path(&key.0, &key.1);
+    let mut history: Option<History> = None;
+    loop {
+        let job = match tokio::time::timeout(shared.limits.idle, inbox.recv()).await {
+            Ok(Some(job)) => job,
+            Ok(None) => return,
+            Err(_idle) => {
+                let mut live = shared.live.lock().unwrap_or_else(PoisonError::into_inner);
+                if !inbox.is_empty() {
+                    continue;
+                }
+                if live.get(&key).is_some_and(|l| l.id == id) {
+                    live.remove(&key);
+                }
+                return;
+            }
+        };
+        match job {
+            Job::Turn(mut req, reply) => {
+                let result = turn(&shared.app, &path, &mut history, &mut req).await;
+                // The requester may have gone (a closed terminal); the turn is saved either way.
+                let _ = reply.send(result);
+            }
+            Job::Restart(reply) => {
+                let result = restart(&path).await;
+                if result.is_ok() {
+                    history = Some(History { path: path.clone(), messages: Vec::new() });
+                }
+                let _ = reply.send(result);
+            }
+        }
+    }
+}
+
+async fn turn(
+    app: &Arc<App>,
+    path: &Path,
+    history: &mut Option<History>,
+    req: &mut TurnRequest,
+) -> anyhow::Result<TurnEnd> {
+    let history = match history {
+        Some(h) => h,
+        None => {
+            let (p, budget) = (path.to_owned(), app.limits().history_budget);
+            let messages = blocking(move || load_history(&p, budget)).await?;
+            history.insert(History { path: path.to_owned(), messages })
+        }
+    };
+    // The prompt reads the memory files: that is file work too.
+    let (a, channel, chat) = (Arc::clone(app), req.channel.clone(), req.chat_id.clone());
+    let system = blocking(move || Ok(a.system_prompt(&channel, &chat))).await?;
+    run_turn(&app.agent(), history, system, req).await
+}
+
+async fn restart(path: &Path) -> anyhow::Result<()> {
+    let p: PathBuf = path.to_owned();
+    blocking(move || archive_session(&p).map(drop).map_err(|e| anyhow::anyhow!("cannot archive {}: {e}", p.display())))
+        .await
+}
+
+/// Runs file work on tokio's blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| anyhow::anyhow!("file work stopped unexpectedly: {e}"))?
+}
+
+#[cfg(test)]
+#[path = "session_tests.rs"]
+mod tests;

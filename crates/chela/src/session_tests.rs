@@ -1,0 +1,204 @@
+//! The session owner against the scripted fake LLM over 127.0.0.1, with real files.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chela_core::agent::{ToolCall, ToolResult};
+use chela_core::cap::Caller;
+use chela_proto::chat::{Message, Role};
+use chela_testkit::{FakeLlm, Step};
+use serde_json::json;
+use tokio::sync::Notify;
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::*;
+use crate::tools::testing::fake;
+use crate::turn::{Cancel, Observer};
+use crate::workspace::Workspace;
+
+/// Shows nothing.
+struct Quiet;
+
+impl Observer for Quiet {
+    fn text(&mut self, _: &str) {}
+    fn reply_done(&mut self, _: bool) {}
+    fn tool_started(&mut self, _: &ToolCall) {}
+    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    llm: FakeLlm,
+    app: Arc<App>,
+}
+
+fn setup(script: Vec<Step>, overrides: &[(&str, &str)]) -> Setup {
+    let llm = FakeLlm::start(script);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+    ws.ensure().unwrap();
+    let url = llm.anthropic_base_url();
+    let base = [
+        ("llm.provider", "anthropic"),
+        ("llm.base_url", url.as_str()),
+        ("llm.api_key", "test-key"),
+        ("llm.max_retries", "0"),
+    ];
+    for (k, v) in base.iter().chain(overrides) {
+        crate::config::set_override(&ws, k, v).unwrap();
+    }
+    let app = Arc::new(App::load(ws).unwrap());
+    Setup { _dir: dir, llm, app }
+}
+
+/// Registers the gate tool at runtime; returns what tells when it started and what opens it.
+fn add_gate(app: &App) -> (UnboundedReceiver<()>, Arc<Notify>) {
+    let (started, started_rx) = tokio::sync::mpsc::unbounded_channel();
+    let open = Arc::new(Notify::new());
+    app.base.toolbox.register(fake::group("test", fake::Gate { started, open: open.clone() })).unwrap();
+    (started_rx, open)
+}
+
+fn request(chat: &str, text: &str) -> TurnRequest {
+    TurnRequest {
+        channel: "test".into(),
+        chat_id: chat.into(),
+        user: Message::user_text(text),
+        scope: Vec::new(),
+        caller: Caller::Manual,
+        cancel: Cancel::default(),
+        observer: Box::new(Quiet),
+    }
+}
+
+fn answer(end: TurnEnd) -> String {
+    match end {
+        TurnEnd::Done(o) => o.text,
+        TurnEnd::Failed(e) => panic!("the turn failed: {e}"),
+    }
+}
+
+/// (role, text) of each message in the session file of `chat`.
+fn saved(app: &App, chat: &str) -> Vec<(Role, String)> {
+    let text = std::fs::read_to_string(app.base.ws.session_path("test", chat)).unwrap();
+    chela_core::session::parse(&text).messages.iter().map(|m| (m.role, m.text())).collect()
+}
+
+/// The tool names in request `i` to the model.
+fn tools_sent(llm: &FakeLlm, i: usize) -> Vec<String> {
+    let body = llm.requests()[i].json.clone().unwrap();
+    body["tools"].as_array().into_iter().flatten().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// Bounds a wait that must end, so a broken owner fails the test instead of hanging it.
+async fn soon<T>(f: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(20), f).await.expect("did not finish in time")
+}
+
+#[tokio::test]
+async fn turns_to_one_chat_run_in_order_and_are_saved_in_order() {
+    let s = setup(vec![Step::text("one"), Step::text("two")], &[]);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let first = hub.submit(request("a", "first")).unwrap();
+    let second = hub.submit(request("a", "second")).unwrap();
+    let (first, second) = tokio::join!(first.finish(), second.finish());
+    assert_eq!(answer(first.unwrap()), "one");
+    assert_eq!(answer(second.unwrap()), "two");
+    let expected = [(Role::User, "first"), (Role::Assistant, "one"), (Role::User, "second"), (Role::Assistant, "two")];
+    let expected: Vec<(Role, String)> = expected.iter().map(|(r, t)| (*r, (*t).to_owned())).collect();
+    assert_eq!(saved(&s.app, "a"), expected);
+    // The second turn saw the first: the owner kept the history between them.
+    let body = s.llm.requests()[1].json.clone().unwrap().to_string();
+    assert!(body.contains("first") && body.contains("one"), "{body}");
+}
+
+#[tokio::test]
+async fn chats_run_at_the_same_time_and_groups_added_at_runtime_are_offered_and_callable() {
+    let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("b done"), Step::text("a done")], &[]);
+    let (mut started, open) = add_gate(&s.app);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let a = hub.submit(request("a", "wait at the gate")).unwrap();
+    soon(started.recv()).await.unwrap();
+    // Chat a is stuck in its tool; chat b is answered meanwhile.
+    let b = hub.submit(request("b", "hello")).unwrap();
+    assert_eq!(answer(soon(b.finish()).await.unwrap()), "b done");
+    open.notify_one();
+    assert_eq!(answer(soon(a.finish()).await.unwrap()), "a done");
+    assert!(tools_sent(&s.llm, 0).contains(&"gate".to_owned()));
+    let after_tool = s.llm.requests()[2].json.clone().unwrap().to_string();
+    assert!(after_tool.contains("opened"), "the runtime tool ran and its result went back: {after_tool}");
+    assert_eq!(hub.live(), 2);
+}
+
+#[tokio::test]
+async fn full_inboxes_and_too_many_chats_are_refused_clearly() {
+    let limits = [("sessions.max_waiting", "1"), ("sessions.max_live", "1")];
+    let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("1"), Step::text("2")], &limits);
+    let (mut started, open) = add_gate(&s.app);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let running = hub.submit(request("a", "one")).unwrap();
+    soon(started.recv()).await.unwrap();
+    let waiting = hub.submit(request("a", "two")).unwrap();
+    let e = hub.submit(request("a", "three")).err().unwrap();
+    assert_eq!(e, HubError::Busy { channel: "test".into(), chat: "a".into(), waiting: 1 });
+    assert!(e.to_string().contains("test/a is busy") && e.to_string().contains("sessions.max_waiting"), "{e}");
+    let e = hub.submit(request("b", "hi")).err().unwrap();
+    assert!(matches!(e, HubError::Full { live: 1 }), "{e}");
+    open.notify_one();
+    assert_eq!(answer(soon(running.finish()).await.unwrap()), "1");
+    assert_eq!(answer(soon(waiting.finish()).await.unwrap()), "2");
+}
+
+#[cfg(feature = "web")]
+#[tokio::test]
+async fn the_request_scope_decides_which_groups_the_model_sees() {
+    let s = setup(vec![Step::text("with"), Step::text("without")], &[("caps.hidden", "web")]);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let mut unlocked = request("a", "x");
+    unlocked.scope = vec!["web".into()];
+    answer(soon(hub.submit(unlocked).unwrap().finish()).await.unwrap());
+    answer(soon(hub.submit(request("a", "y")).unwrap().finish()).await.unwrap());
+    assert!(tools_sent(&s.llm, 0).contains(&"web_search".to_owned()));
+    assert!(!tools_sent(&s.llm, 1).contains(&"web_search".to_owned()));
+}
+
+#[tokio::test]
+async fn a_cancelled_turn_ends_and_the_chat_goes_on() {
+    let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("after")], &[]);
+    let (mut started, _open) = add_gate(&s.app);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let req = request("a", "wait");
+    let cancel = req.cancel.clone();
+    let pending = hub.submit(req).unwrap();
+    soon(started.recv()).await.unwrap();
+    cancel.cancel();
+    match soon(pending.finish()).await.unwrap() {
+        TurnEnd::Done(o) => assert!(o.cancelled),
+        TurnEnd::Failed(e) => panic!("{e}"),
+    }
+    assert_eq!(answer(soon(hub.submit(request("a", "next")).unwrap().finish()).await.unwrap()), "after");
+}
+
+#[tokio::test]
+async fn restart_archives_and_forgets_the_history_in_memory() {
+    let s = setup(vec![Step::text("one"), Step::text("two")], &[]);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    answer(soon(hub.submit(request("a", "remember me")).unwrap().finish()).await.unwrap());
+    soon(hub.restart("test", "a").unwrap().finish()).await.unwrap();
+    answer(soon(hub.submit(request("a", "fresh")).unwrap().finish()).await.unwrap());
+    let body = s.llm.requests()[1].json.clone().unwrap().to_string();
+    assert!(!body.contains("remember me"), "{body}");
+    assert_eq!(saved(&s.app, "a")[0].1, "fresh");
+}
+
+#[tokio::test(start_paused = true)]
+async fn quiet_owners_leave_and_come_back_when_needed() {
+    let s = setup(vec![], &[]);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    hub.restart("test", "a").unwrap().finish().await.unwrap();
+    assert_eq!(hub.live(), 1);
+    tokio::time::sleep(Duration::from_secs(601)).await;
+    assert_eq!(hub.live(), 0, "the owner left after ten quiet minutes");
+    hub.restart("test", "a").unwrap().finish().await.unwrap();
+    assert_eq!(hub.live(), 1);
+}
