@@ -257,7 +257,6 @@ fn write_overrides(ws: &Workspace, map: &BTreeMap<&'static str, String>) -> Resu
             out.push_str(&format!("{field} = {}\n", toml_string(value)));
         }
     }
-    ws.ensure()?;
     write_atomic(&ws.overrides_path(), out.as_bytes())
         .with_context(|| format!("cannot write {}", ws.overrides_path().display()))
 }
@@ -285,44 +284,62 @@ fn toml_string(s: &str) -> String {
 pub fn set_override(ws: &Workspace, name: &str, value: &str) -> Result<String> {
     let key = model::key(name)?;
     let v = check(key, value)?;
-    let mut map = read_overrides(ws)?;
-    map.insert(key.name, v.clone());
-    write_overrides(ws, &map)?;
+    with_overrides_lock(ws, || {
+        let mut map = read_overrides(ws)?;
+        map.insert(key.name, v.clone());
+        write_overrides(ws, &map)
+    })?;
     Ok(v)
+}
+
+/// Runs a read-modify-write of `overrides.toml` under its lock (see [`crate::lock`]), so
+/// parallel `config set`s of different keys all land.
+fn with_overrides_lock<T>(ws: &Workspace, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    ws.ensure()?;
+    crate::lock::with_file_lock(&ws.overrides_path(), f)
 }
 
 /// `chela config unset`: removes one runtime override. Returns whether there was one.
 pub fn unset_override(ws: &Workspace, name: &str) -> Result<bool> {
     let key = model::key(name)?;
-    let mut map = read_overrides(ws)?;
-    let had = map.remove(key.name).is_some();
-    if had {
-        write_overrides(ws, &map)?;
-    }
-    Ok(had)
+    with_overrides_lock(ws, || {
+        let mut map = read_overrides(ws)?;
+        let had = map.remove(key.name).is_some();
+        if had {
+            write_overrides(ws, &map)?;
+        }
+        Ok(had)
+    })
 }
 
 /// `chela config reset`: drops every runtime override. Returns whether there were any.
 pub fn reset_overrides(ws: &Workspace) -> Result<bool> {
-    match std::fs::remove_file(ws.overrides_path()) {
+    if !ws.root().is_dir() {
+        return Ok(false);
+    }
+    with_overrides_lock(ws, || match std::fs::remove_file(ws.overrides_path()) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).with_context(|| format!("cannot remove {}", ws.overrides_path().display())),
-    }
+    })
 }
 
 /// Changes a list key in the runtime layer (used by `chela cap`): adds or removes `item`,
 /// starting from the value the layers below the environment give.
 pub fn edit_list_override(ws: &Workspace, key: &'static Key, item: &str, present: bool) -> Result<()> {
-    let (file, overrides) = read_files(ws)?;
-    let below_env = Config::from_layers(file.as_deref(), overrides.as_deref(), &[])?;
-    let mut items = below_env.list(key);
-    items.retain(|i| i != item);
-    if present {
-        items.push(item.to_owned());
-    }
-    set_override(ws, key.name, &items.join(","))?;
-    Ok(())
+    with_overrides_lock(ws, || {
+        let (file, overrides) = read_files(ws)?;
+        let below_env = Config::from_layers(file.as_deref(), overrides.as_deref(), &[])?;
+        let mut items = below_env.list(key);
+        items.retain(|i| i != item);
+        if present {
+            items.push(item.to_owned());
+        }
+        let v = check(key, &items.join(","))?;
+        let mut map = read_overrides(ws)?;
+        map.insert(key.name, v);
+        write_overrides(ws, &map)
+    })
 }
 
 #[cfg(test)]
