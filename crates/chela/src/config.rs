@@ -52,7 +52,7 @@ pub struct Entry {
 impl Entry {
     /// The value as it may be shown: secrets masked.
     pub fn shown(&self) -> String {
-        if self.key.is_secret() { model::mask(&self.value) } else { self.value.clone() }
+        self.key.shown(&self.value)
     }
 }
 
@@ -178,13 +178,15 @@ pub fn check(key: &'static Key, value: &str) -> Result<String> {
     match key.kind {
         Kind::TimeZone if !v.is_empty() && jiff::tz::TimeZone::get(&v).is_err() => {
             bail!(
-                "`{v}` is not a valid value for `{}`: expected an IANA time zone name such as Europe/Berlin or Asia/Shanghai",
+                "`{}` is not a valid value for `{}`: expected an IANA time zone name such as Europe/Berlin or Asia/Shanghai",
+                key.shown(&v),
                 key.name
             );
         }
         Kind::Proxy if !v.is_empty() => {
             if let Err(e) = crate::net::Proxy::parse(&v) {
-                bail!("`{v}` is not a valid value for `{}`: {e}", key.name);
+                // The parser's message is masked too: the one mechanism covers every output.
+                bail!("`{}` is not a valid value for `{}`: {}", key.shown(&v), key.name, model::mask_url_userinfo(&e));
             }
         }
         _ => {}

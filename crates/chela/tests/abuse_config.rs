@@ -170,3 +170,122 @@ fn parallel_memory_stores_from_processes_are_all_kept() {
         assert!(text.contains(&format!("\"process fact {i}\"")), "fact {i} lost:\n{text}");
     }
 }
+
+// ---- Secrets are secrets everywhere -------------------------------------------------------
+
+const PROXY_PASSWORD: &str = "pr0xy-pa55word-leak";
+
+/// A proxy URL with a password: `config show`, `config get` and `config set` mask it.
+#[test]
+fn a_proxy_password_is_masked_in_show_get_and_set() {
+    let ws = Ws::new();
+    ws.write("chela.toml", &format!("[proxy]\nurl = \"socks5h://me:{PROXY_PASSWORD}@127.0.0.1:1080\"\n"));
+    ws.run(&["config", "show"]).ok().hides(PROXY_PASSWORD).says("socks5h://me:****@127.0.0.1:1080");
+    ws.run(&["config", "get", "proxy.url"]).ok().hides(PROXY_PASSWORD).says("me:****@");
+    let url = format!("http://you:{PROXY_PASSWORD}@127.0.0.1:3128");
+    ws.run(&["config", "set", "proxy.url", &url]).ok().hides(PROXY_PASSWORD);
+    assert!(fs::read_to_string(ws.path().join("overrides.toml")).unwrap().contains(PROXY_PASSWORD));
+}
+
+/// A refused value is quoted masked, from the command line, the files and the environment.
+#[test]
+fn invalid_values_are_quoted_masked() {
+    let mut ws = Ws::new();
+    let bad = format!("ftp://me:{PROXY_PASSWORD}@127.0.0.1:1080");
+    ws.run(&["config", "set", "proxy.url", &bad]).failed().hides(PROXY_PASSWORD).says("proxy.url");
+    let no_port = format!("socks5://me:{PROXY_PASSWORD}@127.0.0.1");
+    ws.run(&["config", "set", "proxy.url", &no_port]).failed().hides(PROXY_PASSWORD).says("port");
+    ws.write("chela.toml", &format!("[proxy]\nurl = \"{bad}\"\n"));
+    ws.run(&["config", "show"]).failed().hides(PROXY_PASSWORD).says("chela.toml");
+    fs::remove_file(ws.path().join("chela.toml")).unwrap();
+    ws.env.push(("CHELA_PROXY__URL".into(), bad.clone()));
+    ws.run(&["config", "show"]).failed().hides(PROXY_PASSWORD).says("CHELA_PROXY__URL");
+}
+
+/// The "still overrides" note names the variable, never its value.
+#[test]
+fn the_environment_override_note_masks_the_value() {
+    let mut ws = Ws::new();
+    ws.env.push(("CHELA_LLM__API_KEY".into(), "sk-from-the-env-0123456789".into()));
+    ws.run(&["config", "set", "llm.api_key", "sk-typed-by-hand-0123456789"])
+        .ok()
+        .says("CHELA_LLM__API_KEY")
+        .hides("from-the-env")
+        .hides("typed-by-hand");
+    ws.env = vec![("CHELA_PROXY__URL".into(), format!("http://u:{PROXY_PASSWORD}@127.0.0.1:3128"))];
+    ws.run(&["config", "set", "proxy.url", "http://127.0.0.1:3128"])
+        .ok()
+        .says("CHELA_PROXY__URL")
+        .hides(PROXY_PASSWORD);
+    ws.run(&["config", "show"]).ok().hides(PROXY_PASSWORD);
+}
+
+/// Credentials inside `llm.base_url` are refused, with a pointer to `llm.api_key`, and the
+/// refusal does not repeat them; `doctor` on such a file does not either.
+#[test]
+fn credentials_in_the_base_url_are_refused_without_being_shown() {
+    let ws = Ws::new();
+    let url = "https://bob:sk-in-the-url-999@127.0.0.1:9/v1";
+    ws.run(&["config", "set", "llm.base_url", url]).failed().hides("sk-in-the-url-999").says("llm.api_key");
+    assert!(!ws.path().join("overrides.toml").exists());
+    ws.write("chela.toml", &format!("[llm]\nprovider = \"openai\"\nbase_url = \"{url}\"\n"));
+    ws.run(&["config", "show"]).failed().hides("sk-in-the-url-999").says("llm.api_key");
+    ws.run(&["doctor"]).failed().hides("sk-in-the-url-999").says("llm.base_url");
+}
+
+/// `doctor` shows the key masked and the proxy without its password.
+#[test]
+fn doctor_masks_keys_and_proxy_passwords() {
+    let ws = Ws::new();
+    ws.write(
+        "chela.toml",
+        &format!(
+            "[llm]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:9/v1\"\napi_key = \"sk-doctor-secret-key-42\"\n\
+             [proxy]\nurl = \"http://me:{PROXY_PASSWORD}@127.0.0.1:9\"\n"
+        ),
+    );
+    ws.run(&["doctor"]).hides("sk-doctor-secret-key-42").hides(PROXY_PASSWORD);
+}
+
+/// `config set KEY -` reads the value from standard input: nothing in argv, one trailing
+/// newline dropped, the rest kept as typed.
+#[test]
+fn a_secret_can_be_set_from_standard_input() {
+    let ws = Ws::new();
+    ws.run_with_stdin(&["config", "set", "llm.api_key", "-"], "sk-from-stdin-abcdef123\n").ok().hides("from-stdin");
+    let stored = fs::read_to_string(ws.path().join("overrides.toml")).unwrap();
+    assert!(stored.contains("\"sk-from-stdin-abcdef123\""), "{stored}");
+    ws.run(&["config", "get", "llm.api_key"]).ok().hides("from-stdin").says("sk-f****23");
+    let huge = "x".repeat(70 * 1024);
+    ws.run_with_stdin(&["config", "set", "llm.api_key", "-"], &huge).failed().says("over");
+}
+
+// ---- Files that are not what they should be ------------------------------------------------
+
+/// An overrides file far too large is refused by name before it is read.
+#[test]
+fn a_huge_overrides_file_is_refused_by_name() {
+    let ws = Ws::new();
+    ws.write("overrides.toml", &format!("# {}\n", "x".repeat(1024 * 1024)));
+    ws.run(&["config", "show"]).failed().says("overrides.toml").says("limit");
+}
+
+/// Garbage in the overrides file is an error naming the file, not a crash.
+#[test]
+fn a_garbage_overrides_file_is_named() {
+    let ws = Ws::new();
+    fs::write(ws.path().join("overrides.toml"), [0xff, 0xfe, 0x00, b'[', b'[', 0x01, b'=']).unwrap();
+    let run = ws.run(&["config", "show"]);
+    run.failed().says("overrides.toml");
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+}
+
+/// A table where a value is expected, and a value where a section is expected, are named.
+#[test]
+fn a_table_where_a_value_belongs_is_named() {
+    let ws = Ws::new();
+    ws.write("chela.toml", "[llm.model]\nname = \"x\"\n");
+    ws.run(&["config", "show"]).failed().says("llm.model");
+    ws.write("chela.toml", "llm = 5\n");
+    ws.run(&["config", "show"]).failed().says("llm");
+}
