@@ -215,6 +215,32 @@ keys! {
         "Groups hidden by default that the model sees (`chela cap show GROUP`).";
 }
 
+/// The URL used when `llm.base_url` is empty, for `provider` (`llm.provider`'s value).
+pub fn default_base_url(provider: &str) -> &'static str {
+    match provider {
+        "openai" => "https://api.openai.com/v1",
+        _ => "https://api.anthropic.com",
+    }
+}
+
+/// The model used when `llm.model` is empty, for `provider`.
+pub fn default_model(provider: &str) -> &'static str {
+    match provider {
+        "openai" => "gpt-4.1-mini",
+        _ => "claude-sonnet-4-5",
+    }
+}
+
+/// The value Chela acts on for `key` when its set value is `value`: an empty `llm.base_url`
+/// or `llm.model` means the provider's default, which is what `chela config show` prints.
+pub fn effective<'a>(key: &Key, value: &'a str, provider: &str) -> &'a str {
+    match key.name {
+        "llm.base_url" if value.is_empty() => default_base_url(provider),
+        "llm.model" if value.is_empty() => default_model(provider),
+        _ => value,
+    }
+}
+
 /// Why a key or value is refused. The message lists what would be accepted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -451,6 +477,15 @@ mod tests {
         );
         let e = check(SEARCH_TAVILY_URL, "https://tvly-abc@api.tavily.com").unwrap_err().to_string();
         assert!(!e.contains("tvly-abc") && e.contains("search.tavily_key"), "{e}");
+    }
+
+    #[test]
+    fn empty_provider_settings_mean_the_providers_defaults() {
+        assert_eq!(effective(LLM_BASE_URL, "", "openai"), "https://api.openai.com/v1");
+        assert_eq!(effective(LLM_BASE_URL, "", "anthropic"), "https://api.anthropic.com");
+        assert_eq!(effective(LLM_MODEL, "", "anthropic"), "claude-sonnet-4-5");
+        assert_eq!(effective(LLM_MODEL, "mine", "openai"), "mine");
+        assert_eq!(effective(TIMEZONE, "", "openai"), "");
     }
 
     #[test]

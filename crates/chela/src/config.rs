@@ -140,6 +140,12 @@ impl Config {
         &self.entry(key).value
     }
 
+    /// The value Chela acts on: [`Config::get`], with an empty `llm.base_url` / `llm.model`
+    /// replaced by the provider's default (see `chela_core::config::effective`).
+    pub fn effective(&self, key: &'static Key) -> &str {
+        model::effective(key, self.get(key), self.get(model::LLM_PROVIDER))
+    }
+
     pub fn bool(&self, key: &'static Key) -> bool {
         self.get(key) == "true"
     }
@@ -242,44 +248,42 @@ fn read_overrides(ws: &Workspace) -> Result<BTreeMap<&'static str, String>> {
     Ok(parse_layer(&text).context("in overrides.toml")?.into_iter().map(|(k, v)| (k.name, v)).collect())
 }
 
-/// Writes the runtime overrides file: top-level keys first, then one table per section.
+/// Writes the runtime overrides file.
 fn write_overrides(ws: &Workspace, map: &BTreeMap<&'static str, String>) -> Result<()> {
-    let mut out =
-        String::from("# Runtime overrides written by `chela config set`. `chela config reset` deletes this file.\n");
-    let mut sections: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
-    for (name, value) in map {
-        let (section, field) = name.split_once('.').unwrap_or(("", name));
-        sections.entry(section).or_default().push((field, value));
-    }
-    for (section, fields) in &sections {
-        if !section.is_empty() {
-            out.push_str(&format!("\n[{section}]\n"));
-        }
-        for (field, value) in fields {
-            out.push_str(&format!("{field} = {}\n", toml_string(value)));
-        }
-    }
-    write_atomic(&ws.overrides_path(), out.as_bytes())
+    write_atomic(&ws.overrides_path(), render_overrides(map)?.as_bytes())
         .with_context(|| format!("cannot write {}", ws.overrides_path().display()))
 }
 
-/// A TOML basic string.
-fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
+/// The text of `overrides.toml` for `map`: one table per section, each value in its own TOML
+/// type (numbers and booleans bare, lists as arrays), serialised by the `toml` crate so every
+/// string (quotes, newlines, `"""`, any Unicode) comes back as it was.
+fn render_overrides(map: &BTreeMap<&'static str, String>) -> Result<String> {
+    let mut root = toml::Table::new();
+    for (name, value) in map {
+        let key = model::key(name)?;
+        let mut table = &mut root;
+        let mut parts: Vec<&str> = name.split('.').collect();
+        let field = parts.pop().unwrap_or(name);
+        for part in parts {
+            let slot = table.entry(part).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+            table = slot.as_table_mut().context("a setting and a section share a name")?;
         }
+        table.insert(field.to_owned(), typed(key, value));
     }
-    out.push('"');
-    out
+    let body = toml::to_string(&root).context("cannot write the overrides as TOML")?;
+    Ok(format!("# Runtime overrides written by `chela config set`. `chela config reset` deletes this file.\n{body}"))
+}
+
+/// A checked value in its TOML type.
+pub fn typed(key: &Key, value: &str) -> toml::Value {
+    match key.kind {
+        Kind::Int { .. } => value.parse().map_or_else(|_| toml::Value::String(value.to_owned()), toml::Value::Integer),
+        Kind::Bool => toml::Value::Boolean(value == "true"),
+        Kind::List => toml::Value::Array(
+            value.split(',').filter(|s| !s.is_empty()).map(|s| toml::Value::String(s.to_owned())).collect(),
+        ),
+        _ => toml::Value::String(value.to_owned()),
+    }
 }
 
 /// `chela config set`: checks and stores a runtime override. Returns the stored value.

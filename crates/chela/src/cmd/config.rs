@@ -23,7 +23,7 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
         ConfigCmd::Get(key) => {
             let k = model::key(&key)?;
             let cfg = Config::load(ws)?;
-            println!("{}", cfg.entry(k).shown());
+            println!("{}", k.shown(cfg.effective(k)));
         }
         ConfigCmd::Set(key, value) => {
             let value = if value == "-" { read_value_from_stdin(&key)? } else { value };
@@ -85,10 +85,21 @@ fn read_value_from_stdin(key: &str) -> Result<String> {
     Ok(text)
 }
 
-/// Every key, its effective value (secrets masked) and the layer it came from, in aligned columns.
+/// Every key, its effective value (secrets masked) and the layer it came from, in aligned
+/// columns. Strings are quoted; numbers and booleans are bare; lists are arrays.
 pub fn show(cfg: &Config) -> String {
-    let rows: Vec<(&str, String, String)> =
-        cfg.entries().iter().map(|e| (e.key.name, format!("{:?}", e.shown()), e.layer.to_string())).collect();
+    let rows: Vec<(&str, String, String)> = cfg
+        .entries()
+        .iter()
+        .map(|e| {
+            // Strings go through `{:?}` so a newline in a value cannot break the one-line rows.
+            let value = match crate::config::typed(e.key, &e.key.shown(cfg.effective(e.key))) {
+                toml::Value::String(s) => format!("{s:?}"),
+                other => other.to_string(),
+            };
+            (e.key.name, value, e.layer.to_string())
+        })
+        .collect();
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0).min(48);
     let mut out = String::new();

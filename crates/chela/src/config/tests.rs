@@ -80,3 +80,35 @@ fn set_unset_reset_round_trip_through_the_overrides_file() {
     assert!(!ws.overrides_path().exists());
     assert!(!reset_overrides(&ws).unwrap());
 }
+
+#[test]
+fn overrides_are_written_typed_by_the_toml_crate() {
+    let mut map = BTreeMap::new();
+    map.insert("llm.max_tokens", "1000".to_owned());
+    map.insert("llm.stream", "false".to_owned());
+    map.insert("caps.hidden", "web,files".to_owned());
+    map.insert("timezone", "Europe/Berlin".to_owned());
+    let text = render_overrides(&map).unwrap();
+    assert!(text.contains("max_tokens = 1000\n") && text.contains("stream = false\n"), "{text}");
+    assert!(text.contains("hidden = [\"web\", \"files\"]"), "{text}");
+    let cfg = Config::from_layers(None, Some(&text), &[]).unwrap();
+    assert_eq!(cfg.list(chela_core::config::CAPS_HIDDEN), ["web", "files"]);
+    assert_eq!(cfg.get(TIMEZONE), "Europe/Berlin");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    /// Any text, with quotes, backslashes, newlines, triple quotes of both kinds, control
+    /// characters and any Unicode, comes back from `overrides.toml` as it was stored.
+    #[test]
+    fn any_string_round_trips_through_the_overrides_file(
+        v in proptest::string::string_regex(r#"("""|'''|["\\\n\r\t']|\PC|[\x00-\x1f\x7f]){0,40}"#).unwrap()
+    ) {
+        let stored = check(LLM_MODEL, &v).unwrap();
+        let mut map = BTreeMap::new();
+        map.insert("llm.model", stored.clone());
+        let text = render_overrides(&map).unwrap();
+        let cfg = Config::from_layers(None, Some(&text), &[]).unwrap();
+        proptest::prop_assert_eq!(cfg.get(LLM_MODEL), stored.as_str(), "{}", text);
+    }
+}
