@@ -213,6 +213,38 @@ keys! {
         "Capability groups the model does not see (`chela cap hide GROUP`).";
     CAPS_SHOWN = "caps.shown", Kind::List, "",
         "Groups hidden by default that the model sees (`chela cap show GROUP`).";
+    TELEGRAM_TOKEN = "channels.telegram.token", Kind::Secret, "",
+        "Telegram bot token from @BotFather. Empty: the Telegram channel is off.";
+    TELEGRAM_ALLOW_FROM = "channels.telegram.allow_from", Kind::List, "",
+        "Telegram user ids (or user names) allowed to talk to Chela. Empty: nobody.";
+    FEISHU_APP_ID = "channels.feishu.app_id", Kind::Text, "",
+        "Feishu/Lark app id. Empty: the Feishu channel is off.";
+    FEISHU_APP_SECRET = "channels.feishu.app_secret", Kind::Secret, "",
+        "Feishu/Lark app secret.";
+    FEISHU_ALLOW_FROM = "channels.feishu.allow_from", Kind::List, "",
+        "Feishu open_ids allowed to talk to Chela. Empty: nobody.";
+    GATEWAY_BIND = "gateway.bind", Kind::Text, "127.0.0.1",
+        "Address the daemon's gateway listens on. Anything but loopback needs gateway.token.";
+    GATEWAY_PORT = "gateway.port", Kind::Int { min: 1, max: 65_535 }, "18789",
+        "TCP port of the gateway.";
+    GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",
+        "Token clients of the gateway must present.";
+    LUA_ENABLED = "lua.enabled", Kind::Bool, "false",
+        "Let the model run Lua scripts in the sandbox.";
+    LUA_MAX_MEMORY_BYTES = "lua.max_memory_bytes", Kind::Int { min: 65_536, max: 268_435_456 }, "16777216",
+        "Memory one Lua script may use.";
+    LUA_TIMEOUT_MS = "lua.timeout_ms", Kind::Int { min: 10, max: 600_000 }, "5000",
+        "Milliseconds one Lua script may run.";
+}
+
+/// Top-level tables holding typed sections, which nest deeper than `section.key`:
+/// `[channels.telegram]`, `[mcp.servers.NAME]`, `[lua]`, `[gateway]`. Their scalar settings
+/// are keys above; the rest (MCP servers, their env and headers) the host deserialises.
+pub const TYPED_ROOTS: &[&str] = &["channels", "mcp", "lua", "gateway"];
+
+/// The closest known name to `name` among `names`, for "did you mean".
+pub fn suggest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    names.into_iter().map(|n| (distance(n, name), n)).filter(|(d, _)| *d <= 3).min_by_key(|(d, _)| *d).map(|(_, n)| n)
 }
 
 /// The URL used when `llm.base_url` is empty, for `provider` (`llm.provider`'s value).
@@ -280,12 +312,7 @@ impl core::error::Error for ConfigError {}
 pub fn key(name: &str) -> Result<&'static Key, ConfigError> {
     KEYS.iter().copied().find(|k| k.name == name).ok_or_else(|| ConfigError::UnknownKey {
         key: name.to_owned(),
-        suggestion: KEYS
-            .iter()
-            .map(|k| (distance(k.name, name), k.name))
-            .filter(|(d, _)| *d <= 3)
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, n)| n),
+        suggestion: suggest(name, KEYS.iter().map(|k| k.name)),
     })
 }
 

@@ -289,3 +289,35 @@ fn a_table_where_a_value_belongs_is_named() {
     ws.write("chela.toml", "llm = 5\n");
     ws.run(&["config", "show"]).failed().says("llm");
 }
+
+/// Secrets inside typed sections (a bot token, an MCP server's env and headers) are masked
+/// by the same rule: by their names.
+#[test]
+fn typed_section_secrets_are_masked_in_show_and_get() {
+    let ws = Ws::new();
+    ws.write(
+        "chela.toml",
+        "[channels.telegram]\ntoken = \"123456:tg-bot-secret-xyz\"\nallow_from = [\"42\"]\n\
+         [mcp.servers.gh]\ncommand = \"gh-mcp\"\nenv = { GITHUB_TOKEN = \"ghp_env-secret-abc\" }\n\
+         [mcp.servers.remote]\nurl = \"https://mcp.example.com\"\nheaders = { Authorization = \"Bearer hdr-secret-def\" }\n",
+    );
+    let show = ws.run(&["config", "show"]);
+    show.ok().hides("tg-bot-secret").hides("env-secret").hides("hdr-secret");
+    show.says("mcp.servers.gh.command").says("\"gh-mcp\"").says("channels.telegram.allow_from");
+    ws.run(&["config", "get", "channels.telegram.token"]).ok().hides("tg-bot-secret");
+    ws.run_with_stdin(&["config", "set", "channels.telegram.token", "-"], "999:from-stdin-bot-token\n")
+        .ok()
+        .hides("from-stdin-bot-token");
+    let text = fs::read_to_string(ws.path().join("overrides.toml")).unwrap();
+    assert!(text.contains("[channels.telegram]") && text.contains("\"999:from-stdin-bot-token\""), "{text}");
+}
+
+/// A typo in a file is a warning with a suggestion; every command still runs.
+#[test]
+fn an_unknown_key_does_not_stop_commands() {
+    let ws = Ws::new();
+    ws.write("chela.toml", "[llm]\nmodle = \"x\"\n[gateway]\nprot = 1\n");
+    ws.run(&["config", "show"]).ok().says("Did you mean `llm.model`?").says("Did you mean `gateway.port`?");
+    ws.run(&["config", "set", "llm.model", "m"]).ok();
+    ws.run(&["config", "get", "llm.model"]).ok().says("m");
+}
