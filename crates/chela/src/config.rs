@@ -28,7 +28,9 @@ use crate::workspace::{CONFIG_FILE, OVERRIDES_FILE, Workspace, read_bounded, wri
 
 mod layer;
 mod settings;
+mod watch;
 pub use settings::{Channels, Feishu, Gateway, Lua, MAX_MCP_SERVERS, Mcp, McpServer, Settings, Telegram};
+pub use watch::ConfigWatch;
 
 /// Config files larger than this are refused: they are hand-written, a few KiB at most.
 const MAX_CONFIG_BYTES: u64 = 256 * 1024;
@@ -86,9 +88,14 @@ pub struct Config {
 impl Config {
     /// Reads every layer for `ws`.
     pub fn load(ws: &Workspace) -> Result<Config> {
-        let (file, overrides) = read_files(ws)?;
         let env: Vec<(String, String)> = std::env::vars().collect();
-        Config::from_layers(file.as_deref(), overrides.as_deref(), &env)
+        Config::load_with_env(ws, &env)
+    }
+
+    /// Reads the file layers of `ws`, with `env` as the environment.
+    pub fn load_with_env(ws: &Workspace, env: &[(String, String)]) -> Result<Config> {
+        let (file, overrides) = read_files(ws)?;
+        Config::from_layers(file.as_deref(), overrides.as_deref(), env)
             .with_context(|| format!("configuration in {} is not valid", ws.root().display()))
     }
 

@@ -321,3 +321,19 @@ fn an_unknown_key_does_not_stop_commands() {
     ws.run(&["config", "set", "llm.model", "m"]).ok();
     ws.run(&["config", "get", "llm.model"]).ok().says("m");
 }
+
+// ---- Settings reload ----------------------------------------------------------------------
+
+/// A watcher in this process sees what `chela config set` in another process stored.
+#[test]
+fn a_config_set_in_another_process_reaches_the_watcher() {
+    let ws = Ws::new();
+    let workspace = chela::workspace::Workspace::locate(Some(ws.path().to_path_buf())).unwrap();
+    let mut watch = chela::config::ConfigWatch::new(workspace).unwrap();
+    assert!(watch.poll().unwrap().is_none());
+    ws.run(&["config", "set", "gateway.port", "9123"]).ok();
+    let cfg = watch.poll().unwrap().expect("the overrides file changed");
+    assert_eq!(cfg.settings().gateway.port, 9123);
+    assert_eq!(watch.current().get(chela_core::config::GATEWAY_PORT), "9123");
+    assert!(watch.poll().unwrap().is_none());
+}
