@@ -337,3 +337,22 @@ fn a_config_set_in_another_process_reaches_the_watcher() {
     assert_eq!(watch.current().get(chela_core::config::GATEWAY_PORT), "9123");
     assert!(watch.poll().unwrap().is_none());
 }
+
+/// `doctor` checks the typed sections together: an open gateway without a token fails, a
+/// channel nobody may use and a missing MCP program are warnings; no secret is printed.
+#[test]
+fn doctor_checks_the_typed_sections_without_showing_them() {
+    let ws = Ws::new();
+    ws.write(
+        "chela.toml",
+        "[channels.telegram]\ntoken = \"123456:doctor-tg-secret\"\n[gateway]\nbind = \"0.0.0.0\"\n\
+         [mcp.servers.gone]\ncommand = \"no-such-mcp-program-xyz\"\nenv = { API_TOKEN = \"doctor-env-secret\" }\n",
+    );
+    ws.run(&["doctor"])
+        .failed()
+        .hides("doctor-tg-secret")
+        .hides("doctor-env-secret")
+        .says("gateway.token is empty")
+        .says("allow_from is empty")
+        .says("`no-such-mcp-program-xyz` was not found");
+}
