@@ -267,9 +267,9 @@ fn edit_overrides<T>(ws: &Workspace, change: impl FnOnce(&mut toml::Table) -> Re
         let text = read_bounded(&path, MAX_CONFIG_BYTES)?.unwrap_or_default();
         let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
             anyhow::anyhow!(
-                "{} is not valid TOML ({}); fix it or run `chela config reset`",
+                "{} is not valid TOML ({:#}); fix it or run `chela config reset`",
                 path.display(),
-                e.message().trim()
+                layer::syntax_error(&text, &e)
             )
         })?;
         let out = change(&mut table)?;

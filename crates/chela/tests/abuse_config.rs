@@ -356,3 +356,24 @@ fn doctor_checks_the_typed_sections_without_showing_them() {
         .says("allow_from is empty")
         .says("`no-such-mcp-program-xyz` was not found");
 }
+
+/// A typed value of the wrong shape is named by its path, never quoted: it may be a secret.
+#[test]
+fn a_typed_value_of_the_wrong_shape_is_named_not_quoted() {
+    let ws = Ws::new();
+    ws.write("chela.toml", "[mcp.servers.r]\nurl = \"https://x.example\"\nheaders = \"Bearer shape-secret-77\"\n");
+    ws.run(&["config", "show"]).failed().hides("shape-secret-77").says("mcp.servers.r.headers").says("chela.toml");
+    ws.run(&["doctor"]).failed().hides("shape-secret-77");
+}
+
+/// A syntax error names the file and the line, and never quotes the line: it may hold a key.
+#[test]
+fn a_syntax_error_names_the_line_without_quoting_it() {
+    let ws = Ws::new();
+    ws.write("chela.toml", "[llm]\nmodel = \"m\"\napi_key = sk-unquoted-secret-1\n");
+    ws.run(&["config", "show"]).failed().hides("sk-unquoted-secret-1").says("chela.toml").says("line 3");
+    ws.write("chela.toml", "");
+    ws.write("overrides.toml", "[llm]\napi_key = \"sk-unterminated-secret-2\n");
+    ws.run(&["config", "set", "llm.model", "x"]).failed().hides("sk-unterminated-secret-2").says("line 2");
+    ws.run(&["config", "show"]).failed().hides("sk-unterminated-secret-2").says("overrides.toml");
+}

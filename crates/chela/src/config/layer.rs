@@ -22,7 +22,7 @@ pub(super) struct Parsed {
 /// comma-separated lists. An unknown key is reported in `unknown`, not an error: one typo
 /// must not stop every command. A value of the wrong shape for a known key is an error.
 pub(super) fn parse(text: &str) -> Result<Parsed> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| anyhow::anyhow!("{}", e.message().trim()))?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| syntax_error(text, &e))?;
     let mut out = Parsed::default();
     for (name, value) in &table {
         if TYPED_ROOTS.contains(&name.as_str()) {
@@ -53,6 +53,18 @@ pub(super) fn parse(text: &str) -> Result<Parsed> {
         }
     }
     Ok(out)
+}
+
+/// A TOML syntax error with its line, never the text of the line: it may hold a secret.
+pub(super) fn syntax_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
+    let message = e.message().trim();
+    match e.span() {
+        Some(span) => {
+            let line = text.as_bytes()[..span.start.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1;
+            anyhow::anyhow!("line {line}: {message}")
+        }
+        None => anyhow::anyhow!("{message}"),
+    }
 }
 
 /// Collects the leaves under a typed root: known keys into `values`, the rest into `typed`.

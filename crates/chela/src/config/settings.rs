@@ -163,8 +163,20 @@ pub(super) fn build(
         let path: Vec<String> = e.key.name.split('.').map(str::to_owned).collect();
         insert(&mut root, &path, typed(e.key, &e.value))?;
     }
-    let settings: Settings =
-        toml::Value::Table(root).try_into().map_err(|e: toml::de::Error| anyhow::anyhow!("{}", e.message().trim()))?;
+    let settings: Settings = serde_path_to_error::deserialize(toml::Value::Table(root)).map_err(|e| {
+        let path = e.path().to_string();
+        let file = leaves
+            .iter()
+            .find(|(p, _, _)| p.join(".").starts_with(&path))
+            .map_or_else(|| "config".to_owned(), |(_, _, layer)| layer.to_string());
+        // Serde's message quotes the value (`invalid type: string "Bearer ..."`), which may be
+        // a secret: keep only what was expected.
+        let message = e.inner().message().trim().to_owned();
+        match message.split_once(", expected ") {
+            Some((_, expected)) => anyhow::anyhow!("{file}: `{path}` has the wrong type: expected {expected}"),
+            None => anyhow::anyhow!("{file}: `{path}` is not valid"),
+        }
+    })?;
     if settings.mcp.servers.len() > MAX_MCP_SERVERS {
         bail!("{} MCP servers are configured; at most {MAX_MCP_SERVERS} are supported", settings.mcp.servers.len());
     }

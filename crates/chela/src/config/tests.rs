@@ -195,7 +195,14 @@ fn typed_sections_refuse_what_cannot_work() {
     assert!(err("[gateway]\nport = 70000\n").contains("gateway.port"));
     assert!(err("channels = 5\n").contains("must be a table"));
     assert!(err("[channels.telegram.token]\nx = 1\n").contains("holds one value"));
-    assert!(err("[mcp.servers.x]\ncommand = \"a\"\nargs = \"not a list\"\n").contains("sequence"));
+    let e = err("[mcp.servers.x]\ncommand = \"a\"\nargs = \"not a list\"\n");
+    assert!(
+        e.contains("`mcp.servers.x.args` has the wrong type: expected a sequence") && e.contains("chela.toml"),
+        "{e}"
+    );
+    // A value of the wrong type is never quoted: it may be a secret.
+    let e = err("[mcp.servers.x]\nurl = \"https://x\"\nheaders = \"Bearer wrong-shape-secret\"\n");
+    assert!(e.contains("mcp.servers.x.headers") && !e.contains("wrong-shape-secret"), "{e}");
     let many: String = (0..=MAX_MCP_SERVERS).map(|i| format!("[mcp.servers.s{i}]\ncommand = \"c\"\n")).collect();
     assert!(err(&many).contains("at most"));
 }
