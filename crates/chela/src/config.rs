@@ -280,9 +280,8 @@ fn edit_overrides<T>(ws: &Workspace, change: impl FnOnce(&mut toml::Table) -> Re
     })
 }
 
-/// The text of `overrides.toml`: one table per section, each value in its TOML type (numbers
-/// and booleans bare, lists as arrays), serialised by the `toml` crate so every string
-/// (quotes, newlines, `"""`, any Unicode) comes back as it was.
+/// The text of `overrides.toml`: one table per section, serialised by the `toml` crate so
+/// every string (quotes, newlines, `"""`, any Unicode) comes back as it was.
 fn render_overrides(table: &toml::Table) -> Result<String> {
     let body = toml::to_string(table).context("cannot write the overrides as TOML")?;
     Ok(format!("# Runtime overrides written by `chela config set`. `chela config reset` deletes this file.\n{body}"))
@@ -301,7 +300,13 @@ fn put(table: &mut toml::Table, key: &'static Key, value: &str) -> Result<()> {
         }
         t = slot.as_table_mut().context("a section is a table")?;
     }
-    t.insert(field.to_owned(), typed(key, value));
+    // Scalars stay TOML strings, the form this file has always had (its readers, and the
+    // crash test, expect it); lists are arrays of strings. Both read back the same.
+    let stored = match key.kind {
+        Kind::List => typed(key, value),
+        _ => toml::Value::String(value.to_owned()),
+    };
+    t.insert(field.to_owned(), stored);
     Ok(())
 }
 

