@@ -66,9 +66,72 @@ impl Key {
         self.name.split_once('.').map_or(self.name, |(_, f)| f)
     }
 
+    /// Whether the value is a credential: declared [`Kind::Secret`], or named like one
+    /// (see [`is_secret_name`]). Deriving it from the name means a new `*_token` key cannot be
+    /// added and forgotten in the masking.
     pub fn is_secret(&self) -> bool {
-        self.kind == Kind::Secret
+        self.kind == Kind::Secret || is_secret_name(self.name)
     }
+
+    /// `value` as it may be shown anywhere (`config show/get/set`, errors, logs, doctor):
+    /// the whole value masked for a secret key, a URL's user-info masked for any other.
+    pub fn shown(&self, value: &str) -> String {
+        if self.is_secret() { mask(value) } else { mask_url_userinfo(value) }
+    }
+}
+
+/// Whether a setting or variable name (`llm.api_key`, `channels.telegram.token`,
+/// `GITHUB_TOKEN`, a header `Authorization`) names a credential. The name is split into words
+/// at `.`, `_` and `-`; it is secret when its last word is `key` (`*_key`), or a word contains
+/// `token`, `secret`, `password`, `passwd`, `credential` or is `authorization`/`cookie`.
+/// `tokens` alone is a count (`llm.max_tokens`), not a credential.
+pub fn is_secret_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let words: Vec<&str> = lower.split(['.', '_', '-']).filter(|w| !w.is_empty()).collect();
+    words.last().is_some_and(|w| *w == "key" || *w == "apikey")
+        || words.iter().any(|w| {
+            (w.contains("token") && *w != "tokens")
+                || ["secret", "password", "passwd", "credential"].iter().any(|s| w.contains(s))
+                || matches!(*w, "authorization" | "cookie")
+        })
+}
+
+/// `value` with the password of any URL user-info masked: `socks5://user:****@host:1080`;
+/// user-info without a password (`https://TOKEN@host`) is masked whole. Other text is
+/// returned as it is.
+pub fn mask_url_userinfo(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail.find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace()).unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rsplit_once('@') {
+            Some((userinfo, hostport)) => {
+                match userinfo.split_once(':') {
+                    Some((user, _)) => {
+                        out.push_str(user);
+                        out.push_str(":****@");
+                    }
+                    None => out.push_str("****@"),
+                }
+                out.push_str(hostport);
+            }
+            None => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Whether `value` holds a URL with user-info (`scheme://user[:pass]@host`).
+pub fn has_url_userinfo(value: &str) -> bool {
+    value.split("://").skip(1).any(|t| {
+        let end = t.find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace()).unwrap_or(t.len());
+        t[..end].contains('@')
+    })
 }
 
 macro_rules! keys {
@@ -156,6 +219,64 @@ keys! {
         "Capability groups the model does not see (`chela cap hide GROUP`).";
     CAPS_SHOWN = "caps.shown", Kind::List, "",
         "Groups hidden by default that the model sees (`chela cap show GROUP`).";
+    TELEGRAM_TOKEN = "channels.telegram.token", Kind::Secret, "",
+        "Telegram bot token from @BotFather. Empty: the Telegram channel is off.";
+    TELEGRAM_ALLOW_FROM = "channels.telegram.allow_from", Kind::List, "",
+        "Telegram user ids (or user names) allowed to talk to Chela. Empty: nobody.";
+    FEISHU_APP_ID = "channels.feishu.app_id", Kind::Text, "",
+        "Feishu/Lark app id. Empty: the Feishu channel is off.";
+    FEISHU_APP_SECRET = "channels.feishu.app_secret", Kind::Secret, "",
+        "Feishu/Lark app secret.";
+    FEISHU_ALLOW_FROM = "channels.feishu.allow_from", Kind::List, "",
+        "Feishu open_ids allowed to talk to Chela. Empty: nobody.";
+    GATEWAY_BIND = "gateway.bind", Kind::Text, "127.0.0.1",
+        "Address the daemon's gateway listens on. Anything but loopback needs gateway.token.";
+    GATEWAY_PORT = "gateway.port", Kind::Int { min: 1, max: 65_535 }, "18789",
+        "TCP port of the gateway.";
+    GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",
+        "Token clients of the gateway must present.";
+    LUA_ENABLED = "lua.enabled", Kind::Bool, "false",
+        "Let the model run Lua scripts in the sandbox.";
+    LUA_MAX_MEMORY_BYTES = "lua.max_memory_bytes", Kind::Int { min: 65_536, max: 268_435_456 }, "16777216",
+        "Memory one Lua script may use.";
+    LUA_TIMEOUT_MS = "lua.timeout_ms", Kind::Int { min: 10, max: 600_000 }, "5000",
+        "Milliseconds one Lua script may run.";
+}
+
+/// Top-level tables holding typed sections, which nest deeper than `section.key`:
+/// `[channels.telegram]`, `[mcp.servers.NAME]`, `[lua]`, `[gateway]`. Their scalar settings
+/// are keys above; the rest (MCP servers, their env and headers) the host deserialises.
+pub const TYPED_ROOTS: &[&str] = &["channels", "mcp", "lua", "gateway"];
+
+/// The closest known name to `name` among `names`, for "did you mean".
+pub fn suggest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    names.into_iter().map(|n| (distance(n, name), n)).filter(|(d, _)| *d <= 3).min_by_key(|(d, _)| *d).map(|(_, n)| n)
+}
+
+/// The URL used when `llm.base_url` is empty, for `provider` (`llm.provider`'s value).
+pub fn default_base_url(provider: &str) -> &'static str {
+    match provider {
+        "openai" => "https://api.openai.com/v1",
+        _ => "https://api.anthropic.com",
+    }
+}
+
+/// The model used when `llm.model` is empty, for `provider`.
+pub fn default_model(provider: &str) -> &'static str {
+    match provider {
+        "openai" => "gpt-4.1-mini",
+        _ => "claude-sonnet-4-5",
+    }
+}
+
+/// The value Chela acts on for `key` when its set value is `value`: an empty `llm.base_url`
+/// or `llm.model` means the provider's default, which is what `chela config show` prints.
+pub fn effective<'a>(key: &Key, value: &'a str, provider: &str) -> &'a str {
+    match key.name {
+        "llm.base_url" if value.is_empty() => default_base_url(provider),
+        "llm.model" if value.is_empty() => default_model(provider),
+        _ => value,
+    }
 }
 
 /// Why a key or value is refused. The message lists what would be accepted.
@@ -183,6 +304,7 @@ impl fmt::Display for ConfigError {
                 }
                 f.write_str(".")
             }
+            // `value` is already in its shown form (see `check`): never a secret in clear.
             ConfigError::BadValue { key, value, expected } => {
                 write!(f, "`{value}` is not a valid value for `{key}`: expected {expected}.")
             }
@@ -196,12 +318,7 @@ impl core::error::Error for ConfigError {}
 pub fn key(name: &str) -> Result<&'static Key, ConfigError> {
     KEYS.iter().copied().find(|k| k.name == name).ok_or_else(|| ConfigError::UnknownKey {
         key: name.to_owned(),
-        suggestion: KEYS
-            .iter()
-            .map(|k| (distance(k.name, name), k.name))
-            .filter(|(d, _)| *d <= 3)
-            .min_by_key(|(d, _)| *d)
-            .map(|(_, n)| n),
+        suggestion: suggest(name, KEYS.iter().map(|k| k.name)),
     })
 }
 
@@ -209,9 +326,23 @@ pub fn key(name: &str) -> Result<&'static Key, ConfigError> {
 /// normalised). Time zones and proxies are only checked for shape here.
 pub fn check(key: &'static Key, value: &str) -> Result<String, ConfigError> {
     let v = value.trim();
-    let bad = |expected: String| ConfigError::BadValue { key: key.name, value: value.to_owned(), expected };
+    // The value is quoted in its shown form: an error message is output like any other.
+    let bad = |expected: String| ConfigError::BadValue { key: key.name, value: key.shown(value), expected };
     match key.kind {
         Kind::Text | Kind::Secret | Kind::TimeZone => Ok(v.to_owned()),
+        Kind::Url if has_url_userinfo(v) => {
+            // A credential in a URL would be stored, shown and sent where only the URL belongs.
+            let secrets: Vec<&str> =
+                KEYS.iter().filter(|k| k.section() == key.section() && k.is_secret()).map(|k| k.name).collect();
+            let put = match secrets.first() {
+                Some(first) => format!(
+                    "put the key in `{}` (`chela config set {first} -` reads it from standard input)",
+                    secrets.join("` or `")
+                ),
+                None => "put the credential in its own *_key setting".to_owned(),
+            };
+            Err(bad(format!("a URL without user:password@ in it; {put}")))
+        }
         Kind::Url => {
             if v.is_empty()
                 || ((v.starts_with("http://") || v.starts_with("https://")) && !v.contains(char::is_whitespace))
@@ -329,6 +460,65 @@ mod tests {
         assert!(e.contains("from 1 to 1000000"), "{e}");
         assert_eq!(check(LLM_BASE_URL, "http://127.0.0.1:9/v1/").unwrap(), "http://127.0.0.1:9/v1");
         assert!(check(LLM_BASE_URL, "ftp://x").is_err());
+    }
+
+    #[test]
+    fn secrecy_follows_the_name() {
+        for k in KEYS.iter().filter(|k| k.kind == Kind::Secret) {
+            assert!(is_secret_name(k.name), "{} is declared secret but not named like one", k.name);
+        }
+        for name in [
+            "llm.api_key",
+            "channels.telegram.token",
+            "gateway.token",
+            "channels.feishu.app_secret",
+            "GITHUB_TOKEN",
+            "OPENAI_API_KEY",
+            "db.password",
+            "Authorization",
+            "x.access_token",
+            "x.apikey",
+        ] {
+            assert!(is_secret_name(name), "{name}");
+        }
+        for name in ["llm.max_tokens", "llm.model", "proxy.url", "search.tavily_url", "keyboard.layout", "PATH"] {
+            assert!(!is_secret_name(name), "{name}");
+        }
+        assert!(!LLM_MAX_TOKENS.is_secret());
+    }
+
+    #[test]
+    fn url_userinfo_is_masked_wherever_it_appears() {
+        assert_eq!(mask_url_userinfo("socks5://user:hunter2@host:1080"), "socks5://user:****@host:1080");
+        assert_eq!(mask_url_userinfo("https://ghp_abc@github.com/x?y=1"), "https://****@github.com/x?y=1");
+        assert_eq!(mask_url_userinfo("via http://a:b@p:1 and http://q:2/p"), "via http://a:****@p:1 and http://q:2/p");
+        assert_eq!(mask_url_userinfo("http://host:8080/a@b"), "http://host:8080/a@b");
+        assert_eq!(mask_url_userinfo("plain text"), "plain text");
+        assert!(has_url_userinfo("https://u:p@api.example.com/v1") && has_url_userinfo("https://u@x"));
+        assert!(!has_url_userinfo("https://api.example.com/v1/@x"));
+        assert_eq!(PROXY_URL.shown("http://me:pw123@p:3128"), "http://me:****@p:3128");
+    }
+
+    #[test]
+    fn bad_values_are_quoted_masked_and_credentials_in_urls_refused() {
+        let e = check(PROXY_URL, "ftp://me:pw-very-secret@p:1").unwrap_err().to_string();
+        assert!(!e.contains("pw-very-secret") && e.contains("me:****@p:1"), "{e}");
+        let e = check(LLM_BASE_URL, "https://bob:sk-inurl-123@api.example.com/v1").unwrap_err().to_string();
+        assert!(
+            !e.contains("sk-inurl-123") && e.contains("`llm.api_key`") && e.contains("config set llm.api_key -"),
+            "{e}"
+        );
+        let e = check(SEARCH_TAVILY_URL, "https://tvly-abc@api.tavily.com").unwrap_err().to_string();
+        assert!(!e.contains("tvly-abc") && e.contains("search.tavily_key"), "{e}");
+    }
+
+    #[test]
+    fn empty_provider_settings_mean_the_providers_defaults() {
+        assert_eq!(effective(LLM_BASE_URL, "", "openai"), "https://api.openai.com/v1");
+        assert_eq!(effective(LLM_BASE_URL, "", "anthropic"), "https://api.anthropic.com");
+        assert_eq!(effective(LLM_MODEL, "", "anthropic"), "claude-sonnet-4-5");
+        assert_eq!(effective(LLM_MODEL, "mine", "openai"), "mine");
+        assert_eq!(effective(TIMEZONE, "", "openai"), "");
     }
 
     #[test]

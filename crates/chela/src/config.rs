@@ -7,15 +7,30 @@
 //! `OPENAI_API_KEY` fill `llm.api_key` when no layer sets it.
 //!
 //! The key table and value checks live in `chela_core::config`; this module reads the layers
-//! and checks the two kinds of value that need the host (time zones, proxies).
+//! and checks the two kinds of value that need the host (time zones, proxies). Settings that
+//! are more than one value (channels, MCP servers, Lua, gateway) are read once into
+//! [`Settings`] (see `config/settings.rs`); every value keeps the layer it came from.
+//!
+//! A name nobody reads is a warning with a "did you mean", never an error: one typo must not
+//! stop every command. A known key with a bad value is an error naming the file.
+//!
+//! Secrets: every value is shown through `Key::shown` (or [`shown_extra`] for typed values
+//! without a key): a key named like a credential (`*_key`, `*token*`, `*secret*`,
+//! `*password*`) is masked whole, any URL has its user-info masked. Errors quote values the
+//! same way. `overrides.toml` is changed only under its lock (see [`crate::lock`]).
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use anyhow::{Context, Result, bail};
 use chela_core::config::{self as model, KEYS, Key, Kind};
 
-use crate::workspace::{Workspace, read_bounded, write_atomic};
+use crate::workspace::{CONFIG_FILE, OVERRIDES_FILE, Workspace, read_bounded, write_atomic};
+
+mod layer;
+mod settings;
+mod watch;
+pub use settings::{Channels, Feishu, Gateway, Lua, MAX_MCP_SERVERS, Mcp, McpServer, Settings, Telegram};
+pub use watch::ConfigWatch;
 
 /// Config files larger than this are refused: they are hand-written, a few KiB at most.
 const MAX_CONFIG_BYTES: u64 = 256 * 1024;
@@ -52,7 +67,7 @@ pub struct Entry {
 impl Entry {
     /// The value as it may be shown: secrets masked.
     pub fn shown(&self) -> String {
-        if self.key.is_secret() { model::mask(&self.value) } else { self.value.clone() }
+        self.key.shown(&self.value)
     }
 }
 
@@ -60,16 +75,27 @@ impl Entry {
 #[derive(Clone, Debug)]
 pub struct Config {
     entries: Vec<Entry>,
-    /// Things worth telling the person that do not stop Chela (an unknown `CHELA_` variable).
+    /// The typed sections (channels, MCP servers, Lua, gateway), read once.
+    settings: Settings,
+    /// The values of the typed sections that have no flat key (MCP servers), by dotted path,
+    /// with the layer that set each.
+    extra: Vec<(String, toml::Value, Layer)>,
+    /// Things worth telling the person that do not stop Chela (an unknown key in a file, an
+    /// unknown `CHELA_` variable).
     pub warnings: Vec<String>,
 }
 
 impl Config {
     /// Reads every layer for `ws`.
     pub fn load(ws: &Workspace) -> Result<Config> {
-        let (file, overrides) = read_files(ws)?;
         let env: Vec<(String, String)> = std::env::vars().collect();
-        Config::from_layers(file.as_deref(), overrides.as_deref(), &env)
+        Config::load_with_env(ws, &env)
+    }
+
+    /// Reads the file layers of `ws`, with `env` as the environment.
+    pub fn load_with_env(ws: &Workspace, env: &[(String, String)]) -> Result<Config> {
+        let (file, overrides) = read_files(ws)?;
+        Config::from_layers(file.as_deref(), overrides.as_deref(), env)
             .with_context(|| format!("configuration in {} is not valid", ws.root().display()))
     }
 
@@ -83,17 +109,23 @@ impl Config {
                 e.layer = layer;
             }
         };
-        if let Some(text) = file {
-            for (k, v) in parse_layer(text).context("in chela.toml")? {
-                set(k, v, Layer::File);
-            }
-        }
-        if let Some(text) = overrides {
-            for (k, v) in parse_layer(text).context("in overrides.toml")? {
-                set(k, v, Layer::Runtime);
-            }
-        }
         let mut warnings = Vec::new();
+        let mut leaves: Vec<(Vec<String>, toml::Value, Layer)> = Vec::new();
+        for (text, name, layer) in [(file, CONFIG_FILE, Layer::File), (overrides, OVERRIDES_FILE, Layer::Runtime)] {
+            let Some(text) = text else { continue };
+            let parsed = layer::parse(text).with_context(|| format!("in {name}"))?;
+            for (k, v) in parsed.values {
+                set(k, v, layer.clone());
+            }
+            for unknown in parsed.unknown {
+                warnings.push(layer::unknown_warning(&unknown, name, &layer::known_names()));
+            }
+            for (path, value) in parsed.typed {
+                // A later layer replaces the same leaf of an earlier one.
+                leaves.retain(|(p, _, _)| *p != path);
+                leaves.push((path, value, layer.clone()));
+            }
+        }
         for (name, value) in env {
             let Some(rest) = name.strip_prefix("CHELA_") else { continue };
             match KEYS.iter().find(|k| k.env_var() == *name) {
@@ -108,7 +140,11 @@ impl Config {
                 None => {}
             }
         }
-        let mut cfg = Config { entries, warnings };
+        let (settings, typed_warnings) = settings::build(&leaves, &entries)?;
+        warnings.extend(typed_warnings);
+        leaves.sort_by(|a, b| a.0.cmp(&b.0));
+        let extra = leaves.into_iter().map(|(path, value, layer)| (path.join("."), value, layer)).collect();
+        let mut cfg = Config { entries, settings, extra, warnings };
         if cfg.get(model::LLM_API_KEY).is_empty() {
             let var = match cfg.get(model::LLM_PROVIDER) {
                 "openai" => "OPENAI_API_KEY",
@@ -136,8 +172,34 @@ impl Config {
         &self.entries
     }
 
+    /// The typed sections: channels, MCP servers, Lua, gateway.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The typed-section values without a flat key (MCP servers), as `(dotted path, value,
+    /// layer)`, sorted by path. Shown with [`shown_extra`].
+    pub fn extra(&self) -> &[(String, toml::Value, Layer)] {
+        &self.extra
+    }
+
+    /// Where the value at a dotted path came from: a flat key's layer, a typed leaf's file,
+    /// else the default.
+    pub fn layer_of(&self, path: &str) -> Layer {
+        if let Some(e) = self.entries.iter().find(|e| e.key.name == path) {
+            return e.layer.clone();
+        }
+        self.extra.iter().find(|(p, _, _)| p == path).map_or(Layer::Default, |(_, _, l)| l.clone())
+    }
+
     pub fn get(&self, key: &'static Key) -> &str {
         &self.entry(key).value
+    }
+
+    /// The value Chela acts on: [`Config::get`], with an empty `llm.base_url` / `llm.model`
+    /// replaced by the provider's default (see `chela_core::config::effective`).
+    pub fn effective(&self, key: &'static Key) -> &str {
+        model::effective(key, self.get(key), self.get(model::LLM_PROVIDER))
     }
 
     pub fn bool(&self, key: &'static Key) -> bool {
@@ -178,13 +240,15 @@ pub fn check(key: &'static Key, value: &str) -> Result<String> {
     match key.kind {
         Kind::TimeZone if !v.is_empty() && jiff::tz::TimeZone::get(&v).is_err() => {
             bail!(
-                "`{v}` is not a valid value for `{}`: expected an IANA time zone name such as Europe/Berlin or Asia/Shanghai",
+                "`{}` is not a valid value for `{}`: expected an IANA time zone name such as Europe/Berlin or Asia/Shanghai",
+                key.shown(&v),
                 key.name
             );
         }
         Kind::Proxy if !v.is_empty() => {
             if let Err(e) = crate::net::Proxy::parse(&v) {
-                bail!("`{v}` is not a valid value for `{}`: {e}", key.name);
+                // The parser's message is masked too: the one mechanism covers every output.
+                bail!("`{}` is not a valid value for `{}`: {}", key.shown(&v), key.name, model::mask_url_userinfo(&e));
             }
         }
         _ => {}
@@ -192,137 +256,144 @@ pub fn check(key: &'static Key, value: &str) -> Result<String> {
     Ok(v)
 }
 
-/// Reads a TOML layer into checked `(key, value)` pairs. Sections map to the part before the
-/// dot; arrays of strings become comma-separated lists.
-fn parse_layer(text: &str) -> Result<Vec<(&'static Key, String)>> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| anyhow::anyhow!("{}", e.message().trim()))?;
-    let mut out = Vec::new();
-    let mut push = |name: String, value: &toml::Value| -> Result<()> {
-        let key = model::key(&name)?;
-        let text = match value {
-            toml::Value::String(s) => s.clone(),
-            toml::Value::Integer(i) => i.to_string(),
-            toml::Value::Boolean(b) => b.to_string(),
-            toml::Value::Array(items) => {
-                let mut names = Vec::new();
-                for item in items {
-                    match item.as_str() {
-                        Some(s) => names.push(s.to_owned()),
-                        None => bail!("`{name}` must be a list of strings"),
-                    }
-                }
-                names.join(",")
-            }
-            _ => bail!("`{name}` must be a string, number, boolean or list of strings"),
-        };
-        out.push((key, check(key, &text)?));
-        Ok(())
-    };
-    for (name, value) in &table {
-        match value {
-            toml::Value::Table(section) => {
-                for (field, v) in section {
-                    if v.is_table() {
-                        bail!("`{name}.{field}` is nested too deeply: Chela's keys are `section.key`");
-                    }
-                    push(format!("{name}.{field}"), v)?;
-                }
-            }
-            v => push(name.clone(), v)?,
-        }
-    }
-    Ok(out)
-}
-
-/// Reads the runtime overrides as a sorted map (key name -> value).
-fn read_overrides(ws: &Workspace) -> Result<BTreeMap<&'static str, String>> {
-    let text = read_bounded(&ws.overrides_path(), MAX_CONFIG_BYTES)?.unwrap_or_default();
-    Ok(parse_layer(&text).context("in overrides.toml")?.into_iter().map(|(k, v)| (k.name, v)).collect())
-}
-
-/// Writes the runtime overrides file: top-level keys first, then one table per section.
-fn write_overrides(ws: &Workspace, map: &BTreeMap<&'static str, String>) -> Result<()> {
-    let mut out =
-        String::from("# Runtime overrides written by `chela config set`. `chela config reset` deletes this file.\n");
-    let mut sections: BTreeMap<&str, Vec<(&str, &str)>> = BTreeMap::new();
-    for (name, value) in map {
-        let (section, field) = name.split_once('.').unwrap_or(("", name));
-        sections.entry(section).or_default().push((field, value));
-    }
-    for (section, fields) in &sections {
-        if !section.is_empty() {
-            out.push_str(&format!("\n[{section}]\n"));
-        }
-        for (field, value) in fields {
-            out.push_str(&format!("{field} = {}\n", toml_string(value)));
-        }
-    }
+/// Changes `overrides.toml` under its lock (see [`crate::lock`]), so parallel `config set`s of
+/// different keys all land: reads it, lets `change` edit the TOML table, checks the result
+/// still reads as a valid layer, and writes it back atomically. What `change` does not touch
+/// (hand-added MCP servers, comments aside) is kept.
+fn edit_overrides<T>(ws: &Workspace, change: impl FnOnce(&mut toml::Table) -> Result<T>) -> Result<T> {
     ws.ensure()?;
-    write_atomic(&ws.overrides_path(), out.as_bytes())
-        .with_context(|| format!("cannot write {}", ws.overrides_path().display()))
+    let path = ws.overrides_path();
+    crate::lock::with_file_lock(&path, || {
+        let text = read_bounded(&path, MAX_CONFIG_BYTES)?.unwrap_or_default();
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            anyhow::anyhow!(
+                "{} is not valid TOML ({:#}); fix it or run `chela config reset`",
+                path.display(),
+                layer::syntax_error(&text, &e)
+            )
+        })?;
+        let out = change(&mut table)?;
+        let text = render_overrides(&table)?;
+        Config::from_layers(None, Some(&text), &[]).context("in overrides.toml")?;
+        write_atomic(&path, text.as_bytes()).with_context(|| format!("cannot write {}", path.display()))?;
+        Ok(out)
+    })
 }
 
-/// A TOML basic string.
-fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
+/// The text of `overrides.toml`: one table per section, serialised by the `toml` crate so
+/// every string (quotes, newlines, `"""`, any Unicode) comes back as it was.
+fn render_overrides(table: &toml::Table) -> Result<String> {
+    let body = toml::to_string(table).context("cannot write the overrides as TOML")?;
+    Ok(format!("# Runtime overrides written by `chela config set`. `chela config reset` deletes this file.\n{body}"))
+}
+
+/// Puts a checked value of `key` into a layer's table, at its dotted path.
+fn put(table: &mut toml::Table, key: &'static Key, value: &str) -> Result<()> {
+    let mut parts: Vec<&str> = key.name.split('.').collect();
+    let field = parts.pop().unwrap_or(key.name);
+    let mut t = table;
+    for part in parts {
+        let slot = t.entry(part).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        if !slot.is_table() {
+            // A stray value where the section belongs (`llm = 5`): the section wins.
+            *slot = toml::Value::Table(toml::Table::new());
+        }
+        t = slot.as_table_mut().context("a section is a table")?;
+    }
+    // Scalars stay TOML strings, the form this file has always had (its readers, and the
+    // crash test, expect it); lists are arrays of strings. Both read back the same.
+    let stored = match key.kind {
+        Kind::List => typed(key, value),
+        _ => toml::Value::String(value.to_owned()),
+    };
+    t.insert(field.to_owned(), stored);
+    Ok(())
+}
+
+/// Removes `key` from a layer's table, and the sections it leaves empty. Returns whether it
+/// was there.
+fn remove(table: &mut toml::Table, name: &str) -> bool {
+    match name.split_once('.') {
+        None => table.remove(name).is_some(),
+        Some((head, rest)) => {
+            let Some(toml::Value::Table(inner)) = table.get_mut(head) else { return false };
+            let had = remove(inner, rest);
+            if inner.is_empty() {
+                table.remove(head);
+            }
+            had
         }
     }
-    out.push('"');
-    out
+}
+
+/// A checked value in its TOML type.
+pub fn typed(key: &Key, value: &str) -> toml::Value {
+    match key.kind {
+        Kind::Int { .. } => value.parse().map_or_else(|_| toml::Value::String(value.to_owned()), toml::Value::Integer),
+        Kind::Bool => toml::Value::Boolean(value == "true"),
+        Kind::List => toml::Value::Array(
+            value.split(',').filter(|s| !s.is_empty()).map(|s| toml::Value::String(s.to_owned())).collect(),
+        ),
+        _ => toml::Value::String(value.to_owned()),
+    }
+}
+
+/// A typed-section value without a flat key, as it may be shown: secret by its name
+/// (`env.GITHUB_TOKEN`, `headers.Authorization`), URL user-info masked otherwise.
+pub fn shown_extra(path: &str, value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) if model::is_secret_name(path) => format!("{:?}", model::mask(s)),
+        toml::Value::String(s) => format!("{:?}", model::mask_url_userinfo(s)),
+        toml::Value::Array(items) if model::is_secret_name(path) => format!("[{} masked]", items.len()),
+        other => model::mask_url_userinfo(&other.to_string()),
+    }
 }
 
 /// `chela config set`: checks and stores a runtime override. Returns the stored value.
 pub fn set_override(ws: &Workspace, name: &str, value: &str) -> Result<String> {
     let key = model::key(name)?;
     let v = check(key, value)?;
-    let mut map = read_overrides(ws)?;
-    map.insert(key.name, v.clone());
-    write_overrides(ws, &map)?;
+    edit_overrides(ws, |table| put(table, key, &v))?;
     Ok(v)
 }
 
 /// `chela config unset`: removes one runtime override. Returns whether there was one.
 pub fn unset_override(ws: &Workspace, name: &str) -> Result<bool> {
     let key = model::key(name)?;
-    let mut map = read_overrides(ws)?;
-    let had = map.remove(key.name).is_some();
-    if had {
-        write_overrides(ws, &map)?;
+    if !ws.overrides_path().exists() {
+        return Ok(false);
     }
-    Ok(had)
+    edit_overrides(ws, |table| Ok(remove(table, key.name)))
 }
 
 /// `chela config reset`: drops every runtime override. Returns whether there were any.
 pub fn reset_overrides(ws: &Workspace) -> Result<bool> {
-    match std::fs::remove_file(ws.overrides_path()) {
+    if !ws.root().is_dir() {
+        return Ok(false);
+    }
+    ws.ensure()?;
+    crate::lock::with_file_lock(&ws.overrides_path(), || match std::fs::remove_file(ws.overrides_path()) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).with_context(|| format!("cannot remove {}", ws.overrides_path().display())),
-    }
+    })
 }
 
 /// Changes a list key in the runtime layer (used by `chela cap`): adds or removes `item`,
 /// starting from the value the layers below the environment give.
 pub fn edit_list_override(ws: &Workspace, key: &'static Key, item: &str, present: bool) -> Result<()> {
-    let (file, overrides) = read_files(ws)?;
-    let below_env = Config::from_layers(file.as_deref(), overrides.as_deref(), &[])?;
-    let mut items = below_env.list(key);
-    items.retain(|i| i != item);
-    if present {
-        items.push(item.to_owned());
-    }
-    set_override(ws, key.name, &items.join(","))?;
-    Ok(())
+    let config_text = read_bounded(&ws.config_path(), MAX_CONFIG_BYTES)?;
+    edit_overrides(ws, |table| {
+        let overrides = render_overrides(table)?;
+        let below_env = Config::from_layers(config_text.as_deref(), Some(&overrides), &[])?;
+        let mut items = below_env.list(key);
+        items.retain(|i| i != item);
+        if present {
+            items.push(item.to_owned());
+        }
+        let v = check(key, &items.join(","))?;
+        put(table, key, &v)
+    })
 }
 
 #[cfg(test)]

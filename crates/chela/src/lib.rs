@@ -11,6 +11,7 @@
 pub mod args;
 pub mod cmd;
 pub mod config;
+pub mod lock;
 pub mod memory;
 pub mod workspace;
 

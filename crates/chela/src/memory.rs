@@ -103,6 +103,24 @@ pub fn load_entries(ws: &Workspace) -> io::Result<Entries> {
     Ok(entries)
 }
 
+/// Changes the structured entries: under the entries lock, loads the file, applies `change`
+/// and, if it succeeds, writes the file back atomically. Concurrent changes (several tool
+/// calls, several processes) are applied one after the other, none lost, and ids stay unique
+/// because each is derived from the content read under the lock.
+pub fn update_entries<T, E: From<io::Error>>(
+    ws: &Workspace,
+    change: impl FnOnce(&mut Entries) -> Result<T, E>,
+) -> Result<T, E> {
+    let path = entries_path(ws);
+    std::fs::create_dir_all(memory_dir(ws))?;
+    crate::lock::with_file_lock(&path, || {
+        let mut entries = load_entries(ws)?;
+        let out = change(&mut entries)?;
+        write_atomic(&path, entries.to_jsonl().as_bytes())?;
+        Ok(out)
+    })
+}
+
 /// The last `days` daily notes up to `today`, oldest first, each under a `## date` heading.
 pub fn recent_daily(ws: &Workspace, today: Date, days: i64) -> String {
     let mut out = String::new();

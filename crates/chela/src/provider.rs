@@ -27,17 +27,19 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The defaults live in `chela_core::config`, so `chela config show` prints the same ones.
     fn default_base_url(self) -> &'static str {
-        match self {
-            Kind::Anthropic => "https://api.anthropic.com",
-            Kind::OpenAi => "https://api.openai.com/v1",
-        }
+        keys::default_base_url(self.name())
     }
 
     fn default_model(self) -> &'static str {
+        keys::default_model(self.name())
+    }
+
+    fn name(self) -> &'static str {
         match self {
-            Kind::Anthropic => "claude-sonnet-4-5",
-            Kind::OpenAi => "gpt-4.1-mini",
+            Kind::Anthropic => "anthropic",
+            Kind::OpenAi => "openai",
         }
     }
 

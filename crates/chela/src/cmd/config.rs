@@ -1,8 +1,9 @@
 //! `chela config show|get|set|unset|reset`.
 
+use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result, anyhow, bail};
 use chela_core::config as model;
 
 use crate::args::ConfigCmd;
@@ -22,15 +23,19 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
         ConfigCmd::Get(key) => {
             let k = model::key(&key)?;
             let cfg = Config::load(ws)?;
-            println!("{}", cfg.entry(k).shown());
+            println!("{}", k.shown(cfg.effective(k)));
         }
         ConfigCmd::Set(key, value) => {
+            let value = if value == "-" { read_value_from_stdin(&key)? } else { value };
             let stored = set_override(ws, &key, &value)?;
             let k = model::key(&key)?;
-            let shown = if k.is_secret() { model::mask(&stored) } else { stored };
-            println!("{key} = {shown:?} (runtime override)");
+            println!("{key} = {:?} (runtime override)", k.shown(&stored));
             if let Ok(v) = std::env::var(k.env_var()) {
-                eprintln!("note: the environment variable {} ({v:?}) still overrides this value", k.env_var());
+                eprintln!(
+                    "note: the environment variable {} ({:?}) still overrides this value",
+                    k.env_var(),
+                    k.shown(&v)
+                );
             }
         }
         ConfigCmd::Unset(key) => {
@@ -51,10 +56,53 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Every key, its effective value (secrets masked) and the layer it came from, in aligned columns.
+/// The largest value `config set KEY -` reads: keys and tokens are a few hundred bytes.
+const MAX_STDIN_VALUE: u64 = 64 * 1024;
+
+/// `chela config set KEY -`: the value from standard input, so a secret never sits in the
+/// shell history or in `ps`. One trailing newline (what `echo` and a terminal add) is dropped.
+fn read_value_from_stdin(key: &str) -> Result<String> {
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        eprintln!("Type the value for {key}, then press Enter and Ctrl-D:");
+    }
+    let mut bytes = Vec::new();
+    stdin
+        .lock()
+        .take(MAX_STDIN_VALUE + 1)
+        .read_to_end(&mut bytes)
+        .context("cannot read the value from standard input")?;
+    if bytes.len() as u64 > MAX_STDIN_VALUE {
+        bail!("the value on standard input is over {MAX_STDIN_VALUE} bytes; a setting is never that long");
+    }
+    let mut text = String::from_utf8(bytes).map_err(|_| anyhow!("the value on standard input is not UTF-8 text"))?;
+    if text.ends_with('\n') {
+        text.pop();
+        if text.ends_with('\r') {
+            text.pop();
+        }
+    }
+    Ok(text)
+}
+
+/// Every key, its effective value (secrets masked) and the layer it came from, in aligned
+/// columns. Strings are quoted; numbers and booleans are bare; lists are arrays.
 pub fn show(cfg: &Config) -> String {
     let rows: Vec<(&str, String, String)> =
-        cfg.entries().iter().map(|e| (e.key.name, format!("{:?}", e.shown()), e.layer.to_string())).collect();
+        cfg.entries()
+            .iter()
+            .map(|e| {
+                // Strings go through `{:?}` so a newline in a value cannot break the one-line rows.
+                let value = match crate::config::typed(e.key, &e.key.shown(cfg.effective(e.key))) {
+                    toml::Value::String(s) => format!("{s:?}"),
+                    other => other.to_string(),
+                };
+                (e.key.name, value, e.layer.to_string())
+            })
+            .chain(cfg.extra().iter().map(|(path, value, layer)| {
+                (path.as_str(), crate::config::shown_extra(path, value), layer.to_string())
+            }))
+            .collect();
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0).min(48);
     let mut out = String::new();

@@ -70,6 +70,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
             tz.to_owned()
         };
         r.ok(&format!("time zone: {tz_name}"));
+        check_settings(cfg, &mut r);
         check_provider(cfg, &mut r).await;
     }
     println!();
@@ -118,6 +119,53 @@ fn check_workspace(ws: &Workspace, r: &mut Report) {
             );
         }
     }
+}
+
+/// The typed sections: settings that are valid one by one but do not work together.
+fn check_settings(cfg: &Config, r: &mut Report) {
+    let s = cfg.settings();
+    let channels = [
+        ("telegram", !s.channels.telegram.token.is_empty(), s.channels.telegram.allow_from.is_empty(), "YOUR_USER_ID"),
+        ("feishu", !s.channels.feishu.app_id.is_empty(), s.channels.feishu.allow_from.is_empty(), "YOUR_OPEN_ID"),
+    ];
+    for (name, on, nobody, example) in channels {
+        if on && nobody {
+            r.warn(
+                &format!("channels.{name} is set up but its allow_from is empty: nobody can talk to Chela there"),
+                &format!("chela config set channels.{name}.allow_from {example}"),
+            );
+        }
+    }
+    let bind = s.gateway.bind.as_str();
+    let loopback = matches!(bind, "127.0.0.1" | "::1" | "localhost" | "[::1]");
+    if !loopback && s.gateway.token.is_empty() {
+        r.fail(
+            &format!("gateway.bind is {bind}, reachable from other machines, but gateway.token is empty"),
+            "chela config set gateway.token -   (or bind to 127.0.0.1)",
+        );
+    }
+    for (name, server) in &s.mcp.servers {
+        if !server.enabled || server.command.is_empty() {
+            continue;
+        }
+        if find_program(&server.command).is_none() {
+            r.warn(
+                &format!("MCP server {name}: the program `{}` was not found", server.command),
+                &format!("install it, or give its full path in mcp.servers.{name}.command"),
+            );
+        }
+    }
+}
+
+/// Where `program` is: itself if it names a path, else the first match on `PATH`.
+fn find_program(program: &str) -> Option<std::path::PathBuf> {
+    let is_exec = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = std::path::PathBuf::from(program);
+        return is_exec(&p).then_some(p);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| is_exec(p))
 }
 
 async fn check_provider(cfg: &Config, r: &mut Report) {

@@ -14,8 +14,8 @@ use chela_core::memory::{Entries, MAX_ENTRY_BYTES, render_line};
 use jiff::tz::TimeZone;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::memory::{daily_path, entries_path, load_entries, memory_dir};
-use crate::workspace::{Workspace, append_durable, write_atomic};
+use crate::memory::{daily_path, load_entries, memory_dir, update_entries};
+use crate::workspace::{Workspace, append_durable};
 
 pub fn group() -> Group {
     Group::new("memory", "Remember facts across conversations; keep daily notes.")
@@ -58,10 +58,27 @@ pub enum TagsArg {
     Many(Vec<String>),
 }
 
-/// Saves the entries atomically.
-pub fn save_entries(ws: &Workspace, entries: &Entries) -> io::Result<()> {
-    std::fs::create_dir_all(memory_dir(ws))?;
-    write_atomic(&entries_path(ws), entries.to_jsonl().as_bytes())
+/// Runs `change` on the entries under the entries lock, off the async workers (the lock and
+/// the file IO block). See [`update_entries`].
+fn change_entries<T>(
+    ws: &Workspace,
+    change: impl FnOnce(&mut Entries) -> Result<T, ToolError>,
+) -> Result<T, ToolError> {
+    /// The two ways a change fails: the file, or the change itself (unknown id, empty fact).
+    enum Failed {
+        Io(io::Error),
+        Tool(ToolError),
+    }
+    impl From<io::Error> for Failed {
+        fn from(e: io::Error) -> Failed {
+            Failed::Io(e)
+        }
+    }
+    // The memory tools are `BLOCKING`: this runs on the blocking pool, so the lock may wait here.
+    update_entries(ws, |e| change(e).map_err(Failed::Tool)).map_err(|f| match f {
+        Failed::Io(e) => io_err(e),
+        Failed::Tool(e) => e,
+    })
 }
 
 /// Appends a timestamped line to today's note, creating it with a heading.
@@ -103,13 +120,11 @@ impl Tool for MemoryStore {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: StoreArgs) -> ToolResult {
-        let mut entries = load_entries(&ctx.ws).map_err(io_err)?;
-        let id = entries
-            .store(&a.content, &tags_of(a.tags), &a.source, now())
-            .map_err(|e| ToolError::new(e.to_string()))?
-            .id
-            .clone();
-        save_entries(&ctx.ws, &entries).map_err(io_err)?;
+        let tags = tags_of(a.tags);
+        let id = change_entries(&ctx.ws, move |entries| {
+            let e = entries.store(&a.content, &tags, &a.source, now()).map_err(|e| ToolError::new(e.to_string()))?;
+            Ok(e.id.clone())
+        })?;
         Ok(format!("stored as {id}"))
     }
 }
@@ -158,13 +173,13 @@ impl Tool for MemoryUpdate {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: UpdateArgs) -> ToolResult {
-        let mut entries = load_entries(&ctx.ws).map_err(io_err)?;
         let tags = a.tags.map(|t| tags_of(Some(t)));
-        let line = entries
-            .update(a.id.trim(), &a.content, tags.as_deref(), now())
-            .map(render_line)
-            .map_err(|e| ToolError::new(e.to_string()))?;
-        save_entries(&ctx.ws, &entries).map_err(io_err)?;
+        let line = change_entries(&ctx.ws, move |entries| {
+            entries
+                .update(a.id.trim(), &a.content, tags.as_deref(), now())
+                .map(render_line)
+                .map_err(|e| ToolError::new(e.to_string()))
+        })?;
         Ok(format!("updated: {line}"))
     }
 }
@@ -184,10 +199,10 @@ impl Tool for MemoryForget {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: ForgetArgs) -> ToolResult {
-        let mut entries = load_entries(&ctx.ws).map_err(io_err)?;
-        let gone = entries.forget(a.id.trim()).map_err(|e| ToolError::new(e.to_string()))?;
-        save_entries(&ctx.ws, &entries).map_err(io_err)?;
-        Ok(format!("forgot: {}", render_line(&gone)))
+        let gone = change_entries(&ctx.ws, move |entries| {
+            entries.forget(a.id.trim()).map(|gone| render_line(&gone)).map_err(|e| ToolError::new(e.to_string()))
+        })?;
+        Ok(format!("forgot: {gone}"))
     }
 }
 
@@ -277,6 +292,36 @@ mod tests {
         assert!(e.0.contains("no memory entry `m2`"), "{e}");
         let e = fx.call(MemoryStore, serde_json::json!({"content": " "})).await.unwrap_err();
         assert!(e.0.contains("empty"), "{e}");
+    }
+
+    /// Twenty stores at once, each on its own thread and runtime as separate callers would be:
+    /// every one is kept, each under its own id.
+    #[test]
+    fn parallel_stores_keep_every_entry_with_unique_ids() {
+        let fx = Fixture::new(&[]);
+        let replies: Vec<String> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..20)
+                .map(|i| {
+                    let fx = &fx;
+                    s.spawn(move || {
+                        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+                        let fact = serde_json::json!({"content": format!("parallel fact {i}")});
+                        rt.block_on(fx.call(MemoryStore, fact)).unwrap()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut ids: Vec<&str> = replies.iter().map(|r| r.strip_prefix("stored as ").unwrap()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), 20, "{replies:?}");
+        let entries = load_entries(&fx.ws).unwrap();
+        assert_eq!(entries.len(), 20);
+        let text = std::fs::read_to_string(fx.root().join("memory/entries.jsonl")).unwrap();
+        for i in 0..20 {
+            assert!(text.contains(&format!("\"parallel fact {i}\"")), "fact {i} lost:\n{text}");
+        }
     }
 
     #[tokio::test]

@@ -1,0 +1,247 @@
+//! Typed sections: settings that are more than one value (lists, per-name tables), read once
+//! with serde from the merged layers.
+//!
+//! ```toml
+//! [channels.telegram]
+//! token = "123456:ABC…"            # or `chela config set channels.telegram.token -`
+//! allow_from = ["123456789"]
+//!
+//! [channels.feishu]
+//! app_id = "cli_a1b2"
+//! app_secret = "…"
+//! allow_from = ["ou_123"]
+//!
+//! [mcp.servers.github]
+//! command = "github-mcp-server"
+//! args = ["stdio"]
+//! env = { GITHUB_TOKEN = "ghp_…" }
+//!
+//! [mcp.servers.search]
+//! url = "https://mcp.example.com/mcp"
+//! headers = { Authorization = "Bearer …" }
+//!
+//! [lua]
+//! enabled = true
+//!
+//! [gateway]
+//! port = 18789
+//! token = "…"
+//! ```
+//!
+//! Every scalar here (`channels.telegram.token`, `gateway.port`, …) is also a key of the flat
+//! table, so `config set/get/show`, the environment (`CHELA_GATEWAY__PORT`) and provenance
+//! work for it as for any key. MCP servers are named by the person, so they have no flat
+//! key: they are set in `chela.toml` (or `overrides.toml`), and `config show` lists each of
+//! their values with the file it came from. A name Chela does not know is a warning.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Context, Result, bail};
+use chela_core::config::{KEYS, TYPED_ROOTS, has_url_userinfo, mask_url_userinfo};
+use serde::Deserialize;
+
+use super::{Entry, Layer, typed};
+
+/// Most MCP servers one configuration may name; each is a process or a connection.
+pub const MAX_MCP_SERVERS: usize = 32;
+
+/// The typed sections.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Settings {
+    pub channels: Channels,
+    pub mcp: Mcp,
+    pub lua: Lua,
+    pub gateway: Gateway,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Channels {
+    pub telegram: Telegram,
+    pub feishu: Feishu,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// `[channels.telegram]`: off while `token` is empty.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Telegram {
+    pub token: String,
+    pub allow_from: Vec<String>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// `[channels.feishu]`: off while `app_id` is empty.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Feishu {
+    pub app_id: String,
+    pub app_secret: String,
+    pub allow_from: Vec<String>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Mcp {
+    pub servers: BTreeMap<String, McpServer>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// `[mcp.servers.NAME]`: a local program (`command`, `args`, `env`) or a remote server
+/// (`url`, `headers`), never both.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct McpServer {
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: BTreeMap<String, String>,
+    pub url: String,
+    pub headers: BTreeMap<String, String>,
+    /// Off: configured but not started.
+    pub enabled: bool,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+impl Default for McpServer {
+    fn default() -> McpServer {
+        McpServer {
+            command: String::new(),
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            url: String::new(),
+            headers: BTreeMap::new(),
+            enabled: true,
+            unknown: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Lua {
+    pub enabled: bool,
+    pub max_memory_bytes: u64,
+    pub timeout_ms: u64,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Gateway {
+    pub bind: String,
+    pub port: u16,
+    pub token: String,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// The fields of an MCP server, for "did you mean".
+const MCP_FIELDS: &[&str] = &["command", "args", "env", "url", "headers", "enabled"];
+
+/// Builds the typed sections from the typed leaves of the file layers (merged by path, later
+/// layers winning) and the flat entries (which carry defaults and the environment). Returns
+/// the settings and the warnings for names nobody reads.
+pub(super) fn build(
+    leaves: &[(Vec<String>, toml::Value, Layer)],
+    entries: &[Entry],
+) -> Result<(Settings, Vec<String>)> {
+    let mut root = toml::Table::new();
+    for (path, value, _) in leaves {
+        insert(&mut root, path, value.clone())?;
+    }
+    for e in entries.iter().filter(|e| TYPED_ROOTS.contains(&e.key.section())) {
+        let path: Vec<String> = e.key.name.split('.').map(str::to_owned).collect();
+        insert(&mut root, &path, typed(e.key, &e.value))?;
+    }
+    let settings: Settings = serde_path_to_error::deserialize(toml::Value::Table(root)).map_err(|e| {
+        let path = e.path().to_string();
+        let file = leaves
+            .iter()
+            .find(|(p, _, _)| p.join(".").starts_with(&path))
+            .map_or_else(|| "config".to_owned(), |(_, _, layer)| layer.to_string());
+        // Serde's message quotes the value (`invalid type: string "Bearer ..."`), which may be
+        // a secret: keep only what was expected.
+        let message = e.inner().message().trim().to_owned();
+        match message.split_once(", expected ") {
+            Some((_, expected)) => anyhow::anyhow!("{file}: `{path}` has the wrong type: expected {expected}"),
+            None => anyhow::anyhow!("{file}: `{path}` is not valid"),
+        }
+    })?;
+    if settings.mcp.servers.len() > MAX_MCP_SERVERS {
+        bail!("{} MCP servers are configured; at most {MAX_MCP_SERVERS} are supported", settings.mcp.servers.len());
+    }
+    for (name, s) in &settings.mcp.servers {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            bail!("the MCP server name `{name}` may hold only letters, digits, _ and -");
+        }
+        match (s.command.is_empty(), s.url.is_empty()) {
+            (true, true) => bail!("mcp.servers.{name} needs `command` (a program to run) or `url` (a remote server)"),
+            (false, false) => bail!("mcp.servers.{name} has both `command` and `url`; keep the one you mean"),
+            _ => {}
+        }
+        let url = s.url.as_str();
+        if !url.is_empty() {
+            if !(url.starts_with("http://") || url.starts_with("https://")) || url.contains(char::is_whitespace) {
+                bail!("mcp.servers.{name}.url `{}` must be an http:// or https:// URL", mask_url_userinfo(url));
+            }
+            if has_url_userinfo(url) {
+                bail!(
+                    "mcp.servers.{name}.url `{}` carries credentials; put them in `headers` (e.g. Authorization) instead",
+                    mask_url_userinfo(url)
+                );
+            }
+        }
+    }
+    let mut warnings = Vec::new();
+    let mut unknown = |prefix: &str, map: &BTreeMap<String, toml::Value>, known: &[&str]| {
+        for name in map.keys() {
+            let full = format!("{prefix}{name}");
+            let known: Vec<String> = known.iter().map(|k| format!("{prefix}{k}")).collect();
+            let known: Vec<&str> = known.iter().map(String::as_str).collect();
+            // Name the file the stray name is in.
+            let layer = leaves
+                .iter()
+                .find(|(path, _, _)| path.join(".").starts_with(&full))
+                .map_or_else(|| "config".to_owned(), |(_, _, layer)| layer.to_string());
+            warnings.push(super::layer::unknown_warning(&full, &layer, &known));
+        }
+    };
+    let flat = |section: &str| -> Vec<&'static str> {
+        KEYS.iter().filter(|k| k.name.starts_with(section)).map(|k| &k.name[section.len()..]).collect()
+    };
+    unknown("", &settings.unknown, TYPED_ROOTS);
+    unknown("channels.", &settings.channels.unknown, &["telegram", "feishu"]);
+    unknown("channels.telegram.", &settings.channels.telegram.unknown, &flat("channels.telegram."));
+    unknown("channels.feishu.", &settings.channels.feishu.unknown, &flat("channels.feishu."));
+    unknown("mcp.", &settings.mcp.unknown, &["servers"]);
+    for (name, s) in &settings.mcp.servers {
+        unknown(&format!("mcp.servers.{name}."), &s.unknown, MCP_FIELDS);
+    }
+    unknown("lua.", &settings.lua.unknown, &flat("lua."));
+    unknown("gateway.", &settings.gateway.unknown, &flat("gateway."));
+    Ok((settings, warnings))
+}
+
+/// Puts `value` at `path` in `root`, creating tables on the way.
+fn insert(root: &mut toml::Table, path: &[String], value: toml::Value) -> Result<()> {
+    let Some((last, parents)) = path.split_last() else { return Ok(()) };
+    let mut table = root;
+    for (i, p) in parents.iter().enumerate() {
+        let slot = table.entry(p.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = slot
+            .as_table_mut()
+            .with_context(|| format!("`{}` is a value, but settings are nested under it", path[..=i].join(".")))?;
+    }
+    table.insert(last.clone(), value);
+    Ok(())
+}
