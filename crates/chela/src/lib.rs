@@ -16,7 +16,7 @@ pub mod workspace;
 
 mod app;
 mod chat;
-mod net;
+pub mod net;
 mod provider;
 mod tools;
 mod turn;
