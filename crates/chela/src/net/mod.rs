@@ -26,6 +26,8 @@ mod url;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_pool;
+#[cfg(test)]
 mod tests_proxy;
 
 use std::sync::Arc;
@@ -87,11 +89,19 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Extra trusted CA certificates (PEM), e.g. for a self-hosted endpoint.
     pub extra_root_pem: Option<Vec<u8>>,
+    /// Idle keep-alive connections kept per host for `Guard::AllowAll` traffic; 0 closes every
+    /// connection after its response (a fresh connection per request).
+    pub max_idle_per_host: usize,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { proxy: None, connect_timeout: Duration::from_secs(10), extra_root_pem: None }
+        ClientOptions {
+            proxy: None,
+            connect_timeout: Duration::from_secs(10),
+            extra_root_pem: None,
+            max_idle_per_host: pool::MAX_IDLE_PER_HOST,
+        }
     }
 }
 
@@ -121,12 +131,14 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 impl HttpClient {
     pub fn new(opts: ClientOptions) -> HttpClient {
+        // Bounded whatever the caller asks: idle sockets are file descriptors.
+        let max_idle = opts.max_idle_per_host.min(pool::MAX_IDLE_PER_HOST_CEILING);
         let dialer = Arc::new(Dialer {
             proxy: opts.proxy,
             connect_timeout: opts.connect_timeout,
             tls: tls::Tls::new(opts.extra_root_pem),
         });
-        let inner = Inner { pool: pool::Pool::new(dialer.clone()), dialer };
+        let inner = Inner { pool: pool::Pool::new(dialer.clone(), max_idle), dialer };
         HttpClient { inner: Arc::new(inner) }
     }
 

@@ -35,9 +35,12 @@ use super::{Dialer, Guard, Io, NetError, Phase, hyper_error};
 /// How long an unused connection stays open. Below the usual server-side keep-alive limits
 /// (60 s and more), so we rarely pick a connection the server is just closing.
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Idle connections kept per host. An assistant rarely has more than a couple of requests to
-/// one host in flight (a streaming model call, a search); more than this are closed when done.
-const MAX_IDLE_PER_HOST: usize = 4;
+/// Idle connections kept per host by default. An assistant rarely has more than a couple of
+/// requests to one host in flight (a streaming model call, a search); more than this are closed
+/// when done.
+pub(crate) const MAX_IDLE_PER_HOST: usize = 4;
+/// The most `ClientOptions::max_idle_per_host` may ask for.
+pub(crate) const MAX_IDLE_PER_HOST_CEILING: usize = 64;
 
 tokio::task_local! {
     /// The deadline of the request that is waiting for a connection. hyper-util gives a
@@ -51,10 +54,10 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    pub(crate) fn new(dialer: Arc<Dialer>) -> Pool {
+    pub(crate) fn new(dialer: Arc<Dialer>, max_idle_per_host: usize) -> Pool {
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(IDLE_TIMEOUT)
-            .pool_max_idle_per_host(MAX_IDLE_PER_HOST)
+            .pool_max_idle_per_host(max_idle_per_host)
             .pool_timer(TokioTimer::new())
             .build(Connector { dialer });
         Pool { client }
