@@ -38,7 +38,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::http::header::{CONTENT_LENGTH, HOST, USER_AGENT};
 use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::AbortHandle;
 use tokio::time::{Instant, timeout, timeout_at};
@@ -73,7 +72,7 @@ struct Dialer {
 impl Dialer {
     /// A stream to `url`'s origin, ready for HTTP: resolved and checked against `guard`, dialled
     /// directly or through the proxy, with TLS for `https://`. One boxed stream type keeps a
-    /// single copy of hyper's connection code in the binary.
+    /// single copy of hyper's connection code in the binary (see `pool::Conn`).
     async fn open(&self, url: &Url, guard: Guard, deadline: Instant) -> Result<Box<dyn Io>, NetError> {
         let dial =
             connect::Dial { url, guard, proxy: self.proxy.as_ref(), connect_timeout: self.connect_timeout, deadline };
@@ -172,7 +171,8 @@ impl HttpClient {
     ) -> Result<Response, NetError> {
         let io = self.inner.dialer.open(&url, guard, deadline).await?;
         let host = url.host.clone();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        // The pool's stream type, so hyper's connection code is compiled once for both paths.
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(pool::Conn::new(io))
             .await
             .map_err(|e| NetError::Protocol { host: host.clone(), reason: chain(&e) })?;
         let driver = Driver(

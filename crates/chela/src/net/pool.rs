@@ -129,13 +129,20 @@ impl tower_service::Service<Uri> for Connector {
             let text = uri.to_string();
             let url = Url::parse(&text).map_err(|reason| NetError::InvalidUrl { url: text, reason })?;
             let io = dialer.open(&url, Guard::AllowAll, deadline).await?;
-            Ok(Conn(TokioIo::new(io)))
+            Ok(Conn::new(io))
         })
     }
 }
 
-/// A dialled stream (plain or TLS, direct or tunnelled) as hyper-util's client wants it.
+/// A dialled stream (plain or TLS, direct or tunnelled) as hyper wants it. Both the pool and a
+/// fresh connection use this one type, so hyper's HTTP/1 client is compiled once.
 pub(crate) struct Conn(TokioIo<Box<dyn Io>>);
+
+impl Conn {
+    pub(crate) fn new(io: Box<dyn Io>) -> Conn {
+        Conn(TokioIo::new(io))
+    }
+}
 
 impl Connection for Conn {
     fn connected(&self) -> Connected {
