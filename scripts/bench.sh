@@ -25,5 +25,8 @@ cargo bench -p chela-core --bench heap
 echo; echo "=== 5. system prompt build: cargo bench -p chela --bench prompt"
 cargo bench -p chela --bench prompt
 
+echo; echo "=== 6. HTTP keep-alive: cargo bench -p chela --bench http"
+cargo bench -p chela --bench http
+
 echo; echo "=== 3 and 4. the whole program, binary size, request size: cargo bench -p chela --bench e2e"
 CHELA_BIN="$target/release-small/chela" cargo bench -p chela --bench e2e

@@ -17,7 +17,7 @@ pub mod workspace;
 
 mod app;
 mod chat;
-mod net;
+pub mod net;
 mod provider;
 mod session;
 mod tools;

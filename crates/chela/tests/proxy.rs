@@ -89,6 +89,24 @@ fn provider_traffic_goes_through_an_http_connect_proxy() {
 }
 
 #[test]
+fn one_tunnel_carries_every_model_call_of_a_turn() {
+    let dir = tempfile::tempdir().unwrap();
+    let llm = FakeLlm::start(vec![
+        Step::tool_call("get_current_time", serde_json::json!({})),
+        Step::tool_call("get_current_time", serde_json::json!({})),
+        Step::text("it is late"),
+    ]);
+    let proxy = tinyproxy(dir.path(), llm.addr().port());
+    let out = chat(&dir.path().join("ws"), &llm, &format!("http://127.0.0.1:{}", proxy.port));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "it is late\n");
+    assert_eq!(llm.requests().len(), 3);
+    // Keep-alive: the three model calls share one connection, so the proxy saw one CONNECT.
+    let log = std::fs::read_to_string(dir.path().join("tinyproxy.log")).unwrap();
+    assert_eq!(log.matches("CONNECT 127.0.0.1:").count(), 1, "{log}");
+}
+
+#[test]
 fn provider_traffic_goes_through_a_socks5_proxy_with_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let llm = FakeLlm::start(vec![Step::text("via socks")]);

@@ -11,7 +11,7 @@ use tokio::net::{TcpStream, lookup_host};
 use tokio::time::{Instant, timeout_at};
 
 use super::Guard;
-use super::error::{NetError, Phase, io_reason};
+use super::error::{NetError, Phase, io_reason, resolver_says_no_such_name};
 use super::guard::non_public_reason;
 use super::proxy::{Dest, Proxy};
 use super::url::Url;
@@ -79,9 +79,20 @@ async fn resolve(host: &str, ip: Option<IpAddr>, port: u16, deadline: Instant) -
     if let Some(ip) = ip {
         return Ok(vec![SocketAddr::new(ip, port)]);
     }
+    // RFC 6761 §6.4: resolver APIs should answer `.invalid` names negatively at once. Doing it
+    // here means such a name fails the same way, and fast, with or without a working resolver.
+    let bare = host.trim_end_matches('.');
+    if bare == "invalid" || bare.ends_with(".invalid") {
+        let reason = "names under `.invalid` never resolve (RFC 6761)".to_owned();
+        return Err(NetError::Dns { host: host.to_owned(), reason, not_found: true });
+    }
     match timeout_at(deadline, lookup_host((host, port))).await {
         Err(_) => Err(NetError::Timeout { phase: Phase::Dns, target: host.to_owned() }),
-        Ok(Err(e)) => Err(NetError::Dns { host: host.to_owned(), reason: e.to_string() }),
+        Ok(Err(e)) => Err(NetError::Dns {
+            host: host.to_owned(),
+            reason: e.to_string(),
+            not_found: resolver_says_no_such_name(&e),
+        }),
         Ok(Ok(addrs)) => {
             let addrs: Vec<SocketAddr> = addrs.collect();
             if addrs.is_empty() { Err(no_addresses(host)) } else { Ok(addrs) }
@@ -90,7 +101,7 @@ async fn resolve(host: &str, ip: Option<IpAddr>, port: u16, deadline: Instant) -
 }
 
 fn no_addresses(host: &str) -> NetError {
-    NetError::Dns { host: host.to_owned(), reason: "the name has no addresses".into() }
+    NetError::Dns { host: host.to_owned(), reason: "the name has no addresses".into(), not_found: true }
 }
 
 /// Tries `addrs` in order, each for at most `connect_timeout`; `what` names the peer in errors.
@@ -112,7 +123,11 @@ async fn dial_any(what: &str, addrs: &[SocketAddr], d: &Dial<'_>) -> Result<TcpS
         }
     }
     match last_io {
-        Some(e) => Err(NetError::Connect { target: what.to_owned(), reason: io_reason(&e) }),
+        Some(e) => Err(NetError::Connect {
+            target: what.to_owned(),
+            reason: io_reason(&e),
+            refused: e.kind() == std::io::ErrorKind::ConnectionRefused,
+        }),
         None => Err(NetError::Timeout { phase: Phase::Connect, target: what.to_owned() }),
     }
 }

@@ -21,7 +21,9 @@ pub enum Phase {
     Body,
 }
 
-#[derive(Debug)]
+// Clone: the pooled client hands a connector's error back only by reference (inside its own
+// error type), so the caller's copy is a clone of it.
+#[derive(Debug, Clone)]
 #[non_exhaustive]
 pub enum NetError {
     /// The URL cannot be used (bad syntax, unsupported scheme, credentials in it).
@@ -36,11 +38,17 @@ pub enum NetError {
     Dns {
         host: String,
         reason: String,
+        /// The resolver answered that the name does not exist (or has no addresses), as opposed
+        /// to failing to get an answer at all.
+        not_found: bool,
     },
     /// No resolved address (of the origin, or of the proxy) accepted a connection.
     Connect {
         target: String,
         reason: String,
+        /// The last address tried actively refused (nothing listens there), as opposed to
+        /// timing out or being unreachable for the moment.
+        refused: bool,
     },
     /// `Guard::PublicOnly` refused an address; `reason` completes "it is …".
     Refused {
@@ -101,13 +109,39 @@ impl NetError {
     }
 }
 
+impl NetError {
+    /// Whether the peer cannot be reached at all, so retrying soon is pointless: the name does
+    /// not exist, or the connection was refused (by the origin, or by the proxy when there is
+    /// one, since all traffic must go through it). A caller that must not wait, such as a model
+    /// call, fails at once on these. Timeouts, resets and a resolver that gave no answer are
+    /// transient and not included; `is_retryable` stays true for both kinds, because a server
+    /// that is restarting also refuses connections for a moment.
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, NetError::Dns { not_found: true, .. } | NetError::Connect { refused: true, .. })
+    }
+}
+
+/// Whether a resolver error says the name does not exist, from the text of `getaddrinfo`'s
+/// error (std exposes no kind for it). Matching known texts means an unknown resolver error
+/// counts as transient: retried, as before this distinction existed.
+pub(crate) fn resolver_says_no_such_name(e: &std::io::Error) -> bool {
+    const NOT_FOUND: [&str; 4] = [
+        "Name or service not known",                    // glibc EAI_NONAME
+        "No address associated with hostname",          // glibc EAI_NODATA
+        "Name does not resolve",                        // musl
+        "nodename nor servname provided, or not known", // BSD, macOS
+    ];
+    let text = e.to_string();
+    NOT_FOUND.iter().any(|known| text.contains(known))
+}
+
 impl fmt::Display for NetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             NetError::InvalidUrl { url, reason } => write!(f, "cannot use the URL `{url}`: {reason}"),
             NetError::InvalidHeader { name } => write!(f, "the request header `{name}` is not valid HTTP"),
-            NetError::Dns { host, reason } => write!(f, "could not resolve {host}: {reason}"),
-            NetError::Connect { target, reason } => write!(f, "could not connect to {target}: {reason}"),
+            NetError::Dns { host, reason, .. } => write!(f, "could not resolve {host}: {reason}"),
+            NetError::Connect { target, reason, .. } => write!(f, "could not connect to {target}: {reason}"),
             NetError::Refused { host, addr, reason } => {
                 write!(f, "refusing to connect to {host}")?;
                 if *host != addr.to_string() {

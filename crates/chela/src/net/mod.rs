@@ -1,25 +1,32 @@
-//! Outbound HTTP/1.1 for providers and tools: one lean client on hyper's low-level connection
-//! API, with TLS (rustls + webpki roots), HTTP CONNECT and SOCKS5 proxies, and a guard that keeps
-//! model-driven requests off loopback, private networks and cloud metadata addresses.
+//! Outbound HTTP/1.1 for providers and tools, on hyper: keep-alive connections for trusted
+//! traffic (hyper-util's pooled client, `pool`), TLS (rustls + webpki roots), HTTP CONNECT and
+//! SOCKS5 proxies, and a guard that keeps model-driven requests off loopback, private networks
+//! and cloud metadata addresses.
 //!
-//! Driving it: build one `HttpClient` (cheap to clone), `send` a `Request`, then read the body
-//! with `Response::chunk` (streaming, e.g. SSE) or `Response::bytes` / `bytes_truncated`.
-//! Every step is bounded: `Request::timeout` covers everything up to the response headers, each
-//! body read has an idle timeout, and whole-body reads have a byte limit. Dropping a pending
-//! `send` future or a `Response` closes the connection, which is how a turn is cancelled.
+//! Driving it: build one `HttpClient` (cheap to clone; clones share the pool), `send` a
+//! `Request`, then read the body with `Response::chunk` (streaming, e.g. SSE) or
+//! `Response::bytes` / `bytes_truncated`. Every step is bounded: `Request::timeout` covers
+//! everything up to the response headers, each body read has an idle timeout, and whole-body
+//! reads have a byte limit. Dropping a pending `send` future or a `Response` before the body
+//! ended closes that connection, which is how a turn is cancelled; a body read to the end puts a
+//! `Guard::AllowAll` connection back in the pool. `Guard::PublicOnly` requests always get a fresh
+//! connection to the address the guard checked.
 //!
-//! Not here: connection pooling (a fresh connection per request), HTTP/2, redirects, cookies,
-//! compression, retries (callers decide with `NetError::is_retryable`).
+//! Not here: HTTP/2, redirects, cookies, compression, retries (callers decide with
+//! `NetError::is_retryable` and `NetError::is_unreachable`).
 
 mod connect;
 mod error;
 mod guard;
+mod pool;
 mod proxy;
 mod tls;
 mod url;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_pool;
 #[cfg(test)]
 mod tests_proxy;
 
@@ -31,7 +38,6 @@ use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::http::header::{CONTENT_LENGTH, HOST, USER_AGENT};
 use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
-use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::AbortHandle;
 use tokio::time::{Instant, timeout, timeout_at};
@@ -51,9 +57,28 @@ pub struct HttpClient {
 
 #[derive(Debug)]
 struct Inner {
+    dialer: Arc<Dialer>,
+    pool: pool::Pool,
+}
+
+/// What opening a connection needs, shared by the pool's connector and the fresh path.
+#[derive(Debug)]
+struct Dialer {
     proxy: Option<Proxy>,
     connect_timeout: Duration,
     tls: tls::Tls,
+}
+
+impl Dialer {
+    /// A stream to `url`'s origin, ready for HTTP: resolved and checked against `guard`, dialled
+    /// directly or through the proxy, with TLS for `https://`. One boxed stream type keeps a
+    /// single copy of hyper's connection code in the binary (see `pool::Conn`).
+    async fn open(&self, url: &Url, guard: Guard, deadline: Instant) -> Result<Box<dyn Io>, NetError> {
+        let dial =
+            connect::Dial { url, guard, proxy: self.proxy.as_ref(), connect_timeout: self.connect_timeout, deadline };
+        let tcp = connect::open(&dial).await?;
+        Ok(if url.https { Box::new(self.tls.connect(&url.host, tcp, deadline).await?) } else { Box::new(tcp) })
+    }
 }
 
 pub struct ClientOptions {
@@ -63,11 +88,19 @@ pub struct ClientOptions {
     pub connect_timeout: Duration,
     /// Extra trusted CA certificates (PEM), e.g. for a self-hosted endpoint.
     pub extra_root_pem: Option<Vec<u8>>,
+    /// Idle keep-alive connections kept per host for `Guard::AllowAll` traffic; 0 closes every
+    /// connection after its response (a fresh connection per request).
+    pub max_idle_per_host: usize,
 }
 
 impl Default for ClientOptions {
     fn default() -> Self {
-        ClientOptions { proxy: None, connect_timeout: Duration::from_secs(10), extra_root_pem: None }
+        ClientOptions {
+            proxy: None,
+            connect_timeout: Duration::from_secs(10),
+            extra_root_pem: None,
+            max_idle_per_host: pool::MAX_IDLE_PER_HOST,
+        }
     }
 }
 
@@ -97,30 +130,49 @@ impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 impl HttpClient {
     pub fn new(opts: ClientOptions) -> HttpClient {
-        let inner =
-            Inner { proxy: opts.proxy, connect_timeout: opts.connect_timeout, tls: tls::Tls::new(opts.extra_root_pem) };
+        // Bounded whatever the caller asks: idle sockets are file descriptors.
+        let max_idle = opts.max_idle_per_host.min(pool::MAX_IDLE_PER_HOST_CEILING);
+        let dialer = Arc::new(Dialer {
+            proxy: opts.proxy,
+            connect_timeout: opts.connect_timeout,
+            tls: tls::Tls::new(opts.extra_root_pem),
+        });
+        let inner = Inner { pool: pool::Pool::new(dialer.clone(), max_idle), dialer };
         HttpClient { inner: Arc::new(inner) }
     }
 
-    /// Sends `req` on a fresh connection and returns once the response headers are in.
+    /// Sends `req` and returns once the response headers are in.
     pub async fn send(&self, req: Request) -> Result<Response, NetError> {
         let url = Url::parse(&req.url).map_err(|reason| NetError::InvalidUrl { url: req.url.clone(), reason })?;
         let head = build_request(&url, req.method, &req.headers, req.body)?;
         let deadline = Instant::now() + req.timeout;
-        let dial = connect::Dial {
-            url: &url,
-            guard: req.guard,
-            proxy: self.inner.proxy.as_ref(),
-            connect_timeout: self.inner.connect_timeout,
-            deadline,
-        };
-        let tcp = connect::open(&dial).await?;
-        // One boxed stream type keeps a single copy of hyper's connection code in the binary.
-        let io: Box<dyn Io> =
-            if url.https { Box::new(self.inner.tls.connect(&url.host, tcp, deadline).await?) } else { Box::new(tcp) };
+        match req.guard {
+            Guard::AllowAll => {
+                let (parts, body) = self.inner.pool.send(&url, head, deadline).await?;
+                Ok(Response::new(parts, body, url.host, None))
+            }
+            // Guarded requests (URLs the model chose) never share connections. A pooled
+            // connection was checked for the host that opened it; reusing it for another request
+            // would trust that old check, and the pool's key (scheme and authority) cannot say
+            // which checked address a connection leads to. A fresh connection costs a handshake,
+            // which a tool call can afford, and makes "connect only to the address just checked"
+            // true for every request.
+            Guard::PublicOnly => self.send_fresh(url, req.guard, head, deadline).await,
+        }
+    }
 
+    /// Sends `head` on a connection of its own, closed when the `Response` is dropped.
+    async fn send_fresh(
+        &self,
+        url: Url,
+        guard: Guard,
+        head: hyper::Request<Full<Bytes>>,
+        deadline: Instant,
+    ) -> Result<Response, NetError> {
+        let io = self.inner.dialer.open(&url, guard, deadline).await?;
         let host = url.host.clone();
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        // The pool's stream type, so hyper's connection code is compiled once for both paths.
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(pool::Conn::new(io))
             .await
             .map_err(|e| NetError::Protocol { host: host.clone(), reason: chain(&e) })?;
         let driver = Driver(
@@ -137,7 +189,7 @@ impl HttpClient {
             Ok(Ok(response)) => response,
         };
         let (parts, body) = response.into_parts();
-        Ok(Response { status: parts.status.as_u16(), headers: parts.headers, body, host, _driver: driver })
+        Ok(Response::new(parts, body, host, Some(driver)))
     }
 }
 
@@ -195,14 +247,15 @@ impl Drop for Driver {
     }
 }
 
-/// A response whose headers have arrived; the body is read on demand. Dropping it closes the
-/// connection.
+/// A response whose headers have arrived; the body is read on demand. Dropping it before the
+/// body ended closes the connection.
 pub struct Response {
     pub status: u16,
     pub headers: HeaderMap,
     body: Incoming,
     host: String,
-    _driver: Driver,
+    /// Only for a fresh connection; a pooled one is driven by the pool's own task.
+    _driver: Option<Driver>,
 }
 
 impl std::fmt::Debug for Response {
@@ -212,6 +265,10 @@ impl std::fmt::Debug for Response {
 }
 
 impl Response {
+    fn new(parts: hyper::http::response::Parts, body: Incoming, host: String, driver: Option<Driver>) -> Response {
+        Response { status: parts.status.as_u16(), headers: parts.headers, body, host, _driver: driver }
+    }
+
     /// The next piece of the body, as it arrives; `Ok(None)` once the body ended cleanly. Errors
     /// when no byte arrives within `idle`, or when the connection ends before the body is
     /// complete (a chunked body without its last chunk, fewer bytes than `content-length`).

@@ -4,12 +4,19 @@
 //! `Proxy` holds the parsed proxy URL; `Proxy::handshake` turns a fresh TCP connection to the
 //! proxy into a tunnel to one destination, after which the caller speaks TLS or HTTP through it.
 //! Every target, `http://` included, goes through a tunnel so all traffic takes the same path.
+//!
+//! SOCKS5 is `tokio-socks`. HTTP `CONNECT` stays hand-written: hyper-util's tunnel connector
+//! (0.1.21) accepts only status 200 and reports every other answer as one "unsuccessful", so a
+//! 403 policy refusal, a 502 the caller may retry, and tinyproxy's 401 for missing credentials
+//! would all look alike; it also drops bytes a confused proxy sends after its answer.
 //! Not supported: TLS to the proxy (`https://` proxies), SOCKS4, PAC files, `NO_PROXY` lists.
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio_socks as socks;
+use tokio_socks::tcp::Socks5Stream;
 
 use super::error::NetError;
 use super::url::{authority, parse_host_port};
@@ -167,104 +174,59 @@ impl Proxy {
         }
     }
 
+    /// SOCKS5 through `tokio-socks`, which takes an already-connected stream and an IP target,
+    /// so the guard's checked address is exactly what the proxy is asked for.
     async fn socks5<S>(&self, stream: &mut S, dest: &Dest) -> Result<(), NetError>
     where
         S: AsyncRead + AsyncWrite + Unpin,
     {
-        const NO_AUTH: u8 = 0x00;
-        const USER_PASS: u8 = 0x02;
-        let greeting: &[u8] = if self.auth.is_some() { &[5, 2, NO_AUTH, USER_PASS] } else { &[5, 1, NO_AUTH] };
-        stream.write_all(greeting).await.map_err(|e| self.dropped(&e))?;
-        let mut reply = [0u8; 2];
-        stream.read_exact(&mut reply).await.map_err(|e| self.dropped(&e))?;
-        match reply {
-            [5, NO_AUTH] => {}
-            [5, USER_PASS] if self.auth.is_some() => self.socks5_login(stream).await?,
-            [5, 0xff] if self.auth.is_none() => {
-                return Err(self.fail("requires a user name and password; put them in the proxy URL", false));
+        let done = match (dest, &self.auth) {
+            (Dest::Ip(addr), None) => Socks5Stream::connect_with_socket(stream, *addr).await.map(drop),
+            (Dest::Ip(addr), Some((user, pass))) => {
+                Socks5Stream::connect_with_password_and_socket(stream, *addr, user, pass).await.map(drop)
             }
-            [5, _] => return Err(self.fail("accepts none of the offered authentication methods", false)),
-            _ => return Err(self.fail("is not a SOCKS5 proxy", false)),
-        }
-
-        let mut request = vec![5, 1, 0]; // version, CONNECT, reserved
-        let port = match dest {
-            Dest::Ip(SocketAddr::V4(a)) => {
-                request.push(1);
-                request.extend_from_slice(&a.ip().octets());
-                a.port()
+            (Dest::Name(host, port), None) => {
+                Socks5Stream::connect_with_socket(stream, (host.as_str(), *port)).await.map(drop)
             }
-            Dest::Ip(SocketAddr::V6(a)) => {
-                request.push(4);
-                request.extend_from_slice(&a.ip().octets());
-                a.port()
-            }
-            Dest::Name(host, port) => {
-                let len =
-                    u8::try_from(host.len()).map_err(|_| self.fail("cannot take host names over 255 bytes", false))?;
-                request.push(3);
-                request.push(len);
-                request.extend_from_slice(host.as_bytes());
-                *port
+            (Dest::Name(host, port), Some((user, pass))) => {
+                Socks5Stream::connect_with_password_and_socket(stream, (host.as_str(), *port), user, pass)
+                    .await
+                    .map(drop)
             }
         };
-        request.extend_from_slice(&port.to_be_bytes());
-        stream.write_all(&request).await.map_err(|e| self.dropped(&e))?;
-
-        let mut head = [0u8; 4];
-        stream.read_exact(&mut head).await.map_err(|e| self.dropped(&e))?;
-        if head[0] != 5 {
-            return Err(self.fail("is not a SOCKS5 proxy", false));
-        }
-        let target = dest.authority();
-        let (why, retryable) = match head[1] {
-            0 => ("", false),
-            1 => ("general failure", true),
-            2 => ("not allowed by its rules", false),
-            3 => ("network unreachable", true),
-            4 => ("host unreachable", true),
-            5 => ("connection refused", true),
-            6 => ("TTL expired", true),
-            7 => ("CONNECT not supported", false),
-            8 => ("address type not supported", false),
-            _ => ("unknown error", false),
-        };
-        if head[1] != 0 {
-            return Err(self.fail(format!("could not connect to {target}: {why}"), retryable));
-        }
-        // The bound address is of no use to us, but it must be consumed so the tunnel starts clean.
-        let rest = match head[3] {
-            1 => 4 + 2,
-            4 => 16 + 2,
-            3 => {
-                let mut len = [0u8; 1];
-                stream.read_exact(&mut len).await.map_err(|e| self.dropped(&e))?;
-                usize::from(len[0]) + 2
-            }
-            _ => return Err(self.fail("sent a reply with an unknown address type", false)),
-        };
-        let mut skip = [0u8; 255 + 2];
-        stream.read_exact(&mut skip[..rest]).await.map_err(|e| self.dropped(&e))?;
-        Ok(())
+        done.map_err(|e| self.socks5_error(&e, dest))
     }
 
-    async fn socks5_login<S>(&self, stream: &mut S) -> Result<(), NetError>
-    where
-        S: AsyncRead + AsyncWrite + Unpin,
-    {
-        let Some((user, pass)) = &self.auth else { return Ok(()) };
-        // Lengths were checked to fit a byte in `parse`.
-        let mut msg = vec![1, user.len() as u8];
-        msg.extend_from_slice(user.as_bytes());
-        msg.push(pass.len() as u8);
-        msg.extend_from_slice(pass.as_bytes());
-        stream.write_all(&msg).await.map_err(|e| self.dropped(&e))?;
-        let mut status = [0u8; 2];
-        stream.read_exact(&mut status).await.map_err(|e| self.dropped(&e))?;
-        if status[1] != 0 {
-            return Err(self.fail("rejected the user name and password", false));
+    fn socks5_error(&self, e: &socks::Error, dest: &Dest) -> NetError {
+        use socks::Error as E;
+        let unreachable = |why: &str, retryable: bool| {
+            self.fail(format!("could not connect to {}: {why}", dest.authority()), retryable)
+        };
+        match e {
+            E::Io(io) => self.dropped(io),
+            E::NoAcceptableAuthMethods | E::AuthorizationRequired if self.auth.is_none() => {
+                self.fail("requires a user name and password; put them in the proxy URL", false)
+            }
+            E::NoAcceptableAuthMethods | E::UnknownAuthMethod | E::AuthorizationRequired => {
+                self.fail("accepts none of the offered authentication methods", false)
+            }
+            E::PasswordAuthFailure(_) => self.fail("rejected the user name and password", false),
+            E::GeneralSocksServerFailure => unreachable("general failure", true),
+            E::ConnectionNotAllowedByRuleset => unreachable("not allowed by its rules", false),
+            E::NetworkUnreachable => unreachable("network unreachable", true),
+            E::HostUnreachable => unreachable("host unreachable", true),
+            E::ConnectionRefused => unreachable("connection refused", true),
+            E::TtlExpired => unreachable("TTL expired", true),
+            E::CommandNotSupported => unreachable("CONNECT not supported", false),
+            E::AddressTypeNotSupported => unreachable("address type not supported", false),
+            E::InvalidTargetAddress(why) => {
+                self.fail(format!("cannot be asked for {}: {why}", dest.authority()), false)
+            }
+            E::InvalidResponseVersion | E::InvalidReservedByte | E::UnknownAddressType => {
+                self.fail("is not a SOCKS5 proxy", false)
+            }
+            other => self.fail(format!("failed the SOCKS5 handshake: {other}"), false),
         }
-        Ok(())
     }
 }
 

@@ -404,8 +404,8 @@ async fn public_only_refuses_local_addresses_however_spelled() {
     assert!(seen.try_recv().is_err(), "exactly one request reached the server");
 }
 
-/// A TLS server for `localhost` with a fresh self-signed certificate; returns its port and PEM.
-pub(super) async fn tls_server() -> (u16, String) {
+/// A TLS acceptor for `localhost` with a fresh self-signed certificate, and that certificate's PEM.
+pub(super) fn tls_acceptor() -> (tokio_rustls::TlsAcceptor, String) {
     let cert = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let pem = cert.cert.pem();
     let key = rustls::pki_types::PrivateKeyDer::Pkcs8(cert.key_pair.serialize_der().into());
@@ -415,7 +415,12 @@ pub(super) async fn tls_server() -> (u16, String) {
         .with_no_client_auth()
         .with_single_cert(vec![cert.cert.der().clone()], key)
         .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    (tokio_rustls::TlsAcceptor::from(Arc::new(config)), pem)
+}
+
+/// A TLS server for `localhost` with a fresh self-signed certificate; returns its port and PEM.
+pub(super) async fn tls_server() -> (u16, String) {
+    let (acceptor, pem) = tls_acceptor();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     tokio::spawn(async move {

@@ -5,6 +5,12 @@
 //! percent-decoding of hosts, and no credentials in the URL (send an `authorization` header).
 //! The host is kept as written (lower-cased); whether it names a forbidden address is decided
 //! after resolution, in `guard`, so odd spellings such as `127.1` cannot slip past.
+//!
+//! Why not a crate: `http::Uri` (already here; its `PathAndQuery` checks the request target)
+//! accepts credentials, port 0, an empty port and any scheme, and its errors do not say which
+//! part is wrong, so the checks below would remain anyway. The `url` crate maps non-ASCII hosts
+//! through IDNA and percent-encodes spaces silently, so it would send requests this parser
+//! refuses (and adds Unicode tables to the binary).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
