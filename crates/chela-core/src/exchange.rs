@@ -18,7 +18,7 @@
 //!         then, until !ex.wants_input():
 //!             ex.handle_head(status, headers, now)      once the response head is in
 //!             ex.handle_body(bytes, now, on_update)     for every piece of the body
-//!             ex.handle_end(now)                        when the body ended cleanly
+//!             ex.handle_end(now, on_update)             when the body ended cleanly
 //!             ex.handle_net_error(failure, now)         when the network failed
 //!             ex.handle_timeout(now)                    at ex.poll_timeout(), if nothing came
 //!     }
@@ -241,6 +241,7 @@ pub struct Exchange {
     /// Whether this attempt showed text to the person.
     shown: bool,
     seed: u64,
+    last_failure: Option<ModelError>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -259,6 +260,7 @@ impl Exchange {
             retries: 0,
             shown: false,
             seed,
+            last_failure: None,
         }
     }
 
@@ -374,8 +376,9 @@ impl Exchange {
         }
     }
 
-    /// The body ended cleanly.
-    pub fn handle_end(&mut self, now: u64) {
+    /// The body ended cleanly. The text of a whole (not streamed) reply goes to `on_update`
+    /// now, as it would have streamed.
+    pub fn handle_end(&mut self, now: u64, on_update: &mut dyn FnMut(Update<'_>)) {
         match core::mem::replace(&mut self.phase, Phase::Finished) {
             Phase::Stream { decoder, .. } => {
                 let r = match decoder {
@@ -395,6 +398,9 @@ impl Exchange {
                 };
                 match r {
                     Ok(reply) => {
+                        for text in Exchange::reply_text(&reply) {
+                            on_update(Update::Text(text));
+                        }
                         self.phase = Phase::Over(Outcome::Reply(reply));
                     }
                     Err(e) => self.fail(ModelError::from_stream(e), now),
@@ -408,7 +414,7 @@ impl Exchange {
         }
     }
 
-    /// Text of a whole (not streamed) reply, for drivers that show it as it would have streamed.
+    /// The text blocks of a reply.
     pub fn reply_text(reply: &Reply) -> impl Iterator<Item = &str> {
         reply.content.iter().filter_map(|b| match b {
             Block::Text { text } => Some(text.as_str()),
@@ -473,6 +479,11 @@ impl Exchange {
         }
     }
 
+    /// What failed the attempt that a [`Outcome::RetryAt`] follows, for the log.
+    pub fn last_failure(&self) -> Option<&ModelError> {
+        self.last_failure.as_ref()
+    }
+
     /// Retries made so far.
     pub fn retries(&self) -> u32 {
         self.retries
@@ -513,6 +524,7 @@ impl Exchange {
             // A retry that would start past the deadline is not worth waiting for.
             Some(t) if t < self.deadline => {
                 self.retries += 1;
+                self.last_failure = Some(e);
                 self.phase = Phase::Over(Outcome::RetryAt(t));
             }
             _ => self.fail_final(e),

@@ -93,6 +93,8 @@ pub async fn run_turn(
 ) -> anyhow::Result<TurnEnd> {
     let history = load_history(session_path, agent.limits.history_budget)?;
     let mut run = AgentRun::new(history, user, system, agent.limits);
+    // A "context too long" is answered by shrinking the window and asking again, once a turn.
+    let mut shrunk = false;
     let end = loop {
         match run.next_step() {
             Step::Done(outcome) => break TurnEnd::Done(outcome.clone()),
@@ -112,6 +114,13 @@ pub async fn run_turn(
                     Some(Ok(reply)) => {
                         obs.reply_done(reply.has_tool_use());
                         run.handle_reply(reply)?;
+                    }
+                    Some(Err(e)) if e.is_context_too_long() && !shrunk && run.shrink_for_retry() => {
+                        shrunk = true;
+                        tracing::info!(
+                            "the provider said the conversation is too long; asking again with {} bytes of it",
+                            chela_core::history::bytes(run.window())
+                        );
                     }
                     Some(Err(e)) => break TurnEnd::Failed(e),
                 }
@@ -148,8 +157,9 @@ pub async fn run_turn(
     match &end {
         TurnEnd::Done(_) => persist(session_path, run.turn_messages())?,
         // When tools already changed things, keep the record of it, closed so it stays well-formed.
+        // The sentence the person reads, never a Rust form: the model reads it next turn.
         TurnEnd::Failed(e) if run.turn_messages().len() > 1 => {
-            run.abort(&format!("(this turn stopped: the model call failed: {e})"));
+            run.abort(&format!("(this turn stopped: {})", agent.provider.tell(e)));
             persist(session_path, run.turn_messages())?;
         }
         TurnEnd::Failed(_) => {}

@@ -85,7 +85,7 @@ fn status(ex: &mut Exchange, code: u16, headers: &[(&str, &str)], body: &str, no
     ex.start(now);
     ex.handle_head(code, headers, now);
     feed(ex, &[body], now);
-    ex.handle_end(now);
+    ex.handle_end(now, &mut |_| {});
 }
 
 #[test]
@@ -119,7 +119,7 @@ fn a_streamed_answer_is_decoded_and_shown_as_it_comes() {
     let shown = feed(&mut ex, &[&text_start(), &text_delta("Hel"), &text_delta("lo"), &stop()], 1_020);
     assert_eq!(shown, "Hello");
     assert!(ex.wants_input(), "still reading until the body ends");
-    ex.handle_end(1_030);
+    ex.handle_end(1_030, &mut |_| {});
     assert!(!ex.wants_input());
     let Some(Outcome::Reply(r)) = ex.poll_outcome() else { panic!("no reply") };
     assert_eq!(Exchange::reply_text(&r).collect::<Vec<_>>(), ["Hello"]);
@@ -131,8 +131,14 @@ fn a_whole_json_body_is_accepted_too() {
     let mut ex = exchange(options());
     ex.start(0);
     ex.handle_head(200, JSON, 0);
-    feed(&mut ex, &[r#"{"content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn"}"#], 0);
-    ex.handle_end(0);
+    assert_eq!(feed(&mut ex, &[r#"{"content":[{"type":"text","text":"Hi"}],"stop_reason":"end_turn"}"#], 0), "");
+    let mut shown = String::new();
+    ex.handle_end(0, &mut |u| {
+        if let Update::Text(t) = u {
+            shown.push_str(t);
+        }
+    });
+    assert_eq!(shown, "Hi", "a whole reply is shown when it is complete");
     let Some(Outcome::Reply(r)) = ex.poll_outcome() else { panic!("no reply") };
     assert_eq!(Exchange::reply_text(&r).collect::<Vec<_>>(), ["Hi"]);
 }
@@ -146,7 +152,7 @@ fn retry_after_is_honoured_and_the_retry_succeeds() {
     ex.start(5_000);
     ex.handle_head(200, SSE, 5_000);
     feed(&mut ex, &[&text_start(), &text_delta("ok"), &stop()], 5_000);
-    ex.handle_end(5_000);
+    ex.handle_end(5_000, &mut |_| {});
     assert!(matches!(ex.poll_outcome(), Some(Outcome::Reply(_))));
     assert_eq!(ex.retries(), 1);
 }

@@ -101,6 +101,22 @@ impl NetError {
     }
 }
 
+impl NetError {
+    /// Whether the target cannot be reached at all: its name does not resolve, or nothing
+    /// listens at its address. Asking again at once fails the same way, so callers tell the
+    /// person instead of retrying.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            NetError::Dns { .. } => true,
+            NetError::Connect { reason, .. } => reason == REFUSED,
+            _ => false,
+        }
+    }
+}
+
+/// How `io_reason` words a refused connection; `is_unreachable` looks for it.
+const REFUSED: &str = "connection refused";
+
 impl fmt::Display for NetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -144,7 +160,7 @@ impl std::error::Error for NetError {}
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
     use std::io::ErrorKind as K;
     let known = match e.kind() {
-        K::ConnectionRefused => "connection refused",
+        K::ConnectionRefused => REFUSED,
         K::ConnectionReset => "connection reset",
         K::ConnectionAborted => "connection aborted",
         K::TimedOut => "timed out",
