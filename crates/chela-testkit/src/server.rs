@@ -22,6 +22,7 @@ use tokio::sync::{Semaphore, oneshot};
 use crate::answer::{Answer, Asked, Failure, tokens};
 use crate::body::ReplyBody;
 use crate::fake::{Recorded, Shared};
+use crate::hostile::{self, Flood};
 use crate::script::{Action, Step};
 use crate::{anthropic, demo, openai};
 
@@ -304,6 +305,19 @@ async fn scripted(format: Format, step: Step, asked: &Asked, shared: &Shared) ->
             frames.truncate(n);
             format.sse(ReplyBody::cut_after(frames, gap), shared)
         }
+        Action::EmptyBlocks(n) => hostile(format, Flood::EmptyBlocks(n), asked, gap, shared),
+        Action::EmptyToolCalls(n) => hostile(format, Flood::EmptyToolCalls(n), asked, gap, shared),
+        Action::PingsForever => hostile(format, Flood::Pings, asked, gap, shared),
+        Action::Trickle(text) => {
+            let answer = Answer::text(text);
+            let (whole, content_type) = if asked.stream {
+                (format.events(&answer, asked, shared), "text/event-stream; charset=utf-8")
+            } else {
+                (vec![Bytes::from(format.body(&answer, asked, shared).to_string())], "application/json")
+            };
+            let body = ReplyBody::lazy(hostile::trickle(whole), gap);
+            format.respond(200, content_type, &shared.ids.next("req_01", 22), body)
+        }
         Action::DropAfterEvents(_) => {
             let whole = Bytes::from(format.body(&Answer::text(CUT_TEXT), asked, shared).to_string());
             let half = whole.slice(..whole.len() / 2);
@@ -312,6 +326,36 @@ async fn scripted(format: Format, step: Step, asked: &Asked, shared: &Shared) ->
             // The client is promised the whole body, and gets half of it.
             resp.headers_mut().insert(header::CONTENT_LENGTH, HeaderValue::from(whole.len()));
             resp
+        }
+    }
+}
+
+/// A hostile answer: made lazily as it is sent, streamed or whole as the request asked.
+fn hostile(format: Format, flood: Flood, asked: &Asked, gap_ms: u64, shared: &Shared) -> Response<ReplyBody> {
+    if asked.stream {
+        let body = match format {
+            Format::Anthropic => ReplyBody::lazy(hostile::anthropic_stream(flood, asked), gap_ms),
+            Format::OpenAi => ReplyBody::lazy(hostile::openai_stream(flood, asked), gap_ms),
+        };
+        return format.sse(body, shared);
+    }
+    let id = shared.ids.next("req_01", 22);
+    match flood {
+        // JSON allows any whitespace before the value: a body that never gets to it.
+        Flood::Pings => {
+            let spaces = std::iter::repeat_with(|| Bytes::from_static(&[b' '; 1024]));
+            format.respond(200, "application/json", &id, ReplyBody::lazy(spaces, gap_ms))
+        }
+        Flood::EmptyToolCalls(n) => {
+            let calls = vec![crate::script::ToolCall::new("noop", crate::answer::empty_input()); n];
+            answer(format, &Answer { text: None, calls }, asked, gap_ms, shared)
+        }
+        Flood::EmptyBlocks(n) => {
+            let mut body = format.body(&Answer::text(""), asked, shared);
+            if format == Format::Anthropic {
+                body["content"] = Value::Array(vec![serde_json::json!({"type": "text", "text": ""}); n]);
+            }
+            format.json(200, &body, &id)
         }
     }
 }
