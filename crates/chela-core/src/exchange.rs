@@ -286,10 +286,7 @@ impl Exchange {
 
     /// Whether the current attempt still reads the network.
     pub fn wants_input(&self) -> bool {
-        matches!(
-            self.phase,
-            Phase::Head { .. } | Phase::Stream { .. } | Phase::Whole { .. } | Phase::Error { .. }
-        )
+        matches!(self.phase, Phase::Head { .. } | Phase::Stream { .. } | Phase::Whole { .. } | Phase::Error { .. })
     }
 
     /// When to call [`Exchange::handle_timeout`] if nothing else happens first.

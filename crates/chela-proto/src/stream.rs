@@ -38,7 +38,8 @@ impl Limits {
     /// For an ESP32-C3 (400 KiB of RAM): a 16 KiB event holds any real delta; 64 KiB of reply
     /// is a long answer; 16 tool calls is twice what one step runs (`agent.max_calls_per_step`);
     /// 32 blocks leaves room for thinking and server-tool blocks around them.
-    pub const CHIP: Limits = Limits { max_event_bytes: 16 * 1024, max_reply_bytes: 64 * 1024, max_blocks: 32, max_tool_calls: 16 };
+    pub const CHIP: Limits =
+        Limits { max_event_bytes: 16 * 1024, max_reply_bytes: 64 * 1024, max_blocks: 32, max_tool_calls: 16 };
     /// For a host with memory to spare: what real providers send, with a wide margin.
     pub const HOST: Limits =
         Limits { max_event_bytes: 256 * 1024, max_reply_bytes: 1024 * 1024, max_blocks: 256, max_tool_calls: 64 };

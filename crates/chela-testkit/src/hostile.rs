@@ -70,6 +70,46 @@ pub(crate) fn openai_stream(flood: Flood, asked: &Asked) -> impl Iterator<Item =
     head.into_iter().chain(body).chain(tail)
 }
 
+/// A whole (not streamed) flood: the vendor's object with the flood as its content, written
+/// as it is sent. Pings have no whole form; the server sends whitespace instead.
+pub(crate) fn whole(anthropic: bool, flood: Flood) -> impl Iterator<Item = Bytes> + Send + Sync + 'static {
+    let (n, tools) = match flood {
+        Flood::EmptyBlocks(n) => (n, false),
+        Flood::EmptyToolCalls(n) => (n, true),
+        Flood::Pings => (0, false),
+    };
+    let (open, close): (&'static str, &'static str) = match (anthropic, tools) {
+        (true, _) => (
+            r#"{"id":"msg_flood","type":"message","role":"assistant","model":"flood","content":["#,
+            r#"],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1}}"#,
+        ),
+        (false, true) => (
+            r#"{"id":"chatcmpl-flood","object":"chat.completion","created":0,"model":"flood","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":["#,
+            r#"]},"finish_reason":"tool_calls"}]}"#,
+        ),
+        // OpenAI has a single content string; its empty blocks are one empty text.
+        (false, false) => (
+            r#"{"id":"chatcmpl-flood","object":"chat.completion","created":0,"model":"flood","choices":[{"index":0,"message":{"role":"assistant","content":""#,
+            r#""},"finish_reason":"stop"}]}"#,
+        ),
+    };
+    let n = if !anthropic && !tools { 0 } else { n };
+    let items = batched(n, move |i| {
+        let sep = if i == 0 { "" } else { "," };
+        let item = match (anthropic, tools) {
+            (true, false) => String::from(r#"{"type":"text","text":""}"#),
+            (true, true) => format!(r#"{{"type":"tool_use","id":"toolu_flood_{i}","name":"noop","input":{{}}}}"#),
+            (false, _) => format!(
+                r#"{{"id":"call_flood_{i}","type":"function","function":{{"name":"noop","arguments":"{{}}"}}}}"#
+            ),
+        };
+        format!("{sep}{item}").into_bytes()
+    });
+    std::iter::once(Bytes::from_static(open.as_bytes()))
+        .chain(items)
+        .chain(std::iter::once(Bytes::from_static(close.as_bytes())))
+}
+
 /// `n` events made by `event(i)`, [`BATCH`] to a frame.
 fn batched(n: usize, event: impl Fn(usize) -> Vec<u8> + Send + Sync) -> impl Iterator<Item = Bytes> + Send + Sync {
     (0..n.div_ceil(BATCH)).map(move |b| {
@@ -113,7 +153,11 @@ mod tests {
     fn floods_are_the_documented_events_in_the_asked_number() {
         let a = text(anthropic_stream(Flood::EmptyBlocks(600), &asked()));
         assert_eq!(a.matches("event: content_block_start\n").count(), 600);
-        assert!(a.contains(r#""index":599"#) && a.ends_with("data: {\"type\":\"message_stop\"}\n\n"), "{}", &a[a.len() - 200..]);
+        assert!(
+            a.contains(r#""index":599"#) && a.ends_with("data: {\"type\":\"message_stop\"}\n\n"),
+            "{}",
+            &a[a.len() - 200..]
+        );
         let o = text(openai_stream(Flood::EmptyToolCalls(300), &asked()));
         assert_eq!(o.matches("\"call_flood_").count(), 300);
         assert!(o.ends_with("data: [DONE]\n\n"));
@@ -122,6 +166,21 @@ mod tests {
         }
         let pings: Vec<Bytes> = anthropic_stream(Flood::Pings, &asked()).take(10).collect();
         assert_eq!(pings.len(), 10, "pings never end");
+    }
+
+    #[test]
+    fn whole_floods_are_valid_json_of_the_asked_size() {
+        for (anthropic, flood, key, n) in [
+            (true, Flood::EmptyBlocks(700), "content", 700),
+            (true, Flood::EmptyToolCalls(300), "content", 300),
+            (false, Flood::EmptyToolCalls(300), "tool_calls", 300),
+        ] {
+            let v: serde_json::Value = serde_json::from_str(&text(whole(anthropic, flood))).unwrap();
+            let list = if anthropic { &v[key] } else { &v["choices"][0]["message"][key] };
+            assert_eq!(list.as_array().unwrap().len(), n, "{flood:?}");
+        }
+        let v: serde_json::Value = serde_json::from_str(&text(whole(false, Flood::EmptyBlocks(5)))).unwrap();
+        assert_eq!(v["choices"][0]["message"]["content"], "");
     }
 
     #[test]

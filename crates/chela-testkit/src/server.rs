@@ -340,24 +340,12 @@ fn hostile(format: Format, flood: Flood, asked: &Asked, gap_ms: u64, shared: &Sh
         return format.sse(body, shared);
     }
     let id = shared.ids.next("req_01", 22);
-    match flood {
+    let body = match flood {
         // JSON allows any whitespace before the value: a body that never gets to it.
-        Flood::Pings => {
-            let spaces = std::iter::repeat_with(|| Bytes::from_static(&[b' '; 1024]));
-            format.respond(200, "application/json", &id, ReplyBody::lazy(spaces, gap_ms))
-        }
-        Flood::EmptyToolCalls(n) => {
-            let calls = vec![crate::script::ToolCall::new("noop", crate::answer::empty_input()); n];
-            answer(format, &Answer { text: None, calls }, asked, gap_ms, shared)
-        }
-        Flood::EmptyBlocks(n) => {
-            let mut body = format.body(&Answer::text(""), asked, shared);
-            if format == Format::Anthropic {
-                body["content"] = Value::Array(vec![serde_json::json!({"type": "text", "text": ""}); n]);
-            }
-            format.json(200, &body, &id)
-        }
-    }
+        Flood::Pings => ReplyBody::lazy(std::iter::repeat_with(|| Bytes::from_static(&[b' '; 1024])), gap_ms),
+        _ => ReplyBody::lazy(hostile::whole(format == Format::Anthropic, flood), gap_ms),
+    };
+    format.respond(200, "application/json", &id, body)
 }
 
 /// A successful answer, streamed or whole as the request asked.

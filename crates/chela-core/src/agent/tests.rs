@@ -285,8 +285,12 @@ fn shrinking_for_a_too_long_context_drops_older_exchanges_but_keeps_the_turn() {
         history.push(Message::user_text(alloc::format!("question {i} {}", "q".repeat(100))));
         history.push(Message::assistant_text("a".repeat(100)));
     }
-    let mut run =
-        AgentRun::new(history, Message::user_text("now"), String::new(), Limits { history_budget: 4000, ..Limits::default() });
+    let mut run = AgentRun::new(
+        history,
+        Message::user_text("now"),
+        String::new(),
+        Limits { history_budget: 4000, ..Limits::default() },
+    );
     let before = history::bytes(run.window());
     assert!(run.shrink_for_retry(), "older exchanges were there to drop");
     let after = history::bytes(run.window());

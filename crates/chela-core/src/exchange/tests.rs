@@ -44,9 +44,7 @@ fn text_start() -> String {
 }
 
 fn text_delta(t: &str) -> String {
-    event(&alloc::format!(
-        r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{t}"}}}}"#
-    ))
+    event(&alloc::format!(r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{t}"}}}}"#))
 }
 
 fn stop() -> String {
@@ -146,7 +144,13 @@ fn a_whole_json_body_is_accepted_too() {
 #[test]
 fn retry_after_is_honoured_and_the_retry_succeeds() {
     let mut ex = exchange(options());
-    status(&mut ex, 429, &[("retry-after", "3")], r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}"#, 2_000);
+    status(
+        &mut ex,
+        429,
+        &[("retry-after", "3")],
+        r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow"}}"#,
+        2_000,
+    );
     assert_eq!(retry_at(&mut ex), 5_000);
     assert_eq!(ex.poll_timeout(), Some(5_000), "the driver sleeps until the retry");
     ex.start(5_000);
@@ -265,19 +269,38 @@ fn a_retry_that_would_start_past_the_deadline_is_not_waited_for() {
     let opts = Options { deadline: Duration::from_secs(2), ..options() };
     let mut ex = exchange(opts);
     status(&mut ex, 429, &[("retry-after", "5")], "", 1_500);
-    assert!(matches!(failed(&mut ex), ModelError::RateLimited { retry_after: Some(d), retries: 0, .. } if d == Duration::from_secs(5)));
+    assert!(
+        matches!(failed(&mut ex), ModelError::RateLimited { retry_after: Some(d), retries: 0, .. } if d == Duration::from_secs(5))
+    );
 }
 
 #[test]
 fn statuses_and_bodies_become_typed_errors() {
-    let anthropic = |kind: &str, msg: &str| alloc::format!(r#"{{"type":"error","error":{{"type":"{kind}","message":"{msg}"}}}}"#);
+    let anthropic =
+        |kind: &str, msg: &str| alloc::format!(r#"{{"type":"error","error":{{"type":"{kind}","message":"{msg}"}}}}"#);
     let cases: Vec<(u16, String, ModelError)> = vec![
         (401, anthropic("authentication_error", "invalid x-api-key"), ModelError::Unauthorized { status: Some(401) }),
-        (402, anthropic("billing_error", "no credit"), ModelError::Quota { status: Some(402), message: "no credit".into() }),
+        (
+            402,
+            anthropic("billing_error", "no credit"),
+            ModelError::Quota { status: Some(402), message: "no credit".into() },
+        ),
         (404, anthropic("not_found_error", "model: x"), ModelError::NotFound { message: "model: x".into() }),
-        (400, anthropic("invalid_request_error", "prompt is too long: 9 > 8"), ModelError::ContextTooLong { status: Some(400) }),
-        (400, anthropic("invalid_request_error", "bad field"), ModelError::BadRequest { status: Some(400), message: "bad field".into() }),
-        (418, String::from("<html>teapot</html>"), ModelError::BadRequest { status: Some(418), message: "<html>teapot</html>".into() }),
+        (
+            400,
+            anthropic("invalid_request_error", "prompt is too long: 9 > 8"),
+            ModelError::ContextTooLong { status: Some(400) },
+        ),
+        (
+            400,
+            anthropic("invalid_request_error", "bad field"),
+            ModelError::BadRequest { status: Some(400), message: "bad field".into() },
+        ),
+        (
+            418,
+            String::from("<html>teapot</html>"),
+            ModelError::BadRequest { status: Some(418), message: "<html>teapot</html>".into() },
+        ),
     ];
     for (code, body, want) in cases {
         let mut ex = exchange(options());
@@ -309,7 +332,11 @@ fn reply_bounds_fail_at_once_without_retry() {
     ex.start(0);
     ex.handle_head(200, SSE, 0);
     let blocks: Vec<String> = (0..5)
-        .map(|i| event(&alloc::format!(r#"{{"type":"content_block_start","index":{i},"content_block":{{"type":"text","text":""}}}}"#)))
+        .map(|i| {
+            event(&alloc::format!(
+                r#"{{"type":"content_block_start","index":{i},"content_block":{{"type":"text","text":""}}}}"#
+            ))
+        })
         .collect();
     let pieces: Vec<&str> = blocks.iter().map(String::as_str).collect();
     feed(&mut ex, &pieces, 0);
@@ -324,7 +351,8 @@ fn reply_bounds_fail_at_once_without_retry() {
 
 #[test]
 fn every_sentence_is_plain_words_with_context() {
-    let ctx = Context { who: "openai (http://h)", model: "gpt", key_fix: " or the OPENAI_API_KEY environment variable" };
+    let ctx =
+        Context { who: "openai (http://h)", model: "gpt", key_fix: " or the OPENAI_API_KEY environment variable" };
     let all = [
         ModelError::RateLimited { status: Some(429), retry_after: Some(Duration::from_secs(1)), retries: 2 },
         ModelError::Overloaded { status: None, retries: 1 },

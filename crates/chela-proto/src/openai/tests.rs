@@ -216,7 +216,10 @@ fn a_flood_of_empty_tool_calls_is_refused_with_a_clear_error() {
     // Each empty call costs its overhead against the reply bytes too.
     let tight = Limits { max_reply_bytes: 3 * crate::stream::BLOCK_OVERHEAD, ..Limits::HOST };
     let mut d = StreamDecoder::new(tight);
-    assert_eq!(d.handle_bytes(body.as_bytes(), &mut |_| {}), Err(StreamError::TooLarge { limit: tight.max_reply_bytes }));
+    assert_eq!(
+        d.handle_bytes(body.as_bytes(), &mut |_| {}),
+        Err(StreamError::TooLarge { limit: tight.max_reply_bytes })
+    );
     // A whole completion is held to the same count.
     let calls: Vec<String> = (0..5)
         .map(|i| alloc::format!(r#"{{"id":"c{i}","type":"function","function":{{"name":"x","arguments":"{{}}"}}}}"#))
@@ -225,7 +228,10 @@ fn a_flood_of_empty_tool_calls_is_refused_with_a_clear_error() {
         r#"{{"choices":[{{"message":{{"content":null,"tool_calls":[{}]}},"finish_reason":"tool_calls"}}]}}"#,
         calls.join(",")
     );
-    assert_eq!(parse_response_within(whole.as_bytes(), limits), Err(StreamError::TooMany { what: "tool calls", limit: 4 }));
+    assert_eq!(
+        parse_response_within(whole.as_bytes(), limits),
+        Err(StreamError::TooMany { what: "tool calls", limit: 4 })
+    );
     assert!(parse_response(whole.as_bytes()).is_ok());
 }
 

@@ -188,7 +188,9 @@ fn a_name_that_does_not_resolve_fails_at_once() {
     // `.invalid` never resolves (RFC 6761). The resolver options bound the lookup even where no
     // resolver answers, so the test cannot hang on outside DNS.
     let mut ws = Ws::empty();
-    ws.write_config("[llm]\nbase_url = \"http://no-such-host.invalid\"\napi_key = \"k\"\nmax_retries = 4\ntimeout_secs = 3\n");
+    ws.write_config(
+        "[llm]\nbase_url = \"http://no-such-host.invalid\"\napi_key = \"k\"\nmax_retries = 4\ntimeout_secs = 3\n",
+    );
     ws.set_env("RES_OPTIONS", "timeout:1 attempts:1");
     let started = Instant::now();
     let out = ws.chat("hi", &[]);
@@ -225,7 +227,8 @@ fn a_too_long_context_is_shrunk_and_asked_again_once() {
         let reqs = llm.requests();
         assert_eq!(reqs.len(), 3, "{provider:?}");
         assert!(reqs[2].body.len() + 2000 < reqs[1].body.len(), "{provider:?}: the second ask is smaller");
-        let said: Vec<String> = crate::conversation(provider, &crate::body(&llm, 2)).iter().map(crate::text_of).collect();
+        let said: Vec<String> =
+            crate::conversation(provider, &crate::body(&llm, 2)).iter().map(crate::text_of).collect();
         assert_eq!(said, ["And now?"], "{provider:?}: the older exchange was left out, the turn kept");
         // Left out of the request, not out of the record.
         assert_eq!(ws.session("local").len(), 4);
