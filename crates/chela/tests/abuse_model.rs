@@ -212,6 +212,8 @@ fn a_slow_trickle_ends_at_the_deadline() {
     end.failed_with("did not finish its answer within 2 s").within(Duration::from_secs(5));
 }
 
+// A guard rather than a regression test: this one passed before too (the old drain loop was
+// inside the cancellable future). It keeps the exchange's driver yielding between pieces.
 #[test]
 fn ctrl_c_is_honoured_within_a_second_while_the_server_floods() {
     for format in BOTH {
@@ -237,6 +239,10 @@ fn ctrl_c_is_honoured_within_a_second_during_a_tool_call_flood() {
     let ws = Ws::new(Format::Anthropic, &llm, "");
     let run = ws.spawn("hi");
     wait_for("the model request", Duration::from_secs(10), || llm.requests().len() == 1);
+    // Once the flood is sent and chela has hung up, what is left is chela's own work on the
+    // reply. Before the fix that was over a minute of CPU outside any cancellable await, and
+    // Ctrl-C went unheard for 69 s; now the reply was refused at its 65th call long before.
+    wait_for("chela to hang up", Duration::from_secs(120), || llm.open_connections() == 0);
     let sent = Instant::now();
     run.interrupt();
     let end = run.finish(Duration::from_secs(90));
