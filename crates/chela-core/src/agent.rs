@@ -325,6 +325,20 @@ impl AgentRun {
         });
     }
 
+    /// Tightens the window after the provider said the request is over its context window:
+    /// halves the history budget and fits the window to it again, dropping older exchanges
+    /// (never the current turn). Returns whether the next request is smaller; when it is not,
+    /// asking again would fail the same way. Only valid before a model call.
+    pub fn shrink_for_retry(&mut self) -> bool {
+        if !matches!(self.state, State::NeedModel(_)) {
+            return false;
+        }
+        let before = history::bytes(self.window());
+        self.limits.history_budget /= 2;
+        self.fit_budget();
+        history::bytes(self.window()) < before
+    }
+
     /// The messages this turn added, starting with the person's: what to persist.
     pub fn turn_messages(&self) -> &[Message] {
         &self.messages[self.turn_start..]

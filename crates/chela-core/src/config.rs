@@ -161,6 +161,8 @@ keys! {
         "Retries on rate limits, server errors and dropped connections.";
     LLM_TIMEOUT_SECS = "llm.timeout_secs", Kind::Int { min: 1, max: 3600 }, "120",
         "Seconds to wait for the provider to send anything before giving up.";
+    LLM_DEADLINE_SECS = "llm.deadline_secs", Kind::Int { min: 1, max: 86_400 }, "600",
+        "Seconds one model call may take in all, retries included, however the server keeps it busy.";
     AGENT_MAX_ITERATIONS = "agent.max_iterations", Kind::Int { min: 1, max: 100 }, "10",
         "Rounds of tool calls in one turn before the model must answer.";
     AGENT_MAX_TOOL_CALLS = "agent.max_tool_calls", Kind::Int { min: 1, max: 64 }, "8",

@@ -15,6 +15,7 @@ extern crate alloc;
 pub mod agent;
 pub mod cap;
 pub mod config;
+pub mod exchange;
 pub mod history;
 pub mod memory;
 pub mod prompt;

@@ -133,14 +133,22 @@ struct WireMessage {
 /// Why a whole (non-streamed) body could not be read.
 pub type DecodeError = StreamError;
 
-/// Parses a non-streamed Messages API response.
+/// Parses a non-streamed Messages API response within [`Limits::HOST`].
 pub fn parse_response(body: &[u8]) -> Result<Reply, DecodeError> {
+    parse_response_within(body, Limits::HOST)
+}
+
+/// Parses a non-streamed Messages API response, counting its blocks as the stream decoder does.
+pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, DecodeError> {
     if let Some(api) = ApiError::parse(body) {
         return Err(StreamError::Api(api));
     }
     let m: WireMessage = serde_json::from_slice(body).map_err(|e| malformed("message", &e))?;
-    let mut content = Vec::with_capacity(m.content.len());
+    let mut budget = Budget::new(limits);
+    let mut content = Vec::new();
     for b in m.content {
+        budget.block(b.kind == "tool_use")?;
+        budget.take(b.text.as_ref().map_or(0, String::len))?;
         match b.kind.as_str() {
             "text" => content.push(Block::Text { text: b.text.unwrap_or_default() }),
             "tool_use" => content.push(Block::ToolUse {
@@ -243,6 +251,7 @@ pub struct Accumulator {
     usage: Usage,
     stopped: bool,
     budget: Budget,
+    max_blocks: usize,
 }
 
 impl Accumulator {
@@ -253,13 +262,19 @@ impl Accumulator {
             usage: Usage::default(),
             stopped: false,
             budget: Budget::new(limits),
+            max_blocks: limits.max_blocks,
         }
     }
 
+    /// The block a `content_block_start` at `index` opens; only starts create blocks, so the
+    /// block count bounds the vector.
     fn slot(&mut self, index: usize) -> Result<&mut Partial, StreamError> {
         // A block index far beyond what was started is a broken stream, not a reason to allocate.
         if index > self.blocks.len() + 64 {
             return Err(StreamError::Malformed(alloc::format!("content block index {index} out of order")));
+        }
+        if index >= self.max_blocks {
+            return Err(StreamError::TooMany { what: "content blocks", limit: self.max_blocks });
         }
         while self.blocks.len() <= index {
             self.blocks.push(Partial::Skip);
@@ -282,8 +297,14 @@ impl Accumulate for Accumulator {
                 let Some(b) = ev.content_block else {
                     return Err(StreamError::Malformed("content_block_start without content_block".into()));
                 };
+                // Every start counts, empty or not: a flood of empty blocks is what this bounds.
+                self.budget.block(b.kind == "tool_use")?;
                 let partial = match b.kind.as_ref() {
-                    "text" => Partial::Text(b.text.unwrap_or_default()),
+                    "text" => {
+                        let text = b.text.unwrap_or_default();
+                        self.budget.take(text.len())?;
+                        Partial::Text(text)
+                    }
                     "tool_use" => {
                         let id = b.id.unwrap_or_default();
                         let name = b.name.unwrap_or_default();
@@ -300,7 +321,7 @@ impl Accumulate for Accumulator {
                     Some("text_delta") => {
                         let text = d.text.unwrap_or_default();
                         self.budget.take(text.len())?;
-                        if let Partial::Text(buf) = self.slot(ev.index)? {
+                        if let Some(Partial::Text(buf)) = self.blocks.get_mut(ev.index) {
                             buf.push_str(&text);
                             on_update(Update::Text(&text));
                         }
@@ -308,7 +329,7 @@ impl Accumulate for Accumulator {
                     Some("input_json_delta") => {
                         let part = d.partial_json.unwrap_or_default();
                         self.budget.take(part.len())?;
-                        if let Partial::ToolUse { json, .. } = self.slot(ev.index)? {
+                        if let Some(Partial::ToolUse { json, .. }) = self.blocks.get_mut(ev.index) {
                             json.push_str(&part);
                         }
                     }

@@ -230,8 +230,13 @@ struct WireCompletion {
     usage: Option<WireUsage>,
 }
 
-/// Parses a non-streamed Chat Completions response.
+/// Parses a non-streamed Chat Completions response within [`Limits::HOST`].
 pub fn parse_response(body: &[u8]) -> Result<Reply, StreamError> {
+    parse_response_within(body, Limits::HOST)
+}
+
+/// Parses a non-streamed Chat Completions response, counting its calls as the stream decoder does.
+pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, StreamError> {
     if let Some(api) = ApiError::parse(body) {
         return Err(StreamError::Api(api));
     }
@@ -241,14 +246,19 @@ pub fn parse_response(body: &[u8]) -> Result<Reply, StreamError> {
     };
     let mut content = Vec::new();
     let mut arg_errors = Vec::new();
+    let mut budget = Budget::new(limits);
     if let Some(text) = choice.message.content
         && !text.is_empty()
     {
+        budget.block(false)?;
+        budget.take(text.len())?;
         content.push(Block::Text { text });
     }
     for (i, tc) in choice.message.tool_calls.unwrap_or_default().into_iter().enumerate() {
+        budget.block(true)?;
         let f = tc.function.unwrap_or(WireFunction { name: None, arguments: None });
         let args = arguments_text(f.arguments.as_deref()).map_err(|e| malformed("tool call arguments", &e))?;
+        budget.take(args.len())?;
         let id = tc.id.filter(|s| !s.is_empty()).unwrap_or_else(|| format!("call_{i}"));
         content.push(tool_use_block(id, f.name.unwrap_or_default(), &args, &mut arg_errors));
     }
@@ -305,10 +315,8 @@ pub struct Accumulator {
     usage: Usage,
     done: bool,
     budget: Budget,
+    max_calls: usize,
 }
-
-/// Most tool calls one reply may carry.
-const MAX_CALLS: usize = 64;
 
 impl Accumulator {
     pub fn new(limits: Limits) -> Accumulator {
@@ -319,6 +327,7 @@ impl Accumulator {
             usage: Usage::default(),
             done: false,
             budget: Budget::new(limits),
+            max_calls: limits.max_tool_calls,
         }
     }
 
@@ -329,11 +338,17 @@ impl Accumulator {
             (_, None) => 0,
             _ => self.calls.len() - 1,
         });
-        if index >= MAX_CALLS {
-            return Err(StreamError::Malformed(format!("tool call index {index} is over {MAX_CALLS}")));
+        // An index far beyond the calls seen is a broken stream, not a reason to allocate.
+        if index > self.calls.len() + 64 {
+            return Err(StreamError::Malformed(format!("tool call index {index} out of order")));
+        }
+        if index >= self.max_calls {
+            return Err(StreamError::TooMany { what: "tool calls", limit: self.max_calls });
         }
         while self.calls.len() <= index {
             let n = self.calls.len();
+            // Each call is a block: an empty one still costs its place in the reply.
+            self.budget.block(true)?;
             self.calls.push(PartialCall { id: format!("call_{n}"), name: String::new(), args: String::new() });
         }
         let f = tc.function.unwrap_or(WireFunction { name: None, arguments: None });
@@ -380,6 +395,9 @@ impl Accumulate for Accumulator {
                 if let Some(text) = delta.content
                     && !text.is_empty()
                 {
+                    if self.text.is_empty() {
+                        self.budget.block(false)?;
+                    }
                     self.budget.take(text.len())?;
                     self.text.push_str(&text);
                     on_update(Update::Text(&text));

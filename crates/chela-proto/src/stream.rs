@@ -11,18 +11,43 @@ use crate::chat::{Reply, Update};
 use crate::error::ApiError;
 use crate::sse;
 
-/// Bounds on one streamed reply.
+/// Bounds on one reply, streamed or whole.
+///
+/// A hostile or broken server must stay a bounded cost: the reply bound counts every content
+/// block (a fixed [`BLOCK_OVERHEAD`] each, on top of its text), so two million empty blocks
+/// cost as much as two million bytes of text, and the block and tool-call counts have their own
+/// caps. [`Limits::default`] is sized for the chip ([`Limits::CHIP`]); the host raises them
+/// ([`Limits::HOST`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
     /// Largest single SSE event.
     pub max_event_bytes: usize,
-    /// Largest reply (all text and tool arguments together).
+    /// Largest reply: all text and tool arguments together, plus [`BLOCK_OVERHEAD`] per block.
     pub max_reply_bytes: usize,
+    /// Most content blocks (text, tool calls, and kinds Chela skips) in one reply.
+    pub max_blocks: usize,
+    /// Most tool calls in one reply.
+    pub max_tool_calls: usize,
+}
+
+/// What each content block costs against [`Limits::max_reply_bytes`], whatever its text: about
+/// what a block takes in memory once decoded (its `String`s and enum tag).
+pub const BLOCK_OVERHEAD: usize = 64;
+
+impl Limits {
+    /// For an ESP32-C3 (400 KiB of RAM): a 16 KiB event holds any real delta; 64 KiB of reply
+    /// is a long answer; 16 tool calls is twice what one step runs (`agent.max_calls_per_step`);
+    /// 32 blocks leaves room for thinking and server-tool blocks around them.
+    pub const CHIP: Limits =
+        Limits { max_event_bytes: 16 * 1024, max_reply_bytes: 64 * 1024, max_blocks: 32, max_tool_calls: 16 };
+    /// For a host with memory to spare: what real providers send, with a wide margin.
+    pub const HOST: Limits =
+        Limits { max_event_bytes: 256 * 1024, max_reply_bytes: 1024 * 1024, max_blocks: 256, max_tool_calls: 64 };
 }
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { max_event_bytes: 256 * 1024, max_reply_bytes: 1024 * 1024 }
+        Limits::CHIP
     }
 }
 
@@ -41,6 +66,12 @@ pub enum StreamError {
     TooLarge {
         limit: usize,
     },
+    /// The reply has more content blocks or tool calls than [`Limits`] allows; `what` names
+    /// which ("content blocks", "tool calls").
+    TooMany {
+        what: &'static str,
+        limit: usize,
+    },
 }
 
 impl fmt::Display for StreamError {
@@ -51,6 +82,7 @@ impl fmt::Display for StreamError {
             StreamError::Api(e) => write!(f, "provider error {}: {}", e.kind, e.message),
             StreamError::Truncated => f.write_str("the response ended before it was complete"),
             StreamError::TooLarge { limit } => write!(f, "the reply is larger than {limit} bytes"),
+            StreamError::TooMany { what, limit } => write!(f, "the reply has more than {limit} {what}"),
         }
     }
 }
@@ -63,24 +95,41 @@ impl From<sse::Error> for StreamError {
     }
 }
 
-/// Counts a reply's bytes against [`Limits::max_reply_bytes`].
+/// Counts a reply's bytes, blocks and tool calls against its [`Limits`].
 #[derive(Debug)]
 pub(crate) struct Budget {
     used: usize,
-    max: usize,
+    blocks: usize,
+    calls: usize,
+    limits: Limits,
 }
 
 impl Budget {
     pub(crate) fn new(limits: Limits) -> Budget {
-        Budget { used: 0, max: limits.max_reply_bytes }
+        Budget { used: 0, blocks: 0, calls: 0, limits }
     }
 
     pub(crate) fn take(&mut self, n: usize) -> Result<(), StreamError> {
-        self.used += n;
-        if self.used > self.max {
-            return Err(StreamError::TooLarge { limit: self.max });
+        self.used = self.used.saturating_add(n);
+        if self.used > self.limits.max_reply_bytes {
+            return Err(StreamError::TooLarge { limit: self.limits.max_reply_bytes });
         }
         Ok(())
+    }
+
+    /// Counts one more content block (and one more tool call when `tool_call`).
+    pub(crate) fn block(&mut self, tool_call: bool) -> Result<(), StreamError> {
+        self.blocks += 1;
+        if self.blocks > self.limits.max_blocks {
+            return Err(StreamError::TooMany { what: "content blocks", limit: self.limits.max_blocks });
+        }
+        if tool_call {
+            self.calls += 1;
+            if self.calls > self.limits.max_tool_calls {
+                return Err(StreamError::TooMany { what: "tool calls", limit: self.limits.max_tool_calls });
+            }
+        }
+        self.take(BLOCK_OVERHEAD)
     }
 }
 

@@ -28,6 +28,9 @@ enum End {
 
 pub(crate) struct ReplyBody {
     frames: VecDeque<Bytes>,
+    /// Frames made on demand after `frames`: for floods and endless streams, which would not
+    /// fit in memory made up front.
+    more: Option<Box<dyn Iterator<Item = Bytes> + Send + Sync>>,
     gap: Duration,
     pause: Option<Pin<Box<Sleep>>>,
     end: End,
@@ -55,8 +58,15 @@ impl ReplyBody {
         ReplyBody::frames(frames, gap_ms, End::Cut)
     }
 
+    /// Frames made by `more` as hyper asks for them (with `gap_ms` between them), sent
+    /// chunked; endless if `more` is.
+    pub fn lazy(more: impl Iterator<Item = Bytes> + Send + Sync + 'static, gap_ms: u64) -> ReplyBody {
+        ReplyBody { more: Some(Box::new(more)), ..ReplyBody::frames(Vec::new(), gap_ms, End::Clean) }
+    }
+
     fn frames(frames: Vec<Bytes>, gap_ms: u64, end: End) -> ReplyBody {
         ReplyBody {
+            more: None,
             frames: frames.into(),
             gap: Duration::from_millis(gap_ms),
             pause: None,
@@ -89,8 +99,16 @@ impl Body for ReplyBody {
             ready!(pause.as_mut().poll(cx));
             this.pause = None;
         }
+        if this.frames.is_empty()
+            && let Some(more) = &mut this.more
+        {
+            match more.next() {
+                Some(frame) => this.frames.push_back(frame),
+                None => this.more = None,
+            }
+        }
         if let Some(frame) = this.frames.pop_front() {
-            if !this.gap.is_zero() && !this.frames.is_empty() {
+            if !this.gap.is_zero() && (!this.frames.is_empty() || this.more.is_some()) {
                 this.pause = Some(Box::pin(tokio::time::sleep(this.gap)));
             }
             return Poll::Ready(Some(Ok(Frame::data(frame))));
@@ -110,7 +128,7 @@ impl Body for ReplyBody {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.end == End::Clean && self.frames.is_empty() && self.pause.is_none()
+        self.end == End::Clean && self.frames.is_empty() && self.more.is_none() && self.pause.is_none()
     }
 
     fn size_hint(&self) -> SizeHint {

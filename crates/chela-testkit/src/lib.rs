@@ -3,7 +3,8 @@
 //!
 //! What it is: a deterministic stand-in for a model provider, for integration tests and
 //! benchmarks. Each model request takes the next [`Step`] of a script (text, tool calls, an
-//! HTTP error, a context-too-long error, a malformed body, a connection cut mid-stream, each
+//! HTTP error, a context-too-long error, a malformed body, a connection cut mid-stream, or a
+//! hostile flood: empty blocks, empty tool calls, pings forever, a byte-at-a-time trickle; each
 //! with optional delays), answered streamed or whole as the request asks. With the script
 //! empty it plays a tiny demo model (see the `demo` module docs). Every request is recorded
 //! for the test to inspect.
@@ -37,6 +38,7 @@ mod anthropic;
 mod body;
 mod demo;
 mod fake;
+mod hostile;
 mod openai;
 pub mod script;
 mod server;

@@ -11,7 +11,11 @@
 //!   {"status": 429, "retry_after": "1"},
 //!   {"context_too_long": true},
 //!   {"malformed": true},
-//!   {"drop_after_events": 3, "delay_ms": 100}
+//!   {"drop_after_events": 3, "delay_ms": 100},
+//!   {"empty_blocks": 2000000},
+//!   {"empty_tool_calls": 300000},
+//!   {"pings_forever": true},
+//!   {"trickle": "One byte at a time.", "chunk_delay_ms": 50}
 //! ]
 //! ```
 //!
@@ -51,6 +55,15 @@ pub enum Action {
     Malformed,
     /// Send the first `n` events (or half a non-streamed body), then cut the connection.
     DropAfterEvents(usize),
+    /// Hostile: a reply of `n` empty text blocks (OpenAI: `n` empty content deltas).
+    EmptyBlocks(usize),
+    /// Hostile: a reply of `n` tool calls without arguments.
+    EmptyToolCalls(usize),
+    /// Hostile: a stream that starts and then only pings, forever (a whole body: whitespace
+    /// forever, which JSON allows before a value).
+    PingsForever,
+    /// Hostile: a text answer sent one byte per frame, `chunk_delay_ms` apart.
+    Trickle(String),
 }
 
 /// A tool call the fake model makes.
@@ -126,6 +139,26 @@ impl Step {
 
     pub fn drop_after_events(n: usize) -> Step {
         Step::of(Action::DropAfterEvents(n))
+    }
+
+    /// A reply of `n` empty text blocks, made as they are sent.
+    pub fn empty_blocks(n: usize) -> Step {
+        Step::of(Action::EmptyBlocks(n))
+    }
+
+    /// A reply of `n` tool calls without arguments, made as they are sent.
+    pub fn empty_tool_calls(n: usize) -> Step {
+        Step::of(Action::EmptyToolCalls(n))
+    }
+
+    /// A stream of pings that never ends.
+    pub fn pings_forever() -> Step {
+        Step::of(Action::PingsForever)
+    }
+
+    /// `text`, one byte per frame; set the pace with [`Step::chunk_delay_ms`].
+    pub fn trickle(text: impl Into<String>) -> Step {
+        Step::of(Action::Trickle(text.into()))
     }
 
     /// Text the model says before its tool calls.
@@ -213,6 +246,14 @@ struct StepRepr {
     malformed: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     drop_after_events: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    empty_blocks: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    empty_tool_calls: Option<usize>,
+    #[serde(default, skip_serializing_if = "is_false")]
+    pings_forever: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    trickle: Option<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     delay_ms: u64,
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -227,7 +268,8 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-const KINDS: &str = "text, tool_calls, status, context_too_long, malformed or drop_after_events";
+const KINDS: &str = "text, tool_calls, status, context_too_long, malformed, drop_after_events, empty_blocks, \
+                     empty_tool_calls, pings_forever or trickle";
 
 impl TryFrom<StepRepr> for Step {
     type Error = String;
@@ -240,6 +282,10 @@ impl TryFrom<StepRepr> for Step {
             r.context_too_long,
             r.malformed,
             r.drop_after_events.is_some(),
+            r.empty_blocks.is_some(),
+            r.empty_tool_calls.is_some(),
+            r.pings_forever,
+            r.trickle.is_some(),
         ];
         match kinds.iter().filter(|k| **k).count() {
             0 => return Err(format!("a step needs one of {KINDS}")),
@@ -270,6 +316,14 @@ impl TryFrom<StepRepr> for Step {
             Action::Malformed
         } else if let Some(n) = r.drop_after_events {
             Action::DropAfterEvents(n)
+        } else if let Some(n) = r.empty_blocks {
+            Action::EmptyBlocks(n)
+        } else if let Some(n) = r.empty_tool_calls {
+            Action::EmptyToolCalls(n)
+        } else if r.pings_forever {
+            Action::PingsForever
+        } else if let Some(text) = r.trickle {
+            Action::Trickle(text)
         } else {
             unreachable!("one kind was counted above")
         };
@@ -294,6 +348,10 @@ impl From<Step> for StepRepr {
             Action::ContextTooLong => r.context_too_long = true,
             Action::Malformed => r.malformed = true,
             Action::DropAfterEvents(n) => r.drop_after_events = Some(n),
+            Action::EmptyBlocks(n) => r.empty_blocks = Some(n),
+            Action::EmptyToolCalls(n) => r.empty_tool_calls = Some(n),
+            Action::PingsForever => r.pings_forever = true,
+            Action::Trickle(text) => r.trickle = Some(text),
         }
         r
     }
@@ -316,7 +374,11 @@ mod tests {
               {"context_too_long": true},
               {"malformed": true},
               {"drop_after_events": 3, "delay_ms": 100},
-              {"tool_calls": [{"name": "no_args"}]}
+              {"tool_calls": [{"name": "no_args"}]},
+              {"empty_blocks": 2000000},
+              {"empty_tool_calls": 300000},
+              {"pings_forever": true},
+              {"trickle": "slow", "chunk_delay_ms": 50}
             ]"#,
         )
         .unwrap();
@@ -331,6 +393,10 @@ mod tests {
                 Step::malformed(),
                 Step::drop_after_events(3).delay_ms(100),
                 Step::tool_call("no_args", json!({})),
+                Step::empty_blocks(2_000_000),
+                Step::empty_tool_calls(300_000),
+                Step::pings_forever(),
+                Step::trickle("slow").chunk_delay_ms(50),
             ]
         );
     }

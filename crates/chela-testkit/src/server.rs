@@ -22,6 +22,7 @@ use tokio::sync::{Semaphore, oneshot};
 use crate::answer::{Answer, Asked, Failure, tokens};
 use crate::body::ReplyBody;
 use crate::fake::{Recorded, Shared};
+use crate::hostile::{self, Flood};
 use crate::script::{Action, Step};
 use crate::{anthropic, demo, openai};
 
@@ -304,6 +305,19 @@ async fn scripted(format: Format, step: Step, asked: &Asked, shared: &Shared) ->
             frames.truncate(n);
             format.sse(ReplyBody::cut_after(frames, gap), shared)
         }
+        Action::EmptyBlocks(n) => hostile(format, Flood::EmptyBlocks(n), asked, gap, shared),
+        Action::EmptyToolCalls(n) => hostile(format, Flood::EmptyToolCalls(n), asked, gap, shared),
+        Action::PingsForever => hostile(format, Flood::Pings, asked, gap, shared),
+        Action::Trickle(text) => {
+            let answer = Answer::text(text);
+            let (whole, content_type) = if asked.stream {
+                (format.events(&answer, asked, shared), "text/event-stream; charset=utf-8")
+            } else {
+                (vec![Bytes::from(format.body(&answer, asked, shared).to_string())], "application/json")
+            };
+            let body = ReplyBody::lazy(hostile::trickle(whole), gap);
+            format.respond(200, content_type, &shared.ids.next("req_01", 22), body)
+        }
         Action::DropAfterEvents(_) => {
             let whole = Bytes::from(format.body(&Answer::text(CUT_TEXT), asked, shared).to_string());
             let half = whole.slice(..whole.len() / 2);
@@ -314,6 +328,24 @@ async fn scripted(format: Format, step: Step, asked: &Asked, shared: &Shared) ->
             resp
         }
     }
+}
+
+/// A hostile answer: made lazily as it is sent, streamed or whole as the request asked.
+fn hostile(format: Format, flood: Flood, asked: &Asked, gap_ms: u64, shared: &Shared) -> Response<ReplyBody> {
+    if asked.stream {
+        let body = match format {
+            Format::Anthropic => ReplyBody::lazy(hostile::anthropic_stream(flood, asked), gap_ms),
+            Format::OpenAi => ReplyBody::lazy(hostile::openai_stream(flood, asked), gap_ms),
+        };
+        return format.sse(body, shared);
+    }
+    let id = shared.ids.next("req_01", 22);
+    let body = match flood {
+        // JSON allows any whitespace before the value: a body that never gets to it.
+        Flood::Pings => ReplyBody::lazy(std::iter::repeat_with(|| Bytes::from_static(&[b' '; 1024])), gap_ms),
+        _ => ReplyBody::lazy(hostile::whole(format == Format::Anthropic, flood), gap_ms),
+    };
+    format.respond(200, "application/json", &id, body)
 }
 
 /// A successful answer, streamed or whole as the request asked.

@@ -135,6 +135,8 @@ pub async fn run_turn(
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
     let mut run = AgentRun::new(history.messages.clone(), req.user.clone(), system, agent.limits);
+    // A "context too long" is answered by shrinking the window and asking again, once a turn.
+    let mut shrunk = false;
     let end = loop {
         match run.next_step() {
             Step::Done(outcome) => break TurnEnd::Done(outcome.clone()),
@@ -156,6 +158,13 @@ pub async fn run_turn(
                     Some(Ok(reply)) => {
                         obs.reply_done(reply.has_tool_use());
                         run.handle_reply(reply)?;
+                    }
+                    Some(Err(e)) if e.is_context_too_long() && !shrunk && run.shrink_for_retry() => {
+                        shrunk = true;
+                        tracing::info!(
+                            "the provider said the conversation is too long; asking again with {} bytes of it",
+                            chela_core::history::bytes(run.window())
+                        );
                     }
                     Some(Err(e)) => break TurnEnd::Failed(e),
                 }
@@ -195,8 +204,9 @@ pub async fn run_turn(
     match &end {
         TurnEnd::Done(_) => keep(history, run.turn_messages(), agent.limits.history_budget).await?,
         // When tools already changed things, keep the record of it, closed so it stays well-formed.
+        // The sentence the person reads, never a Rust form: the model reads it next turn.
         TurnEnd::Failed(e) if run.turn_messages().len() > 1 => {
-            run.abort(&format!("(this turn stopped: the model call failed: {e})"));
+            run.abort(&format!("(this turn stopped: {})", agent.provider.tell(e)));
             keep(history, run.turn_messages(), agent.limits.history_budget).await?;
         }
         TurnEnd::Failed(_) => {}

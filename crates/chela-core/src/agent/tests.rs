@@ -277,3 +277,29 @@ proptest! {
         prop_assert!(well_formed(run.turn_messages()));
     }
 }
+
+#[test]
+fn shrinking_for_a_too_long_context_drops_older_exchanges_but_keeps_the_turn() {
+    let mut history = vec![];
+    for i in 0..20 {
+        history.push(Message::user_text(alloc::format!("question {i} {}", "q".repeat(100))));
+        history.push(Message::assistant_text("a".repeat(100)));
+    }
+    let mut run = AgentRun::new(
+        history,
+        Message::user_text("now"),
+        String::new(),
+        Limits { history_budget: 4000, ..Limits::default() },
+    );
+    let before = history::bytes(run.window());
+    assert!(run.shrink_for_retry(), "older exchanges were there to drop");
+    let after = history::bytes(run.window());
+    assert!(after < before && after <= 2000, "{before} -> {after}");
+    assert_eq!(run.window().last().unwrap(), &Message::user_text("now"));
+    assert!(run.window()[0].text().starts_with("question "), "whole exchanges only");
+    assert_eq!(run.limits().history_budget, 2000);
+    // Only the turn left: nothing more to drop, so asking again would not help.
+    let mut alone = run_with(Limits::default());
+    assert!(!alone.shrink_for_retry());
+    assert_eq!(alone.window(), &[Message::user_text("hi")]);
+}

@@ -191,13 +191,68 @@ fn bad_tool_json_is_kept_as_an_argument_error() {
 
 #[test]
 fn replies_are_bounded() {
-    let mut d = StreamDecoder::new(Limits { max_event_bytes: 1024, max_reply_bytes: 10 });
+    let mut d = StreamDecoder::new(Limits { max_event_bytes: 1024, max_reply_bytes: 10, ..Limits::default() });
     let body = "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n\
                 data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"0123456789ab\"}}\n\n";
     assert_eq!(d.handle_bytes(body.as_bytes(), &mut |_| {}), Err(StreamError::TooLarge { limit: 10 }));
     let mut d = StreamDecoder::new(Limits::default());
     let far = "data: {\"type\":\"content_block_start\",\"index\":100000,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n";
     assert!(matches!(d.handle_bytes(far.as_bytes(), &mut |_| {}), Err(StreamError::Malformed(_))));
+}
+
+fn empty_blocks(n: usize, kind: &str) -> String {
+    let mut body = String::new();
+    for i in 0..n {
+        let block = if kind == "text" {
+            String::from(r#"{"type":"text","text":""}"#)
+        } else {
+            alloc::format!(r#"{{"type":"tool_use","id":"t{i}","name":"x","input":{{}}}}"#)
+        };
+        body.push_str(&alloc::format!(
+            "data: {{\"type\":\"content_block_start\",\"index\":{i},\"content_block\":{block}}}\n\n"
+        ));
+    }
+    body
+}
+
+#[test]
+fn a_flood_of_empty_blocks_or_tool_calls_is_refused_with_a_clear_error() {
+    let limits = Limits { max_blocks: 8, max_tool_calls: 4, ..Limits::HOST };
+    let mut d = StreamDecoder::new(limits);
+    let e = d.handle_bytes(empty_blocks(9, "text").as_bytes(), &mut |_| {}).unwrap_err();
+    assert_eq!(e, StreamError::TooMany { what: "content blocks", limit: 8 });
+    assert_eq!(e.to_string(), "the reply has more than 8 content blocks");
+    let mut d = StreamDecoder::new(limits);
+    let e = d.handle_bytes(empty_blocks(5, "tool_use").as_bytes(), &mut |_| {}).unwrap_err();
+    assert_eq!(e, StreamError::TooMany { what: "tool calls", limit: 4 });
+    // The chip's defaults bound it too.
+    let mut d = StreamDecoder::new(Limits::default());
+    assert!(matches!(
+        d.handle_bytes(empty_blocks(Limits::CHIP.max_blocks + 1, "text").as_bytes(), &mut |_| {}),
+        Err(StreamError::TooMany { .. })
+    ));
+}
+
+#[test]
+fn every_block_counts_against_the_reply_bytes_even_when_empty() {
+    let limits = Limits { max_reply_bytes: 10 * crate::stream::BLOCK_OVERHEAD, max_blocks: 1000, ..Limits::HOST };
+    let mut d = StreamDecoder::new(limits);
+    let e = d.handle_bytes(empty_blocks(11, "text").as_bytes(), &mut |_| {}).unwrap_err();
+    assert_eq!(e, StreamError::TooLarge { limit: limits.max_reply_bytes });
+    let mut d = StreamDecoder::new(limits);
+    d.handle_bytes(empty_blocks(10, "text").as_bytes(), &mut |_| {}).unwrap();
+}
+
+#[test]
+fn whole_bodies_are_bounded_like_streams() {
+    let blocks: Vec<&str> = core::iter::repeat_n(r#"{"type":"text","text":""}"#, 9).collect();
+    let body = alloc::format!(r#"{{"content":[{}],"stop_reason":"end_turn"}}"#, blocks.join(","));
+    let limits = Limits { max_blocks: 8, ..Limits::HOST };
+    assert_eq!(
+        parse_response_within(body.as_bytes(), limits),
+        Err(StreamError::TooMany { what: "content blocks", limit: 8 })
+    );
+    assert!(parse_response_within(body.as_bytes(), Limits { max_blocks: 9, ..limits }).is_ok());
 }
 
 #[test]

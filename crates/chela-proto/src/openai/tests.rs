@@ -201,6 +201,40 @@ fn tool_call_indexes_are_bounded() {
     assert!(matches!(decode(&[body.as_bytes()]).0, Err(StreamError::Malformed(_))));
 }
 
+#[test]
+fn a_flood_of_empty_tool_calls_is_refused_with_a_clear_error() {
+    let limits = Limits { max_tool_calls: 4, ..Limits::HOST };
+    let mut d = StreamDecoder::new(limits);
+    let mut body = String::new();
+    for i in 0..5 {
+        body.push_str(&alloc::format!(
+            "data: {{\"choices\":[{{\"delta\":{{\"tool_calls\":[{{\"index\":{i},\"id\":\"c{i}\",\"function\":{{\"name\":\"\",\"arguments\":\"\"}}}}]}}}}]}}\n\n"
+        ));
+    }
+    let e = d.handle_bytes(body.as_bytes(), &mut |_| {}).unwrap_err();
+    assert_eq!(e, StreamError::TooMany { what: "tool calls", limit: 4 });
+    // Each empty call costs its overhead against the reply bytes too.
+    let tight = Limits { max_reply_bytes: 3 * crate::stream::BLOCK_OVERHEAD, ..Limits::HOST };
+    let mut d = StreamDecoder::new(tight);
+    assert_eq!(
+        d.handle_bytes(body.as_bytes(), &mut |_| {}),
+        Err(StreamError::TooLarge { limit: tight.max_reply_bytes })
+    );
+    // A whole completion is held to the same count.
+    let calls: Vec<String> = (0..5)
+        .map(|i| alloc::format!(r#"{{"id":"c{i}","type":"function","function":{{"name":"x","arguments":"{{}}"}}}}"#))
+        .collect();
+    let whole = alloc::format!(
+        r#"{{"choices":[{{"message":{{"content":null,"tool_calls":[{}]}},"finish_reason":"tool_calls"}}]}}"#,
+        calls.join(",")
+    );
+    assert_eq!(
+        parse_response_within(whole.as_bytes(), limits),
+        Err(StreamError::TooMany { what: "tool calls", limit: 4 })
+    );
+    assert!(parse_response(whole.as_bytes()).is_ok());
+}
+
 proptest! {
     #[test]
     fn any_split_and_line_ending_gives_the_same_reply(

@@ -135,6 +135,9 @@ pub(crate) fn resolver_says_no_such_name(e: &std::io::Error) -> bool {
     NOT_FOUND.iter().any(|known| text.contains(known))
 }
 
+/// How `io_reason` words a refused connection.
+const REFUSED: &str = "connection refused";
+
 impl fmt::Display for NetError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -178,7 +181,7 @@ impl std::error::Error for NetError {}
 pub(crate) fn io_reason(e: &std::io::Error) -> String {
     use std::io::ErrorKind as K;
     let known = match e.kind() {
-        K::ConnectionRefused => "connection refused",
+        K::ConnectionRefused => REFUSED,
         K::ConnectionReset => "connection reset",
         K::ConnectionAborted => "connection aborted",
         K::TimedOut => "timed out",

@@ -164,16 +164,107 @@ fn no_key_for_a_hosted_provider_stops_before_any_request() {
     }
 }
 
+// Issue 6: a refused connection used to be retried (5.7 s before the person heard anything);
+// nothing listening is not transient, so it is said at once. Transient failures keep their
+// retries (the next test).
 #[test]
-fn an_unreachable_provider_is_retried_then_explained() {
+fn an_unreachable_provider_fails_at_once_naming_the_url() {
     // A port that was free a moment ago: nothing listens there.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let ws = Ws::empty();
-    ws.write_config(&format!("[llm]\nbase_url = \"http://127.0.0.1:{port}\"\nmax_retries = 1\n"));
+    ws.write_config(&format!("[llm]\nbase_url = \"http://127.0.0.1:{port}\"\nmax_retries = 4\n"));
+    let started = Instant::now();
     let out = ws.run(&["-v", "chat", "-m", "hi"]);
-    failed(&out).stderr_has(&format!("Could not reach anthropic (http://127.0.0.1:{port})")).stderr_has("after 1 retr");
-    // The retry is logged at -v.
-    out.stderr_has("retry 1 in");
+    let took = started.elapsed();
+    failed(&out)
+        .stderr_has(&format!("Could not reach anthropic (http://127.0.0.1:{port}): "))
+        .stderr_has("connection refused");
+    assert!(!out.stderr.contains("retr"), "no retry, no retry count: {}", out.stderr);
+    assert!(took < Duration::from_secs(2), "took {took:?}; the old retries took 5.7 s");
+}
+
+#[test]
+fn a_name_that_does_not_resolve_fails_at_once() {
+    // `.invalid` never resolves (RFC 6761). The resolver options bound the lookup even where no
+    // resolver answers, so the test cannot hang on outside DNS.
+    let mut ws = Ws::empty();
+    ws.write_config(
+        "[llm]\nbase_url = \"http://no-such-host.invalid\"\napi_key = \"k\"\nmax_retries = 4\ntimeout_secs = 3\n",
+    );
+    ws.set_env("RES_OPTIONS", "timeout:1 attempts:1");
+    let started = Instant::now();
+    let out = ws.chat("hi", &[]);
+    let took = started.elapsed();
+    failed(&out).stderr_has("Could not reach anthropic (http://no-such-host.invalid)");
+    assert!(!out.stderr.contains("retr"), "no retry, no retry count: {}", out.stderr);
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+}
+
+#[test]
+fn transient_failures_keep_their_retries_and_log_them() {
+    let llm = FakeLlm::start(vec![Step::status(503), Step::drop_after_events(1), Step::text("Made it.")]);
+    let ws = Ws::for_llm(Provider::OpenAi, &llm, "");
+    let out = ws.run(&["-v", "chat", "-m", "hi"]);
+    out.expect_ok().stdout_has("Made it.").stderr_has("retry 1 in").stderr_has("retry 2 in");
+    assert_eq!(llm.requests().len(), 3);
+}
+
+/// A first exchange long enough that halving a 4 KiB budget must drop it.
+fn long_first_exchange(provider: Provider, llm: &FakeLlm) -> Ws {
+    let ws = Ws::for_llm(provider, llm, "[agent]\nhistory_budget = 4096");
+    ws.chat(&"x".repeat(2500), &[]).expect_ok();
+    ws
+}
+
+#[test]
+fn a_too_long_context_is_shrunk_and_asked_again_once() {
+    for provider in Provider::BOTH {
+        let llm = FakeLlm::start(vec![Step::text("First."), Step::context_too_long(), Step::text("Second.")]);
+        let ws = long_first_exchange(provider, &llm);
+        let out = ws.chat("And now?", &[]);
+        out.expect_ok();
+        assert_eq!(out.stdout, "Second.\n", "{provider:?}: {}", out.stderr);
+        let reqs = llm.requests();
+        assert_eq!(reqs.len(), 3, "{provider:?}");
+        assert!(reqs[2].body.len() + 2000 < reqs[1].body.len(), "{provider:?}: the second ask is smaller");
+        let said: Vec<String> =
+            crate::conversation(provider, &crate::body(&llm, 2)).iter().map(crate::text_of).collect();
+        assert_eq!(said, ["And now?"], "{provider:?}: the older exchange was left out, the turn kept");
+        // Left out of the request, not out of the record.
+        assert_eq!(ws.session("local").len(), 4);
+    }
+}
+
+#[test]
+fn a_context_still_too_long_after_shrinking_is_explained() {
+    let llm = FakeLlm::start(vec![
+        Step::text("First."),
+        Step::context_too_long(),
+        Step::context_too_long(),
+        Step::text("unused"),
+    ]);
+    let ws = long_first_exchange(Provider::Anthropic, &llm);
+    failed(&ws.chat("And now?", &[])).stderr_has("too long").stderr_has("`/new`").stderr_has("chela chat --new");
+    assert_eq!(llm.requests().len(), 3, "asked again once, not more");
+    assert_eq!(llm.remaining(), 1);
+}
+
+#[test]
+fn a_failed_turn_is_recorded_with_the_sentence_not_a_rust_form() {
+    let llm = FakeLlm::start(vec![
+        Step::tool_call("get_current_time", serde_json::json!({})),
+        Step::status(500),
+        Step::text("unused"),
+    ]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "max_retries = 0");
+    failed(&ws.chat("What time is it?", &[])).stderr_has("is unavailable (HTTP 500)");
+    let session = ws.session("local");
+    let note = crate::text_of(session.last().unwrap());
+    assert!(note.starts_with("(this turn stopped: The provider anthropic (http://127.0.0.1:"), "{note}");
+    assert!(note.contains("is unavailable (HTTP 500); try again later."), "{note}");
+    for rust in ["Some(", "ErrorClass", "{ ", "Unavailable ("] {
+        assert!(!note.contains(rust), "the session holds a Rust form {rust:?}: {note}");
+    }
 }
 
 #[cfg(feature = "files")]
