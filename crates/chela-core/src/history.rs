@@ -76,12 +76,14 @@ pub fn elide_tool_results(messages: &mut [Message], from: usize, budget: usize) 
 pub struct Repaired {
     /// Messages dropped from the front because the history did not start with the person.
     pub leading: usize,
-    /// Messages dropped from the broken exchange onward.
+    /// Messages dropped with the exchanges that were not whole (turns torn by a crash).
     pub broken_tail: usize,
 }
 
-/// Makes a loaded history well-formed: drops anything before the first exchange, and cuts it
-/// at the first exchange whose tool calls and results do not pair up (a turn torn by a crash).
+/// Makes a loaded history well-formed: drops anything before the first exchange, and every
+/// exchange whose tool calls and results do not pair up or that does not end with an answer
+/// (a turn torn by a crash). Only that exchange goes: a torn turn followed by later, whole
+/// turns (the writer carried on after the crash) leaves those turns in place.
 pub fn repair(messages: &mut Vec<Message>) -> Repaired {
     let mut r = Repaired::default();
     let first = messages.iter().position(starts_exchange).unwrap_or(messages.len());
@@ -89,26 +91,23 @@ pub fn repair(messages: &mut Vec<Message>) -> Repaired {
         messages.drain(..first);
         r.leading = first;
     }
-    let mut exchange_start = 0;
-    let mut i = 0;
-    while i < messages.len() {
-        if starts_exchange(&messages[i]) {
-            exchange_start = i;
+    let mut keep: Vec<bool> = Vec::with_capacity(messages.len());
+    let mut start = 0;
+    while start < messages.len() {
+        let end = messages[start + 1..].iter().position(starts_exchange).map_or(messages.len(), |i| start + 1 + i);
+        let last = &messages[end - 1];
+        let whole = (start..end).all(|i| pair_ok(messages, i))
+            && last.role == Role::Assistant
+            && last.tool_use_ids().next().is_none();
+        keep.extend(core::iter::repeat_n(whole, end - start));
+        if !whole {
+            r.broken_tail += end - start;
         }
-        if !pair_ok(messages, i) {
-            r.broken_tail = messages.len() - exchange_start;
-            messages.truncate(exchange_start);
-            break;
-        }
-        i += 1;
+        start = end;
     }
-    // An exchange must end with an assistant message without pending calls.
-    if let Some(last) = messages.last()
-        && (last.role == Role::User || last.tool_use_ids().next().is_some())
-    {
-        let start = messages.iter().rposition(starts_exchange).unwrap_or(0);
-        r.broken_tail += messages.len() - start;
-        messages.truncate(start);
+    if r.broken_tail > 0 {
+        let mut flags = keep.into_iter();
+        messages.retain(|_| flags.next().unwrap_or(false));
     }
     r
 }
@@ -242,5 +241,28 @@ mod tests {
         let mut m = vec![Message::user_text("hi"), Message::assistant_text("yo"), Message::user_text("lost")];
         repair(&mut m);
         assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn a_torn_turn_in_the_middle_costs_only_itself() {
+        // A crash tore turn "two" after its call; the next run appended turn "three".
+        let mut m = vec![
+            Message::user_text("one"),
+            Message::assistant_text("ok"),
+            Message::user_text("two"),
+            call("a"),
+            Message::user_text("three"),
+            call("b"),
+            result("b", "r"),
+            Message::assistant_text("done"),
+            Message::user_text("four"),
+            Message::user_text("five"),
+            Message::assistant_text("fine"),
+        ];
+        let r = repair(&mut m);
+        assert_eq!(r, Repaired { leading: 0, broken_tail: 3 });
+        let texts: Vec<String> = m.iter().filter(|m| starts_exchange(m)).map(Message::text).collect();
+        assert_eq!(texts, ["one", "three", "five"]);
+        assert_eq!(m.len(), 8);
     }
 }
