@@ -42,29 +42,31 @@ pub fn trim_start(messages: &[Message], budget: usize, protect_from: usize) -> u
     start
 }
 
+/// The note that stands in for an elided tool output.
+pub const ELIDED_NOTE: &str = "[output removed to keep the conversation within its size budget]";
+
 /// Replaces the content of the oldest tool results in `messages[from..]` with a short note
 /// until the whole fits `budget`. Used when the current exchange alone is over the budget.
-/// Returns how many results were elided.
-pub fn elide_tool_results(messages: &mut [Message], from: usize, budget: usize) -> usize {
-    const NOTE: &str = "[output removed to keep the conversation within its size budget]";
+/// Returns the outputs it took out, with where they were (message index, block index), so the
+/// caller can put them back in what it saves: eliding shapes what is sent, not the record.
+pub fn elide_tool_results(messages: &mut [Message], from: usize, budget: usize) -> Vec<(usize, usize, String)> {
     let mut total = bytes(messages);
-    let mut elided = 0;
+    let mut elided = Vec::new();
     // The newest result is what the model is about to read; leave it whole.
     let last_with_results = messages.iter().rposition(Message::has_tool_results);
     for (i, m) in messages.iter_mut().enumerate().skip(from) {
         if total <= budget || Some(i) == last_with_results {
             break;
         }
-        for b in &mut m.content {
+        for (b, block) in m.content.iter_mut().enumerate() {
             if total <= budget {
                 break;
             }
-            if let Block::ToolResult { content, .. } = b
-                && content.len() > NOTE.len()
+            if let Block::ToolResult { content, .. } = block
+                && content.len() > ELIDED_NOTE.len()
             {
-                total -= content.len() - NOTE.len();
-                *content = String::from(NOTE);
-                elided += 1;
+                total -= content.len() - ELIDED_NOTE.len();
+                elided.push((i, b, core::mem::replace(content, String::from(ELIDED_NOTE))));
             }
         }
     }
@@ -200,7 +202,7 @@ mod tests {
             result("b", &"z".repeat(500)),
         ];
         let n = elide_tool_results(&mut m, 0, 700);
-        assert_eq!(n, 1);
+        assert_eq!(n, [(2, 0, "y".repeat(500))], "the output taken out comes back to the caller");
         assert!(
             matches!(&m[2].content[0], Block::ToolResult { content, .. } if content.starts_with("[output removed"))
         );
