@@ -174,11 +174,9 @@ impl AgentRun {
     /// The next thing to do.
     pub fn next_step(&self) -> Step<'_> {
         match &self.state {
-            State::NeedModel(choice) => Step::CallModel(ModelCall {
-                system: &self.system,
-                messages: &self.messages,
-                tool_choice: *choice,
-            }),
+            State::NeedModel(choice) => {
+                Step::CallModel(ModelCall { system: &self.system, messages: &self.messages, tool_choice: *choice })
+            }
             State::NeedTools => Step::CallTools(&self.pending),
             State::Done(outcome) => Step::Done(outcome),
         }

@@ -196,8 +196,8 @@ mod crash_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use alloc::vec;
     use crate::storage::mem::MemStorage;
+    use alloc::vec;
     use chela_proto::chat::Json;
     use proptest::prelude::*;
 

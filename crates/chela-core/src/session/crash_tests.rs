@@ -25,7 +25,11 @@ fn turn(k: u32) -> Vec<Message> {
         Message::user_text(format!("turn {k}")),
         Message {
             role: Role::Assistant,
-            content: vec![Block::ToolUse { id: format!("t{k}"), name: "file_write".into(), input: Json::empty_object() }],
+            content: vec![Block::ToolUse {
+                id: format!("t{k}"),
+                name: "file_write".into(),
+                input: Json::empty_object(),
+            }],
         },
         Message {
             role: Role::User,
