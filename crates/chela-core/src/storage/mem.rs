@@ -212,6 +212,9 @@ impl Storage for MemStorage {
     }
 
     fn replace(&mut self, name: &str, bytes: &[u8]) -> Result<(), MemError> {
+        if self.crashed {
+            return Err(MemError::Crashed);
+        }
         let tmp = format!(".tmp:{name}");
         self.volatile.remove(&tmp);
         self.write_end(&tmp, bytes)?;
