@@ -128,11 +128,16 @@ enum State {
 #[derive(Debug)]
 pub struct AgentRun {
     system: String,
+    /// The window sent to the model: exchanges trimmed away for the budget are dropped (they
+    /// are still on disk), so a long turn does not hold what it no longer sends.
     messages: Vec<Message>,
-    /// Messages before this index were trimmed away for the budget; they are still on disk.
-    window_start: usize,
     /// Index of the person's message that started this turn.
     turn_start: usize,
+    /// Real outputs of tool results elided for the budget, by (message index counted from
+    /// `turn_start`, block index). The window carries the short note while the model is
+    /// called; the outputs go back in when the turn is done, so what is saved is what the
+    /// tools said. Moved, not copied: eliding never holds an output twice.
+    elided: Vec<(usize, usize, String)>,
     limits: Limits,
     iterations: u32,
     usage: Usage,
@@ -153,8 +158,8 @@ impl AgentRun {
         let mut run = AgentRun {
             system,
             messages,
-            window_start: 0,
             turn_start,
+            elided: Vec::new(),
             limits,
             iterations: 0,
             usage: Usage::default(),
@@ -169,11 +174,9 @@ impl AgentRun {
     /// The next thing to do.
     pub fn next_step(&self) -> Step<'_> {
         match &self.state {
-            State::NeedModel(choice) => Step::CallModel(ModelCall {
-                system: &self.system,
-                messages: &self.messages[self.window_start..],
-                tool_choice: *choice,
-            }),
+            State::NeedModel(choice) => {
+                Step::CallModel(ModelCall { system: &self.system, messages: &self.messages, tool_choice: *choice })
+            }
             State::NeedTools => Step::CallTools(&self.pending),
             State::Done(outcome) => Step::Done(outcome),
         }
@@ -218,6 +221,7 @@ impl AgentRun {
             let msg = Message { role: Role::Assistant, content };
             let text = msg.text();
             self.messages.push(msg);
+            self.restore_elided();
             self.state = State::Done(Outcome {
                 text,
                 stop_reason,
@@ -315,6 +319,7 @@ impl AgentRun {
             State::NeedModel(_) => {}
         }
         self.messages.push(Message::assistant_text(note));
+        self.restore_elided();
         self.state = State::Done(Outcome {
             text: String::from(note),
             stop_reason: StopReason::Other(String::from(if cancelled { "cancelled" } else { "aborted" })),
@@ -339,14 +344,16 @@ impl AgentRun {
         history::bytes(self.window()) < before
     }
 
-    /// The messages this turn added, starting with the person's: what to persist.
+    /// The messages this turn added, starting with the person's: what to persist. Once the
+    /// turn is [`Step::Done`] they hold every tool's real output, even those elided from what
+    /// was sent.
     pub fn turn_messages(&self) -> &[Message] {
         &self.messages[self.turn_start..]
     }
 
     /// The messages sent with the next model call.
     pub fn window(&self) -> &[Message] {
-        &self.messages[self.window_start..]
+        &self.messages
     }
 
     pub fn limits(&self) -> Limits {
@@ -385,10 +392,26 @@ impl AgentRun {
 
     fn fit_budget(&mut self) {
         let budget = self.limits.history_budget;
-        self.window_start = history::trim_start(&self.messages, budget, self.turn_start);
-        if history::bytes(&self.messages[self.window_start..]) > budget {
+        let start = history::trim_start(&self.messages, budget, self.turn_start);
+        // Trimmed exchanges are freed, not kept: they are on disk already and are never sent again.
+        self.messages.drain(..start);
+        self.turn_start -= start;
+        if history::bytes(&self.messages) > budget {
             let from = self.turn_start;
-            history::elide_tool_results(&mut self.messages[self.window_start..], from - self.window_start, budget);
+            for (i, b, output) in history::elide_tool_results(&mut self.messages, from, budget) {
+                self.elided.push((i - from, b, output));
+            }
+        }
+    }
+
+    /// Puts the real outputs back where the notes stand, for what is persisted.
+    fn restore_elided(&mut self) {
+        for (i, b, output) in self.elided.drain(..) {
+            if let Some(Block::ToolResult { content, .. }) =
+                self.messages.get_mut(self.turn_start + i).and_then(|m| m.content.get_mut(b))
+            {
+                *content = output;
+            }
         }
     }
 

@@ -42,29 +42,31 @@ pub fn trim_start(messages: &[Message], budget: usize, protect_from: usize) -> u
     start
 }
 
+/// The note that stands in for an elided tool output.
+pub const ELIDED_NOTE: &str = "[output removed to keep the conversation within its size budget]";
+
 /// Replaces the content of the oldest tool results in `messages[from..]` with a short note
 /// until the whole fits `budget`. Used when the current exchange alone is over the budget.
-/// Returns how many results were elided.
-pub fn elide_tool_results(messages: &mut [Message], from: usize, budget: usize) -> usize {
-    const NOTE: &str = "[output removed to keep the conversation within its size budget]";
+/// Returns the outputs it took out, with where they were (message index, block index), so the
+/// caller can put them back in what it saves: eliding shapes what is sent, not the record.
+pub fn elide_tool_results(messages: &mut [Message], from: usize, budget: usize) -> Vec<(usize, usize, String)> {
     let mut total = bytes(messages);
-    let mut elided = 0;
+    let mut elided = Vec::new();
     // The newest result is what the model is about to read; leave it whole.
     let last_with_results = messages.iter().rposition(Message::has_tool_results);
     for (i, m) in messages.iter_mut().enumerate().skip(from) {
         if total <= budget || Some(i) == last_with_results {
             break;
         }
-        for b in &mut m.content {
+        for (b, block) in m.content.iter_mut().enumerate() {
             if total <= budget {
                 break;
             }
-            if let Block::ToolResult { content, .. } = b
-                && content.len() > NOTE.len()
+            if let Block::ToolResult { content, .. } = block
+                && content.len() > ELIDED_NOTE.len()
             {
-                total -= content.len() - NOTE.len();
-                *content = String::from(NOTE);
-                elided += 1;
+                total -= content.len() - ELIDED_NOTE.len();
+                elided.push((i, b, core::mem::replace(content, String::from(ELIDED_NOTE))));
             }
         }
     }
@@ -76,12 +78,14 @@ pub fn elide_tool_results(messages: &mut [Message], from: usize, budget: usize) 
 pub struct Repaired {
     /// Messages dropped from the front because the history did not start with the person.
     pub leading: usize,
-    /// Messages dropped from the broken exchange onward.
+    /// Messages dropped with the exchanges that were not whole (turns torn by a crash).
     pub broken_tail: usize,
 }
 
-/// Makes a loaded history well-formed: drops anything before the first exchange, and cuts it
-/// at the first exchange whose tool calls and results do not pair up (a turn torn by a crash).
+/// Makes a loaded history well-formed: drops anything before the first exchange, and every
+/// exchange whose tool calls and results do not pair up or that does not end with an answer
+/// (a turn torn by a crash). Only that exchange goes: a torn turn followed by later, whole
+/// turns (the writer carried on after the crash) leaves those turns in place.
 pub fn repair(messages: &mut Vec<Message>) -> Repaired {
     let mut r = Repaired::default();
     let first = messages.iter().position(starts_exchange).unwrap_or(messages.len());
@@ -89,26 +93,23 @@ pub fn repair(messages: &mut Vec<Message>) -> Repaired {
         messages.drain(..first);
         r.leading = first;
     }
-    let mut exchange_start = 0;
-    let mut i = 0;
-    while i < messages.len() {
-        if starts_exchange(&messages[i]) {
-            exchange_start = i;
+    let mut keep: Vec<bool> = Vec::with_capacity(messages.len());
+    let mut start = 0;
+    while start < messages.len() {
+        let end = messages[start + 1..].iter().position(starts_exchange).map_or(messages.len(), |i| start + 1 + i);
+        let last = &messages[end - 1];
+        let whole = (start..end).all(|i| pair_ok(messages, i))
+            && last.role == Role::Assistant
+            && last.tool_use_ids().next().is_none();
+        keep.extend(core::iter::repeat_n(whole, end - start));
+        if !whole {
+            r.broken_tail += end - start;
         }
-        if !pair_ok(messages, i) {
-            r.broken_tail = messages.len() - exchange_start;
-            messages.truncate(exchange_start);
-            break;
-        }
-        i += 1;
+        start = end;
     }
-    // An exchange must end with an assistant message without pending calls.
-    if let Some(last) = messages.last()
-        && (last.role == Role::User || last.tool_use_ids().next().is_some())
-    {
-        let start = messages.iter().rposition(starts_exchange).unwrap_or(0);
-        r.broken_tail += messages.len() - start;
-        messages.truncate(start);
+    if r.broken_tail > 0 {
+        let mut flags = keep.into_iter();
+        messages.retain(|_| flags.next().unwrap_or(false));
     }
     r
 }
@@ -201,7 +202,7 @@ mod tests {
             result("b", &"z".repeat(500)),
         ];
         let n = elide_tool_results(&mut m, 0, 700);
-        assert_eq!(n, 1);
+        assert_eq!(n, [(2, 0, "y".repeat(500))], "the output taken out comes back to the caller");
         assert!(
             matches!(&m[2].content[0], Block::ToolResult { content, .. } if content.starts_with("[output removed"))
         );
@@ -242,5 +243,28 @@ mod tests {
         let mut m = vec![Message::user_text("hi"), Message::assistant_text("yo"), Message::user_text("lost")];
         repair(&mut m);
         assert_eq!(m.len(), 2);
+    }
+
+    #[test]
+    fn a_torn_turn_in_the_middle_costs_only_itself() {
+        // A crash tore turn "two" after its call; the next run appended turn "three".
+        let mut m = vec![
+            Message::user_text("one"),
+            Message::assistant_text("ok"),
+            Message::user_text("two"),
+            call("a"),
+            Message::user_text("three"),
+            call("b"),
+            result("b", "r"),
+            Message::assistant_text("done"),
+            Message::user_text("four"),
+            Message::user_text("five"),
+            Message::assistant_text("fine"),
+        ];
+        let r = repair(&mut m);
+        assert_eq!(r, Repaired { leading: 0, broken_tail: 3 });
+        let texts: Vec<String> = m.iter().filter(|m| starts_exchange(m)).map(Message::text).collect();
+        assert_eq!(texts, ["one", "three", "five"]);
+        assert_eq!(m.len(), 8);
     }
 }

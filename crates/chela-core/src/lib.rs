@@ -2,7 +2,8 @@
 //!
 //! What it is: the agent turn as a value you step ([`agent::AgentRun`]), history trimming and
 //! repair ([`history`]), the capability registry with its enable and visibility controls
-//! ([`cap`]), and the session file format ([`session`]).
+//! ([`cap`]), the session file format ([`session`]) and the storage contract
+//! ([`storage`]) that sessions and memory entries are read and written through.
 //!
 //! What it is not: it opens no file or socket and reads no clock. Time comes in as an argument;
 //! IO happens in the drivers (the `chela` binary on tokio, the firmware on embassy), which feed
@@ -21,6 +22,7 @@ pub mod memory;
 pub mod prompt;
 pub mod retry;
 pub mod session;
+pub mod storage;
 pub mod text;
 
 pub use chela_proto as proto;

@@ -12,9 +12,11 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::fmt;
+use core::ops::ControlFlow;
 
 use serde::{Deserialize, Serialize};
 
+use crate::storage::Storage;
 use crate::text;
 
 /// Written on first run when `SOUL.md` is missing.
@@ -310,13 +312,54 @@ struct EntryRef<'a> {
 /// prompt lines, newest last, at most `max` bytes: the same as [`Entries::render`] of the whole
 /// file, but it reads lines from the end and stops at the bound, without building the entries.
 pub fn render_tail(jsonl: &str, max: usize) -> String {
-    let lines = jsonl.lines().rev().filter_map(|raw| {
-        let e = serde_json::from_str::<EntryRef<'_>>(raw).ok()?;
+    let mut tail = Tail::new(max);
+    for raw in jsonl.lines().rev() {
+        if tail.push(raw.as_bytes()).is_break() {
+            break;
+        }
+    }
+    tail.finish()
+}
+
+/// [`render_tail`] of the file `name` in `storage`: reads it newest first and stops at `max`
+/// bytes, so the cost stays the same however much is remembered. Unreadable lines (a torn last
+/// line) are left out.
+pub fn render_newest<S: Storage + ?Sized>(storage: &S, name: &str, max: usize) -> Result<String, S::Error> {
+    let mut tail = Tail::new(max);
+    storage.read_newest_first(name, &mut |line| tail.push(line.bytes))?;
+    Ok(tail.finish())
+}
+
+/// Rendered entry lines, fed newest first, kept while they fit `max` bytes.
+struct Tail {
+    kept: Vec<String>,
+    total: usize,
+    max: usize,
+}
+
+impl Tail {
+    fn new(max: usize) -> Tail {
+        Tail { kept: Vec::new(), total: 0, max }
+    }
+
+    fn push(&mut self, raw: &[u8]) -> ControlFlow<()> {
+        let Ok(e) = serde_json::from_slice::<EntryRef<'_>>(raw) else {
+            return ControlFlow::Continue(());
+        };
         let mut line = String::with_capacity(e.content.len() + 16);
         push_line(&mut line, &e.id, &e.content, e.tags.iter().map(|t| t.as_ref()));
-        Some(line)
-    });
-    newest_last(lines, max)
+        if self.total + line.len() + 1 > self.max {
+            return ControlFlow::Break(());
+        }
+        self.total += line.len() + 1;
+        self.kept.push(line);
+        ControlFlow::Continue(())
+    }
+
+    fn finish(mut self) -> String {
+        self.kept.reverse();
+        self.kept.join("\n")
+    }
 }
 
 fn id_num(id: &str) -> u64 {
@@ -531,6 +574,31 @@ mod tests {
             assert_eq!(render_tail(&text, max), m.render(max), "max {max}");
         }
         assert_eq!(render_tail("garbage\n{\"id\":\"m9\",\"content\":\"ok\"}\n{\"torn", 100), "[m9] ok");
+    }
+
+    #[test]
+    fn the_newest_entries_are_read_from_the_end_and_reading_stops_at_the_bound() {
+        use crate::storage::{Storage, mem::MemStorage};
+        let mut m = Entries::default();
+        for i in 0..500u64 {
+            m.store(&format!("fact number {i} with some words"), &[], "", i).unwrap();
+        }
+        let text = m.to_jsonl();
+        let mut s = MemStorage::new();
+        // A torn last line, as a crash mid-append leaves it: left out.
+        s.replace("entries.jsonl", format!("{text}{{\"id\":\"m999\",\"con").as_bytes()).unwrap();
+        for max in [0, 10, 100, 1000] {
+            assert_eq!(render_newest(&s, "entries.jsonl", max).unwrap(), m.render(max), "max {max}");
+        }
+        let mut tail = Tail::new(1000);
+        let mut lines_read = 0;
+        s.read_newest_first("entries.jsonl", &mut |l| {
+            lines_read += 1;
+            tail.push(l.bytes)
+        })
+        .unwrap();
+        assert!(lines_read < 30, "{lines_read} of 501 lines were read for a 1000-byte bound");
+        assert_eq!(render_newest(&MemStorage::new(), "entries.jsonl", 100).unwrap(), "");
     }
 
     #[test]

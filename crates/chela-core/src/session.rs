@@ -10,17 +10,21 @@
 //! it on a fresh line: if the file does not end with `\n`, write one first, or the new line
 //! would join a torn one.
 //!
-//! The reader ([`parse`]) never fails: lines that do not parse (a torn last line after a crash,
-//! a bad hand edit) are skipped and counted, and the result is [`history::repair`]ed so it can be
-//! sent to a provider as is.
+//! The readers ([`load`] through a [`Storage`], [`parse`] for a text at hand) never fail on
+//! content: lines that do not parse (a torn last line after a crash, a bad hand edit) are
+//! skipped and counted, and the result is [`history::repair`]ed so it can be sent to a provider
+//! as is. [`load`] reads newest first and stops at the byte budget, so a long session costs
+//! what its recent part costs.
 
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::ops::ControlFlow;
 
 use chela_proto::chat::{Block, Message, Role, content_serde};
 use serde::{Deserialize, Serialize};
 
 use crate::history::{self, Repaired};
+use crate::storage::Storage;
 
 #[derive(Serialize)]
 struct LineOut<'a> {
@@ -70,6 +74,92 @@ pub struct Loaded {
     pub repaired: Repaired,
     /// Timestamp of the last message, 0 when empty.
     pub last_ts: u64,
+    /// The whole file's length in bytes ([`load`] only; [`parse`] leaves it 0).
+    pub file_bytes: u64,
+}
+
+/// How much of a session [`load`] takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    /// Request bytes ([`history::bytes`]) the loaded messages may take: whole exchanges are
+    /// kept, newest first, while they fit.
+    pub bytes: usize,
+    /// File bytes to look at, at most, however many lines turn out unreadable.
+    pub max_read: u64,
+}
+
+/// Loads the newest whole exchanges of session `name` that fit `budget`, reading the file from
+/// its end and stopping at the first exchange that does not fit: older lines are neither read
+/// nor parsed. Skipped lines are counted as in [`parse`], and the result is repaired.
+pub fn load<S: Storage + ?Sized>(storage: &S, name: &str, budget: Budget) -> Result<Loaded, S::Error> {
+    let mut out = Loaded::default();
+    // Newest first: `kept` holds whole exchanges, `pending` the messages read since the last
+    // exchange start (an exchange not yet seen from its beginning).
+    let mut kept: Vec<Message> = Vec::new();
+    let mut kept_bytes = 0usize;
+    let mut pending: Vec<Message> = Vec::new();
+    let mut pending_bytes = 0usize;
+    let mut looked_at = 0u64;
+    let end = storage.read_newest_first(name, &mut |line| {
+        looked_at += line.bytes.len() as u64 + 1;
+        let text = trim_cr(line.bytes);
+        match serde_json::from_slice::<LineIn>(text) {
+            Ok(l) if !l.content.is_empty() => {
+                if kept.is_empty() && pending.is_empty() {
+                    out.last_ts = l.ts;
+                }
+                let m = Message { role: l.role, content: l.content };
+                pending_bytes += m.approx_bytes();
+                let starts = history::starts_exchange(&m);
+                pending.push(m);
+                if kept_bytes + pending_bytes > budget.bytes {
+                    // This exchange cannot fit whatever precedes it; it and everything older stay out.
+                    pending.clear();
+                    return ControlFlow::Break(());
+                }
+                if starts {
+                    kept.append(&mut pending);
+                    kept_bytes += core::mem::take(&mut pending_bytes);
+                }
+            }
+            _ if text.iter().all(u8::is_ascii_whitespace) => {}
+            _ => {
+                out.skipped_lines += 1;
+                if !line.terminated {
+                    out.torn_tail = true;
+                }
+            }
+        }
+        if looked_at >= budget.max_read { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+    })?;
+    out.file_bytes = end.size;
+    out.skipped_lines += end.overlong;
+    // Messages older than the oldest exchange start read: not a whole exchange.
+    out.repaired.leading = pending.len();
+    drop(pending);
+    kept.reverse();
+    let repaired = history::repair(&mut kept);
+    out.repaired.leading += repaired.leading;
+    out.repaired.broken_tail = repaired.broken_tail;
+    out.messages = kept;
+    Ok(out)
+}
+
+/// Appends a whole turn to session `name` with one durable append.
+pub fn append_turn<S: Storage + ?Sized>(
+    storage: &mut S,
+    name: &str,
+    messages: &[Message],
+    ts: u64,
+) -> Result<(), S::Error> {
+    if messages.is_empty() {
+        return Ok(());
+    }
+    storage.append(name, &encode_turn(messages, ts))
+}
+
+fn trim_cr(bytes: &[u8]) -> &[u8] {
+    bytes.strip_suffix(b"\r").unwrap_or(bytes)
 }
 
 /// Reads a session file's text. Never fails; see the module docs.
@@ -101,13 +191,17 @@ pub fn parse(text: &str) -> Loaded {
 }
 
 #[cfg(test)]
+mod crash_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::mem::MemStorage;
     use alloc::vec;
     use chela_proto::chat::Json;
     use proptest::prelude::*;
 
-    fn turn() -> Vec<Message> {
+    pub(super) fn turn() -> Vec<Message> {
         vec![
             Message::user_text("What time is it?"),
             Message {
@@ -179,6 +273,51 @@ mod tests {
         assert_eq!(parse(&text).messages, turn());
         let text = encode_turn(&turn(), 1);
         assert_eq!(parse(text.trim_end()).messages, turn());
+    }
+
+    const ALL: Budget = Budget { bytes: usize::MAX, max_read: u64::MAX };
+
+    #[test]
+    fn loading_through_storage_equals_parsing_the_whole_file() {
+        let mut s = MemStorage::new();
+        for i in 0..5 {
+            append_turn(&mut s, "s", &turn(), i).unwrap();
+        }
+        let text = String::from_utf8(s.contents("s").unwrap().to_vec()).unwrap();
+        let mut torn = text.clone();
+        torn.push_str(&encode_turn(&turn()[..2], 9)[..30]);
+        for t in [text, torn] {
+            s.replace("s", t.as_bytes()).unwrap();
+            let loaded = load(&s, "s", ALL).unwrap();
+            assert_eq!(loaded, Loaded { file_bytes: t.len() as u64, ..parse(&t) });
+        }
+        assert_eq!(load(&s, "none", ALL).unwrap(), Loaded::default());
+    }
+
+    #[test]
+    fn loading_stops_at_the_budget_without_parsing_older_lines() {
+        let mut s = MemStorage::new();
+        // Old lines that would be counted as skipped if they were parsed.
+        let junk: String = (0..2000).map(|i| alloc::format!("not a message {i}\n")).collect();
+        s.append("s", &junk).unwrap();
+        for i in 0..50 {
+            append_turn(&mut s, "s", &turn(), i).unwrap();
+        }
+        let whole = parse(core::str::from_utf8(s.contents("s").unwrap()).unwrap());
+        let per_turn = history::bytes(&turn());
+        let budget = Budget { bytes: 3 * per_turn + per_turn / 2, max_read: u64::MAX };
+        let loaded = load(&s, "s", budget).unwrap();
+        assert_eq!(loaded.messages.len(), 12, "three whole turns fit, the fourth does not");
+        assert_eq!(loaded.messages[..], whole.messages[whole.messages.len() - 12..]);
+        assert!(history::starts_exchange(&loaded.messages[0]));
+        assert_eq!(loaded.skipped_lines, 0, "the old lines were not read");
+        assert_eq!(loaded.last_ts, 49);
+        assert_eq!(loaded.file_bytes, s.contents("s").unwrap().len() as u64);
+        // However unreadable the file, reading stops at `max_read`.
+        let mut j = MemStorage::new();
+        j.append("j", &junk).unwrap();
+        let loaded = load(&j, "j", Budget { bytes: usize::MAX, max_read: 1000 }).unwrap();
+        assert!(loaded.skipped_lines < 100, "{} lines were parsed", loaded.skipped_lines);
     }
 
     proptest! {

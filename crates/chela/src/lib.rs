@@ -5,7 +5,8 @@
 //! `chela_core::agent::AgentRun`. `src/main.rs` is a thin wrapper around [`cmd::run`].
 //!
 //! What it is not: a library with a stable API. It is a library target only so the benchmarks
-//! can measure the real code (`benches/prompt.rs` calls [`memory::system_prompt`]); only what
+//! can measure the real code (`benches/prompt.rs` calls [`memory::system_prompt`],
+//! `benches/history.rs` loads a session through [`storage::FileStorage`]); only what
 //! they and `main` need is public, so the compiler still reports dead code everywhere else.
 
 pub mod args;
@@ -13,6 +14,7 @@ pub mod cmd;
 pub mod config;
 pub mod lock;
 pub mod memory;
+pub mod storage;
 pub mod workspace;
 
 mod app;

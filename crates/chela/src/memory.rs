@@ -16,7 +16,7 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
 use crate::config::Config;
-use crate::workspace::{Workspace, read_bounded, read_tail_lines, temp_path, write_atomic};
+use crate::workspace::{Workspace, read_bounded, temp_path, write_atomic};
 
 /// The memory files and what a fresh workspace gets.
 pub const FILES: [(&str, &str); 4] = [
@@ -82,15 +82,12 @@ fn read_text(path: &Path) -> String {
 }
 
 /// The newest entries rendered for the prompt, at most `max` bytes. The file is in order of
-/// change, so only its end is read: the cost stays the same however much is remembered.
+/// change, so it is read from its end, newest first, and reading stops at the bound: the cost
+/// stays the same however much is remembered.
 pub fn recent_entries(ws: &Workspace, max: usize) -> String {
-    // Entry lines carry JSON framing and timestamps the rendering drops; read generously.
-    let tail = (max as u64).saturating_mul(2).saturating_add(4096);
-    match read_tail_lines(&entries_path(ws), tail) {
-        Ok(Some((text, _))) => chela_core::memory::render_tail(&text, max),
-        Ok(None) => String::new(),
-        Err(e) => format!("(memory/entries.jsonl could not be read: {e})"),
-    }
+    let shown = crate::storage::FileStorage::for_file(&entries_path(ws))
+        .and_then(|(storage, name)| chela_core::memory::render_newest(&storage, &name, max));
+    shown.unwrap_or_else(|e| format!("(memory/entries.jsonl could not be read: {e})"))
 }
 
 /// Loads the structured entries; unreadable lines are skipped (and logged).

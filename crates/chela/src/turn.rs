@@ -9,18 +9,21 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use chela_core::agent::{AgentRun, Limits, Outcome, Step, ToolCall, ToolResult};
 use chela_core::cap::{Caller, Scope};
-use chela_core::session;
+use chela_core::session::{self, Budget};
+use chela_core::storage::Storage;
 use chela_proto::chat::{Message, Update};
 
 use crate::provider::{Provider, ProviderError};
+use crate::storage::FileStorage;
 use crate::tools::{ToolCtx, Toolbox};
-use crate::workspace::{append_durable, archive_target, read_tail_lines, write_atomic};
+use crate::workspace::archive_target;
 
 /// A session file is archived and restarted from its recent part when it grows past this; the
 /// whole of it stays in `sessions/archive/`.
 const ROTATE_BYTES: u64 = 4 * 1024 * 1024;
 
-/// Bytes of a session file's end read for the history: many times what the budget sends.
+/// Most bytes of a session file's end looked at for the history, however many lines turn out
+/// unreadable: many times what the budget sends.
 fn tail_bytes(budget: usize) -> u64 {
     (budget as u64).saturating_mul(4).max(256 * 1024)
 }
@@ -92,21 +95,26 @@ pub enum TurnEnd {
     Failed(ProviderError),
 }
 
-/// Loads a session's recent history: the file's last part, enough for `budget` many times over.
-/// Never fails on content: torn or bad lines are skipped. A file past [`ROTATE_BYTES`] is
-/// archived whole and restarted with that recent part, so it never grows without bound.
+/// Loads a session's recent history: read from the file's end, newest first, the whole
+/// exchanges that fit `budget` request bytes; older lines are neither read nor parsed. Never
+/// fails on content: torn or bad lines are skipped with a warning. A file past [`ROTATE_BYTES`]
+/// is archived whole and restarted with that recent part, so it never grows without bound.
 pub fn load_history(path: &Path, budget: usize) -> anyhow::Result<Vec<Message>> {
-    let Some((text, len)) = read_tail_lines(path, tail_bytes(budget))
-        .with_context(|| format!("cannot read the conversation in {}", path.display()))?
-    else {
-        return Ok(Vec::new());
-    };
-    let loaded = session::parse(&text);
-    if loaded.skipped_lines > 0 {
-        tracing::warn!("{}: skipped {} unreadable line(s)", path.display(), loaded.skipped_lines);
+    let (mut storage, name) = FileStorage::for_file(path)?;
+    let loaded = session::load(&storage, &name, Budget { bytes: budget, max_read: tail_bytes(budget) })
+        .with_context(|| format!("cannot read the conversation in {}", path.display()))?;
+    if loaded.torn_tail {
+        tracing::warn!(
+            "{}: the last line is incomplete (an earlier run stopped while saving); it was skipped",
+            path.display()
+        );
     }
-    if len > ROTATE_BYTES {
-        rotate(path, &loaded.messages, loaded.last_ts)
+    let other = loaded.skipped_lines - usize::from(loaded.torn_tail);
+    if other > 0 {
+        tracing::warn!("{}: skipped {other} unreadable line(s)", path.display());
+    }
+    if loaded.file_bytes > ROTATE_BYTES {
+        rotate(&mut storage, &name, path, &loaded.messages, loaded.last_ts)
             .with_context(|| format!("cannot archive the long conversation in {}", path.display()))?;
     }
     Ok(loaded.messages)
@@ -114,10 +122,10 @@ pub fn load_history(path: &Path, budget: usize) -> anyhow::Result<Vec<Message>> 
 
 /// Keeps everything in the archive, then replaces the live file with the recent messages. A
 /// crash in between leaves both, never neither.
-fn rotate(path: &Path, recent: &[Message], ts: u64) -> std::io::Result<()> {
+fn rotate(storage: &mut FileStorage, name: &str, path: &Path, recent: &[Message], ts: u64) -> std::io::Result<()> {
     let target = archive_target(path)?;
     std::fs::hard_link(path, &target)?;
-    write_atomic(path, session::encode_turn(recent, ts).as_bytes())?;
+    storage.replace(name, session::encode_turn(recent, ts).as_bytes())?;
     tracing::info!("{} was over {ROTATE_BYTES} bytes; the full record is in {}", path.display(), target.display());
     Ok(())
 }
@@ -231,7 +239,8 @@ async fn keep(history: &mut History, turn: &[Message], budget: usize) -> anyhow:
 
 fn persist(path: &Path, messages: &[Message]) -> anyhow::Result<()> {
     let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    append_durable(path, &session::encode_turn(messages, ts))
+    let (mut storage, name) = FileStorage::for_file(path)?;
+    session::append_turn(&mut storage, &name, messages, ts)
         .map_err(|e| anyhow::anyhow!("cannot save the conversation to {}: {e}", path.display()))
 }
 

@@ -2,15 +2,24 @@
 //!
 //! 200 scripted turns, each calling tools that write a file and a memory entry, interleaved with
 //! `chela config set`; about half the processes are killed after a random delay. Afterwards:
-//! every session line parses, every turn that completed (exit 0) is in the history, and the
-//! note files, the memory entries and the config overrides are each one whole version (old or
-//! new), never torn. Set `CHELA_CRASH_SEED` to replay a run; the seed is printed on failure.
+//! every turn that completed (exit 0) is in the history, whole; the only unreadable session
+//! lines are torn writes of killed runs (cut at a line start, never inside a completed turn),
+//! which the reader skips and counts; the note files, the memory entries and the config
+//! overrides are each one whole version (old or new), never torn. Then a torn last line is
+//! made on purpose and the next run must skip it, warn, and save its turn whole after it.
+//!
+//! SIGKILL keeps the page cache, so this cannot catch a missing fsync; the in-memory crash
+//! model in `chela_core::storage::mem` (and `chela_core::session`'s crash tests) does.
+//! Set `CHELA_CRASH_SEED` to replay a run; the seed is printed on failure.
 
 use std::collections::HashSet;
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use chela::storage::FileStorage;
+use chela_core::session;
 use chela_testkit::{FakeLlm, Step, ToolCall};
 use serde_json::json;
 
@@ -125,21 +134,52 @@ fn crash_run(seed: u64) {
     assert!(killed > TURNS / 5, "only {killed} of {TURNS} processes were killed; the test is not testing much");
     assert!(completed.len() > TURNS / 5, "only {} turns completed", completed.len());
 
-    // Every session line is a whole JSON message; none is torn.
-    let session = std::fs::read_to_string(ws.join("sessions/cli_local.jsonl")).unwrap();
-    for (i, line) in session.lines().enumerate() {
-        let v: serde_json::Value = serde_json::from_str(line)
-            .unwrap_or_else(|e| panic!("session line {} does not parse ({e}): {line}", i + 1));
-        assert!(v["role"].is_string() && v["ts"].is_u64(), "line {}: {line}", i + 1);
+    // A run killed while saving may leave a torn line, which the next run's append leaves on a
+    // line of its own. Such lines are the only unreadable ones allowed, and each must be a
+    // killed run's: never inside a completed turn, always cut at a line start and followed by
+    // the start of the next turn (or last, without a newline).
+    let session_path = ws.join("sessions/cli_local.jsonl");
+    let session = std::fs::read_to_string(&session_path).unwrap();
+    let lines: Vec<&str> = session.lines().collect();
+    let whole = |line: &str| {
+        serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v["role"].is_string() && v["ts"].is_u64())
+    };
+    let starts_turn = |line: &str| line.starts_with("{\"role\":\"user\",\"content\":\"turn ");
+    let mut torn = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if whole(line) {
+            continue;
+        }
+        torn += 1;
+        assert!(line.starts_with("{\"role\":"), "line {} is not a cut-short message: {line}", i + 1);
+        match lines.get(i + 1) {
+            // Another torn line may follow: a run killed while saving right after the first.
+            Some(next) => {
+                assert!(starts_turn(next) || !whole(next), "line {} is torn in the middle of a turn: {line}", i + 1)
+            }
+            None => assert!(!session.ends_with('\n'), "a torn last line has no newline"),
+        }
     }
-    // Every completed turn is there, question and answer, in order.
-    let loaded = chela_core::session::parse(&session);
-    assert_eq!(loaded.skipped_lines, 0);
+    assert!(torn <= killed, "{torn} torn lines from {killed} killed runs");
+    // Each completed turn is four whole lines in a row: question, calls, results, answer.
+    for turn in &completed {
+        let q = lines.iter().position(|l| starts_turn(l) && l.contains(&format!("\"turn {turn}\"")));
+        let q = q.unwrap_or_else(|| panic!("completed turn {turn} is missing from the session"));
+        assert!(lines[q..q + 4].iter().all(|l| whole(l)), "completed turn {turn} is torn: {:#?}", &lines[q..q + 4]);
+        assert!(lines[q + 3].contains(&format!("done {turn}")), "the answer to turn {turn} is missing");
+    }
+    // The reader skips exactly the torn lines and reports a torn tail, and loads every completed turn.
+    let (storage, name) = FileStorage::for_file(&session_path).unwrap();
+    let all = session::Budget { bytes: usize::MAX, max_read: u64::MAX };
+    let loaded = session::load(&storage, &name, all).unwrap();
+    assert_eq!(loaded.skipped_lines, torn);
+    assert_eq!(loaded.torn_tail, !session.ends_with('\n'));
+    assert_eq!(loaded.messages, session::parse(&session).messages, "newest-first loading equals a full parse");
     let texts: Vec<String> = loaded.messages.iter().map(|m| m.text()).collect();
     let mut from = 0;
     for turn in &completed {
         let q = texts[from..].iter().position(|t| *t == format!("turn {turn}")).map(|i| i + from);
-        let q = q.unwrap_or_else(|| panic!("completed turn {turn} is missing from the session"));
+        let q = q.unwrap_or_else(|| panic!("completed turn {turn} is missing from the loaded history"));
         assert!(texts[q..].iter().any(|t| *t == format!("done {turn}")), "the answer to turn {turn} is missing");
         from = q + 1;
     }
@@ -169,10 +209,26 @@ fn crash_run(seed: u64) {
     let tokens = table["llm"]["max_tokens"].as_str().unwrap().to_owned();
     assert!(config_versions.contains(&tokens), "max_tokens = {tokens} was never written");
     assert_eq!(table["llm"]["api_key"].as_str(), Some("test-key"));
-    // And chela still works in this workspace afterwards.
+    // And chela still works in this workspace afterwards, even from a torn last line: one is
+    // made here (a random kill rarely tears a write), and the run must skip it, say so, and save
+    // its turn whole after it.
+    let mut f = std::fs::OpenOptions::new().append(true).open(&session_path).unwrap();
+    if !session.ends_with('\n') {
+        f.write_all(b"\n").unwrap();
+    }
+    f.write_all(b"{\"role\":\"user\",\"content\":\"turn 99").unwrap();
+    drop(f);
     let llm = FakeLlm::start(vec![Step::text("still here")]);
     let out =
         chela(&ws).env("CHELA_LLM__BASE_URL", llm.anthropic_base_url()).args(["chat", "-m", "ok?"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "still here\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("last line is incomplete"), "the torn line was not reported: {stderr}");
+    let after = session::load(&storage, &name, all).unwrap();
+    assert_eq!(after.skipped_lines, torn + 1);
+    assert!(!after.torn_tail);
+    assert_eq!(after.messages[..loaded.messages.len()], loaded.messages[..], "everything before is intact");
+    let last: Vec<String> = after.messages[loaded.messages.len()..].iter().map(|m| m.text()).collect();
+    assert_eq!(last, ["ok?", "still here"]);
 }

@@ -210,6 +210,69 @@ fn old_exchanges_leave_the_window_but_stay_in_history() {
 }
 
 #[test]
+fn trimmed_exchanges_are_freed_not_kept() {
+    let mut history = vec![];
+    for i in 0..20 {
+        history.push(Message::user_text(alloc::format!("question {i} {}", "q".repeat(100))));
+        history.push(Message::assistant_text("a".repeat(100)));
+    }
+    let mut run = AgentRun::new(
+        history.clone(),
+        Message::user_text("now"),
+        String::new(),
+        Limits { history_budget: 1500, ..Limits::default() },
+    );
+    let window = run.window().len();
+    assert!(window < 20, "{window}");
+    assert_eq!(run.messages.len(), window, "the run holds only what it sends");
+    assert_eq!(run.messages[..window - 1], history[history.len() - (window - 1)..]);
+    run.handle_reply(tool_reply(&[("c1", "t")])).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("c1", "r".repeat(300))]).unwrap();
+    run.handle_reply(text_reply("done")).unwrap();
+    expect_done(&run);
+    assert_eq!(run.turn_messages().len(), 4, "the turn is still whole after more trimming");
+    assert_eq!(run.turn_messages()[0], Message::user_text("now"));
+    assert!(run.messages.len() < window + 4, "the second trim dropped more");
+}
+
+#[test]
+fn elided_outputs_are_sent_short_but_saved_whole() {
+    let mut run = run_with(Limits { history_budget: 2000, max_tool_output: 10_000, ..Limits::default() });
+    let big = |c: char| c.to_string().repeat(1500);
+    run.handle_reply(tool_reply(&[("c1", "t")])).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("c1", big('x'))]).unwrap();
+    run.handle_reply(tool_reply(&[("c2", "t")])).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("c2", big('y'))]).unwrap();
+    // The model sees the first output as a note: the turn alone is over the budget.
+    let Step::CallModel(call) = run.next_step() else { panic!("expected a model call") };
+    let sent: Vec<String> = call
+        .messages
+        .iter()
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            Block::ToolResult { content, .. } => Some(content.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sent, [history::ELIDED_NOTE.to_string(), big('y')]);
+    run.handle_reply(text_reply("done")).unwrap();
+    expect_done(&run);
+    // What is persisted holds what the tools said.
+    let msgs = run.turn_messages();
+    assert!(well_formed(msgs));
+    assert!(matches!(&msgs[2].content[0], Block::ToolResult { content, .. } if *content == big('x')));
+    assert!(matches!(&msgs[4].content[0], Block::ToolResult { content, .. } if *content == big('y')));
+    // Cancelling restores them too.
+    let mut run = run_with(Limits { history_budget: 2000, max_tool_output: 10_000, ..Limits::default() });
+    run.handle_reply(tool_reply(&[("c1", "t")])).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("c1", big('x'))]).unwrap();
+    run.handle_reply(tool_reply(&[("c2", "t")])).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("c2", big('y'))]).unwrap();
+    run.cancel();
+    assert!(matches!(&run.turn_messages()[2].content[0], Block::ToolResult { content, .. } if *content == big('x')));
+}
+
+#[test]
 fn reused_tool_ids_are_renamed() {
     let history = vec![
         Message::user_text("before"),

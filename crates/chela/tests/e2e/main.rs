@@ -17,6 +17,8 @@ mod ctrl_c;
 mod doctor;
 mod errors;
 mod interactive;
+#[cfg(feature = "files")]
+mod saved;
 mod sessions;
 
 use std::fs;
