@@ -20,3 +20,8 @@ mod net;
 mod provider;
 mod tools;
 mod turn;
+
+/// For the escape-and-abuse corpus of the file tools (`tests/abuse_files.rs`) only.
+#[cfg(feature = "files")]
+#[doc(hidden)]
+pub use tools::files::ManualCalls;

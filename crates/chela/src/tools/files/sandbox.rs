@@ -182,6 +182,11 @@ impl Sandbox {
     /// With `create_dirs`, missing folders on the way are created (0700) beneath the handle.
     pub fn place(&self, rel: &str, access: Access, create_dirs: bool) -> Result<Place, ToolError> {
         let mut parts = Sandbox::parts(rel)?;
+        // By name first, so `new/.git/hooks/x` creates no folder before it is refused; the
+        // identity check in `guard` catches the other spellings (a symlink to `.git`).
+        if access == Access::Write && !self.allow_vcs_writes && parts.iter().any(|p| is_vcs_name(p)) {
+            return Err(vcs_refused(rel));
+        }
         let Some(name) = parts.pop() else {
             let dir = self.beneath(&[]).map_err(|e| lookup_err(rel, e))?;
             return Ok(Place { dir, name: None });
@@ -251,7 +256,7 @@ impl Sandbox {
         {
             return Err(off_limits(rel, why));
         }
-        if vcs_guarded && VCS.iter().any(|v| same(v)) {
+        if vcs_guarded && is_vcs_name(name) {
             return Err(vcs_refused(rel));
         }
         // Another name for a protected object (a case-insensitive spelling, a hard link).
@@ -328,6 +333,10 @@ impl Sandbox {
         rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
             .is_ok_and(|st| Some(Id::of(&st)) == self.sessions || self.config.contains(&Id::of(&st)))
     }
+}
+
+fn is_vcs_name(name: &OsStr) -> bool {
+    VCS.iter().any(|v| name.as_bytes().eq_ignore_ascii_case(v.as_bytes()))
 }
 
 fn is_vcs_entry(parent: &OwnedFd, id: Id) -> bool {
