@@ -155,9 +155,18 @@ fn a_symlink_as_the_last_part_is_never_followed() {
     ws.refused("file_write", json!({"path": "in_link", "content": "x"}), "symlink");
     ws.refused("file_write", json!({"path": "in_link", "content": "x", "mode": "append"}), "symlink");
     assert_eq!(fs::read_to_string(ws.path("real.txt")).unwrap(), "real SECRET");
+    ws.outside_untouched();
+}
+
+/// A planted link can be looked at and removed: both act on the link, never on its target.
+#[test]
+fn a_symlink_itself_can_be_inspected_and_removed() {
+    let ws = Ws::new();
+    symlink(ws.out.join("secret"), ws.path("out_link")).unwrap();
     let stat: Value = serde_json::from_str(&ws.ok("file_stat", json!({"path": "out_link"}))).unwrap();
     assert_eq!(stat["type"], "symlink");
     ws.ok("file_delete", json!({"path": "out_link"}));
+    assert!(fs::symlink_metadata(ws.path("out_link")).is_err());
     ws.outside_untouched();
 }
 
@@ -235,8 +244,11 @@ enum Race {
 /// and over, while the tool runs 300 times. Nothing outside may be read, written or removed.
 fn race(kind: Race) {
     let ws = Ws::new();
-    fs::create_dir(ws.path("a")).unwrap();
+    fs::create_dir_all(ws.path("a/sub")).unwrap();
     fs::write(ws.out.join("f"), format!("{SECRET} token")).unwrap();
+    // What a list of `a/sub` would show if it escaped.
+    fs::create_dir(ws.out.join("sub")).unwrap();
+    fs::write(ws.out.join("sub/secret"), SECRET).unwrap();
     fs::write(ws.path("src.txt"), "inside").unwrap();
     symlink(&ws.out, ws.path("b")).unwrap();
     let inside = rfs::open(ws.path("a"), OFlags::RDONLY | OFlags::DIRECTORY, Mode::empty()).unwrap();
@@ -276,7 +288,7 @@ fn race(kind: Race) {
             Race::Write => ws.call("file_write", json!({"path": "a/f", "content": "PWNED"})),
             Race::Append => ws.call("file_write", json!({"path": "a/f", "content": "PWNED", "mode": "append"})),
             Race::Edit => ws.call("file_edit", json!({"path": "a/f", "old_text": "token", "new_text": "token+"})),
-            Race::List => ws.call("file_list", json!({"path": "a"})),
+            Race::List => ws.call("file_list", json!({"path": "a/sub"})),
             Race::Delete => {
                 put_inside();
                 ws.call("file_delete", json!({"path": "a/f"}))
@@ -316,7 +328,7 @@ fn race(kind: Race) {
     assert_eq!(fs::read_to_string(ws.out.join("f")).unwrap(), format!("{SECRET} token"), "written outside");
     let mut names: Vec<_> = fs::read_dir(&ws.out).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
-    assert_eq!(names, ["f", "secret"], "something was created or removed outside the workspace");
+    assert_eq!(names, ["f", "secret", "sub"], "something was created or removed outside the workspace");
 }
 
 #[test]
