@@ -390,6 +390,33 @@ mod tests {
     }
 
     #[test]
+    fn temp_names_cannot_be_guessed_and_are_still_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (temp_path(&dir.path().join("n.md")).unwrap(), temp_path(&dir.path().join("n.md")).unwrap());
+        assert_ne!(a, b);
+        let name = a.file_name().unwrap().to_str().unwrap().to_owned();
+        let random = name.rsplit('.').nth(1).unwrap();
+        assert_eq!(random.len(), 16, "{name}");
+        // The same shape, from a process that is gone, is swept.
+        let dead = dir.path().join(format!(".n.md.999999999.{random}.tmp"));
+        fs::write(&dead, "x").unwrap();
+        sweep_stale_temps(dir.path());
+        assert!(!dead.exists());
+    }
+
+    #[test]
+    fn atomic_write_without_replace_leaves_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("f"), "old").unwrap();
+        let fd = open_dir(dir.path()).unwrap();
+        let e = write_atomic_at(&fd, OsStr::new("f"), b"new", Replace::No).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read_to_string(dir.path().join("f")).unwrap(), "old");
+        write_atomic_at(&fd, OsStr::new("g"), b"new", Replace::No).unwrap();
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2, "no temp file is left behind");
+    }
+
+    #[test]
     fn append_repairs_a_torn_line_boundary() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("s.jsonl");

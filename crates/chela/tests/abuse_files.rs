@@ -22,6 +22,9 @@ use serde_json::{Value, json};
 
 const SECRET: &str = "OUTSIDE SECRET";
 const CHILD: &str = "CHELA_ABUSE_CHILD";
+/// Calls per race case. 300 tries escaped 3–11 % of the time before the sandbox; this many
+/// makes an escape near certain with the old code on a busy machine, in about a second.
+const TRIES: usize = 3000;
 
 /// A workspace with Chela's files, and a folder outside it holding a secret.
 struct Ws {
@@ -273,16 +276,16 @@ fn race(kind: Race) {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                if x % 3 == 0 {
+                if x % 64 == 0 {
                     std::thread::yield_now();
                 }
             }
             swaps
         })
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + Duration::from_secs(5);
     let (mut done, mut escapes, mut refusals) = (0, Vec::new(), std::collections::BTreeSet::new());
-    for i in 0..300 {
+    for i in 0..TRIES {
         let r = match kind {
             Race::Read => ws.call("file_read", json!({"path": "a/f"})),
             Race::Write => ws.call("file_write", json!({"path": "a/f", "content": "PWNED"})),
@@ -318,7 +321,6 @@ fn race(kind: Race) {
         if Instant::now() > deadline {
             break;
         }
-        std::thread::yield_now();
     }
     stop.store(true, Ordering::Relaxed);
     let swaps = swapper.join().unwrap();
