@@ -286,10 +286,7 @@ impl Tool for FileList {
     async fn call<'a>(&'a self, ctx: &'a ToolCtx<'a>, a: ListArgs) -> ToolResult {
         let sb = sandbox(ctx)?;
         let rel = a.path.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or(".");
-        let dir = sb.dir(rel).map_err(|e| match e.0.contains("not a folder") {
-            true => ToolError::new(format!("`{rel}` is not a folder.")),
-            false => e,
-        })?;
+        let dir = sb.dir(rel)?;
         let mut prefix = String::new();
         for part in Sandbox::parts(rel)? {
             prefix.push_str(&part.to_string_lossy());
@@ -343,7 +340,8 @@ fn walk(
                 out.push(format!("{shown}/"));
                 if recursive {
                     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                    let sub = rfs::openat(dir, name, flags, Mode::empty())?;
+                    // Swapped for something else since it was listed: left out, not followed.
+                    let Ok(sub) = rfs::openat(dir, name, flags, Mode::empty()) else { continue };
                     walk(sb, &sub, &format!("{shown}/"), true, out, truncated)?;
                 }
             }

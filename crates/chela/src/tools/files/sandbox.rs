@@ -173,7 +173,11 @@ impl Sandbox {
     /// The folder `rel` names, following symlinks that stay inside (for listing).
     pub fn dir(&self, rel: &str) -> Result<OwnedFd, ToolError> {
         let parts = Sandbox::parts(rel)?;
-        let dir = self.beneath(&parts).map_err(|e| lookup_err(rel, e))?;
+        let dir = self.beneath(&parts).map_err(|e| match e {
+            Errno::NOTDIR => ToolError::new(format!("`{rel}` is not a folder.")),
+            Errno::NOENT => ToolError::new(format!("`{rel}` does not exist.")),
+            e => lookup_err(rel, e),
+        })?;
         self.guard(&dir, None, Access::Read, rel)?;
         Ok(dir)
     }
