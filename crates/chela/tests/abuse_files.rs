@@ -551,6 +551,56 @@ fn a_failed_append_is_cut_back_to_the_previous_length() {
     assert_eq!(temps.count(), 0);
 }
 
+/// A small tmpfs, unmounted when dropped.
+struct SmallDisk(tempfile::TempDir);
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+/// The same on a real full disk (ENOSPC): a tmpfs of 256 KiB, mounted as root (CI runs as root).
+#[test]
+fn a_failed_append_on_a_full_disk_is_cut_back() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: mounting a small tmpfs needs root; the RLIMIT_FSIZE case covers the same path");
+        return;
+    }
+    let disk = SmallDisk(tempfile::tempdir().unwrap());
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k,mode=0700", "tmpfs"])
+        .arg(disk.0.path())
+        .status()
+        .unwrap();
+    assert!(mounted.success(), "cannot mount a tmpfs as root");
+    let root = disk.0.path().join("ws");
+    let calls = ManualCalls::load(&root).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let call = |args: Value| rt.block_on(calls.call("file_write", &args.to_string()));
+    call(json!({"path": "log.md", "content": "a".repeat(4096)})).unwrap();
+    chela::workspace::append_durable(&root.join("sessions/s.jsonl"), "{\"n\":1}\n").unwrap();
+    // Fill the disk, then free two pages: the next append fits partly, then hits ENOSPC.
+    let filler = root.join("filler");
+    let mut f = fs::File::create(&filler).unwrap();
+    let page = [b'z'; 4096];
+    while std::io::Write::write_all(&mut f, &page).is_ok() {}
+    f.set_len(f.metadata().unwrap().len().saturating_sub(8192)).unwrap();
+    drop(f);
+
+    let e = call(json!({"path": "log.md", "content": "b".repeat(20_000), "mode": "append"})).unwrap_err();
+    assert!(e.contains("Cannot append") && e.contains("space"), "{e}");
+    assert_eq!(fs::read_to_string(root.join("log.md")).unwrap(), "a".repeat(4096), "a partial append stayed");
+    let line = format!("{{\"big\":\"{}\"}}\n", "c".repeat(20_000));
+    assert!(chela::workspace::append_durable(&root.join("sessions/s.jsonl"), &line).is_err());
+    assert_eq!(fs::read_to_string(root.join("sessions/s.jsonl")).unwrap(), "{\"n\":1}\n");
+    call(json!({"path": "log.md", "content": "d".repeat(20_000)})).unwrap_err();
+    assert_eq!(fs::read_to_string(root.join("log.md")).unwrap(), "a".repeat(4096));
+    let temps =
+        fs::read_dir(&root).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tmp"));
+    assert_eq!(temps.count(), 0);
+}
+
 #[test]
 fn folders_created_by_tools_are_private() {
     rustix::process::umask(Mode::from_raw_mode(0o022));
