@@ -328,9 +328,26 @@ fn race(kind: Race) {
     assert!(escapes.is_empty(), "{} escapes, e.g. {}", escapes.len(), escapes[0]);
     eprintln!("{done} calls succeeded, {swaps} swaps; refusals: {refusals:?}");
     assert_eq!(fs::read_to_string(ws.out.join("f")).unwrap(), format!("{SECRET} token"), "written outside");
+    let copied = files_containing(&ws.root, SECRET);
+    assert!(copied.is_empty(), "the secret was brought inside: {copied:?}");
     let mut names: Vec<_> = fs::read_dir(&ws.out).unwrap().map(|e| e.unwrap().file_name()).collect();
     names.sort();
     assert_eq!(names, ["f", "secret", "sub"], "something was created or removed outside the workspace");
+}
+
+/// Files under `dir` (symlinks not followed) whose content contains `needle`.
+fn files_containing(dir: &std::path::Path, needle: &str) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for e in fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        let meta = fs::symlink_metadata(&p).unwrap();
+        if meta.is_dir() {
+            found.extend(files_containing(&p, needle));
+        } else if meta.is_file() && fs::read_to_string(&p).is_ok_and(|t| t.contains(needle)) {
+            found.push(p);
+        }
+    }
+    found
 }
 
 #[test]
