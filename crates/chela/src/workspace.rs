@@ -207,8 +207,14 @@ fn sweep_dir(fd: OwnedFd, depth: usize, budget: &mut usize) {
             continue;
         }
         let name = OsStr::from_bytes(name).to_owned();
-        match e.file_type() {
-            rfs::FileType::Directory | rfs::FileType::Unknown if depth < SWEEP_MAX_DEPTH => subdirs.push(name),
+        let kind = match e.file_type() {
+            // Some file systems do not say in the listing; ask the entry itself.
+            rfs::FileType::Unknown => rfs::statat(&fd, &name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(rfs::FileType::Unknown, |st| rfs::FileType::from_raw_mode(st.st_mode)),
+            kind => kind,
+        };
+        match kind {
+            rfs::FileType::Directory if depth < SWEEP_MAX_DEPTH => subdirs.push(name),
             rfs::FileType::RegularFile if is_stale_temp(&name) => {
                 let _ = rfs::unlinkat(&fd, &name, AtFlags::empty());
             }
