@@ -195,6 +195,8 @@ keys! {
         "Bytes file_read returns at most per call (use offset for more).";
     FILES_MAX_WRITE_BYTES = "files.max_write_bytes", Kind::Int { min: 1024, max: 67_108_864 }, "1048576",
         "Largest file the file tools write, copy or append to.";
+    FILES_ALLOW_VCS_WRITES = "files.allow_vcs_writes", Kind::Bool, "false",
+        "Let the file tools write in version-control folders (.git, .hg, .svn…), where a write can run commands.";
     MEMORY_RECENT_DAYS = "memory.recent_days", Kind::Int { min: 0, max: 30 }, "3",
         "Days of daily notes (memory/YYYY-MM-DD.md) included in the prompt.";
     PROMPT_SOUL_BYTES = "prompt.soul_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",

@@ -24,3 +24,8 @@ mod provider;
 mod session;
 mod tools;
 mod turn;
+
+/// For the escape-and-abuse corpus of the file tools (`tests/abuse_files.rs`) only.
+#[cfg(feature = "files")]
+#[doc(hidden)]
+pub use tools::files::ManualCalls;

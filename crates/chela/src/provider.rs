@@ -158,7 +158,13 @@ impl Provider {
     }
 
     /// One HTTP exchange, fed into `ex` until it has its outcome.
-    async fn attempt(&self, ex: &mut Exchange, body: Bytes, clock: &Clock, on_update: &mut (dyn FnMut(Update<'_>) + Send)) {
+    async fn attempt(
+        &self,
+        ex: &mut Exchange,
+        body: Bytes,
+        clock: &Clock,
+        on_update: &mut (dyn FnMut(Update<'_>) + Send),
+    ) {
         let head = ex.head();
         let headers = head.headers.into_iter().map(|(n, v)| (n.to_owned(), v)).collect();
         // The exchange's idle gap also bounds the wait for the head; its deadline bounds both.

@@ -2,11 +2,17 @@
 //!
 //! Every file write in Chela goes through [`write_atomic`] (temp file, fsync, rename, fsync of
 //! the folder: readers see the old or the new file, never a mix) or [`append_durable`] (one
-//! write of whole lines, then fsync; readers skip a torn last line).
+//! write of whole lines, then fsync; a failed append is cut back, and readers skip a torn last
+//! line). [`write_atomic_at`] is the same on a folder handle, for the file tools' sandbox.
 
+use std::ffi::{OsStr, OsString};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+
+use rustix::fs::{self as rfs, AtFlags, OFlags};
 
 use anyhow::{Context, Result};
 
@@ -45,8 +51,9 @@ impl Workspace {
             if !dir.is_dir() {
                 create_private_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
             }
-            sweep_stale_temps(&dir);
         }
+        // Every folder beneath, not only these: the file tools write anywhere in the workspace.
+        sweep_stale_temps(&self.root);
         Ok(())
     }
 
@@ -89,56 +96,170 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 /// Replaces `path` with `bytes` atomically: readers see the old file or the new one.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let tmp = temp_path(path)?;
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let dir = open_dir(dir)?;
+    write_atomic_at(&dir, name, bytes, Replace::Yes)
+}
+
+/// Whether [`write_atomic_at`] may replace a file that already has the name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Replace {
+    Yes,
+    /// Fail with `AlreadyExists` instead; decided by the kernel at the rename, so a file that
+    /// appears meanwhile is never replaced.
+    No,
+}
+
+/// [`write_atomic`] for `name` in the folder `dir` (a handle, so nothing between the caller's
+/// checks and the rename can redirect the write through a swapped folder or symlink).
+///
+/// The temp file is created with `O_EXCL | O_NOFOLLOW` under an unpredictable name: a symlink or
+/// file planted at a guessed temp name makes the create fail instead of sending the content
+/// (API keys included) through it. Keeps the permissions of the file being replaced.
+pub fn write_atomic_at(dir: &OwnedFd, name: &OsStr, bytes: &[u8], replace: Replace) -> io::Result<()> {
+    let (tmp, f) = create_temp(dir, name)?;
     let result = (|| {
-        let mut f = private_options().write(true).create(true).truncate(true).open(&tmp)?;
-        if let Ok(meta) = fs::metadata(path) {
+        let mut f = File::from(f);
+        if let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            && rfs::FileType::from_raw_mode(st.st_mode) == rfs::FileType::RegularFile
+        {
             // Keep the permissions of the file being replaced (a 0600 config stays 0600).
-            let _ = f.set_permissions(meta.permissions());
+            rfs::fchmod(&f, rfs::Mode::from_raw_mode(st.st_mode & 0o7777))?;
         }
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);
-        fs::rename(&tmp, path)?;
-        sync_dir(dir)
+        match replace {
+            Replace::Yes => rfs::renameat(dir, &tmp, dir, name)?,
+            Replace::No => rfs::renameat_with(dir, &tmp, dir, name, rfs::RenameFlags::NOREPLACE)?,
+        }
+        rfs::fsync(dir)?;
+        Ok(())
     })();
     if result.is_err() {
-        let _ = fs::remove_file(&tmp);
+        let _ = rfs::unlinkat(dir, &tmp, AtFlags::empty());
     }
     result
 }
 
-/// A temp file beside `path`, unique per writer (process and call), so two writers never share
-/// one: `.NAME.PID.SEQ.tmp`. [`sweep_stale_temps`] removes those whose process is gone.
-pub fn temp_path(path: &Path) -> io::Result<PathBuf> {
-    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
-    let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(dir.join(format!(".{}.{}.{seq}.tmp", name.to_string_lossy(), std::process::id())))
-}
-
-/// Removes temp files left in `dir` by writers that were killed mid-write. A temp file of a
-/// live process (another Chela writing right now) is left alone.
-pub fn sweep_stale_temps(dir: &Path) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
-    for e in entries.flatten() {
-        let name = e.file_name();
-        let Some(name) = name.to_str() else { continue };
-        let Some(stem) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else { continue };
-        let mut parts = stem.rsplitn(3, '.');
-        let (_seq, pid) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()));
-        if let Some(pid) = pid
-            && pid != std::process::id()
-            && !Path::new("/proc").join(pid.to_string()).exists()
-        {
-            let _ = fs::remove_file(e.path());
+/// Creates a new temp file for `name` in `dir`: exclusively, never through a symlink, 0600.
+fn create_temp(dir: &OwnedFd, name: &OsStr) -> io::Result<(OsString, OwnedFd)> {
+    let flags = OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut tries = 0;
+    loop {
+        let tmp = temp_name(name)?;
+        match rfs::openat(dir, &tmp, flags, rfs::Mode::from_raw_mode(0o600)) {
+            Ok(fd) => return Ok((tmp, fd)),
+            // 64 random bits make a clash all but impossible; a few retries cover a planted name.
+            Err(rustix::io::Errno::EXIST) if tries < 4 => tries += 1,
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
+/// `.NAME.PID.RANDOM.tmp`: the process id lets [`sweep_stale_temps`] tell a live writer's temp
+/// file from a dead one's; the 64 random bits make the name impossible to guess in advance.
+fn temp_name(name: &OsStr) -> io::Result<OsString> {
+    let mut random = [0u8; 8];
+    rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty())?;
+    // Long names are cut so the temp name stays under the 255-byte limit of a name.
+    let bytes = name.as_bytes();
+    let short = OsStr::from_bytes(&bytes[..bytes.len().min(200)]);
+    let mut out = OsString::from(".");
+    out.push(short);
+    out.push(format!(".{}.{:016x}.tmp", std::process::id(), u64::from_le_bytes(random)));
+    Ok(out)
+}
+
+/// A temp file name beside `path` in the format [`sweep_stale_temps`] recognises, unique and
+/// unpredictable. Whoever creates it must do so exclusively ([`write_atomic`] does).
+pub fn temp_path(path: &Path) -> io::Result<PathBuf> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    Ok(dir.join(temp_name(name)?))
+}
+
+/// Deepest folder level and most entries [`sweep_stale_temps`] visits, so a huge or deeply
+/// nested workspace cannot make every start slow.
+const SWEEP_MAX_DEPTH: usize = 16;
+const SWEEP_MAX_ENTRIES: usize = 20_000;
+
+/// Removes temp files left by writers that were killed mid-write, in `dir` and every folder
+/// beneath it (Chela's tools write anywhere in the workspace). A temp file of a live process
+/// (another Chela writing right now) is left alone. Symlinks are never followed: folders are
+/// opened beneath their parent's handle with `O_NOFOLLOW`.
+pub fn sweep_stale_temps(dir: &Path) {
+    let Ok(fd) = open_dir(dir) else { return };
+    let mut budget = SWEEP_MAX_ENTRIES;
+    sweep_dir(fd, 0, &mut budget);
+}
+
+fn sweep_dir(fd: OwnedFd, depth: usize, budget: &mut usize) {
+    let Ok(mut entries) = rfs::Dir::read_from(&fd) else { return };
+    let mut subdirs = Vec::new();
+    while let Some(Ok(e)) = entries.read() {
+        if *budget == 0 {
+            return;
+        }
+        *budget -= 1;
+        let name = e.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let name = OsStr::from_bytes(name).to_owned();
+        let kind = match e.file_type() {
+            // Some file systems do not say in the listing; ask the entry itself.
+            rfs::FileType::Unknown => rfs::statat(&fd, &name, AtFlags::SYMLINK_NOFOLLOW)
+                .map_or(rfs::FileType::Unknown, |st| rfs::FileType::from_raw_mode(st.st_mode)),
+            kind => kind,
+        };
+        match kind {
+            rfs::FileType::Directory if depth < SWEEP_MAX_DEPTH => subdirs.push(name),
+            rfs::FileType::RegularFile if is_stale_temp(&name) => {
+                let _ = rfs::unlinkat(&fd, &name, AtFlags::empty());
+            }
+            _ => {}
+        }
+    }
+    drop(entries);
+    for name in subdirs {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        if let Ok(sub) = rfs::openat(&fd, &name, flags, rfs::Mode::empty()) {
+            sweep_dir(sub, depth + 1, budget);
+        }
+    }
+}
+
+/// Whether `name` is a `.NAME.PID.X.tmp` temp file whose process is gone.
+fn is_stale_temp(name: &OsStr) -> bool {
+    let Some(name) = name.to_str() else { return false };
+    let Some(stem) = name.strip_prefix('.').and_then(|n| n.strip_suffix(".tmp")) else { return false };
+    let mut parts = stem.rsplitn(3, '.');
+    let (_seq, pid) = (parts.next(), parts.next().and_then(|p| p.parse::<u32>().ok()));
+    pid.is_some_and(|pid| pid != std::process::id() && !Path::new("/proc").join(pid.to_string()).exists())
+}
+
+/// Opens a folder as a handle for the `*at` calls (and its fsync).
+pub fn open_dir(dir: &Path) -> io::Result<OwnedFd> {
+    Ok(rfs::open(dir, OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, rfs::Mode::empty())?)
+}
+
+/// Appends `bytes` to `f` (opened for appending) whole or not at all, then fsyncs. On any
+/// error (a full disk, a file size limit) the file is cut back to its previous length, so a
+/// failed append leaves no partial piece behind.
+pub fn append_whole(f: &mut File, bytes: &[u8]) -> io::Result<()> {
+    let before = f.metadata()?.len();
+    let result = f.write_all(bytes).and_then(|()| f.sync_data());
+    if result.is_err() {
+        // Best effort: if even this fails the original error is still the one to report.
+        let _ = f.set_len(before).and_then(|()| f.sync_data());
+    }
+    result
+}
+
 /// Appends `text` (whole lines) with one write and fsyncs it. If the file ends in a torn line
-/// (no final newline), a newline is written first so the new lines stay whole.
+/// (no final newline), a newline is written first so the new lines stay whole. A failed append
+/// is cut back ([`append_whole`]).
 pub fn append_durable(path: &Path, text: &str) -> io::Result<()> {
     let mut f = private_options().create(true).read(true).append(true).open(path)?;
     let len = f.metadata()?.len();
@@ -152,8 +273,7 @@ pub fn append_durable(path: &Path, text: &str) -> io::Result<()> {
         }
     }
     buf.push_str(text);
-    f.write_all(buf.as_bytes())?;
-    f.sync_data()?;
+    append_whole(&mut f, buf.as_bytes())?;
     if len == 0 {
         // A new file's name must survive a crash too.
         sync_dir(path.parent().unwrap_or(Path::new(".")))?;
@@ -273,6 +393,33 @@ mod tests {
         sweep_stale_temps(dir.path());
         assert!(!dead.exists());
         assert!(mine.exists() && other.exists());
+    }
+
+    #[test]
+    fn temp_names_cannot_be_guessed_and_are_still_swept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b) = (temp_path(&dir.path().join("n.md")).unwrap(), temp_path(&dir.path().join("n.md")).unwrap());
+        assert_ne!(a, b);
+        let name = a.file_name().unwrap().to_str().unwrap().to_owned();
+        let random = name.rsplit('.').nth(1).unwrap();
+        assert_eq!(random.len(), 16, "{name}");
+        // The same shape, from a process that is gone, is swept.
+        let dead = dir.path().join(format!(".n.md.999999999.{random}.tmp"));
+        fs::write(&dead, "x").unwrap();
+        sweep_stale_temps(dir.path());
+        assert!(!dead.exists());
+    }
+
+    #[test]
+    fn atomic_write_without_replace_leaves_an_existing_file() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("f"), "old").unwrap();
+        let fd = open_dir(dir.path()).unwrap();
+        let e = write_atomic_at(&fd, OsStr::new("f"), b"new", Replace::No).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read_to_string(dir.path().join("f")).unwrap(), "old");
+        write_atomic_at(&fd, OsStr::new("g"), b"new", Replace::No).unwrap();
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 2, "no temp file is left behind");
     }
 
     #[test]

@@ -1,21 +1,29 @@
 //! The `files` group: read and change files inside the workspace, and nowhere else.
 //!
-//! Every path the model gives is relative to the workspace. [`Jail::resolve`] refuses absolute
-//! paths and `..`, then checks where the path really leads after symlinks; the final open does
-//! not follow a symlink, so one swapped in after the check is refused too. The configuration
-//! (it holds keys) and the session files (other chats) are off limits. Sizes are bounded by
-//! `files.max_read_bytes` and `files.max_write_bytes`.
+//! Every path the model gives is relative to the workspace and goes through [`Sandbox`], the
+//! only way these tools touch the file system: the kernel resolves each path beneath a handle on
+//! the workspace folder, so no symlink, `..` or folder swapped mid-call leads outside, and the
+//! last part of a path is never followed. The configuration (it holds keys), the session files
+//! (other chats) and, for writes, version-control folders are off limits, decided on the objects
+//! reached, not on the spelling. Only regular files with one link and folders are opened. Sizes
+//! are bounded by `files.max_read_bytes` and `files.max_write_bytes`.
 
-use std::fs;
+use std::ffi::OsStr;
 use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 
 use chela_core::config as keys;
+use rustix::fs::{self as rfs, AtFlags, Mode, OFlags, RenameFlags};
+use rustix::io::Errno;
 use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::workspace::{CONFIG_FILE, OVERRIDES_FILE, write_atomic};
+use crate::workspace::{Replace, append_whole, write_atomic_at};
+
+mod sandbox;
+
+use sandbox::{Access, How, Kind, Opened, Place, Sandbox, refuse_links, special_refused};
 
 pub fn group() -> Group {
     Group::new("files", "Read, write and organise files in the workspace.")
@@ -36,88 +44,8 @@ pub fn group() -> Group {
 /// Most entries `file_list` returns.
 const MAX_LIST: usize = 500;
 
-/// Paths inside the workspace that the tools refuse, with the reason.
-const PROTECTED: &[(&str, &str)] = &[
-    (CONFIG_FILE, "it holds the configuration and API keys"),
-    (OVERRIDES_FILE, "it holds the configuration and API keys"),
-    ("sessions", "it holds the conversation records"),
-];
-
-/// Confines paths to one folder.
-pub struct Jail {
-    root: PathBuf,
-}
-
-impl Jail {
-    pub fn new(root: &Path) -> Result<Jail, ToolError> {
-        let root = root.canonicalize().map_err(|e| ToolError::new(format!("the workspace is not accessible: {e}")))?;
-        Ok(Jail { root })
-    }
-
-    /// The real path for `rel`, or why it is refused. `rel` may name something that does not
-    /// exist yet; its existing ancestors are what is checked.
-    pub fn resolve(&self, rel: &str) -> Result<PathBuf, ToolError> {
-        let rel = rel.trim();
-        if rel.contains('\0') {
-            return Err(ToolError::new("The path contains a NUL byte."));
-        }
-        let p = Path::new(rel);
-        if p.is_absolute() || rel.starts_with('~') {
-            return Err(ToolError::new(format!(
-                "`{rel}` is an absolute path; use a path relative to the workspace, e.g. notes/todo.md."
-            )));
-        }
-        let mut clean = PathBuf::new();
-        for c in p.components() {
-            match c {
-                Component::Normal(part) => clean.push(part),
-                Component::CurDir => {}
-                Component::ParentDir => {
-                    return Err(ToolError::new(format!("`{rel}` uses `..`; paths must stay inside the workspace.")));
-                }
-                Component::RootDir | Component::Prefix(_) => {
-                    return Err(ToolError::new(format!("`{rel}` is not a relative path.")));
-                }
-            }
-        }
-        if let Some(first) = clean.components().next().and_then(|c| c.as_os_str().to_str())
-            && let Some((_, why)) = PROTECTED.iter().find(|(name, _)| *name == first)
-        {
-            return Err(ToolError::new(format!("`{rel}` is off limits to the file tools: {why}.")));
-        }
-        let Some(name) = clean.file_name().map(|n| n.to_owned()) else {
-            return Ok(self.root.clone());
-        };
-        // Where the parent folder really is, after symlinks. Folders that do not exist yet
-        // (a write creates them) cannot be symlinks; the deepest one that exists is checked.
-        let parent = self.root.join(clean.parent().unwrap_or(Path::new("")));
-        let mut existing = parent.as_path();
-        while fs::symlink_metadata(existing).is_err() {
-            existing = existing.parent().unwrap_or(&self.root);
-        }
-        let real = existing.canonicalize().map_err(|e| ToolError::new(format!("cannot resolve `{rel}`: {e}")))?;
-        if !real.starts_with(&self.root) {
-            return Err(ToolError::new(format!("`{rel}` leads outside the workspace (through a symlink); refused.")));
-        }
-        let path = real.join(parent.strip_prefix(existing).unwrap_or(Path::new(""))).join(name);
-        // The last part is not followed by the tools, but a link out of the workspace is
-        // refused outright rather than left to fail later.
-        if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink())
-            && path.canonicalize().map_or(true, |t| !t.starts_with(&self.root))
-        {
-            return Err(ToolError::new(format!("`{rel}` is a symlink that leads outside the workspace; refused.")));
-        }
-        Ok(path)
-    }
-
-    /// The path as the model should see it.
-    pub fn shown(&self, p: &Path) -> String {
-        p.strip_prefix(&self.root).unwrap_or(p).display().to_string()
-    }
-}
-
-fn jail(ctx: &ToolCtx) -> Result<Jail, ToolError> {
-    Jail::new(ctx.ws.root())
+fn sandbox(ctx: &ToolCtx) -> Result<Sandbox, ToolError> {
+    Sandbox::open_root(ctx.ws.root(), ctx.cfg.bool(keys::FILES_ALLOW_VCS_WRITES))
 }
 
 fn io_err(action: &str, path: &str, e: &io::Error) -> ToolError {
@@ -131,9 +59,8 @@ fn io_err(action: &str, path: &str, e: &io::Error) -> ToolError {
     ToolError::new(format!("Cannot {action} `{path}`: {why}."))
 }
 
-/// Opens an existing file for reading without following a symlink in its last component.
-fn open_nofollow(path: &Path) -> io::Result<fs::File> {
-    fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
+fn errno(action: &str, path: &str, e: Errno) -> ToolError {
+    io_err(action, path, &io::Error::from(e))
 }
 
 fn max_read(ctx: &ToolCtx) -> usize {
@@ -144,11 +71,28 @@ fn max_write(ctx: &ToolCtx) -> usize {
     ctx.cfg.usize(keys::FILES_MAX_WRITE_BYTES)
 }
 
-fn parents(path: &Path) -> io::Result<()> {
-    match path.parent() {
-        Some(p) => fs::create_dir_all(p),
-        None => Ok(()),
+/// The name at `place`; only the workspace folder itself has none.
+fn name_of<'p>(place: &'p Place, refusal: &str) -> Result<&'p OsStr, ToolError> {
+    place.name.as_deref().ok_or_else(|| ToolError::new(refusal.to_owned()))
+}
+
+/// Opens `rel` as a regular file for reading, or says why not.
+fn open_for_read(
+    sb: &Sandbox,
+    rel: &str,
+    access: Access,
+    folder: &str,
+) -> Result<(std::fs::File, rfs::Stat), ToolError> {
+    let place = sb.place(rel, access, false)?;
+    match sb.open(&place, How::Read, rel)? {
+        Opened::File(f, st) => Ok((f, st)),
+        Opened::Dir => Err(ToolError::new(format!("`{rel}` is a folder; {folder}."))),
     }
+}
+
+#[allow(clippy::unnecessary_cast)] // The field type differs between targets.
+fn size_of(st: &rfs::Stat) -> u64 {
+    st.st_size as u64
 }
 
 pub struct FileRead;
@@ -170,13 +114,8 @@ impl Tool for FileRead {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: ReadArgs) -> ToolResult {
-        let path = jail(ctx)?.resolve(&a.path)?;
-        let mut f = open_nofollow(&path).map_err(|e| io_err("read", &a.path, &e))?;
-        let meta = f.metadata().map_err(|e| io_err("read", &a.path, &e))?;
-        if meta.is_dir() {
-            return Err(ToolError::new(format!("`{}` is a folder; use file_list.", a.path)));
-        }
-        let size = meta.len();
+        let (mut f, st) = open_for_read(&sandbox(ctx)?, &a.path, Access::Read, "use file_list")?;
+        let size = size_of(&st);
         let limit = a.max_bytes.unwrap_or(usize::MAX).min(max_read(ctx));
         f.seek(SeekFrom::Start(a.offset.min(size))).map_err(|e| io_err("read", &a.path, &e))?;
         let mut buf = Vec::with_capacity(limit.min(size as usize));
@@ -226,45 +165,49 @@ impl Tool for FileWrite {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: WriteArgs) -> ToolResult {
-        let path = jail(ctx)?.resolve(&a.path)?;
         let limit = max_write(ctx);
-        if path.is_dir() {
-            return Err(ToolError::new(format!("`{}` is a folder.", a.path)));
-        }
-        refuse_symlink(&path, &a.path)?;
-        let existing = fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-        let total = if a.mode == WriteMode::Append { existing as usize + a.content.len() } else { a.content.len() };
-        if total > limit {
-            return Err(ToolError::new(format!(
+        let too_big = |total: usize| {
+            ToolError::new(format!(
                 "`{}` would be {total} bytes, over the {limit}-byte limit (files.max_write_bytes).",
                 a.path
-            )));
+            ))
+        };
+        if a.content.len() > limit {
+            return Err(too_big(a.content.len()));
         }
-        parents(&path).map_err(|e| io_err("create folders for", &a.path, &e))?;
+        let sb = sandbox(ctx)?;
+        let place = sb.place(&a.path, Access::Write, true)?;
+        let name = name_of(&place, "The workspace itself is a folder.")?;
+        let existing = match sb.kind(&place, &a.path)? {
+            Kind::Missing => 0,
+            Kind::File(st) => {
+                refuse_links(&st, &a.path)?;
+                size_of(&st)
+            }
+            Kind::Dir => return Err(ToolError::new(format!("`{}` is a folder.", a.path))),
+            Kind::Symlink => return Err(sb.symlink_refused(&a.path)),
+            Kind::Special(what) => return Err(special_refused(&a.path, what)),
+        };
+        let total = match a.mode {
+            WriteMode::Append => existing as usize + a.content.len(),
+            WriteMode::Overwrite => a.content.len(),
+        };
+        if total > limit {
+            return Err(too_big(total));
+        }
         match a.mode {
-            WriteMode::Overwrite => write_atomic(&path, a.content.as_bytes()),
-            WriteMode::Append => append_raw(&path, &a.content),
+            WriteMode::Overwrite => write_atomic_at(&place.dir, name, a.content.as_bytes(), Replace::Yes)
+                .map_err(|e| io_err("write", &a.path, &e))?,
+            WriteMode::Append => match sb.open(&place, How::Append, &a.path)? {
+                Opened::File(mut f, _) => {
+                    append_whole(&mut f, a.content.as_bytes()).map_err(|e| io_err("append to", &a.path, &e))?
+                }
+                Opened::Dir => return Err(ToolError::new(format!("`{}` is a folder.", a.path))),
+            },
         }
-        .map_err(|e| io_err("write", &a.path, &e))?;
         let verb = if a.mode == WriteMode::Append { "appended" } else { "wrote" };
         Ok(format!("{verb} {} bytes to {} ({total} bytes now)", a.content.len(), a.path))
     }
-}
-
-/// Appends text as given (a file's content need not be lines), durably.
-fn append_raw(path: &Path, text: &str) -> io::Result<()> {
-    use std::io::Write;
-    let mut f =
-        fs::OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path)?;
-    f.write_all(text.as_bytes())?;
-    f.sync_data()
-}
-
-fn refuse_symlink(path: &Path, shown: &str) -> Result<(), ToolError> {
-    if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) {
-        return Err(ToolError::new(format!("`{shown}` is a symlink; the file tools do not follow symlinks.")));
-    }
-    Ok(())
 }
 
 pub struct FileEdit;
@@ -285,13 +228,17 @@ impl Tool for FileEdit {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: EditArgs) -> ToolResult {
-        let path = jail(ctx)?.resolve(&a.path)?;
         if a.old_text.is_empty() {
             return Err(ToolError::new("old_text is empty; give the exact text to replace."));
         }
         let limit = max_write(ctx);
-        let mut f = open_nofollow(&path).map_err(|e| io_err("edit", &a.path, &e))?;
-        if f.metadata().map(|m| m.len()).unwrap_or(0) > limit as u64 {
+        let sb = sandbox(ctx)?;
+        let place = sb.place(&a.path, Access::Write, false)?;
+        let (mut f, st) = match sb.open(&place, How::Read, &a.path)? {
+            Opened::File(f, st) => (f, st),
+            Opened::Dir => return Err(ToolError::new(format!("`{}` is a folder.", a.path))),
+        };
+        if size_of(&st) > limit as u64 {
             return Err(ToolError::new(format!("`{}` is over the {limit}-byte limit for editing.", a.path)));
         }
         let mut text = String::new();
@@ -316,7 +263,8 @@ impl Tool for FileEdit {
         if new.len() > limit {
             return Err(ToolError::new(format!("the edit would make `{}` larger than {limit} bytes.", a.path)));
         }
-        write_atomic(&path, new.as_bytes()).map_err(|e| io_err("write", &a.path, &e))?;
+        let name = name_of(&place, "The workspace itself is a folder.")?;
+        write_atomic_at(&place.dir, name, new.as_bytes(), Replace::Yes).map_err(|e| io_err("write", &a.path, &e))?;
         Ok(format!("edited {} ({} -> {} bytes)", a.path, text.len(), new.len()))
     }
 }
@@ -340,15 +288,17 @@ impl Tool for FileList {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: ListArgs) -> ToolResult {
-        let j = jail(ctx)?;
+        let sb = sandbox(ctx)?;
         let rel = a.path.as_deref().filter(|p| !p.trim().is_empty()).unwrap_or(".");
-        let dir = j.resolve(rel)?;
-        if !dir.is_dir() {
-            return Err(ToolError::new(format!("`{rel}` is not a folder.")));
+        let dir = sb.dir(rel)?;
+        let mut prefix = String::new();
+        for part in Sandbox::parts(rel)? {
+            prefix.push_str(&part.to_string_lossy());
+            prefix.push('/');
         }
         let mut out = Vec::new();
         let mut truncated = false;
-        walk(&j, &dir, a.recursive, &mut out, &mut truncated).map_err(|e| io_err("list", rel, &e))?;
+        walk(&sb, &dir, &prefix, a.recursive, &mut out, &mut truncated).map_err(|e| errno("list", rel, e))?;
         out.sort();
         if out.is_empty() {
             return Ok(format!("`{rel}` is empty."));
@@ -361,31 +311,47 @@ impl Tool for FileList {
     }
 }
 
-fn walk(j: &Jail, dir: &Path, recursive: bool, out: &mut Vec<String>, truncated: &mut bool) -> io::Result<()> {
-    for entry in fs::read_dir(dir)? {
+/// Lists the opened folder `dir`; subfolders are opened beneath it without following symlinks.
+fn walk(
+    sb: &Sandbox,
+    dir: &OwnedFd,
+    prefix: &str,
+    recursive: bool,
+    out: &mut Vec<String>,
+    truncated: &mut bool,
+) -> Result<(), Errno> {
+    let mut entries = rfs::Dir::read_from(dir)?;
+    while let Some(entry) = entries.read() {
         if out.len() >= MAX_LIST {
             *truncated = true;
             return Ok(());
         }
         let entry = entry?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let path = entry.path();
-        let shown = j.shown(&path);
-        let top = shown.split('/').next().unwrap_or("");
+        let name = OsStr::from_bytes(entry.file_name().to_bytes());
+        let shown_name = name.to_string_lossy();
         // Temp files of atomic writes and what the tools may not touch are not listed.
-        if (name.starts_with('.') && name.ends_with(".tmp")) || PROTECTED.iter().any(|(p, _)| *p == top) {
+        if name == "." || name == ".." || (shown_name.starts_with('.') && shown_name.ends_with(".tmp")) {
             continue;
         }
-        let ft = entry.file_type()?;
-        if ft.is_symlink() {
-            out.push(format!("{shown} (symlink)"));
-        } else if ft.is_dir() {
-            out.push(format!("{shown}/"));
-            if recursive {
-                walk(j, &path, true, out, truncated)?;
+        if sb.is_protected(dir, name) {
+            continue;
+        }
+        let shown = format!("{prefix}{shown_name}");
+        let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) else { continue };
+        match sandbox::kind_of(st) {
+            Kind::Symlink => out.push(format!("{shown} (symlink)")),
+            Kind::Dir => {
+                out.push(format!("{shown}/"));
+                if recursive {
+                    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                    // Swapped for something else since it was listed: left out, not followed.
+                    let Ok(sub) = rfs::openat(dir, name, flags, Mode::empty()) else { continue };
+                    walk(sb, &sub, &format!("{shown}/"), true, out, truncated)?;
+                }
             }
-        } else {
-            out.push(format!("{shown} ({} bytes)", entry.metadata()?.len()));
+            Kind::File(st) => out.push(format!("{shown} ({} bytes)", size_of(&st))),
+            Kind::Special(what) => out.push(format!("{shown} ({what}, not opened)")),
+            Kind::Missing => {}
         }
     }
     Ok(())
@@ -406,21 +372,26 @@ impl Tool for FileDelete {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: PathArgs) -> ToolResult {
-        let j = jail(ctx)?;
-        let path = j.resolve(&a.path)?;
-        if path == j.root {
-            return Err(ToolError::new("The workspace itself cannot be deleted."));
-        }
-        let meta = fs::symlink_metadata(&path).map_err(|e| io_err("delete", &a.path, &e))?;
-        if meta.is_dir() {
-            fs::remove_dir(&path).map_err(|e| match e.raw_os_error() {
-                Some(libc::ENOTEMPTY) => {
+        let sb = sandbox(ctx)?;
+        let place = sb.place(&a.path, Access::Write, false)?;
+        let name = name_of(&place, "The workspace itself cannot be deleted.")?;
+        match sb.kind(&place, &a.path)? {
+            Kind::Missing => return Err(ToolError::new(format!("Cannot delete `{}`: it does not exist.", a.path))),
+            Kind::Dir => rfs::unlinkat(&place.dir, name, AtFlags::REMOVEDIR).map_err(|e| match e {
+                Errno::NOTEMPTY => {
                     ToolError::new(format!("`{}` is a folder that is not empty; delete its files first.", a.path))
                 }
-                _ => io_err("delete", &a.path, &e),
-            })?;
-        } else {
-            fs::remove_file(&path).map_err(|e| io_err("delete", &a.path, &e))?;
+                e => errno("delete", &a.path, e),
+            })?,
+            Kind::File(st) => {
+                refuse_links(&st, &a.path)?;
+                rfs::unlinkat(&place.dir, name, AtFlags::empty()).map_err(|e| errno("delete", &a.path, e))?;
+            }
+            // The link itself goes; what it points to is not touched.
+            Kind::Symlink => {
+                rfs::unlinkat(&place.dir, name, AtFlags::empty()).map_err(|e| errno("delete", &a.path, e))?
+            }
+            Kind::Special(what) => return Err(special_refused(&a.path, what)),
         }
         Ok(format!("deleted {}", a.path))
     }
@@ -436,19 +407,23 @@ pub struct FromToArgs {
 
 const FROM_TO_SCHEMA: &str = r#"{"type":"object","properties":{"from":{"type":"string"},"to":{"type":"string"},"overwrite":{"type":"boolean","description":"Replace an existing destination."}},"required":["from","to"]}"#;
 
-fn from_to(ctx: &ToolCtx, a: &FromToArgs, action: &str) -> Result<(PathBuf, PathBuf), ToolError> {
-    let j = jail(ctx)?;
-    let from = j.resolve(&a.from)?;
-    let to = j.resolve(&a.to)?;
-    fs::symlink_metadata(&from).map_err(|e| io_err(action, &a.from, &e))?;
-    if from == j.root || to == j.root {
-        return Err(ToolError::new("The workspace itself cannot be moved or replaced."));
+const WHOLE: &str = "The workspace itself cannot be moved or replaced.";
+
+/// The destination of a move or copy, its folders created; refused if it is a folder, a
+/// symlink, a special or hard-linked file, or exists and `overwrite` is off.
+fn destination(sb: &Sandbox, a: &FromToArgs) -> Result<Place, ToolError> {
+    let to = sb.place(&a.to, Access::Write, true)?;
+    name_of(&to, WHOLE)?;
+    let exists = || ToolError::new(format!("`{}` already exists; pass overwrite: true to replace it.", a.to));
+    match sb.kind(&to, &a.to)? {
+        Kind::Missing => {}
+        _ if !a.overwrite => return Err(exists()),
+        Kind::File(st) => refuse_links(&st, &a.to)?,
+        Kind::Dir => return Err(ToolError::new(format!("`{}` is a folder; it is not replaced.", a.to))),
+        Kind::Symlink => return Err(sb.symlink_refused(&a.to)),
+        Kind::Special(what) => return Err(special_refused(&a.to, what)),
     }
-    if !a.overwrite && fs::symlink_metadata(&to).is_ok() {
-        return Err(ToolError::new(format!("`{}` already exists; pass overwrite: true to replace it.", a.to)));
-    }
-    parents(&to).map_err(|e| io_err("create folders for", &a.to, &e))?;
-    Ok((from, to))
+    Ok(to)
 }
 
 pub struct FileMove;
@@ -461,8 +436,23 @@ impl Tool for FileMove {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: FromToArgs) -> ToolResult {
-        let (from, to) = from_to(ctx, &a, "move")?;
-        fs::rename(&from, &to).map_err(|e| io_err("move", &a.from, &e))?;
+        let sb = sandbox(ctx)?;
+        let from = sb.place(&a.from, Access::Write, false)?;
+        let from_name = name_of(&from, WHOLE)?;
+        match sb.kind(&from, &a.from)? {
+            Kind::Missing => return Err(ToolError::new(format!("Cannot move `{}`: it does not exist.", a.from))),
+            Kind::File(st) => refuse_links(&st, &a.from)?,
+            Kind::Special(what) => return Err(special_refused(&a.from, what)),
+            Kind::Dir | Kind::Symlink => {}
+        }
+        let to = destination(&sb, &a)?;
+        let to_name = name_of(&to, WHOLE)?;
+        // Without overwrite the kernel refuses an existing destination at the rename itself.
+        let flags = if a.overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
+        rfs::renameat_with(&from.dir, from_name, &to.dir, to_name, flags).map_err(|e| match e {
+            Errno::EXIST => ToolError::new(format!("`{}` already exists; pass overwrite: true to replace it.", a.to)),
+            e => errno("move", &a.from, e),
+        })?;
         Ok(format!("moved {} to {}", a.from, a.to))
     }
 }
@@ -477,12 +467,9 @@ impl Tool for FileCopy {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: FromToArgs) -> ToolResult {
-        let (from, to) = from_to(ctx, &a, "copy")?;
+        let sb = sandbox(ctx)?;
         let limit = max_write(ctx);
-        let f = open_nofollow(&from).map_err(|e| io_err("copy", &a.from, &e))?;
-        if f.metadata().map(|m| m.is_dir()).unwrap_or(false) {
-            return Err(ToolError::new(format!("`{}` is a folder; copy its files one by one.", a.from)));
-        }
+        let (f, _) = open_for_read(&sb, &a.from, Access::Read, "copy its files one by one")?;
         let mut bytes = Vec::new();
         f.take(limit as u64 + 1).read_to_end(&mut bytes).map_err(|e| io_err("copy", &a.from, &e))?;
         if bytes.len() > limit {
@@ -491,8 +478,9 @@ impl Tool for FileCopy {
                 a.from
             )));
         }
-        refuse_symlink(&to, &a.to)?;
-        write_atomic(&to, &bytes).map_err(|e| io_err("write", &a.to, &e))?;
+        let to = destination(&sb, &a)?;
+        let replace = if a.overwrite { Replace::Yes } else { Replace::No };
+        write_atomic_at(&to.dir, name_of(&to, WHOLE)?, &bytes, replace).map_err(|e| io_err("write", &a.to, &e))?;
         Ok(format!("copied {} to {} ({} bytes)", a.from, a.to, bytes.len()))
     }
 }
@@ -507,21 +495,53 @@ impl Tool for FileStat {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: PathArgs) -> ToolResult {
-        let path = jail(ctx)?.resolve(&a.path)?;
-        let meta = fs::symlink_metadata(&path).map_err(|e| io_err("stat", &a.path, &e))?;
-        let kind = if meta.is_dir() {
-            "folder"
-        } else if meta.file_type().is_symlink() {
-            "symlink"
-        } else {
-            "file"
+        let sb = sandbox(ctx)?;
+        let place = sb.place(&a.path, Access::Read, false)?;
+        let st = match &place.name {
+            None => rfs::fstat(&place.dir),
+            Some(name) => rfs::statat(&place.dir, name, AtFlags::SYMLINK_NOFOLLOW),
+        }
+        .map_err(|e| errno("stat", &a.path, e))?;
+        let (kind, links) = match sandbox::kind_of(st) {
+            Kind::Dir => ("folder", None),
+            Kind::Symlink => ("symlink", None),
+            #[allow(clippy::unnecessary_cast)] // The field type differs between targets.
+            Kind::File(st) => ("file", Some(st.st_nlink as u64)),
+            Kind::Special(what) => (what, None),
+            Kind::Missing => ("missing", None),
         };
-        let modified = meta
-            .modified()
+        #[allow(clippy::unnecessary_cast)] // The field types differ between targets.
+        let modified = jiff::Timestamp::new(st.st_mtime as i64, st.st_mtime_nsec as i32)
             .ok()
-            .and_then(|t| jiff::Timestamp::try_from(t).ok())
             .map(|t| t.to_zoned(ctx.tz.clone()).strftime("%Y-%m-%dT%H:%M:%S%:z").to_string());
-        Ok(serde_json::json!({"path": a.path, "type": kind, "size": meta.len(), "modified": modified}).to_string())
+        let mut out = serde_json::json!({"path": a.path, "type": kind, "size": size_of(&st), "modified": modified});
+        // More than one link: the other tools refuse this file; saying so here explains why.
+        if let Some(n) = links.filter(|n| *n > 1) {
+            out["links"] = n.into();
+        }
+        Ok(out.to_string())
+    }
+}
+
+/// Calls tools by hand, in-process, the way `chela cap call` does (same loading, same
+/// registry, `Caller::Manual`). Public only for the escape-and-abuse corpus
+/// (`tests/abuse_files.rs`): its race cases make thousands of calls against a thread that
+/// swaps folders, and a process per call would be too slow to reach the odds of the attack.
+#[doc(hidden)]
+pub struct ManualCalls(crate::app::Base);
+
+impl ManualCalls {
+    /// Loads the workspace at `root` as every command does (creating it if needed).
+    pub fn load(root: &std::path::Path) -> anyhow::Result<ManualCalls> {
+        let ws = crate::workspace::Workspace::locate(Some(root.to_owned()))?;
+        Ok(ManualCalls(crate::app::Base::load(ws)?))
+    }
+
+    /// Runs tool `id` with JSON `args`; the error is the text a person would see.
+    pub async fn call(&self, id: &str, args: &str) -> Result<String, String> {
+        let ctx = self.0.tool_ctx();
+        let scope = chela_core::cap::Scope::default();
+        self.0.toolbox.call(&ctx, id, args, chela_core::cap::Caller::Manual, scope).await.map_err(|e| e.0)
     }
 }
 
