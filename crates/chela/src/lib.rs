@@ -16,6 +16,7 @@ pub mod workspace;
 
 mod app;
 mod chat;
+mod keyrule;
 mod net;
 mod provider;
 mod tools;
