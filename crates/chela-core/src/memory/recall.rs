@@ -48,30 +48,16 @@ pub fn recall<'e>(entries: &'e [Entry], query: &str, max: usize) -> Vec<(Score, 
     let prefix_ok =
         terms.iter().enumerate().fold(0u32, |m, (k, t)| if t.chars().count() >= 3 { m | 1 << k } else { m });
 
-    // Each term's first byte, next to each other: the test that rejects most tokens.
-    let firsts: Vec<u8> = terms.iter().map(|t| t.as_bytes().first().copied().unwrap_or(0)).collect();
+    let by_first = TermIndex::new(&terms, prefix_ok);
     let mut df = [0u32; MAX_QUERY_TERMS];
     let mut hits: Vec<Hit> = Vec::new();
     let mut buf = String::new();
     for (index, e) in entries.iter().enumerate() {
         let mut hit = Hit { index, tag: 0, word: 0, prefix: 0 };
         for_each_token(&e.content, &mut buf, |tok| {
-            let tok = tok.as_bytes();
-            let Some(&first) = tok.first() else { return };
-            for (k, (t, &f)) in terms.iter().zip(&firsts).enumerate() {
-                // The first byte rules out most pairs before any length-dependent comparison.
-                let t = t.as_bytes();
-                if f != first || t.len() > tok.len() {
-                    continue;
-                }
-                if tok.len() == t.len() {
-                    if tok == t {
-                        hit.word |= 1 << k;
-                    }
-                } else if prefix_ok & (1 << k) != 0 && tok.starts_with(t) {
-                    hit.prefix |= 1 << k;
-                }
-            }
+            let (word, prefix) = by_first.matches(&terms, tok.as_bytes());
+            hit.word |= word;
+            hit.prefix |= prefix;
         });
         for tag in &e.tags {
             for_each_token(tag, &mut buf, |tok| {
@@ -126,6 +112,45 @@ pub fn recall<'e>(entries: &'e [Entry], query: &str, max: usize) -> Vec<(Score, 
     }
     // Ascending `Reverse` order is descending key order: best first.
     best.into_sorted_vec().into_iter().map(|Reverse((score, _, Reverse(i)))| (score, &entries[i])).collect()
+}
+
+/// The query's terms by first byte, so a token is compared only with the terms it could be:
+/// most tokens share no first byte with any term and cost one table lookup.
+struct TermIndex {
+    /// Terms (bits) starting with each byte.
+    first: [u32; 256],
+    /// Terms that count when they only start a word.
+    prefix_ok: u32,
+}
+
+impl TermIndex {
+    fn new(terms: &[String], prefix_ok: u32) -> TermIndex {
+        let mut first = [0u32; 256];
+        for (k, t) in terms.iter().enumerate() {
+            if let Some(&b) = t.as_bytes().first() {
+                first[usize::from(b)] |= 1 << k;
+            }
+        }
+        TermIndex { first, prefix_ok }
+    }
+
+    /// The terms `tok` equals, and those it only starts with (where that counts).
+    fn matches(&self, terms: &[String], tok: &[u8]) -> (u32, u32) {
+        let Some(&b) = tok.first() else { return (0, 0) };
+        let mut candidates = self.first[usize::from(b)];
+        let (mut word, mut prefix) = (0u32, 0u32);
+        while candidates != 0 {
+            let k = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            let t = terms[k].as_bytes();
+            if tok == t {
+                word |= 1 << k;
+            } else if self.prefix_ok & (1 << k) != 0 && tok.starts_with(t) {
+                prefix |= 1 << k;
+            }
+        }
+        (word, prefix)
+    }
 }
 
 /// Which query terms (one bit each) an entry matched, and how.
