@@ -204,8 +204,20 @@ fn query_terms(query: &str) -> Vec<String> {
     terms
 }
 
+/// Bytes that continue a word as they are: `a`–`z` and `0`–`9`. A table makes the test one load
+/// in the loop every byte of every entry goes through.
+static LOWER_ALNUM: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = (b as u8).is_ascii_lowercase() || (b as u8).is_ascii_digit();
+        b += 1;
+    }
+    t
+};
+
 fn is_lower_alnum(b: u8) -> bool {
-    b.is_ascii_lowercase() || b.is_ascii_digit()
+    LOWER_ALNUM[usize::from(b)]
 }
 
 fn is_cjk(c: char) -> bool {
