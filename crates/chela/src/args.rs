@@ -89,6 +89,8 @@ impl Topic {
 
 /// The last line of a mistake's message: where the usage of what was typed is explained.
 fn pointer(words: &[String]) -> String {
+    // `chela help chat --bogus` is about `chat`.
+    let words = if words.first().is_some_and(|w| w == "help") { &words[1..] } else { words };
     match Topic::of(words) {
         Some(t) if t != Topic::Main => format!("Run `chela {} --help` for its usage.", words[..t.depth()].join(" ")),
         _ => "Run `chela help` for the commands and flags.".to_owned(),
@@ -176,13 +178,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     if version {
         return Ok(Cli { workspace, verbose, command: Command::Version });
     }
-    if help || words.is_empty() {
+    if help {
         // `chela nosuch --help` gets the whole program's help rather than an error.
         let topic = Topic::of(&words).unwrap_or(Topic::Main);
         return Ok(Cli { workspace, verbose, command: Command::Help(topic) });
     }
     if let Some(m) = mistake {
         bail!("{m}. {}", pointer(&words));
+    }
+    if words.is_empty() {
+        return Ok(Cli { workspace, verbose, command: Command::Help(Topic::Main) });
     }
     let command = command(&words, message, session, new)?;
     Ok(Cli { workspace, verbose, command })
@@ -200,12 +205,10 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
             Command::Chat(ChatArgs { message, session: session.unwrap_or_else(|| "local".to_owned()), new })
         }
         ("chat", extra) => {
-            // The shell split the message into words: only the first went to -m.
+            // The shell split the message into words: only the first went to -m (or none did).
             let said = message.iter().map(String::as_str).chain(extra.iter().copied()).collect::<Vec<_>>().join(" ");
-            bail!(
-                "the message must be one argument: put it in quotes, as in `chela chat -m \"{said}\"`. {}",
-                pointer(words)
-            );
+            let why = if message.is_some() { "the message must be one argument" } else { "a message goes after -m" };
+            bail!("{why}: put it in quotes, as in `chela chat -m \"{said}\"`. {}", pointer(words));
         }
         ("help", _) => Command::Help(Topic::of(words).unwrap_or(Topic::Main)),
         ("config", ["show"] | []) => Command::Config(ConfigCmd::Show),
@@ -350,6 +353,8 @@ mod tests {
         }
         let e = cli(&["config", "set", "llm.model"]).unwrap_err().to_string();
         assert!(e.contains("`chela config set KEY VALUE`"), "{e}");
+        let e = cli(&["--bogus"]).unwrap_err().to_string();
+        assert!(e.contains("--bogus") && e.contains("chela help"), "no command, still an error: {e}");
     }
 
     #[test]
