@@ -22,6 +22,9 @@ cargo bench -p chela-core --bench turn
 echo; echo "=== 2. peak heap of one turn: cargo bench -p chela-core --bench heap"
 cargo bench -p chela-core --bench heap
 
+echo; echo "=== 6. memory recall at 1k/10k/100k entries: cargo bench -p chela-core --bench recall"
+cargo bench -p chela-core --bench recall
+
 echo; echo "=== 5. system prompt build: cargo bench -p chela --bench prompt"
 cargo bench -p chela --bench prompt
 

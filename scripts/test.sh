@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. The proxy tests use real proxies from Debian (tinyproxy for
-# HTTP CONNECT, microsocks for SOCKS5); this installs them first when they are missing.
+# HTTP CONNECT, microsocks for SOCKS5), and the line-editor test a real terminal (tmux); this
+# installs them first when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
-for bin in tinyproxy microsocks; do
+for bin in tinyproxy microsocks tmux; do
   command -v "$bin" >/dev/null 2>&1 || need+=("$bin")
 done
 if ((${#need[@]})); then

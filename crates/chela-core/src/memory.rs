@@ -9,7 +9,7 @@
 
 use alloc::borrow::ToOwned;
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 use core::ops::ControlFlow;
@@ -18,6 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::storage::Storage;
 use crate::text;
+
+mod recall;
+pub use recall::{MAX_QUERY_TERMS, Score, rarity, recall, tokens};
 
 /// Written on first run when `SOUL.md` is missing.
 pub const SOUL_DEFAULT: &str = "\
@@ -204,43 +207,9 @@ impl Entries {
         v
     }
 
-    /// Entries matching `query`'s keywords, best first, at most `max`.
-    ///
-    /// Scoring: each query term found in an entry adds its rarity (terms in few entries count
-    /// more, as in BM25's IDF); a term that is a tag counts double; a term that only starts a
-    /// word ("coffee" in "coffees") counts half. Ties go to the newer entry. Chinese, Japanese
-    /// and Korean text has no spaces, so it is matched by character pairs.
-    pub fn recall(&self, query: &str, max: usize) -> Vec<(f32, &Entry)> {
-        let terms = dedup(tokens(query));
-        if terms.is_empty() {
-            return Vec::new();
-        }
-        let docs: Vec<(Vec<String>, Vec<String>)> =
-            self.list.iter().map(|e| (tokens(&e.content), e.tags.iter().flat_map(|t| tokens(t)).collect())).collect();
-        let n = docs.len() as f32;
-        let mut scored: Vec<(f32, &Entry)> = Vec::new();
-        for (entry, (words, tags)) in self.list.iter().zip(&docs) {
-            let mut score = 0.0f32;
-            for t in &terms {
-                let df = docs.iter().filter(|(w, g)| w.contains(t) || g.contains(t)).count() as f32;
-                let idf = libm_ln((n + 1.0) / (df + 0.5)).max(0.1);
-                if tags.contains(t) {
-                    score += 2.0 * idf;
-                } else if words.contains(t) {
-                    score += idf;
-                } else if t.chars().count() >= 3 && words.iter().any(|w| w.starts_with(t.as_str())) {
-                    score += 0.5 * idf;
-                }
-            }
-            if score > 0.0 {
-                scored.push((score, entry));
-            }
-        }
-        scored.sort_by(|a, b| {
-            b.0.partial_cmp(&a.0).unwrap_or(core::cmp::Ordering::Equal).then_with(|| b.1.updated.cmp(&a.1.updated))
-        });
-        scored.truncate(max);
-        scored
+    /// Entries matching `query`'s keywords, best first, at most `max`: see [`recall()`].
+    pub fn recall(&self, query: &str, max: usize) -> Vec<(Score, &Entry)> {
+        recall(&self.list, query, max)
     }
 
     /// Entries as prompt lines, newest last, cut to `max` bytes from the oldest side.
@@ -388,85 +357,10 @@ fn clean_tags(tags: &[String]) -> Vec<String> {
     out
 }
 
-fn dedup(mut v: Vec<String>) -> Vec<String> {
-    let mut seen: Vec<String> = Vec::new();
-    v.retain(|t| {
-        if seen.contains(t) {
-            false
-        } else {
-            seen.push(t.clone());
-            true
-        }
-    });
-    v
-}
-
-fn is_cjk(c: char) -> bool {
-    matches!(c as u32, 0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF)
-}
-
-/// Lowercased words; runs of CJK characters become overlapping character pairs (a single
-/// character stays itself).
-pub fn tokens(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut cjk: Vec<char> = Vec::new();
-    let flush_cjk = |cjk: &mut Vec<char>, out: &mut Vec<String>| {
-        match cjk.len() {
-            0 => {}
-            1 => out.push(cjk[0].to_string()),
-            _ => out.extend(cjk.windows(2).map(|w| w.iter().collect::<String>())),
-        }
-        cjk.clear();
-    };
-    for c in s.chars() {
-        if is_cjk(c) {
-            if !word.is_empty() {
-                out.push(core::mem::take(&mut word));
-            }
-            cjk.push(c);
-        } else if c.is_alphanumeric() {
-            flush_cjk(&mut cjk, &mut out);
-            word.extend(c.to_lowercase());
-        } else {
-            flush_cjk(&mut cjk, &mut out);
-            if !word.is_empty() {
-                out.push(core::mem::take(&mut word));
-            }
-        }
-    }
-    flush_cjk(&mut cjk, &mut out);
-    if !word.is_empty() {
-        out.push(word);
-    }
-    out
-}
-
-/// Natural logarithm for positive finite `x` without `std`: frexp-style reduction, then the
-/// series for ln((1+y)/(1-y)). Accurate to ~1e-6, plenty for ranking.
-fn libm_ln(x: f32) -> f32 {
-    if x <= 0.0 || !x.is_finite() {
-        return 0.0;
-    }
-    let mut m = x;
-    let mut k = 0i32;
-    while m > 1.5 {
-        m /= 2.0;
-        k += 1;
-    }
-    while m < 0.75 {
-        m *= 2.0;
-        k -= 1;
-    }
-    let y = (m - 1.0) / (m + 1.0);
-    let y2 = y * y;
-    let series = 2.0 * y * (1.0 + y2 / 3.0 + y2 * y2 / 5.0 + y2 * y2 * y2 / 7.0);
-    series + k as f32 * core::f32::consts::LN_2
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
 
     fn tags(t: &[&str]) -> Vec<String> {
         t.iter().map(|s| s.to_string()).collect()
@@ -599,19 +493,6 @@ mod tests {
         .unwrap();
         assert!(lines_read < 30, "{lines_read} of 501 lines were read for a 1000-byte bound");
         assert_eq!(render_newest(&MemStorage::new(), "entries.jsonl", 100).unwrap(), "");
-    }
-
-    #[test]
-    fn ln_is_close_enough() {
-        for (x, want) in [
-            (1.0f32, 0.0f32),
-            (2.0, core::f32::consts::LN_2),
-            (10.0, core::f32::consts::LN_10),
-            (0.1, -core::f32::consts::LN_10),
-            (1000.0, 6.907_755),
-        ] {
-            assert!((libm_ln(x) - want).abs() < 1e-3, "ln({x}) = {} not {want}", libm_ln(x));
-        }
     }
 
     proptest::proptest! {

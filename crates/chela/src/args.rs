@@ -4,34 +4,11 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use anyhow::{Result, bail};
+use anyhow::{Result, anyhow, bail};
 
-pub const USAGE: &str = "\
-Chela: a personal AI assistant.
+mod help;
 
-Usage: chela [--workspace DIR] [-v] <command> [args]
-
-Commands:
-  chat [-m MESSAGE] [--session NAME] [--new]
-                          Chat in the terminal; -m sends one message and prints the reply
-  config show             Every setting, its value and where it came from (secrets masked)
-  config get KEY          One setting's value
-  config set KEY VALUE    Store a runtime override (in overrides.toml)
-  config unset KEY        Remove one runtime override
-  config reset            Remove every runtime override
-  cap list                Capability groups and their tools
-  cap call ID [JSON]      Call a tool by hand
-  cap enable|disable GROUP
-                          Switch a group on or off for every caller
-  cap show|hide GROUP     Show a group to the model, or hide it
-  doctor                  Check the configuration, workspace and provider
-  help                    This text
-
-Global flags:
-  --workspace DIR         Workspace folder (default: $CHELA_HOME, else ~/.chela)
-  -v, --verbose           More diagnostics on stderr (repeat for more)
-  -V, --version           Print the version
-";
+pub use help::{USAGE, synopsis};
 
 #[derive(Debug, PartialEq, Eq)]
 pub struct Cli {
@@ -46,8 +23,78 @@ pub enum Command {
     Config(ConfigCmd),
     Cap(CapCmd),
     Doctor,
-    Help,
+    /// Print this topic's help.
+    Help(Topic),
     Version,
+}
+
+/// What a help text is about: the whole program, or one command or verb.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Topic {
+    Main,
+    Chat,
+    Config,
+    ConfigShow,
+    ConfigGet,
+    ConfigSet,
+    ConfigUnset,
+    ConfigReset,
+    Cap,
+    CapList,
+    CapCall,
+    CapEnable,
+    CapShow,
+    Doctor,
+}
+
+impl Topic {
+    /// The topic of a command line's words (`["config", "set", ...]`): the most specific one
+    /// they name, `None` when the first word is no command.
+    fn of(words: &[String]) -> Option<Topic> {
+        let first = words.first().map(String::as_str);
+        let second = words.get(1).map(String::as_str);
+        Some(match (first?, second) {
+            ("help", _) => return if words.len() > 1 { Topic::of(&words[1..]) } else { Some(Topic::Main) },
+            ("chat", _) => Topic::Chat,
+            ("doctor", _) => Topic::Doctor,
+            ("config", Some("show")) => Topic::ConfigShow,
+            ("config", Some("get")) => Topic::ConfigGet,
+            ("config", Some("set")) => Topic::ConfigSet,
+            ("config", Some("unset")) => Topic::ConfigUnset,
+            ("config", Some("reset")) => Topic::ConfigReset,
+            ("config", _) => Topic::Config,
+            ("cap", Some("list")) => Topic::CapList,
+            ("cap", Some("call")) => Topic::CapCall,
+            ("cap", Some("enable" | "disable")) => Topic::CapEnable,
+            ("cap", Some("show" | "hide")) => Topic::CapShow,
+            ("cap", _) => Topic::Cap,
+            _ => return None,
+        })
+    }
+
+    /// The help text.
+    pub fn help(self) -> String {
+        help::text(self)
+    }
+
+    /// How many of the command line's words name the topic: `chela config set` is 2.
+    fn depth(self) -> usize {
+        match self {
+            Topic::Main => 0,
+            Topic::Chat | Topic::Config | Topic::Cap | Topic::Doctor => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// The last line of a mistake's message: where the usage of what was typed is explained.
+fn pointer(words: &[String]) -> String {
+    // `chela help chat --bogus` is about `chat`.
+    let words = if words.first().is_some_and(|w| w == "help") { &words[1..] } else { words };
+    match Topic::of(words) {
+        Some(t) if t != Topic::Main => format!("Run `chela {} --help` for its usage.", words[..t.depth()].join(" ")),
+        _ => "Run `chela help` for the commands and flags.".to_owned(),
+    }
 }
 
 #[derive(Debug, PartialEq, Eq, Default)]
@@ -77,7 +124,8 @@ pub enum CapCmd {
     Show(String, bool),
 }
 
-/// Parses `args` (without the program name).
+/// Parses `args` (without the program name). Mistakes come back as one-line errors that say
+/// what to type instead and which `--help` to read; `main` prints them and exits with 2.
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     use lexopt::prelude::*;
     let mut p = lexopt::Parser::from_args(args);
@@ -89,56 +137,112 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     let mut help = false;
     let mut version = false;
     let mut words: Vec<String> = Vec::new();
-    while let Some(arg) = p.next()? {
-        match arg {
-            Long("workspace") => workspace = Some(PathBuf::from(p.value()?)),
-            Short('v') | Long("verbose") => verbose = verbose.saturating_add(1),
-            Short('h') | Long("help") => help = true,
-            Short('V') | Long("version") => version = true,
-            Short('m') | Long("message") => message = Some(p.value()?.string()?),
-            Long("session") => session = Some(p.value()?.string()?),
-            Long("new") => new = true,
-            Value(v) => words.push(v.string()?),
-            other => bail!("{}\n\nRun `chela help` for the commands and flags.", other.unexpected()),
+    // The first mistake, reported once the words show which command it was meant for.
+    let mut mistake: Option<String> = None;
+    loop {
+        let arg = match p.next() {
+            Ok(Some(arg)) => arg,
+            Ok(None) => break,
+            Err(e) => {
+                mistake.get_or_insert(e.to_string());
+                break;
+            }
+        };
+        let step: Result<(), lexopt::Error> = match arg {
+            Long("workspace") => p.value().map(|v| workspace = Some(PathBuf::from(v))),
+            Short('v') | Long("verbose") => {
+                verbose = verbose.saturating_add(1);
+                Ok(())
+            }
+            Short('h') | Long("help") => {
+                help = true;
+                Ok(())
+            }
+            Short('V') | Long("version") => {
+                version = true;
+                Ok(())
+            }
+            Short('m') | Long("message") => p.value().and_then(|v| v.string()).map(|v| message = Some(v)),
+            Long("session") => p.value().and_then(|v| v.string()).map(|v| session = Some(v)),
+            Long("new") => {
+                new = true;
+                Ok(())
+            }
+            Value(v) => v.string().map(|v| words.push(v)),
+            other => Err(other.unexpected()),
+        };
+        if let Err(e) = step {
+            mistake.get_or_insert(e.to_string());
         }
     }
-    let chat_flags = message.is_some() || session.is_some() || new;
-    let command = if version {
-        Command::Version
-    } else if help || words.is_empty() {
-        Command::Help
-    } else {
-        let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
-        match (words[0].as_str(), rest.as_slice()) {
-            ("chat", []) => {
-                Command::Chat(ChatArgs { message, session: session.unwrap_or_else(|| "local".to_owned()), new })
-            }
-            ("config", ["show"] | []) => Command::Config(ConfigCmd::Show),
-            ("config", ["get", key]) => Command::Config(ConfigCmd::Get((*key).to_owned())),
-            ("config", ["set", key, value]) => Command::Config(ConfigCmd::Set((*key).to_owned(), (*value).to_owned())),
-            ("config", ["unset", key]) => Command::Config(ConfigCmd::Unset((*key).to_owned())),
-            ("config", ["reset"]) => Command::Config(ConfigCmd::Reset),
-            ("cap", ["list"] | []) => Command::Cap(CapCmd::List),
-            ("cap", ["call", id]) => Command::Cap(CapCmd::Call { id: (*id).to_owned(), json: "{}".to_owned() }),
-            ("cap", ["call", id, json]) => {
-                Command::Cap(CapCmd::Call { id: (*id).to_owned(), json: (*json).to_owned() })
-            }
-            ("cap", ["enable", g]) => Command::Cap(CapCmd::Enable((*g).to_owned(), true)),
-            ("cap", ["disable", g]) => Command::Cap(CapCmd::Enable((*g).to_owned(), false)),
-            ("cap", ["show", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), true)),
-            ("cap", ["hide", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), false)),
-            ("doctor", []) => Command::Doctor,
-            ("help", _) => Command::Help,
-            ("chat" | "config" | "cap" | "doctor", _) => {
-                bail!("`chela {}` does not take those arguments.\n\n{USAGE}", words.join(" "))
-            }
-            (other, _) => bail!("unknown command `{other}`. Run `chela help` for the commands."),
-        }
-    };
-    if chat_flags && !matches!(command, Command::Chat(_) | Command::Help | Command::Version) {
-        bail!("-m, --session and --new only go with `chela chat`");
+    if version {
+        return Ok(Cli { workspace, verbose, command: Command::Version });
     }
+    if help {
+        // `chela nosuch --help` gets the whole program's help rather than an error.
+        let topic = Topic::of(&words).unwrap_or(Topic::Main);
+        return Ok(Cli { workspace, verbose, command: Command::Help(topic) });
+    }
+    if let Some(m) = mistake {
+        bail!("{m}. {}", pointer(&words));
+    }
+    if words.is_empty() {
+        return Ok(Cli { workspace, verbose, command: Command::Help(Topic::Main) });
+    }
+    let command = command(&words, message, session, new)?;
     Ok(Cli { workspace, verbose, command })
+}
+
+/// The command the words name, with the chat flags where they belong.
+fn command(words: &[String], message: Option<String>, session: Option<String>, new: bool) -> Result<Command> {
+    let chat_flags = message.is_some() || session.is_some() || new;
+    let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
+    let command = match (words[0].as_str(), rest.as_slice()) {
+        ("chat", []) => {
+            if let Some(m) = &message {
+                check_message(m)?;
+            }
+            Command::Chat(ChatArgs { message, session: session.unwrap_or_else(|| "local".to_owned()), new })
+        }
+        ("chat", extra) => {
+            // The shell split the message into words: only the first went to -m (or none did).
+            let said = message.iter().map(String::as_str).chain(extra.iter().copied()).collect::<Vec<_>>().join(" ");
+            let why = if message.is_some() { "the message must be one argument" } else { "a message goes after -m" };
+            bail!("{why}: put it in quotes, as in `chela chat -m \"{said}\"`. {}", pointer(words));
+        }
+        ("help", _) => Command::Help(Topic::of(words).unwrap_or(Topic::Main)),
+        ("config", ["show"] | []) => Command::Config(ConfigCmd::Show),
+        ("config", ["get", key]) => Command::Config(ConfigCmd::Get((*key).to_owned())),
+        ("config", ["set", key, value]) => Command::Config(ConfigCmd::Set((*key).to_owned(), (*value).to_owned())),
+        ("config", ["unset", key]) => Command::Config(ConfigCmd::Unset((*key).to_owned())),
+        ("config", ["reset"]) => Command::Config(ConfigCmd::Reset),
+        ("cap", ["list"] | []) => Command::Cap(CapCmd::List),
+        ("cap", ["call", id]) => Command::Cap(CapCmd::Call { id: (*id).to_owned(), json: "{}".to_owned() }),
+        ("cap", ["call", id, json]) => Command::Cap(CapCmd::Call { id: (*id).to_owned(), json: (*json).to_owned() }),
+        ("cap", ["enable", g]) => Command::Cap(CapCmd::Enable((*g).to_owned(), true)),
+        ("cap", ["disable", g]) => Command::Cap(CapCmd::Enable((*g).to_owned(), false)),
+        ("cap", ["show", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), true)),
+        ("cap", ["hide", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), false)),
+        ("doctor", []) => Command::Doctor,
+        ("config" | "cap" | "doctor", _) => {
+            let topic = Topic::of(words).unwrap_or(Topic::Main);
+            let shape = synopsis(topic);
+            bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))
+        }
+        (other, _) => bail!("unknown command `{other}`. Run `chela help` for the commands."),
+    };
+    if chat_flags && !matches!(command, Command::Chat(_)) {
+        bail!("-m, --session and --new only go with `chela chat`. {}", pointer(words));
+    }
+    Ok(command)
+}
+
+/// Refuses a message with nothing to say, before anything is sent.
+pub fn check_message(message: &str) -> Result<()> {
+    if message.trim().is_empty() {
+        return Err(anyhow!("the message is empty; nothing was sent. Say something, as in `chela chat -m \"hello\"`."));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -186,13 +290,79 @@ mod tests {
 
     #[test]
     fn help_version_and_mistakes() {
-        assert_eq!(cli(&[]).unwrap().command, Command::Help);
-        assert_eq!(cli(&["chat", "--help"]).unwrap().command, Command::Help);
+        assert_eq!(cli(&[]).unwrap().command, Command::Help(Topic::Main));
+        assert_eq!(cli(&["chat", "--help"]).unwrap().command, Command::Help(Topic::Chat));
         assert_eq!(cli(&["-V"]).unwrap().command, Command::Version);
         assert_eq!(cli(&["-vv", "doctor"]).unwrap().verbose, 2);
         let e = cli(&["chta"]).unwrap_err().to_string();
         assert!(e.contains("unknown command `chta`"), "{e}");
         let e = cli(&["chat", "--bogus"]).unwrap_err().to_string();
         assert!(e.contains("--bogus"), "{e}");
+    }
+
+    #[test]
+    fn every_command_and_verb_has_its_own_help() {
+        for (args, topic) in [
+            (&["chat", "-h"][..], Topic::Chat),
+            (&["config", "--help"], Topic::Config),
+            (&["config", "show", "--help"], Topic::ConfigShow),
+            (&["config", "get", "--help"], Topic::ConfigGet),
+            (&["--help", "config", "set"], Topic::ConfigSet),
+            (&["config", "unset", "-h"], Topic::ConfigUnset),
+            (&["config", "reset", "-h"], Topic::ConfigReset),
+            (&["cap", "-h"], Topic::Cap),
+            (&["cap", "list", "-h"], Topic::CapList),
+            (&["cap", "call", "x", "--help"], Topic::CapCall),
+            (&["cap", "disable", "-h"], Topic::CapEnable),
+            (&["cap", "hide", "-h"], Topic::CapShow),
+            (&["doctor", "--help"], Topic::Doctor),
+            (&["help", "cap", "call"], Topic::CapCall),
+            (&["help"], Topic::Main),
+            (&["nosuch", "--help"], Topic::Main),
+            (&["chat", "--bogus", "--help"], Topic::Chat),
+        ] {
+            assert_eq!(cli(args).unwrap().command, Command::Help(topic), "{args:?}");
+            let text = topic.help();
+            assert!(text.contains(&format!("Usage: {}", synopsis(topic))), "{topic:?}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_message_split_by_the_shell_says_to_quote_it() {
+        let e = cli(&["chat", "-m", "hello", "world"]).unwrap_err().to_string();
+        assert!(e.contains(r#"`chela chat -m "hello world"`"#), "{e}");
+        assert!(!e.contains("Usage") && !e.contains('\n'), "one line, no usage dump: {e}");
+        let e = cli(&["chat", "hello"]).unwrap_err().to_string();
+        assert!(e.contains(r#"`chela chat -m "hello"`"#), "{e}");
+    }
+
+    #[test]
+    fn mistakes_are_one_line_and_point_at_the_commands_help() {
+        for (args, want) in [
+            (&["chat", "--bogus"][..], "chela chat --help"),
+            (&["--bogus", "chat"], "chela chat --help"),
+            (&["config", "set", "llm.model"], "chela config set --help"),
+            (&["cap", "call"], "chela cap call --help"),
+            (&["cap", "explode"], "chela cap --help"),
+            (&["doctor", "now"], "chela doctor --help"),
+            (&["chat", "-m"], "chela chat --help"),
+            (&["config", "show", "-m", "x"], "chela config show --help"),
+        ] {
+            let e = cli(args).unwrap_err().to_string();
+            assert!(e.contains(want) && !e.contains('\n') && !e.contains("Usage:"), "{args:?}: {e}");
+        }
+        let e = cli(&["config", "set", "llm.model"]).unwrap_err().to_string();
+        assert!(e.contains("`chela config set KEY VALUE`"), "{e}");
+        let e = cli(&["--bogus"]).unwrap_err().to_string();
+        assert!(e.contains("--bogus") && e.contains("chela help"), "no command, still an error: {e}");
+    }
+
+    #[test]
+    fn an_empty_message_is_refused() {
+        for m in ["", "   ", "\n\t"] {
+            let e = cli(&["chat", "-m", m]).unwrap_err().to_string();
+            assert!(e.contains("the message is empty"), "{m:?}: {e}");
+        }
+        assert!(cli(&["chat", "-m", "-"]).is_ok(), "stdin is read and checked later");
     }
 }

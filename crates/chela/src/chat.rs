@@ -12,24 +12,39 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_core::cap::Caller;
 use chela_proto::chat::Message;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 
 use crate::app::App;
-use crate::args::ChatArgs;
+use crate::args::{ChatArgs, check_message};
 use crate::session::{HubLimits, SessionHub};
 use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
 
+mod input;
+
+use input::{Input, Line};
+
 /// The channel name in session file names: `sessions/cli_<session>.jsonl`.
 pub const CHANNEL: &str = "cli";
+
+/// Exit status for a message refused before sending, as for other command-line mistakes.
+const EXIT_USAGE: u8 = 2;
 
 /// Exit status when a one-shot turn is cancelled with Ctrl-C, as shells report SIGINT.
 const EXIT_INTERRUPTED: u8 = 130;
 
 pub async fn run(app: App, args: ChatArgs) -> Result<ExitCode> {
+    // Read and check the message first: a refused one changes nothing and sends nothing.
+    let message = match args.message.map(read_message).transpose() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("chela: {e}");
+            return Ok(ExitCode::from(EXIT_USAGE));
+        }
+    };
     let app = Arc::new(app);
     let chat = Chat {
         hub: SessionHub::new(Arc::clone(&app), HubLimits::from_config(&app.base.cfg)),
@@ -40,8 +55,8 @@ pub async fn run(app: App, args: ChatArgs) -> Result<ExitCode> {
         chat.restart().await?;
     }
     let mut ctrl_c = CtrlC::install()?;
-    match args.message {
-        Some(m) => one_shot(&chat, read_message(m)?, &mut ctrl_c).await,
+    match message {
+        Some(m) => one_shot(&chat, m, &mut ctrl_c).await,
         None => interactive(&chat, &mut ctrl_c).await,
     }
 }
@@ -85,13 +100,35 @@ impl Chat {
     }
 }
 
+/// The most `-m -` reads from stdin.
+const MAX_STDIN_MESSAGE: u64 = 1024 * 1024;
+
+/// The message of `-m`: the argument itself, or for `-m -` all of stdin without its final
+/// newline (the one `echo` and editors add). Empty messages are refused.
 fn read_message(m: String) -> Result<String> {
     if m != "-" {
+        check_message(&m)?;
         return Ok(m);
     }
     let mut s = String::new();
-    std::io::Read::read_to_string(&mut std::io::Read::take(std::io::stdin(), 1024 * 1024), &mut s)?;
+    std::io::Read::read_to_string(&mut std::io::Read::take(std::io::stdin(), MAX_STDIN_MESSAGE + 1), &mut s)
+        .context("cannot read the message from stdin (it must be UTF-8 text)")?;
+    if s.len() as u64 > MAX_STDIN_MESSAGE {
+        anyhow::bail!("the message on stdin is over {} KiB; send a shorter one", MAX_STDIN_MESSAGE / 1024);
+    }
+    let s = strip_final_newline(s);
+    check_message(&s)?;
     Ok(s)
+}
+
+/// Drops one final `\n` or `\r\n`, no more: blank lines the person typed at the end stay.
+fn strip_final_newline(mut s: String) -> String {
+    if s.ends_with("\r\n") {
+        s.truncate(s.len() - 2);
+    } else if s.ends_with('\n') {
+        s.pop();
+    }
+    s
 }
 
 async fn one_shot(chat: &Chat, message: String, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
@@ -128,7 +165,7 @@ async fn one_shot(chat: &Chat, message: String, ctrl_c: &mut CtrlC) -> Result<Ex
 
 async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
     let (app, path) = (&chat.app, chat.path());
-    let mut lines = stdin_lines();
+    let mut input = Input::open(app.base.ws.root());
     let color = color_enabled();
     eprintln!(
         "Chela {} — {} · model {} · session {}. /new starts over, /exit or Ctrl-D leaves.",
@@ -138,14 +175,12 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
         path.display()
     );
     loop {
-        print!("{}", if color { "\x1b[1m› \x1b[0m" } else { "› " });
-        std::io::stdout().flush()?;
         ctrl_c.reset();
         let line = tokio::select! {
-            l = lines.recv() => l,
-            () = ctrl_c.interrupted() => None,
+            l = input.next(if color { "\x1b[1m› \x1b[0m" } else { "› " }) => l,
+            () = ctrl_c.interrupted() => Line::End,
         };
-        let Some(line) = line else {
+        let Line::Text(line) = line else {
             println!();
             return Ok(ExitCode::SUCCESS);
         };
@@ -180,28 +215,6 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
             }
         }
     }
-}
-
-/// Lines from stdin, read on their own thread so a pending read never holds up exit.
-fn stdin_lines() -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel(4);
-    std::thread::spawn(move || {
-        let stdin = std::io::stdin();
-        let mut line = String::new();
-        loop {
-            line.clear();
-            // Lines are bounded: a pasted megabyte is cut rather than buffered without end.
-            match std::io::BufRead::read_line(&mut std::io::Read::take(stdin.lock(), 256 * 1024), &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    if tx.blocking_send(line.clone()).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    rx
 }
 
 fn color_enabled() -> bool {
@@ -369,6 +382,21 @@ fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_final_newline_is_dropped() {
+        for (raw, want) in [
+            ("hi\n", "hi"),
+            ("hi\r\n", "hi"),
+            ("hi", "hi"),
+            ("hi\n\n", "hi\n"),
+            ("hi\r\n\r\n", "hi\r\n"),
+            ("\n", ""),
+            ("a\nb\n", "a\nb"),
+        ] {
+            assert_eq!(strip_final_newline(raw.to_owned()), want, "{raw:?}");
+        }
+    }
 
     #[test]
     fn arguments_and_durations_are_short() {

@@ -15,8 +15,8 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Help => {
-            print!("{}", args::USAGE);
+        Command::Help(topic) => {
+            print!("{}", topic.help());
             return ExitCode::SUCCESS;
         }
         Command::Version => {

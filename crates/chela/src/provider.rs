@@ -70,7 +70,7 @@ impl Provider {
             url => url.to_owned(),
         };
         // Local servers (Ollama, llama.cpp, vLLM) usually need no key; hosted ones do.
-        let local = base_url.starts_with("http://127.") || base_url.starts_with("http://localhost");
+        let (api_key, local) = crate::keyrule::api_key_rule(&api_key, &base_url);
         if api_key.is_empty() && !local {
             anyhow::bail!(
                 "No API key is configured for {}. Set one with `chela config set llm.api_key <KEY>` or the {} environment variable \

@@ -23,6 +23,6 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
         Command::Doctor => doctor::run(ws).await,
         // Handled before the runtime starts.
-        Command::Help | Command::Version => Ok(ExitCode::SUCCESS),
+        Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }
 }

@@ -185,3 +185,129 @@ fn a_dash_reads_the_message_from_stdin() {
     let sent = conversation(Provider::Anthropic, &body(&llm, 0));
     assert_eq!(text_of(&sent[0]).trim_end(), "line one\nline two");
 }
+
+/// `chela chat -m -` with `input` on stdin.
+fn chat_stdin(ws: &Ws, input: &[u8]) -> crate::Out {
+    use std::io::Write;
+    let mut child = ws.cmd(&["chat", "-m", "-"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(input).unwrap();
+    drop(stdin);
+    crate::finish(child, crate::RUN_LIMIT)
+}
+
+#[test]
+fn a_dash_drops_exactly_one_final_newline() {
+    for (input, want) in [("line one\n\n", "line one\n"), ("hi\r\n", "hi"), ("no newline", "no newline")] {
+        let llm = FakeLlm::start(vec![Step::text("Got it.")]);
+        let ws = Ws::for_llm(Provider::OpenAi, &llm, "");
+        chat_stdin(&ws, input.as_bytes()).expect_ok();
+        let sent = conversation(Provider::OpenAi, &body(&llm, 0));
+        assert_eq!(text_of(&sent[0]), want, "{input:?}");
+    }
+}
+
+#[test]
+fn empty_messages_are_refused_before_any_request() {
+    let llm = FakeLlm::start(vec![Step::text("unused")]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let outs = [
+        ws.chat("", &[]),
+        ws.chat("   ", &[]),
+        chat_stdin(&ws, b""),
+        chat_stdin(&ws, b"\n"),
+        chat_stdin(&ws, b" \r\n"),
+    ];
+    for out in &outs {
+        out.expect_code(2).stderr_has("the message is empty");
+        assert_eq!(out.stdout, "");
+        assert_eq!(out.stderr.lines().count(), 1, "one line: {}", out.stderr);
+    }
+    assert!(llm.requests().is_empty(), "nothing may be sent");
+    assert!(!ws.session_path("local").exists(), "nothing may be written");
+}
+
+#[test]
+fn a_message_split_by_the_shell_says_to_quote_it() {
+    let llm = FakeLlm::start(vec![Step::text("unused")]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let out = ws.run(&["chat", "-m", "hello", "world"]);
+    out.expect_code(2).stderr_has(r#"chela chat -m "hello world""#);
+    assert_eq!(out.stderr.lines().count(), 1, "one line, not the whole usage: {}", out.stderr);
+    assert!(!out.stderr.contains("Usage"), "{}", out.stderr);
+    assert!(llm.requests().is_empty());
+}
+
+#[test]
+fn an_unknown_flag_points_at_that_commands_help() {
+    let ws = Ws::empty();
+    for (args, want) in [
+        (&["chat", "--bogus"][..], "chela chat --help"),
+        (&["config", "show", "--colour"], "chela config show --help"),
+        (&["cap", "list", "-x"], "chela cap list --help"),
+        (&["doctor", "--fix"], "chela doctor --help"),
+    ] {
+        let out = ws.run(args);
+        out.expect_code(2).stderr_has(want).stderr_has(args.last().unwrap());
+        assert_eq!(out.stderr.lines().count(), 1, "{args:?}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn every_command_answers_help_with_its_own_usage() {
+    // Each command or verb, how to ask for its help, its own usage line, and a flag or
+    // argument only its help names.
+    let cases: [(&[&str], &str, &str); 13] = [
+        (&["chat", "--help"], "chela chat [-m MESSAGE] [--session NAME] [--new]", "--session NAME"),
+        (&["config", "--help"], "chela config <show|get|set|unset|reset> [args]", "Verbs:"),
+        (&["config", "show", "-h"], "chela config show", "masked"),
+        (&["config", "get", "--help"], "chela config get KEY", "chela config get llm.model"),
+        (&["config", "set", "--help"], "chela config set KEY VALUE", "VALUE "),
+        (&["config", "unset", "--help"], "chela config unset KEY", "chela config unset llm.model"),
+        (&["config", "reset", "--help"], "chela config reset", "chela config reset\n"),
+        (&["cap", "--help"], "chela cap <list|call|enable|disable|show|hide> [args]", "Verbs:"),
+        (&["cap", "list", "--help"], "chela cap list", "chela cap list\n"),
+        (&["cap", "call", "-h"], "chela cap call ID [JSON]", "JSON "),
+        (&["cap", "enable", "--help"], "chela cap enable|disable GROUP", "chela cap disable web"),
+        (&["cap", "hide", "--help"], "chela cap show|hide GROUP", "chela cap hide http"),
+        (&["doctor", "--help"], "chela doctor", "chela doctor\n"),
+    ];
+    let ws = Ws::empty();
+    for (args, usage, own) in cases {
+        let out = ws.run(args);
+        out.expect_ok();
+        assert_eq!(out.stderr, "", "{args:?}");
+        let first = out.stdout.lines().find(|l| l.starts_with("Usage: "));
+        assert_eq!(first, Some(format!("Usage: {usage}").as_str()), "{args:?}:\n{}", out.stdout);
+        out.stdout_has(own);
+        assert!(out.stdout.contains("Example"), "{args:?} gives an example:\n{}", out.stdout);
+        if args[0] != "chat" {
+            assert!(!out.stdout.contains("--session"), "{args:?} shows chat's flags:\n{}", out.stdout);
+        }
+        // `help COMMAND` is the same text.
+        let words: Vec<&str> = args.iter().copied().filter(|a| !a.starts_with('-')).collect();
+        let via_help = ws.run(&[&["help"][..], &words].concat());
+        assert_eq!(via_help.expect_ok().stdout, out.stdout, "chela help {words:?}");
+    }
+    let all = ws.run(&["help"]);
+    all.expect_ok().stdout_has("Commands:").stdout_has("config set KEY VALUE");
+}
+
+#[test]
+fn api_key_none_sends_no_key_header() {
+    for provider in Provider::BOTH {
+        let llm = FakeLlm::start(vec![Step::text("Keyless.")]);
+        let ws = Ws::empty();
+        ws.write_config(&format!(
+            "[llm]\nprovider = \"{}\"\nbase_url = \"{}\"\napi_key = \"none\"\nmodel = \"{MODEL}\"\n",
+            provider.name(),
+            provider.base_url(&llm)
+        ));
+        let out = ws.chat("hi", &[]);
+        out.expect_ok();
+        assert_eq!(out.stdout, "Keyless.\n");
+        let r = &llm.requests()[0];
+        assert_eq!(r.header("x-api-key"), None, "{provider:?}");
+        assert_eq!(r.header("authorization"), None, "{provider:?}");
+    }
+}

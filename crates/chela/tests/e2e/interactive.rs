@@ -103,3 +103,122 @@ fn exit_command_leaves_without_calling_the_model() {
     assert!(llm.requests().is_empty());
     assert!(!ws.session_path("local").exists());
 }
+
+/// A `chela chat` in a real terminal: a private tmux server (Debian package `tmux`) with one
+/// pane, driven by keystrokes and read back from the screen.
+struct Tty {
+    socket: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Tty {
+    fn start(ws: &Ws) -> Tty {
+        let dir = tempfile::tempdir().unwrap();
+        let tty = Tty { socket: dir.path().join("tmux.sock"), _dir: dir };
+        // The child sees only what it needs, as `Ws::cmd` arranges for piped runs.
+        let command = format!(
+            "env -i HOME='{}' CHELA_HOME='{}' PATH='{}' TERM=screen '{}' chat",
+            ws.home().display(),
+            ws.path().display(),
+            std::env::var("PATH").unwrap_or_default(),
+            env!("CARGO_BIN_EXE_chela"),
+        );
+        tty.tmux(&["new-session", "-d", "-x", "120", "-y", "40", "-s", "chela", &command]);
+        tty
+    }
+
+    fn tmux(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new("tmux")
+            // UTF-8 whatever the test's locale: the prompt is `›`.
+            .env("LANG", "C.UTF-8")
+            .arg("-u")
+            .arg("-S")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .expect("this test drives a terminal with tmux: install it (Debian: apt-get install tmux)")
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "chela"];
+        args.extend_from_slice(keys);
+        assert!(self.tmux(&args).status.success());
+    }
+
+    fn screen(&self) -> String {
+        String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "chela"]).stdout).into_owned()
+    }
+
+    /// Waits until the screen satisfies `cond`. Trailing blanks are not on the screen: a
+    /// waiting prompt is `›` at the end of a line.
+    fn wait_screen(&self, what: &str, cond: impl Fn(&str) -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let screen = self.screen();
+            if cond(&screen) {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}; the screen:\n{screen}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn wait_gone(&self) {
+        wait_for("chela to leave", Duration::from_secs(10), || {
+            !self.tmux(&["has-session", "-t", "chela"]).status.success()
+        });
+    }
+}
+
+impl Drop for Tty {
+    fn drop(&mut self) {
+        // Only this test's own server, by its socket.
+        let _ = self.tmux(&["kill-server"]);
+    }
+}
+
+#[test]
+fn a_terminal_gets_line_editing_and_a_kept_history() {
+    use std::os::unix::fs::PermissionsExt;
+    // Far longer than the test waits for the cancelled turn to end.
+    let slow = Step::text("Too late.").delay_ms(5000);
+    let llm = FakeLlm::start(vec![Step::text("First."), Step::text("Second."), slow]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let tty = Tty::start(&ws);
+    tty.wait_screen("the prompt", |s| s.contains('›'));
+    tty.keys(&["hello there", "Enter"]);
+    tty.wait_screen("the first answer", |s| s.contains("First."));
+    tty.wait_screen("the second prompt", |s| s.matches('›').count() >= 2);
+
+    // Up brings the last line back; it is edited (five backspaces) and sent again.
+    tty.keys(&["Up"]);
+    tty.wait_screen("the recalled line", |s| s.matches("hello there").count() >= 2);
+    tty.keys(&["BSpace", "BSpace", "BSpace", "BSpace", "BSpace", "again", "Enter"]);
+    tty.wait_screen("the second answer", |s| s.contains("Second."));
+    let said: Vec<String> = conversation(Provider::Anthropic, &body(&llm, 1)).iter().map(text_of).collect();
+    assert_eq!(said, ["hello there", "First.", "hello again"]);
+
+    // Ctrl-C during a turn cancels the turn, and the prompt comes back.
+    tty.wait_screen("the third prompt", |s| s.matches('›').count() >= 3);
+    tty.keys(&["take your time", "Enter"]);
+    wait_for("the slow request", Duration::from_secs(10), || llm.requests().len() == 3);
+    tty.keys(&["C-c"]);
+    tty.wait_screen("the cancelled turn", |s| s.contains("(turn cancelled)"));
+    tty.wait_screen("the fourth prompt", |s| s.matches('›').count() >= 4);
+
+    // Ctrl-D at the prompt leaves.
+    tty.keys(&["C-d"]);
+    tty.wait_gone();
+    let history = ws.path().join(".chat_history");
+    assert_eq!(fs::read_to_string(&history).unwrap(), "hello there\nhello again\ntake your time\n");
+    assert_eq!(fs::metadata(&history).unwrap().permissions().mode() & 0o777, 0o600);
+
+    // The next run starts with that history; Ctrl-C at the prompt leaves too.
+    let tty = Tty::start(&ws);
+    tty.wait_screen("the prompt", |s| s.contains('›'));
+    tty.keys(&["Up"]);
+    tty.wait_screen("the line from the last run", |s| s.contains("› take your time"));
+    tty.keys(&["C-c"]);
+    tty.wait_gone();
+    assert_eq!(llm.requests().len(), 3, "nothing more was sent");
+}

@@ -1,0 +1,215 @@
+//! The help texts: `chela help` for everything, and one per subcommand and verb for
+//! `chela <command> --help`. Each names its own usage line, arguments and flags, and gives an
+//! example, so a person who asks about one command reads about that one.
+
+use super::Topic;
+
+/// The synopsis line of each topic, as its help shows it after `Usage: `; errors about a
+/// command's arguments quote it too.
+pub fn synopsis(topic: Topic) -> &'static str {
+    match topic {
+        Topic::Main => "chela [--workspace DIR] [-v] <command> [args]",
+        Topic::Chat => "chela chat [-m MESSAGE] [--session NAME] [--new]",
+        Topic::Config => "chela config <show|get|set|unset|reset> [args]",
+        Topic::ConfigShow => "chela config show",
+        Topic::ConfigGet => "chela config get KEY",
+        Topic::ConfigSet => "chela config set KEY VALUE",
+        Topic::ConfigUnset => "chela config unset KEY",
+        Topic::ConfigReset => "chela config reset",
+        Topic::Cap => "chela cap <list|call|enable|disable|show|hide> [args]",
+        Topic::CapList => "chela cap list",
+        Topic::CapCall => "chela cap call ID [JSON]",
+        Topic::CapEnable => "chela cap enable|disable GROUP",
+        Topic::CapShow => "chela cap show|hide GROUP",
+        Topic::Doctor => "chela doctor",
+    }
+}
+
+/// The whole help text of `topic`.
+pub fn text(topic: Topic) -> String {
+    let (about, body) = match topic {
+        Topic::Main => return USAGE.to_owned(),
+        Topic::Chat => ("chat with Chela in the terminal.", CHAT),
+        Topic::Config => ("read and change the settings.", CONFIG),
+        Topic::ConfigShow => ("every setting, its value and where it came from.", CONFIG_SHOW),
+        Topic::ConfigGet => ("one setting's value.", CONFIG_GET),
+        Topic::ConfigSet => ("store a runtime override of one setting.", CONFIG_SET),
+        Topic::ConfigUnset => ("remove one runtime override.", CONFIG_UNSET),
+        Topic::ConfigReset => ("remove every runtime override.", CONFIG_RESET),
+        Topic::Cap => ("the capability groups: the tools Chela can use.", CAP),
+        Topic::CapList => ("the capability groups, their state and their tools.", CAP_LIST),
+        Topic::CapCall => ("call one tool by hand.", CAP_CALL),
+        Topic::CapEnable => ("switch a capability group on or off.", CAP_ENABLE),
+        Topic::CapShow => ("show a capability group to the model, or hide it.", CAP_SHOW),
+        Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
+    };
+    let name = synopsis(topic).split(" [").next().unwrap_or_default();
+    let name = name.split(" <").next().unwrap_or(name);
+    format!("{name}: {about}\n\nUsage: {}\n\n{body}\n{GLOBAL}", synopsis(topic))
+}
+
+const GLOBAL: &str = "\
+Global flags (see `chela help`): --workspace DIR, -v/--verbose. -h, --help prints this text.
+";
+
+pub const USAGE: &str = "\
+Chela: a personal AI assistant.
+
+Usage: chela [--workspace DIR] [-v] <command> [args]
+
+Commands:
+  chat [-m MESSAGE] [--session NAME] [--new]
+                          Chat in the terminal; -m sends one message and prints the reply
+  config show             Every setting, its value and where it came from (secrets masked)
+  config get KEY          One setting's value
+  config set KEY VALUE    Store a runtime override (in overrides.toml)
+  config unset KEY        Remove one runtime override
+  config reset            Remove every runtime override
+  cap list                Capability groups and their tools
+  cap call ID [JSON]      Call a tool by hand
+  cap enable|disable GROUP
+                          Switch a group on or off for every caller
+  cap show|hide GROUP     Show a group to the model, or hide it
+  doctor                  Check the configuration, workspace and provider
+  help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
+
+Global flags:
+  --workspace DIR         Workspace folder (default: $CHELA_HOME, else ~/.chela)
+  -v, --verbose           More diagnostics on stderr (repeat for more)
+  -V, --version           Print the version
+";
+
+const CHAT: &str = "\
+Without -m: an interactive prompt with line editing and a history (the workspace's
+.chat_history). /new starts a fresh session, /exit or Ctrl-D leaves, Ctrl-C stops a turn.
+
+Options:
+  -m, --message MESSAGE   Send one message, print the reply on stdout, exit. A message of
+                          several words goes in quotes. `-m -` reads it from stdin (one final
+                          newline is dropped). An empty message is refused.
+  --session NAME          The conversation to continue (default: local)
+  --new                   Archive the session first and start a fresh one
+
+Examples:
+  chela chat
+  chela chat -m \"What is on my list for today?\"
+  git diff | chela chat -m - --session review
+";
+
+const CONFIG: &str = "\
+Verbs:
+  show                    Every setting, its value and where it came from (secrets masked)
+  get KEY                 One setting's value
+  set KEY VALUE           Store a runtime override (in overrides.toml)
+  unset KEY               Remove one runtime override
+  reset                   Remove every runtime override
+
+`chela config` alone shows every setting. Values come from, lowest first: the defaults,
+chela.toml, overrides.toml, the environment. `chela config VERB --help` tells more.
+
+Example:
+  chela config set llm.model claude-sonnet-4-5
+";
+
+const CONFIG_SHOW: &str = "\
+Prints each setting with its value and its source (default, chela.toml, override or
+environment). Secrets such as API keys are masked.
+
+Example:
+  chela config show
+";
+
+const CONFIG_GET: &str = "\
+Arguments:
+  KEY                     A setting's name, as `chela config show` lists them
+
+Example:
+  chela config get llm.model
+";
+
+const CONFIG_SET: &str = "\
+Arguments:
+  KEY                     A setting's name, as `chela config show` lists them
+  VALUE                   Its new value
+
+The override is kept in overrides.toml and wins over chela.toml; an environment variable
+still wins over it.
+
+Examples:
+  chela config set llm.provider openai
+  chela config set llm.api_key none        (a local or LAN server that needs no key)
+";
+
+const CONFIG_UNSET: &str = "\
+Arguments:
+  KEY                     The setting whose override to remove
+
+The value from chela.toml (or the default) applies again.
+
+Example:
+  chela config unset llm.model
+";
+
+const CONFIG_RESET: &str = "\
+Removes overrides.toml's every entry: chela.toml and the defaults apply again.
+
+Example:
+  chela config reset
+";
+
+const CAP: &str = "\
+Verbs:
+  list                    Capability groups and their tools
+  call ID [JSON]          Call a tool by hand
+  enable|disable GROUP    Switch a group on or off for every caller
+  show|hide GROUP         Show a group to the model, or hide it
+
+`chela cap` alone lists the groups. `chela cap VERB --help` tells more.
+
+Example:
+  chela cap call get_current_time
+";
+
+const CAP_LIST: &str = "\
+Prints each group: enabled or not, visible to the model or not, and its tools.
+
+Example:
+  chela cap list
+";
+
+const CAP_CALL: &str = "\
+Arguments:
+  ID                      The tool's name, as `chela cap list` shows it
+  JSON                    Its arguments as one JSON object (default: {})
+
+Example:
+  chela cap call file_read '{\"path\":\"notes.md\"}'
+";
+
+const CAP_ENABLE: &str = "\
+Arguments:
+  GROUP                   A group's name, as `chela cap list` shows it
+
+A disabled group's tools cannot be called, by the model or by hand.
+
+Example:
+  chela cap disable web
+";
+
+const CAP_SHOW: &str = "\
+Arguments:
+  GROUP                   A group's name, as `chela cap list` shows it
+
+A hidden group's tools are not offered to the model.
+
+Example:
+  chela cap hide http
+";
+
+const DOCTOR: &str = "\
+Checks the configuration, the workspace's files and permissions, and that the provider
+answers (one small request). Each problem comes with what to do about it.
+
+Example:
+  chela doctor
+";
