@@ -53,7 +53,7 @@ impl Ws {
         fs::write(root.join("chela.toml"), "[llm]\napi_key = \"sk-ant-KEY\"\n").unwrap();
         fs::write(root.join("sessions/cli_local.jsonl"), "{\"private\":1}\n").unwrap();
         let calls = ManualCalls::load(&root).unwrap();
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         Ws { _dir: dir, root, out, calls, rt }
     }
 
@@ -442,7 +442,7 @@ fn planted_symlinks_at_temp_names_receive_nothing() {
     let ws = chela::workspace::Workspace::locate(Some(root.clone())).unwrap();
     chela::config::set_override(&ws, "files.max_read_bytes", "4096").unwrap();
     let calls = ManualCalls::load(&root).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     rt.block_on(calls.call("file_write", &json!({"path": "notes.md", "content": "api key sk-1"}).to_string())).unwrap();
     chela::workspace::write_atomic(&root.join("overrides.toml"), b"key = \"sk-2\"\n").unwrap();
     assert!(!out.exists(), "content went through a planted symlink");
@@ -593,7 +593,7 @@ fn a_failed_append_on_a_full_disk_is_cut_back() {
     assert!(mounted.success(), "cannot mount a tmpfs as root");
     let root = disk.0.path().join("ws");
     let calls = ManualCalls::load(&root).unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let call = |args: Value| rt.block_on(calls.call("file_write", &args.to_string()));
     call(json!({"path": "log.md", "content": "a".repeat(4096)})).unwrap();
     chela::workspace::append_durable(&root.join("sessions/s.jsonl"), "{\"n\":1}\n").unwrap();
