@@ -102,8 +102,10 @@ pub fn repair(messages: &mut Vec<Message>) -> Repaired {
         }
         i += 1;
     }
-    // An exchange must end with an assistant message without pending calls.
-    if let Some(last) = messages.last()
+    // An exchange must end with an assistant message without pending calls. Dropping the last
+    // exchange can bare an earlier one that never got its answer (the person asked again after
+    // a crash), so this repeats until the end is an answer.
+    while let Some(last) = messages.last()
         && (last.role == Role::User || last.tool_use_ids().next().is_some())
     {
         let start = messages.iter().rposition(starts_exchange).unwrap_or(0);
