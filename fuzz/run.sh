@@ -25,7 +25,7 @@ for t in "${targets[@]}"; do
   # New inputs go to a scratch directory (the first one given), so the checked-in seeds stay small.
   mkdir -p "$work/$t"
   start=$(date +%s)
-  if ! cargo fuzz run -s none "$t" "$work/$t" "corpus/$t" "${extra[@]}" -- \
+  if ! cargo fuzz run -s none "$t" "$work/$t" "seeds/$t" "${extra[@]}" -- \
     -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=1024 -print_final_stats=1 \
     >"$work/$t.log" 2>&1; then
     tail -40 "$work/$t.log" >&2

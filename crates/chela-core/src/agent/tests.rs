@@ -410,7 +410,7 @@ fn scripted_reply(s: &Scripted, step: usize) -> Reply {
         Scripted::Text => text_reply("t"),
         Scripted::Empty => {
             let mut r = text_reply("");
-            if step % 2 == 0 {
+            if step.is_multiple_of(2) {
                 r.content.clear();
             }
             r
