@@ -42,10 +42,17 @@ fuzz_target!(|data: &[u8]| {
         assert!(!ev.data.contains('\r'), "event data keeps a line end: {ev:?}");
     }
 
-    // With a small bound, fed one byte at a time (so the parser must hold partial lines): what
-    // it holds and what it dispatches stay within the bound.
-    let (small, _) = events(&bytes, SMALL);
-    for ev in &small {
+    // With a small bound the stream may be refused, but where and why must not depend on the
+    // split either; and fed one byte at a time (so the parser holds partial lines) what it holds
+    // and what it dispatches stay within the bound.
+    let small = events(&bytes, SMALL);
+    assert_eq!(small, events(&[data], SMALL), "splitting the stream changed where the bound refused it");
+    assert_eq!(
+        small,
+        events(&chela_fuzz::chunks(data), SMALL),
+        "splitting the stream changed where the bound refused it"
+    );
+    for ev in &small.0 {
         assert!(ev.data.len() <= SMALL, "an event of {} bytes passed a bound of {SMALL}", ev.data.len());
     }
 });

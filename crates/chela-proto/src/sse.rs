@@ -139,6 +139,11 @@ impl Parser {
     }
 
     fn process_line(&mut self, start: usize, end: usize) -> Result<Option<Event>, Error> {
+        // The same bound as for a line still arriving, so whether a long line is refused does
+        // not depend on how the stream was split.
+        if end - start > self.max {
+            return Err(Error::TooLarge { limit: self.max });
+        }
         let line = &self.buf[start..end];
         if line.is_empty() {
             if !self.has_data {
@@ -253,6 +258,23 @@ mod tests {
         let mut p = Parser::new(16);
         p.handle_bytes(b"data: 0123456789\ndata: 0123456789\n");
         assert_eq!(p.poll_event(), Err(Error::TooLarge { limit: 16 }));
+    }
+
+    #[test]
+    fn a_long_line_is_refused_however_it_was_split() {
+        let text = b": a comment longer than the bound\n\ndata: x\n\n";
+        for split in [text.len(), 20, 1] {
+            let mut p = Parser::new(16);
+            let mut got = Ok(None);
+            for piece in text.chunks(split) {
+                p.handle_bytes(piece);
+                got = p.poll_event();
+                if got.is_err() {
+                    break;
+                }
+            }
+            assert_eq!(got, Err(Error::TooLarge { limit: 16 }), "pieces of {split} bytes");
+        }
     }
 
     #[test]
