@@ -12,7 +12,9 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && mapfile -t targets < <(cargo fuzz list)
 export RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
+built=$(date +%s)
 cargo fuzz build -s none
+echo "fuzz targets built in $(( $(date +%s) - built ))s"
 # Real provider bodies recorded by other projects, read in place when shared/ is beside the
 # clone (never copied into the repository).
 wire="../../shared/wire-corpus/bodies"
