@@ -495,13 +495,111 @@ mod tests {
         assert_eq!(render_newest(&MemStorage::new(), "entries.jsonl", 100).unwrap(), "");
     }
 
-    proptest::proptest! {
-        #[test]
-        fn any_file_text_parses_without_panicking(text in "\\PC{0,300}", lines in proptest::collection::vec("[{}\":a-z0-9,]{0,40}", 0..8)) {
-            let (m, _) = Entries::parse(&text);
-            let _ = m.recall(&text, 3);
-            let (m, skipped) = Entries::parse(&lines.join("\n"));
-            proptest::prop_assert!(m.len() + skipped <= lines.len());
+    // Structured properties: generate valid entry files (unicode, JSON escapes, tags, sources),
+    // damage one line, and check that exactly that line is skipped and counted.
+    mod generated {
+        use super::*;
+        use proptest::prelude::*;
+        use proptest::sample::Index;
+
+        fn any_text() -> impl Strategy<Value = String> {
+            r#"[a-z "\\\n\t\r\x01é世😀{}:,]{0,24}"#
+        }
+
+        fn any_entries() -> impl Strategy<Value = Vec<Entry>> {
+            proptest::collection::vec(
+                (any_text(), proptest::collection::vec("[a-z世]{1,6}", 0..3), "[a-z]{0,5}", any::<u64>(), any::<u64>()),
+                1..12,
+            )
+            .prop_map(|v| {
+                v.into_iter()
+                    .enumerate()
+                    .map(|(i, (content, tags, source, created, updated))| Entry {
+                        id: format!("m{}", i + 1),
+                        content,
+                        tags,
+                        source,
+                        created,
+                        updated,
+                    })
+                    .collect()
+            })
+        }
+
+        fn lines_of(list: &[Entry]) -> Vec<String> {
+            list.iter().map(|e| format!("{}\n", serde_json::to_string(e).unwrap())).collect()
+        }
+
+        proptest::proptest! {
+            #[test]
+            fn generated_files_round_trip_exactly(list in any_entries()) {
+                let lines = lines_of(&list);
+                let text = lines.concat();
+                prop_assert_eq!(text.lines().count(), list.len(), "one entry per line, whatever the text holds");
+                let (m, skipped) = Entries::parse(&text);
+                prop_assert_eq!(skipped, 0);
+                prop_assert_eq!(&m.list, &list);
+                prop_assert_eq!(&m.to_jsonl(), &text);
+                prop_assert_eq!(Entries::parse(&text.replace('\n', "\r\n")).0, m);
+            }
+
+            #[test]
+            fn a_damaged_line_is_skipped_and_counted_and_the_others_survive(
+                list in any_entries(),
+                line in any::<Index>(),
+                at in any::<Index>(),
+                how in 0u8..4,
+            ) {
+                let mut lines = lines_of(&list);
+                let j = line.index(lines.len());
+                let l = lines[j].clone();
+                let mut expected = list.clone();
+                expected.remove(j);
+                match how {
+                    // Torn inside, then more lines appended after it.
+                    0 => {
+                        let cut = (1..=at.index(l.len() - 1).max(1)).rev().find(|&c| l.is_char_boundary(c)).unwrap_or(1);
+                        lines[j] = format!("{}\n", &l[..cut]);
+                    }
+                    // Edited by hand: a field the entry needs is gone.
+                    1 => lines[j] = l.replacen("\"created\"", "\"born\"", 1),
+                    // A line that is not JSON at all.
+                    2 => lines[j] = "- remember to buy milk\n".into(),
+                    // The same entry twice: the first one counts.
+                    _ => {
+                        lines.insert(j + 1, l);
+                        expected = list.clone();
+                    }
+                }
+                let (m, skipped) = Entries::parse(&lines.concat());
+                prop_assert_eq!(skipped, 1);
+                prop_assert_eq!(&m.list, &expected);
+            }
+
+            #[test]
+            fn a_torn_last_line_loses_only_itself(list in any_entries(), at in any::<Index>()) {
+                let text = lines_of(&list).concat();
+                let last_start = text[..text.len() - 1].rfind('\n').map_or(0, |i| i + 1);
+                let cut = last_start + at.index(text.len() - 1 - last_start);
+                let cut = (0..=cut).rev().find(|&c| text.is_char_boundary(c)).unwrap_or(0);
+                let (m, skipped) = Entries::parse(&text[..cut]);
+                prop_assert_eq!(&m.list[..], &list[..list.len() - 1]);
+                prop_assert_eq!(skipped, usize::from(cut > last_start));
+            }
+
+            #[test]
+            fn render_keeps_its_bound_and_the_newest_entries(list in any_entries(), max in 0usize..600) {
+                let (m, _) = Entries::parse(&lines_of(&list).concat());
+                let out = m.render(max);
+                prop_assert!(out.len() <= max);
+                // Newest last: the last rendered line is the newest entry, when anything fits.
+                if let Some(last) = out.lines().last() {
+                    prop_assert_eq!(last, render_line(m.newest(1, None)[0]));
+                }
+                // One line per entry: a newline inside an entry's content does not start another.
+                prop_assert!(out.lines().count() <= m.len());
+                prop_assert!(out.lines().all(|l| l.starts_with("[m")), "{}", out);
+            }
         }
     }
 

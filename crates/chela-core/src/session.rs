@@ -196,6 +196,7 @@ mod crash_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::Repaired;
     use crate::storage::mem::MemStorage;
     use alloc::vec;
     use chela_proto::chat::Json;
@@ -268,6 +269,18 @@ mod tests {
     }
 
     #[test]
+    fn questions_left_unanswered_by_crashes_are_all_dropped() {
+        // The person asked, Chela crashed before answering, they asked again, it crashed again.
+        let mut text = encode_turn(&turn(), 1);
+        text.push_str(&encode_turn(&[Message::user_text("again?")], 2));
+        text.push_str(&encode_turn(&[Message::user_text("hello?")], 3));
+        let loaded = parse(&text);
+        assert_eq!(loaded.messages, turn(), "a history must end with an answer");
+        assert_eq!(loaded.repaired.broken_tail, 2);
+        assert_eq!(parse(&encode_turn(&loaded.messages, 4)).messages, loaded.messages);
+    }
+
+    #[test]
     fn crlf_files_and_a_missing_final_newline_are_fine() {
         let text = encode_turn(&turn(), 1).replace('\n', "\r\n");
         assert_eq!(parse(&text).messages, turn());
@@ -333,10 +346,210 @@ mod tests {
             for chunk in loaded.messages.chunks(4) { prop_assert_eq!(chunk, expected.as_slice()); }
         }
 
+    }
+
+    // Structured properties: generate valid sessions (turns with text, tool calls and results,
+    // unicode and JSON escapes), damage one line, and check exactly what survives. Expected
+    // results come from a model of the rules written here, turn by turn, not from `repair`.
+
+    /// Text with what JSON must escape (quotes, backslashes, line ends, control bytes) and
+    /// characters of every UTF-8 length.
+    fn any_text() -> impl Strategy<Value = String> {
+        r#"[a-z "\\\n\t\r\x01\x7fé世😀{}\[\]:,]{0,16}"#
+    }
+
+    fn any_input() -> impl Strategy<Value = Json> {
+        proptest::collection::btree_map(
+            "[a-z_]{1,6}",
+            prop_oneof![any::<i64>().prop_map(serde_json::Value::from), any_text().prop_map(serde_json::Value::from)],
+            0..4,
+        )
+        .prop_map(|m| {
+            let text = serde_json::to_string(&m.into_iter().collect::<serde_json::Map<_, _>>()).unwrap();
+            Json::parse(&text).unwrap()
+        })
+    }
+
+    /// One turn: the person's text, 0..3 rounds of tool calls (with text or not) and their
+    /// results, then the answer. Tool ids are unique across the session.
+    fn any_turn(k: usize) -> impl Strategy<Value = Vec<Message>> {
+        let round = (
+            proptest::option::of(any_text()),
+            proptest::collection::vec((any_input(), any_text(), any::<bool>()), 1..4),
+        );
+        (any_text(), proptest::collection::vec(round, 0..3), any_text()).prop_map(move |(question, rounds, answer)| {
+            let mut turn = vec![Message::user_text(question)];
+            for (r, (text, calls)) in rounds.into_iter().enumerate() {
+                let mut uses: Vec<Block> = text.into_iter().map(Block::text).collect();
+                let mut results = Vec::new();
+                for (i, (input, output, is_error)) in calls.into_iter().enumerate() {
+                    let id = alloc::format!("toolu_{k}_{r}_{i}");
+                    uses.push(Block::ToolUse { id: id.clone(), name: "get_current_time".into(), input });
+                    results.push(Block::ToolResult { tool_use_id: id, content: output, is_error });
+                }
+                turn.push(Message { role: Role::Assistant, content: uses });
+                turn.push(Message { role: Role::User, content: results });
+            }
+            turn.push(Message::assistant_text(answer));
+            turn
+        })
+    }
+
+    fn any_session() -> impl Strategy<Value = Vec<Vec<Message>>> {
+        (1usize..5).prop_flat_map(|n| (0..n).map(any_turn).collect::<Vec<_>>())
+    }
+
+    fn file_of(turns: &[Vec<Message>]) -> (String, Vec<String>) {
+        let mut lines = Vec::new();
+        for (k, t) in turns.iter().enumerate() {
+            for m in t {
+                let mut l = String::new();
+                encode_line(m, k as u64 + 1, &mut l);
+                lines.push(l);
+            }
+        }
+        (lines.concat(), lines)
+    }
+
+    /// Where line `j` of the file is: (turn, index within the turn).
+    fn locate(turns: &[Vec<Message>], mut j: usize) -> (usize, usize) {
+        for (k, t) in turns.iter().enumerate() {
+            if j < t.len() {
+                return (k, j);
+            }
+            j -= t.len();
+        }
+        unreachable!("line index past the file")
+    }
+
+    /// The session without turn `k`: what a turn whose exchange broke leaves behind.
+    fn without_turn(turns: &[Vec<Message>], k: usize) -> Vec<Message> {
+        turns.iter().enumerate().filter(|(tk, _)| *tk != k).flat_map(|(_, t)| t.iter().cloned()).collect()
+    }
+
+    /// What a session with line `j` lost must load as. A lost opening question merges the turn
+    /// into the one before (or, for the first turn, leaves answers with no question, which are
+    /// dropped); any other lost line leaves its turn unfinished or unpaired, and repair drops
+    /// that turn alone: the turns after it survive.
+    fn expected_without(turns: &[Vec<Message>], j: usize) -> Vec<Message> {
+        let (k, i) = locate(turns, j);
+        if i > 0 {
+            return without_turn(turns, k);
+        }
+        if k == 0 {
+            return turns[1..].concat();
+        }
+        turns
+            .iter()
+            .enumerate()
+            .flat_map(|(tk, t)| t.iter().enumerate().filter(move |(ti, _)| (tk, *ti) != (k, 0)).map(|(_, m)| m.clone()))
+            .collect()
+    }
+
+    proptest! {
         #[test]
-        fn random_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..400)) {
+        fn generated_sessions_round_trip_exactly(turns in any_session()) {
+            let (text, lines) = file_of(&turns);
+            prop_assert_eq!(text.lines().count(), lines.len(), "one message per line, whatever the text holds");
+            let loaded = parse(&text);
+            prop_assert_eq!(&loaded.messages, &turns.concat());
+            prop_assert_eq!(loaded.skipped_lines, 0);
+            prop_assert_eq!(loaded.repaired, Repaired::default());
+            prop_assert!(!loaded.torn_tail);
+            prop_assert_eq!(loaded.last_ts, turns.len() as u64);
+            // Windows line ends load the same.
+            prop_assert_eq!(parse(&text.replace('\n', "\r\n")).messages, turns.concat());
+        }
+
+        #[test]
+        fn a_cut_anywhere_keeps_the_whole_turns_before_it(turns in any_session(), at in any::<proptest::sample::Index>()) {
+            let (text, lines) = file_of(&turns);
+            let cut = (0..=at.index(text.len() + 1)).rev().find(|&c| text.is_char_boundary(c)).unwrap_or(0);
+            let loaded = parse(&text[..cut]);
+            // A line loads when its text up to (not including) the newline survives.
+            let mut end = 0;
+            let mut complete = 0;
+            let mut torn = false;
+            for l in &lines {
+                if end + l.len() - 1 <= cut { complete += 1; } else if end < cut { torn = true; }
+                end += l.len();
+            }
+            let mut expected = Vec::new();
+            let mut seen = 0;
+            for t in &turns {
+                if seen + t.len() <= complete { expected.extend(t.iter().cloned()); }
+                seen += t.len();
+            }
+            prop_assert_eq!(&loaded.messages, &expected);
+            prop_assert_eq!(loaded.torn_tail, torn);
+            prop_assert_eq!(loaded.skipped_lines, usize::from(torn));
+        }
+
+        #[test]
+        fn a_damaged_line_is_skipped_and_counted_and_the_rest_follows_the_rules(
+            turns in any_session(),
+            line in any::<proptest::sample::Index>(),
+            at in any::<proptest::sample::Index>(),
+            how in 0u8..3,
+        ) {
+            let (_, mut lines) = file_of(&turns);
+            let j = line.index(lines.len());
+            let l = &lines[j];
+            lines[j] = match how {
+                // Torn inside (a torn write, then more appended after a newline).
+                0 => alloc::format!("{}\n", &l[..(0..=at.index(l.len() - 1)).rev().find(|&c| l.is_char_boundary(c)).unwrap_or(0)]),
+                // Edited by hand into something that is not a message.
+                1 => "{\"role\":\"robot\",\"content\":\"beep\"}\n".into(),
+                _ => "<<<<<<< HEAD\n".into(),
+            };
+            let loaded = parse(&lines.concat());
+            let lost = usize::from(lines[j] != "\n");
+            prop_assert_eq!(loaded.skipped_lines, lost);
+            prop_assert!(!loaded.torn_tail);
+            prop_assert_eq!(&loaded.messages, &expected_without(&turns, j));
+
+            // A garbage line between two lines costs nothing but a count.
+            let mut with_garbage = file_of(&turns).1;
+            with_garbage.insert(j, "\u{1}not json {\n".into());
+            let loaded = parse(&with_garbage.concat());
+            prop_assert_eq!(loaded.skipped_lines, 1);
+            prop_assert_eq!(loaded.messages, turns.concat());
+        }
+
+        #[test]
+        fn a_duplicated_line_costs_at_most_its_own_turn(turns in any_session(), line in any::<proptest::sample::Index>()) {
+            let (_, mut lines) = file_of(&turns);
+            let j = line.index(lines.len());
+            lines.insert(j, lines[j].clone());
+            let loaded = parse(&lines.concat());
+            prop_assert_eq!(loaded.skipped_lines, 0);
+            let (k, i) = locate(&turns, j);
+            let expected: Vec<Message> = if i == 0 {
+                // The first copy of a repeated question is an exchange without an answer: dropped.
+                turns.concat()
+            } else if i == turns[k].len() - 1 {
+                // A repeated answer is still a valid history.
+                let mut all = turns.concat();
+                all.insert(j, all[j].clone());
+                all
+            } else {
+                // A tool call twice, or its results twice, do not pair up: that turn is dropped.
+                without_turn(&turns, k)
+            };
+            prop_assert_eq!(loaded.messages, expected);
+        }
+
+        #[test]
+        fn any_flipped_byte_is_a_message_or_one_counted_line(turns in any_session(), at in any::<proptest::sample::Index>(), bit in 0u8..8) {
+            let (text, _) = file_of(&turns);
+            let mut bytes = text.into_bytes();
+            let i = at.index(bytes.len());
+            bytes[i] ^= 1 << bit;
             let text = String::from_utf8_lossy(&bytes);
-            let _ = parse(&text);
+            let loaded = parse(&text);
+            let lines = text.split('\n').filter(|l| !l.trim().is_empty()).count();
+            prop_assert!(loaded.skipped_lines <= 1);
+            prop_assert_eq!(loaded.messages.len() + loaded.skipped_lines + loaded.repaired.leading + loaded.repaired.broken_tail, lines);
         }
     }
 }

@@ -185,11 +185,208 @@ mod tests {
         assert_eq!(n.code, "400");
     }
 
-    proptest::proptest! {
-        #[test]
-        fn any_body_is_parsed_or_refused_without_panicking(body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200), status in 100u16..600) {
-            let e = ApiError::parse(&body);
-            let _ = classify(status, e.as_ref());
+    // Structured properties: error bodies in each vendor's real shape, with the status the
+    // vendor sends, random extra fields, key order and layout, and filler text. Each generated
+    // case carries the class it is meant to have; classification must agree.
+    mod generated {
+        use super::*;
+        use alloc::vec::Vec;
+        use proptest::prelude::*;
+        use serde_json::{Map, Value, json};
+
+        /// Filler for messages. It has no `p`, `x` or `y`, so it can never spell one of the
+        /// phrases that mean "context too long" by chance; quotes and backslashes test escaping.
+        fn filler() -> impl Strategy<Value = String> {
+            r#"[a-oq-wz0-9 .,:'"\\é世]{0,30}"#
+        }
+
+        /// (vendor shape, status, type, code, message prefix, intended class)
+        const CASES: &[(&str, u16, &str, &str, &str, ErrorClass)] = &[
+            (
+                "anthropic",
+                429,
+                "rate_limit_error",
+                "",
+                "Number of request tokens has exceeded your per-minute rate limit",
+                ErrorClass::RateLimited,
+            ),
+            ("anthropic", 529, "overloaded_error", "", "Overloaded", ErrorClass::Unavailable),
+            ("anthropic", 500, "api_error", "", "Internal server error", ErrorClass::Unavailable),
+            ("anthropic", 401, "authentication_error", "", "invalid x-api-key", ErrorClass::Auth),
+            ("anthropic", 403, "permission_error", "", "Your API key does not have permission", ErrorClass::Auth),
+            ("anthropic", 404, "not_found_error", "", "model: claude-nope", ErrorClass::NotFound),
+            (
+                "anthropic",
+                413,
+                "request_too_large",
+                "",
+                "Request exceeds the maximum allowed number of bytes",
+                ErrorClass::ContextTooLong,
+            ),
+            (
+                "anthropic",
+                400,
+                "invalid_request_error",
+                "",
+                "prompt is too long: 210000 tokens > 200000 maximum",
+                ErrorClass::ContextTooLong,
+            ),
+            ("anthropic", 400, "invalid_request_error", "", "messages: roles must alternate", ErrorClass::BadRequest),
+            ("anthropic", 400, "billing_error", "", "Your credit balance is too low", ErrorClass::Quota),
+            (
+                "openai",
+                400,
+                "invalid_request_error",
+                "context_length_exceeded",
+                "This model's maximum context length is 128000 tokens",
+                ErrorClass::ContextTooLong,
+            ),
+            (
+                "openai",
+                429,
+                "insufficient_quota",
+                "insufficient_quota",
+                "You exceeded your current quota",
+                ErrorClass::Quota,
+            ),
+            (
+                "openai",
+                429,
+                "requests",
+                "rate_limit_exceeded",
+                "Rate limit reached for gpt-4o",
+                ErrorClass::RateLimited,
+            ),
+            ("openai", 401, "invalid_request_error", "invalid_api_key", "Incorrect API key provided", ErrorClass::Auth),
+            (
+                "openai",
+                404,
+                "invalid_request_error",
+                "model_not_found",
+                "The model `gpt-9` does not exist",
+                ErrorClass::NotFound,
+            ),
+            ("openai", 500, "server_error", "", "The server had an error", ErrorClass::Unavailable),
+            (
+                "openai",
+                400,
+                "exceed_context_size_error",
+                "",
+                "the request exceeds the available context size",
+                ErrorClass::ContextTooLong,
+            ),
+            (
+                "openai",
+                422,
+                "invalid_request_error",
+                "",
+                "Input validation error: too many tokens",
+                ErrorClass::ContextTooLong,
+            ),
+            ("openai", 400, "invalid_request_error", "", "Invalid value for tool_choice", ErrorClass::BadRequest),
+            ("text", 404, "", "", "model 'llama9' not found, try pulling it first", ErrorClass::NotFound),
+            ("text", 503, "", "", "upstream unavailable", ErrorClass::Unavailable),
+            ("text", 401, "", "", "unauthorized", ErrorClass::Auth),
+        ];
+
+        /// A body in the case's shape, with the extras some servers add, in a random key order,
+        /// compact or pretty. Returns it with the message it carries.
+        fn body(
+            case: usize,
+            tail: &str,
+            extras: &[(String, i64)],
+            numeric_code: bool,
+            pretty: bool,
+            rotate: usize,
+        ) -> (Vec<u8>, String) {
+            let (shape, _, kind, code, prefix, _) = CASES[case];
+            let message = alloc::format!("{prefix}{tail}");
+            let mut inner: Vec<(String, Value)> = Vec::new();
+            inner.push(("message".into(), Value::from(message.as_str())));
+            if !kind.is_empty() {
+                inner.push(("type".into(), Value::from(kind)));
+            }
+            if shape == "openai" {
+                inner.push(("param".into(), Value::Null));
+                inner.push((
+                    "code".into(),
+                    if code.is_empty() {
+                        if numeric_code { Value::from(400) } else { Value::Null }
+                    } else {
+                        Value::from(code)
+                    },
+                ));
+            }
+            for (k, v) in extras {
+                inner.push((alloc::format!("x_{k}"), Value::from(*v)));
+            }
+            let n = inner.len();
+            inner.rotate_left(rotate % n);
+            let inner: Map<String, Value> = inner.into_iter().collect();
+            let top = match shape {
+                "anthropic" => json!({"type": "error", "error": inner, "request_id": "req_011"}),
+                "openai" => json!({"error": inner}),
+                _ => json!({"error": message}),
+            };
+            let bytes = if pretty { serde_json::to_vec_pretty(&top) } else { serde_json::to_vec(&top) };
+            (bytes.unwrap(), message)
+        }
+
+        fn any_case() -> impl Strategy<Value = (usize, String, Vec<(String, i64)>, bool, bool, usize)> {
+            (
+                0..CASES.len(),
+                filler(),
+                proptest::collection::vec(("[a-z]{1,5}", any::<i64>()), 0..3),
+                any::<bool>(),
+                any::<bool>(),
+                0usize..8,
+            )
+        }
+
+        proptest::proptest! {
+            #[test]
+            fn generated_bodies_parse_and_classify_as_intended((case, tail, extras, numeric, pretty, rotate) in any_case()) {
+                let (_, status, kind, code, _, class) = CASES[case];
+                let (bytes, message) = body(case, &tail, &extras, numeric, pretty, rotate);
+                let e = ApiError::parse(&bytes).expect("a vendor-shaped error body parses");
+                prop_assert_eq!(&e.message, &message);
+                prop_assert_eq!(e.kind.as_str(), kind);
+                if !code.is_empty() {
+                    prop_assert_eq!(e.code.as_str(), code);
+                } else if numeric && CASES[case].0 == "openai" {
+                    prop_assert_eq!(e.code.as_str(), "400");
+                }
+                prop_assert_eq!(classify(status, Some(&e)), class, "{}", String::from_utf8_lossy(&bytes));
+                prop_assert_eq!(classify(status, Some(&e)).is_retryable(), matches!(class, ErrorClass::RateLimited | ErrorClass::Unavailable));
+                // Anthropic sends the same objects inside a stream, where there is no status.
+                if CASES[case].0 == "anthropic" {
+                    prop_assert_eq!(classify_stream_error(&e), class);
+                }
+            }
+
+            #[test]
+            fn a_truncated_or_damaged_body_falls_back_to_the_status(
+                (case, tail, extras, numeric, pretty, rotate) in any_case(),
+                at in any::<proptest::sample::Index>(),
+                flip in any::<proptest::sample::Index>(),
+                bit in 0u8..8,
+            ) {
+                let status = CASES[case].1;
+                let (bytes, _) = body(case, &tail, &extras, numeric, pretty, rotate);
+                // Cut short (a body that ended early) it is not an error object at all.
+                let cut = &bytes[..at.index(bytes.len())];
+                prop_assert_eq!(ApiError::parse(cut), None);
+                prop_assert_eq!(classify(status, None), classify(status, ApiError::parse(cut).as_ref()));
+                // With one byte flipped it may still parse; then it says no more than it says.
+                let mut flipped = bytes.clone();
+                let i = flip.index(flipped.len());
+                flipped[i] ^= 1 << bit;
+                if let Some(e) = ApiError::parse(&flipped) {
+                    let class = classify(status, Some(&e));
+                    prop_assert!(class == classify(status, None) || class == ErrorClass::Quota || class == ErrorClass::ContextTooLong, "{:?} for {}", class, String::from_utf8_lossy(&flipped));
+                    prop_assert!(e.message.len() <= flipped.len());
+                }
+            }
         }
     }
 

@@ -139,6 +139,11 @@ impl Parser {
     }
 
     fn process_line(&mut self, start: usize, end: usize) -> Result<Option<Event>, Error> {
+        // The same bound as for a line still arriving, so whether a long line is refused does
+        // not depend on how the stream was split.
+        if end - start > self.max {
+            return Err(Error::TooLarge { limit: self.max });
+        }
         let line = &self.buf[start..end];
         if line.is_empty() {
             if !self.has_data {
@@ -167,10 +172,13 @@ impl Parser {
                 self.event.push_str(&String::from_utf8_lossy(value));
             }
             b"data" => {
+                // Counted after decoding: each invalid byte becomes a 3-byte U+FFFD, so the raw
+                // length would let the data grow to three times the bound.
+                let value = String::from_utf8_lossy(value);
                 if self.data.len() + value.len() + 1 > self.max {
                     return Err(Error::TooLarge { limit: self.max });
                 }
-                self.data.push_str(&String::from_utf8_lossy(value));
+                self.data.push_str(&value);
                 self.data.push('\n');
                 self.has_data = true;
             }
@@ -249,6 +257,31 @@ mod tests {
         assert_eq!(p.poll_event(), Err(Error::TooLarge { limit: 16 }));
         let mut p = Parser::new(16);
         p.handle_bytes(b"data: 0123456789\ndata: 0123456789\n");
+        assert_eq!(p.poll_event(), Err(Error::TooLarge { limit: 16 }));
+    }
+
+    #[test]
+    fn a_long_line_is_refused_however_it_was_split() {
+        let text = b": a comment longer than the bound\n\ndata: x\n\n";
+        for split in [text.len(), 20, 1] {
+            let mut p = Parser::new(16);
+            let mut got = Ok(None);
+            for piece in text.chunks(split) {
+                p.handle_bytes(piece);
+                got = p.poll_event();
+                if got.is_err() {
+                    break;
+                }
+            }
+            assert_eq!(got, Err(Error::TooLarge { limit: 16 }), "pieces of {split} bytes");
+        }
+    }
+
+    #[test]
+    fn the_data_bound_counts_replacement_characters() {
+        // 10 invalid bytes are 30 bytes of U+FFFD: over a bound of 16 although the line is not.
+        let mut p = Parser::new(16);
+        p.handle_bytes(b"data: \xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\n\n");
         assert_eq!(p.poll_event(), Err(Error::TooLarge { limit: 16 }));
     }
 

@@ -54,9 +54,159 @@ fn expect_done(run: &AgentRun) -> Outcome {
     }
 }
 
+/// Whether `messages` is a conversation the Messages API accepts, checked from its rules
+/// directly (not with `history::repair`, which is code under test too): it starts with something
+/// the person said; roles alternate; no message and no text block is empty; every `tool_use` is
+/// answered by exactly one `tool_result` in the very next message, which answers nothing else;
+/// tool ids are unique; and it ends with an answer, not a call.
+fn check_well_formed(messages: &[Message]) -> Result<(), String> {
+    let first = messages.first().ok_or("no messages")?;
+    if first.role != Role::User || first.content.iter().any(|b| matches!(b, Block::ToolResult { .. })) {
+        return Err("the conversation does not start with the person's message".into());
+    }
+    let mut ids: Vec<&str> = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        if m.content.is_empty() {
+            return Err(alloc::format!("message {i} is empty"));
+        }
+        if m.content.iter().any(|b| matches!(b, Block::Text { text } if text.is_empty())) {
+            return Err(alloc::format!("message {i} has an empty text block"));
+        }
+        if i > 0 && messages[i - 1].role == m.role {
+            return Err(alloc::format!("messages {} and {i} have the same role", i - 1));
+        }
+        let uses: Vec<&str> = m
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolUse { id, .. } => Some(id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let results: Vec<&str> = m
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                Block::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        match m.role {
+            Role::Assistant if !results.is_empty() => {
+                return Err(alloc::format!("assistant message {i} carries tool results"));
+            }
+            Role::User if !uses.is_empty() => return Err(alloc::format!("user message {i} carries tool calls")),
+            _ => {}
+        }
+        for id in &uses {
+            if ids.contains(id) {
+                return Err(alloc::format!("tool id {id} is used twice"));
+            }
+            ids.push(id);
+        }
+        if !results.is_empty() {
+            let asked: Vec<&str> = match i.checked_sub(1).map(|p| &messages[p]) {
+                Some(prev) => prev.tool_use_ids().collect(),
+                None => Vec::new(),
+            };
+            for r in &results {
+                if !asked.contains(r) {
+                    return Err(alloc::format!("message {i} answers {r}, which the message before did not call"));
+                }
+            }
+        }
+        if !uses.is_empty() {
+            let answers: Vec<&str> = match messages.get(i + 1) {
+                Some(next) => next
+                    .content
+                    .iter()
+                    .filter_map(|b| match b {
+                        Block::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+                        _ => None,
+                    })
+                    .collect(),
+                None => return Err(alloc::format!("the calls in message {i} are never answered")),
+            };
+            for id in &uses {
+                let n = answers.iter().filter(|a| *a == id).count();
+                if n != 1 {
+                    return Err(alloc::format!("call {id} is answered {n} times in message {}", i + 1));
+                }
+            }
+        }
+    }
+    let last = &messages[messages.len() - 1];
+    if last.role != Role::Assistant || last.tool_use_ids().next().is_some() {
+        return Err("the conversation does not end with an answer".into());
+    }
+    Ok(())
+}
+
 fn well_formed(messages: &[Message]) -> bool {
-    let mut m = messages.to_vec();
-    history::repair(&mut m) == history::Repaired::default() && m.len() == messages.len()
+    check_well_formed(messages).is_ok()
+}
+
+fn call(id: &str) -> Block {
+    Block::ToolUse { id: id.into(), name: "t".into(), input: Json::empty_object() }
+}
+
+fn result(id: &str) -> Block {
+    Block::ToolResult { tool_use_id: id.into(), content: "r".into(), is_error: false }
+}
+
+fn msg(role: Role, content: Vec<Block>) -> Message {
+    Message { role, content }
+}
+
+#[test]
+fn the_checker_refuses_what_the_api_refuses() {
+    let ok = vec![
+        Message::user_text("q"),
+        msg(Role::Assistant, vec![Block::text("looking"), call("a"), call("b")]),
+        msg(Role::User, vec![result("b"), result("a")]),
+        Message::assistant_text("done"),
+    ];
+    assert_eq!(check_well_formed(&ok), Ok(()));
+    let broken: Vec<(&str, Vec<Message>)> = vec![
+        ("empty", vec![]),
+        ("starts with the assistant", ok[1..].to_vec()),
+        ("starts with tool results", vec![msg(Role::User, vec![result("a")]), Message::assistant_text("x")]),
+        ("a result is missing", vec![ok[0].clone(), ok[1].clone(), msg(Role::User, vec![result("a")]), ok[3].clone()]),
+        (
+            "a result is given twice",
+            vec![
+                ok[0].clone(),
+                ok[1].clone(),
+                msg(Role::User, vec![result("a"), result("b"), result("a")]),
+                ok[3].clone(),
+            ],
+        ),
+        (
+            "a result for no call",
+            vec![
+                ok[0].clone(),
+                ok[1].clone(),
+                msg(Role::User, vec![result("a"), result("b"), result("c")]),
+                ok[3].clone(),
+            ],
+        ),
+        (
+            "results not right after the calls",
+            vec![ok[0].clone(), ok[1].clone(), Message::user_text("?"), ok[2].clone(), ok[3].clone()],
+        ),
+        ("the same role twice", vec![Message::user_text("a"), Message::user_text("b"), Message::assistant_text("c")]),
+        ("an empty message", vec![Message::user_text("a"), msg(Role::Assistant, vec![])]),
+        ("an empty text block", vec![Message::user_text("a"), Message::assistant_text("")]),
+        ("ends with calls", ok[..2].to_vec()),
+        ("ends with the person", ok[..3].to_vec()),
+        (
+            "an id used twice",
+            [&ok[..], &[Message::user_text("again"), ok[1].clone(), ok[2].clone(), ok[3].clone()]].concat(),
+        ),
+    ];
+    for (why, messages) in broken {
+        assert!(check_well_formed(&messages).is_err(), "accepted a conversation where {why}: {messages:?}");
+    }
 }
 
 #[test]
@@ -297,47 +447,136 @@ fn reused_tool_ids_are_renamed() {
 #[derive(Clone, Debug)]
 enum Scripted {
     Text,
-    Tools(u8, bool),
+    /// No content, or only empty text: some models do this.
+    Empty,
+    /// `n` calls; the first has bad arguments; the ids repeat ones already used; text before.
+    Tools {
+        n: u8,
+        bad: bool,
+        reuse_ids: bool,
+        text: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Answer {
+    All,
+    None,
+    /// Only the first result, recorded as a cancellable driver does, then the step closed.
+    FirstOnly,
+    /// Results for every call plus ones for calls that were never made, and a duplicate.
+    WithStrays,
+}
+
+fn scripted_reply(s: &Scripted, step: usize) -> Reply {
+    match s {
+        Scripted::Text => text_reply("t"),
+        Scripted::Empty => {
+            let mut r = text_reply("");
+            if step.is_multiple_of(2) {
+                r.content.clear();
+            }
+            r
+        }
+        Scripted::Tools { n, bad, reuse_ids, text } => {
+            let ids: Vec<String> = (0..*n)
+                .map(|i| if *reuse_ids { alloc::format!("call_{i}") } else { alloc::format!("c{step}_{i}") })
+                .collect();
+            let pairs: Vec<(&str, &str)> = ids.iter().map(|id| (id.as_str(), "t")).collect();
+            let mut r = tool_reply(&pairs);
+            if *text {
+                r.content.insert(0, Block::text("let me check"));
+                r.content.push(Block::text(""));
+            }
+            if *bad {
+                r.arg_errors.push(ArgError { tool_use_id: ids[0].clone(), raw: "x".into() });
+            }
+            r
+        }
+    }
+}
+
+/// Earlier, finished exchanges whose tool ids (`call_0`, `call_1`) a model may well reuse.
+fn past(exchanges: usize) -> Vec<Message> {
+    let mut h = Vec::new();
+    for i in 0..exchanges {
+        let id = alloc::format!("call_{i}");
+        h.push(Message::user_text(alloc::format!("question {i}")));
+        h.push(msg(Role::Assistant, vec![call(&id)]));
+        h.push(msg(Role::User, vec![result(&id)]));
+        h.push(Message::assistant_text("answer"));
+    }
+    h
 }
 
 proptest! {
     #[test]
     fn any_script_ends_well_formed_within_the_budget(
-        script in proptest::collection::vec(prop_oneof![Just(Scripted::Text), (1u8..5, any::<bool>()).prop_map(|(n, bad)| Scripted::Tools(n, bad))], 1..20),
-        answer_all in any::<bool>(),
+        script in proptest::collection::vec(prop_oneof![
+            Just(Scripted::Text),
+            Just(Scripted::Empty),
+            (1u8..5, any::<bool>(), any::<bool>(), any::<bool>())
+                .prop_map(|(n, bad, reuse_ids, text)| Scripted::Tools { n, bad, reuse_ids, text }),
+        ], 1..20),
+        answers in proptest::collection::vec(prop_oneof![Just(Answer::All), Just(Answer::None), Just(Answer::FirstOnly), Just(Answer::WithStrays)], 1..8),
+        stop_at in proptest::option::of((0usize..12, any::<bool>())),
+        exchanges in 0usize..3,
         max_iterations in 1u32..5,
     ) {
         let limits = Limits { max_iterations, max_calls_per_step: 3, history_budget: 4096, max_tool_output: 100 };
-        let mut run = run_with(limits);
+        let history = past(exchanges);
+        let mut run = AgentRun::new(history.clone(), Message::user_text("hi"), "sys".into(), limits);
         let mut model_calls = 0;
         let mut next = 0;
+        let mut steps = 0;
         loop {
+            if let Some((at, cancel)) = stop_at && steps == at {
+                if cancel { run.cancel() } else { run.abort("The provider failed.") }
+            }
+            steps += 1;
             let calls = match run.next_step() {
                 Step::Done(_) => break,
                 Step::CallTools(calls) => calls.to_vec(),
-                Step::CallModel(_) => {
+                Step::CallModel(c) => {
+                    // Every request the provider sees is well-formed once the model answers it.
+                    let answered = [c.messages, &[Message::assistant_text("answer")]].concat();
+                    if let Err(e) = check_well_formed(&answered) {
+                        prop_assert!(false, "a request is not well-formed: {}\n{:?}", e, c.messages);
+                    }
                     model_calls += 1;
                     let s = script.get(next).cloned().unwrap_or(Scripted::Text);
                     next += 1;
-                    let reply = match s {
-                        Scripted::Text => text_reply("t"),
-                        Scripted::Tools(n, bad) => {
-                            let ids: Vec<String> = (0..n).map(|i| alloc::format!("c{next}_{i}")).collect();
-                            let pairs: Vec<(&str, &str)> = ids.iter().map(|id| (id.as_str(), "t")).collect();
-                            let mut r = tool_reply(&pairs);
-                            if bad { r.arg_errors.push(ArgError { tool_use_id: ids[0].clone(), raw: "x".into() }); }
-                            r
-                        }
-                    };
-                    run.handle_reply(reply).unwrap();
+                    run.handle_reply(scripted_reply(&s, next)).unwrap();
                     continue;
                 }
             };
-            let results = calls.iter().filter(|_| answer_all).map(|c| ToolResult::ok(c.id.clone(), "r")).collect();
-            run.handle_tool_results(results).unwrap();
+            match answers[steps % answers.len()] {
+                Answer::All => run.handle_tool_results(calls.iter().map(|c| ToolResult::ok(c.id.clone(), "r")).collect()).unwrap(),
+                Answer::None => run.handle_tool_results(vec![]).unwrap(),
+                Answer::FirstOnly => {
+                    run.record_tool_result(ToolResult::ok(calls[0].id.clone(), "r")).unwrap();
+                    run.handle_tool_results(vec![]).unwrap();
+                }
+                Answer::WithStrays => {
+                    let mut rs: Vec<ToolResult> = calls.iter().map(|c| ToolResult::ok(c.id.clone(), "r")).collect();
+                    rs.push(ToolResult::ok("never_called", "?"));
+                    rs.push(ToolResult::error(calls[0].id.clone(), "again"));
+                    run.handle_tool_results(rs).unwrap();
+                }
+            }
         }
         prop_assert!(model_calls <= max_iterations + 1);
-        prop_assert!(well_formed(run.turn_messages()));
+        let turn = run.turn_messages();
+        if let Err(e) = check_well_formed(turn) {
+            prop_assert!(false, "the turn is not well-formed: {}\n{:?}", e, turn);
+        }
+        let whole = [&history[..], turn].concat();
+        if let Err(e) = check_well_formed(&whole) {
+            prop_assert!(false, "history plus the turn is not well-formed: {}\n{:?}", e, whole);
+        }
+        if let Err(e) = check_well_formed(run.window()) {
+            prop_assert!(false, "the window is not well-formed: {}", e);
+        }
     }
 }
 
