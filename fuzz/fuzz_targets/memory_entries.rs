@@ -32,5 +32,5 @@ fuzz_target!(|data: &[u8]| {
     for w in hits.windows(2) {
         assert!(w[0].0 >= w[1].0, "recall is not best first");
     }
-    assert!(hits.iter().all(|(score, _)| *score > 0.0));
+    assert!(hits.iter().all(|(score, _)| *score > 0));
 });

@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         chela_fuzz::check_reply(reply, true);
     }
     // Tight bounds: a refusal is fine, but it must not depend on the split either.
-    let tight = Limits { max_event_bytes: 256, max_reply_bytes: 128 };
+    let tight = Limits { max_event_bytes: 256, max_reply_bytes: 128, max_blocks: 4, max_tool_calls: 2 };
     let (_, small) = chela_fuzz::check_chunking_invariance(|| StreamDecoder::new(tight), data);
     if let Ok(reply) = &small {
         chela_fuzz::check_reply(reply, true);
