@@ -145,6 +145,27 @@ pub struct Gateway {
     unknown: BTreeMap<String, toml::Value>,
 }
 
+/// Names the file leaf that made the typed sections fail, and what was expected there. Serde
+/// reports no path when reading from a `toml::Value`, so each leaf is tried alone over the flat
+/// entries: the first that fails by itself is the one to name. This runs only on the error path.
+fn blame(leaves: &[(Vec<String>, toml::Value, Layer)], base: &toml::Table, whole: &toml::de::Error) -> anyhow::Error {
+    let culprit = leaves.iter().find_map(|(path, value, layer)| {
+        let mut root = base.clone();
+        insert(&mut root, path, value.clone()).ok()?;
+        Settings::deserialize(toml::Value::Table(root)).err().map(|e| (path.join("."), layer.to_string(), e))
+    });
+    let (path, file, e) = match &culprit {
+        Some((path, file, e)) => (path.as_str(), file.as_str(), e),
+        None => ("the typed sections", "config", whole),
+    };
+    // Serde's message quotes the value (`invalid type: string "Bearer ..."`), which may be a
+    // secret: keep only what was expected.
+    match e.message().trim().split_once(", expected ") {
+        Some((_, expected)) => anyhow::anyhow!("{file}: `{path}` has the wrong type: expected {expected}"),
+        None => anyhow::anyhow!("{file}: `{path}` is not valid"),
+    }
+}
+
 /// The fields of an MCP server, for "did you mean".
 const MCP_FIELDS: &[&str] = &["command", "args", "env", "url", "headers", "enabled"];
 
@@ -155,6 +176,12 @@ pub(super) fn build(
     leaves: &[(Vec<String>, toml::Value, Layer)],
     entries: &[Entry],
 ) -> Result<(Settings, Vec<String>)> {
+    // The flat entries (defaults, environment) come first; the file leaves are laid over them.
+    let mut base = toml::Table::new();
+    for e in entries.iter().filter(|e| TYPED_ROOTS.contains(&e.key.section())) {
+        let path: Vec<String> = e.key.name.split('.').map(str::to_owned).collect();
+        insert(&mut base, &path, typed(e.key, &e.value))?;
+    }
     let mut root = toml::Table::new();
     for (path, value, _) in leaves {
         insert(&mut root, path, value.clone())?;
@@ -163,20 +190,10 @@ pub(super) fn build(
         let path: Vec<String> = e.key.name.split('.').map(str::to_owned).collect();
         insert(&mut root, &path, typed(e.key, &e.value))?;
     }
-    let settings: Settings = serde_path_to_error::deserialize(toml::Value::Table(root)).map_err(|e| {
-        let path = e.path().to_string();
-        let file = leaves
-            .iter()
-            .find(|(p, _, _)| p.join(".").starts_with(&path))
-            .map_or_else(|| "config".to_owned(), |(_, _, layer)| layer.to_string());
-        // Serde's message quotes the value (`invalid type: string "Bearer ..."`), which may be
-        // a secret: keep only what was expected.
-        let message = e.inner().message().trim().to_owned();
-        match message.split_once(", expected ") {
-            Some((_, expected)) => anyhow::anyhow!("{file}: `{path}` has the wrong type: expected {expected}"),
-            None => anyhow::anyhow!("{file}: `{path}` is not valid"),
-        }
-    })?;
+    let settings = match Settings::deserialize(toml::Value::Table(root)) {
+        Ok(s) => s,
+        Err(e) => return Err(blame(leaves, &base, &e)),
+    };
     if settings.mcp.servers.len() > MAX_MCP_SERVERS {
         bail!("{} MCP servers are configured; at most {MAX_MCP_SERVERS} are supported", settings.mcp.servers.len());
     }
