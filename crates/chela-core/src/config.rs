@@ -105,22 +105,20 @@ pub fn mask_url_userinfo(value: &str) -> String {
     while let Some(at) = rest.find("://") {
         let (head, tail) = rest.split_at(at + 3);
         out.push_str(head);
-        let end = tail.find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace()).unwrap_or(tail.len());
-        let authority = &tail[..end];
-        match authority.rsplit_once('@') {
-            Some((userinfo, hostport)) => {
-                match userinfo.split_once(':') {
+        let skip = match userinfo_end(url_token(tail)) {
+            Some(at) => {
+                match tail[..at].split_once(':') {
                     Some((user, _)) => {
                         out.push_str(user);
-                        out.push_str(":****@");
+                        out.push_str(":****");
                     }
-                    None => out.push_str("****@"),
+                    None => out.push_str("****"),
                 }
-                out.push_str(hostport);
+                at
             }
-            None => out.push_str(authority),
-        }
-        rest = &tail[end..];
+            None => 0,
+        };
+        rest = &tail[skip..];
     }
     out.push_str(rest);
     out
@@ -128,10 +126,30 @@ pub fn mask_url_userinfo(value: &str) -> String {
 
 /// Whether `value` holds a URL with user-info (`scheme://user[:pass]@host`).
 pub fn has_url_userinfo(value: &str) -> bool {
-    value.split("://").skip(1).any(|t| {
-        let end = t.find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace()).unwrap_or(t.len());
-        t[..end].contains('@')
-    })
+    value.split("://").skip(1).any(|t| userinfo_end(url_token(t)).is_some())
+}
+
+/// A URL after its `scheme://`, up to the whitespace that ends it.
+fn url_token(t: &str) -> &str {
+    &t[..t.find(char::is_whitespace).unwrap_or(t.len())]
+}
+
+/// Where the user-info of `token` (a URL without its `scheme://`) ends: the index of its `@`.
+/// A well-formed URL has it before the first `/`, `?` or `#`. A password written without
+/// percent-encoding may itself hold one of those (`user:pa/ss@host`): when the part before the
+/// first of them is `something:` followed by anything but a port number, and an `@` comes later,
+/// everything up to the last `@` is the user-info. (A password that starts with digits and then
+/// a `/` looks exactly like `host:port/path`, and is not caught.)
+fn userinfo_end(token: &str) -> Option<usize> {
+    let strict = token.find(['/', '?', '#']).unwrap_or(token.len());
+    let authority = &token[..strict];
+    if let Some(at) = authority.rfind('@') {
+        return Some(at);
+    }
+    // `[::1]` alone is an address, not `user:pass`.
+    let after_colon = authority.rsplit_once(':').filter(|_| !authority.ends_with(']'))?.1;
+    let is_port = !after_colon.is_empty() && after_colon.bytes().all(|b| b.is_ascii_digit());
+    if is_port { None } else { token.rfind('@') }
 }
 
 macro_rules! keys {
@@ -497,6 +515,11 @@ mod tests {
         assert_eq!(mask_url_userinfo("https://ghp_abc@github.com/x?y=1"), "https://****@github.com/x?y=1");
         assert_eq!(mask_url_userinfo("via http://a:b@p:1 and http://q:2/p"), "via http://a:****@p:1 and http://q:2/p");
         assert_eq!(mask_url_userinfo("http://host:8080/a@b"), "http://host:8080/a@b");
+        // A password with an unencoded `/`, `?` or `#` is masked whole, and such a URL is refused.
+        assert_eq!(mask_url_userinfo("socks5://me:se/cret#x@h:1080"), "socks5://me:****@h:1080");
+        assert_eq!(mask_url_userinfo("http://me:se?cret@h:1 next"), "http://me:****@h:1 next");
+        assert!(has_url_userinfo("http://me:pa/ss@127.0.0.1:1080/v1"));
+        assert!(!has_url_userinfo("http://[::1]/v1/@x") && !has_url_userinfo("http://[::1]:8080/a@b"));
         assert_eq!(mask_url_userinfo("plain text"), "plain text");
         assert!(has_url_userinfo("https://u:p@api.example.com/v1") && has_url_userinfo("https://u@x"));
         assert!(!has_url_userinfo("https://api.example.com/v1/@x"));

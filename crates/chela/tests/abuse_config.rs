@@ -233,6 +233,20 @@ fn credentials_in_the_base_url_are_refused_without_being_shown() {
     ws.run(&["doctor"]).failed().hides("sk-in-the-url-999").says("llm.base_url");
 }
 
+/// A password typed without percent-encoding may hold `/`, `?` or `#`, which end a URL's
+/// authority: it is still user-info, so it is refused and never printed.
+#[test]
+fn a_password_with_an_unencoded_slash_is_refused_and_never_shown() {
+    let ws = Ws::new();
+    for (key, url) in [
+        ("llm.base_url", "http://me:pa/ss-slash-secret@127.0.0.1:9/v1"),
+        ("proxy.url", "socks5://me:se?q-slash-secret#x@127.0.0.1:1080"),
+    ] {
+        ws.run(&["config", "set", key, url]).failed().hides("slash-secret").says(key);
+    }
+    assert!(!ws.path().join("overrides.toml").exists());
+}
+
 /// `doctor` shows the key masked and the proxy without its password.
 #[test]
 fn doctor_masks_keys_and_proxy_passwords() {
