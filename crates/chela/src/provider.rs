@@ -117,11 +117,7 @@ impl Provider {
 
     /// A short name for messages: "anthropic (https://api.anthropic.com)".
     pub fn describe(&self) -> String {
-        let name = match self.endpoint.kind {
-            Kind::Anthropic => "anthropic",
-            Kind::OpenAi => "openai",
-        };
-        format!("{name} ({})", self.endpoint.base_url)
+        format!("{} ({})", kind_name(self.endpoint.kind), self.endpoint.base_url)
     }
 
     /// Makes one model call, retrying what is worth retrying. Text is reported through
