@@ -16,7 +16,7 @@ use jiff::civil::Date;
 use jiff::tz::TimeZone;
 
 use crate::config::Config;
-use crate::workspace::{Workspace, read_bounded, temp_path, write_atomic};
+use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic, write_atomic_at};
 
 /// The memory files and what a fresh workspace gets.
 pub const FILES: [(&str, &str); 4] = [
@@ -59,19 +59,16 @@ fn create_if_missing(path: &Path, bytes: &[u8]) -> io::Result<bool> {
     if path.exists() {
         return Ok(false);
     }
-    let tmp = temp_path(path)?;
-    write_atomic(&tmp, bytes)?;
-    // A hard link fails if the name exists, which a rename would silently replace.
-    let created = match std::fs::hard_link(&tmp, path) {
-        Ok(()) => true,
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
+    let (dir, name) = match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => (open_dir(dir)?, name),
+        _ => return Err(io::Error::new(io::ErrorKind::InvalidInput, "no file name")),
     };
-    std::fs::remove_file(&tmp)?;
-    Ok(created)
+    // The kernel refuses the rename if the name exists meanwhile; a plain rename would replace it.
+    match write_atomic_at(&dir, name, bytes, Replace::No) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 fn read_text(path: &Path) -> String {
