@@ -1,11 +1,13 @@
 //! When a provider needs no API key: a server on this machine (Ollama, llama.cpp, vLLM on
 //! loopback), or any server the person says needs none with `llm.api_key = "none"` (a LAN box).
 //!
-//! The host is taken from the base URL by a small parser of its own, strict on purpose: only
-//! `http`/`https`, no user info (`http://127.0.0.1@evil.com` names `evil.com`), and the host
-//! compared whole, so `http://127.evil.com` and `http://localhost.evil.com` still need a key.
+//! The host is taken from the base URL by the HTTP client's own parser: only `http`/`https`, no
+//! user info (`http://127.0.0.1@evil.com` names `evil.com`), and the host compared whole, so
+//! `http://127.evil.com` and `http://localhost.evil.com` still need a key.
 
-use std::net::{IpAddr, Ipv6Addr};
+use std::net::IpAddr;
+
+use crate::net::Url;
 
 /// The `llm.api_key` value that means "this server needs no key; send none".
 pub const NO_KEY: &str = "none";
@@ -22,35 +24,15 @@ pub fn api_key_rule(api_key: &str, base_url: &str) -> (String, bool) {
 /// Whether `url` names a server on this machine: `127.0.0.0/8`, `::1` (also as
 /// `::ffff:127.x.y.z`), `localhost` or a name under `.localhost`, in any case.
 pub fn is_loopback_url(url: &str) -> bool {
-    let Some((scheme, rest)) = url.trim().split_once("://") else { return false };
-    if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
-        return false;
-    }
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if authority.contains('@') {
-        // User info: rare for a local server, and a classic way to dress one host as another.
-        return false;
-    }
-    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-        let Some((inside, after)) = v6.split_once(']') else { return false };
-        let Some(port) = after.strip_prefix(':').or(after.is_empty().then_some("")) else { return false };
-        return port_ok(port) && inside.parse::<Ipv6Addr>().is_ok_and(|ip| is_loopback(IpAddr::V6(ip)));
-    } else {
-        authority.split_once(':').unwrap_or((authority, ""))
-    };
-    if !port_ok(port) {
-        return false;
-    }
+    // The HTTP client's own parser, so the host judged here is the host it would connect to. It
+    // takes only http/https and refuses user info (`http://127.0.0.1@evil.com` names `evil.com`).
+    let Ok(u) = Url::parse(url.trim()) else { return false };
     // A fully qualified name may end in a dot: `localhost.` is `localhost`.
-    let host = host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase();
-    if let Ok(ip) = host.parse::<IpAddr>() {
+    let host = u.host.strip_suffix('.').unwrap_or(&u.host);
+    if let Some(ip) = u.ip.or_else(|| host.parse().ok()) {
         return is_loopback(ip);
     }
     host == "localhost" || host.strip_suffix(".localhost").is_some_and(|sub| !sub.is_empty())
-}
-
-fn port_ok(port: &str) -> bool {
-    port.is_empty() || (port.len() <= 5 && port.bytes().all(|b| b.is_ascii_digit()))
 }
 
 fn is_loopback(ip: IpAddr) -> bool {

@@ -46,7 +46,7 @@ pub use error::{NetError, Phase};
 pub use proxy::Proxy;
 
 use error::chain;
-use url::Url;
+pub(crate) use url::Url;
 
 const USER_AGENT_VALUE: &str = concat!("chela/", env!("CARGO_PKG_VERSION"));
 
