@@ -136,12 +136,11 @@ fn check_settings(cfg: &Config, r: &mut Report) {
             );
         }
     }
-    let bind = s.gateway.bind.as_str();
-    let loopback = matches!(bind, "127.0.0.1" | "::1" | "localhost" | "[::1]");
-    if !loopback && s.gateway.token.is_empty() {
+    let listen = s.gateway.addr();
+    if !listen.ip().is_loopback() && s.gateway.token.is_empty() {
         r.fail(
-            &format!("gateway.bind is {bind}, reachable from other machines, but gateway.token is empty"),
-            "chela config set gateway.token -   (or bind to 127.0.0.1)",
+            &format!("gateway.listen is {listen}, reachable from other machines, but gateway.token is empty"),
+            "chela config set gateway.token -   (or listen on 127.0.0.1:18789)",
         );
     }
     for (name, server) in &s.mcp.servers {
