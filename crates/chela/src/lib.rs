@@ -21,6 +21,7 @@ mod app;
 mod chat;
 // Public while the services that drive it land one by one; channels are its callers.
 pub mod daemon;
+mod gateway;
 mod keyrule;
 pub mod net;
 mod provider;

@@ -227,7 +227,9 @@ fn keys_inside_typed_sections_are_set_and_unset_like_any_other() {
     assert!(unset_override(&ws, "channels.telegram.allow_from").unwrap());
     let text = std::fs::read_to_string(ws.overrides_path()).unwrap();
     assert!(
-        !text.contains("telegram") && text.contains("[mcp.servers.mine]") && text.contains("listen = \"127.0.0.1:9001\""),
+        !text.contains("telegram")
+            && text.contains("[mcp.servers.mine]")
+            && text.contains("listen = \"127.0.0.1:9001\""),
         "{text}"
     );
 }
