@@ -244,19 +244,21 @@ keys! {
     TELEGRAM_TOKEN = "channels.telegram.token", Kind::Secret, "",
         "Telegram bot token from @BotFather. Empty: the Telegram channel is off.";
     TELEGRAM_ALLOW_FROM = "channels.telegram.allow_from", Kind::List, "",
-        "Telegram user ids (or user names) allowed to talk to Chela. Empty: nobody.";
+        "Telegram user ids allowed to talk to Chela; * lets everyone in. Others get a pairing code (`chela pairing`).";
     FEISHU_APP_ID = "channels.feishu.app_id", Kind::Text, "",
         "Feishu/Lark app id. Empty: the Feishu channel is off.";
     FEISHU_APP_SECRET = "channels.feishu.app_secret", Kind::Secret, "",
         "Feishu/Lark app secret.";
     FEISHU_ALLOW_FROM = "channels.feishu.allow_from", Kind::List, "",
-        "Feishu open_ids allowed to talk to Chela. Empty: nobody.";
+        "Feishu open_ids allowed to talk to Chela; * lets everyone in. Others get a pairing code (`chela pairing`).";
     GATEWAY_BIND = "gateway.bind", Kind::Text, "127.0.0.1",
         "Address the daemon's gateway listens on. Anything but loopback needs gateway.token.";
     GATEWAY_PORT = "gateway.port", Kind::Int { min: 1, max: 65_535 }, "18789",
         "TCP port of the gateway.";
     GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",
         "Token clients of the gateway must present.";
+    ACCESS_RATE_PER_HOUR = "access.rate_per_hour", Kind::Int { min: 0, max: 3_600_000 }, "30",
+        "Messages one sender may send per hour on any channel (bursts allowed); 0: no limit.";
     LUA_ENABLED = "lua.enabled", Kind::Bool, "false",
         "Let the model run Lua scripts in the sandbox.";
     LUA_MAX_MEMORY_BYTES = "lua.max_memory_bytes", Kind::Int { min: 65_536, max: 268_435_456 }, "16777216",
