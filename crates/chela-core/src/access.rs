@@ -362,9 +362,11 @@ impl AccessState {
 
     /// The owner revokes an approved sender: its next message is a stranger's again.
     pub fn revoke(&mut self, channel: &str, sender: &str) -> Result<Peer, AccessError> {
-        let at = self.allowed.iter().position(|p| p.channel == channel && p.sender == sender).ok_or_else(|| {
-            AccessError::NotApproved { channel: channel.to_string(), sender: sender.to_string() }
-        })?;
+        let at = self
+            .allowed
+            .iter()
+            .position(|p| p.channel == channel && p.sender == sender)
+            .ok_or_else(|| AccessError::NotApproved { channel: channel.to_string(), sender: sender.to_string() })?;
         Ok(self.allowed.remove(at))
     }
 }

@@ -82,13 +82,9 @@ struct Stamp {
 
 fn stamp(path: &Path) -> io::Result<Option<Stamp>> {
     match std::fs::metadata(path) {
-        Ok(m) => Ok(Some(Stamp {
-            dev: m.dev(),
-            ino: m.ino(),
-            len: m.len(),
-            mtime: m.mtime(),
-            mtime_nsec: m.mtime_nsec(),
-        })),
+        Ok(m) => {
+            Ok(Some(Stamp { dev: m.dev(), ino: m.ino(), len: m.len(), mtime: m.mtime(), mtime_nsec: m.mtime_nsec() }))
+        }
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
@@ -278,9 +274,8 @@ fn load(path: &Path) -> Result<AccessState, GateError> {
         Ok(Some(text)) => text,
         Err(e) => return Err(GateError::Store(format!("cannot read the pairing store: {e}. {left}."))),
     };
-    let state: AccessState = serde_json::from_str(&text).map_err(|e| {
-        GateError::Store(format!("{} is not a valid pairing store ({e}). {left}.", path.display()))
-    })?;
+    let state: AccessState = serde_json::from_str(&text)
+        .map_err(|e| GateError::Store(format!("{} is not a valid pairing store ({e}). {left}.", path.display())))?;
     state
         .validate()
         .map_err(|e| GateError::Store(format!("{} is not a valid pairing store: {e}. {left}.", path.display())))?;

@@ -157,8 +157,8 @@ fn validate_refuses_states_that_break_a_bound() {
     s.pending.pop();
     s.pending[0].code = "abcdefgh".into();
     assert!(s.validate().unwrap_err().to_string().contains("malformed"));
-    let mut s = AccessState::default();
-    s.allowed = vec![Peer { channel: "c".into(), sender: "s".into(), since: 0 }; MAX_ALLOWED + 1];
+    let peer = Peer { channel: "c".into(), sender: "s".into(), since: 0 };
+    let s = AccessState { allowed: vec![peer; MAX_ALLOWED + 1], ..AccessState::default() };
     assert!(s.validate().unwrap_err().to_string().contains("more than the 512"));
 }
 
