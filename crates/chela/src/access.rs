@@ -117,11 +117,12 @@ pub fn now_secs() -> u64 {
 }
 
 /// The `allow_from` setting of `channel`; channels without one pair every sender.
-pub fn allow_from(cfg: &Config, channel: &str) -> Vec<String> {
+pub fn allow_from<'a>(cfg: &'a Config, channel: &str) -> &'a [String] {
+    let channels = &cfg.settings().channels;
     match channel {
-        "telegram" => cfg.list(keys::TELEGRAM_ALLOW_FROM),
-        "feishu" => cfg.list(keys::FEISHU_ALLOW_FROM),
-        _ => Vec::new(),
+        "telegram" => &channels.telegram.allow_from,
+        "feishu" => &channels.feishu.allow_from,
+        _ => &[],
     }
 }
 
@@ -161,17 +162,17 @@ impl Gate {
         self.refresh(&mut inner);
         let mut random = [0u8; CODE_LEN];
         let verdict = match rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()) {
-            Ok(n) if n == CODE_LEN => inner.state.pairing(&allow, channel, sender, now, random),
+            Ok(n) if n == CODE_LEN => inner.state.pairing(allow, channel, sender, now, random),
             _ => {
                 tracing::error!("no random bytes for a pairing code; {channel}:{sender} is not answered");
-                if inner.state.is_allowed(&allow, channel, sender) { Admission::Allowed } else { Admission::Denied }
+                if inner.state.is_allowed(allow, channel, sender) { Admission::Allowed } else { Admission::Denied }
             }
         };
         let verdict = match verdict {
             // Issue it again under the lock, on the file as it is now: another process may
             // have changed it since it was read.
             Admission::NewCode { code } => {
-                match self.edit(&mut inner, |s| Ok(s.pairing(&allow, channel, sender, now, random))) {
+                match self.edit(&mut inner, |s| Ok(s.pairing(allow, channel, sender, now, random))) {
                     Ok(v) => v,
                     Err(e) => {
                         // Not on disk, so not in memory either: the owner could never approve it.

@@ -24,6 +24,8 @@ pub enum Command {
     Cap(CapCmd),
     Pairing(PairingCmd),
     Doctor,
+    /// `chela run`: the daemon.
+    Run,
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -51,6 +53,7 @@ pub enum Topic {
     PairingDeny,
     PairingRevoke,
     Doctor,
+    Run,
 }
 
 impl Topic {
@@ -63,6 +66,7 @@ impl Topic {
             ("help", _) => return if words.len() > 1 { Topic::of(&words[1..]) } else { Some(Topic::Main) },
             ("chat", _) => Topic::Chat,
             ("doctor", _) => Topic::Doctor,
+            ("run", _) => Topic::Run,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -92,7 +96,7 @@ impl Topic {
     fn depth(self) -> usize {
         match self {
             Topic::Main => 0,
-            Topic::Chat | Topic::Config | Topic::Cap | Topic::Pairing | Topic::Doctor => 1,
+            Topic::Chat | Topic::Config | Topic::Cap | Topic::Pairing | Topic::Doctor | Topic::Run => 1,
             _ => 2,
         }
     }
@@ -259,7 +263,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
             ),
         },
         ("doctor", []) => Command::Doctor,
-        ("config" | "cap" | "pairing" | "doctor", _) => {
+        ("run", []) => Command::Run,
+        ("config" | "cap" | "pairing" | "doctor" | "run", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))

@@ -177,3 +177,38 @@ fn a_broken_store_stops_the_command_and_is_kept() {
     }
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"pending\": 12}");
 }
+
+#[test]
+fn the_daemon_refuses_to_start_on_a_broken_store_and_keeps_it() {
+    let (d, ws) = ws();
+    let state = ws.root().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let path = state.join(STORE_FILE);
+    std::fs::write(&path, "[1, 2, 3]").unwrap();
+    let home = d.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_chela"))
+        .arg("run")
+        .env_clear()
+        .env("HOME", &home)
+        .env("CHELA_HOME", d.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    // Polled: the daemon should exit at once; a daemon that started anyway is killed, and fails.
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            panic!("chela run started on a broken pairing store");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let o = child.wait_with_output().unwrap();
+    let (_, err) = text(&o);
+    assert!(!o.status.success());
+    assert!(err.contains("access.json is not a valid pairing store") && err.contains("move it away"), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "[1, 2, 3]");
+}

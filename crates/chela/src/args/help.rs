@@ -27,6 +27,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::PairingDeny => "chela pairing deny CODE",
         Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
         Topic::Doctor => "chela doctor",
+        Topic::Run => "chela run",
     }
 }
 
@@ -52,6 +53,7 @@ pub fn text(topic: Topic) -> String {
         Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
         Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
+        Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -86,6 +88,7 @@ Commands:
   pairing revoke CHANNEL:SENDER
                           Take an approved sender's access away
   doctor                  Check the configuration, workspace and provider
+  run                     The always-on assistant: gateway, channels, in one process
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -285,4 +288,15 @@ a channel's allow_from setting are changed there, with `chela config set`.
 
 Example:
   chela pairing revoke telegram:123456789
+";
+
+const RUN: &str = "\
+Starts the daemon in the foreground: the gateway on gateway.listen (a web page, a WebSocket
+and an OpenAI-compatible endpoint) and every configured channel. Many chats are answered
+at once; the messages of one chat are answered in order. Settings changed with
+`chela config set` or `chela cap` apply to the running daemon. SIGTERM or Ctrl-C stops it:
+it takes no new messages, lets running turns finish for a moment, saves, and exits.
+
+Example:
+  chela run
 ";

@@ -12,6 +12,7 @@ mod cap;
 mod config;
 mod doctor;
 mod pairing;
+mod run;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let ws = Workspace::locate(cli.workspace)?;
@@ -24,6 +25,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
         Command::Pairing(c) => pairing::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
+        Command::Run => run::run(ws).await,
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }

@@ -5,7 +5,6 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use chela_core::config as keys;
 
 use crate::access::{Gate, Listing, allow_from, now_secs};
 use crate::args::PairingCmd;
@@ -27,7 +26,7 @@ pub fn run(ws: &Workspace, cmd: PairingCmd) -> Result<ExitCode> {
             format!("Denied {}:{}. They get no new code for an hour.\n", p.channel, p.sender)
         }
         PairingCmd::Revoke { channel, sender } => {
-            let listed = chela_core::access::listed(&allow_from(&cfg, &channel), &sender);
+            let listed = chela_core::access::listed(allow_from(&cfg, &channel), &sender);
             match gate.revoke(&channel, &sender) {
                 Ok(p) => {
                     let mut out =
@@ -75,10 +74,10 @@ fn list(l: &Listing, cfg: &Config, now: u64) -> String {
             let _ = writeln!(out, "  {}:{}  since {since}", p.channel, p.sender);
         }
     }
-    for key in [keys::TELEGRAM_ALLOW_FROM, keys::FEISHU_ALLOW_FROM] {
-        let v = cfg.get(key);
-        if !v.is_empty() {
-            let _ = writeln!(out, "{} = {v}", key.name);
+    for channel in ["telegram", "feishu"] {
+        let listed = allow_from(cfg, channel);
+        if !listed.is_empty() {
+            let _ = writeln!(out, "channels.{channel}.allow_from = {}", listed.join(", "));
         }
     }
     out
