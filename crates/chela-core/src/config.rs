@@ -246,17 +246,19 @@ keys! {
     TELEGRAM_TOKEN = "channels.telegram.token", Kind::Secret, "",
         "Telegram bot token from @BotFather. Empty: the Telegram channel is off.";
     TELEGRAM_ALLOW_FROM = "channels.telegram.allow_from", Kind::List, "",
-        "Telegram user ids (or user names) allowed to talk to Chela. Empty: nobody.";
+        "Telegram user ids allowed to talk to Chela; * lets everyone in. Others get a pairing code (`chela pairing`).";
     FEISHU_APP_ID = "channels.feishu.app_id", Kind::Text, "",
         "Feishu/Lark app id. Empty: the Feishu channel is off.";
     FEISHU_APP_SECRET = "channels.feishu.app_secret", Kind::Secret, "",
         "Feishu/Lark app secret.";
     FEISHU_ALLOW_FROM = "channels.feishu.allow_from", Kind::List, "",
-        "Feishu open_ids allowed to talk to Chela. Empty: nobody.";
+        "Feishu open_ids allowed to talk to Chela; * lets everyone in. Others get a pairing code (`chela pairing`).";
     GATEWAY_LISTEN = "gateway.listen", Kind::Listen, "127.0.0.1:18789",
         "Address and port the daemon's gateway listens on. Anything but loopback needs gateway.token.";
     GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",
         "Token clients of the gateway must present.";
+    ACCESS_RATE_PER_HOUR = "access.rate_per_hour", Kind::Int { min: 0, max: 3_600_000 }, "30",
+        "Messages one sender may send per hour on any channel (bursts allowed); 0: no limit.";
     LUA_ENABLED = "lua.enabled", Kind::Bool, "false",
         "Let the model run Lua scripts in the sandbox.";
     LUA_MAX_MEMORY_BYTES = "lua.max_memory_bytes", Kind::Int { min: 65_536, max: 268_435_456 }, "16777216",
@@ -475,6 +477,13 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("Did you mean `llm.model`?") && msg.contains("llm.provider"), "{msg}");
         assert!(matches!(key("zzzzzzzzzz"), Err(ConfigError::UnknownKey { suggestion: None, .. })));
+    }
+
+    #[test]
+    fn a_star_opens_an_allow_from_list_and_nothing_else() {
+        assert_eq!(check(TELEGRAM_ALLOW_FROM, "*").unwrap(), "*");
+        assert_eq!(check(FEISHU_ALLOW_FROM, " * ").unwrap(), "*");
+        assert!(check(FEISHU_ALLOW_FROM, "ou_1, *.*").is_err());
     }
 
     #[test]

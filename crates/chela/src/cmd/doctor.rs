@@ -131,7 +131,10 @@ fn check_settings(cfg: &Config, r: &mut Report) {
     for (name, on, nobody, example) in channels {
         if on && nobody {
             r.warn(
-                &format!("channels.{name} is set up but its allow_from is empty: nobody can talk to Chela there"),
+                &format!(
+                    "channels.{name} is set up but its allow_from is empty: everyone who writes there must pair \
+                     first (`chela pairing list`)"
+                ),
                 &format!("chela config set channels.{name}.allow_from {example}"),
             );
         }
