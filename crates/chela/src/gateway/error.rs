@@ -21,6 +21,8 @@ pub enum ApiError {
     MethodNotAllowed(String),
     /// 408: the body did not arrive in time.
     Timeout(String),
+    /// 409: the request fits, but the state does not allow it (a core group).
+    Conflict(String),
     /// 413
     TooLarge(String),
     /// 429 / 503: Chela is busy or stopping; try again.
@@ -40,6 +42,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::Timeout(_) => StatusCode::REQUEST_TIMEOUT,
+            ApiError::Conflict(_) => StatusCode::CONFLICT,
             ApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Upstream(_) => StatusCode::BAD_GATEWAY,
@@ -75,6 +78,7 @@ impl fmt::Display for ApiError {
             | ApiError::NotFound(s)
             | ApiError::MethodNotAllowed(s)
             | ApiError::Timeout(s)
+            | ApiError::Conflict(s)
             | ApiError::TooLarge(s)
             | ApiError::Busy(s)
             | ApiError::Upstream(s)

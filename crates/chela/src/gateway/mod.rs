@@ -33,6 +33,7 @@ use tokio::sync::Semaphore;
 
 use crate::daemon::Daemon;
 
+mod api;
 mod auth;
 mod error;
 mod openai;
@@ -42,6 +43,8 @@ mod ws;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_api;
 
 pub use error::ApiError;
 pub use ws::WsOutlet;
@@ -211,6 +214,15 @@ impl Gateway {
                 openai::completions(self, &parts.headers, &body).await
             }
             (&Method::GET, "/v1/models") => Ok(openai::models()),
+            (_, p) if p.starts_with("/api/") => {
+                let (_, body) = req.into_parts();
+                let body = if matches!(method, Method::GET | Method::HEAD) {
+                    Bytes::new()
+                } else {
+                    self.read_body(body).await?
+                };
+                api::route(self, &method, &path["/api".len()..], &body).await
+            }
             (_, "/health" | "/v1/chat/completions" | "/v1/models" | "/ws" | "/") => {
                 Err(ApiError::MethodNotAllowed(format!("{method} is not used on {path}")))
             }

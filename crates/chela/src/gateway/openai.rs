@@ -206,7 +206,8 @@ fn chat_stamp() -> String {
     format!("{:x}{:04x}", unix_now(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-struct Silent;
+/// An observer for turns whose progress nobody watches.
+pub(crate) struct Silent;
 
 impl Observer for Silent {
     fn text(&mut self, _: &str) {}

@@ -34,16 +34,27 @@ pub(super) fn harness(script: Vec<Step>, listen: &str, token: Option<&str>) -> H
 
 pub(super) fn harness_with(script: Vec<Step>, listen: &str, token: Option<&str>, limits: Limits) -> Harness {
     let llm = FakeLlm::start(script);
-    let dir = tempfile::tempdir().unwrap();
-    let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
-    ws.ensure().unwrap();
-    for (k, v) in [
+    let settings = [
         ("llm.provider", "anthropic".to_owned()),
         ("llm.base_url", llm.anthropic_base_url()),
         ("llm.api_key", "test-key".to_owned()),
         ("llm.max_retries", "0".to_owned()),
-    ] {
-        crate::config::set_override(&ws, k, &v).unwrap();
+    ];
+    let settings: Vec<(&str, &str)> = settings.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    build(llm, &settings, listen, token, limits)
+}
+
+/// A daemon with only `settings` in its runtime layer (no model unless they name one).
+pub(super) fn harness_with_settings(script: Vec<Step>, settings: &[(&str, &str)]) -> Harness {
+    build(FakeLlm::start(script), settings, "127.0.0.1:18789", None, Limits::default())
+}
+
+fn build(llm: FakeLlm, settings: &[(&str, &str)], listen: &str, token: Option<&str>, limits: Limits) -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+    ws.ensure().unwrap();
+    for (k, v) in settings {
+        crate::config::set_override(&ws, k, v).unwrap();
     }
     let daemon = Arc::new(Daemon::load(ws).unwrap());
     let gw = Gateway::new(Arc::clone(&daemon), listen.parse().unwrap(), token.map(str::to_owned), limits);

@@ -1,0 +1,478 @@
+//! The dashboard's HTTP API under `/api` (see `docs/DESIGN.md`, "The gateway"): capability
+//! groups, configuration, sessions, memory files, pairing and the first-run setup. Every
+//! change goes where the matching command puts it (`overrides.toml`, the session archive,
+//! the pairing store) and is applied to the running daemon at once.
+//!
+//! Names from the URL (`/api/sessions/{id}`, `/api/memory/{name}`) are checked against what
+//! Chela itself writes before any path is made of them, so no name leads outside its folder.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use chela_core::access::AccessError;
+use chela_core::cap::{ControlError, Registry};
+use chela_core::config::{self as keys, CAPS_DISABLED, CAPS_HIDDEN, CAPS_SHOWN};
+use hyper::{Method, StatusCode};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{ApiError, Gateway, Resp, json as json_response};
+use crate::access::{GateError, now_secs};
+use crate::config::{Config, edit_list_override, set_override, shown_extra};
+use crate::daemon::Daemon;
+use crate::workspace::{read_bounded, read_tail_lines, write_atomic};
+
+/// Most sessions listed; the newest first.
+const MAX_LISTED: usize = 1000;
+/// The end of a session file shown by `GET /api/sessions/{id}`.
+const MAX_SESSION_VIEW: u64 = 1024 * 1024;
+/// Largest memory file read or written here (as `memory.rs` reads them).
+const MAX_MEMORY_FILE: u64 = 1024 * 1024;
+/// Memory files in the workspace folder that the dashboard may show and edit.
+const HEARTBEAT: &str = "HEARTBEAT.md";
+
+pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) -> Result<Resp, ApiError> {
+    let d = &gw.daemon;
+    let ok = |v: Value| Ok(json_response(StatusCode::OK, &v));
+    match (method, path) {
+        (&Method::GET, "/cap/groups") => ok(Value::Array(groups(d, None))),
+        (&Method::POST, "/cap/groups/runtime") => {
+            let r: RuntimeReq = parse(body)?;
+            ok(set_group(d, &r.group_id, Switch::Enabled(r.enabled)).await?)
+        }
+        (&Method::POST, "/cap/groups/visibility") => {
+            let r: VisibilityReq = parse(body)?;
+            ok(set_group(d, &r.group_id, Switch::Visible(r.visible)).await?)
+        }
+        (&Method::GET, "/config") => ok(config_list(&d.config())),
+        (&Method::POST, "/config") => ok(config_set(d, parse(body)?).await?),
+        (&Method::GET, "/sessions") => ok(blocking(d, sessions_list).await?),
+        (&Method::GET, "/memory") => ok(blocking(d, memory_list).await?),
+        (&Method::GET, "/pairing") => {
+            let listing = d.gate().list(now_secs()).map_err(gate_error)?;
+            ok(serde_json::to_value(listing).map_err(|e| ApiError::internal("the pairing list", e))?)
+        }
+        (&Method::POST, "/pairing/approve") => {
+            let r: CodeReq = parse(body)?;
+            let peer = d.gate().approve(&r.code, now_secs()).map_err(gate_error)?;
+            ok(json!({"channel": peer.channel, "sender": peer.sender}))
+        }
+        (&Method::POST, "/pairing/deny") => {
+            let r: CodeReq = parse(body)?;
+            let pending = d.gate().deny(&r.code, now_secs()).map_err(gate_error)?;
+            ok(json!({"channel": pending.channel, "sender": pending.sender}))
+        }
+        (&Method::POST, "/pairing/revoke") => {
+            let r: RevokeReq = parse(body)?;
+            let peer = d.gate().revoke(&r.channel, &r.sender).map_err(gate_error)?;
+            ok(json!({"channel": peer.channel, "sender": peer.sender}))
+        }
+        (&Method::GET, "/setup") => ok(setup_state(d)),
+        (&Method::POST, "/setup") => ok(setup(d, parse(body)?).await?),
+        (_, p) if p.starts_with("/sessions/") => {
+            let id = check_session_id(&p["/sessions/".len()..])?;
+            match *method {
+                Method::GET => ok(blocking(d, move |d| session_view(d, &id)).await?),
+                Method::DELETE => ok(session_clear(d, &id).await?),
+                _ => Err(ApiError::MethodNotAllowed(format!("{method} is not used on a session; GET or DELETE it"))),
+            }
+        }
+        (_, p) if p.starts_with("/memory/") => {
+            let name = p["/memory/".len()..].to_owned();
+            let path = memory_path(d, &name)?;
+            match *method {
+                Method::GET => ok(blocking(d, move |_| memory_read(&name, &path)).await?),
+                Method::PUT => {
+                    let r: ContentReq = parse(body)?;
+                    ok(blocking(d, move |_| memory_write(&name, &path, &r.content)).await?)
+                }
+                _ => Err(ApiError::MethodNotAllowed(format!("{method} is not used on a memory file; GET or PUT it"))),
+            }
+        }
+        _ => Err(ApiError::NotFound(format!("there is no API at /api{path} for {method}"))),
+    }
+}
+
+#[derive(Deserialize)]
+struct RuntimeReq {
+    group_id: String,
+    enabled: bool,
+}
+
+#[derive(Deserialize)]
+struct VisibilityReq {
+    group_id: String,
+    visible: bool,
+}
+
+#[derive(Deserialize)]
+struct ConfigReq {
+    key: String,
+    value: Value,
+}
+
+#[derive(Deserialize)]
+struct ContentReq {
+    content: String,
+}
+
+#[derive(Deserialize)]
+struct CodeReq {
+    code: String,
+}
+
+#[derive(Deserialize)]
+struct RevokeReq {
+    channel: String,
+    sender: String,
+}
+
+#[derive(Deserialize)]
+struct SetupReq {
+    provider: String,
+    #[serde(default)]
+    base_url: String,
+    #[serde(default)]
+    model: String,
+    #[serde(default)]
+    api_key: String,
+    #[serde(default)]
+    telegram_token: String,
+}
+
+fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("the request body is not the expected JSON: {e}")))
+}
+
+/// Runs file work (which may wait for a file lock) off the async workers.
+async fn blocking<T: Send + 'static>(
+    d: &Arc<Daemon>,
+    f: impl FnOnce(&Daemon) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let d = Arc::clone(d);
+    tokio::task::spawn_blocking(move || f(&d)).await.map_err(|e| ApiError::internal("file work stopped", e))?
+}
+
+/// Re-reads the settings files and makes them the running daemon's.
+fn reload(d: &Daemon) -> Result<(), ApiError> {
+    let cfg = Config::load(d.workspace())
+        .map_err(|e| ApiError::internal("the settings cannot be read back", format!("{e:#}")))?;
+    d.apply(Arc::new(cfg));
+    Ok(())
+}
+
+// ---- Capability groups ------------------------------------------------------------------------
+
+/// The groups as the dashboard shows them (only `only` when given).
+fn groups(d: &Daemon, only: Option<&str>) -> Vec<Value> {
+    let reg = d.toolbox().registry();
+    reg.groups()
+        .iter()
+        .filter(|g| only.is_none_or(|id| g.spec.id == id))
+        .map(|g| {
+            let tools: Vec<&str> = reg.in_group(&g.spec.id).map(|c| &*c.id).collect();
+            json!({
+                "group_id": g.spec.id, "tools": tools, "runtime_enabled": g.enabled || g.spec.core,
+                "llm_visible": g.visible || g.spec.core, "is_core": g.spec.core,
+            })
+        })
+        .collect()
+}
+
+enum Switch {
+    Enabled(bool),
+    Visible(bool),
+}
+
+/// `chela cap enable|disable|show|hide` for the dashboard: checked on the registry, stored in
+/// the runtime layer, applied to the running daemon.
+async fn set_group(d: &Arc<Daemon>, group: &str, switch: Switch) -> Result<Value, ApiError> {
+    let mut reg = Registry::clone(&d.toolbox().registry());
+    let checked = match switch {
+        Switch::Enabled(on) => reg.set_enabled(group, on),
+        Switch::Visible(on) => reg.set_visible(group, on),
+    };
+    checked.map_err(|e| match e {
+        ControlError::CoreGroup { .. } => {
+            ApiError::Conflict(format!("{e}. Core groups are always on and always visible."))
+        }
+        ControlError::UnknownGroup { .. } => ApiError::NotFound(e.to_string()),
+        _ => ApiError::BadRequest(e.to_string()),
+    })?;
+    let default_visible = reg.group(group).is_some_and(|g| g.spec.visible_by_default);
+    let group = group.to_owned();
+    blocking(d, move |d| {
+        let ws = d.workspace();
+        let stored = match switch {
+            Switch::Enabled(on) => edit_list_override(ws, CAPS_DISABLED, &group, !on),
+            // Only what differs from the group's default is recorded, as `chela cap` does.
+            Switch::Visible(on) => edit_list_override(ws, CAPS_HIDDEN, &group, !on && default_visible)
+                .and_then(|()| edit_list_override(ws, CAPS_SHOWN, &group, on && !default_visible)),
+        };
+        stored.map_err(|e| ApiError::internal("the switch cannot be stored", format!("{e:#}")))?;
+        reload(d)?;
+        groups(d, Some(&group)).pop().ok_or_else(|| ApiError::NotFound(format!("no group {group}")))
+    })
+    .await
+}
+
+// ---- Configuration ----------------------------------------------------------------------------
+
+fn config_list(cfg: &Config) -> Value {
+    let mut out: Vec<Value> = cfg
+        .entries()
+        .iter()
+        .map(|e| json!({"key": e.key.name, "value": e.shown(), "source": e.layer.to_string(), "secret": e.key.is_secret()}))
+        .collect();
+    for (path, value, layer) in cfg.extra() {
+        out.push(json!({
+            "key": path, "value": shown_extra(path, value), "source": layer.to_string(),
+            "secret": keys::is_secret_name(path),
+        }));
+    }
+    Value::Array(out)
+}
+
+/// Whether a change of `key` needs `chela run` restarted: what is read once at start.
+fn restart_needed(key: &str) -> bool {
+    ["gateway.", "channels.", "sessions."].iter().any(|p| key.starts_with(p))
+}
+
+async fn config_set(d: &Arc<Daemon>, r: ConfigReq) -> Result<Value, ApiError> {
+    let value = match r.value {
+        Value::String(s) => s,
+        Value::Array(items) => {
+            items.iter().map(|i| i.as_str().map_or_else(|| i.to_string(), str::to_owned)).collect::<Vec<_>>().join(",")
+        }
+        other => other.to_string(),
+    };
+    let key = keys::key(&r.key).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    blocking(d, move |d| {
+        let stored =
+            set_override(d.workspace(), key.name, &value).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+        reload(d)?;
+        Ok(json!({"key": key.name, "value": key.shown(&stored), "restart_needed": restart_needed(key.name)}))
+    })
+    .await
+}
+
+// ---- Sessions ---------------------------------------------------------------------------------
+
+/// A session id as Chela names session files (`<channel>_<chat>`, see
+/// `Workspace::session_path`): nothing else is looked up.
+fn check_session_id(id: &str) -> Result<String, ApiError> {
+    let ok = !id.is_empty()
+        && id.len() <= 256
+        && !id.starts_with('.')
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if ok {
+        Ok(id.to_owned())
+    } else {
+        Err(ApiError::BadRequest(
+            "a session id is a session file's name without .jsonl (letters, digits, _ - .), as GET /api/sessions lists"
+                .to_owned(),
+        ))
+    }
+}
+
+/// The session file of `id`, which must be a regular file (not a link) in `sessions/`.
+fn session_file(d: &Daemon, id: &str) -> Result<PathBuf, ApiError> {
+    let path = d.workspace().sessions_dir().join(format!("{id}.jsonl"));
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.is_file() => Ok(path),
+        _ => Err(ApiError::NotFound(format!("there is no session {id}"))),
+    }
+}
+
+fn split_id(id: &str) -> (&str, &str) {
+    id.split_once('_').unwrap_or((id, ""))
+}
+
+fn sessions_list(d: &Daemon) -> Result<Value, ApiError> {
+    let dir = d.workspace().sessions_dir();
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(json!([])),
+        Err(e) => return Err(ApiError::internal("the sessions folder cannot be read", e)),
+    };
+    let mut found: Vec<(u64, String, u64)> = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(id) = name.strip_suffix(".jsonl") else { continue };
+        let Ok(meta) = entry.metadata() else { continue };
+        if !meta.is_file() || id.starts_with('.') {
+            continue;
+        }
+        let modified = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
+        found.push((modified, id.to_owned(), meta.len()));
+    }
+    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    found.truncate(MAX_LISTED);
+    let list = found
+        .iter()
+        .map(|(modified, id, bytes)| {
+            let (channel, chat) = split_id(id);
+            json!({"id": id, "channel": channel, "chat_id": chat, "bytes": bytes, "modified": modified})
+        })
+        .collect();
+    Ok(Value::Array(list))
+}
+
+fn session_view(d: &Daemon, id: &str) -> Result<Value, ApiError> {
+    let path = session_file(d, id)?;
+    let (text, _) = read_tail_lines(&path, MAX_SESSION_VIEW)
+        .map_err(|e| ApiError::internal("the session cannot be read", e))?
+        .ok_or_else(|| ApiError::NotFound(format!("there is no session {id}")))?;
+    let messages: Vec<Value> = chela_core::session::parse(&text)
+        .messages
+        .iter()
+        .map(|m| json!({"role": m.role.as_str(), "text": m.text()}))
+        .collect();
+    Ok(json!({"id": id, "messages": messages}))
+}
+
+/// Clears a session as `/new` does: through its owner (so it lands between turns), archived.
+async fn session_clear(d: &Arc<Daemon>, id: &str) -> Result<Value, ApiError> {
+    let d2 = Arc::clone(d);
+    let idc = id.to_owned();
+    blocking(d, move |_| session_file(&d2, &idc).map(drop)).await?;
+    let (channel, chat) = split_id(id);
+    let pending = d.restart(channel, chat).map_err(|e| ApiError::Busy(e.to_string()))?;
+    pending.finish().await.map_err(|e| ApiError::internal("the session cannot be archived", format!("{e:#}")))?;
+    Ok(json!({"id": id, "archived": true}))
+}
+
+// ---- Memory files -----------------------------------------------------------------------------
+
+/// A daily note's name: `YYYY-MM-DD.md`.
+fn is_daily(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.len() == 13
+        && name.ends_with(".md")
+        && b[..10].iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() })
+}
+
+fn known_files() -> impl Iterator<Item = &'static str> {
+    crate::memory::FILES.iter().map(|(n, _)| *n).chain([HEARTBEAT])
+}
+
+/// Where a memory file named `name` lives; only the known files and daily notes have a place.
+fn memory_path(d: &Daemon, name: &str) -> Result<PathBuf, ApiError> {
+    if known_files().any(|k| k == name) {
+        Ok(d.workspace().root().join(name))
+    } else if is_daily(name) {
+        Ok(crate::memory::memory_dir(d.workspace()).join(name))
+    } else {
+        let known: Vec<&str> = known_files().collect();
+        Err(ApiError::NotFound(format!(
+            "`{}` is not a memory file; these are {} and daily notes (YYYY-MM-DD.md)",
+            name.chars().take(80).collect::<String>(),
+            known.join(", ")
+        )))
+    }
+}
+
+fn memory_list(d: &Daemon) -> Result<Value, ApiError> {
+    let mut out = Vec::new();
+    let size = |p: PathBuf| std::fs::symlink_metadata(p).ok().filter(|m| m.is_file()).map(|m| m.len());
+    for name in known_files() {
+        if let Some(bytes) = size(d.workspace().root().join(name)) {
+            out.push(json!({"name": name, "bytes": bytes}));
+        }
+    }
+    let mut daily: Vec<(String, u64)> = std::fs::read_dir(crate::memory::memory_dir(d.workspace()))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    let bytes = e.metadata().ok().filter(|m| m.is_file())?.len();
+                    is_daily(&name).then_some((name, bytes))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    daily.sort_by(|a, b| b.0.cmp(&a.0));
+    daily.truncate(MAX_LISTED);
+    out.extend(daily.into_iter().map(|(name, bytes)| json!({"name": name, "bytes": bytes})));
+    Ok(Value::Array(out))
+}
+
+fn memory_read(name: &str, path: &std::path::Path) -> Result<Value, ApiError> {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) {
+        return Err(ApiError::Forbidden(format!("{name} is not a plain file here; it is not shown")));
+    }
+    let content = read_bounded(path, MAX_MEMORY_FILE)
+        .map_err(|e| ApiError::internal(&format!("{name} cannot be read"), e))?
+        .ok_or_else(|| ApiError::NotFound(format!("{name} does not exist yet")))?;
+    Ok(json!({"name": name, "content": content}))
+}
+
+fn memory_write(name: &str, path: &std::path::Path, content: &str) -> Result<Value, ApiError> {
+    if content.len() as u64 > MAX_MEMORY_FILE {
+        return Err(ApiError::TooLarge(format!("a memory file holds at most {MAX_MEMORY_FILE} bytes")));
+    }
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| ApiError::internal("the memory folder cannot be made", e))?;
+    }
+    // A temp file renamed over the old one: a reader sees the old text or the new, never half.
+    write_atomic(path, content.as_bytes()).map_err(|e| ApiError::internal(&format!("{name} cannot be written"), e))?;
+    Ok(json!({"name": name, "bytes": content.len()}))
+}
+
+// ---- Pairing ----------------------------------------------------------------------------------
+
+fn gate_error(e: GateError) -> ApiError {
+    match e {
+        GateError::Rule(r @ (AccessError::UnknownCode { .. } | AccessError::NotApproved { .. })) => {
+            ApiError::NotFound(r.to_string())
+        }
+        GateError::Rule(r) => ApiError::BadRequest(r.to_string()),
+        GateError::Store(s) => ApiError::internal("the pairing store", s),
+    }
+}
+
+// ---- Setup ------------------------------------------------------------------------------------
+
+fn setup_state(d: &Daemon) -> Value {
+    let cfg = d.config();
+    let mut v = json!({
+        "needs_setup": d.app().is_err(),
+        "provider": cfg.get(keys::LLM_PROVIDER),
+        "base_url": cfg.effective(keys::LLM_BASE_URL),
+        "model": cfg.effective(keys::LLM_MODEL),
+    });
+    if let Err(why) = d.app() {
+        v["problem"] = Value::String(why);
+    }
+    v
+}
+
+/// The first-run form: every value is checked before any is stored, then they go to the
+/// runtime layer together and the daemon takes them without a restart.
+async fn setup(d: &Arc<Daemon>, r: SetupReq) -> Result<Value, ApiError> {
+    let fields = [
+        (keys::LLM_PROVIDER, r.provider),
+        (keys::LLM_BASE_URL, r.base_url),
+        (keys::LLM_MODEL, r.model),
+        (keys::LLM_API_KEY, r.api_key),
+        (keys::TELEGRAM_TOKEN, r.telegram_token),
+    ];
+    for (key, value) in &fields {
+        crate::config::check(key, value).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+    }
+    blocking(d, move |d| {
+        for (key, value) in &fields {
+            // An empty key or token keeps what is set (a keyless local server needs none).
+            let keep = value.trim().is_empty() && (key.is_secret());
+            if !keep {
+                set_override(d.workspace(), key.name, value).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+            }
+        }
+        reload(d)?;
+        Ok(setup_state(d))
+    })
+    .await
+}

@@ -1,0 +1,199 @@
+//! The dashboard's API as a service: every endpoint, its effect on the running daemon and on
+//! the files, and the names that must not lead anywhere.
+
+use chela_testkit::Step;
+use hyper::StatusCode;
+use serde_json::{Value, json};
+
+use super::tests::{harness, harness_with_settings};
+use crate::daemon::{Incoming, Submitted};
+use crate::turn::Cancel;
+
+fn error_of(v: &Value) -> &str {
+    v["error"].as_str().unwrap_or_else(|| panic!("no error sentence in {v}"))
+}
+
+#[cfg(feature = "files")]
+#[tokio::test]
+async fn a_group_switched_on_the_dashboard_applies_now_and_is_stored_like_chela_cap() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let (status, list) = h.get("/api/cap/groups").await;
+    assert_eq!(status, StatusCode::OK);
+    let files = list.as_array().unwrap().iter().find(|g| g["group_id"] == "files").unwrap();
+    assert_eq!(files["runtime_enabled"], true);
+    assert!(files["tools"].as_array().unwrap().contains(&json!("file_read")), "{files}");
+    let core = list.as_array().unwrap().iter().find(|g| g["is_core"] == true).expect("a core group");
+
+    let (status, g) = h.send("POST", "/api/cap/groups/runtime", r#"{"group_id":"files","enabled":false}"#).await;
+    assert_eq!(status, StatusCode::OK, "{g}");
+    assert_eq!(g["runtime_enabled"], false);
+    assert!(!h.daemon.toolbox().registry().group("files").unwrap().enabled, "the running daemon took it");
+    let stored = std::fs::read_to_string(h.daemon.workspace().overrides_path()).unwrap();
+    assert!(stored.contains("disabled = [\"files\"]"), "{stored}");
+
+    let (status, g) = h.send("POST", "/api/cap/groups/visibility", r#"{"group_id":"files","visible":false}"#).await;
+    assert_eq!(status, StatusCode::OK, "{g}");
+    assert_eq!(g["llm_visible"], false);
+    assert!(!h.daemon.toolbox().registry().group("files").unwrap().visible);
+
+    let body = json!({"group_id": core["group_id"], "enabled": false}).to_string();
+    let (status, e) = h.send("POST", "/api/cap/groups/runtime", &body).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{e}");
+    assert!(error_of(&e).contains("Core groups are always on"), "{e}");
+    let (status, e) = h.send("POST", "/api/cap/groups/runtime", r#"{"group_id":"nope","enabled":true}"#).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{e}");
+    let (status, e) = h.send("POST", "/api/cap/groups/runtime", r#"{"group":"files"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&e).contains("group_id"), "{e}");
+}
+
+#[tokio::test]
+async fn config_is_shown_masked_with_its_source_and_set_into_the_runtime_layer() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let (status, list) = h.get("/api/config").await;
+    assert_eq!(status, StatusCode::OK);
+    let text = list.to_string();
+    assert!(!text.contains("test-key"), "the key is masked: {text}");
+    let key = list.as_array().unwrap().iter().find(|e| e["key"] == "llm.api_key").unwrap();
+    assert_eq!((key["secret"].clone(), key["source"].clone()), (json!(true), json!("runtime (overrides.toml)")));
+    let listen = list.as_array().unwrap().iter().find(|e| e["key"] == "gateway.listen").unwrap();
+    assert_eq!((listen["value"].clone(), listen["source"].clone()), (json!("127.0.0.1:18789"), json!("default")));
+
+    let (status, set) = h.send("POST", "/api/config", r#"{"key":"llm.model","value":"model-from-dashboard"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{set}");
+    assert_eq!(set, json!({"key": "llm.model", "value": "model-from-dashboard", "restart_needed": false}));
+    assert_eq!(h.daemon.config().get(chela_core::config::LLM_MODEL), "model-from-dashboard", "applied live");
+    let (_, set) = h.send("POST", "/api/config", r#"{"key":"gateway.listen","value":"127.0.0.1:9999"}"#).await;
+    assert_eq!(set["restart_needed"], true);
+    let (_, set) =
+        h.send("POST", "/api/config", r#"{"key":"channels.telegram.token","value":"123456:secret-bot-token"}"#).await;
+    assert!(!set.to_string().contains("secret-bot-token"), "{set}");
+
+    let (status, e) = h.send("POST", "/api/config", r#"{"key":"llm.modle","value":"x"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&e).contains("llm.model"), "a suggestion: {e}");
+    let (status, e) = h.send("POST", "/api/config", r#"{"key":"gateway.listen","value":"everywhere"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&e).contains("IP address and port"), "{e}");
+}
+
+#[tokio::test]
+async fn sessions_are_listed_viewed_and_cleared_into_the_archive() {
+    let h = harness(vec![Step::text("noted")], "127.0.0.1:18789", None);
+    let ask = json!({"user": "notes", "messages": [{"role": "user", "content": "remember milk"}]}).to_string();
+    assert_eq!(h.send("POST", "/v1/chat/completions", &ask).await.0, StatusCode::OK);
+    let (status, list) = h.get("/api/sessions").await;
+    assert_eq!(status, StatusCode::OK);
+    let s = &list[0];
+    assert_eq!(
+        (s["id"].clone(), s["channel"].clone(), s["chat_id"].clone()),
+        (json!("api_notes"), json!("api"), json!("notes"))
+    );
+    assert!(s["bytes"].as_u64().unwrap() > 0 && s["modified"].as_u64().unwrap() > 0, "{s}");
+
+    let (status, view) = h.get("/api/sessions/api_notes").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        view["messages"],
+        json!([{"role": "user", "text": "remember milk"}, {"role": "assistant", "text": "noted"}])
+    );
+
+    let (status, cleared) = h.send("DELETE", "/api/sessions/api_notes", "").await;
+    assert_eq!(status, StatusCode::OK, "{cleared}");
+    let ws = h.daemon.workspace();
+    assert!(!ws.session_path("api", "notes").exists());
+    assert_eq!(std::fs::read_dir(ws.sessions_dir().join("archive")).unwrap().count(), 1);
+    assert_eq!(h.get("/api/sessions").await.1, json!([]));
+    assert_eq!(h.get("/api/sessions/api_notes").await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn memory_files_are_read_and_written_atomically_and_only_the_known_ones() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let (status, list) = h.get("/api/memory").await;
+    assert_eq!(status, StatusCode::OK);
+    let names: Vec<&str> = list.as_array().unwrap().iter().map(|f| f["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"SOUL.md") && names.contains(&"USER.md"), "{names:?}");
+
+    let (status, soul) = h.get("/api/memory/SOUL.md").await;
+    assert_eq!(status, StatusCode::OK);
+    let on_disk = std::fs::read_to_string(h.daemon.workspace().root().join("SOUL.md")).unwrap();
+    assert_eq!(soul["content"], on_disk.as_str());
+
+    let (status, put) = h.send("PUT", "/api/memory/USER.md", r#"{"content":"Name: Ada\n"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{put}");
+    assert_eq!(std::fs::read_to_string(h.daemon.workspace().root().join("USER.md")).unwrap(), "Name: Ada\n");
+    let (status, _) = h.send("PUT", "/api/memory/2026-01-02.md", r#"{"content":"a day"}"#).await;
+    assert_eq!(status, StatusCode::OK);
+    let daily = crate::memory::memory_dir(h.daemon.workspace()).join("2026-01-02.md");
+    assert_eq!(std::fs::read_to_string(daily).unwrap(), "a day");
+    assert!(h.get("/api/memory").await.1.to_string().contains("2026-01-02.md"));
+    assert_eq!(h.get("/api/memory/HEARTBEAT.md").await.0, StatusCode::NOT_FOUND, "not made yet");
+}
+
+#[tokio::test]
+async fn pairing_requests_are_listed_approved_and_revoked() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let stranger = Incoming {
+        channel: "telegram".into(),
+        chat_id: "77".into(),
+        sender: "77".into(),
+        user: chela_proto::chat::Message::user_text("hello?"),
+        cancel: Cancel::default(),
+    };
+    let quiet = Box::new(super::openai::Silent);
+    assert!(matches!(h.daemon.submit(stranger, quiet), Submitted::Answer(_)), "a code was offered");
+    let (status, listing) = h.get("/api/pairing").await;
+    assert_eq!(status, StatusCode::OK);
+    let pending = &listing["pending"][0];
+    assert_eq!((pending["channel"].clone(), pending["sender"].clone()), (json!("telegram"), json!("77")));
+    let code = pending["code"].as_str().unwrap().to_owned();
+    assert!(pending["expires_at"].as_u64().unwrap() > 0);
+
+    let (status, e) = h.send("POST", "/api/pairing/approve", r#"{"code":"not a code"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{e}");
+    let (status, ok) = h.send("POST", "/api/pairing/approve", &json!({"code": code}).to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{ok}");
+    assert_eq!(h.get("/api/pairing").await.1["allowed"][0]["sender"], "77");
+    let (status, e) = h.send("POST", "/api/pairing/approve", &json!({"code": code}).to_string()).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "a code is used once: {e}");
+    let (status, _) = h.send("POST", "/api/pairing/revoke", r#"{"channel":"telegram","sender":"77"}"#).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(h.get("/api/pairing").await.1["allowed"], json!([]));
+    let (status, _) = h.send("POST", "/api/pairing/deny", r#"{"code":"ABCDEFGH"}"#).await;
+    assert!(status == StatusCode::NOT_FOUND || status == StatusCode::BAD_REQUEST, "{status}");
+}
+
+#[tokio::test]
+async fn the_setup_form_configures_a_daemon_that_has_no_model_without_a_restart() {
+    let h = harness_with_settings(vec![Step::text("set up and answering")], &[("llm.provider", "anthropic")]);
+    if h.daemon.app().is_ok() {
+        return; // ANTHROPIC_API_KEY is set in this environment: there is nothing to set up.
+    }
+    let (status, state) = h.get("/api/setup").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(state["needs_setup"], true);
+    assert_eq!(state["provider"], "anthropic");
+
+    let (status, e) = h.send("POST", "/api/setup", r#"{"provider":"nobody","api_key":"k"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(error_of(&e).contains("llm.provider"), "{e}");
+    assert!(
+        !h.daemon.workspace().overrides_path().exists()
+            || !std::fs::read_to_string(h.daemon.workspace().overrides_path()).unwrap().contains("nobody")
+    );
+
+    let form = json!({
+        "provider": "anthropic", "base_url": h.llm.anthropic_base_url(), "model": "m1",
+        "api_key": "sk-from-the-form", "telegram_token": "",
+    });
+    let (status, state) = h.send("POST", "/api/setup", &form.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{state}");
+    assert_eq!(state["needs_setup"], false, "{state}");
+    assert_eq!(state["model"], "m1");
+    assert!(!state.to_string().contains("sk-from-the-form"));
+    let ask = json!({"messages": [{"role": "user", "content": "hi"}]}).to_string();
+    let (status, reply) = h.send("POST", "/v1/chat/completions", &ask).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["choices"][0]["message"]["content"], "set up and answering");
+}
