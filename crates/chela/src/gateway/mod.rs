@@ -39,10 +39,12 @@ mod error;
 mod openai;
 mod page;
 mod stream;
-mod ws;
+pub(crate) mod ws;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_abuse;
 #[cfg(test)]
 mod tests_api;
 

@@ -90,8 +90,18 @@ pub struct Outbox {
 }
 
 impl Outbox {
+    pub fn new(tx: mpsc::Sender<String>) -> Outbox {
+        Outbox { tx, cut: Cancel::default() }
+    }
+
+    /// Whether the client was cut off for not reading.
+    #[cfg(test)]
+    pub fn is_cut(&self) -> bool {
+        self.cut.is_cancelled()
+    }
+
     /// Queues one event. A full queue means the client is not reading: it is cut off.
-    fn push(&self, event: &Value) -> bool {
+    pub fn push(&self, event: &Value) -> bool {
         match self.tx.try_send(event.to_string()) {
             Ok(()) => true,
             Err(mpsc::error::TrySendError::Full(_)) => {
@@ -222,7 +232,7 @@ where
         .max_write_buffer_size(limits.ws_message.saturating_mul(2));
     let mut socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let (tx, mut rx) = mpsc::channel(limits.outbound.max(1));
-    let out = Outbox { tx, cut: Cancel::default() };
+    let out = Outbox::new(tx);
     let conn = gw.clients.next_conn.fetch_add(1, Ordering::Relaxed);
     let mut own_chat: Option<String> = None;
     let mut joined: Vec<String> = Vec::new();
