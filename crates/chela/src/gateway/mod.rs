@@ -39,6 +39,7 @@ mod error;
 mod openai;
 mod page;
 mod stream;
+mod tool;
 pub(crate) mod ws;
 
 #[cfg(test)]
@@ -122,6 +123,9 @@ impl Gateway {
     pub fn new(daemon: Arc<Daemon>, listen: SocketAddr, token: Option<String>, limits: Limits) -> Arc<Gateway> {
         let clients = Arc::new(ws::Clients::default());
         daemon.outlets().register(Arc::new(WsOutlet(Arc::clone(&clients))));
+        if let Err(e) = daemon.toolbox().register(tool::group(Arc::clone(&clients))) {
+            tracing::warn!("gateway: the {} tool group is not available: {e}", tool::GROUP);
+        }
         Arc::new(Gateway {
             daemon,
             listen,
@@ -176,6 +180,7 @@ impl Gateway {
             });
         }
         self.daemon.outlets().unregister("ws");
+        self.daemon.toolbox().unregister(tool::GROUP);
     }
 
     /// Answers one request from `peer`.

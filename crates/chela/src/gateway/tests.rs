@@ -367,3 +367,62 @@ async fn the_ws_outlet_reaches_the_clients_of_a_chat_and_only_existing_chats() {
     let e = outlet.send_text("nobody-here", "x").await.unwrap_err();
     assert!(e.contains("nobody-here"), "{e}");
 }
+
+#[tokio::test]
+async fn the_model_can_write_to_an_open_chat_with_local_send_text_and_only_to_one() {
+    let script = vec![
+        Step::tool_calls([
+            ("local_send_text", json!({"chat_id": "desk", "text": "a note from the tool"})),
+            ("local_send_text", json!({"chat_id": "closed-chat", "text": "nobody sees this"})),
+        ]),
+        Step::text("done"),
+    ];
+    let h = harness(script, "127.0.0.1:18789", None);
+    let addr = h.serve().await;
+    let mut c = ws_connect(addr, "/ws").await;
+    c.send(WsMessage::text(r#"{"type":"message","content":"leave me a note","chat_id":"desk"}"#)).await.unwrap();
+    let mut events = Vec::new();
+    // The tool's push is a `response` too; the turn's own answer is the one saying "done".
+    while events.last().is_none_or(|e: &Value| e["content"] != "done") {
+        events.push(next_json(&mut c).await);
+    }
+    let pushed = json!({"type": "response", "content": "a note from the tool", "chat_id": "desk"});
+    assert!(events.contains(&pushed), "{events:?}");
+    let states: Vec<&str> =
+        events.iter().filter(|e| e["type"] == "tool").map(|e| e["state"].as_str().unwrap()).collect();
+    assert_eq!(states, ["start", "ok", "start", "error"], "{events:?}");
+    let results = h.llm.requests()[1].json.clone().unwrap().to_string();
+    assert!(results.contains("No client has the chat closed-chat open now"), "{results}");
+}
+
+#[tokio::test]
+async fn off_loopback_a_token_is_made_once_and_stored_and_loopback_needs_none() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let d = &h.daemon;
+    assert_eq!(auth::token_for(d, "127.0.0.1:18789".parse().unwrap()).unwrap(), None);
+    assert_eq!(auth::token_for(d, "[::1]:18789".parse().unwrap()).unwrap(), None);
+    let made = auth::token_for(d, "0.0.0.0:18789".parse().unwrap()).unwrap().expect("a token");
+    assert_eq!(made.len(), 64);
+    assert!(made.bytes().all(|b| b.is_ascii_hexdigit()), "{made}");
+    let stored = crate::config::Config::load(d.workspace()).unwrap();
+    assert_eq!(stored.get(chela_core::config::GATEWAY_TOKEN), made, "kept in overrides.toml");
+    d.apply(Arc::new(stored));
+    assert_eq!(auth::token_for(d, "0.0.0.0:18789".parse().unwrap()).unwrap(), Some(made), "not made again");
+}
+
+#[tokio::test]
+async fn off_loopback_a_websocket_needs_the_token_in_its_url() {
+    let h = harness(vec![Step::text("hello holder")], "0.0.0.0:18789", Some("ws-token-123"));
+    let addr = h.serve().await;
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let refused = tokio_tungstenite::client_async(format!("ws://{addr}/ws"), stream).await;
+    match refused {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => assert_eq!(resp.status(), StatusCode::UNAUTHORIZED),
+        other => panic!("not refused: {:?}", other.map(|_| ())),
+    }
+    let stream = TcpStream::connect(addr).await.unwrap();
+    let (mut c, _) =
+        tokio_tungstenite::client_async(format!("ws://{addr}/ws?token=ws-token-123"), stream).await.expect("upgrade");
+    c.send(WsMessage::text(r#"{"type":"message","content":"hi"}"#)).await.unwrap();
+    assert_eq!(until_answer(&mut c).await.last().unwrap()["content"], "hello holder");
+}
