@@ -70,6 +70,24 @@ test("chat streams the reply with a tool event; a capability group toggles", { t
     assert.equal(await answer.locator(".body").innerText(), "It is noon where you are. <b>not markup</b>");
     assert.equal(await answer.locator("b").count(), 0, "model text became markup");
 
+    // Hostile model text through the page's own renderer: only its few tags come out, and no
+    // attribute but a link's http(s) href.
+    const rendered = await page.evaluate(() => [
+      '<img src=x onerror="window.hit=1">', "[x](javascript:window.hit=1)", "`<script>window.hit=1</script>`",
+      '"><svg onload=window.hit=1>', "**[a](https://example.com/\"onmouseover=x)**", "```\n<iframe>\n```",
+    ].map((s) => { const d = document.createElement("div"); d.innerHTML = md(s); return d; }).map((d) => ({
+      tags: [...d.querySelectorAll("*")].map((n) => n.tagName.toLowerCase()),
+      attrs: [...d.querySelectorAll("*")].flatMap((n) => [...n.attributes].map((a) => `${a.name}=${a.value}`)),
+      text: d.textContent,
+    })));
+    for (const r of rendered) {
+      assert.deepEqual(r.tags.filter((t) => !["p", "strong", "code", "a", "pre", "br"].includes(t)), [], JSON.stringify(r));
+      for (const a of r.attrs) assert.match(a, /^(href=https:\/\/|target=_blank$|rel=noopener noreferrer$)/, JSON.stringify(r));
+    }
+    assert.equal(rendered[0].text, '<img src=x onerror="window.hit=1">');
+    assert.equal(rendered[1].tags.includes("a"), false, "a javascript: link was made");
+    assert.equal(await page.evaluate(() => window.hit), undefined);
+
     const types = frames.map((f) => f.type);
     assert.ok(types.filter((t) => t === "token").length >= 3, `few token frames: ${types}`);
     const tools = frames.filter((f) => f.type === "tool").map((f) => `${f.name}:${f.state}`);
