@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Runs every test of the workspace. The proxy tests use real proxies from Debian (tinyproxy for
 # HTTP CONNECT, microsocks for SOCKS5), and the line-editor test a real terminal (tmux); this
-# installs them first when they are missing.
+# installs them first when they are missing. The gateway's OpenAI test runs the official `openai`
+# Python SDK from a venv it makes under target/ (`pip install openai`), so python3 with venv is
+# needed too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
 for bin in tinyproxy microsocks tmux; do
   command -v "$bin" >/dev/null 2>&1 || need+=("$bin")
 done
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then
   echo "installing test peers from Debian: ${need[*]}"
   sudo=""

@@ -31,6 +31,8 @@ pub enum Kind {
     TimeZone,
     /// Empty, or `http://host:port` / `socks5://host:port`. Checked by the driver.
     Proxy,
+    /// An IP address and port to listen on: `127.0.0.1:18789`, `[::1]:18789`, `0.0.0.0:80`.
+    Listen,
 }
 
 /// One configuration key.
@@ -244,19 +246,19 @@ keys! {
     TELEGRAM_TOKEN = "channels.telegram.token", Kind::Secret, "",
         "Telegram bot token from @BotFather. Empty: the Telegram channel is off.";
     TELEGRAM_ALLOW_FROM = "channels.telegram.allow_from", Kind::List, "",
-        "Telegram user ids (or user names) allowed to talk to Chela. Empty: nobody.";
+        "Telegram user ids allowed to talk to Chela; * lets everyone in. Others get a pairing code (`chela pairing`).";
     FEISHU_APP_ID = "channels.feishu.app_id", Kind::Text, "",
         "Feishu/Lark app id. Empty: the Feishu channel is off.";
     FEISHU_APP_SECRET = "channels.feishu.app_secret", Kind::Secret, "",
         "Feishu/Lark app secret.";
     FEISHU_ALLOW_FROM = "channels.feishu.allow_from", Kind::List, "",
-        "Feishu open_ids allowed to talk to Chela. Empty: nobody.";
-    GATEWAY_BIND = "gateway.bind", Kind::Text, "127.0.0.1",
-        "Address the daemon's gateway listens on. Anything but loopback needs gateway.token.";
-    GATEWAY_PORT = "gateway.port", Kind::Int { min: 1, max: 65_535 }, "18789",
-        "TCP port of the gateway.";
+        "Feishu open_ids allowed to talk to Chela; * lets everyone in. Others get a pairing code (`chela pairing`).";
+    GATEWAY_LISTEN = "gateway.listen", Kind::Listen, "127.0.0.1:18789",
+        "Address and port the daemon's gateway listens on. Anything but loopback needs gateway.token.";
     GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",
         "Token clients of the gateway must present.";
+    ACCESS_RATE_PER_HOUR = "access.rate_per_hour", Kind::Int { min: 0, max: 3_600_000 }, "30",
+        "Messages one sender may send per hour on any channel (bursts allowed); 0: no limit.";
     LUA_ENABLED = "lua.enabled", Kind::Bool, "false",
         "Let the model run Lua scripts in the sandbox.";
     LUA_MAX_MEMORY_BYTES = "lua.max_memory_bytes", Kind::Int { min: 65_536, max: 268_435_456 }, "16777216",
@@ -382,6 +384,10 @@ pub fn check(key: &'static Key, value: &str) -> Result<String, ConfigError> {
                 Err(bad("http://host:port, socks5://host:port or socks5h://host:port, or empty for none".to_owned()))
             }
         }
+        Kind::Listen => match v.parse::<core::net::SocketAddr>() {
+            Ok(addr) => Ok(addr.to_string()),
+            Err(_) => Err(bad("an IP address and port, such as 127.0.0.1:18789 or [::1]:18789".to_owned())),
+        },
         Kind::Bool => match v.to_ascii_lowercase().as_str() {
             "true" | "yes" | "on" | "1" => Ok("true".to_owned()),
             "false" | "no" | "off" | "0" => Ok("false".to_owned()),
@@ -474,6 +480,13 @@ mod tests {
     }
 
     #[test]
+    fn a_star_opens_an_allow_from_list_and_nothing_else() {
+        assert_eq!(check(TELEGRAM_ALLOW_FROM, "*").unwrap(), "*");
+        assert_eq!(check(FEISHU_ALLOW_FROM, " * ").unwrap(), "*");
+        assert!(check(FEISHU_ALLOW_FROM, "ou_1, *.*").is_err());
+    }
+
+    #[test]
     fn values_are_checked_and_normalised() {
         assert_eq!(check(LLM_PROVIDER, " openai ").unwrap(), "openai");
         let e = check(LLM_PROVIDER, "gemini").unwrap_err().to_string();
@@ -485,6 +498,10 @@ mod tests {
         assert!(e.contains("from 1 to 1000000"), "{e}");
         assert_eq!(check(LLM_BASE_URL, "http://127.0.0.1:9/v1/").unwrap(), "http://127.0.0.1:9/v1");
         assert!(check(LLM_BASE_URL, "ftp://x").is_err());
+        assert_eq!(check(GATEWAY_LISTEN, " [::1]:80 ").unwrap(), "[::1]:80");
+        let e = check(GATEWAY_LISTEN, "localhost:18789").unwrap_err().to_string();
+        assert!(e.contains("an IP address and port"), "{e}");
+        assert!(check(GATEWAY_LISTEN, "127.0.0.1").is_err(), "the port is needed");
     }
 
     #[test]

@@ -13,6 +13,7 @@
 
 extern crate alloc;
 
+pub mod access;
 pub mod agent;
 pub mod cap;
 pub mod config;

@@ -22,6 +22,7 @@ pub enum Command {
     Chat(ChatArgs),
     Config(ConfigCmd),
     Cap(CapCmd),
+    Pairing(PairingCmd),
     Doctor,
     /// `chela run`: the daemon.
     Run,
@@ -46,6 +47,11 @@ pub enum Topic {
     CapCall,
     CapEnable,
     CapShow,
+    Pairing,
+    PairingList,
+    PairingApprove,
+    PairingDeny,
+    PairingRevoke,
     Doctor,
     Run,
 }
@@ -72,6 +78,11 @@ impl Topic {
             ("cap", Some("enable" | "disable")) => Topic::CapEnable,
             ("cap", Some("show" | "hide")) => Topic::CapShow,
             ("cap", _) => Topic::Cap,
+            ("pairing", Some("list")) => Topic::PairingList,
+            ("pairing", Some("approve")) => Topic::PairingApprove,
+            ("pairing", Some("deny")) => Topic::PairingDeny,
+            ("pairing", Some("revoke")) => Topic::PairingRevoke,
+            ("pairing", _) => Topic::Pairing,
             _ => return None,
         })
     }
@@ -85,7 +96,7 @@ impl Topic {
     fn depth(self) -> usize {
         match self {
             Topic::Main => 0,
-            Topic::Chat | Topic::Config | Topic::Cap | Topic::Doctor | Topic::Run => 1,
+            Topic::Chat | Topic::Config | Topic::Cap | Topic::Pairing | Topic::Doctor | Topic::Run => 1,
             _ => 2,
         }
     }
@@ -126,6 +137,14 @@ pub enum CapCmd {
     Call { id: String, json: String },
     Enable(String, bool),
     Show(String, bool),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum PairingCmd {
+    List,
+    Approve(String),
+    Deny(String),
+    Revoke { channel: String, sender: String },
 }
 
 /// Parses `args` (without the program name). Mistakes come back as one-line errors that say
@@ -227,9 +246,25 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cap", ["disable", g]) => Command::Cap(CapCmd::Enable((*g).to_owned(), false)),
         ("cap", ["show", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), true)),
         ("cap", ["hide", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), false)),
+        ("pairing", ["list"] | []) => Command::Pairing(PairingCmd::List),
+        ("pairing", ["approve", code]) => Command::Pairing(PairingCmd::Approve((*code).to_owned())),
+        ("pairing", ["deny", code]) => Command::Pairing(PairingCmd::Deny((*code).to_owned())),
+        ("pairing", ["revoke", channel, sender]) => {
+            Command::Pairing(PairingCmd::Revoke { channel: (*channel).to_owned(), sender: (*sender).to_owned() })
+        }
+        ("pairing", ["revoke", both]) => match both.split_once(':') {
+            Some((channel, sender)) if !channel.is_empty() && !sender.is_empty() => {
+                Command::Pairing(PairingCmd::Revoke { channel: channel.to_owned(), sender: sender.to_owned() })
+            }
+            _ => bail!(
+                "`{both}` names no sender: write the channel and the sender id, as in \
+                 `chela pairing revoke telegram:123456789`. {}",
+                pointer(words)
+            ),
+        },
         ("doctor", []) => Command::Doctor,
         ("run", []) => Command::Run,
-        ("config" | "cap" | "doctor" | "run", _) => {
+        ("config" | "cap" | "pairing" | "doctor" | "run", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))
@@ -321,6 +356,11 @@ mod tests {
             (&["cap", "disable", "-h"], Topic::CapEnable),
             (&["cap", "hide", "-h"], Topic::CapShow),
             (&["doctor", "--help"], Topic::Doctor),
+            (&["pairing", "-h"], Topic::Pairing),
+            (&["pairing", "list", "-h"], Topic::PairingList),
+            (&["pairing", "approve", "X", "--help"], Topic::PairingApprove),
+            (&["help", "pairing", "deny"], Topic::PairingDeny),
+            (&["pairing", "revoke", "--help"], Topic::PairingRevoke),
             (&["help", "cap", "call"], Topic::CapCall),
             (&["help"], Topic::Main),
             (&["nosuch", "--help"], Topic::Main),
@@ -330,6 +370,34 @@ mod tests {
             let text = topic.help();
             assert!(text.contains(&format!("Usage: {}", synopsis(topic))), "{topic:?}:\n{text}");
         }
+    }
+
+    #[test]
+    fn pairing_subcommands() {
+        let p = |args: &[&str]| cli(args).map(|c| c.command);
+        assert_eq!(p(&["pairing"]).unwrap(), Command::Pairing(PairingCmd::List));
+        assert_eq!(p(&["pairing", "list"]).unwrap(), Command::Pairing(PairingCmd::List));
+        assert_eq!(
+            p(&["pairing", "approve", "7kq4mxt2"]).unwrap(),
+            Command::Pairing(PairingCmd::Approve("7kq4mxt2".into()))
+        );
+        assert_eq!(p(&["pairing", "deny", "7KQ4MXT2"]).unwrap(), Command::Pairing(PairingCmd::Deny("7KQ4MXT2".into())));
+        let revoke = Command::Pairing(PairingCmd::Revoke { channel: "telegram".into(), sender: "42".into() });
+        assert_eq!(p(&["pairing", "revoke", "telegram:42"]).unwrap(), revoke);
+        assert_eq!(p(&["pairing", "revoke", "telegram", "42"]).unwrap(), revoke);
+        // An id with a colon of its own keeps it: only the first one separates.
+        assert_eq!(
+            p(&["pairing", "revoke", "ws:a:b"]).unwrap(),
+            Command::Pairing(PairingCmd::Revoke { channel: "ws".into(), sender: "a:b".into() })
+        );
+        let e = p(&["pairing", "revoke", "42"]).unwrap_err().to_string();
+        assert!(
+            e.contains("chela pairing revoke telegram:123456789") && e.contains("chela pairing revoke --help"),
+            "{e}"
+        );
+        let e = p(&["pairing", "approve"]).unwrap_err().to_string();
+        assert!(e.contains("`chela pairing approve CODE`") && e.contains("chela pairing approve --help"), "{e}");
+        assert!(p(&["pairing", "accept", "X"]).is_err());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! `benches/history.rs` loads a session through [`storage::FileStorage`]); only what
 //! they and `main` need is public, so the compiler still reports dead code everywhere else.
 
+pub mod access;
 pub mod args;
 pub mod cmd;
 pub mod config;
@@ -21,6 +22,7 @@ mod app;
 mod chat;
 // Public while the services that drive it land one by one; channels are its callers.
 pub mod daemon;
+mod gateway;
 mod keyrule;
 pub mod net;
 mod provider;

@@ -86,6 +86,8 @@ enum Job {
     Turn(Box<TurnRequest>, oneshot::Sender<anyhow::Result<TurnEnd>>),
     /// Archive the session file and start over.
     Restart(oneshot::Sender<anyhow::Result<()>>),
+    /// Archive the session file and end the owner: a one-shot conversation is over.
+    Close(oneshot::Sender<anyhow::Result<()>>),
 }
 
 struct Live {
@@ -207,6 +209,15 @@ impl SessionHub {
         Ok(Pending(rx))
     }
 
+    /// Archives the conversation's file and frees its owner, after the turns queued before: for
+    /// one-shot conversations (an OpenAI-style request without a session), so they neither
+    /// hold a live slot for [`HubLimits::idle`] nor stay in `sessions/`.
+    pub fn close(&self, channel: &str, chat: &str) -> Result<Pending<()>, HubError> {
+        let (tx, rx) = oneshot::channel();
+        self.send((channel.to_owned(), chat.to_owned()), Job::Close(tx))?;
+        Ok(Pending(rx))
+    }
+
     fn send(&self, key: Key, job: Job) -> Result<(), HubError> {
         let shared = &self.shared;
         // Held only for map work, never across an await. Owners leave under it too, so a job is
@@ -300,6 +311,24 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                     history = Some(History { path: path.clone(), messages: Vec::new() });
                 }
                 let _ = reply.send(result);
+            }
+            Job::Close(reply) => {
+                let result = restart(&path).await;
+                history = None;
+                let gone = {
+                    let mut live = shared.live.lock().unwrap_or_else(PoisonError::into_inner);
+                    // A job queued behind the close keeps the owner (and the chat) going.
+                    let last = inbox.is_empty() && live.get(&key).is_some_and(|l| l.id == id);
+                    if last {
+                        live.remove(&key);
+                    }
+                    last
+                };
+                let _ = reply.send(result);
+                if gone {
+                    shared.done();
+                    return;
+                }
             }
         }
         shared.done();

@@ -330,8 +330,8 @@ fn typed_section_secrets_are_masked_in_show_and_get() {
 #[test]
 fn an_unknown_key_does_not_stop_commands() {
     let ws = Ws::new();
-    ws.write("chela.toml", "[llm]\nmodle = \"x\"\n[gateway]\nprot = 1\n");
-    ws.run(&["config", "show"]).ok().says("Did you mean `llm.model`?").says("Did you mean `gateway.port`?");
+    ws.write("chela.toml", "[llm]\nmodle = \"x\"\n[gateway]\nlisen = 1\n");
+    ws.run(&["config", "show"]).ok().says("Did you mean `llm.model`?").says("Did you mean `gateway.listen`?");
     ws.run(&["config", "set", "llm.model", "m"]).ok();
     ws.run(&["config", "get", "llm.model"]).ok().says("m");
 }
@@ -345,10 +345,10 @@ fn a_config_set_in_another_process_reaches_the_watcher() {
     let workspace = chela::workspace::Workspace::locate(Some(ws.path().to_path_buf())).unwrap();
     let mut watch = chela::config::ConfigWatch::new(workspace).unwrap();
     assert!(watch.poll().unwrap().is_none());
-    ws.run(&["config", "set", "gateway.port", "9123"]).ok();
+    ws.run(&["config", "set", "gateway.listen", "127.0.0.1:9123"]).ok();
     let cfg = watch.poll().unwrap().expect("the overrides file changed");
-    assert_eq!(cfg.settings().gateway.port, 9123);
-    assert_eq!(watch.current().get(chela_core::config::GATEWAY_PORT), "9123");
+    assert_eq!(cfg.settings().gateway.addr().port(), 9123);
+    assert_eq!(watch.current().get(chela_core::config::GATEWAY_LISTEN), "127.0.0.1:9123");
     assert!(watch.poll().unwrap().is_none());
 }
 
@@ -359,7 +359,7 @@ fn doctor_checks_the_typed_sections_without_showing_them() {
     let ws = Ws::new();
     ws.write(
         "chela.toml",
-        "[channels.telegram]\ntoken = \"123456:doctor-tg-secret\"\n[gateway]\nbind = \"0.0.0.0\"\n\
+        "[channels.telegram]\ntoken = \"123456:doctor-tg-secret\"\n[gateway]\nlisten = \"0.0.0.0:18789\"\n\
          [mcp.servers.gone]\ncommand = \"no-such-mcp-program-xyz\"\nenv = { API_TOKEN = \"doctor-env-secret\" }\n",
     );
     ws.run(&["doctor"])

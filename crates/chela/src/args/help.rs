@@ -21,6 +21,11 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::CapCall => "chela cap call ID [JSON]",
         Topic::CapEnable => "chela cap enable|disable GROUP",
         Topic::CapShow => "chela cap show|hide GROUP",
+        Topic::Pairing => "chela pairing <list|approve|deny|revoke> [args]",
+        Topic::PairingList => "chela pairing list",
+        Topic::PairingApprove => "chela pairing approve CODE",
+        Topic::PairingDeny => "chela pairing deny CODE",
+        Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
         Topic::Doctor => "chela doctor",
         Topic::Run => "chela run",
     }
@@ -42,6 +47,11 @@ pub fn text(topic: Topic) -> String {
         Topic::CapCall => ("call one tool by hand.", CAP_CALL),
         Topic::CapEnable => ("switch a capability group on or off.", CAP_ENABLE),
         Topic::CapShow => ("show a capability group to the model, or hide it.", CAP_SHOW),
+        Topic::Pairing => ("who may talk to Chela on Telegram, Feishu and the gateway.", PAIRING),
+        Topic::PairingList => ("pairing requests waiting for you, and the approved senders.", PAIRING_LIST),
+        Topic::PairingApprove => ("let the sender of a pairing code talk to Chela.", PAIRING_APPROVE),
+        Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
+        Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
     };
@@ -72,6 +82,11 @@ Commands:
   cap enable|disable GROUP
                           Switch a group on or off for every caller
   cap show|hide GROUP     Show a group to the model, or hide it
+  pairing list            Pairing requests waiting for you, and the approved senders
+  pairing approve|deny CODE
+                          Let a code's sender talk to Chela, or refuse it
+  pairing revoke CHANNEL:SENDER
+                          Take an approved sender's access away
   doctor                  Check the configuration, workspace and provider
   run                     The always-on assistant: gateway, channels, in one process
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
@@ -215,6 +230,64 @@ answers (one small request). Each problem comes with what to do about it.
 
 Example:
   chela doctor
+";
+
+const PAIRING: &str = "\
+Verbs:
+  list                    Pairing requests waiting for you, and the approved senders
+  approve CODE            Let the sender of CODE talk to Chela
+  deny CODE               Refuse the request; its sender gets no new code for an hour
+  revoke CHANNEL:SENDER   Take an approved sender's access away
+
+Someone not in a channel's allow_from who messages Chela gets a one-time code of 8
+letters and digits, valid for one hour, and nothing they send reaches the model. They pass
+the code to you; you approve or deny it here or on the dashboard. At most 3 requests wait
+per channel. allow_from = [\"*\"] opens a channel to everyone; access.rate_per_hour limits
+how often anyone may write (default 30 messages an hour). `chela pairing` alone lists.
+
+Example:
+  chela pairing approve 7KQ4MXT2
+";
+
+const PAIRING_LIST: &str = "\
+Prints each waiting code with its channel, sender and the minutes it has left, then the
+senders approved by pairing, then the channels' allow_from settings.
+
+Example:
+  chela pairing list
+";
+
+const PAIRING_APPROVE: &str = "\
+Arguments:
+  CODE                    The code the sender was given (any case; dashes and spaces are ignored)
+
+The sender may talk to Chela from its next message on, also while `chela run` is running.
+
+Example:
+  chela pairing approve 7KQ4MXT2
+";
+
+const PAIRING_DENY: &str = "\
+Arguments:
+  CODE                    The code of the request to refuse
+
+The request is dropped and the sender gets no new code for an hour; their messages are
+ignored meanwhile.
+
+Example:
+  chela pairing deny 7KQ4MXT2
+";
+
+const PAIRING_REVOKE: &str = "\
+Arguments:
+  CHANNEL:SENDER          The channel and the sender id, as `chela pairing list` shows them
+                          (`chela pairing revoke CHANNEL SENDER` works too)
+
+The sender's next message is a stranger's again: it gets a new pairing code. Senders listed in
+a channel's allow_from setting are changed there, with `chela config set`.
+
+Example:
+  chela pairing revoke telegram:123456789
 ";
 
 const RUN: &str = "\

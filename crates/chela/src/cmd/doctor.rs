@@ -131,17 +131,19 @@ fn check_settings(cfg: &Config, r: &mut Report) {
     for (name, on, nobody, example) in channels {
         if on && nobody {
             r.warn(
-                &format!("channels.{name} is set up but its allow_from is empty: nobody can talk to Chela there"),
+                &format!(
+                    "channels.{name} is set up but its allow_from is empty: everyone who writes there must pair \
+                     first (`chela pairing list`)"
+                ),
                 &format!("chela config set channels.{name}.allow_from {example}"),
             );
         }
     }
-    let bind = s.gateway.bind.as_str();
-    let loopback = matches!(bind, "127.0.0.1" | "::1" | "localhost" | "[::1]");
-    if !loopback && s.gateway.token.is_empty() {
+    let listen = s.gateway.addr();
+    if !listen.ip().is_loopback() && s.gateway.token.is_empty() {
         r.fail(
-            &format!("gateway.bind is {bind}, reachable from other machines, but gateway.token is empty"),
-            "chela config set gateway.token -   (or bind to 127.0.0.1)",
+            &format!("gateway.listen is {listen}, reachable from other machines, but gateway.token is empty"),
+            "chela config set gateway.token -   (or listen on 127.0.0.1:18789)",
         );
     }
     for (name, server) in &s.mcp.servers {

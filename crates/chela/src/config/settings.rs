@@ -24,12 +24,12 @@
 //! enabled = true
 //!
 //! [gateway]
-//! port = 18789
+//! listen = "127.0.0.1:18789"
 //! token = "…"
 //! ```
 //!
-//! Every scalar here (`channels.telegram.token`, `gateway.port`, …) is also a key of the flat
-//! table, so `config set/get/show`, the environment (`CHELA_GATEWAY__PORT`) and provenance
+//! Every scalar here (`channels.telegram.token`, `gateway.listen`, …) is also a key of the flat
+//! table, so `config set/get/show`, the environment (`CHELA_GATEWAY__LISTEN`) and provenance
 //! work for it as for any key. MCP servers are named by the person, so they have no flat
 //! key: they are set in `chela.toml` (or `overrides.toml`), and `config show` lists each of
 //! their values with the file it came from. A name Chela does not know is a warning.
@@ -138,11 +138,18 @@ pub struct Lua {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
 pub struct Gateway {
-    pub bind: String,
-    pub port: u16,
+    /// Checked as an address when read (`Kind::Listen`), so [`Gateway::addr`] cannot fail.
+    pub listen: String,
     pub token: String,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
+}
+
+impl Gateway {
+    /// The address to listen on.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.listen.parse().unwrap_or(std::net::SocketAddr::from(([127, 0, 0, 1], 18789)))
+    }
 }
 
 /// Names the file leaf that made the typed sections fail, and what was expected there. Serde

@@ -130,7 +130,7 @@ env = { GITHUB_TOKEN = "ghp_mcp-env-secret" }
 enabled = true
 
 [gateway]
-port = 8080
+listen = "0.0.0.0:8080"
 "#;
 
 #[test]
@@ -150,14 +150,15 @@ fn typed_sections_are_read_once_with_provenance() {
     assert!(s.lua.enabled);
     assert_eq!(s.lua.timeout_ms, 5000, "defaults come from the key table");
     assert_eq!(
-        (s.gateway.port, s.gateway.bind.as_str(), s.gateway.token.as_str()),
-        (8080, "127.0.0.1", "gw-secret-1234567")
+        (s.gateway.addr(), s.gateway.listen.as_str(), s.gateway.token.as_str()),
+        (std::net::SocketAddr::from(([0, 0, 0, 0], 8080)), "0.0.0.0:8080", "gw-secret-1234567")
     );
     assert_eq!(cfg.layer_of("channels.telegram.token"), Layer::File);
     assert_eq!(cfg.layer_of("gateway.token"), Layer::Env("CHELA_GATEWAY__TOKEN".into()));
     assert_eq!(cfg.layer_of("mcp.servers.github.env.GITHUB_TOKEN"), Layer::File);
     assert_eq!(cfg.layer_of("mcp.servers.remote.url"), Layer::Runtime);
-    assert_eq!(cfg.layer_of("gateway.bind"), Layer::Default);
+    assert_eq!(cfg.layer_of("gateway.listen"), Layer::File);
+    assert_eq!(cfg.layer_of("lua.timeout_ms"), Layer::Default);
     assert_eq!(cfg.entry(chela_core::config::TELEGRAM_TOKEN).shown(), "1234****en");
     for (path, value, _) in cfg.extra() {
         let shown = shown_extra(path, value);
@@ -192,7 +193,7 @@ fn typed_sections_refuse_what_cannot_work() {
     let e = err("[mcp.servers.x]\nurl = \"https://u:mcp-url-secret@x\"\n");
     assert!(e.contains("headers") && !e.contains("mcp-url-secret"), "{e}");
     assert!(err("[mcp.servers.\"a b\"]\ncommand = \"a\"\n").contains("letters, digits"));
-    assert!(err("[gateway]\nport = 70000\n").contains("gateway.port"));
+    assert!(err("[gateway]\nlisten = \"127.0.0.1:70000\"\n").contains("gateway.listen"));
     assert!(err("channels = 5\n").contains("must be a table"));
     assert!(err("[channels.telegram.token]\nx = 1\n").contains("holds one value"));
     let e = err("[mcp.servers.x]\ncommand = \"a\"\nargs = \"not a list\"\n");
@@ -216,17 +217,19 @@ fn keys_inside_typed_sections_are_set_and_unset_like_any_other() {
     std::fs::write(ws.overrides_path(), "[mcp.servers.mine]\ncommand = \"srv\"\n").unwrap();
     set_override(&ws, "channels.telegram.token", "123:abc").unwrap();
     set_override(&ws, "channels.telegram.allow_from", "1, 2").unwrap();
-    set_override(&ws, "gateway.port", "9001").unwrap();
+    set_override(&ws, "gateway.listen", "127.0.0.1:9001").unwrap();
     let cfg = Config::load(&ws).unwrap();
     assert_eq!(cfg.settings().channels.telegram.token, "123:abc");
     assert_eq!(cfg.settings().channels.telegram.allow_from, ["1", "2"]);
-    assert_eq!(cfg.settings().gateway.port, 9001);
+    assert_eq!(cfg.settings().gateway.addr().port(), 9001);
     assert_eq!(cfg.settings().mcp.servers["mine"].command, "srv");
     assert!(unset_override(&ws, "channels.telegram.token").unwrap());
     assert!(unset_override(&ws, "channels.telegram.allow_from").unwrap());
     let text = std::fs::read_to_string(ws.overrides_path()).unwrap();
     assert!(
-        !text.contains("telegram") && text.contains("[mcp.servers.mine]") && text.contains("port = \"9001\""),
+        !text.contains("telegram")
+            && text.contains("[mcp.servers.mine]")
+            && text.contains("listen = \"127.0.0.1:9001\""),
         "{text}"
     );
 }

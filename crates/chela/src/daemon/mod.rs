@@ -1,7 +1,8 @@
 //! The always-on assistant: one process that serves every channel (`chela run`).
 //!
 //! A channel turns platform events into [`Incoming`] messages and calls [`Daemon::submit`] in
-//! the order they arrived; the daemon decides who may talk (the channel's `allow_from`), and
+//! the order they arrived; the daemon decides who may talk (the channel's `allow_from`, pairing
+//! and the rate limit: [`crate::access::Gate`]), and
 //! queues the turn with the conversation's owner in [`SessionHub`], whose bounded inboxes are
 //! the message bus: the turns of one chat run in order, different chats at once, and a chat
 //! that floods gets a "busy" answer rather than growing a queue. The channel awaits the
@@ -21,6 +22,7 @@ use anyhow::Result;
 use chela_core::cap::Caller;
 use chela_proto::chat::Message;
 
+use crate::access::Gate;
 use crate::app::{App, Base};
 use crate::config::{Config, ConfigWatch};
 use crate::session::{HubError, HubLimits, Pending, SessionHub};
@@ -83,6 +85,7 @@ pub struct Daemon {
     current: RwLock<Current>,
     watch: Mutex<ConfigWatch>,
     hub: SessionHub,
+    gate: Gate,
     shutdown: Shutdown,
     outlets: Outlets,
 }
@@ -93,6 +96,7 @@ impl Daemon {
     /// what to set until then.
     pub fn load(ws: Workspace) -> Result<Daemon> {
         let base = Base::load(ws.clone())?;
+        let gate = Gate::open(&ws)?;
         let watch = ConfigWatch::new(ws)?;
         let (ws, toolbox, cfg) = (Arc::clone(&base.ws), Arc::clone(&base.toolbox), Arc::clone(&base.cfg));
         let app = App::from_base(base).map(Arc::new).map_err(|e| format!("{e:#}"));
@@ -107,6 +111,7 @@ impl Daemon {
             current: RwLock::new(Current { cfg, app }),
             watch: Mutex::new(watch),
             hub,
+            gate,
             shutdown: Shutdown::default(),
             outlets: Outlets::default(),
         })
@@ -133,6 +138,11 @@ impl Daemon {
 
     pub fn hub(&self) -> &SessionHub {
         &self.hub
+    }
+
+    /// Who may talk: pairing requests, approvals and rate counters (`/api/pairing`).
+    pub fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     pub fn shutdown(&self) -> &Shutdown {
@@ -193,9 +203,14 @@ impl Daemon {
         if self.shutdown.is_triggered() {
             return Submitted::Answer("Chela is stopping; send this again in a moment.".to_owned());
         }
-        if !self.admitted(&msg.channel, &msg.sender) {
-            tracing::info!(channel = %msg.channel, sender = %msg.sender, "a message from a sender not in allow_from was dropped");
-            return Submitted::Drop;
+        // Checked before anything of the message is kept: a stranger's words reach no session,
+        // no model and no tool.
+        if !OWNER_CHANNELS.contains(&msg.channel.as_str()) {
+            let verdict = self.gate.admit(&self.config(), &msg.channel, &msg.sender, crate::access::now_secs());
+            if !verdict.admits() {
+                tracing::info!(channel = %msg.channel, sender = %msg.sender, ?verdict, "a message was not admitted");
+                return verdict.reply_text().map_or(Submitted::Drop, Submitted::Answer);
+            }
         }
         let req = TurnRequest {
             channel: msg.channel,
@@ -210,21 +225,6 @@ impl Daemon {
             Ok(pending) => Submitted::Queued(pending),
             Err(e) => Submitted::Answer(e.to_string()),
         }
-    }
-
-    /// The channel's `allow_from`: listed senders, or everyone with `*`.
-    fn admitted(&self, channel: &str, sender: &str) -> bool {
-        if OWNER_CHANNELS.contains(&channel) {
-            return true;
-        }
-        let cfg = self.config();
-        let channels = &cfg.settings().channels;
-        let allow = match channel {
-            "telegram" => &channels.telegram.allow_from,
-            "feishu" => &channels.feishu.allow_from,
-            _ => return false,
-        };
-        allow.iter().any(|a| a == "*" || a == sender)
     }
 
     /// `/new`: archives the chat's session and starts it over, after its queued turns.

@@ -66,10 +66,12 @@ async fn only_allowed_senders_reach_the_model_and_nothing_of_the_others_is_kept(
     settings.push(("channels.telegram.allow_from", "42".to_owned()));
     let d = Daemon::load(workspace(&dir, &refs(&settings))).unwrap();
 
+    // A stranger is not let in: it is offered a pairing code instead (see crate::access).
     let stranger = d.submit(message("telegram", "666", "let me in"), Box::new(Quiet));
-    assert!(matches!(stranger, Submitted::Drop), "{stranger:?}");
+    assert!(matches!(&stranger, Submitted::Answer(a) if a.contains("pairing code")), "{stranger:?}");
     // A channel nobody configured admits no one.
-    assert!(matches!(d.submit(message("feishu", "42", "hi"), Box::new(Quiet)), Submitted::Drop));
+    let other = d.submit(message("feishu", "42", "hi"), Box::new(Quiet));
+    assert!(matches!(&other, Submitted::Answer(a) if a.contains("pairing code")), "{other:?}");
     assert!(llm.requests().is_empty(), "nothing reached the model");
     assert!(!d.workspace().session_path("telegram", "666-chat").exists(), "nothing was stored");
 
@@ -152,4 +154,48 @@ async fn a_stopping_daemon_takes_no_new_message_and_cancels_a_running_turn_which
     let parsed = chela_core::session::parse(&saved);
     assert_eq!(parsed.skipped_lines, 0, "the file is well-formed");
     assert!(parsed.messages.iter().any(|m| m.text() == "slow question"), "the question is kept: {saved}");
+}
+
+/// The pairing path end to end through `submit`: a stranger's messages (a flood, then after a
+/// deny) reach no model, no tool and no session file; once the owner approves the code from
+/// another process's gate, the next message is answered.
+#[tokio::test]
+async fn nothing_from_an_unpaired_sender_is_stored_or_reaches_the_model_until_approved() {
+    let llm = FakeLlm::start(vec![Step::text("welcome")]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = with_llm(&llm);
+    settings.push(("access.rate_per_hour", "5".to_owned()));
+    let ws = workspace(&dir, &refs(&settings));
+    let d = Daemon::load(ws.clone()).unwrap();
+
+    let first = d.submit(message("telegram", "7", "write a file for me"), Box::new(Quiet));
+    let Submitted::Answer(said) = &first else { panic!("{first:?}") };
+    let code = said.split("pairing code is ").nth(1).unwrap()[..8].to_owned();
+    assert!(said.contains(&format!("chela pairing approve {code}")), "{said}");
+    let mut replies = Vec::new();
+    for i in 0..20 {
+        replies.push(d.submit(message("telegram", "7", &format!("flood {i}")), Box::new(Quiet)));
+    }
+    assert!(matches!(&replies[0], Submitted::Answer(a) if a.contains(&code)), "the same code: {:?}", replies[0]);
+    assert!(matches!(&replies[4], Submitted::Answer(a) if a.contains("faster than I may answer")), "{:?}", replies[4]);
+    assert!(replies[5..].iter().all(|r| matches!(r, Submitted::Drop)), "told once, then silence");
+    // A second stranger, denied by the owner, is dropped from then on.
+    let Submitted::Answer(other) = d.submit(message("telegram", "8", "hi"), Box::new(Quiet)) else { panic!() };
+    let other_code = other.split("pairing code is ").nth(1).unwrap()[..8].to_owned();
+    crate::access::Gate::open(&ws).unwrap().deny(&other_code, crate::access::now_secs()).unwrap();
+    assert!(matches!(d.submit(message("telegram", "8", "hi again"), Box::new(Quiet)), Submitted::Drop));
+
+    assert!(llm.requests().is_empty(), "nothing reached the model, so no tool ran");
+    let sessions: Vec<_> = std::fs::read_dir(ws.sessions_dir()).unwrap().collect();
+    assert!(sessions.is_empty(), "nothing was stored: {sessions:?}");
+
+    // The owner approves from another process; the daemon sees it without a restart.
+    // Approval does not reset the flood's counter, so the limit is lifted (live) as well.
+    crate::access::Gate::open(&ws).unwrap().approve(&code, crate::access::now_secs()).unwrap();
+    assert!(d.gate().list(crate::access::now_secs()).unwrap().allowed.iter().any(|p| p.sender == "7"));
+    crate::config::set_override(&ws, "access.rate_per_hour", "0").unwrap();
+    assert!(d.reload().unwrap());
+    let friend = d.submit(message("telegram", "7", "hello"), Box::new(Quiet));
+    assert_eq!(answer(&d, friend).await, "welcome");
+    assert_eq!(llm.requests().len(), 1);
 }

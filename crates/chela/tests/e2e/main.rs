@@ -16,6 +16,7 @@ mod config;
 mod ctrl_c;
 mod doctor;
 mod errors;
+mod gateway;
 mod interactive;
 mod run;
 #[cfg(feature = "files")]
@@ -171,6 +172,9 @@ impl Ws {
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
         c.args(args).env_clear().env("HOME", self.home()).env("CHELA_HOME", self.path());
+        // Every `chela run` gets a port of its own, so tests running at once never collide on
+        // the default one; a test that talks to the gateway reads the port from stderr.
+        c.env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
         if let Some(path) = std::env::var_os("PATH") {
             c.env("PATH", path);
         }

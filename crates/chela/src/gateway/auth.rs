@@ -1,0 +1,212 @@
+//! Who may use the gateway.
+//!
+//! - On a loopback `gateway.listen` the gateway is the owner's console: no token. Two browser
+//!   attacks still reach a loopback port, and both are refused here: another site's page
+//!   posting to it (CSRF: a state-changing request or a WebSocket upgrade whose `Origin` is
+//!   not the gateway itself), and a site whose name was re-pointed at 127.0.0.1 (DNS
+//!   rebinding: a `Host` that is not `127.0.0.1`, `localhost` or `[::1]`).
+//! - On any other address every request needs `Authorization: Bearer <gateway.token>`
+//!   (browsers' WebSockets cannot set headers, so `?token=` on the upgrade URL counts too).
+//!   The page itself is served to anyone: it holds no data and asks for the token.
+//!
+//! The token is compared in constant time. When the address is not loopback and no token is
+//! set, [`token_for`] makes one, stores it in the runtime layer and prints it once.
+
+use std::net::SocketAddr;
+
+use anyhow::Context;
+use chela_core::config::GATEWAY_TOKEN;
+use hyper::header::{AUTHORIZATION, HOST, ORIGIN};
+use hyper::{Method, Request};
+
+use super::{ApiError, Gateway};
+use crate::daemon::Daemon;
+
+/// Who is asking, as the daemon's `Incoming::sender` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// A client on this machine (loopback listen address).
+    Owner,
+    /// A client that presented `gateway.token`.
+    TokenHolder,
+}
+
+impl Who {
+    pub fn sender(self) -> &'static str {
+        match self {
+            Who::Owner => "owner",
+            Who::TokenHolder => "token",
+        }
+    }
+}
+
+/// The token clients must present on `listen`: `None` on loopback. Generates and stores one
+/// when the address is not loopback and none is set.
+pub fn token_for(daemon: &Daemon, listen: SocketAddr) -> anyhow::Result<Option<String>> {
+    if listen.ip().is_loopback() {
+        return Ok(None);
+    }
+    let cfg = daemon.config();
+    let set = cfg.get(GATEWAY_TOKEN).trim();
+    if !set.is_empty() {
+        return Ok(Some(set.to_owned()));
+    }
+    let token = new_token()?;
+    crate::config::set_override(daemon.workspace(), GATEWAY_TOKEN.name, &token)
+        .context("cannot store the new gateway.token in overrides.toml")?;
+    // Printed once, to the person starting the daemon: it is how they learn it.
+    eprintln!(
+        "The gateway listens on {listen}, which other machines can reach, so it needs a token. A new one was \
+         stored in overrides.toml (gateway.token):\n\n    {token}\n\nSend it as `Authorization: Bearer <token>`, \
+         or paste it into the web page when it asks."
+    );
+    Ok(Some(token))
+}
+
+/// 32 random bytes as hex.
+fn new_token() -> anyhow::Result<String> {
+    let mut bytes = [0u8; 32];
+    rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty())
+        .context("cannot read random bytes for a gateway token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Decides whether `req` may be served. `open` requests (the page) need no token.
+pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) -> Result<Who, ApiError> {
+    let host = req.headers().get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
+    let loopback = gw.listen.ip().is_loopback();
+    if loopback && !is_local_host(host) {
+        return Err(ApiError::Forbidden(format!(
+            "This gateway answers only to 127.0.0.1, localhost or [::1], not to the host name `{}`.",
+            clip(host)
+        )));
+    }
+    let changes = !matches!(*req.method(), Method::GET | Method::HEAD) || super::ws::is_upgrade(req);
+    if changes && let Some(origin) = req.headers().get(ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !same_origin(origin, host) {
+            return Err(ApiError::Forbidden(format!(
+                "A page from {} may not use this gateway; open Chela's own page instead.",
+                clip(origin)
+            )));
+        }
+    }
+    let Some(token) = &gw.token else { return Ok(Who::Owner) };
+    if open {
+        return Ok(Who::TokenHolder);
+    }
+    let bearer = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let query = super::ws::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
+    match bearer.or(query.as_deref()) {
+        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(Who::TokenHolder),
+        _ => {
+            tracing::info!(%peer, "gateway: a request without the right token was refused");
+            Err(ApiError::Unauthorized)
+        }
+    }
+}
+
+/// A `Host` header naming this machine: `127.0.0.1`, `localhost` or `[::1]`, any port.
+fn is_local_host(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().map(|h| format!("[{h}]")).unwrap_or_default(),
+        None => host.split(':').next().unwrap_or("").to_owned(),
+    };
+    matches!(name.to_ascii_lowercase().as_str(), "127.0.0.1" | "localhost" | "[::1]")
+}
+
+/// Whether `origin` (`http://host:port`) is the gateway itself, as the request's `Host` names it.
+fn same_origin(origin: &str, host: &str) -> bool {
+    let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+    rest.is_some_and(|r| !host.is_empty() && r.eq_ignore_ascii_case(host))
+}
+
+/// One `name=value` of a query string, percent-decoded.
+pub fn query_param(query: &str, name: &str) -> Option<String> {
+    query.split('&').find_map(|pair| {
+        let (k, v) = pair.split_once('=')?;
+        (k == name).then(|| percent_decode(v))
+    })
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| char::from(b).to_digit(16);
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                    i += 3;
+                    continue;
+                }
+                out.push(b'%');
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Compares without stopping at the first difference, so the time taken does not tell an
+/// attacker how much of a guess was right. (The length is not secret: tokens are generated
+/// with a fixed one.)
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A header value as it may be quoted in an error: bounded.
+fn clip(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_host_names_with_and_without_ports() {
+        for h in ["127.0.0.1", "127.0.0.1:18789", "localhost:1", "LOCALHOST", "[::1]:80", "[::1]"] {
+            assert!(is_local_host(h), "{h}");
+        }
+        for h in ["", "evil.example", "evil.example:18789", "127.0.0.1.evil.example", "[::2]:80", "0.0.0.0"] {
+            assert!(!is_local_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn origins_must_be_the_gateway_itself() {
+        assert!(same_origin("http://127.0.0.1:18789", "127.0.0.1:18789"));
+        assert!(!same_origin("http://127.0.0.1:18790", "127.0.0.1:18789"));
+        assert!(!same_origin("https://evil.example", "127.0.0.1:18789"));
+        assert!(!same_origin("null", "127.0.0.1:18789"));
+        assert!(!same_origin("http://", ""));
+    }
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"abc", b"abc"));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+        assert!(!constant_time_eq(b"abc", b"abcd"));
+        assert!(!constant_time_eq(b"", b"a"));
+    }
+
+    #[test]
+    fn query_tokens_are_percent_decoded() {
+        assert_eq!(query_param("a=1&token=x%2By+z", "token").as_deref(), Some("x+y z"));
+        assert_eq!(query_param("token=%zz%4", "token").as_deref(), Some("%zz%4"));
+        assert_eq!(query_param("tokens=1", "token"), None);
+    }
+}

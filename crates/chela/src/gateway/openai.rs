@@ -1,0 +1,242 @@
+//! The OpenAI-compatible endpoint: `POST /v1/chat/completions` (whole or streamed as SSE,
+//! exactly as OpenAI frames it: `data: {chunk}\n\n` … `data: [DONE]\n\n`) and `GET /v1/models`
+//! (one model, `chela`), so any OpenAI client can talk to Chela as if it were a model.
+//!
+//! Chela keeps the conversation, not the client: the last user message is the turn's input
+//! and the rest of `messages` is not replayed. The session is named by the `user` field or the
+//! `X-Chela-Session` header (channel `api`); without either the request is a one-shot
+//! conversation, archived and closed once answered.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chela_core::agent::{ToolCall, ToolResult};
+use chela_proto::chat::Message;
+use http_body_util::BodyExt;
+use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
+use hyper::{Response, StatusCode};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::stream::ChannelBody;
+use super::{ApiError, Gateway, Resp, json as json_response};
+use crate::daemon::{Incoming, Submitted};
+use crate::turn::{Cancel, Observer, TurnEnd};
+
+/// The one model this endpoint offers.
+pub const MODEL: &str = "chela";
+
+/// Numbers the one-shot conversations of this process.
+static ONE_SHOT: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Deserialize)]
+struct ChatRequest {
+    messages: Vec<RequestMessage>,
+    #[serde(default)]
+    stream: bool,
+    #[serde(default)]
+    user: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RequestMessage {
+    role: String,
+    #[serde(default)]
+    content: Value,
+}
+
+pub fn models() -> Resp {
+    json_response(
+        StatusCode::OK,
+        &json!({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "chela"}]}),
+    )
+}
+
+/// The text of a message's `content`: a string, or the text parts of an array.
+fn content_text(content: &Value) -> Result<String, ApiError> {
+    match content {
+        Value::String(s) => Ok(s.clone()),
+        Value::Array(parts) => {
+            let mut text = String::new();
+            for part in parts {
+                match part.get("type").and_then(Value::as_str) {
+                    Some("text") => text.push_str(part.get("text").and_then(Value::as_str).unwrap_or("")),
+                    Some(other) => {
+                        return Err(ApiError::BadRequest(format!(
+                            "content parts of type `{other}` are not accepted here; send text parts"
+                        )));
+                    }
+                    None => return Err(ApiError::BadRequest("each content part needs a `type`".to_owned())),
+                }
+            }
+            Ok(text)
+        }
+        _ => Err(ApiError::BadRequest("the last user message has no text content".to_owned())),
+    }
+}
+
+pub async fn completions(gw: &Arc<Gateway>, headers: &HeaderMap, body: &[u8]) -> Result<Resp, ApiError> {
+    let req: ChatRequest = serde_json::from_slice(body).map_err(|e| {
+        ApiError::BadRequest(format!(
+            "the request is not a chat completion request ({e}); send {{\"model\":\"chela\",\"messages\":[{{\"role\":\"user\",\"content\":\"…\"}}]}}"
+        ))
+    })?;
+    let last = req
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == "user")
+        .ok_or_else(|| ApiError::BadRequest("`messages` has no message with role `user`".to_owned()))?;
+    let text = content_text(&last.content)?;
+    if text.trim().is_empty() {
+        return Err(ApiError::BadRequest("the last user message is empty".to_owned()));
+    }
+    let named = match req.user.filter(|u| !u.is_empty()) {
+        Some(u) => Some(u),
+        None => headers.get("x-chela-session").and_then(|v| v.to_str().ok()).map(str::to_owned),
+    };
+    let (chat, one_shot) = match named {
+        Some(id) => {
+            super::ws::check_chat_id(&id).map_err(|e| ApiError::BadRequest(format!("the session name: {e}")))?;
+            (id, false)
+        }
+        None => (format!("once_{}", ONE_SHOT.fetch_add(1, Ordering::Relaxed) + 1), true),
+    };
+    let id = format!("chatcmpl-{}", chat_stamp());
+    let created = unix_now();
+    let (tx, rx) = mpsc::channel::<Bytes>(gw.limits.outbound.max(2));
+    let cut = Cancel::default();
+    let observer: Box<dyn Observer + Send> = if req.stream {
+        Box::new(SseObserver { tx: tx.clone(), id: id.clone(), created, cut: cut.clone() })
+    } else {
+        Box::new(Silent)
+    };
+    let incoming = Incoming {
+        channel: "api".to_owned(),
+        chat_id: chat.clone(),
+        sender: "owner".to_owned(),
+        user: Message::user_text(text),
+        cancel: Cancel::default(),
+    };
+    let pending = match gw.daemon.submit(incoming, observer) {
+        Submitted::Queued(p) => p,
+        Submitted::Answer(a) => return Err(ApiError::Busy(a)),
+        Submitted::Drop => return Err(ApiError::Forbidden("this client may not talk to Chela".to_owned())),
+    };
+    let daemon = Arc::clone(&gw.daemon);
+    let finish = async move {
+        let end = pending.finish().await;
+        if one_shot && let Ok(closed) = daemon.hub().close("api", &chat) {
+            let _ = closed.finish().await;
+        }
+        let ok = matches!(&end, Ok(TurnEnd::Done(_)));
+        let usage = match &end {
+            Ok(TurnEnd::Done(o)) => Some(o.usage),
+            _ => None,
+        };
+        (ok, daemon.reply_text(&end), usage)
+    };
+    if !req.stream {
+        let (ok, text, usage) = finish.await;
+        if !ok {
+            return Err(ApiError::Upstream(text));
+        }
+        let usage = usage.unwrap_or_default();
+        let (input, output) = (usage.input_tokens, usage.output_tokens);
+        return Ok(json_response(
+            StatusCode::OK,
+            &json!({
+                "id": id, "object": "chat.completion", "created": created, "model": MODEL,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output},
+            }),
+        ));
+    }
+    // The role first, as OpenAI does; the observer streams the text; the end comes last.
+    let _ = tx.try_send(sse(&chunk(&id, created, json!({"role": "assistant", "content": ""}), None)));
+    let end_id = id.clone();
+    tokio::spawn(async move {
+        let (ok, text, _) = finish.await;
+        if cut.is_cancelled() {
+            // Part of the answer was lost: end the stream without `[DONE]`, so the client
+            // sees it broke off rather than taking a shortened answer as whole.
+            return;
+        }
+        let last = if ok {
+            chunk(&end_id, created, json!({}), Some("stop"))
+        } else {
+            json!({"error": {"message": text, "type": "chela_error"}})
+        };
+        // Waiting here is bounded by the client: hyper stops reading the queue when it is gone,
+        // and then the send fails.
+        let _ = tokio::time::timeout(Duration::from_secs(30), async {
+            let _ = tx.send(sse(&last)).await;
+            let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+        })
+        .await;
+    });
+    let mut resp = Response::new(ChannelBody(rx).boxed());
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(resp)
+}
+
+fn chunk(id: &str, created: u64, delta: Value, finish: Option<&str>) -> Value {
+    json!({
+        "id": id, "object": "chat.completion.chunk", "created": created, "model": MODEL,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+    })
+}
+
+fn sse(value: &Value) -> Bytes {
+    Bytes::from(format!("data: {value}\n\n"))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// A response id unique in this process.
+fn chat_stamp() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("{:x}{:04x}", unix_now(), N.fetch_add(1, Ordering::Relaxed))
+}
+
+struct Silent;
+
+impl Observer for Silent {
+    fn text(&mut self, _: &str) {}
+    fn reply_done(&mut self, _: bool) {}
+    fn tool_started(&mut self, _: &ToolCall) {}
+    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
+}
+
+/// Streams the answer's text as chunks. A client that lets [`super::Limits::outbound`] chunks
+/// pile up unread gets no more of them (the stream is cut: it then ends without `[DONE]`).
+struct SseObserver {
+    tx: mpsc::Sender<Bytes>,
+    id: String,
+    created: u64,
+    /// Set once a chunk was dropped, so no later one arrives out of order.
+    cut: Cancel,
+}
+
+impl Observer for SseObserver {
+    fn text(&mut self, text: &str) {
+        if self.cut.is_cancelled() {
+            return;
+        }
+        let data = sse(&chunk(&self.id, self.created, json!({"content": text}), None));
+        if self.tx.try_send(data).is_err() {
+            self.cut.cancel();
+        }
+    }
+
+    fn reply_done(&mut self, _: bool) {}
+    fn tool_started(&mut self, _: &ToolCall) {}
+    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
+}

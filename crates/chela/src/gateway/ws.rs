@@ -1,0 +1,361 @@
+//! The WebSocket chat on `/ws` (and `/` for upgrades), compatible with MimiClaw's.
+//!
+//! Client → `{"type":"message","content":"…","chat_id":"…"}` (`chat_id` optional: the
+//! connection's own `ws_<n>` is used). Server → `{"type":"token",…}`* and
+//! `{"type":"tool","name":"…","state":"start|ok|error",…}`* while the turn runs, then
+//! `{"type":"response","content":"…","chat_id":"…"}`; `{"type":"error",…}` for a message that
+//! was refused (bad JSON, busy, stopping).
+//!
+//! Bounds: a message (however many frames it comes in) is at most [`Limits::ws_message`]
+//! bytes, or the connection is closed; each connection has one outbound queue of
+//! [`Limits::outbound`] events, and a client that lets it fill (it does not read) or takes
+//! longer than [`Limits::write_timeout`] to take one event is cut off rather than buffered for;
+//! one connection may use at most [`MAX_CHATS_PER_CONNECTION`] chat ids. Pings are answered
+//! by the codec; a close is answered and ends the connection.
+//!
+//! [`Limits::ws_message`]: super::Limits::ws_message
+//! [`Limits::outbound`]: super::Limits::outbound
+//! [`Limits::write_timeout`]: super::Limits::write_timeout
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use chela_core::agent::{ToolCall, ToolResult};
+use chela_proto::chat::Message as ChatMessage;
+use futures_util::{SinkExt, StreamExt};
+use hyper::header::{CONNECTION, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION, UPGRADE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+
+use super::auth::Who;
+use super::{ApiError, Gateway, Resp, full};
+use crate::daemon::{BoxFuture, Incoming, Outlet, Submitted};
+use crate::turn::{Cancel, Observer};
+
+/// Chat ids one connection may speak in; each is a session and a slot in [`Clients`].
+pub const MAX_CHATS_PER_CONNECTION: usize = 64;
+/// The longest chat id a client may choose: it becomes part of a file name.
+pub const MAX_CHAT_ID: usize = 128;
+
+/// Whether `req` asks for a WebSocket.
+pub fn is_upgrade<B>(req: &Request<B>) -> bool {
+    req.headers().get(UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// Answers an upgrade request with 101 and serves the connection on its own task.
+pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -> Result<Resp, ApiError> {
+    if req.method() != hyper::Method::GET {
+        return Err(ApiError::BadRequest("a WebSocket is opened with GET".to_owned()));
+    }
+    let version = req.headers().get(SEC_WEBSOCKET_VERSION).and_then(|v| v.to_str().ok());
+    if version != Some("13") {
+        return Err(ApiError::BadRequest(
+            "only WebSocket version 13 is spoken here (Sec-WebSocket-Version)".to_owned(),
+        ));
+    }
+    let Some(key) = req.headers().get(SEC_WEBSOCKET_KEY) else {
+        return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
+    };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let gw = Arc::clone(gw);
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => connection(gw, who, TokioIo::new(upgraded)).await,
+            Err(e) => tracing::debug!("gateway: WebSocket upgrade failed: {e}"),
+        }
+    });
+    let mut resp = Response::new(full(""));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(SEC_WEBSOCKET_ACCEPT, HeaderValue::from_str(&accept).map_err(|e| ApiError::internal("accept key", e))?);
+    Ok(resp)
+}
+
+/// Where events for one connection go: its bounded queue, and the switch that cuts it off.
+#[derive(Clone)]
+pub struct Outbox {
+    tx: mpsc::Sender<String>,
+    cut: Cancel,
+}
+
+impl Outbox {
+    /// Queues one event. A full queue means the client is not reading: it is cut off.
+    fn push(&self, event: &Value) -> bool {
+        match self.tx.try_send(event.to_string()) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.cut.cancel();
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    }
+}
+
+/// The connected clients by chat id, for [`WsOutlet`]: what `local_send_text` reaches.
+#[derive(Default)]
+pub struct Clients {
+    chats: Mutex<HashMap<String, Vec<(u64, Outbox)>>>,
+    next_conn: AtomicU64,
+    next_chat: AtomicU64,
+}
+
+impl Clients {
+    fn join(&self, chat: &str, conn: u64, out: &Outbox) {
+        let mut chats = self.chats.lock().unwrap_or_else(PoisonError::into_inner);
+        let list = chats.entry(chat.to_owned()).or_default();
+        if !list.iter().any(|(c, _)| *c == conn) {
+            list.push((conn, out.clone()));
+        }
+    }
+
+    fn leave(&self, conn: u64, joined: &[String]) {
+        let mut chats = self.chats.lock().unwrap_or_else(PoisonError::into_inner);
+        for chat in joined {
+            if let Some(list) = chats.get_mut(chat) {
+                list.retain(|(c, _)| *c != conn);
+                if list.is_empty() {
+                    chats.remove(chat);
+                }
+            }
+        }
+    }
+
+    /// Sends `event` to every client of `chat`; false when none is connected.
+    pub fn send(&self, chat: &str, event: &Value) -> bool {
+        let outs: Vec<Outbox> = {
+            let chats = self.chats.lock().unwrap_or_else(PoisonError::into_inner);
+            chats.get(chat).map(|l| l.iter().map(|(_, o)| o.clone()).collect()).unwrap_or_default()
+        };
+        let mut any = false;
+        for out in outs {
+            any |= out.push(event);
+        }
+        any
+    }
+}
+
+/// The "ws" channel's outlet: pushes a `response` to the clients connected to a chat.
+pub struct WsOutlet(pub Arc<Clients>);
+
+impl Outlet for WsOutlet {
+    fn channel(&self) -> &str {
+        "ws"
+    }
+
+    fn send_text<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            if self.0.send(chat_id, &event("response", text, chat_id)) {
+                Ok(())
+            } else {
+                Err(format!("no WebSocket client is connected to the chat `{chat_id}` now"))
+            }
+        })
+    }
+
+    fn send_file<'a>(
+        &'a self,
+        chat_id: &'a str,
+        path: &'a Path,
+        caption: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let _ = (chat_id, caption);
+            Err(format!(
+                "WebSocket clients receive text only; {} cannot be sent to them. Name the file in a message instead.",
+                path.display()
+            ))
+        })
+    }
+}
+
+fn event(kind: &str, content: &str, chat_id: &str) -> Value {
+    json!({"type": kind, "content": content, "chat_id": chat_id})
+}
+
+/// What a client sends.
+#[derive(Deserialize)]
+struct ClientMessage {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    content: String,
+    #[serde(default)]
+    chat_id: Option<String>,
+}
+
+/// A chat id a client chose: short, and of characters a file name keeps as they are.
+pub fn check_chat_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > MAX_CHAT_ID {
+        return Err(format!("a chat_id has 1 to {MAX_CHAT_ID} characters"));
+    }
+    if !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '@')) || id.starts_with('.')
+    {
+        return Err("a chat_id may hold only letters, digits and _ - . : @ (and not start with a dot)".to_owned());
+    }
+    Ok(())
+}
+
+/// One connection, until the client leaves, is cut off, or the daemon stops.
+async fn connection<S>(gw: Arc<Gateway>, who: Who, io: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let limits = gw.limits;
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(limits.ws_message))
+        .max_frame_size(Some(limits.ws_message))
+        // Small buffers: many idle connections cost little.
+        .read_buffer_size(4096)
+        .write_buffer_size(0)
+        .max_write_buffer_size(limits.ws_message.saturating_mul(2));
+    let mut socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+    let (tx, mut rx) = mpsc::channel(limits.outbound.max(1));
+    let out = Outbox { tx, cut: Cancel::default() };
+    let conn = gw.clients.next_conn.fetch_add(1, Ordering::Relaxed);
+    let mut own_chat: Option<String> = None;
+    let mut joined: Vec<String> = Vec::new();
+    let shutdown = gw.daemon.shutdown().clone();
+    loop {
+        tokio::select! {
+            incoming = socket.next() => match incoming {
+                None => break,
+                Some(Err(e)) => {
+                    tracing::debug!("gateway: WebSocket closed: {e}");
+                    break;
+                }
+                Some(Ok(Message::Text(text))) => {
+                    let chat = on_text(&gw, who, text.as_str(), &out, &mut own_chat, &mut joined, conn);
+                    if let Err(e) = chat {
+                        out.push(&event("error", &e.0, &e.1));
+                    }
+                }
+                Some(Ok(Message::Binary(_))) => {
+                    out.push(&event("error", "send messages as text frames holding JSON", ""));
+                }
+                // The codec answers pings and closes itself; the stream ends after a close.
+                Some(Ok(_)) => {}
+            },
+            Some(text) = rx.recv() => {
+                match tokio::time::timeout(limits.write_timeout, socket.send(Message::text(text))).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        tracing::debug!("gateway: WebSocket write failed: {e}");
+                        break;
+                    }
+                    Err(_) => {
+                        tracing::info!("gateway: a WebSocket client took no data for {:?}; cut off", limits.write_timeout);
+                        break;
+                    }
+                }
+            }
+            () = out.cut.cancelled() => {
+                tracing::info!("gateway: a WebSocket client let {} events pile up unread; cut off", limits.outbound);
+                break;
+            }
+            () = shutdown.wait() => {
+                let _ = tokio::time::timeout(Duration::from_secs(1), socket.close(None)).await;
+                break;
+            }
+        }
+    }
+    gw.clients.leave(conn, &joined);
+}
+
+/// Handles one text message; an error is `(sentence, chat_id)` to send back.
+fn on_text(
+    gw: &Gateway,
+    who: Who,
+    text: &str,
+    out: &Outbox,
+    own_chat: &mut Option<String>,
+    joined: &mut Vec<String>,
+    conn: u64,
+) -> Result<(), (String, String)> {
+    let msg: ClientMessage = serde_json::from_str(text).map_err(|e| {
+        (
+            format!("the message is not the expected JSON ({e}); send {{\"type\":\"message\",\"content\":\"…\"}}"),
+            String::new(),
+        )
+    })?;
+    let chat = match msg.chat_id.filter(|c| !c.is_empty()) {
+        Some(c) => {
+            check_chat_id(&c).map_err(|e| (e, String::new()))?;
+            c
+        }
+        None => own_chat
+            .get_or_insert_with(|| format!("ws_{}", gw.clients.next_chat.fetch_add(1, Ordering::Relaxed) + 1))
+            .clone(),
+    };
+    if msg.kind != "message" {
+        return Err((format!("unknown message type `{}`; only \"message\" is understood", clip(&msg.kind)), chat));
+    }
+    if msg.content.trim().is_empty() {
+        return Err(("the message is empty".to_owned(), chat));
+    }
+    if !joined.contains(&chat) {
+        if joined.len() >= MAX_CHATS_PER_CONNECTION {
+            return Err((format!("one connection may use at most {MAX_CHATS_PER_CONNECTION} chat ids"), chat));
+        }
+        gw.clients.join(&chat, conn, out);
+        joined.push(chat.clone());
+    }
+    let incoming = Incoming {
+        channel: "ws".to_owned(),
+        chat_id: chat.clone(),
+        sender: who.sender().to_owned(),
+        user: ChatMessage::user_text(msg.content),
+        cancel: Cancel::default(),
+    };
+    let observer = Box::new(WsObserver { out: out.clone(), chat: chat.clone() });
+    match gw.daemon.submit(incoming, observer) {
+        Submitted::Queued(pending) => {
+            let (daemon, out) = (Arc::clone(&gw.daemon), out.clone());
+            tokio::spawn(async move {
+                let end = pending.finish().await;
+                out.push(&event("response", &daemon.reply_text(&end), &chat));
+            });
+            Ok(())
+        }
+        Submitted::Answer(text) => Err((text, chat)),
+        Submitted::Drop => Ok(()),
+    }
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
+/// Streams a turn's progress to one connection.
+struct WsObserver {
+    out: Outbox,
+    chat: String,
+}
+
+impl Observer for WsObserver {
+    fn text(&mut self, text: &str) {
+        self.out.push(&event("token", text, &self.chat));
+    }
+
+    fn reply_done(&mut self, _tools_follow: bool) {}
+
+    fn tool_started(&mut self, call: &ToolCall) {
+        self.out.push(&json!({"type": "tool", "name": call.name, "state": "start", "chat_id": self.chat}));
+    }
+
+    fn tool_finished(&mut self, call: &ToolCall, result: &ToolResult, _elapsed: Duration) {
+        let state = if result.is_error { "error" } else { "ok" };
+        self.out.push(&json!({"type": "tool", "name": call.name, "state": state, "chat_id": self.chat}));
+    }
+}

@@ -1,0 +1,139 @@
+//! The gateway of the real `chela run`: a WebSocket turn with token and tool events, and the
+//! OpenAI endpoint driven by the official `openai` Python SDK (whole and streamed).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use chela_testkit::{FakeLlm, Step};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::{Capture, Provider, Ws, wait_for};
+
+/// A running `chela run`, stopped with SIGTERM when dropped.
+pub struct Running {
+    child: Child,
+    stderr: Capture,
+    pub addr: SocketAddr,
+}
+
+impl Running {
+    pub fn start(ws: &Ws) -> Running {
+        let mut child = ws.cmd(&["run"]).spawn().expect("cannot start chela run");
+        let stderr = Capture::start(child.stderr.take());
+        let marker = "the gateway listens on http://";
+        // The whole line: the stream may be read in the middle of it.
+        let line_done = |t: &str| t.find(marker).is_some_and(|i| t[i..].contains('\n'));
+        wait_for("the gateway's address on stderr", Duration::from_secs(20), || line_done(&stderr.now()));
+        let text = stderr.now();
+        let rest = &text[text.find(marker).unwrap() + marker.len()..];
+        let addr = rest.split_whitespace().next().unwrap().parse().unwrap();
+        Running { child, stderr, addr }
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.now()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}
+
+#[test]
+fn a_websocket_turn_through_the_real_daemon_streams_tokens_and_tool_events() {
+    let llm = FakeLlm::start(vec![Step::tool_call("get_current_time", json!({})), Step::text("the time is known")]);
+    let ws = Ws::for_llm(Provider::OpenAi, &llm, "");
+    let d = Running::start(&ws);
+    let events: Vec<Value> = runtime().block_on(async {
+        let stream = tokio::net::TcpStream::connect(d.addr).await.unwrap();
+        let url = format!("ws://{}/ws", d.addr);
+        let (mut c, _) = tokio_tungstenite::client_async(url, stream).await.expect("upgrade");
+        c.send(Message::text(r#"{"type":"message","content":"what time is it?","chat_id":"e2e"}"#)).await.unwrap();
+        let mut events = Vec::new();
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(20), c.next()).await.expect("an event in time");
+            let Message::Text(t) = m.unwrap().unwrap() else { continue };
+            let e: Value = serde_json::from_str(t.as_str()).unwrap();
+            let done = e["type"] == "response";
+            events.push(e);
+            if done {
+                return events;
+            }
+        }
+    });
+    let kinds: Vec<String> = events
+        .iter()
+        .map(|e| match e["type"].as_str().unwrap() {
+            "tool" => format!("tool {} {}", e["name"].as_str().unwrap(), e["state"].as_str().unwrap()),
+            other => other.to_owned(),
+        })
+        .collect();
+    assert_eq!(&kinds[..2], ["tool get_current_time start", "tool get_current_time ok"], "{kinds:?}");
+    assert!(kinds[2..kinds.len() - 1].iter().all(|k| k == "token") && kinds.len() > 3, "{kinds:?}");
+    assert_eq!(events.last().unwrap(), &json!({"type": "response", "content": "the time is known", "chat_id": "e2e"}));
+    assert!(ws.path().join("sessions/ws_e2e.jsonl").exists(), "{}", d.stderr());
+}
+
+/// The venv with the official `openai` SDK, made once under the target folder. CI must be able
+/// to make it: a missing python3 or pip fails the test with what to install, never skips it.
+fn openai_python() -> PathBuf {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("openai-venv");
+    let python = venv.join("bin/python");
+    let ready = |p: &Path| Command::new(p).args(["-c", "import openai"]).status().is_ok_and(|s| s.success());
+    if ready(&python) {
+        return python;
+    }
+    let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status();
+    assert!(
+        made.is_ok_and(|s| s.success()),
+        "this test needs python3 with venv (Debian: apt-get install python3 python3-venv); scripts/test.sh installs them"
+    );
+    let pip = Command::new(venv.join("bin/pip")).args(["install", "--quiet", "openai"]).status();
+    assert!(pip.is_ok_and(|s| s.success()), "`pip install openai` failed in {}; it needs PyPI", venv.display());
+    assert!(ready(&python), "the openai package does not import after installing it");
+    python
+}
+
+const SDK_SCRIPT: &str = r#"
+import sys, openai
+c = openai.OpenAI(base_url=sys.argv[1], api_key="not-needed-on-loopback", max_retries=0, timeout=20)
+r = c.chat.completions.create(model="chela", messages=[{"role": "user", "content": "hello"}], user="sdk")
+print("WHOLE=" + r.choices[0].message.content)
+s = c.chat.completions.create(model="chela", messages=[{"role": "user", "content": "again"}], user="sdk", stream=True)
+print("STREAM=" + "|".join(ch.choices[0].delta.content or "" for ch in s if ch.choices))
+print("MODELS=" + ",".join(m.id for m in c.models.list()))
+"#;
+
+#[test]
+fn the_official_openai_sdk_talks_to_chela_whole_and_streamed() {
+    let python = openai_python();
+    let llm = FakeLlm::start(vec![Step::text("a whole answer"), Step::text("a streamed answer")]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let d = Running::start(&ws);
+    let out = Command::new(python)
+        .args(["-c", SDK_SCRIPT, &format!("http://{}/v1", d.addr)])
+        .output()
+        .expect("cannot run python");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}\n{}", String::from_utf8_lossy(&out.stderr), d.stderr());
+    assert!(stdout.contains("WHOLE=a whole answer\n"), "{stdout}");
+    let streamed = stdout.lines().find_map(|l| l.strip_prefix("STREAM=")).unwrap();
+    assert_eq!(streamed.replace('|', ""), "a streamed answer");
+    let pieces = streamed.split('|').filter(|p| !p.is_empty()).count();
+    assert!(pieces >= 2, "the answer came in pieces as the model streamed it: {streamed}");
+    assert!(stdout.contains("MODELS=chela\n"), "{stdout}");
+    // Both requests were one conversation, named by `user`.
+    let second = crate::body(&llm, 1).to_string();
+    assert!(second.contains("hello") && second.contains("a whole answer"), "{second}");
+}
