@@ -1,0 +1,163 @@
+// The parts the browser test drives: the scripted fake LLM, `chela run` on a temp workspace,
+// and Debian's Chromium. Every wait here has a deadline, and every process started is stopped
+// by `stopAll()`, so a failing test still ends by itself and leaves nothing running.
+
+import { spawn } from "node:child_process";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { chromium } from "playwright-core";
+
+const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+export const CHELA = process.env.CHELA_BIN || path.join(repo, "target/debug/chela");
+export const FAKE_LLM = process.env.FAKE_LLM_BIN || path.join(repo, "target/debug/chela-fake-llm");
+export const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+
+// What a process said, kept for the failure message; bounded so a chatty daemon cannot fill memory.
+const MAX_LOG_CHARS = 64 * 1024;
+const started = [];
+const temps = [];
+
+function capture(proc, name) {
+  const log = { text: "" };
+  const add = (chunk) => {
+    log.text += chunk.toString();
+    if (log.text.length > MAX_LOG_CHARS) log.text = log.text.slice(-MAX_LOG_CHARS);
+  };
+  proc.stdout?.on("data", add);
+  proc.stderr?.on("data", add);
+  proc.on("error", (e) => add(`\n[${name} could not start: ${e.message}]\n`));
+  return log;
+}
+
+export async function tempDir(prefix) {
+  const dir = await mkdtemp(path.join(os.tmpdir(), prefix));
+  temps.push(dir);
+  return dir;
+}
+
+/** An environment without the caller's keys and Chela settings, so only the test's config counts. */
+function cleanEnv(extra) {
+  const env = {};
+  for (const [k, v] of Object.entries(process.env)) {
+    if (k.startsWith("CHELA_") || k.endsWith("_API_KEY") || /^(https?|all|no)_proxy$/i.test(k)) continue;
+    env[k] = v;
+  }
+  return { ...env, ...extra };
+}
+
+/** A free loopback port: bound, read, released. */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts `chela-fake-llm` with `script` (a list of steps; empty: the demo model). */
+export async function startFakeLlm(script, key) {
+  const dir = await tempDir("chela-fake-");
+  const file = path.join(dir, "script.json");
+  await writeFile(file, JSON.stringify(script));
+  const args = ["--script", file, "--exit-on-stdin-eof"];
+  if (key) args.push("--key", key);
+  // stdin stays an open pipe: when this process dies, the fake sees end of file and exits.
+  const proc = spawn(FAKE_LLM, args, { stdio: ["pipe", "pipe", "pipe"], env: cleanEnv({}) });
+  started.push(proc);
+  const log = capture(proc, "chela-fake-llm");
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`chela-fake-llm printed no address in 10 s:\n${log.text}`)), 10_000);
+    const look = () => {
+      const m = log.text.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    };
+    proc.stdout.on("data", look);
+    proc.on("exit", (code) => { clearTimeout(timer); reject(new Error(`chela-fake-llm exited (${code}):\n${log.text}`)); });
+  });
+  return { url, proc, log };
+}
+
+/** Runs `chela run` on `workspace` and waits until the gateway on `port` answers /health. */
+export async function startChela(workspace, port) {
+  const home = await tempDir("chela-home-");
+  const proc = spawn(CHELA, ["--workspace", workspace, "run"], {
+    stdio: ["ignore", "pipe", "pipe"],
+    env: cleanEnv({ HOME: home, RUST_BACKTRACE: "1" }),
+  });
+  started.push(proc);
+  const log = capture(proc, "chela run");
+  let exited = null;
+  proc.on("exit", (code, signal) => { exited = signal || code; });
+  const base = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (exited !== null) throw new Error(`chela run exited (${exited}) before serving:\n${log.text}`);
+    try {
+      const res = await fetch(`${base}/health`, { signal: AbortSignal.timeout(1000) });
+      if (res.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`chela run did not answer ${base}/health within 20 s:\n${log.text}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return { base, proc, log };
+}
+
+/** The config a test workspace starts from; `llm` is the [llm] table's lines (may be empty). */
+export async function workspaceWith(port, llm) {
+  const dir = await tempDir("chela-ws-");
+  const lines = [];
+  if (llm.length) lines.push("[llm]", ...llm, "");
+  lines.push("[gateway]", `listen = "127.0.0.1:${port}"`, "");
+  await writeFile(path.join(dir, "chela.toml"), lines.join("\n"));
+  return dir;
+}
+
+/** Headless Debian Chromium with a fresh profile, the flags CI needs, and short timeouts. */
+export async function launchBrowser() {
+  const profile = await tempDir("chela-chromium-");
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: CHROMIUM,
+    headless: true,
+    timeout: 30_000,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+  });
+  context.setDefaultTimeout(15_000);
+  context.setDefaultNavigationTimeout(15_000);
+  return context;
+}
+
+/** A JSON request from the test itself (not the page), for checking what the page changed. */
+export async function getJson(base, p) {
+  const res = await fetch(base + p, { signal: AbortSignal.timeout(5000) });
+  if (!res.ok) throw new Error(`GET ${p}: ${res.status} ${await res.text()}`);
+  return res.json();
+}
+
+/** Stops every process this file started (SIGTERM, then SIGKILL after 5 s) and removes temp dirs. */
+export async function stopAll() {
+  await Promise.all(started.splice(0).map((proc) => new Promise((resolve) => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return resolve();
+    const kill = setTimeout(() => proc.kill("SIGKILL"), 5000);
+    proc.once("exit", () => { clearTimeout(kill); resolve(); });
+    proc.kill("SIGTERM");
+  })));
+  await Promise.all(temps.splice(0).map((d) => rm(d, { recursive: true, force: true })));
+}

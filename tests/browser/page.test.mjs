@@ -1,0 +1,179 @@
+// The web page in a real browser: headless Debian Chromium loads it from a running `chela run`
+// whose model is the scripted fake LLM, and uses it as a person would (by roles and labels).
+// Run it with scripts/browser-test.sh, which builds and installs what it needs.
+
+import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
+import path from "node:path";
+import { after, test } from "node:test";
+
+import {
+  freePort, getJson, launchBrowser, startChela, startFakeLlm, stopAll, workspaceWith,
+} from "./harness.mjs";
+
+after(stopAll);
+
+// Goes with the page's console and uncaught errors, so a broken script fails the test loudly.
+function watchPage(page) {
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`uncaught: ${e.message}`));
+  page.on("console", (m) => {
+    // A fresh chat has no session file yet: the page's history look-up gets a 404, which it expects.
+    if (m.type() === "error" && !/status of 404/.test(m.text())) problems.push(`console: ${m.text()}`);
+  });
+  return problems;
+}
+
+test("chat streams the reply with a tool event; a capability group toggles", { timeout: 120_000 }, async () => {
+  const key = "sk-browser-chat";
+  // First model call: a tool call; second: the answer, streamed in pieces 300 ms apart so the
+  // page visibly shows partial text before the final response replaces it.
+  const fake = await startFakeLlm([
+    { tool_calls: [{ name: "get_current_time", input: {} }], text: "Let me look." },
+    { text: "It is **noon** where you are. <b>not markup</b>", chunk_delay_ms: 300 },
+  ], key);
+  const port = await freePort();
+  const ws = await workspaceWith(port, [
+    'provider = "anthropic"', `base_url = "${fake.url}"`, 'model = "fake-model"', `api_key = "${key}"`,
+  ]);
+  const chela = await startChela(ws, port);
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.newPage();
+    const problems = watchPage(page);
+    const frames = [];
+    page.on("websocket", (sock) => sock.on("framereceived", (f) => {
+      try { frames.push(JSON.parse(f.payload)); } catch { frames.push({ type: "unparsable" }); }
+    }));
+
+    await page.goto(chela.base + "/");
+    await page.locator('#conn[data-state="open"]').waitFor();
+    await page.getByLabel("Message").fill("What time is it?");
+    await page.getByRole("button", { name: "Send" }).click();
+
+    const log = page.getByRole("log", { name: "Conversation" });
+    await log.locator(".msg.user", { hasText: "What time is it?" }).waitFor();
+    // Streaming: the answer's first pieces are shown while the turn is still running.
+    const partial = await page.waitForFunction(() => {
+      const body = document.querySelector(".msg.assistant.streaming .body");
+      return body && body.textContent.includes("It is") ? body.textContent : null;
+    }, null, { polling: 20 });
+    assert.ok(!(await partial.jsonValue()).includes("where you are. <b>not markup</b>"),
+      "the partial text was already the whole answer: nothing was streamed");
+
+    // The tool event, shown as a chip that went from start to ok.
+    await log.getByLabel("tool get_current_time: ok").waitFor();
+
+    // The final response replaces the streamed text and is rendered as Markdown, safely.
+    const answer = log.locator(".msg.assistant:not(.streaming)").last();
+    await answer.locator("strong", { hasText: "noon" }).waitFor();
+    assert.equal(await answer.locator(".body").innerText(), "It is noon where you are. <b>not markup</b>");
+    assert.equal(await answer.locator("b").count(), 0, "model text became markup");
+
+    // Hostile model text through the page's own renderer: only its few tags come out, and no
+    // attribute but a link's http(s) href.
+    const rendered = await page.evaluate(() => [
+      '<img src=x onerror="window.hit=1">', "[x](javascript:window.hit=1)", "`<script>window.hit=1</script>`",
+      '"><svg onload=window.hit=1>', "**[a](https://example.com/\"onmouseover=x)**", "```\n<iframe>\n```",
+    ].map((s) => { const d = document.createElement("div"); d.innerHTML = md(s); return d; }).map((d) => ({
+      tags: [...d.querySelectorAll("*")].map((n) => n.tagName.toLowerCase()),
+      attrs: [...d.querySelectorAll("*")].flatMap((n) => [...n.attributes].map((a) => `${a.name}=${a.value}`)),
+      text: d.textContent,
+    })));
+    for (const r of rendered) {
+      assert.deepEqual(r.tags.filter((t) => !["p", "strong", "code", "a", "pre", "br"].includes(t)), [], JSON.stringify(r));
+      for (const a of r.attrs) assert.match(a, /^(href=https:\/\/|target=_blank$|rel=noopener noreferrer$)/, JSON.stringify(r));
+    }
+    assert.equal(rendered[0].text, '<img src=x onerror="window.hit=1">');
+    assert.equal(rendered[1].tags.includes("a"), false, "a javascript: link was made");
+    assert.equal(await page.evaluate(() => window.hit), undefined);
+
+    const types = frames.map((f) => f.type);
+    assert.ok(types.filter((t) => t === "token").length >= 3, `few token frames: ${types}`);
+    const tools = frames.filter((f) => f.type === "tool").map((f) => `${f.name}:${f.state}`);
+    assert.deepEqual(tools, ["get_current_time:start", "get_current_time:ok"]);
+    assert.equal(types.at(-1), "response");
+
+    // Capabilities: a core group is locked; a switchable one is switched off, then hidden.
+    await page.getByRole("tab", { name: "Capabilities" }).click();
+    const before = await getJson(chela.base, "/api/cap/groups");
+    const core = before.find((g) => g.is_core);
+    const group = before.find((g) => !g.is_core && g.runtime_enabled && g.llm_visible);
+    assert.ok(group, `no switchable group that is on: ${JSON.stringify(before)}`);
+    if (core) assert.ok(await page.getByRole("switch", { name: `Enable ${core.group_id}` }).isDisabled());
+
+    const enable = page.getByRole("switch", { name: `Enable ${group.group_id}` });
+    assert.ok(await enable.isChecked());
+    await enable.click();
+    await page.waitForFunction((name) => {
+      const s = document.querySelector(`input[aria-label="Enable ${name}"]`);
+      return s && !s.checked && !s.disabled;
+    }, group.group_id);
+    const show = page.getByRole("switch", { name: `Show ${group.group_id} to the model` });
+    await show.click();
+    await page.waitForFunction((name) => {
+      const s = document.querySelector(`input[aria-label="Show ${name} to the model"]`);
+      return s && !s.checked && !s.disabled;
+    }, group.group_id);
+
+    const afterToggle = await getJson(chela.base, "/api/cap/groups");
+    const changed = afterToggle.find((g) => g.group_id === group.group_id);
+    assert.equal(changed.runtime_enabled, false);
+    assert.equal(changed.llm_visible, false);
+    // The other groups kept their switches.
+    for (const g of afterToggle.filter((g) => g.group_id !== group.group_id)) {
+      const was = before.find((b) => b.group_id === g.group_id);
+      assert.deepEqual([g.runtime_enabled, g.llm_visible], [was.runtime_enabled, was.llm_visible], g.group_id);
+    }
+    assert.deepEqual(problems, []);
+  } catch (e) {
+    e.message += `\n--- chela run said:\n${chela.log.text}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});
+
+test("first run: the setup form configures the provider and the chat works at once", { timeout: 120_000 }, async () => {
+  // The fake demands this key, so a reply proves the key from the form is what Chela now sends.
+  const key = "sk-browser-setup";
+  const fake = await startFakeLlm([], key);
+  const port = await freePort();
+  const ws = await workspaceWith(port, []);
+  const chela = await startChela(ws, port);
+  const browser = await launchBrowser();
+  try {
+    assert.equal((await getJson(chela.base, "/api/setup")).needs_setup, true);
+    const page = await browser.newPage();
+    const problems = watchPage(page);
+    await page.goto(chela.base + "/");
+    await page.getByRole("heading", { name: "Set up Chela" }).waitFor();
+    await page.getByLabel("Provider").selectOption("anthropic");
+    await page.getByLabel("Base URL").fill(fake.url);
+    await page.getByLabel("Model").fill("fake-model");
+    await page.getByLabel("API key").fill(key);
+    await page.getByRole("button", { name: "Save and start chatting" }).click();
+
+    await page.locator('#conn[data-state="open"]').waitFor();
+    await page.getByLabel("Message").fill("hello from the setup test");
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.getByRole("log", { name: "Conversation" })
+      .locator(".msg.assistant:not(.streaming)", { hasText: "You said: hello from the setup test" }).waitFor();
+
+    const setup = await getJson(chela.base, "/api/setup");
+    assert.equal(setup.needs_setup, false);
+    assert.equal(setup.base_url, fake.url);
+    const overrides = await readFile(path.join(ws, "overrides.toml"), "utf8");
+    assert.ok(overrides.includes(fake.url), overrides);
+    // The key is kept, but never shown back.
+    const config = await getJson(chela.base, "/api/config");
+    const apiKey = config.find((e) => e.key === "llm.api_key");
+    assert.ok(apiKey && apiKey.secret && !String(apiKey.value).includes(key), JSON.stringify(apiKey));
+    assert.deepEqual(problems, []);
+  } catch (e) {
+    e.message += `\n--- chela run said:\n${chela.log.text}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});
