@@ -238,8 +238,9 @@ async fn off_loopback_every_request_but_the_page_needs_the_token() {
     assert_eq!(h.call(with(named, "authorization", "Bearer the-right-token")).await.0, StatusCode::OK);
     // `?token=` counts only on a WebSocket upgrade (browsers cannot set headers there).
     assert_eq!(h.call(req("GET", "/health?token=the-right-token", "")).await.0, StatusCode::UNAUTHORIZED);
-    // The page is served to anyone (it asks for the token); here it is the 404 sentence.
-    assert_eq!(h.call(req("GET", "/", "")).await.0, StatusCode::NOT_FOUND);
+    // The page is served to anyone: it holds no data, and asks for the token.
+    let (status, headers, _) = h.call(req("GET", "/", "")).await;
+    assert_eq!((status, headers["content-type"].to_str().unwrap()), (StatusCode::OK, "text/html; charset=utf-8"));
     assert_eq!(h.call(req("GET", "/v1/models", "")).await.0, StatusCode::UNAUTHORIZED);
 }
 
