@@ -427,3 +427,21 @@ async fn off_loopback_a_websocket_needs_the_token_in_its_url() {
     c.send(WsMessage::text(r#"{"type":"message","content":"hi"}"#)).await.unwrap();
     assert_eq!(until_answer(&mut c).await.last().unwrap()["content"], "hello holder");
 }
+
+#[tokio::test]
+async fn pings_are_answered_and_a_close_or_a_stopping_daemon_ends_the_connection() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let addr = h.serve().await;
+    let mut c = ws_connect(addr, "/ws").await;
+    c.send(WsMessage::Ping(Bytes::from_static(b"still there?"))).await.unwrap();
+    let pong = tokio::time::timeout(Duration::from_secs(20), c.next()).await.unwrap().unwrap().unwrap();
+    assert_eq!(pong, WsMessage::Pong(Bytes::from_static(b"still there?")));
+    c.close(None).await.unwrap();
+    let end = tokio::time::timeout(Duration::from_secs(20), c.next()).await.expect("the close is answered");
+    assert!(matches!(end, None | Some(Ok(WsMessage::Close(_))) | Some(Err(_))), "{end:?}");
+
+    let mut c = ws_connect(addr, "/ws").await;
+    h.daemon.shutdown().trigger();
+    let end = tokio::time::timeout(Duration::from_secs(20), c.next()).await.expect("closed by the stop");
+    assert!(matches!(end, Some(Ok(WsMessage::Close(_)))), "{end:?}");
+}
