@@ -23,6 +23,7 @@ pub enum Command {
     Config(ConfigCmd),
     Cap(CapCmd),
     Doctor,
+    Service(ServiceCmd),
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -45,6 +46,10 @@ pub enum Topic {
     CapEnable,
     CapShow,
     Doctor,
+    Service,
+    ServiceInstall,
+    ServiceUninstall,
+    ServiceStatus,
 }
 
 impl Topic {
@@ -68,6 +73,10 @@ impl Topic {
             ("cap", Some("enable" | "disable")) => Topic::CapEnable,
             ("cap", Some("show" | "hide")) => Topic::CapShow,
             ("cap", _) => Topic::Cap,
+            ("service", Some("install")) => Topic::ServiceInstall,
+            ("service", Some("uninstall")) => Topic::ServiceUninstall,
+            ("service", Some("status")) => Topic::ServiceStatus,
+            ("service", _) => Topic::Service,
             _ => return None,
         })
     }
@@ -81,7 +90,7 @@ impl Topic {
     fn depth(self) -> usize {
         match self {
             Topic::Main => 0,
-            Topic::Chat | Topic::Config | Topic::Cap | Topic::Doctor => 1,
+            Topic::Chat | Topic::Config | Topic::Cap | Topic::Doctor | Topic::Service => 1,
             _ => 2,
         }
     }
@@ -114,6 +123,14 @@ pub enum ConfigCmd {
     Set(String, String),
     Unset(String),
     Reset,
+}
+
+/// `chela service …`: `chela run` as a systemd user service.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ServiceCmd {
+    Install,
+    Uninstall,
+    Status,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -224,7 +241,10 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cap", ["show", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), true)),
         ("cap", ["hide", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), false)),
         ("doctor", []) => Command::Doctor,
-        ("config" | "cap" | "doctor", _) => {
+        ("service", ["install"]) => Command::Service(ServiceCmd::Install),
+        ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
+        ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
+        ("config" | "cap" | "doctor" | "service", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))
@@ -286,6 +306,10 @@ mod tests {
         assert_eq!(cli(&["cap", "hide", "files"]).unwrap().command, Command::Cap(CapCmd::Show("files".into(), false)));
         assert!(cli(&["config", "set", "llm.model"]).is_err());
         assert!(cli(&["cap", "explode"]).is_err());
+        assert_eq!(cli(&["service", "install"]).unwrap().command, Command::Service(ServiceCmd::Install));
+        assert_eq!(cli(&["service"]).unwrap().command, Command::Service(ServiceCmd::Status));
+        let e = cli(&["service", "start"]).unwrap_err().to_string();
+        assert!(e.contains("chela service --help"), "{e}");
     }
 
     #[test]
@@ -316,6 +340,10 @@ mod tests {
             (&["cap", "disable", "-h"], Topic::CapEnable),
             (&["cap", "hide", "-h"], Topic::CapShow),
             (&["doctor", "--help"], Topic::Doctor),
+            (&["service", "-h"], Topic::Service),
+            (&["service", "install", "-h"], Topic::ServiceInstall),
+            (&["service", "uninstall", "--help"], Topic::ServiceUninstall),
+            (&["help", "service", "status"], Topic::ServiceStatus),
             (&["help", "cap", "call"], Topic::CapCall),
             (&["help"], Topic::Main),
             (&["nosuch", "--help"], Topic::Main),

@@ -158,7 +158,7 @@ fn check_settings(cfg: &Config, r: &mut Report) {
 }
 
 /// Where `program` is: itself if it names a path, else the first match on `PATH`.
-fn find_program(program: &str) -> Option<std::path::PathBuf> {
+pub(super) fn find_program(program: &str) -> Option<std::path::PathBuf> {
     let is_exec = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if program.contains('/') {
         let p = std::path::PathBuf::from(program);

@@ -19,6 +19,7 @@ mod errors;
 mod interactive;
 #[cfg(feature = "files")]
 mod saved;
+mod service;
 mod sessions;
 
 use std::fs;
