@@ -24,6 +24,8 @@ pub enum Command {
     Cap(CapCmd),
     Doctor,
     Service(ServiceCmd),
+    /// `chela run`: the daemon.
+    Run,
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -50,6 +52,7 @@ pub enum Topic {
     ServiceInstall,
     ServiceUninstall,
     ServiceStatus,
+    Run,
 }
 
 impl Topic {
@@ -62,6 +65,7 @@ impl Topic {
             ("help", _) => return if words.len() > 1 { Topic::of(&words[1..]) } else { Some(Topic::Main) },
             ("chat", _) => Topic::Chat,
             ("doctor", _) => Topic::Doctor,
+            ("run", _) => Topic::Run,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -90,7 +94,7 @@ impl Topic {
     fn depth(self) -> usize {
         match self {
             Topic::Main => 0,
-            Topic::Chat | Topic::Config | Topic::Cap | Topic::Doctor | Topic::Service => 1,
+            Topic::Chat | Topic::Config | Topic::Cap | Topic::Doctor | Topic::Service | Topic::Run => 1,
             _ => 2,
         }
     }
@@ -244,7 +248,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("service", ["install"]) => Command::Service(ServiceCmd::Install),
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
-        ("config" | "cap" | "doctor" | "service", _) => {
+        ("run", []) => Command::Run,
+        ("config" | "cap" | "doctor" | "service" | "run", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))

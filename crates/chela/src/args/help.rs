@@ -26,6 +26,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::ServiceInstall => "chela service install",
         Topic::ServiceUninstall => "chela service uninstall",
         Topic::ServiceStatus => "chela service status",
+        Topic::Run => "chela run",
     }
 }
 
@@ -50,6 +51,7 @@ pub fn text(topic: Topic) -> String {
         Topic::ServiceInstall => ("install and start the systemd user service.", SERVICE_INSTALL),
         Topic::ServiceUninstall => ("stop and remove the systemd user service.", SERVICE_UNINSTALL),
         Topic::ServiceStatus => ("whether the service is installed, enabled and running.", SERVICE_STATUS),
+        Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -81,6 +83,7 @@ Commands:
   doctor                  Check the configuration, workspace and provider
   service install|uninstall|status
                           Run `chela run` as a systemd user service
+  run                     The always-on assistant: gateway, channels, in one process
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -265,4 +268,15 @@ active). Logs: `journalctl --user -u chela`.
 
 Example:
   chela service status
+";
+
+const RUN: &str = "\
+Starts the daemon in the foreground: the gateway on gateway.listen (a web page, a WebSocket
+and an OpenAI-compatible endpoint) and every configured channel. Many chats are answered
+at once; the messages of one chat are answered in order. Settings changed with
+`chela config set` or `chela cap` apply to the running daemon. SIGTERM or Ctrl-C stops it:
+it takes no new messages, lets running turns finish for a moment, saves, and exits.
+
+Example:
+  chela run
 ";

@@ -11,6 +11,7 @@ use crate::workspace::Workspace;
 mod cap;
 mod config;
 mod doctor;
+mod run;
 mod service;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
@@ -24,6 +25,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
         Command::Doctor => doctor::run(ws).await,
         Command::Service(c) => service::run(&ws, c),
+        Command::Run => run::run(ws).await,
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }
