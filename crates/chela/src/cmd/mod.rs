@@ -10,7 +10,7 @@ use crate::workspace::Workspace;
 
 mod cap;
 mod config;
-mod doctor;
+pub(crate) mod doctor;
 mod run;
 mod service;
 
