@@ -22,6 +22,7 @@ mod run;
 mod saved;
 mod service;
 mod sessions;
+mod shared_session;
 
 use std::fs;
 use std::io::Read;
