@@ -84,7 +84,8 @@ pub struct Daemon {
     watch: Mutex<ConfigWatch>,
     hub: SessionHub,
     shutdown: Shutdown,
-    outlets: Outlets,
+    /// Shared with the `im` tools, which send through them.
+    outlets: Arc<Outlets>,
 }
 
 impl Daemon {
@@ -101,6 +102,12 @@ impl Daemon {
             Ok(app) => SessionHub::new(Arc::clone(app), limits),
             Err(why) => SessionHub::unconfigured(Arc::clone(&ws), limits, why.clone()),
         };
+        let outlets = Arc::new(Outlets::default());
+        // The tools that send exist only where channels run: here, not in `chela chat`.
+        #[cfg(feature = "files")]
+        toolbox
+            .register(crate::tools::im::group(Arc::clone(&outlets)))
+            .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
         Ok(Daemon {
             ws,
             toolbox,
@@ -108,7 +115,7 @@ impl Daemon {
             watch: Mutex::new(watch),
             hub,
             shutdown: Shutdown::default(),
-            outlets: Outlets::default(),
+            outlets,
         })
     }
 
