@@ -154,7 +154,7 @@ async fn a_stopping_daemon_takes_no_new_message_and_cancels_a_running_turn_which
     assert!(parsed.messages.iter().any(|m| m.text() == "slow question"), "the question is kept: {saved}");
 }
 
-#[cfg(feature = "web")]
+#[cfg(all(feature = "web", feature = "files"))]
 #[tokio::test]
 async fn a_base_url_and_a_capability_switch_set_while_running_apply_to_the_next_turn() {
     let first = FakeLlm::start(vec![Step::text("from the first")]);
@@ -174,5 +174,6 @@ async fn a_base_url_and_a_capability_switch_set_while_running_apply_to_the_next_
         body["tools"].as_array().into_iter().flatten().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
     };
     assert!(tools(&first).contains(&"web_search".to_owned()), "offered before");
+    assert!(tools(&first).contains(&"im_send_media".to_owned()), "the daemon adds the im group");
     assert!(!tools(&second).contains(&"web_search".to_owned()), "hidden from the next turn on");
 }
