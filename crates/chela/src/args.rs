@@ -24,6 +24,7 @@ pub enum Command {
     Cap(CapCmd),
     Pairing(PairingCmd),
     Doctor,
+    Service(ServiceCmd),
     /// `chela run`: the daemon.
     Run,
     /// Print this topic's help.
@@ -53,6 +54,10 @@ pub enum Topic {
     PairingDeny,
     PairingRevoke,
     Doctor,
+    Service,
+    ServiceInstall,
+    ServiceUninstall,
+    ServiceStatus,
     Run,
 }
 
@@ -83,6 +88,11 @@ impl Topic {
             ("pairing", Some("deny")) => Topic::PairingDeny,
             ("pairing", Some("revoke")) => Topic::PairingRevoke,
             ("pairing", _) => Topic::Pairing,
+
+            ("service", Some("install")) => Topic::ServiceInstall,
+            ("service", Some("uninstall")) => Topic::ServiceUninstall,
+            ("service", Some("status")) => Topic::ServiceStatus,
+            ("service", _) => Topic::Service,
             _ => return None,
         })
     }
@@ -96,7 +106,9 @@ impl Topic {
     fn depth(self) -> usize {
         match self {
             Topic::Main => 0,
-            Topic::Chat | Topic::Config | Topic::Cap | Topic::Pairing | Topic::Doctor | Topic::Run => 1,
+            Topic::Chat | Topic::Config | Topic::Cap | Topic::Pairing | Topic::Doctor | Topic::Service | Topic::Run => {
+                1
+            }
             _ => 2,
         }
     }
@@ -129,6 +141,14 @@ pub enum ConfigCmd {
     Set(String, String),
     Unset(String),
     Reset,
+}
+
+/// `chela service …`: `chela run` as a systemd user service.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ServiceCmd {
+    Install,
+    Uninstall,
+    Status,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -263,8 +283,11 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
             ),
         },
         ("doctor", []) => Command::Doctor,
+        ("service", ["install"]) => Command::Service(ServiceCmd::Install),
+        ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
+        ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
         ("run", []) => Command::Run,
-        ("config" | "cap" | "pairing" | "doctor" | "run", _) => {
+        ("config" | "cap" | "pairing" | "doctor" | "service" | "run", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))
@@ -326,6 +349,10 @@ mod tests {
         assert_eq!(cli(&["cap", "hide", "files"]).unwrap().command, Command::Cap(CapCmd::Show("files".into(), false)));
         assert!(cli(&["config", "set", "llm.model"]).is_err());
         assert!(cli(&["cap", "explode"]).is_err());
+        assert_eq!(cli(&["service", "install"]).unwrap().command, Command::Service(ServiceCmd::Install));
+        assert_eq!(cli(&["service"]).unwrap().command, Command::Service(ServiceCmd::Status));
+        let e = cli(&["service", "start"]).unwrap_err().to_string();
+        assert!(e.contains("chela service --help"), "{e}");
     }
 
     #[test]
@@ -361,6 +388,10 @@ mod tests {
             (&["pairing", "approve", "X", "--help"], Topic::PairingApprove),
             (&["help", "pairing", "deny"], Topic::PairingDeny),
             (&["pairing", "revoke", "--help"], Topic::PairingRevoke),
+            (&["service", "-h"], Topic::Service),
+            (&["service", "install", "-h"], Topic::ServiceInstall),
+            (&["service", "uninstall", "--help"], Topic::ServiceUninstall),
+            (&["help", "service", "status"], Topic::ServiceStatus),
             (&["help", "cap", "call"], Topic::CapCall),
             (&["help"], Topic::Main),
             (&["nosuch", "--help"], Topic::Main),

@@ -349,6 +349,27 @@ pub fn shown_extra(path: &str, value: &toml::Value) -> String {
     }
 }
 
+/// Whether a running `chela run` takes a new value of `key` only when it restarts. Everything
+/// else applies from its next turn: the daemon re-reads the files (`llm.*`, `caps.*`, tool
+/// limits, the time zone, the proxy). These are read once, by what `chela run` starts: the
+/// gateway's listener, the channels' connections (a channel that reconnects with a new token
+/// on its own drops its key from here), the session hub's bounds.
+pub fn needs_restart(key: &str) -> bool {
+    // Every channel setting: the channels read theirs when they start.
+    key.starts_with("channels.") && !key.ends_with(".allow_from")
+        || matches!(key, "gateway.listen" | "gateway.token" | "sessions.max_waiting" | "sessions.max_live")
+}
+
+/// What `chela config set|unset` says after changing `key` when it needs a restart.
+pub fn restart_note(key: &str) -> Option<String> {
+    needs_restart(key).then(|| {
+        format!(
+            "note: a running `chela run` reads {key} only when it starts: restart it for this to take effect \
+             (`systemctl --user restart chela` if it runs as a service)"
+        )
+    })
+}
+
 /// `chela config set`: checks and stores a runtime override. Returns the stored value.
 pub fn set_override(ws: &Workspace, name: &str, value: &str) -> Result<String> {
     let key = model::key(name)?;

@@ -17,7 +17,8 @@
 //! Appends of whole lines (`append_durable`) need no lock.
 //!
 //! The call blocks: call it from blocking code (`tokio::task::spawn_blocking` in a tool) and
-//! keep the closure short and free of network calls.
+//! keep the closure short and free of network calls. A lock held across await points (a
+//! session's whole turn, which calls the model) is taken with [`hold`] instead.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -47,13 +48,57 @@ pub fn with_file_lock<T, E: From<io::Error>>(path: &Path, f: impl FnOnce() -> Re
 }
 
 /// An open, locked sidecar; dropping it closes the descriptor, which releases the lock.
-struct Held {
+#[derive(Debug)]
+pub struct Held {
     _file: File,
 }
 
-fn acquire(lock: &Path, wait: Duration) -> io::Result<Held> {
+/// Why [`hold`] did not get the lock.
+#[derive(Debug)]
+pub enum LockWait {
+    /// Another holder kept it for the whole wait.
+    TimedOut,
+    /// The sidecar could not be opened or locked (the message names it).
+    Io(io::Error),
+}
+
+/// Takes the exclusive lock for `path` to hold across await points (a session's whole turn),
+/// waiting at most `wait` without blocking a worker: the sidecar is opened on the blocking
+/// pool, then the lock is tried without blocking, with pauses between tries. Dropping the
+/// future gives up the wait.
+pub async fn hold(path: &Path, wait: Duration) -> Result<Held, LockWait> {
+    let lock = lock_path(path);
+    let sidecar = lock.clone();
+    let file = tokio::task::spawn_blocking(move || open_sidecar(&sidecar))
+        .await
+        .map_err(|e| LockWait::Io(io::Error::other(format!("opening a lock stopped unexpectedly: {e}"))))?
+        .map_err(LockWait::Io)?;
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match flock(&file, FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => return Ok(Held { _file: file }),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(LockWait::TimedOut);
+                }
+                tokio::time::sleep(pause).await;
+                // Short pauses at first (a turn's append is quick), then a few tries a second.
+                pause = (pause * 2).min(Duration::from_millis(100));
+            }
+            Err(e) => {
+                let e = io::Error::from(e);
+                return Err(LockWait::Io(io::Error::new(e.kind(), format!("cannot lock {}: {e}", lock.display()))));
+            }
+        }
+    }
+}
+
+/// Opens (creating) the sidecar `lock`, never through a symlink.
+fn open_sidecar(lock: &Path) -> io::Result<File> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("cannot lock {}: {e}", lock.display()));
-    let file = OpenOptions::new()
+    OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
@@ -62,7 +107,12 @@ fn acquire(lock: &Path, wait: Duration) -> io::Result<Held> {
         // A symlink planted in the workspace must not make us create or lock a file elsewhere.
         .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
         .open(lock)
-        .map_err(named)?;
+        .map_err(named)
+}
+
+fn acquire(lock: &Path, wait: Duration) -> io::Result<Held> {
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("cannot lock {}: {e}", lock.display()));
+    let file = open_sidecar(lock)?;
     let deadline = Instant::now() + wait;
     // Why poll rather than block: a blocking flock cannot be bounded, and a stuck holder must
     // become an error the person can act on, not a command that hangs forever.
@@ -132,7 +182,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let lock = lock_path(&dir.path().join("entries.jsonl"));
         let first = acquire(&lock, Duration::ZERO).unwrap();
-        let e = acquire(&lock, Duration::from_millis(5)).err().expect("the second writer must wait");
+        let e = acquire(&lock, Duration::from_millis(5)).expect_err("the second writer must wait");
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
         assert!(e.to_string().contains(".entries.jsonl.lock"), "{e}");
         drop(first);

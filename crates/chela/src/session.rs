@@ -27,6 +27,10 @@ use crate::config::Config;
 use crate::turn::{Cancel, History, TurnEnd, TurnRequest, load_history, run_turn};
 use crate::workspace::{Workspace, archive_session};
 
+mod shared_file;
+
+use shared_file::{Stamp, lock_turn, stamp};
+
 /// The bounds of a [`SessionHub`].
 #[derive(Clone, Copy, Debug)]
 pub struct HubLimits {
@@ -264,6 +268,8 @@ impl SessionHub {
 async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<Job>) {
     let path = shared.ws.session_path(&key.0, &key.1);
     let mut history: Option<History> = None;
+    // The session file as this owner last read or wrote it.
+    let mut seen: Option<Stamp> = None;
     loop {
         let job = match tokio::time::timeout(shared.limits.idle, inbox.recv()).await {
             Ok(Some(job)) => job,
@@ -290,7 +296,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                     }
                     Some(app) => {
                         let cancel = req.cancel.clone();
-                        let fut = turn(&app, &path, &mut history, &mut req);
+                        let fut = turn(&app, &path, &mut history, &mut seen, &mut req);
                         tokio::pin!(fut);
                         // A stop cancels the turn and lets it finish saving, rather than dropping it.
                         tokio::select! {
@@ -309,6 +315,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                 let result = restart(&path).await;
                 if result.is_ok() {
                     history = Some(History { path: path.clone(), messages: Vec::new() });
+                    seen = None;
                 }
                 let _ = reply.send(result);
             }
@@ -335,7 +342,33 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
     }
 }
 
+/// One turn under the conversation's lock (see [`shared_file`]): another process's turn in it
+/// is waited for, and read back first if it changed the file.
 async fn turn(
+    app: &Arc<App>,
+    path: &Path,
+    history: &mut Option<History>,
+    seen: &mut Option<Stamp>,
+    req: &mut TurnRequest,
+) -> anyhow::Result<TurnEnd> {
+    let _held = lock_turn(path, &req.cancel).await?;
+    let p = path.to_owned();
+    let now = blocking(move || Ok(stamp(&p))).await?;
+    if now != *seen {
+        // Another process wrote the file since: what this owner kept is out of date.
+        *history = None;
+    }
+    let end = locked_turn(app, path, history, req).await;
+    // Read again even after a failure: whatever reached the file is what the next turn compares.
+    let p = path.to_owned();
+    *seen = blocking(move || Ok(stamp(&p))).await?;
+    if end.is_err() {
+        *history = None;
+    }
+    end
+}
+
+async fn locked_turn(
     app: &Arc<App>,
     path: &Path,
     history: &mut Option<History>,
@@ -356,6 +389,8 @@ async fn turn(
 }
 
 async fn restart(path: &Path) -> anyhow::Result<()> {
+    // Not in the middle of another process's turn; a restart is never cancelled.
+    let _held = lock_turn(path, &Cancel::default()).await?;
     let p: PathBuf = path.to_owned();
     blocking(move || archive_session(&p).map(drop).map_err(|e| anyhow::anyhow!("cannot archive {}: {e}", p.display())))
         .await

@@ -202,3 +202,80 @@ async fn quiet_owners_leave_and_come_back_when_needed() {
     hub.restart("test", "a").unwrap().finish().await.unwrap();
     assert_eq!(hub.live(), 1);
 }
+
+/// A second app on the same workspace, as another `chela` process has.
+fn other_process(app: &App) -> Arc<App> {
+    let ws = Workspace::locate(Some(app.base.ws.root().to_path_buf())).unwrap();
+    Arc::new(App::load(ws).unwrap())
+}
+
+/// The texts of the messages request `i` sent to the model.
+fn sent_texts(llm: &FakeLlm, i: usize) -> Vec<String> {
+    let body = llm.requests()[i].json.clone().unwrap();
+    let text = |m: &serde_json::Value| match &m["content"] {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+        _ => String::new(),
+    };
+    body["messages"].as_array().unwrap().iter().map(text).collect()
+}
+
+#[tokio::test]
+async fn an_owner_reads_back_the_turns_another_process_added_to_its_session() {
+    let s = setup(vec![Step::text("one"), Step::text("two"), Step::text("three")], &[]);
+    let here = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let other = other_process(&s.app);
+    let there = SessionHub::new(other.clone(), HubLimits::from_config(&other.base.cfg));
+    answer(soon(here.submit(request("a", "first")).unwrap().finish()).await.unwrap());
+    answer(soon(there.submit(request("a", "second")).unwrap().finish()).await.unwrap());
+    answer(soon(here.submit(request("a", "third")).unwrap().finish()).await.unwrap());
+    assert_eq!(sent_texts(&s.llm, 2), ["first", "one", "second", "two", "third"], "the other process's turn is seen");
+    let all: Vec<String> = saved(&s.app, "a").into_iter().map(|(_, t)| t).collect();
+    assert_eq!(all, ["first", "one", "second", "two", "third", "three"]);
+}
+
+#[tokio::test]
+async fn a_turn_waits_for_another_process_turn_in_the_same_session_and_starts_from_it() {
+    let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("a done"), Step::text("b done")], &[]);
+    let (mut started, open) = add_gate(&s.app);
+    let here = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let other = other_process(&s.app);
+    let there = SessionHub::new(other.clone(), HubLimits::from_config(&other.base.cfg));
+    let a = here.submit(request("a", "wait at the gate")).unwrap();
+    soon(started.recv()).await.unwrap();
+    let b = there.submit(request("a", "meanwhile")).unwrap();
+    // Real time on purpose: without the lock, this is when the other turn would reach the model
+    // (and take the answer meant for the gated turn), so the test could fail.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(s.llm.requests().len(), 1, "the other process waits for the turn in progress");
+    open.notify_one();
+    assert_eq!(answer(soon(a.finish()).await.unwrap()), "a done");
+    assert_eq!(answer(soon(b.finish()).await.unwrap()), "b done");
+    let b_saw = sent_texts(&s.llm, 2);
+    assert_eq!(b_saw.first().map(String::as_str), Some("wait at the gate"), "{b_saw:?}");
+    assert_eq!(b_saw.last().map(String::as_str), Some("meanwhile"));
+    assert!(b_saw.contains(&"a done".to_owned()), "the waiting turn starts from the whole other turn: {b_saw:?}");
+    let text = std::fs::read_to_string(s.app.base.ws.session_path("test", "a")).unwrap();
+    let parsed = chela_core::session::parse(&text);
+    assert_eq!(parsed.skipped_lines, 0, "well-formed: {text}");
+    let roles: Vec<Role> = parsed.messages.iter().map(|m| m.role).collect();
+    assert_eq!(roles.first(), Some(&Role::User));
+    assert_eq!(parsed.messages.last().unwrap().text(), "b done");
+    let texts: Vec<String> = parsed.messages.iter().map(Message::text).filter(|t| !t.is_empty()).collect();
+    assert_eq!(texts, ["wait at the gate", "a done", "meanwhile", "b done"], "whole turns, in order: {text}");
+}
+
+#[tokio::test]
+async fn a_turn_waiting_for_the_lock_can_be_cancelled() {
+    let s = setup(vec![], &[]);
+    let path = s.app.base.ws.session_path("test", "a");
+    let _held = shared_file::lock_turn(&path, &Cancel::default()).await.unwrap();
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let req = request("a", "blocked");
+    let cancel = req.cancel.clone();
+    let pending = hub.submit(req).unwrap();
+    cancel.cancel();
+    let e = soon(pending.finish()).await.err().expect("refused");
+    assert!(e.to_string().contains("waiting for another Chela process"), "{e}");
+    assert!(s.llm.requests().is_empty());
+}

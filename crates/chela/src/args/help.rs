@@ -27,6 +27,10 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::PairingDeny => "chela pairing deny CODE",
         Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
         Topic::Doctor => "chela doctor",
+        Topic::Service => "chela service <install|uninstall|status>",
+        Topic::ServiceInstall => "chela service install",
+        Topic::ServiceUninstall => "chela service uninstall",
+        Topic::ServiceStatus => "chela service status",
         Topic::Run => "chela run",
     }
 }
@@ -53,6 +57,10 @@ pub fn text(topic: Topic) -> String {
         Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
         Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
+        Topic::Service => ("run Chela as a systemd user service.", SERVICE),
+        Topic::ServiceInstall => ("install and start the systemd user service.", SERVICE_INSTALL),
+        Topic::ServiceUninstall => ("stop and remove the systemd user service.", SERVICE_UNINSTALL),
+        Topic::ServiceStatus => ("whether the service is installed, enabled and running.", SERVICE_STATUS),
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
@@ -88,6 +96,8 @@ Commands:
   pairing revoke CHANNEL:SENDER
                           Take an approved sender's access away
   doctor                  Check the configuration, workspace and provider
+  service install|uninstall|status
+                          Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
@@ -288,6 +298,49 @@ a channel's allow_from setting are changed there, with `chela config set`.
 
 Example:
   chela pairing revoke telegram:123456789
+";
+
+const SERVICE: &str = "\
+Verbs:
+  install                 Write the user unit for `chela run` on this workspace and start it
+  uninstall               Stop it and remove the unit
+  status                  Whether the unit is installed, enabled and running
+
+`chela service` alone shows the status. `chela service VERB --help` tells more.
+
+Example:
+  chela --workspace ~/assistant service install
+";
+
+const SERVICE_INSTALL: &str = "\
+Writes ~/.config/systemd/user/chela.service (under $XDG_CONFIG_HOME when set): this binary
+and this workspace by absolute path, restarted on failure. Then runs
+`systemctl --user daemon-reload` and `systemctl --user enable --now chela.service`.
+Where systemd's user manager cannot be reached, it installs nothing: it prints the unit on
+stdout and the commands to run, and exits with status 1.
+
+The service does not see this shell's environment: keep API keys in the workspace
+(`chela config set llm.api_key -`). `loginctl enable-linger` keeps it running while you
+are logged out.
+
+Example:
+  chela service install
+";
+
+const SERVICE_UNINSTALL: &str = "\
+Runs `systemctl --user disable --now chela.service`, removes the unit and reloads systemd.
+The workspace is left as it is.
+
+Example:
+  chela service uninstall
+";
+
+const SERVICE_STATUS: &str = "\
+Prints where the unit is, the command it runs, and what systemd says of it (enabled,
+active). Logs: `journalctl --user -u chela`.
+
+Example:
+  chela service status
 ";
 
 const RUN: &str = "\

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use chela_core::config as model;
 
 use crate::args::ConfigCmd;
-use crate::config::{Config, reset_overrides, set_override, unset_override};
+use crate::config::{Config, reset_overrides, restart_note, set_override, unset_override};
 use crate::workspace::Workspace;
 
 pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
@@ -37,10 +37,16 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
                     k.shown(&v)
                 );
             }
+            if let Some(note) = restart_note(k.name) {
+                eprintln!("{note}");
+            }
         }
         ConfigCmd::Unset(key) => {
             if unset_override(ws, &key)? {
                 println!("{key}: runtime override removed");
+                if let Some(note) = restart_note(&key) {
+                    eprintln!("{note}");
+                }
             } else {
                 println!("{key}: had no runtime override");
             }

@@ -15,31 +15,44 @@ use crate::config::{Config, Layer};
 use crate::provider::Provider;
 use crate::workspace::Workspace;
 
+mod services;
+
+/// What the checks found, printed as it is found. Each check of a service calls `ok`, `warn`
+/// or `fail`, the last two with the command that fixes it.
 #[derive(Default)]
-struct Report {
+pub(crate) struct Report {
     failures: usize,
     warnings: usize,
+    /// Every line printed, for the tests of single checks.
+    #[cfg(test)]
+    lines: Vec<String>,
 }
 
 impl Report {
-    fn ok(&mut self, what: &str) {
-        println!("ok    {what}");
+    pub(crate) fn ok(&mut self, what: &str) {
+        self.line(format!("ok    {what}"));
     }
 
-    fn warn(&mut self, what: &str, fix: &str) {
+    pub(crate) fn warn(&mut self, what: &str, fix: &str) {
         self.warnings += 1;
-        println!("warn  {what}");
+        self.line(format!("warn  {what}"));
         if !fix.is_empty() {
-            println!("      fix: {fix}");
+            self.line(format!("      fix: {fix}"));
         }
     }
 
-    fn fail(&mut self, what: &str, fix: &str) {
+    pub(crate) fn fail(&mut self, what: &str, fix: &str) {
         self.failures += 1;
-        println!("FAIL  {what}");
+        self.line(format!("FAIL  {what}"));
         if !fix.is_empty() {
-            println!("      fix: {fix}");
+            self.line(format!("      fix: {fix}"));
         }
+    }
+
+    fn line(&mut self, line: String) {
+        println!("{line}");
+        #[cfg(test)]
+        self.lines.push(line);
     }
 }
 
@@ -71,6 +84,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         };
         r.ok(&format!("time zone: {tz_name}"));
         check_settings(cfg, &mut r);
+        services::check(cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
     }
     println!();
@@ -160,7 +174,7 @@ fn check_settings(cfg: &Config, r: &mut Report) {
 }
 
 /// Where `program` is: itself if it names a path, else the first match on `PATH`.
-fn find_program(program: &str) -> Option<std::path::PathBuf> {
+pub(super) fn find_program(program: &str) -> Option<std::path::PathBuf> {
     let is_exec = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if program.contains('/') {
         let p = std::path::PathBuf::from(program);

@@ -10,9 +10,10 @@ use crate::workspace::Workspace;
 
 mod cap;
 mod config;
-mod doctor;
+pub(crate) mod doctor;
 mod pairing;
 mod run;
+mod service;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let ws = Workspace::locate(cli.workspace)?;
@@ -25,6 +26,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
         Command::Pairing(c) => pairing::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
+        Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),

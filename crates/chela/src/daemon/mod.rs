@@ -87,7 +87,8 @@ pub struct Daemon {
     hub: SessionHub,
     gate: Gate,
     shutdown: Shutdown,
-    outlets: Outlets,
+    /// Shared with the `im` tools, which send through them.
+    outlets: Arc<Outlets>,
 }
 
 impl Daemon {
@@ -105,6 +106,12 @@ impl Daemon {
             Ok(app) => SessionHub::new(Arc::clone(app), limits),
             Err(why) => SessionHub::unconfigured(Arc::clone(&ws), limits, why.clone()),
         };
+        let outlets = Arc::new(Outlets::default());
+        // The tools that send exist only where channels run: here, not in `chela chat`.
+        #[cfg(feature = "files")]
+        toolbox
+            .register(crate::tools::im::group(Arc::clone(&outlets)))
+            .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
         Ok(Daemon {
             ws,
             toolbox,
@@ -113,7 +120,7 @@ impl Daemon {
             hub,
             gate,
             shutdown: Shutdown::default(),
-            outlets: Outlets::default(),
+            outlets,
         })
     }
 

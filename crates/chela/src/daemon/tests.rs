@@ -199,3 +199,27 @@ async fn nothing_from_an_unpaired_sender_is_stored_or_reaches_the_model_until_ap
     assert_eq!(answer(&d, friend).await, "welcome");
     assert_eq!(llm.requests().len(), 1);
 }
+
+#[cfg(all(feature = "web", feature = "files"))]
+#[tokio::test]
+async fn a_base_url_and_a_capability_switch_set_while_running_apply_to_the_next_turn() {
+    let first = FakeLlm::start(vec![Step::text("from the first")]);
+    let second = FakeLlm::start(vec![Step::text("from the second")]);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(&dir, &refs(&with_llm(&first)));
+    let d = Daemon::load(ws.clone()).unwrap();
+    assert_eq!(answer(&d, d.submit(message("ws", "owner", "1"), Box::new(Quiet))).await, "from the first");
+    // What `chela config set llm.base_url …` and `chela cap hide web` write, from another process.
+    crate::config::set_override(&ws, "llm.base_url", &second.anthropic_base_url()).unwrap();
+    crate::config::edit_list_override(&ws, chela_core::config::CAPS_HIDDEN, "web", true).unwrap();
+    assert!(d.reload().unwrap());
+    assert_eq!(answer(&d, d.submit(message("ws", "owner", "2"), Box::new(Quiet))).await, "from the second");
+    assert_eq!(first.requests().len(), 1, "the old base URL is no longer used");
+    let tools = |llm: &FakeLlm| -> Vec<String> {
+        let body = llm.requests()[0].json.clone().unwrap();
+        body["tools"].as_array().into_iter().flatten().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
+    };
+    assert!(tools(&first).contains(&"web_search".to_owned()), "offered before");
+    assert!(tools(&first).contains(&"im_send_media".to_owned()), "the daemon adds the im group");
+    assert!(!tools(&second).contains(&"web_search".to_owned()), "hidden from the next turn on");
+}

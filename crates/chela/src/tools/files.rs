@@ -90,6 +90,13 @@ fn open_for_read(
     }
 }
 
+/// A workspace file opened for reading through the sandbox, and its size: for tools of other
+/// groups that hand a file on (`im_send_media`). Blocking.
+pub(crate) fn open_workspace_file(ctx: &ToolCtx, rel: &str) -> Result<(std::fs::File, u64), ToolError> {
+    let (f, st) = open_for_read(&sandbox(ctx)?, rel, Access::Read, "send a file, not a folder")?;
+    Ok((f, size_of(&st)))
+}
+
 #[allow(clippy::unnecessary_cast)] // The field type differs between targets.
 fn size_of(st: &rfs::Stat) -> u64 {
     st.st_size as u64

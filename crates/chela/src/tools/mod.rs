@@ -34,6 +34,8 @@ use crate::workspace::Workspace;
 pub mod files;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "files")]
+pub mod im;
 #[cfg(feature = "memory")]
 pub mod memory;
 pub mod time;

@@ -21,7 +21,9 @@ mod interactive;
 mod run;
 #[cfg(feature = "files")]
 mod saved;
+mod service;
 mod sessions;
+mod shared_session;
 
 use std::fs;
 use std::io::Read;

@@ -1,0 +1,43 @@
+# Chela in a container: `chela run` on the workspace volume /data.
+#
+#   docker build -t chela .
+#   docker run -d --name chela -v chela-data:/data -p 18789:18789 -e CHELA_GATEWAY__TOKEN=$(openssl rand -hex 16) chela
+#
+# Inside the container the gateway listens on 0.0.0.0 (a loopback address is unreachable
+# through a published port), so every request needs `Authorization: Bearer <gateway.token>`.
+# Set the token as above, or leave it out and read the one generated on first start with
+# `docker logs chela`. Keys and other settings live in the volume:
+#   docker exec -i chela /chela --workspace /data config set llm.api_key - < key.txt
+
+# --- build: a static binary (musl) --------------------------------------------------------
+# The toolchain is pinned to the project's MSRV ceiling.
+FROM rust:1.95-bookworm AS build
+ARG TARGETARCH
+# musl-gcc compiles ring's C and assembly for the musl target.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends musl-tools \
+ && rm -rf /var/lib/apt/lists/*
+RUN case "${TARGETARCH:-amd64}" in \
+      amd64) echo x86_64-unknown-linux-musl ;; \
+      arm64) echo aarch64-unknown-linux-musl ;; \
+      *) echo "unsupported architecture ${TARGETARCH}" >&2; exit 1 ;; \
+    esac > /target-triple \
+ && rustup target add "$(cat /target-triple)"
+WORKDIR /src
+COPY . .
+RUN cargo build --locked --profile release-small --target "$(cat /target-triple)" -p chela --bin chela \
+ && cp "target/$(cat /target-triple)/release-small/chela" /chela
+# The workspace folder, copied below owned by the image's unprivileged user and private to it.
+RUN mkdir -m 700 /data
+
+# --- run: nothing but the binary -----------------------------------------------------------
+# distroless/static has /etc/passwd, the time zone database and a non-root user; Chela needs
+# no libc and no CA bundle (its TLS roots are built in).
+FROM gcr.io/distroless/static-debian12:nonroot
+COPY --from=build /chela /chela
+COPY --from=build --chown=65532:65532 /data /data
+USER 65532:65532
+ENV CHELA_GATEWAY__LISTEN=0.0.0.0:18789
+VOLUME /data
+EXPOSE 18789
+ENTRYPOINT ["/chela", "--workspace", "/data", "run"]

@@ -1,0 +1,193 @@
+//! The `im` group: Chela sends on its own, through the outlet of a running channel
+//! ([`crate::daemon::Outlets`]). Registered by the daemon, which owns the outlets; `chela chat`
+//! alone has no channel to send through and so no such group. Each channel's helper adds its
+//! own `*_send_*` tools; `im_send_media` is the one for any channel.
+//!
+//! Only chats that may talk to Chela are sent to: a channel's `allow_from` (`*` opens it), and
+//! the gateway's clients, who are the owner.
+
+use std::os::fd::AsRawFd;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use chela_core::config as keys;
+use serde::Deserialize;
+
+use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use crate::config::Config;
+use crate::daemon::Outlets;
+
+/// The largest file sent: what the Telegram Bot API accepts from a bot, the smallest platform
+/// limit of the channels.
+pub const MAX_MEDIA_BYTES: u64 = 50 * 1024 * 1024;
+
+/// The longest caption: Telegram's limit for a media caption.
+pub const MAX_CAPTION_CHARS: usize = 1024;
+
+pub fn group(outlets: Arc<Outlets>) -> Group {
+    Group::new("im", "Send messages and files to the chats of the running channels.")
+        .guidance(
+            "IM: im_send_media sends a workspace file to a chat of a running channel (telegram, feishu, \
+             ws), for example a report you wrote; only chats allowed to talk to you can be reached.",
+        )
+        .with(ImSendMedia { outlets })
+}
+
+pub struct ImSendMedia {
+    outlets: Arc<Outlets>,
+}
+
+#[derive(Deserialize)]
+pub struct MediaArgs {
+    channel: String,
+    chat_id: String,
+    path: String,
+    #[serde(default)]
+    caption: String,
+}
+
+/// Whether Chela may send to `chat_id` of `channel` on its own. When pairing lands, the
+/// approved senders of `crate::access` count here too.
+pub fn may_send(cfg: &Config, channel: &str, chat_id: &str) -> bool {
+    let list = match channel {
+        // The gateway's clients passed its token (or sit on loopback): the owner.
+        "ws" => return true,
+        "telegram" => cfg.list(keys::TELEGRAM_ALLOW_FROM),
+        "feishu" => cfg.list(keys::FEISHU_ALLOW_FROM),
+        _ => return false,
+    };
+    list.iter().any(|a| a == "*" || a == chat_id)
+}
+
+impl Tool for ImSendMedia {
+    const NAME: &'static str = "im_send_media";
+    const DESCRIPTION: &'static str =
+        "Send a file from the workspace to a chat of a running channel, with an optional caption.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"channel":{"type":"string","description":"telegram, feishu or ws"},"chat_id":{"type":"string","description":"The chat to send to, as the channel names it"},"path":{"type":"string","description":"The file, relative to the workspace"},"caption":{"type":"string","description":"Text shown with the file (at most 1024 characters)"}},"required":["channel","chat_id","path"]}"#;
+    type Args = MediaArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: MediaArgs) -> ToolResult {
+        if a.caption.chars().count() > MAX_CAPTION_CHARS {
+            return Err(ToolError::invalid_args(format!(
+                "The caption is over {MAX_CAPTION_CHARS} characters; shorten it or send the text as a message."
+            )));
+        }
+        if !may_send(&ctx.cfg, &a.channel, &a.chat_id) {
+            return Err(ToolError::refused(format!(
+                "{}/{} is not a chat allowed to talk to Chela (channels.{}.allow_from), so nothing is sent there.",
+                a.channel, a.chat_id, a.channel
+            )));
+        }
+        let Some(outlet) = self.outlets.get(&a.channel) else {
+            let running = self.outlets.channels();
+            let running = if running.is_empty() { "none".to_owned() } else { running.join(", ") };
+            return Err(ToolError::not_found(format!(
+                "The {} channel is not running, so it cannot send (running: {running}).",
+                a.channel
+            )));
+        };
+        // Opened beneath the workspace (no symlink, hard link or special file), off the async
+        // workers; the outlet then reads this very file through /proc/self/fd, so a file swapped
+        // in under the same name meanwhile is never what is sent.
+        let (c, rel) = (ctx.clone(), a.path.clone());
+        let (file, size) = tokio::task::spawn_blocking(move || super::files::open_workspace_file(&c, &rel))
+            .await
+            .map_err(|e| ToolError::new(format!("opening {} stopped unexpectedly: {e}", a.path)))??;
+        if size > MAX_MEDIA_BYTES {
+            return Err(ToolError::refused(format!(
+                "`{}` is {size} bytes; the most a channel takes is {MAX_MEDIA_BYTES} bytes.",
+                a.path
+            )));
+        }
+        let handle = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+        outlet
+            .send_file(&a.chat_id, &handle, &a.caption)
+            .await
+            .map_err(|e| ToolError::new(format!("{} did not take the file: {e}", a.channel)))?;
+        drop(file);
+        Ok(serde_json::json!({"sent": a.path, "bytes": size, "channel": a.channel, "chat_id": a.chat_id}).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Mutex;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::daemon::{BoxFuture, Outlet};
+    use crate::tools::testing::Fixture;
+
+    /// Records what it was asked to send, reading the file as a channel uploading it would.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(String, Vec<u8>, String)>>);
+
+    struct Fake(Arc<Recorder>);
+
+    impl Outlet for Fake {
+        fn channel(&self) -> &str {
+            "telegram"
+        }
+        fn send_text<'a>(&'a self, _: &'a str, _: &'a str) -> BoxFuture<'a, Result<(), String>> {
+            Box::pin(async { Err("text is not what this test sends".to_owned()) })
+        }
+        fn send_file<'a>(
+            &'a self,
+            chat: &'a str,
+            path: &'a Path,
+            caption: &'a str,
+        ) -> BoxFuture<'a, Result<(), String>> {
+            Box::pin(async move {
+                let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
+                self.0.0.lock().unwrap().push((chat.to_owned(), bytes, caption.to_owned()));
+                Ok(())
+            })
+        }
+    }
+
+    fn tool(rec: &Arc<Recorder>) -> ImSendMedia {
+        let outlets = Arc::new(Outlets::default());
+        outlets.register(Arc::new(Fake(Arc::clone(rec))));
+        ImSendMedia { outlets }
+    }
+
+    #[tokio::test]
+    async fn a_workspace_file_goes_to_an_allowed_chat_through_the_channels_outlet() {
+        let fx = Fixture::new(&[("channels.telegram.allow_from", "42")]);
+        std::fs::write(fx.root().join("report.txt"), b"the numbers").unwrap();
+        let rec = Arc::new(Recorder::default());
+        let args = json!({"channel": "telegram", "chat_id": "42", "path": "report.txt", "caption": "today"});
+        let out = fx.call(tool(&rec), args).await.unwrap();
+        assert!(out.contains("\"bytes\":11"), "{out}");
+        assert_eq!(*rec.0.lock().unwrap(), [("42".to_owned(), b"the numbers".to_vec(), "today".to_owned())]);
+    }
+
+    #[tokio::test]
+    async fn chats_not_allowed_channels_not_running_and_files_outside_are_refused() {
+        let fx = Fixture::new(&[("channels.telegram.allow_from", "42")]);
+        std::fs::write(fx.root().join("report.txt"), b"x").unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), fx.root().join("link")).unwrap();
+        let rec = Arc::new(Recorder::default());
+        let send = |channel: &str, chat: &str, path: &str| json!({"channel": channel, "chat_id": chat, "path": path});
+
+        let e = fx.call(tool(&rec), send("telegram", "666", "report.txt")).await.unwrap_err();
+        assert!(e.0.contains("not a chat allowed") && e.0.contains("channels.telegram.allow_from"), "{}", e.0);
+        let e = fx.call(tool(&rec), send("feishu", "*", "report.txt")).await.unwrap_err();
+        assert!(e.0.contains("not a chat allowed"), "a chat id of * is no wildcard: {}", e.0);
+        let fx_open = Fixture::new(&[("channels.feishu.allow_from", "*")]);
+        std::fs::write(fx_open.root().join("report.txt"), b"x").unwrap();
+        let e = fx_open.call(tool(&rec), send("feishu", "ou_1", "report.txt")).await.unwrap_err();
+        assert!(e.0.contains("feishu channel is not running") && e.0.contains("running: telegram"), "{}", e.0);
+        for path in ["../report.txt", "link", "missing.txt"] {
+            let e = fx.call(tool(&rec), send("telegram", "42", path)).await.unwrap_err();
+            assert!(!e.0.is_empty(), "{path}");
+        }
+        let long = json!({"channel": "telegram", "chat_id": "42", "path": "report.txt", "caption": "x".repeat(1025)});
+        assert!(fx.call(tool(&rec), long).await.unwrap_err().0.contains("caption is over"));
+        assert!(rec.0.lock().unwrap().is_empty(), "nothing was sent");
+    }
+}
