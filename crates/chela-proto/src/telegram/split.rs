@@ -110,7 +110,9 @@ pub fn split_html(html: &str, limit: usize) -> Vec<String> {
                 Atom::Open(..) => open.push(k),
                 Atom::Close(s, e) => {
                     let name = &html[s..e];
-                    if let Some(at) = open.iter().rposition(|&o| matches!(atoms[o].2, Atom::Open(s, e) if &html[s..e] == name)) {
+                    if let Some(at) =
+                        open.iter().rposition(|&o| matches!(atoms[o].2, Atom::Open(s, e) if &html[s..e] == name))
+                    {
                         open.truncate(at);
                     }
                 }

@@ -69,7 +69,10 @@ fn html(md: &str) -> String {
 
 #[test]
 fn inline_styles() {
-    assert_eq!(html("**bold** and *it* or _it_ and `x < y` ~~gone~~"), "<b>bold</b> and <i>it</i> or <i>it</i> and <code>x &lt; y</code> <s>gone</s>");
+    assert_eq!(
+        html("**bold** and *it* or _it_ and `x < y` ~~gone~~"),
+        "<b>bold</b> and <i>it</i> or <i>it</i> and <code>x &lt; y</code> <s>gone</s>"
+    );
     assert_eq!(html("__bold__ ***both***"), "<b>bold</b> <b><i>both</i></b>");
     assert_eq!(html("**`code` inside**"), "<b><code>code</code> inside</b>");
 }
@@ -77,7 +80,10 @@ fn inline_styles() {
 #[test]
 fn escapes_everywhere_and_quotes_in_href() {
     assert_eq!(html("a < b && c > d"), "a &lt; b &amp;&amp; c &gt; d");
-    assert_eq!(html("[x<y](https://e.com/?q=\"1\"&r=2)"), "<a href=\"https://e.com/?q=&quot;1&quot;&amp;r=2\">x&lt;y</a>");
+    assert_eq!(
+        html("[x<y](https://e.com/?q=\"1\"&r=2)"),
+        "<a href=\"https://e.com/?q=&quot;1&quot;&amp;r=2\">x&lt;y</a>"
+    );
     assert_eq!(html("<b>not a tag</b>"), "&lt;b&gt;not a tag&lt;/b&gt;");
 }
 
@@ -191,9 +197,41 @@ fn a_9000_character_reply_becomes_three_valid_messages() {
 /// characters, breaks.
 fn piece() -> impl Strategy<Value = &'static str> {
     prop::sample::select(vec![
-        "**", "*", "_", "__", "`", "```", "```py\n", "~~", "[", "]", "](", "(", ")", "https://x.y/?a=\"1\"&b", "<", ">",
-        "&", "&amp;", "<b>", "\n", "\n\n", "# ", "> ", "- ", "1. ", " ", "a", "word", "é", "😀", "日本", "\\*", "\r\n",
-        "\u{200d}", "x_y",
+        "**",
+        "*",
+        "_",
+        "__",
+        "`",
+        "```",
+        "```py\n",
+        "~~",
+        "[",
+        "]",
+        "](",
+        "(",
+        ")",
+        "https://x.y/?a=\"1\"&b",
+        "<",
+        ">",
+        "&",
+        "&amp;",
+        "<b>",
+        "\n",
+        "\n\n",
+        "# ",
+        "> ",
+        "- ",
+        "1. ",
+        " ",
+        "a",
+        "word",
+        "é",
+        "😀",
+        "日本",
+        "\\*",
+        "\r\n",
+        "\u{200d}",
+        "x_y",
     ])
 }
 
