@@ -72,6 +72,11 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         r.ok(&format!("time zone: {tz_name}"));
         check_settings(cfg, &mut r);
         check_provider(cfg, &mut r).await;
+        match crate::channels::telegram::doctor(cfg).await {
+            Some(Ok(what)) => r.ok(&what),
+            Some(Err((what, fix))) => r.fail(&what, &fix),
+            None => {}
+        }
     }
     println!();
     if r.failures == 0 {

@@ -212,6 +212,13 @@ impl Daemon {
         }
     }
 
+    /// Whether `sender` may talk on `channel` now, decided without side effects (no pairing
+    /// code is issued): for a channel that must know before doing work for a message
+    /// (downloading a photo) or before a command that touches the session (`/new`).
+    pub fn may_talk(&self, channel: &str, sender: &str) -> bool {
+        self.admitted(channel, sender)
+    }
+
     /// The channel's `allow_from`: listed senders, or everyone with `*`.
     fn admitted(&self, channel: &str, sender: &str) -> bool {
         if OWNER_CHANNELS.contains(&channel) {
