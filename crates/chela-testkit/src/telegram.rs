@@ -98,6 +98,7 @@ struct State {
     sent: VecDeque<Sent>,
     limited: usize,
     retry_after: u64,
+    refuse_html: usize,
     hostile: VecDeque<Hostile>,
     /// Bumped by each `getUpdates`, so an older poll still waiting learns it was superseded.
     poll_generation: u64,
@@ -300,6 +301,13 @@ impl FakeTelegram {
         let mut st = lock(&self.shared.state);
         st.limited = calls;
         st.retry_after = retry_after;
+    }
+
+    /// The next `count` messages sent with `parse_mode=HTML` are refused with Telegram's
+    /// "can't parse entities" error whatever they hold: for testing a client's plain-text
+    /// fallback when its renderer is (as it should be) never wrong.
+    pub fn refuse_html(&self, count: usize) {
+        lock(&self.shared.state).refuse_html = count;
     }
 
     /// The next `getUpdates` answers (one per call) misbehave as given.

@@ -285,6 +285,13 @@ fn send_text(shared: &Shared, method: &str, params: &Value) -> Response<ReplyBod
     let Some(chat_id) = chat_id(params) else { return bad("chat_id is empty") };
     let raw = params["text"].as_str().unwrap_or("");
     let parse_mode = params["parse_mode"].as_str();
+    if parse_mode.is_some_and(|m| m.eq_ignore_ascii_case("html")) {
+        let mut st = lock(&shared.state);
+        if st.refuse_html > 0 {
+            st.refuse_html -= 1;
+            return bad("can't parse entities: Can't find end tag corresponding to start tag \"b\"");
+        }
+    }
     let parsed = match parse_text(raw, parse_mode) {
         Ok(p) => p,
         Err(e) => return fail(400, &e),

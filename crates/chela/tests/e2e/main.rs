@@ -21,6 +21,7 @@ mod run;
 #[cfg(feature = "files")]
 mod saved;
 mod sessions;
+mod telegram;
 
 use std::fs;
 use std::io::Read;
