@@ -241,3 +241,16 @@ fn hostile_answers_and_oversized_files_are_survived() {
     assert!(asked[0].contains(&format!("inbox/{}", inbox[0])), "{}", asked[0]);
     assert_eq!(asked.len(), 2);
 }
+
+#[test]
+fn doctor_checks_the_bot_token_and_reachability() {
+    let llm = FakeLlm::start(vec![]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    ws.run(&["doctor"]).stdout_has("ok    telegram: bot @chela_test_bot answers at http://127.0.0.1");
+    let wrong = FakeTelegram::start("999:another-token");
+    let ws = ws_for(Provider::Anthropic, &llm, &wrong, "");
+    let out = ws.run(&["doctor"]);
+    out.expect_code(1).stdout_has("FAIL  telegram: Telegram rejected the bot token (401)");
+    assert!(!out.stdout.contains("e2e-telegram-token"), "the token was shown:\n{}", out.stdout);
+}

@@ -7,7 +7,8 @@
 //! next update, so a restart neither replays a handled update nor skips an unhandled one; an
 //! update id below the offset (a duplicate) is skipped. A message becomes an [`Incoming`]
 //! submitted to the daemon; a task then sends "typing" every 4 s until the turn ends and
-//! sends its answer ([`reply`]). Photos reach the model as image blocks; documents and voice
+//! sends its answer ([`reply`]). While it runs, the `telegram` tool group (`telegram_send_text`,
+//! see `tool`) and the channel's outlet let Chela write to allowed chats on its own. Photos reach the model as image blocks; documents and voice
 //! notes are saved under `inbox/` and announced by path ([`inbound`]). Commands: `/start`,
 //! `/help`, `/new` and `/reset` (a fresh session), `/whoami` (the sender's id, answered to
 //! anyone, since it is how a stranger learns what to be allowed as; nothing is stored).
@@ -21,6 +22,7 @@ mod api;
 mod inbound;
 mod offset;
 mod reply;
+mod tool;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +104,9 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         Err(e) => tracing::warn!("telegram: {e}; will keep trying"),
     }
     daemon.outlets().register(Arc::new(TelegramOutlet::new(api.clone())));
+    if let Err(e) = daemon.toolbox().register(tool::group(api.clone())) {
+        tracing::warn!("the telegram tools are not available: {e}");
+    }
     let mut chan = Channel {
         daemon: Arc::clone(&daemon),
         api,
@@ -110,6 +115,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     };
     let result = poll(&mut chan).await;
     daemon.outlets().unregister(CHANNEL);
+    daemon.toolbox().unregister(tool::GROUP);
     // Turns are being finished or cancelled by `chela run`; let their answers go out.
     let _ = tokio::time::timeout(FLUSH_ON_STOP, async { while chan.replies.join_next().await.is_some() {} }).await;
     result
