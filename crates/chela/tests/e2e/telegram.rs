@@ -254,3 +254,28 @@ fn doctor_checks_the_bot_token_and_reachability() {
     out.expect_code(1).stdout_has("FAIL  telegram: Telegram rejected the bot token (401)");
     assert!(!out.stdout.contains("e2e-telegram-token"), "the token was shown:\n{}", out.stdout);
 }
+
+#[test]
+fn a_duplicate_update_is_ignored_and_new_starts_over() {
+    let llm = FakeLlm::start(vec![Step::text("once"), Step::text("fresh")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    let message = serde_json::json!({"message_id": 5, "from": {"id": OWNER, "is_bot": false, "first_name": "T"},
+        "chat": {"id": OWNER, "type": "private"}, "date": 0, "text": "only once"});
+    // Both copies in one getUpdates answer: the offset alone cannot hide the second.
+    tg.push_update(serde_json::json!({"update_id": 900, "message": message}));
+    tg.push_update(serde_json::json!({"update_id": 900, "message": message}));
+    tg.wait_sent(WAIT, |s| !s.is_empty());
+    tg.push_text(OWNER, OWNER, "/new");
+    tg.wait_sent(WAIT, |s| s.len() >= 2);
+    tg.push_text(OWNER, OWNER, "after new");
+    let sent = tg.wait_sent(WAIT, |s| s.len() >= 3);
+    stop(child).expect_ok();
+    let texts: Vec<&str> = sent.iter().map(|s| s.text.as_str()).collect();
+    assert_eq!(texts, ["once", "Started a new conversation; the previous one is archived.", "fresh"]);
+    let asked = asked(&llm);
+    assert_eq!(asked.len(), 2);
+    // The conversation after /new does not carry the one before.
+    assert!(!asked[1].contains("only once"), "{}", asked[1]);
+}
