@@ -60,6 +60,7 @@ fn a_message_is_answered_as_telegram_html_while_typing_shows() {
     let out = stop(child);
     out.expect_ok();
     assert_eq!(sent.len(), 1, "{sent:?}\n{}", out.stderr);
+    assert!(!out.stderr.contains("unknown setting"), "{}", out.stderr);
     assert_eq!(sent[0].text, "Hello there: 1 < 2 && x>y");
     assert_eq!(sent[0].parse_mode.as_deref(), Some("HTML"));
     assert!(sent[0].entities.iter().any(|(t, o, l)| t == "bold" && *o == 0 && *l == 5), "{:?}", sent[0].entities);
