@@ -280,3 +280,27 @@ fn a_duplicate_update_is_ignored_and_new_starts_over() {
     // The conversation after /new does not carry the one before.
     assert!(!asked[1].contains("only once"), "{}", asked[1]);
 }
+
+#[test]
+fn a_chats_replies_keep_their_order_when_the_first_is_held_up() {
+    let long: String = (0..400).map(|n| format!("line {n} of the first answer\n")).collect();
+    let llm = FakeLlm::start(vec![Step::text(long), Step::text("second answer")]);
+    let tg = FakeTelegram::start(TOKEN);
+    // The first answer's first message waits a second for its retry_after; the second turn
+    // ends meanwhile, and its answer must still come after the whole first one.
+    tg.rate_limit(1, 1);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    tg.push_text(OWNER, OWNER, "one");
+    tg.push_text(OWNER, OWNER, "two");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == "second answer"));
+    stop(child).expect_ok();
+    let last = sent.last().unwrap();
+    assert_eq!(
+        last.text,
+        "second answer",
+        "{:?}",
+        sent.iter().map(|m| &m.text[..m.text.len().min(20)]).collect::<Vec<_>>()
+    );
+    assert!(sent.len() >= 3);
+}

@@ -24,12 +24,14 @@ mod offset;
 mod reply;
 mod tool;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 use chela_core::config as keys;
 use serde_json::Value;
+use tokio::sync::oneshot;
 use tokio::task::JoinSet;
 
 use crate::config::Config;
@@ -90,6 +92,29 @@ struct Channel {
     max_file: usize,
     /// Replies being sent; reaped as they finish, so this holds at most the turns in flight.
     replies: JoinSet<()>,
+    /// Per chat, the signal that its latest reply was sent (see [`Place`]).
+    order: HashMap<String, oneshot::Receiver<()>>,
+}
+
+/// Chats remembered in [`Channel::order`] before those with nothing in flight are forgotten.
+const MAX_ORDERED: usize = 1024;
+
+/// A reply's place in its chat: the turns of a chat end in order, but their replies are sent
+/// by separate tasks, and a long one (or one held up by a 429) must not be overtaken.
+struct Place {
+    before: Option<oneshot::Receiver<()>>,
+    done: oneshot::Sender<()>,
+}
+
+impl Place {
+    /// Waits for the chat's previous reply; drop the returned sender once this one is sent.
+    async fn wait(self) -> oneshot::Sender<()> {
+        if let Some(before) = self.before {
+            // Dropped (sent or failed) is all that is waited for.
+            let _ = before.await;
+        }
+        self.done
+    }
 }
 
 /// Runs the channel until the daemon stops. Errors only when it cannot run at all.
@@ -112,6 +137,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         api,
         max_file: cfg.usize(keys::TELEGRAM_MAX_FILE_BYTES),
         replies: JoinSet::new(),
+        order: HashMap::new(),
     };
     let result = poll(&mut chan).await;
     daemon.outlets().unregister(CHANNEL);
@@ -219,7 +245,7 @@ async fn handle(chan: &mut Channel, update: &Value) {
         Incoming { channel: CHANNEL.to_owned(), chat_id: chat_id.clone(), sender, user, cancel: Cancel::default() };
     match chan.daemon.submit(incoming, Box::new(Quiet)) {
         Submitted::Queued(pending) => {
-            let (api, daemon) = (chan.api.clone(), Arc::clone(&chan.daemon));
+            let (api, daemon, place) = (chan.api.clone(), Arc::clone(&chan.daemon), chan.place(&chat_id));
             chan.replies.spawn(async move {
                 let typing = async {
                     loop {
@@ -234,6 +260,7 @@ async fn handle(chan: &mut Channel, update: &Value) {
                     () = typing => unreachable!("the typing loop never ends"),
                 };
                 let text = daemon.reply_text(&end);
+                let _sent = place.wait().await;
                 if let Err(e) = reply::send_markdown(&api, &chat_id, &text).await {
                     tracing::warn!("telegram: the answer to chat {chat_id} was not delivered: {e}");
                 }
@@ -245,10 +272,19 @@ async fn handle(chan: &mut Channel, update: &Value) {
 }
 
 impl Channel {
+    fn place(&mut self, chat_id: &str) -> Place {
+        if self.order.len() >= MAX_ORDERED {
+            self.order.retain(|_, sent| matches!(sent.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
+        }
+        let (done, next) = oneshot::channel();
+        Place { before: self.order.insert(chat_id.to_owned(), next), done }
+    }
+
     /// Sends `text` as is (no Markdown), from a task so the poll loop goes on.
     fn answer(&mut self, chat_id: &str, text: String) {
-        let (api, chat_id) = (self.api.clone(), chat_id.to_owned());
+        let (api, chat_id, place) = (self.api.clone(), chat_id.to_owned(), self.place(chat_id));
         self.replies.spawn(async move {
+            let _sent = place.wait().await;
             if let Err(e) = reply::send_plain(&api, &chat_id, &text).await {
                 tracing::warn!("telegram: a reply to chat {chat_id} was not delivered: {e}");
             }
@@ -258,12 +294,13 @@ impl Channel {
     fn restart(&mut self, chat_id: &str) {
         let text = match self.daemon.restart(CHANNEL, chat_id) {
             Ok(pending) => {
-                let (api, chat_id) = (self.api.clone(), chat_id.to_owned());
+                let (api, chat_id, place) = (self.api.clone(), chat_id.to_owned(), self.place(chat_id));
                 self.replies.spawn(async move {
                     let text = match pending.finish().await {
                         Ok(()) => "Started a new conversation; the previous one is archived.".to_owned(),
                         Err(e) => format!("The conversation could not be restarted: {e:#}"),
                     };
+                    let _sent = place.wait().await;
                     if let Err(e) = reply::send_plain(&api, &chat_id, &text).await {
                         tracing::warn!("telegram: a reply to chat {chat_id} was not delivered: {e}");
                     }
