@@ -310,9 +310,11 @@ impl FakeTelegram {
         lock(&self.shared.state).refuse_html = count;
     }
 
-    /// The next `getUpdates` answers (one per call) misbehave as given.
+    /// The next `getUpdates` answers (one per call, starting with a poll already waiting)
+    /// misbehave as given.
     pub fn hostile(&self, answers: impl IntoIterator<Item = Hostile>) {
         lock(&self.shared.state).hostile.extend(answers);
+        self.shared.updates.notify_waiters();
     }
 
     /// Every call so far (up to 10,000, oldest first).

@@ -181,9 +181,6 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response<ReplyBody> {
     let generation = {
         let mut st = lock(&shared.state);
         st.poll_generation += 1;
-        if let Some(h) = st.hostile.pop_front() {
-            return hostile(&mut st, h);
-        }
         st.poll_generation
     };
     // A newer poll supersedes this one if it is still waiting (see below).
@@ -192,6 +189,10 @@ async fn get_updates(shared: &Shared, params: &Value) -> Response<ReplyBody> {
         let wake = shared.updates.notified();
         {
             let mut st = lock(&shared.state);
+            // A poll already waiting takes a hostile answer queued meanwhile, too.
+            if let Some(h) = st.hostile.pop_front() {
+                return hostile(&mut st, h);
+            }
             if st.poll_generation != generation {
                 return fail(
                     409,

@@ -223,8 +223,15 @@ fn hostile_answers_and_oversized_files_are_survived() {
     tg.wait_sent(WAIT, |s| s.len() >= 2);
     tg.hostile([Hostile::Garbage, Hostile::Endless, Hostile::Huge(6 * 1024 * 1024)]);
     let polls = tg.calls_to("getUpdates").len();
-    // The three bad answers, each followed by a back-off; then polling goes on.
-    tg.wait_calls("getUpdates", polls + 4, Duration::from_secs(30));
+    // The poll already waiting gets the garbage; the next two polls the endless and the huge
+    // body; then polling goes on normally.
+    let calls = tg.wait_calls("getUpdates", polls + 3, Duration::from_secs(30));
+    assert!(calls.len() >= polls + 3, "polling stopped after the bad answers");
+    // Each bad answer is followed by a back-off (1 s, then 2 s, then 4 s), never a tight loop.
+    for pair in calls[polls..polls + 3].windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(gap >= Duration::from_millis(900), "polled again after {gap:?}");
+    }
     tg.push_text(OWNER, OWNER, "are you there?");
     let sent = tg.wait_sent(Duration::from_secs(30), |s| s.len() >= 3);
     let out = stop(child);
