@@ -122,7 +122,11 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let cfg = daemon.config();
     let http = crate::app::http_client(&cfg)?;
     let api = Api::new(http, cfg.get(keys::TELEGRAM_API_BASE), cfg.get(keys::TELEGRAM_TOKEN));
-    match api.get_me().await {
+    let me = tokio::select! {
+        me = api.get_me() => me,
+        () = daemon.shutdown().wait() => return Ok(()),
+    };
+    match me {
         Ok(me) => tracing::info!("telegram: polling as @{}", me["username"].as_str().unwrap_or("?")),
         Err(ApiError::Unauthorized) => bail!("{}", ApiError::Unauthorized),
         // Offline at start is not fatal: the poll loop retries.
