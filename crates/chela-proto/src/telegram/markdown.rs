@@ -35,7 +35,8 @@ pub fn markdown_to_html(md: &str) -> String {
             i = (end + 1).min(lines.len());
             continue;
         }
-        if quoted(line).is_some() {
+        let blank_quote = |l: &&str| quoted(l).is_some_and(|r| r.trim().is_empty());
+        if quoted(line).is_some() && !blank_quote(&line) {
             out.push_str("<blockquote>");
             let mut first = true;
             while let Some(rest) = lines.get(i).and_then(|l| quoted(l)) {
@@ -99,6 +100,11 @@ fn fence_closes(line: &str, (c, n): (u8, usize)) -> bool {
 }
 
 fn write_pre(body: &[&str], lang: &str, out: &mut String) {
+    // An empty block would be an empty entity; its blank lines are kept as text.
+    if body.iter().all(|l| l.trim().is_empty()) {
+        out.push_str(&"\n".repeat(body.len().saturating_sub(1)));
+        return;
+    }
     // Only a plain language name goes into the attribute; anything else is dropped, not escaped,
     // since Telegram uses it for highlighting only.
     let named = !lang.is_empty() && lang.bytes().all(|b| b.is_ascii_alphanumeric() || b"+#._-".contains(&b));

@@ -126,7 +126,11 @@ pub fn split_html(html: &str, limit: usize) -> Vec<String> {
                 chunk.push('>');
             }
         }
-        chunks.push(chunk);
+        // A chunk of tags alone (an empty `<pre></pre>`) would be an empty message: Telegram
+        // refuses those, and it carries no text.
+        if atoms[pos..cut].iter().any(|a| matches!(a.2, Atom::Char { .. })) {
+            chunks.push(chunk);
+        }
         pos = cut;
     }
     chunks

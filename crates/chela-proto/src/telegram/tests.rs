@@ -115,6 +115,11 @@ fn blocks() {
     assert_eq!(html("~~~\nunclosed <x>"), "<pre>unclosed &lt;x&gt;</pre>");
     assert_eq!(html("```\"><b>\nx\n```"), "<pre>x</pre>");
     assert_eq!(html("---"), "———");
+    // No empty entities: an empty fence or quote leaves its lines, not a tag pair.
+    assert_eq!(html("```\n```"), "");
+    assert_eq!(html("a\n```\n\n```\nb"), "a\n\nb");
+    assert_eq!(html(">\n> x"), "&gt;\n<blockquote>x</blockquote>");
+    assert_eq!(split_html("<pre></pre>", 10), Vec::<String>::new());
 }
 
 #[test]
