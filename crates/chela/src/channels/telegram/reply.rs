@@ -125,3 +125,30 @@ impl Outlet for TelegramOutlet {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::{ClientOptions, HttpClient};
+    use chela_testkit::FakeTelegram;
+
+    #[tokio::test]
+    async fn the_outlet_sends_text_and_uploads_files() {
+        let fake = FakeTelegram::start("1:outlet");
+        let outlet =
+            TelegramOutlet::new(Api::new(HttpClient::new(ClientOptions::default()), &fake.base_url(), "1:outlet"));
+        assert_eq!(outlet.channel(), "telegram");
+        outlet.send_text("5", "_done_ & **dusted**").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report \"q\".txt");
+        std::fs::write(&path, b"line one\r\n\r\n--not a boundary\r\n").unwrap();
+        outlet.send_file("5", &path, "the <report>").await.unwrap();
+        let sent = fake.sent();
+        assert_eq!(sent[0].text, "done & dusted");
+        assert_eq!(sent[1].method, "sendDocument");
+        assert_eq!(sent[1].text, "the <report>");
+        assert_eq!(sent[1].file, Some(("report q.txt".to_owned(), b"line one\r\n\r\n--not a boundary\r\n".to_vec())));
+        let missing = outlet.send_file("5", &dir.path().join("nope"), "").await.unwrap_err();
+        assert!(missing.contains("cannot read"), "{missing}");
+    }
+}
