@@ -335,7 +335,8 @@ fn tokens<'a>(s: &'a str) -> Vec<Tok<'a>> {
             }
             b'[' => {
                 if bracket.is_none_or(|(q, _)| q < i) {
-                    bracket = s[i..].find(']').map(|q| (i + q, false));
+                    // None found: no `[` from here on can start a link; remember that too.
+                    bracket = Some(s[i..].find(']').map_or((usize::MAX, true), |q| (i + q, false)));
                 }
                 match bracket {
                     Some((q, false)) => match link_url(s, q) {

@@ -130,6 +130,8 @@ fn a_long_line_of_markers_is_linear() {
     assert_eq!(out, line);
     let brackets = "[".repeat(100_000) + "]";
     assert_eq!(html(&brackets), brackets);
+    let unclosed = "[a ".repeat(100_000);
+    assert_eq!(html(&unclosed), unclosed);
     let ticks = "` `` ".repeat(50_000);
     check_valid(&html(&ticks)).unwrap();
 }
