@@ -247,6 +247,10 @@ keys! {
         "Telegram bot token from @BotFather. Empty: the Telegram channel is off.";
     TELEGRAM_ALLOW_FROM = "channels.telegram.allow_from", Kind::List, "",
         "Telegram user ids allowed to talk to Chela; * lets everyone in. Others get a pairing code (`chela pairing`).";
+    TELEGRAM_API_BASE = "channels.telegram.api_base", Kind::Url, "https://api.telegram.org",
+        "Telegram Bot API base URL (a self-hosted Bot API server works too). Read when `chela run` starts.";
+    TELEGRAM_MAX_FILE_BYTES = "channels.telegram.max_file_bytes", Kind::Int { min: 1024, max: 20_971_520 }, "10485760",
+        "Largest photo, document or voice note taken from Telegram; bigger ones are refused with a reply.";
     FEISHU_APP_ID = "channels.feishu.app_id", Kind::Text, "",
         "Feishu/Lark app id. Empty: the Feishu channel is off.";
     FEISHU_APP_SECRET = "channels.feishu.app_secret", Kind::Secret, "",

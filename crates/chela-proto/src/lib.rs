@@ -3,7 +3,8 @@
 //! What it is: the provider-neutral message model ([`chat`]), a small streaming JSON writer
 //! ([`json`]), an incremental Server-Sent Events parser ([`sse`]), and the two LLM wire formats:
 //! Anthropic Messages ([`anthropic`]) and OpenAI Chat Completions ([`openai`]), each with a
-//! request encoder, a response decoder and a stream accumulator.
+//! request encoder, a response decoder and a stream accumulator. Also Telegram's message text
+//! ([`telegram`]): Markdown to the Bot API's HTML subset, split within its length limit.
 //!
 //! What it is not: a client. Nothing here opens a socket, reads a clock or allocates without
 //! bound; the host (tokio) and the firmware (embassy) own the IO and feed bytes in.
@@ -25,6 +26,7 @@ pub mod json;
 pub mod openai;
 pub mod sse;
 pub mod stream;
+pub mod telegram;
 
 /// The Anthropic API version header value Chela speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

@@ -1,5 +1,6 @@
-//! Fakes for testing Chela. For now: a scripted fake LLM server speaking the Anthropic
-//! Messages API and the OpenAI Chat Completions API over plain HTTP/1.1 on 127.0.0.1.
+//! Fakes for testing Chela: a scripted fake LLM server speaking the Anthropic Messages API and
+//! the OpenAI Chat Completions API over plain HTTP/1.1 on 127.0.0.1, and a fake Telegram Bot API
+//! ([`telegram::FakeTelegram`]).
 //!
 //! What it is: a deterministic stand-in for a model provider, for integration tests and
 //! benchmarks. Each model request takes the next [`Step`] of a script (text, tool calls, an
@@ -42,7 +43,9 @@ mod hostile;
 mod openai;
 pub mod script;
 mod server;
+pub mod telegram;
 
 pub use fake::{DEFAULT_MAX_RECORDED, FakeLlm, Options, Recorded};
 pub use script::{Action, Step, ToolCall, parse_script};
 pub use server::{MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_HEAD_BYTES};
+pub use telegram::FakeTelegram;

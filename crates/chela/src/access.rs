@@ -187,6 +187,14 @@ impl Gate {
         inner.rate.limit(verdict, rate_per_hour(cfg), channel, sender, now)
     }
 
+    /// Whether `sender` may talk on `channel` now (listed in `allow_from`, or approved),
+    /// decided without side effects: no code is issued, no message counted.
+    pub fn allows(&self, cfg: &Config, channel: &str, sender: &str) -> bool {
+        let mut inner = self.inner();
+        self.refresh(&mut inner);
+        inner.state.is_allowed(allow_from(cfg, channel), channel, sender)
+    }
+
     /// Pending codes (live at `now`) and approved senders, from the file as it is now.
     pub fn list(&self, now: u64) -> Result<Listing, GateError> {
         let mut inner = self.inner();

@@ -86,6 +86,11 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         check_settings(cfg, &mut r);
         services::check(cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
+        match crate::channels::telegram::doctor(cfg).await {
+            Some(Ok(what)) => r.ok(&what),
+            Some(Err((what, fix))) => r.fail(&what, &fix),
+            None => {}
+        }
     }
     println!();
     if r.failures == 0 {

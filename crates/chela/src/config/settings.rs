@@ -72,6 +72,8 @@ pub struct Channels {
 pub struct Telegram {
     pub token: String,
     pub allow_from: Vec<String>,
+    pub api_base: String,
+    pub max_file_bytes: u64,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }

@@ -234,6 +234,13 @@ impl Daemon {
         }
     }
 
+    /// Whether `sender` may talk on `channel` now, decided without side effects (no pairing
+    /// code is issued): for a channel that must know before doing work for a message
+    /// (downloading a photo) or before a command that touches the session (`/new`).
+    pub fn may_talk(&self, channel: &str, sender: &str) -> bool {
+        OWNER_CHANNELS.contains(&channel) || self.gate.allows(&self.config(), channel, sender)
+    }
+
     /// `/new`: archives the chat's session and starts it over, after its queued turns.
     pub fn restart(&self, channel: &str, chat_id: &str) -> Result<Pending<()>, HubError> {
         self.hub.restart(channel, chat_id)

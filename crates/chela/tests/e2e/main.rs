@@ -25,6 +25,8 @@ mod service;
 mod sessions;
 mod shared_session;
 
+mod telegram;
+
 use std::fs;
 use std::io::Read;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

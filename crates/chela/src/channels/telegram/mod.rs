@@ -1,0 +1,345 @@
+//! The Telegram channel: long polling of the Bot API, one [`Incoming`] per message, the answer
+//! sent back as Telegram HTML.
+//!
+//! What it does, in order: `getMe` once (a rejected token stops `chela run` with the fix);
+//! then `getUpdates` with a 30 s long poll, from the offset saved in `state/telegram.offset`.
+//! Each update is handled in arrival order and the next offset saved (atomically) before the
+//! next update, so a restart neither replays a handled update nor skips an unhandled one; an
+//! update id below the offset (a duplicate) is skipped. A message becomes an [`Incoming`]
+//! submitted to the daemon; a task then sends "typing" every 4 s until the turn ends and
+//! sends its answer ([`reply`]). While it runs, the `telegram` tool group (`telegram_send_text`,
+//! see `tool`) and the channel's outlet let Chela write to allowed chats on its own. Photos reach the model as image blocks; documents and voice
+//! notes are saved under `inbox/` and announced by path ([`inbound`]). Commands: `/start`,
+//! `/help`, `/new` and `/reset` (a fresh session), `/whoami` (the sender's id, answered to
+//! anyone, since it is how a stranger learns what to be allowed as; nothing is stored).
+//!
+//! Failures: 429 waits `retry_after`; a network error or an unreadable answer backs off
+//! (1 s doubling to 60 s) and never spins; 401 ends the channel with an error.
+//!
+//! Not here: webhooks, groups' mention rules, streaming edits (a reply is sent when whole).
+
+mod api;
+mod inbound;
+mod offset;
+mod reply;
+mod tool;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use chela_core::config as keys;
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinSet;
+
+use crate::config::Config;
+use crate::daemon::{Daemon, Incoming, Submitted};
+use crate::turn::{Cancel, Observer};
+
+pub use api::{Api, ApiError};
+pub use reply::TelegramOutlet;
+
+/// The channel's name in sessions, `allow_from` and outlets.
+pub const CHANNEL: &str = "telegram";
+/// How often "typing" is renewed while a turn runs (Telegram shows it for 5 s).
+const TYPING_EVERY: Duration = Duration::from_secs(4);
+/// Replies still being sent are given this long after a stop (`chela run` allows 5 s in all).
+const FLUSH_ON_STOP: Duration = Duration::from_secs(4);
+
+const HELP: &str = "I'm Chela, a personal assistant. Send me a message, a photo, a document or a voice note.\n\n\
+/new or /reset: start a fresh conversation (the old one is archived)\n\
+/whoami: your Telegram user id, for the owner to let you in\n\
+/help: this text";
+
+/// Whether the channel is configured (it has a token).
+pub fn configured(cfg: &Config) -> bool {
+    !cfg.get(keys::TELEGRAM_TOKEN).is_empty()
+}
+
+/// Bounded exponential back-off for failed polls and sends.
+struct Backoff(Duration);
+
+impl Backoff {
+    const FIRST: Duration = Duration::from_secs(1);
+    const MAX: Duration = Duration::from_secs(60);
+
+    fn new() -> Backoff {
+        Backoff(Backoff::FIRST)
+    }
+
+    fn next(&mut self) -> Duration {
+        let d = self.0;
+        self.0 = (d * 2).min(Backoff::MAX);
+        d
+    }
+}
+
+/// Replies are sent whole, so the turn's progress is not shown (only "typing").
+struct Quiet;
+
+impl Observer for Quiet {
+    fn text(&mut self, _: &str) {}
+    fn reply_done(&mut self, _: bool) {}
+    fn tool_started(&mut self, _: &chela_core::agent::ToolCall) {}
+    fn tool_finished(&mut self, _: &chela_core::agent::ToolCall, _: &chela_core::agent::ToolResult, _: Duration) {}
+}
+
+struct Channel {
+    daemon: Arc<Daemon>,
+    api: Api,
+    max_file: usize,
+    /// Replies being sent; reaped as they finish, so this holds at most the turns in flight.
+    replies: JoinSet<()>,
+    /// Per chat, the signal that its latest reply was sent (see [`Place`]).
+    order: HashMap<String, oneshot::Receiver<()>>,
+}
+
+/// Chats remembered in [`Channel::order`] before those with nothing in flight are forgotten.
+const MAX_ORDERED: usize = 1024;
+
+/// A reply's place in its chat: the turns of a chat end in order, but their replies are sent
+/// by separate tasks, and a long one (or one held up by a 429) must not be overtaken.
+struct Place {
+    before: Option<oneshot::Receiver<()>>,
+    done: oneshot::Sender<()>,
+}
+
+impl Place {
+    /// Waits for the chat's previous reply; drop the returned sender once this one is sent.
+    async fn wait(self) -> oneshot::Sender<()> {
+        if let Some(before) = self.before {
+            // Dropped (sent or failed) is all that is waited for.
+            let _ = before.await;
+        }
+        self.done
+    }
+}
+
+/// Runs the channel until the daemon stops. Errors only when it cannot run at all.
+pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
+    let cfg = daemon.config();
+    let http = crate::app::http_client(&cfg)?;
+    let api = Api::new(http, cfg.get(keys::TELEGRAM_API_BASE), cfg.get(keys::TELEGRAM_TOKEN));
+    let me = tokio::select! {
+        me = api.get_me() => me,
+        () = daemon.shutdown().wait() => return Ok(()),
+    };
+    match me {
+        Ok(me) => tracing::info!("telegram: polling as @{}", me["username"].as_str().unwrap_or("?")),
+        Err(ApiError::Unauthorized) => bail!("{}", ApiError::Unauthorized),
+        // Offline at start is not fatal: the poll loop retries.
+        Err(e) => tracing::warn!("telegram: {e}; will keep trying"),
+    }
+    daemon.outlets().register(Arc::new(TelegramOutlet::new(api.clone())));
+    if let Err(e) = daemon.toolbox().register(tool::group(api.clone())) {
+        tracing::warn!("the telegram tools are not available: {e}");
+    }
+    let mut chan = Channel {
+        daemon: Arc::clone(&daemon),
+        api,
+        max_file: cfg.usize(keys::TELEGRAM_MAX_FILE_BYTES),
+        replies: JoinSet::new(),
+        order: HashMap::new(),
+    };
+    let result = poll(&mut chan).await;
+    daemon.outlets().unregister(CHANNEL);
+    daemon.toolbox().unregister(tool::GROUP);
+    // Turns are being finished or cancelled by `chela run`; let their answers go out.
+    let _ = tokio::time::timeout(FLUSH_ON_STOP, async { while chan.replies.join_next().await.is_some() {} }).await;
+    result
+}
+
+/// Waits `d`, or less if the daemon stops: `false` then.
+async fn pause(daemon: &Daemon, d: Duration) -> bool {
+    tokio::select! {
+        () = tokio::time::sleep(d) => true,
+        () = daemon.shutdown().wait() => false,
+    }
+}
+
+async fn poll(chan: &mut Channel) -> Result<()> {
+    let store = offset::Store::new(chan.daemon.workspace());
+    let mut next = store.load().await;
+    let mut backoff = Backoff::new();
+    loop {
+        let got = tokio::select! {
+            got = chan.api.get_updates(next) => got,
+            () = chan.daemon.shutdown().wait() => return Ok(()),
+        };
+        while chan.replies.try_join_next().is_some() {}
+        let wait = match got {
+            Ok(updates) => {
+                backoff = Backoff::new();
+                for update in updates {
+                    let Some(id) = update["update_id"].as_i64() else {
+                        tracing::warn!("telegram: an update without an id was skipped");
+                        continue;
+                    };
+                    if id < next {
+                        tracing::debug!("telegram: update {id} was already handled");
+                        continue;
+                    }
+                    handle(chan, &update).await;
+                    next = id + 1;
+                    if let Err(e) = store.save(next).await {
+                        // Not fatal: the update is handled; a restart might show it again.
+                        tracing::warn!("telegram: cannot save the update offset: {e:#}");
+                    }
+                    if chan.daemon.shutdown().is_triggered() {
+                        return Ok(());
+                    }
+                }
+                continue;
+            }
+            Err(ApiError::Unauthorized) => bail!("{}", ApiError::Unauthorized),
+            Err(ApiError::RateLimited { retry_after }) => retry_after,
+            Err(e) => {
+                let wait = backoff.next();
+                tracing::warn!("telegram: {e}; retrying in {} s", wait.as_secs());
+                wait
+            }
+        };
+        if !pause(&chan.daemon, wait).await {
+            return Ok(());
+        }
+    }
+}
+
+/// A `/command` (with any `@botname` suffix removed), lowercased.
+fn command(text: &str) -> Option<String> {
+    let word = text.strip_prefix('/')?.split_whitespace().next()?;
+    Some(word.split('@').next().unwrap_or(word).to_ascii_lowercase())
+}
+
+async fn handle(chan: &mut Channel, update: &Value) {
+    let Some(msg) = update.get("message") else { return };
+    let (Some(chat), Some(sender)) = (msg["chat"]["id"].as_i64(), msg["from"]["id"].as_i64()) else {
+        tracing::debug!("telegram: a message without a chat or a sender was skipped");
+        return;
+    };
+    let (chat_id, sender) = (chat.to_string(), sender.to_string());
+    let text = msg["text"].as_str().or_else(|| msg["caption"].as_str()).unwrap_or("");
+    let allowed = chan.daemon.may_talk(CHANNEL, &sender);
+    match command(text).as_deref() {
+        Some("start" | "help") => return chan.answer(&chat_id, HELP.to_owned()),
+        Some("whoami") => {
+            let text = format!(
+                "Your Telegram user id is {sender} (this chat: {chat_id}).\n\
+                 The owner can let you in with: chela config set channels.telegram.allow_from {sender}"
+            );
+            return chan.answer(&chat_id, text);
+        }
+        Some("new" | "reset") if allowed => return chan.restart(&chat_id),
+        _ => {}
+    }
+    // Nothing from a sender who may not talk is downloaded or stored: the daemon sees only the
+    // text, and answers (a pairing code) or drops it.
+    let user = if allowed {
+        match inbound::message(&chan.api, chan.daemon.workspace(), msg, chan.max_file).await {
+            Ok(Some(user)) => user,
+            Ok(None) => return,
+            Err(refusal) => return chan.answer(&chat_id, refusal),
+        }
+    } else {
+        chela_proto::chat::Message::user_text(text)
+    };
+    let incoming =
+        Incoming { channel: CHANNEL.to_owned(), chat_id: chat_id.clone(), sender, user, cancel: Cancel::default() };
+    match chan.daemon.submit(incoming, Box::new(Quiet)) {
+        Submitted::Queued(pending) => {
+            let (api, daemon, place) = (chan.api.clone(), Arc::clone(&chan.daemon), chan.place(&chat_id));
+            chan.replies.spawn(async move {
+                let typing = async {
+                    loop {
+                        if let Err(e) = api.send_chat_action(&chat_id, "typing").await {
+                            tracing::debug!("telegram: typing: {e}");
+                        }
+                        tokio::time::sleep(TYPING_EVERY).await;
+                    }
+                };
+                let end = tokio::select! {
+                    end = pending.finish() => end,
+                    () = typing => unreachable!("the typing loop never ends"),
+                };
+                let text = daemon.reply_text(&end);
+                let _sent = place.wait().await;
+                if let Err(e) = reply::send_markdown(&api, &chat_id, &text).await {
+                    tracing::warn!("telegram: the answer to chat {chat_id} was not delivered: {e}");
+                }
+            });
+        }
+        Submitted::Answer(text) => chan.answer(&chat_id, text),
+        Submitted::Drop => {}
+    }
+}
+
+impl Channel {
+    fn place(&mut self, chat_id: &str) -> Place {
+        if self.order.len() >= MAX_ORDERED {
+            self.order.retain(|_, sent| matches!(sent.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
+        }
+        let (done, next) = oneshot::channel();
+        Place { before: self.order.insert(chat_id.to_owned(), next), done }
+    }
+
+    /// Sends `text` as is (no Markdown), from a task so the poll loop goes on.
+    fn answer(&mut self, chat_id: &str, text: String) {
+        let (api, chat_id, place) = (self.api.clone(), chat_id.to_owned(), self.place(chat_id));
+        self.replies.spawn(async move {
+            let _sent = place.wait().await;
+            if let Err(e) = reply::send_plain(&api, &chat_id, &text).await {
+                tracing::warn!("telegram: a reply to chat {chat_id} was not delivered: {e}");
+            }
+        });
+    }
+
+    fn restart(&mut self, chat_id: &str) {
+        let text = match self.daemon.restart(CHANNEL, chat_id) {
+            Ok(pending) => {
+                let (api, chat_id, place) = (self.api.clone(), chat_id.to_owned(), self.place(chat_id));
+                self.replies.spawn(async move {
+                    let text = match pending.finish().await {
+                        Ok(()) => "Started a new conversation; the previous one is archived.".to_owned(),
+                        Err(e) => format!("The conversation could not be restarted: {e:#}"),
+                    };
+                    let _sent = place.wait().await;
+                    if let Err(e) = reply::send_plain(&api, &chat_id, &text).await {
+                        tracing::warn!("telegram: a reply to chat {chat_id} was not delivered: {e}");
+                    }
+                });
+                return;
+            }
+            Err(e) => e.to_string(),
+        };
+        self.answer(chat_id, text);
+    }
+}
+
+/// `chela doctor`'s check: the token is accepted and the API reachable. `None` when the
+/// channel is not configured; else what to print and, on failure, the fix.
+pub async fn doctor(cfg: &Config) -> Option<Result<String, (String, String)>> {
+    if !configured(cfg) {
+        return None;
+    }
+    let base = cfg.get(keys::TELEGRAM_API_BASE);
+    let http = match crate::app::http_client(cfg) {
+        Ok(h) => h,
+        Err(e) => return Some(Err((format!("telegram: {e:#}"), "chela config set proxy.url …".to_owned()))),
+    };
+    let api = Api::new(http, base, cfg.get(keys::TELEGRAM_TOKEN));
+    Some(match api.get_me().await {
+        Ok(me) => Ok(format!("telegram: bot @{} answers at {base}", me["username"].as_str().unwrap_or("?"))),
+        Err(e @ ApiError::Unauthorized) => {
+            Err((format!("telegram: {e}"), "chela config set channels.telegram.token -".to_owned()))
+        }
+        Err(e) => Err((
+            format!("telegram: {base} did not answer getMe: {e}"),
+            "check your network, proxy.url and channels.telegram.api_base".to_owned(),
+        )),
+    })
+}
+
+#[cfg(test)]
+mod tests;

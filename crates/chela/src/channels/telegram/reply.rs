@@ -1,0 +1,154 @@
+//! Sending: an answer as Telegram HTML in chunks Telegram accepts (resent plain if Telegram
+//! still refuses the markup), plain text, files; and the [`Outlet`] the sending tools use.
+
+use std::path::Path;
+use std::time::Duration;
+
+use chela_proto::telegram::{MAX_MESSAGE_UNITS, render_chunks, split_plain, visible_text};
+
+use super::api::{Api, ApiError, Upload};
+use super::{Backoff, CHANNEL};
+use crate::daemon::{BoxFuture, Outlet};
+
+/// Tries per message: 429s and network errors are retried this many times in all.
+const MAX_ATTEMPTS: usize = 5;
+/// Telegram's limit on an uploaded file.
+const MAX_UPLOAD_BYTES: u64 = 50 * 1024 * 1024;
+
+/// Sends one message, waiting out 429s and retrying network errors with back-off.
+async fn send_one(api: &Api, chat_id: &str, text: &str, html: bool) -> Result<(), ApiError> {
+    let mut backoff = Backoff::new();
+    let mut attempt = 1;
+    loop {
+        let wait = match api.send_message(chat_id, text, html).await {
+            Ok(_) => return Ok(()),
+            Err(ApiError::RateLimited { retry_after }) => retry_after,
+            // A timeout may hide a message that did arrive; a second copy beats a lost answer.
+            Err(ApiError::Net { retryable: true, .. }) => backoff.next(),
+            Err(e) => return Err(e),
+        };
+        if attempt >= MAX_ATTEMPTS {
+            return Err(ApiError::Net {
+                what: format!("Telegram did not take the message after {attempt} tries"),
+                retryable: false,
+            });
+        }
+        attempt += 1;
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Sends a model's answer: Markdown rendered to HTML and split; a chunk whose markup Telegram
+/// refuses is sent again as its plain text.
+pub async fn send_markdown(api: &Api, chat_id: &str, markdown: &str) -> Result<(), ApiError> {
+    for chunk in render_chunks(markdown) {
+        let plain = visible_text(&chunk);
+        if plain.trim().is_empty() {
+            continue;
+        }
+        match send_one(api, chat_id, &chunk, true).await {
+            Err(e) if e.is_bad_markup() => {
+                tracing::info!("telegram: the answer's markup was refused ({e}); sending it plain");
+                send_one(api, chat_id, &plain, false).await?;
+            }
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+/// Sends text as it is (no parse mode), split to fit.
+pub async fn send_plain(api: &Api, chat_id: &str, text: &str) -> Result<(), ApiError> {
+    for chunk in split_plain(text, MAX_MESSAGE_UNITS) {
+        if !chunk.trim().is_empty() {
+            send_one(api, chat_id, &chunk, false).await?;
+        }
+    }
+    Ok(())
+}
+
+/// The channel's way of speaking on its own, for the sending tools.
+pub struct TelegramOutlet {
+    api: Api,
+}
+
+impl TelegramOutlet {
+    pub fn new(api: Api) -> TelegramOutlet {
+        TelegramOutlet { api }
+    }
+}
+
+impl Outlet for TelegramOutlet {
+    fn channel(&self) -> &str {
+        CHANNEL
+    }
+
+    fn send_text<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move { send_markdown(&self.api, chat_id, text).await.map_err(|e| e.to_string()) })
+    }
+
+    fn send_file<'a>(
+        &'a self,
+        chat_id: &'a str,
+        path: &'a Path,
+        caption: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let meta = tokio::fs::metadata(path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            if meta.len() > MAX_UPLOAD_BYTES {
+                return Err(format!(
+                    "{} is {} MB; Telegram takes files up to {} MB",
+                    path.display(),
+                    meta.len() / 1_048_576,
+                    MAX_UPLOAD_BYTES / 1_048_576
+                ));
+            }
+            let bytes = tokio::fs::read(path).await.map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let file_name = path.file_name().map_or_else(|| "file".into(), |n| n.to_string_lossy().into_owned());
+            let caption: String = split_plain(caption, 1024).into_iter().next().unwrap_or_default();
+            let upload = Upload { field: "document", file_name: &file_name, bytes: bytes.into() };
+            let mut backoff = Backoff::new();
+            for attempt in 1..=MAX_ATTEMPTS {
+                let wait = match self
+                    .api
+                    .send_file("sendDocument", &[("chat_id", chat_id), ("caption", &caption)], upload.clone())
+                    .await
+                {
+                    Ok(_) => return Ok(()),
+                    Err(ApiError::RateLimited { retry_after }) => retry_after,
+                    Err(ApiError::Net { retryable: true, .. }) if attempt < MAX_ATTEMPTS => backoff.next(),
+                    Err(e) => return Err(e.to_string()),
+                };
+                tokio::time::sleep(wait.min(Duration::from_secs(60))).await;
+            }
+            Err(format!("Telegram did not take {} after {MAX_ATTEMPTS} tries", path.display()))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::{ClientOptions, HttpClient};
+    use chela_testkit::FakeTelegram;
+
+    #[tokio::test]
+    async fn the_outlet_sends_text_and_uploads_files() {
+        let fake = FakeTelegram::start("1:outlet");
+        let outlet =
+            TelegramOutlet::new(Api::new(HttpClient::new(ClientOptions::default()), &fake.base_url(), "1:outlet"));
+        assert_eq!(outlet.channel(), "telegram");
+        outlet.send_text("5", "_done_ & **dusted**").await.unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report \"q\".txt");
+        std::fs::write(&path, b"line one\r\n\r\n--not a boundary\r\n").unwrap();
+        outlet.send_file("5", &path, "the <report>").await.unwrap();
+        let sent = fake.sent();
+        assert_eq!(sent[0].text, "done & dusted");
+        assert_eq!(sent[1].method, "sendDocument");
+        assert_eq!(sent[1].text, "the <report>");
+        assert_eq!(sent[1].file, Some(("report q.txt".to_owned(), b"line one\r\n\r\n--not a boundary\r\n".to_vec())));
+        let missing = outlet.send_file("5", &dir.path().join("nope"), "").await.unwrap_err();
+        assert!(missing.contains("cannot read"), "{missing}");
+    }
+}

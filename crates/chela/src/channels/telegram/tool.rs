@@ -1,0 +1,116 @@
+//! The `telegram` tool group, registered while the channel runs: `telegram_send_text`, with
+//! which Chela writes to a Telegram chat on its own (from a schedule, or while working on
+//! another chat's request).
+//!
+//! Only to chats an allowed person opened: a chat with a session file (the daemon creates one
+//! for nobody else) or a private chat whose id is listed in `channels.telegram.allow_from`
+//! (a private chat's id is its user's id). The model cannot be talked into writing to any other
+//! chat the bot is in.
+
+use serde::Deserialize;
+
+use super::api::Api;
+use super::{CHANNEL, reply};
+use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+
+/// The group's id: `chela cap disable telegram` switches the tool off.
+pub const GROUP: &str = "telegram";
+/// Longest text one call sends (four messages' worth).
+const MAX_TEXT_CHARS: usize = 4 * 4096;
+
+pub fn group(api: Api) -> Group {
+    Group::new(GROUP, "Send messages to Telegram chats.").with(SendText { api })
+}
+
+pub struct SendText {
+    api: Api,
+}
+
+#[derive(Deserialize)]
+pub struct SendTextArgs {
+    chat_id: String,
+    text: String,
+}
+
+impl Tool for SendText {
+    const NAME: &'static str = "telegram_send_text";
+    const DESCRIPTION: &'static str =
+        "Send a message (Markdown) to a Telegram chat where an allowed person has talked to you.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"chat_id":{"type":"string","description":"The Telegram chat id, a number such as 123456789 (negative for groups)."},"text":{"type":"string","description":"The message, in Markdown."}},"required":["chat_id","text"]}"#;
+    type Args = SendTextArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, args: SendTextArgs) -> ToolResult {
+        let chat = args.chat_id.trim();
+        let digits = chat.strip_prefix('-').unwrap_or(chat);
+        if digits.is_empty() || digits.len() > 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ToolError::invalid_args(format!(
+                "`{chat}` is not a Telegram chat id (a number, e.g. 123456789)."
+            )));
+        }
+        let text = args.text.trim();
+        if text.is_empty() {
+            return Err(ToolError::invalid_args("The text is empty."));
+        }
+        if text.chars().count() > MAX_TEXT_CHARS {
+            return Err(ToolError::invalid_args(format!(
+                "The text is longer than {MAX_TEXT_CHARS} characters; send less, or in several messages."
+            )));
+        }
+        let listed = ctx.cfg.settings().channels.telegram.allow_from.iter().any(|a| a == chat);
+        if !listed && !ctx.ws.session_path(CHANNEL, chat).exists() {
+            return Err(ToolError::refused(format!(
+                "No allowed person has talked to Chela in Telegram chat {chat}, so Chela does not write there."
+            )));
+        }
+        reply::send_markdown(&self.api, chat, text).await.map_err(|e| ToolError::new(e.to_string()))?;
+        Ok(serde_json::json!({"sent": true, "chat_id": chat}).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::{ClientOptions, HttpClient};
+    use crate::tools::ToolErrorKind;
+    use chela_testkit::FakeTelegram;
+
+    #[test]
+    fn the_schema_names_the_argument_fields() {
+        let schema: serde_json::Value = serde_json::from_str(SendText::SCHEMA).unwrap();
+        let mut named: Vec<&str> = schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        named.sort_unstable();
+        let mut fields = crate::tools::testing::struct_fields::<SendTextArgs>().unwrap().to_vec();
+        fields.sort_unstable();
+        assert_eq!(named, fields);
+    }
+
+    #[tokio::test]
+    async fn it_sends_only_to_allowed_chats() {
+        let fake = FakeTelegram::start("1:tool-test");
+        let api = Api::new(HttpClient::new(ClientOptions::default()), &fake.base_url(), "1:tool-test");
+        let tool = SendText { api };
+        let fixture = crate::tools::testing::Fixture::new(&[("channels.telegram.allow_from", "9, 42")]);
+        let ctx = fixture.ctx();
+        let args = |chat: &str, text: &str| SendTextArgs { chat_id: chat.into(), text: text.into() };
+
+        let refused = tool.call(&ctx, args("7", "hello")).await.unwrap_err();
+        assert_eq!(refused.kind(), ToolErrorKind::Refused, "{refused}");
+        tool.call(&ctx, args("42", "**hi** <there>")).await.unwrap();
+        std::fs::create_dir_all(ctx.ws.sessions_dir()).unwrap();
+        std::fs::write(ctx.ws.session_path(CHANNEL, "-100"), "").unwrap();
+        tool.call(&ctx, args("-100", "group note")).await.unwrap();
+        let sent = fake.sent();
+        assert_eq!(sent.len(), 2);
+        assert_eq!(
+            (sent[0].chat_id, sent[0].text.as_str(), sent[0].parse_mode.as_deref()),
+            (42, "hi <there>", Some("HTML"))
+        );
+        assert_eq!((sent[1].chat_id, sent[1].text.as_str()), (-100, "group note"));
+
+        for (chat, text) in [("../42", "x"), ("", "x"), ("42", "  "), ("4-2", "x")] {
+            let e = tool.call(&ctx, args(chat, text)).await.unwrap_err();
+            assert_eq!(e.kind(), ToolErrorKind::InvalidArgs, "{e}");
+        }
+        assert_eq!(fake.sent().len(), 2);
+    }
+}
