@@ -38,6 +38,7 @@ mod anthropic;
 mod body;
 mod demo;
 mod fake;
+pub mod feishu;
 mod hostile;
 mod openai;
 pub mod script;
