@@ -53,6 +53,10 @@ impl Cancel {
         self.0.send_replace(true);
     }
 
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
     /// Resolves once [`Cancel::cancel`] was called, at once if it already was.
     pub async fn cancelled(&self) {
         let mut rx = self.0.subscribe();
