@@ -306,7 +306,9 @@ impl Drop for FakeFeishu {
 pub fn message_event(event_id: &str, chat: (&str, &str), sender: &str, text: &str, mention: Option<&str>) -> Value {
     let (chat_id, chat_type) = chat;
     let (text, mentions) = match mention {
-        Some(open_id) => (format!("@_user_1 {text}"), json!([{"key": "@_user_1", "id": {"open_id": open_id}, "name": "Chela"}])),
+        Some(open_id) => {
+            (format!("@_user_1 {text}"), json!([{"key": "@_user_1", "id": {"open_id": open_id}, "name": "Chela"}]))
+        }
         None => (text.to_owned(), json!([])),
     };
     json!({
@@ -323,7 +325,12 @@ pub fn message_event(event_id: &str, chat: (&str, &str), sender: &str, text: &st
 
 /// The body and headers of a webhook request carrying `event`, encrypted and signed with
 /// `encrypt_key` as Feishu does.
-pub fn encrypted_event(encrypt_key: &str, event: &Value, timestamp: &str, nonce: &str) -> (Vec<u8>, Vec<(String, String)>) {
+pub fn encrypted_event(
+    encrypt_key: &str,
+    event: &Value,
+    timestamp: &str,
+    nonce: &str,
+) -> (Vec<u8>, Vec<(String, String)>) {
     let plaintext = serde_json::to_vec(event).expect("JSON");
     let iv: [u8; 16] = *b"0123456789abcdef";
     let body = serde_json::to_vec(&json!({"encrypt": encrypt(encrypt_key, iv, &plaintext)})).expect("JSON");
@@ -414,7 +421,10 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
             let token = format!("t-{n}");
             let expiry = Instant::now() + Duration::from_secs(opts.token_ttl_secs);
             lock(&shared.tokens).push((token.clone(), expiry, true));
-            reply(StatusCode::OK, &json!({"code": 0, "msg": "ok", "tenant_access_token": token, "expire": opts.token_ttl_secs}))
+            reply(
+                StatusCode::OK,
+                &json!({"code": 0, "msg": "ok", "tenant_access_token": token, "expire": opts.token_ttl_secs}),
+            )
         }
         "/callback/ws/endpoint" => {
             counters.endpoint_requests.fetch_add(1, Ordering::SeqCst);
@@ -430,7 +440,10 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
             let valid = lock(&shared.tokens).iter().any(|(t, exp, ok)| *t == bearer && *ok && *exp > Instant::now());
             if !valid {
                 counters.bad_token_calls.fetch_add(1, Ordering::SeqCst);
-                return reply(StatusCode::BAD_REQUEST, &json!({"code": INVALID_TOKEN, "msg": "Invalid access token for authorization."}));
+                return reply(
+                    StatusCode::BAD_REQUEST,
+                    &json!({"code": INVALID_TOKEN, "msg": "Invalid access token for authorization."}),
+                );
             }
             api(&path, &query, &body, bearer, &shared)
         }
@@ -438,9 +451,18 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
     }
 }
 
-fn api(path: &str, query: &str, body: &Value, token: String, shared: &Shared) -> Result<Response<Full<Bytes>>, Infallible> {
+fn api(
+    path: &str,
+    query: &str,
+    body: &Value,
+    token: String,
+    shared: &Shared,
+) -> Result<Response<Full<Bytes>>, Infallible> {
     if path == "/open-apis/bot/v3/info" {
-        return reply(StatusCode::OK, &json!({"code": 0, "msg": "ok", "bot": {"open_id": shared.opts.bot_open_id, "app_name": "Chela"}}));
+        return reply(
+            StatusCode::OK,
+            &json!({"code": 0, "msg": "ok", "bot": {"open_id": shared.opts.bot_open_id, "app_name": "Chela"}}),
+        );
     }
     let msg_type = body["msg_type"].as_str().unwrap_or("").to_owned();
     let content: Value = body["content"].as_str().and_then(|c| serde_json::from_str(c).ok()).unwrap_or(Value::Null);

@@ -18,6 +18,7 @@ pub mod storage;
 pub mod workspace;
 
 mod app;
+mod channels;
 mod chat;
 // Public while the services that drive it land one by one; channels are its callers.
 pub mod daemon;

@@ -19,7 +19,8 @@ impl Frame {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        for (field, v) in [(1, self.seq_id), (2, self.log_id), (3, self.service as i64 as u64), (4, self.method as i64 as u64)]
+        for (field, v) in
+            [(1, self.seq_id), (2, self.log_id), (3, self.service as i64 as u64), (4, self.method as i64 as u64)]
         {
             varint(&mut out, field << 3);
             varint(&mut out, v);

@@ -15,6 +15,7 @@ use anyhow::Result;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::task::JoinSet;
 
+use crate::channels;
 use crate::daemon::Daemon;
 use crate::workspace::Workspace;
 
@@ -45,6 +46,9 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     let mut int = signal(SignalKind::interrupt())?;
     let mut services = Services { set: JoinSet::new() };
     services.spawn("settings", follow_settings(Arc::clone(&daemon)));
+    if channels::feishu::configured(&daemon.config()) {
+        services.spawn("feishu", channels::feishu::serve(Arc::clone(&daemon)));
+    }
     tracing::info!("chela run: serving from {}", daemon.workspace().root().display());
 
     let mut failed = false;
