@@ -109,3 +109,41 @@ fn read_bytes<'a>(b: &mut &'a [u8]) -> Option<&'a [u8]> {
     *b = rest;
     Some(head)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chela_proto::feishu::frame::{Frame as ProtoFrame, Header};
+
+    fn sample() -> Frame {
+        Frame {
+            seq_id: 300,
+            log_id: u64::MAX,
+            service: -5,
+            method: 1,
+            headers: vec![("type".into(), "event".into()), ("sum".into(), "2".into())],
+            payload: b"{\"a\":1}".to_vec(),
+        }
+    }
+
+    #[test]
+    fn the_fake_and_chela_read_each_others_frames() {
+        let ours = sample();
+        let theirs = ProtoFrame::decode(&ours.encode(), 1024).unwrap();
+        assert_eq!((theirs.seq_id, theirs.log_id, theirs.service, theirs.method), (300, u64::MAX, -5, 1));
+        assert_eq!(theirs.header("sum"), Some("2"));
+        assert_eq!(theirs.payload, ours.payload);
+        let mut back = theirs.ack(3);
+        back.headers.push(Header { key: "x".into(), value: "y".into() });
+        let decoded = Frame::decode(&back.to_bytes()).unwrap();
+        assert_eq!(decoded.header("biz_rt"), Some("3"));
+        assert_eq!(decoded.payload, br#"{"code":200}"#);
+        assert_eq!(decoded.service, -5);
+    }
+
+    #[test]
+    fn garbage_is_not_a_frame() {
+        assert_eq!(Frame::decode(&[0xff; 11]), None);
+        assert_eq!(Frame::decode(&[0x42, 0x05, 1]), None);
+    }
+}

@@ -148,6 +148,21 @@ fn hostile_long_connection_input_is_survived() {
     assert!(log.contains("larger than"), "{log}");
 }
 
+#[test]
+fn wrong_app_credentials_stop_the_daemon_with_what_to_fix() {
+    let llm = FakeLlm::start(vec![]);
+    let feishu = FakeFeishu::start(FeishuOptions { app_secret: "the-real-secret".into(), ..FeishuOptions::default() });
+    let mut chela = start(&llm, &feishu, "");
+    let status = crate::wait_exit(&mut chela.child, LIMIT);
+    assert!(!status.success());
+    // The pipe may still hold the last lines after the exit.
+    wait_for("the refusal in the log", LIMIT, || chela.stderr.now().contains("Feishu refused the app credentials"));
+    let log = chela.stderr.now();
+    assert!(log.contains("channels.feishu.app_secret"), "{log}");
+    assert!(!log.contains("secret-test"), "the secret was printed: {log}");
+    assert_eq!(feishu.endpoint_requests(), 0);
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

@@ -53,6 +53,23 @@ impl Default for ClientConfig {
     }
 }
 
+/// Feishu answered the token request and said no: the app id or secret is wrong, which no
+/// retry will mend (unlike an unreachable server).
+#[derive(Debug)]
+pub struct CredentialsRefused(String);
+
+impl std::fmt::Display for CredentialsRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Feishu refused the app credentials ({}). Check channels.feishu.app_id and channels.feishu.app_secret",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for CredentialsRefused {}
+
 struct Token {
     value: String,
     refresh_at: Instant,
@@ -110,10 +127,8 @@ impl Api {
             self.raw(Method::POST, "/open-apis/auth/v3/tenant_access_token/internal", Some(&body), None).await?;
         let code = answer["code"].as_i64().unwrap_or(-1);
         let (Some(value), 0) = (answer["tenant_access_token"].as_str(), code) else {
-            bail!(
-                "Feishu refused the app credentials (code {code}: {}). Check channels.feishu.app_id and channels.feishu.app_secret",
-                answer["msg"].as_str().unwrap_or("no message")
-            );
+            let msg = answer["msg"].as_str().unwrap_or("no message");
+            return Err(CredentialsRefused(format!("code {code}: {msg}")).into());
         };
         let life = Duration::from_secs(answer["expire"].as_u64().unwrap_or(0));
         let refresh_at = Instant::now() + life.saturating_sub(REFRESH_MARGIN.min(life / 2));
