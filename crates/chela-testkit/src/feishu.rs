@@ -81,10 +81,20 @@ pub struct Sent {
     /// The chat, for `POST /open-apis/im/v1/messages`.
     pub receive_id: Option<String>,
     pub msg_type: String,
-    /// `content.text` of a text message.
+    /// `content.text` of a text message, `content.file_key` of a file message.
     pub text: String,
     /// The bearer token used.
     pub token: String,
+}
+
+/// A file uploaded through `POST /open-apis/im/v1/files`.
+#[derive(Clone, Debug)]
+pub struct Upload {
+    pub file_type: String,
+    pub file_name: String,
+    pub data: Vec<u8>,
+    /// The key handed back, which a file message names.
+    pub file_key: String,
 }
 
 /// An acknowledgement received on the long connection.
@@ -120,6 +130,7 @@ struct Shared {
     /// Issued tokens: value, expiry, still valid.
     tokens: Mutex<Vec<(String, Instant, bool)>>,
     sent: Mutex<Vec<Sent>>,
+    uploads: Mutex<Vec<Upload>>,
     acks: Mutex<Vec<Ack>>,
     counters: Counters,
     commands: tokio::sync::Mutex<mpsc::UnboundedReceiver<Command>>,
@@ -167,6 +178,7 @@ impl FakeFeishu {
             ws_addr: ws.local_addr()?,
             tokens: Mutex::new(Vec::new()),
             sent: Mutex::new(Vec::new()),
+            uploads: Mutex::new(Vec::new()),
             acks: Mutex::new(Vec::new()),
             counters: Counters::default(),
             commands: tokio::sync::Mutex::new(inbox),
@@ -256,6 +268,10 @@ impl FakeFeishu {
 
     pub fn sent(&self) -> Vec<Sent> {
         lock(&self.shared.sent).clone()
+    }
+
+    pub fn uploads(&self) -> Vec<Upload> {
+        lock(&self.shared.uploads).clone()
     }
 
     pub fn acks(&self) -> Vec<Ack> {
@@ -405,10 +421,13 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("")
         .to_owned();
-    let Ok(body) = Limited::new(req.into_body(), MAX_BODY).collect().await else {
+    let content_type =
+        req.headers().get(hyper::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+    let Ok(raw) = Limited::new(req.into_body(), 40 * MAX_BODY).collect().await else {
         return reply(StatusCode::PAYLOAD_TOO_LARGE, &json!({"code": 413, "msg": "body too large"}));
     };
-    let body: Value = serde_json::from_slice(&body.to_bytes()).unwrap_or(Value::Null);
+    let raw = raw.to_bytes();
+    let body: Value = serde_json::from_slice(&raw).unwrap_or(Value::Null);
     let opts = &shared.opts;
     let counters = &shared.counters;
     match path.as_str() {
@@ -445,6 +464,9 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
                     &json!({"code": INVALID_TOKEN, "msg": "Invalid access token for authorization."}),
                 );
             }
+            if path == "/open-apis/im/v1/files" {
+                return upload(&content_type, &raw, &shared);
+            }
             api(&path, &query, &body, bearer, &shared)
         }
         _ => reply(StatusCode::NOT_FOUND, &json!({"code": 404, "msg": "not found"})),
@@ -478,11 +500,64 @@ fn api(
     } else {
         return reply(StatusCode::NOT_FOUND, &json!({"code": 404, "msg": "not found"}));
     };
-    if sent.msg_type != "text" || sent.text.is_empty() {
+    let sent = if sent.msg_type == "file" {
+        let key = content["file_key"].as_str().unwrap_or("").to_owned();
+        if !lock(&shared.uploads).iter().any(|u| u.file_key == key) {
+            return reply(StatusCode::BAD_REQUEST, &json!({"code": 230001, "msg": "unknown file_key"}));
+        }
+        Sent { text: key, ..sent }
+    } else {
+        sent
+    };
+    if !matches!(sent.msg_type.as_str(), "text" | "file") || sent.text.is_empty() {
         return reply(StatusCode::BAD_REQUEST, &json!({"code": 230001, "msg": "invalid message content"}));
     }
     lock(&shared.sent).push(sent);
     reply(StatusCode::OK, &json!({"code": 0, "msg": "success", "data": {"message_id": "om_reply"}}))
+}
+
+/// `multipart/form-data` with `file_type`, `file_name` and `file`, read strictly: a body that
+/// is not exactly that is refused, so a malformed upload fails the test that sent it.
+fn upload(content_type: &str, body: &[u8], shared: &Shared) -> Result<Response<Full<Bytes>>, Infallible> {
+    let bad = |why: &str| reply(StatusCode::BAD_REQUEST, &json!({"code": 234001, "msg": why}));
+    let Some(boundary) = content_type.strip_prefix("multipart/form-data; boundary=") else {
+        return bad("not multipart/form-data");
+    };
+    let delimiter = format!("--{boundary}");
+    let mut fields: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut rest = body;
+    let Some(start) = find(rest, delimiter.as_bytes()) else { return bad("no boundary") };
+    rest = &rest[start + delimiter.len()..];
+    while let Some(after) = rest.strip_prefix(b"\r\n") {
+        let Some(head_end) = find(after, b"\r\n\r\n") else { return bad("a part has no header end") };
+        let head = String::from_utf8_lossy(&after[..head_end]).into_owned();
+        let content = &after[head_end + 4..];
+        let Some(end) = find(content, format!("\r\n{delimiter}").as_bytes()) else { return bad("a part never ends") };
+        let Some(name) = head.split("name=\"").nth(1).and_then(|n| n.split('"').next()) else {
+            return bad("a part has no name");
+        };
+        fields.push((name.to_owned(), content[..end].to_vec()));
+        rest = &content[end + 2 + delimiter.len()..];
+    }
+    if rest != b"--\r\n" {
+        return bad("the body does not end with the closing boundary");
+    }
+    let field = |n: &str| fields.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    let (Some(file_type), Some(file_name), Some(data)) = (field("file_type"), field("file_name"), field("file")) else {
+        return bad("file_type, file_name and file are required");
+    };
+    let file_key = format!("file_v2_{}", lock(&shared.uploads).len() + 1);
+    lock(&shared.uploads).push(Upload {
+        file_type: String::from_utf8_lossy(&file_type).into_owned(),
+        file_name: String::from_utf8_lossy(&file_name).into_owned(),
+        data,
+        file_key: file_key.clone(),
+    });
+    reply(StatusCode::OK, &json!({"code": 0, "msg": "success", "data": {"file_key": file_key}}))
+}
+
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
 }
 
 async fn serve_ws(listener: TcpListener, shared: Arc<Shared>) {

@@ -96,7 +96,16 @@ impl Api {
 
     /// POSTs JSON (or GETs without a body) and returns the answer's JSON, whatever its `code`.
     async fn raw(&self, method: Method, path: &str, body: Option<&Value>, token: Option<&str>) -> Result<Value> {
-        let mut headers = vec![("content-type".to_owned(), "application/json; charset=utf-8".to_owned())];
+        let body = Body::Json(body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())));
+        self.send(method, path, body, token).await
+    }
+
+    async fn send(&self, method: Method, path: &str, body: Body, token: Option<&str>) -> Result<Value> {
+        let (content_type, body) = match body {
+            Body::Json(b) => ("application/json; charset=utf-8".to_owned(), b),
+            Body::Multipart { boundary, bytes } => (format!("multipart/form-data; boundary={boundary}"), bytes),
+        };
+        let mut headers = vec![("content-type".to_owned(), content_type)];
         if let Some(t) = token {
             headers.push(("authorization".to_owned(), format!("Bearer {t}")));
         }
@@ -104,7 +113,7 @@ impl Api {
             method,
             url: format!("{}{path}", self.base),
             headers,
-            body: body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())),
+            body,
             timeout: TIMEOUT,
             guard: Guard::AllowAll,
         };
@@ -139,9 +148,14 @@ impl Api {
     /// Calls an API with the tenant token; an answer that the token is invalid gets a new token
     /// and one more try. Returns the answer's `data` (or the whole answer) when `code` is 0.
     pub async fn call(&self, method: Method, path: &str, body: Option<&Value>) -> Result<Value> {
+        let body = Body::Json(body.map_or_else(Bytes::new, |b| Bytes::from(b.to_string())));
+        self.call_with(method, path, body).await
+    }
+
+    async fn call_with(&self, method: Method, path: &str, body: Body) -> Result<Value> {
         for attempt in 0..2 {
             let token = self.token().await?;
-            let answer = self.raw(method.clone(), path, body, Some(&token)).await?;
+            let answer = self.send(method.clone(), path, body.clone(), Some(&token)).await?;
             let code = answer["code"].as_i64().unwrap_or(-1);
             if code == 0 {
                 return Ok(answer);
@@ -201,6 +215,55 @@ impl Api {
         let body = json!({"receive_id": chat_id, "msg_type": "text", "content": json!({"text": text}).to_string()});
         self.call(Method::POST, "/open-apis/im/v1/messages?receive_id_type=chat_id", Some(&body)).await.map(drop)
     }
+}
+
+/// A request body; `Bytes` clones share the buffer, so a retry does not copy a file.
+#[derive(Clone)]
+enum Body {
+    Json(Bytes),
+    Multipart { boundary: String, bytes: Bytes },
+}
+
+/// Largest file sent; Feishu's own limit for `im/v1/files` is 30 MB.
+pub const MAX_FILE_BYTES: u64 = 30 * 1024 * 1024;
+
+impl Api {
+    /// Uploads `data` as file `name` and sends it to chat `chat_id`.
+    pub async fn send_file(&self, chat_id: &str, name: &str, data: Bytes) -> Result<()> {
+        let (boundary, bytes) = multipart(name, &data);
+        let answer =
+            self.call_with(Method::POST, "/open-apis/im/v1/files", Body::Multipart { boundary, bytes }).await?;
+        let key =
+            answer["data"]["file_key"].as_str().ok_or_else(|| anyhow!("Feishu's upload answer has no file_key"))?;
+        let body = json!({"receive_id": chat_id, "msg_type": "file", "content": json!({"file_key": key}).to_string()});
+        self.call(Method::POST, "/open-apis/im/v1/messages?receive_id_type=chat_id", Some(&body)).await.map(drop)
+    }
+}
+
+/// The `multipart/form-data` body of an upload: `file_type=stream`, `file_name`, `file`.
+fn multipart(name: &str, data: &[u8]) -> (String, Bytes) {
+    let mut nonce = [0u8; 12];
+    // A fixed boundary would do as well unless the file holds it; random makes that unlikely.
+    let _ = rustix::rand::getrandom(&mut nonce, rustix::rand::GetRandomFlags::empty());
+    let boundary: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let boundary = format!("chela-{boundary}");
+    // Quotes and line breaks would end the header early.
+    let name: String = name.chars().map(|c| if matches!(c, '"' | '\r' | '\n' | '\\') { '_' } else { c }).collect();
+    let mut out = Vec::with_capacity(data.len() + 512);
+    for (field, value) in [("file_type", "stream"), ("file_name", name.as_str())] {
+        out.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"{field}\"\r\n\r\n{value}\r\n").as_bytes(),
+        );
+    }
+    out.extend_from_slice(
+        format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    out.extend_from_slice(data);
+    out.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (boundary, Bytes::from(out))
 }
 
 /// Feishu ids are letters, digits, `_` and `-`; anything else must not reach a URL path.

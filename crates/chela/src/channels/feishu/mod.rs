@@ -22,6 +22,7 @@ use anyhow::{Result, bail};
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Message;
 use chela_proto::feishu::event::{Envelope, MessageEvent, parse_envelope};
+use tokio::io::AsyncReadExt;
 use tokio::task::JoinSet;
 
 use crate::config::{Config, Feishu};
@@ -258,17 +259,24 @@ impl Outlet for FeishuOutlet {
 
     fn send_file<'a>(
         &'a self,
-        _chat_id: &'a str,
+        chat_id: &'a str,
         path: &'a Path,
-        _caption: &'a str,
+        caption: &'a str,
     ) -> BoxFuture<'a, Result<(), String>> {
-        // Feishu takes files through its multipart upload API, which this channel does not
-        // speak; the caller is told so instead of the chat getting half a message.
         Box::pin(async move {
-            Err(format!(
-                "Chela cannot upload files to Feishu, so {} was not sent; send its text instead",
-                path.display()
-            ))
+            let name = path.file_name().map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned());
+            let unreadable = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+            let file = tokio::fs::File::open(path).await.map_err(unreadable)?;
+            // Read at most one byte past the limit, so a file that grows meanwhile stays bounded.
+            let mut data = Vec::new();
+            file.take(api::MAX_FILE_BYTES + 1).read_to_end(&mut data).await.map_err(unreadable)?;
+            if data.len() as u64 > api::MAX_FILE_BYTES {
+                return Err(format!("{name} is larger than the {} bytes Feishu takes", api::MAX_FILE_BYTES));
+            }
+            if !caption.trim().is_empty() {
+                self.send_text(chat_id, caption).await?;
+            }
+            self.api.send_file(chat_id, &name, data.into()).await.map_err(|e| format!("{e:#}"))
         })
     }
 }
@@ -288,6 +296,38 @@ mod tests {
         assert_eq!(pieces.iter().map(|p| p.chars().count()).collect::<Vec<_>>(), [40, 40, 15]);
         assert_eq!(pieces.concat(), solid);
         assert_eq!(chunks("short", 40), ["short"]);
+    }
+
+    fn outlet(fake: &chela_testkit::feishu::FakeFeishu) -> FeishuOutlet {
+        let http = HttpClient::new(crate::net::ClientOptions::default());
+        FeishuOutlet { api: Arc::new(Api::new(http, &fake.base_url(), "cli_test", "secret-test")) }
+    }
+
+    #[tokio::test]
+    async fn the_outlet_sends_long_text_in_pieces_and_files_by_upload() {
+        let fake = chela_testkit::feishu::FakeFeishu::start(Default::default());
+        let out = outlet(&fake);
+        let long = format!("{}\n\n{}", "a".repeat(MAX_CHUNK_CHARS - 10), "b".repeat(20));
+        out.send_text("oc_1", &long).await.unwrap();
+        let sent = fake.sent();
+        assert_eq!(sent.len(), 2);
+        assert!(sent.iter().all(|s| s.receive_id.as_deref() == Some("oc_1") && s.msg_type == "text"));
+        assert_eq!(sent[1].text, "b".repeat(20));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report \"q1\".csv");
+        std::fs::write(&path, b"a,b\r\n--not-a-boundary\r\n1,2\n").unwrap();
+        out.send_file("oc_1", &path, "the report").await.unwrap();
+        let uploads = fake.uploads();
+        assert_eq!(uploads.len(), 1);
+        assert_eq!((uploads[0].file_type.as_str(), uploads[0].file_name.as_str()), ("stream", "report _q1_.csv"));
+        assert_eq!(uploads[0].data, b"a,b\r\n--not-a-boundary\r\n1,2\n");
+        let sent = fake.sent();
+        assert_eq!(sent[2].text, "the report");
+        assert_eq!((sent[3].msg_type.as_str(), sent[3].text.as_str()), ("file", uploads[0].file_key.as_str()));
+
+        let missing = out.send_file("oc_1", &dir.path().join("nope"), "").await.unwrap_err();
+        assert!(missing.contains("cannot read"), "{missing}");
     }
 
     #[test]
