@@ -326,7 +326,6 @@ impl Toolbox {
 
     /// Removes a group and its tools; returns whether it was there. Calls already running
     /// finish; later ones are refused as unknown.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn unregister(&self, group: &str) -> bool {
         self.change(|s| {
             let ids: Vec<String> = s.registry.in_group(group).map(|c| c.id.to_string()).collect();

@@ -163,6 +163,27 @@ fn wrong_app_credentials_stop_the_daemon_with_what_to_fix() {
     assert_eq!(feishu.endpoint_requests(), 0);
 }
 
+#[test]
+fn the_model_writes_to_known_feishu_chats_only() {
+    let llm = FakeLlm::start(vec![
+        Step::text("first"),
+        Step::tool_call("feishu_send_message", json!({"chat_id": "oc_p2p", "text": "a note from a tool"})),
+        Step::tool_call("feishu_send_message", json!({"chat_id": "oc_stranger", "text": "spam"})),
+        Step::text("done"),
+    ]);
+    let feishu = FakeFeishu::start(FeishuOptions::default());
+    let _chela = start_ws(&llm, &feishu);
+    feishu.push_event(&p2p("ev1", "hello"));
+    wait_for("the first reply", LIMIT, || feishu.sent().len() == 1);
+    feishu.push_event(&p2p("ev2", "send me a note"));
+    wait_for("the note and the reply", LIMIT, || feishu.sent().len() == 3);
+    let sent = feishu.sent();
+    assert_eq!((sent[1].receive_id.as_deref(), sent[1].text.as_str()), (Some("oc_p2p"), "a note from a tool"));
+    assert_eq!((sent[2].reply_to.as_deref(), sent[2].text.as_str()), (Some("om_ev2"), "done"));
+    let last = llm.requests()[3].json.clone().unwrap().to_string();
+    assert!(last.contains("Chela does not write there"), "the refusal did not reach the model: {last}");
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

@@ -10,6 +10,7 @@
 //! [`Outlet`](crate::daemon::Outlet), through which Chela can write to a Feishu chat on its own.
 
 mod api;
+mod tool;
 mod webhook;
 mod ws;
 
@@ -83,12 +84,16 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         seen: Mutex::new(Seen::default()),
         replies: Mutex::new(JoinSet::new()),
     });
-    daemon.outlets().register(Arc::new(FeishuOutlet { api }));
+    daemon.outlets().register(Arc::new(FeishuOutlet { api: Arc::clone(&api) }));
+    if let Err(e) = daemon.toolbox().register(tool::group(api)) {
+        tracing::warn!("the feishu tools are not available: {e}");
+    }
     let served = match settings.mode.as_str() {
         "webhook" => webhook::run(Arc::clone(&channel), &settings.webhook_listen).await,
         _ => ws::run(Arc::clone(&channel)).await,
     };
     daemon.outlets().unregister(CHANNEL);
+    daemon.toolbox().unregister(tool::GROUP);
     let mut replies = std::mem::take(&mut *channel.replies.lock().unwrap_or_else(PoisonError::into_inner));
     let _ = tokio::time::timeout(SEND_GRACE, async { while replies.join_next().await.is_some() {} }).await;
     served
