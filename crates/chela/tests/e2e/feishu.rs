@@ -184,6 +184,22 @@ fn the_model_writes_to_known_feishu_chats_only() {
     assert!(last.contains("Chela does not write there"), "the refusal did not reach the model: {last}");
 }
 
+#[test]
+fn pings_follow_the_servers_interval_and_sigterm_stops_the_channel_at_once() {
+    let llm = FakeLlm::start(vec![]);
+    let feishu = FakeFeishu::start(FeishuOptions { ping_interval_secs: 1, ..FeishuOptions::default() });
+    let mut chela = start_ws(&llm, &feishu);
+    // One on connect, then one a second: three within about two seconds.
+    wait_for("three pings", Duration::from_secs(5), || feishu.pings() >= 3);
+    let sent = std::time::Instant::now();
+    let kill = std::process::Command::new("kill").args(["-TERM", &chela.child.id().to_string()]).status().unwrap();
+    assert!(kill.success());
+    let status = crate::wait_exit(&mut chela.child, LIMIT);
+    assert!(status.success(), "{status:?}: {}", chela.stderr.now());
+    assert!(sent.elapsed() < Duration::from_secs(5), "took {:?} to stop", sent.elapsed());
+    wait_for("the long connection closed", LIMIT, || feishu.ws_open() == 0);
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
