@@ -257,6 +257,16 @@ keys! {
         "Feishu/Lark app secret.";
     FEISHU_ALLOW_FROM = "channels.feishu.allow_from", Kind::List, "",
         "Feishu open_ids allowed to talk to Chela; * lets everyone in. Others get a pairing code (`chela pairing`).";
+    FEISHU_API_BASE = "channels.feishu.api_base", Kind::Url, "https://open.feishu.cn",
+        "Feishu open platform base URL; Lark's is https://open.larksuite.com.";
+    FEISHU_ENCRYPT_KEY = "channels.feishu.encrypt_key", Kind::Secret, "",
+        "Webhook mode: the app's Encrypt Key; events are then encrypted and signed. Empty: plain events.";
+    FEISHU_MODE = "channels.feishu.mode", Kind::Choice(&["ws", "webhook"]), "ws",
+        "How Feishu events arrive: ws (a long connection Chela opens, no public address needed) or webhook.";
+    FEISHU_VERIFICATION_TOKEN = "channels.feishu.verification_token", Kind::Secret, "",
+        "Webhook mode: the app's Verification Token, which every event must carry. Empty: not checked.";
+    FEISHU_WEBHOOK_LISTEN = "channels.feishu.webhook_listen", Kind::Text, "127.0.0.1:18790",
+        "Webhook mode: the address Chela listens on for Feishu's POSTs (put a TLS proxy in front).";
     GATEWAY_LISTEN = "gateway.listen", Kind::Listen, "127.0.0.1:18789",
         "Address and port the daemon's gateway listens on. Anything but loopback needs gateway.token.";
     GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",

@@ -22,11 +22,13 @@ extern crate alloc;
 pub mod anthropic;
 pub mod chat;
 pub mod error;
+pub mod feishu;
 pub mod json;
 pub mod openai;
 pub mod sse;
 pub mod stream;
 pub mod telegram;
+pub mod websocket;
 
 /// The Anthropic API version header value Chela speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

@@ -1,6 +1,7 @@
 //! Fakes for testing Chela: a scripted fake LLM server speaking the Anthropic Messages API and
-//! the OpenAI Chat Completions API over plain HTTP/1.1 on 127.0.0.1, and a fake Telegram Bot API
-//! ([`telegram::FakeTelegram`]).
+//! the OpenAI Chat Completions API over plain HTTP/1.1 on 127.0.0.1, a fake Telegram Bot API
+//! ([`telegram::FakeTelegram`]) and a fake Feishu open platform ([`feishu`]: tenant tokens, the
+//! long connection's WebSocket, webhook events).
 //!
 //! What it is: a deterministic stand-in for a model provider, for integration tests and
 //! benchmarks. Each model request takes the next [`Step`] of a script (text, tool calls, an
@@ -39,6 +40,7 @@ mod anthropic;
 mod body;
 mod demo;
 mod fake;
+pub mod feishu;
 mod hostile;
 mod openai;
 pub mod script;

@@ -91,6 +91,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
             Some(Err((what, fix))) => r.fail(&what, &fix),
             None => {}
         }
+        check_feishu(cfg, &mut r).await;
     }
     println!();
     if r.failures == 0 {
@@ -187,6 +188,22 @@ pub(super) fn find_program(program: &str) -> Option<std::path::PathBuf> {
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path).map(|dir| dir.join(program)).find(|p| is_exec(p))
+}
+
+/// The Feishu app credentials, when the channel is on: can they get a tenant token?
+async fn check_feishu(cfg: &Config, r: &mut Report) {
+    let feishu = &cfg.settings().channels.feishu;
+    if feishu.app_id.is_empty() {
+        return;
+    }
+    let Ok(http) = http_client(cfg) else { return };
+    match crate::channels::feishu::check(http, feishu).await {
+        Ok(()) => r.ok(&format!("Feishu app {} gets a tenant token from {}", feishu.app_id, feishu.api_base)),
+        Err(e) => r.fail(
+            &format!("Feishu: {e:#}"),
+            "chela config set channels.feishu.app_secret -   (and check channels.feishu.app_id, channels.feishu.api_base)",
+        ),
+    }
 }
 
 async fn check_provider(cfg: &Config, r: &mut Report) {

@@ -50,6 +50,9 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     if crate::channels::telegram::configured(&daemon.config()) {
         services.spawn("telegram", crate::channels::telegram::serve(Arc::clone(&daemon)));
     }
+    if crate::channels::feishu::configured(&daemon.config()) {
+        services.spawn("feishu", crate::channels::feishu::serve(Arc::clone(&daemon)));
+    }
     tracing::info!("chela run: serving from {}", daemon.workspace().root().display());
 
     let mut failed = false;

@@ -85,6 +85,11 @@ pub struct Feishu {
     pub app_id: String,
     pub app_secret: String,
     pub allow_from: Vec<String>,
+    pub api_base: String,
+    pub encrypt_key: String,
+    pub mode: String,
+    pub verification_token: String,
+    pub webhook_listen: String,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }

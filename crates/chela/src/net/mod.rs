@@ -125,7 +125,7 @@ pub enum Guard {
     PublicOnly,
 }
 
-trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 impl HttpClient {
@@ -159,6 +159,13 @@ impl HttpClient {
             // true for every request.
             Guard::PublicOnly => self.send_fresh(url, req.guard, head, deadline).await,
         }
+    }
+
+    /// A raw connection to `url`'s origin (through the proxy, with TLS for `https://`), for a
+    /// protocol that takes the connection over after its own HTTP upgrade: the Feishu long
+    /// connection's WebSocket. Only for configured endpoints (`Guard::AllowAll`).
+    pub(crate) async fn open_stream(&self, url: &Url, timeout: Duration) -> Result<Box<dyn Io>, NetError> {
+        self.inner.dialer.open(url, Guard::AllowAll, Instant::now() + timeout).await
     }
 
     /// Sends `head` on a connection of its own, closed when the `Response` is dropped.

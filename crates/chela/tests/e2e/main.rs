@@ -16,6 +16,7 @@ mod config;
 mod ctrl_c;
 mod doctor;
 mod errors;
+mod feishu;
 mod gateway;
 mod interactive;
 mod run;

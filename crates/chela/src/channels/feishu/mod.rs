@@ -1,0 +1,351 @@
+//! The Feishu / Lark channel: events in by the long connection ([`ws`], the default) or a
+//! webhook ([`webhook`]), answers out through the open platform's API ([`api`]).
+//!
+//! Both modes hand each event's JSON to [`Channel::on_event`], which keeps text messages from
+//! people (in a group only those that mention the bot, with the mention taken out), drops events
+//! already seen (by event id, a bounded memory), and submits them to the daemon in arrival
+//! order. The answer is sent as a reply to the message, split into pieces Feishu accepts.
+//!
+//! Off while `channels.feishu.app_id` is empty. The channel also registers an
+//! [`Outlet`](crate::daemon::Outlet), through which Chela can write to a Feishu chat on its own.
+
+mod api;
+mod tool;
+mod webhook;
+mod ws;
+
+use std::collections::{HashSet, VecDeque};
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{Result, bail};
+use chela_core::agent::{ToolCall, ToolResult};
+use chela_proto::chat::Message;
+use chela_proto::feishu::event::{Envelope, MessageEvent, parse_envelope};
+use tokio::io::AsyncReadExt;
+use tokio::task::JoinSet;
+
+use crate::config::{Config, Feishu};
+use crate::daemon::{BoxFuture, Daemon, Incoming, Outlet, Submitted};
+use crate::net::HttpClient;
+use crate::turn::{Cancel, Observer};
+
+pub use api::Api;
+
+/// The channel's name in sessions, `allow_from` and outlets.
+pub const CHANNEL: &str = "feishu";
+/// Event ids remembered for deduplication (Feishu resends an event it thinks was lost).
+const SEEN_EVENTS: usize = 4096;
+/// Characters per message sent; Feishu takes far more, but long messages read badly on a phone.
+pub const MAX_CHUNK_CHARS: usize = 4000;
+/// Answers still being sent when the daemon stops get this long.
+const SEND_GRACE: Duration = Duration::from_secs(2);
+
+/// Whether the settings turn the channel on.
+pub fn configured(cfg: &Config) -> bool {
+    !cfg.settings().channels.feishu.app_id.is_empty()
+}
+
+/// Runs the channel until the daemon stops.
+pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
+    let cfg = daemon.config();
+    let settings = cfg.settings().channels.feishu.clone();
+    if settings.app_secret.is_empty() {
+        bail!(
+            "channels.feishu.app_id is set but channels.feishu.app_secret is empty; set it with `chela config set channels.feishu.app_secret -`"
+        );
+    }
+    let http = crate::app::http_client(&cfg)?;
+    let api = Arc::new(Api::new(http.clone(), &settings.api_base, &settings.app_id, &settings.app_secret));
+    // Wrong credentials stop the daemon with the sentence that says so; an unreachable Feishu
+    // is retried by the connection loop instead.
+    if let Err(e) = api.token().await {
+        if e.downcast_ref::<api::CredentialsRefused>().is_some() {
+            return Err(e);
+        }
+        tracing::warn!("Feishu cannot be reached yet ({e:#}); retrying");
+    }
+    // The bot's id tells group messages that mention it from the rest. Without it (the bot
+    // feature off, Feishu unreachable for now) any mention counts, which errs toward answering.
+    let bot_open_id = match api.bot_open_id().await {
+        Ok(id) => Some(id),
+        Err(e) => {
+            tracing::warn!("cannot read the Feishu bot's id, so any @mention in a group counts: {e:#}");
+            None
+        }
+    };
+    let channel = Arc::new(Channel {
+        daemon: Arc::clone(&daemon),
+        api: Arc::clone(&api),
+        http,
+        settings: settings.clone(),
+        bot_open_id,
+        seen: Mutex::new(Seen::default()),
+        replies: Mutex::new(JoinSet::new()),
+    });
+    daemon.outlets().register(Arc::new(FeishuOutlet { api: Arc::clone(&api) }));
+    if let Err(e) = daemon.toolbox().register(tool::group(api)) {
+        tracing::warn!("the feishu tools are not available: {e}");
+    }
+    let served = match settings.mode.as_str() {
+        "webhook" => webhook::run(Arc::clone(&channel), &settings.webhook_listen).await,
+        _ => ws::run(Arc::clone(&channel)).await,
+    };
+    daemon.outlets().unregister(CHANNEL);
+    daemon.toolbox().unregister(tool::GROUP);
+    let mut replies = std::mem::take(&mut *channel.replies.lock().unwrap_or_else(PoisonError::into_inner));
+    let _ = tokio::time::timeout(SEND_GRACE, async { while replies.join_next().await.is_some() {} }).await;
+    served
+}
+
+/// `chela doctor`: whether the app credentials get a tenant token.
+pub async fn check(http: HttpClient, settings: &Feishu) -> Result<()> {
+    Api::new(http, &settings.api_base, &settings.app_id, &settings.app_secret).token().await.map(drop)
+}
+
+pub struct Channel {
+    daemon: Arc<Daemon>,
+    api: Arc<Api>,
+    http: HttpClient,
+    settings: Feishu,
+    bot_open_id: Option<String>,
+    seen: Mutex<Seen>,
+    /// Turns waiting for their answer to be sent; bounded by the session hub's queues.
+    replies: Mutex<JoinSet<()>>,
+}
+
+/// The most recent event ids, oldest first out.
+#[derive(Default)]
+struct Seen {
+    order: VecDeque<String>,
+    set: HashSet<String>,
+}
+
+impl Seen {
+    /// `true` the first time `id` is seen.
+    fn first(&mut self, id: &str) -> bool {
+        if self.set.contains(id) {
+            return false;
+        }
+        if self.order.len() == SEEN_EVENTS
+            && let Some(old) = self.order.pop_front()
+        {
+            self.set.remove(&old);
+        }
+        self.order.push_back(id.to_owned());
+        self.set.insert(id.to_owned());
+        true
+    }
+}
+
+impl Channel {
+    /// One whole event's JSON, from either mode.
+    pub fn on_event(&self, payload: &[u8]) {
+        match parse_envelope(payload) {
+            Ok(Envelope::Message(m)) => self.on_message(m),
+            Ok(Envelope::Other { event_type, .. }) => tracing::debug!("ignored a Feishu {event_type} event"),
+            Ok(Envelope::UrlVerification { .. }) => {}
+            Err(e) => tracing::warn!("{e}"),
+        }
+    }
+
+    fn on_message(&self, m: MessageEvent) {
+        if !self.seen.lock().unwrap_or_else(PoisonError::into_inner).first(&m.event_id) {
+            tracing::debug!(event = %m.event_id, "a Feishu event seen before was dropped");
+            return;
+        }
+        // Other bots (and this one) do not start turns.
+        if m.sender_type != "user" {
+            return;
+        }
+        let bot = self.bot_open_id.as_deref();
+        if m.chat_type != "p2p" && !m.mentions_bot(bot) {
+            return;
+        }
+        let Some(text) = m.text(bot) else {
+            self.reply(m.message_id, "I can read text messages only, for now.".to_owned());
+            return;
+        };
+        if text.is_empty() {
+            return;
+        }
+        let incoming = Incoming {
+            channel: CHANNEL.to_owned(),
+            chat_id: m.chat_id,
+            sender: m.sender,
+            user: Message::user_text(text),
+            cancel: Cancel::default(),
+        };
+        match self.daemon.submit(incoming, Box::new(Quiet)) {
+            Submitted::Queued(pending) => {
+                let daemon = Arc::clone(&self.daemon);
+                let api = Arc::clone(&self.api);
+                self.spawn(async move {
+                    let end = pending.finish().await;
+                    send_reply(&api, &m.message_id, &daemon.reply_text(&end)).await;
+                });
+            }
+            Submitted::Answer(text) => self.reply(m.message_id, text),
+            Submitted::Drop => {}
+        }
+    }
+
+    fn reply(&self, message_id: String, text: String) {
+        let api = Arc::clone(&self.api);
+        self.spawn(async move { send_reply(&api, &message_id, &text).await });
+    }
+
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut replies = self.replies.lock().unwrap_or_else(PoisonError::into_inner);
+        while replies.try_join_next().is_some() {}
+        replies.spawn(task);
+    }
+}
+
+async fn send_reply(api: &Api, message_id: &str, text: &str) {
+    for piece in chunks(text, MAX_CHUNK_CHARS) {
+        if let Err(e) = api.reply_text(message_id, piece).await {
+            tracing::warn!("could not send an answer to Feishu: {e:#}");
+            return;
+        }
+    }
+}
+
+/// Splits `text` into pieces of at most `max` characters, at a paragraph break if one is in
+/// the second half of the piece, else a line break, else a space, else anywhere (between
+/// characters). Empty text is one empty piece, which Feishu refuses, so it becomes "(no answer)"
+/// upstream; here it stays as given.
+pub fn chunks(text: &str, max: usize) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut rest = text.trim();
+    while rest.chars().count() > max {
+        let hard = rest.char_indices().nth(max).map_or(rest.len(), |(i, _)| i);
+        let window = &rest[..hard];
+        let soft = ["\n\n", "\n", " "]
+            .iter()
+            .find_map(|sep| window.rfind(sep).filter(|&i| i >= hard / 2).map(|i| i + sep.len()))
+            .unwrap_or(hard);
+        out.push(rest[..soft].trim_end());
+        rest = rest[soft..].trim_start();
+    }
+    out.push(rest);
+    out
+}
+
+/// Feishu answers are sent whole, so nothing is shown while a turn runs.
+struct Quiet;
+
+impl Observer for Quiet {
+    fn text(&mut self, _: &str) {}
+    fn reply_done(&mut self, _: bool) {}
+    fn tool_started(&mut self, _: &ToolCall) {}
+    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
+}
+
+/// Sends to Feishu chats on Chela's own initiative (the IM tools).
+struct FeishuOutlet {
+    api: Arc<Api>,
+}
+
+impl Outlet for FeishuOutlet {
+    fn channel(&self) -> &str {
+        CHANNEL
+    }
+
+    fn send_text<'a>(&'a self, chat_id: &'a str, text: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            for piece in chunks(text, MAX_CHUNK_CHARS) {
+                self.api.send_text(chat_id, piece).await.map_err(|e| format!("{e:#}"))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn send_file<'a>(
+        &'a self,
+        chat_id: &'a str,
+        path: &'a Path,
+        caption: &'a str,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let name = path.file_name().map_or_else(|| "file".to_owned(), |n| n.to_string_lossy().into_owned());
+            let unreadable = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+            let file = tokio::fs::File::open(path).await.map_err(unreadable)?;
+            // Read at most one byte past the limit, so a file that grows meanwhile stays bounded.
+            let mut data = Vec::new();
+            file.take(api::MAX_FILE_BYTES + 1).read_to_end(&mut data).await.map_err(unreadable)?;
+            if data.len() as u64 > api::MAX_FILE_BYTES {
+                return Err(format!("{name} is larger than the {} bytes Feishu takes", api::MAX_FILE_BYTES));
+            }
+            if !caption.trim().is_empty() {
+                self.send_text(chat_id, caption).await?;
+            }
+            self.api.send_file(chat_id, &name, data.into()).await.map_err(|e| format!("{e:#}"))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_answers_split_at_paragraphs_then_lines_then_anywhere() {
+        let para = format!("{}\n\n{}", "a".repeat(30), "b".repeat(30));
+        assert_eq!(chunks(&para, 40), vec!["a".repeat(30), "b".repeat(30)]);
+        let lines = format!("{}\n{}", "a".repeat(30), "b".repeat(30));
+        assert_eq!(chunks(&lines, 40), vec!["a".repeat(30), "b".repeat(30)]);
+        let solid = "字".repeat(95);
+        let pieces = chunks(&solid, 40);
+        assert_eq!(pieces.iter().map(|p| p.chars().count()).collect::<Vec<_>>(), [40, 40, 15]);
+        assert_eq!(pieces.concat(), solid);
+        assert_eq!(chunks("short", 40), ["short"]);
+    }
+
+    fn outlet(fake: &chela_testkit::feishu::FakeFeishu) -> FeishuOutlet {
+        let http = HttpClient::new(crate::net::ClientOptions::default());
+        FeishuOutlet { api: Arc::new(Api::new(http, &fake.base_url(), "cli_test", "secret-test")) }
+    }
+
+    #[tokio::test]
+    async fn the_outlet_sends_long_text_in_pieces_and_files_by_upload() {
+        let fake = chela_testkit::feishu::FakeFeishu::start(Default::default());
+        let out = outlet(&fake);
+        let long = format!("{}\n\n{}", "a".repeat(MAX_CHUNK_CHARS - 10), "b".repeat(20));
+        out.send_text("oc_1", &long).await.unwrap();
+        let sent = fake.sent();
+        assert_eq!(sent.len(), 2);
+        assert!(sent.iter().all(|s| s.receive_id.as_deref() == Some("oc_1") && s.msg_type == "text"));
+        assert_eq!(sent[1].text, "b".repeat(20));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("report \"q1\".csv");
+        std::fs::write(&path, b"a,b\r\n--not-a-boundary\r\n1,2\n").unwrap();
+        out.send_file("oc_1", &path, "the report").await.unwrap();
+        let uploads = fake.uploads();
+        assert_eq!(uploads.len(), 1);
+        assert_eq!((uploads[0].file_type.as_str(), uploads[0].file_name.as_str()), ("stream", "report _q1_.csv"));
+        assert_eq!(uploads[0].data, b"a,b\r\n--not-a-boundary\r\n1,2\n");
+        let sent = fake.sent();
+        assert_eq!(sent[2].text, "the report");
+        assert_eq!((sent[3].msg_type.as_str(), sent[3].text.as_str()), ("file", uploads[0].file_key.as_str()));
+
+        let missing = out.send_file("oc_1", &dir.path().join("nope"), "").await.unwrap_err();
+        assert!(missing.contains("cannot read"), "{missing}");
+    }
+
+    #[test]
+    fn seen_events_are_remembered_within_the_bound() {
+        let mut seen = Seen::default();
+        assert!(seen.first("e0"));
+        assert!(!seen.first("e0"));
+        for i in 1..=SEEN_EVENTS {
+            assert!(seen.first(&format!("e{i}")));
+        }
+        assert_eq!(seen.set.len(), SEEN_EVENTS);
+        // The oldest fell out; the newest is still known.
+        assert!(seen.first("e0"));
+        assert!(!seen.first(&format!("e{SEEN_EVENTS}")));
+    }
+}

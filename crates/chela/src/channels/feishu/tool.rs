@@ -1,0 +1,112 @@
+//! The `feishu` tool group, registered while the channel runs (like an MCP server's tools):
+//! `feishu_send_message`, with which Chela writes to a Feishu chat on its own, e.g. from a
+//! schedule or while working on another chat's request.
+//!
+//! Only chats where an admitted person has talked to Chela: those with a session file, which
+//! the daemon creates for nobody else (a stranger's messages never reach a session). So the
+//! model cannot be talked into messaging arbitrary chats the bot happens to be in.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use super::api::Api;
+use super::{CHANNEL, MAX_CHUNK_CHARS, chunks};
+use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+
+/// The group's id: `chela cap disable feishu` switches the tool off.
+pub const GROUP: &str = "feishu";
+/// Longest text one call sends (it goes out in pieces of [`MAX_CHUNK_CHARS`]).
+const MAX_TEXT_CHARS: usize = 4 * MAX_CHUNK_CHARS;
+
+pub fn group(api: Arc<Api>) -> Group {
+    Group::new(GROUP, "Send messages to Feishu chats.").with(SendMessage { api })
+}
+
+pub struct SendMessage {
+    api: Arc<Api>,
+}
+
+#[derive(Deserialize)]
+pub struct SendArgs {
+    chat_id: String,
+    text: String,
+}
+
+impl Tool for SendMessage {
+    const NAME: &'static str = "feishu_send_message";
+    const DESCRIPTION: &'static str =
+        "Send a text message to a Feishu chat (its chat_id, oc_…) where an allowed person has talked to you.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"chat_id":{"type":"string","description":"The Feishu chat id, e.g. oc_5ad11d72b830411d72b836c20."},"text":{"type":"string","description":"The message."}},"required":["chat_id","text"]}"#;
+    type Args = SendArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, args: SendArgs) -> ToolResult {
+        let chat = args.chat_id.trim();
+        // Checked before it names a session file: `oc_a/b` and `oc_a_b` must not be one chat.
+        if chat.is_empty() || !chat.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            return Err(ToolError::invalid_args(format!("`{chat}` is not a Feishu chat id (they look like oc_…).")));
+        }
+        let text = args.text.trim();
+        if text.is_empty() {
+            return Err(ToolError::invalid_args("The text is empty."));
+        }
+        if text.chars().count() > MAX_TEXT_CHARS {
+            return Err(ToolError::invalid_args(format!(
+                "The text is longer than {MAX_TEXT_CHARS} characters; send less, or in several messages."
+            )));
+        }
+        if !ctx.ws.session_path(CHANNEL, chat).exists() {
+            return Err(ToolError::refused(format!(
+                "No allowed person has talked to Chela in Feishu chat {chat}, so Chela does not write there."
+            )));
+        }
+        let pieces = chunks(text, MAX_CHUNK_CHARS);
+        for piece in &pieces {
+            self.api.send_text(chat, piece).await.map_err(|e| ToolError::new(format!("{e:#}")))?;
+        }
+        Ok(serde_json::json!({"sent": true, "chat_id": chat, "messages": pieces.len()}).to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::{ClientOptions, HttpClient};
+    use crate::tools::ToolErrorKind;
+    use chela_testkit::feishu::{FakeFeishu, FeishuOptions};
+
+    #[test]
+    fn the_schema_names_the_argument_fields() {
+        let schema: serde_json::Value = serde_json::from_str(SendMessage::SCHEMA).unwrap();
+        let mut named: Vec<&str> = schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
+        named.sort_unstable();
+        let mut fields = crate::tools::testing::struct_fields::<SendArgs>().unwrap().to_vec();
+        fields.sort_unstable();
+        assert_eq!(named, fields);
+    }
+
+    #[tokio::test]
+    async fn it_sends_only_to_chats_with_a_session() {
+        let fake = FakeFeishu::start(FeishuOptions::default());
+        let http = HttpClient::new(ClientOptions::default());
+        let tool = SendMessage { api: Arc::new(Api::new(http, &fake.base_url(), "cli_test", "secret-test")) };
+        let fixture = crate::tools::testing::Fixture::new(&[]);
+        let ctx = fixture.ctx();
+        let args = |chat: &str, text: &str| SendArgs { chat_id: chat.into(), text: text.into() };
+
+        let refused = tool.call(&ctx, args("oc_known", "hello")).await.unwrap_err();
+        assert_eq!(refused.kind(), ToolErrorKind::Refused, "{refused}");
+        std::fs::create_dir_all(ctx.ws.sessions_dir()).unwrap();
+        std::fs::write(ctx.ws.session_path(CHANNEL, "oc_known"), "").unwrap();
+        let out = tool.call(&ctx, args("oc_known", "hello")).await.unwrap();
+        assert!(out.contains("\"messages\":1"), "{out}");
+        let sent = fake.sent();
+        assert_eq!((sent[0].receive_id.as_deref(), sent[0].text.as_str()), (Some("oc_known"), "hello"));
+
+        for (chat, text) in [("oc/known", "x"), ("", "x"), ("oc_known", "  ")] {
+            let e = tool.call(&ctx, args(chat, text)).await.unwrap_err();
+            assert_eq!(e.kind(), ToolErrorKind::InvalidArgs, "{e}");
+        }
+        assert_eq!(fake.sent().len(), 1);
+    }
+}

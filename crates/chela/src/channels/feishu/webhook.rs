@@ -1,0 +1,241 @@
+//! Webhook mode: Feishu POSTs each event to an address of ours. Chela listens on
+//! `channels.feishu.webhook_listen` (its own small HTTP/1 listener; put a TLS reverse proxy in
+//! front of it for the public address Feishu needs).
+//!
+//! Per request, as the official SDKs check it:
+//! 1. With an encrypt key, the body is `{"encrypt": base64}`: AES-256-CBC with key
+//!    SHA-256(encrypt_key), the IV in the first 16 bytes, PKCS#7 padding.
+//! 2. URL verification (`type: url_verification`) is answered with its `challenge`.
+//! 3. Events, with an encrypt key, must carry `X-Lark-Signature` =
+//!    hex(SHA-256(timestamp + nonce + encrypt_key + body)) over the raw body.
+//! 4. With a verification token set, the event's `token` must match it.
+//!
+//! Refusals are 400 (not an event) or 401 (not from Feishu), with `{"error": sentence}`.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aes::cipher::{BlockDecryptMut, KeyIvInit, block_padding::Pkcs7};
+use anyhow::{Context, Result};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use bytes::Bytes;
+use chela_proto::feishu::event::{Envelope, parse_envelope};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::http::{HeaderMap, Method, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use ring::digest::{SHA256, digest};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+
+use super::Channel;
+
+/// Largest webhook body; Feishu's events are a few kilobytes.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+/// Webhook requests served at once; more wait in the backlog.
+const MAX_CONNECTIONS: usize = 64;
+const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Serves the webhook until the daemon stops.
+pub async fn run(channel: Arc<Channel>, listen: &str) -> Result<()> {
+    let listener = TcpListener::bind(listen).await.with_context(|| {
+        format!("cannot listen on {listen} for Feishu webhooks; set channels.feishu.webhook_listen to a free address")
+    })?;
+    tracing::info!("Feishu webhooks are served on http://{}", listener.local_addr()?);
+    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let shutdown = channel.daemon.shutdown().clone();
+    loop {
+        let permit = tokio::select! {
+            p = Arc::clone(&permits).acquire_owned() => p?,
+            () = shutdown.wait() => return Ok(()),
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // E.g. out of file descriptors: wait instead of spinning.
+                    tracing::warn!("accepting a Feishu webhook connection failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = shutdown.wait() => return Ok(()),
+        };
+        let channel = Arc::clone(&channel);
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |req| {
+                let channel = Arc::clone(&channel);
+                async move { Ok::<_, Infallible>(handle(&channel, req).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(READ_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+fn answer(status: StatusCode, body: &Value) -> hyper::Response<Full<Bytes>> {
+    let mut r = hyper::Response::new(Full::new(Bytes::from(body.to_string())));
+    *r.status_mut() = status;
+    r.headers_mut().insert("content-type", hyper::http::HeaderValue::from_static("application/json"));
+    r
+}
+
+fn refuse(status: StatusCode, why: &str) -> hyper::Response<Full<Bytes>> {
+    tracing::warn!("refused a Feishu webhook request: {why}");
+    answer(status, &json!({"error": why}))
+}
+
+async fn handle(channel: &Channel, req: hyper::Request<Incoming>) -> hyper::Response<Full<Bytes>> {
+    if req.method() != Method::POST {
+        return refuse(StatusCode::METHOD_NOT_ALLOWED, "Feishu webhooks are POST requests");
+    }
+    let (parts, body) = req.into_parts();
+    let body = match tokio::time::timeout(READ_TIMEOUT, Limited::new(body, MAX_BODY_BYTES).collect()).await {
+        Ok(Ok(b)) => b.to_bytes(),
+        Ok(Err(_)) => return refuse(StatusCode::PAYLOAD_TOO_LARGE, "the body is larger than a Feishu event can be"),
+        Err(_) => return refuse(StatusCode::REQUEST_TIMEOUT, "the body did not arrive in time"),
+    };
+    let settings = &channel.settings;
+    match verify(&settings.encrypt_key, &settings.verification_token, &parts.headers, &body) {
+        Err((status, why)) => refuse(status, why),
+        Ok(Verified::Challenge(challenge)) => answer(StatusCode::OK, &json!({ "challenge": challenge })),
+        Ok(Verified::Event(plain)) => {
+            channel.on_event(&plain);
+            answer(StatusCode::OK, &json!({}))
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Verified {
+    Challenge(String),
+    /// The event's plain JSON.
+    Event(Vec<u8>),
+}
+
+/// Checks one webhook request and returns what it carries. Pure, for unit tests.
+pub(super) fn verify(
+    encrypt_key: &str,
+    verification_token: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Verified, (StatusCode, &'static str)> {
+    let bad = |why| (StatusCode::BAD_REQUEST, why);
+    let outer: Value = serde_json::from_slice(body).map_err(|_| bad("the body is not JSON"))?;
+    let plain = match (outer.get("encrypt").and_then(Value::as_str), encrypt_key.is_empty()) {
+        (Some(encrypted), false) => decrypt(encrypt_key, encrypted)
+            .ok_or_else(|| bad("the encrypted event cannot be decrypted with channels.feishu.encrypt_key"))?,
+        (Some(_), true) => {
+            return Err(bad("the event is encrypted; set channels.feishu.encrypt_key to the app's Encrypt Key"));
+        }
+        (None, false) => {
+            return Err((StatusCode::UNAUTHORIZED, "the event is not encrypted, but an encrypt key is set"));
+        }
+        (None, true) => body.to_vec(),
+    };
+    let envelope = parse_envelope(&plain).map_err(|_| bad("the body is not a Feishu event"))?;
+    let token = match &envelope {
+        Envelope::UrlVerification { token, .. } | Envelope::Other { token, .. } => token.as_str(),
+        Envelope::Message(m) => m.token.as_str(),
+    };
+    if !verification_token.is_empty() && !same(token.as_bytes(), verification_token.as_bytes()) {
+        return Err((StatusCode::UNAUTHORIZED, "the event's verification token is not the app's"));
+    }
+    if let Envelope::UrlVerification { challenge, .. } = envelope {
+        // Feishu signs events, not its URL check, whose answer proves only that we can decrypt.
+        return Ok(Verified::Challenge(challenge));
+    }
+    if !encrypt_key.is_empty() {
+        let header = |name| headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+        let expected = signature(header("x-lark-request-timestamp"), header("x-lark-request-nonce"), encrypt_key, body);
+        if !same(header("x-lark-signature").as_bytes(), expected.as_bytes()) {
+            return Err((StatusCode::UNAUTHORIZED, "the event's X-Lark-Signature does not match"));
+        }
+    }
+    Ok(Verified::Event(plain))
+}
+
+/// Compares without stopping at the first difference, so timing tells nothing about a secret.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn signature(timestamp: &str, nonce: &str, encrypt_key: &str, body: &[u8]) -> String {
+    let mut input = Vec::with_capacity(timestamp.len() + nonce.len() + encrypt_key.len() + body.len());
+    for part in [timestamp.as_bytes(), nonce.as_bytes(), encrypt_key.as_bytes(), body] {
+        input.extend_from_slice(part);
+    }
+    digest(&SHA256, &input).as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The plain bytes of an `encrypt` field, `None` if it is not what the key produced.
+fn decrypt(encrypt_key: &str, encrypted: &str) -> Option<Vec<u8>> {
+    let raw = STANDARD.decode(encrypted).ok()?;
+    if raw.len() < 32 || raw.len() % 16 != 0 {
+        return None;
+    }
+    let key = digest(&SHA256, encrypt_key.as_bytes());
+    let (iv, data) = raw.split_at(16);
+    let cipher = cbc::Decryptor::<aes::Aes256>::new_from_slices(key.as_ref(), iv).ok()?;
+    cipher.decrypt_padded_vec_mut::<Pkcs7>(data).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chela_testkit::feishu::{encrypt, encrypted_event, message_event};
+
+    fn headers(pairs: &[(String, String)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(hyper::http::HeaderName::from_bytes(k.as_bytes()).unwrap(), v.parse().unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn an_encrypted_signed_event_is_decrypted_and_a_changed_one_refused() {
+        let event = message_event("ev1", ("oc_1", "p2p"), "ou_a", "hi", None);
+        let (body, h) = encrypted_event("key-1", &event, "1700000000", "n1");
+        let Ok(Verified::Event(plain)) = verify("key-1", "", &headers(&h), &body) else { panic!("refused") };
+        assert_eq!(serde_json::from_slice::<Value>(&plain).unwrap(), event);
+        // Same body, wrong key: the decryption fails before any signature is looked at.
+        assert_eq!(verify("key-2", "", &headers(&h), &body).unwrap_err().0, StatusCode::BAD_REQUEST);
+        // Right key, a signature made for another timestamp.
+        let mut stale = h.clone();
+        stale[0].1 = "1700000001".into();
+        assert_eq!(verify("key-1", "", &headers(&stale), &body).unwrap_err().0, StatusCode::UNAUTHORIZED);
+        assert_eq!(verify("key-1", "", &HeaderMap::new(), &body).unwrap_err().0, StatusCode::UNAUTHORIZED);
+    }
+
+    #[test]
+    fn url_verification_answers_the_challenge_with_the_right_token_only() {
+        let body = br#"{"challenge":"ch-1","token":"vt","type":"url_verification"}"#;
+        assert_eq!(verify("", "vt", &HeaderMap::new(), body), Ok(Verified::Challenge("ch-1".into())));
+        assert_eq!(verify("", "other", &HeaderMap::new(), body).unwrap_err().0, StatusCode::UNAUTHORIZED);
+        let sealed = json!({"encrypt": encrypt("k", *b"iv-iv-iv-iv-iv-i", body)}).to_string();
+        assert_eq!(verify("k", "vt", &HeaderMap::new(), sealed.as_bytes()), Ok(Verified::Challenge("ch-1".into())));
+    }
+
+    #[test]
+    fn garbage_is_refused_with_a_reason() {
+        for (key, body) in [
+            ("k", &br#"{"encrypt":"not base64!"}"#[..]),
+            ("k", br#"{"encrypt":"AAAA"}"#),
+            ("k", br#"{"encrypt":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}"#),
+            ("", b"not json"),
+            ("", br#"{"encrypt":"AAAA"}"#),
+            ("", br#"{"header":{}}"#),
+        ] {
+            let (status, why) = verify(key, "", &HeaderMap::new(), body).unwrap_err();
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{why}");
+        }
+    }
+}
