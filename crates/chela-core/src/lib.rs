@@ -1,7 +1,7 @@
 //! Chela's agent core: decisions without IO.
 //!
 //! What it is: the agent turn as a value you step ([`agent::AgentRun`]), history trimming and
-//! repair ([`history`]), the capability registry with its enable and visibility controls
+//! repair ([`history`]) and compaction ([`compaction`]), the capability registry with its enable and visibility controls
 //! ([`cap`]), the session file format ([`session`]) and the storage contract
 //! ([`storage`]) that sessions and memory entries are read and written through.
 //!
@@ -15,6 +15,7 @@ extern crate alloc;
 
 pub mod agent;
 pub mod cap;
+pub mod compaction;
 pub mod config;
 pub mod exchange;
 pub mod history;
