@@ -19,6 +19,7 @@ pub mod workspace;
 
 mod app;
 mod chat;
+mod compact;
 mod keyrule;
 pub mod net;
 mod provider;
