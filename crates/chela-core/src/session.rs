@@ -144,8 +144,8 @@ pub struct Loaded {
     pub file_bytes: u64,
     /// The newest summary line reached, which stands for the older turns.
     pub summary: Option<Summary>,
-    /// Non-blank lines older than what the summary keeps live ([`parse`] only: [`load`] does
-    /// not read them).
+    /// Non-blank lines the summary stands for: older summaries among the lines it keeps live,
+    /// and ([`parse`] only: [`load`] does not read them) every line older than those.
     pub covered_lines: usize,
 }
 
@@ -243,7 +243,7 @@ impl Reader {
                     }
                     self.live_left = Some(keeps);
                 }
-                Ok(_) => {}
+                Ok(_) => self.out.covered_lines += 1,
                 Err(_) => {
                     self.out.skipped_lines += 1;
                     if !terminated {
@@ -341,20 +341,16 @@ pub fn parse(text: &str) -> Loaded {
     let mut reader = Reader::new(ALL);
     // Newest first: the piece after the last `\n` is the unterminated last line, if any.
     let mut lines = text.rsplit('\n');
-    if let Some(last) = lines.next()
-        && !last.is_empty()
-        && reader.line(last.as_bytes(), false).is_break()
-    {
-        let covered = lines.filter(|l| !is_blank(trim_cr(l.as_bytes()))).count();
-        return Loaded { covered_lines: covered, ..reader.finish() };
+    let mut stopped = match lines.next() {
+        Some(last) if !last.is_empty() => reader.line(last.as_bytes(), false).is_break(),
+        _ => false,
+    };
+    while !stopped && let Some(line) = lines.next() {
+        stopped = reader.line(line.as_bytes(), true).is_break();
     }
-    while let Some(line) = lines.next() {
-        if reader.line(line.as_bytes(), true).is_break() {
-            let covered = lines.filter(|l| !is_blank(trim_cr(l.as_bytes()))).count();
-            return Loaded { covered_lines: covered, ..reader.finish() };
-        }
-    }
-    reader.finish()
+    let covered = lines.filter(|l| !is_blank(trim_cr(l.as_bytes()))).count();
+    let out = reader.finish();
+    Loaded { covered_lines: out.covered_lines + covered, ..out }
 }
 
 #[cfg(test)]

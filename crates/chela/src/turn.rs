@@ -324,4 +324,34 @@ mod tests {
         // The rotated file loads to the same history.
         assert_eq!(load_history(&path, 16 * 1024).unwrap().messages, history);
     }
+
+    #[test]
+    fn rotation_keeps_the_summary_at_the_head_of_the_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions").join("cli_local.jsonl");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let turn = |i: u64| [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
+        let mut text = String::new();
+        let mut i = 0;
+        while text.len() as u64 <= ROTATE_BYTES {
+            text.push_str(&session::encode_turn(&turn(i), i));
+            i += 1;
+        }
+        // The newest turn before it stays live; everything older is folded.
+        let summary = Summary { text: "Ada asked many questions.".into(), replaces: 2 * i - 2, keeps: 2, ts: i };
+        text.push_str(&session::encode_summary(&summary));
+        text.push_str(&session::encode_turn(&turn(i), i));
+        std::fs::write(&path, &text).unwrap();
+
+        let history = load_history(&path, 16 * 1024).unwrap();
+        assert_eq!(history.summary.as_ref(), Some(&summary));
+        assert_eq!(history.messages, [turn(i - 1), turn(i)].concat());
+        let archived: Vec<_> = std::fs::read_dir(dir.path().join("sessions/archive")).unwrap().flatten().collect();
+        assert_eq!(std::fs::read_to_string(archived[0].path()).unwrap(), text, "the archive has everything");
+        let live = std::fs::read_to_string(&path).unwrap();
+        assert!(live.starts_with("{\"kind\":\"summary\""), "{live:.100}");
+        let again = load_history(&path, 16 * 1024).unwrap();
+        assert_eq!(again.messages, history.messages);
+        assert_eq!(again.summary.map(|s| s.text), Some(summary.text));
+    }
 }
