@@ -80,7 +80,11 @@ async fn fold(
     let text = compaction::accept(&reply.into_message().text(), policy)?;
     let summary = Summary { text, replaces: plan.fold as u64, keeps: 0, ts: now() };
     let (path, live) = (history.path.clone(), history.messages[plan.fold..].to_vec());
-    let max_read = tail_bytes(agent.limits.history_budget);
+    // The live part's lines, however its text was escaped, and room for lines another
+    // process appended meanwhile.
+    let max_read = (chela_core::history::bytes(&live) as u64)
+        .saturating_mul(8)
+        .saturating_add(tail_bytes(agent.limits.history_budget));
     let summary = tokio::task::spawn_blocking(move || write(&path, &live, summary, max_read))
         .await
         .map_err(|e| anyhow::anyhow!("saving the summary stopped unexpectedly: {e}"))??;
@@ -96,7 +100,9 @@ fn write(path: &Path, live: &[Message], mut summary: Summary, max_read: u64) -> 
     summary.keeps = session::live_lines(&storage, &name, live, max_read)
         .with_context(|| format!("cannot read {shown}"))?
         .ok_or_else(|| {
-            anyhow::anyhow!("the end of {shown} no longer holds the conversation (changed by another program?)")
+            anyhow::anyhow!(
+                "the end of {shown} does not hold the conversation kept in memory (was the file changed by another program?)"
+            )
         })?;
     session::append_summary(&mut storage, &name, &summary).with_context(|| format!("cannot write to {shown}"))?;
     Ok(summary)
