@@ -70,10 +70,11 @@ async fn fold(
         messages: &messages,
         tool_choice: ToolChoice::Auto,
     };
-    // No tools and nothing shown while it streams: the summary is for the next turns.
+    // No tools, and a whole reply rather than a stream: nobody watches the summary arrive.
+    let provider = agent.provider.unstreamed();
     let mut quiet = |_: chela_proto::chat::Update<'_>| {};
     let reply = tokio::select! {
-        r = agent.provider.complete(&call, &[], &mut quiet) => r,
+        r = provider.complete(&call, &[], &mut quiet) => r,
         () = cancel.cancelled() => return Ok(false),
     };
     let reply = reply.map_err(|e| anyhow::anyhow!("{}", agent.provider.tell(&e)))?;

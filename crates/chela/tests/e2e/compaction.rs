@@ -65,6 +65,8 @@ fn a_long_chat_is_folded_and_the_model_sees_the_summary_first() {
         let ask = body(&llm, 4);
         assert!(system_of(provider, &ask).starts_with("You keep the memory of a long conversation"), "{ask:#}");
         assert!(ask.get("tools").is_none(), "{provider:?}: no tools are offered: {ask:#}");
+        assert!(ask.get("stream").is_none(), "{provider:?}: a whole reply is asked for: {ask:#}");
+        assert_eq!(body(&llm, 3)["stream"], true, "{provider:?}: turns stream as configured");
         let transcript = conversation(provider, &ask);
         assert_eq!(transcript.len(), 1, "{provider:?}");
         let transcript = text_of(&transcript[0]);
