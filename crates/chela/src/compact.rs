@@ -112,3 +112,107 @@ fn write(path: &Path, live: &[Message], mut summary: Summary, max_read: u64) -> 
 fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use chela_testkit::{FakeLlm, Step};
+
+    use super::*;
+    use crate::app::App;
+    use crate::turn::load_history;
+    use crate::workspace::Workspace;
+
+    struct Setup {
+        _dir: tempfile::TempDir,
+        llm: FakeLlm,
+        app: Arc<App>,
+        path: std::path::PathBuf,
+    }
+
+    /// An app on the fake with a 2,000-byte budget (folding at 1,500), and a session path.
+    fn setup(script: Vec<Step>) -> Setup {
+        let llm = FakeLlm::start(script);
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+        ws.ensure().unwrap();
+        let url = llm.anthropic_base_url();
+        for (k, v) in [
+            ("llm.base_url", url.as_str()),
+            ("llm.api_key", "test-key"),
+            ("llm.max_retries", "0"),
+            ("agent.history_budget", "2000"),
+        ] {
+            crate::config::set_override(&ws, k, v).unwrap();
+        }
+        let path = ws.session_path("test", "c");
+        Setup { _dir: dir, llm, app: Arc::new(App::load(ws).unwrap()), path }
+    }
+
+    /// Three exchanges of about 560 bytes: past the 1,500 that folds.
+    fn three_exchanges() -> Vec<Message> {
+        (0..3)
+            .flat_map(|k| [Message::user_text(format!("({k}) {}", "q".repeat(500))), Message::assistant_text("ok")])
+            .collect()
+    }
+
+    fn history(s: &Setup, messages: Vec<Message>) -> History {
+        std::fs::write(&s.path, session::encode_turn(&messages, 1)).unwrap();
+        History { path: s.path.clone(), messages, summary: None }
+    }
+
+    #[tokio::test]
+    async fn the_summary_is_appended_after_the_live_turns_and_the_history_shrinks() {
+        let s = setup(vec![Step::text("  Three questions about q.  ")]);
+        let mut h = history(&s, three_exchanges());
+        let before = std::fs::read_to_string(&s.path).unwrap();
+        after_turn(&s.app.agent(), &mut h, &Cancel::default()).await;
+        assert_eq!(s.llm.requests().len(), 1);
+        assert_eq!(h.messages, three_exchanges()[4..], "the newest exchange is what stays in memory");
+        let summary = h.summary.clone().expect("a summary");
+        assert_eq!((summary.text.as_str(), summary.replaces, summary.keeps), ("Three questions about q.", 4, 2));
+        let after = std::fs::read_to_string(&s.path).unwrap();
+        assert!(after.starts_with(&before), "nothing written before is changed");
+        assert_eq!(after[before.len()..], session::encode_summary(&summary));
+        // A fresh load (a restart) gives the same history and summary.
+        let loaded = load_history(&s.path, 2000).unwrap();
+        assert_eq!((loaded.messages, loaded.summary), (h.messages, Some(summary)));
+    }
+
+    #[tokio::test]
+    async fn a_file_that_no_longer_ends_with_the_conversation_is_left_alone() {
+        let s = setup(vec![Step::text("A summary.")]);
+        let mut h = history(&s, three_exchanges());
+        // Another program started the file over meanwhile.
+        let other = session::encode_turn(&[Message::user_text("hi"), Message::assistant_text("yo")], 2);
+        std::fs::write(&s.path, &other).unwrap();
+        after_turn(&s.app.agent(), &mut h, &Cancel::default()).await;
+        assert_eq!(s.llm.requests().len(), 1, "the summary was asked for");
+        assert_eq!(std::fs::read_to_string(&s.path).unwrap(), other, "but not written");
+        assert_eq!((h.messages, h.summary), (three_exchanges(), None), "and the history is as it was");
+    }
+
+    #[tokio::test]
+    async fn an_empty_summary_or_a_cancel_changes_nothing() {
+        let s = setup(vec![Step::text("   ")]);
+        let mut h = history(&s, three_exchanges());
+        let before = std::fs::read_to_string(&s.path).unwrap();
+        after_turn(&s.app.agent(), &mut h, &Cancel::default()).await;
+        let cancel = Cancel::default();
+        cancel.cancel();
+        after_turn(&s.app.agent(), &mut h, &cancel).await;
+        assert_eq!(std::fs::read_to_string(&s.path).unwrap(), before);
+        assert_eq!((h.messages, h.summary), (three_exchanges(), None));
+    }
+
+    #[test]
+    fn the_summary_goes_after_the_system_prompt() {
+        let s = Summary { text: "Ada likes tea.".into(), ..Summary::default() };
+        let system = system_with_summary("You are Chela.".into(), Some(&s));
+        assert!(
+            system.starts_with("You are Chela.\n\n# Earlier in this conversation") && system.contains("Ada likes tea.")
+        );
+        assert_eq!(system_with_summary("You are Chela.".into(), None), "You are Chela.");
+    }
+}
