@@ -104,12 +104,14 @@ pub fn request(folded: &[Message], previous: Option<&str>, policy: &Policy) -> V
     let tail = format!("\nWrite the summary now, in fewer than {words} words.");
     let room = policy.max_request.saturating_sub(head.len() + tail.len());
 
+    let left_out = |n: usize| format!("[{n} earlier message(s) left out: too long to summarise at once]\n");
+    // Room for the note about what was left out, should it be needed: its longest form.
+    let room = room.saturating_sub(left_out(folded.len()).len());
     let lines: Vec<String> = folded.iter().map(render).collect();
     let mut used = 0;
     let mut first = lines.len();
     for (i, l) in lines.iter().enumerate().rev() {
-        // Room for the note about what was left out, should it be needed.
-        if used + l.len() + 64 > room {
+        if used + l.len() > room {
             break;
         }
         used += l.len();
@@ -117,7 +119,7 @@ pub fn request(folded: &[Message], previous: Option<&str>, policy: &Policy) -> V
     }
     let mut body = head;
     if first > 0 {
-        body.push_str(&format!("[{first} earlier message(s) left out: too long to summarise at once]\n"));
+        body.push_str(&left_out(first));
     }
     for l in &lines[first..] {
         body.push_str(l);
