@@ -189,6 +189,8 @@ keys! {
         "Tool calls run from one model reply.";
     AGENT_HISTORY_BUDGET = "agent.history_budget", Kind::Int { min: 1024, max: 4_000_000 }, "65536",
         "Bytes of conversation sent to the model; older exchanges are left out.";
+    AGENT_COMPACTION = "agent.compaction", Kind::Bool, "true",
+        "Fold the oldest turns of a long conversation into a summary the model writes, instead of leaving them out.";
     AGENT_MAX_TOOL_OUTPUT = "agent.max_tool_output", Kind::Int { min: 256, max: 1_000_000 }, "16384",
         "Bytes of one tool result the model sees.";
     TIMEZONE = "timezone", Kind::TimeZone, "",

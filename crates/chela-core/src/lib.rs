@@ -1,9 +1,10 @@
 //! Chela's agent core: decisions without IO.
 //!
 //! What it is: the agent turn as a value you step ([`agent::AgentRun`]), history trimming and
-//! repair ([`history`]), the capability registry with its enable and visibility controls
-//! ([`cap`]), the session file format ([`session`]) and the storage contract
-//! ([`storage`]) that sessions and memory entries are read and written through.
+//! repair ([`history`]) and compaction into a summary ([`compaction`]), the capability registry
+//! with its enable and visibility controls ([`cap`]), the session file format ([`session`]) and
+//! the storage contract ([`storage`]) that sessions and memory entries are read and written
+//! through.
 //!
 //! What it is not: it opens no file or socket and reads no clock. Time comes in as an argument;
 //! IO happens in the drivers (the `chela` binary on tokio, the firmware on embassy), which feed
@@ -16,6 +17,7 @@ extern crate alloc;
 pub mod access;
 pub mod agent;
 pub mod cap;
+pub mod compaction;
 pub mod config;
 pub mod exchange;
 pub mod history;

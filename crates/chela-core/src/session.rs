@@ -15,6 +15,17 @@
 //! skipped and counted, and the result is [`history::repair`]ed so it can be sent to a provider
 //! as is. [`load`] reads newest first and stops at the byte budget, so a long session costs
 //! what its recent part costs.
+//!
+//! A long conversation's oldest turns may be folded into a summary ([`crate::compaction`]),
+//! appended as a line of its own kind:
+//!
+//! ```text
+//! {"kind":"summary","text":"Ada asked about …","replaces":12,"keeps":6,"ts":1738765000}
+//! ```
+//!
+//! It stands for every message line before it except the `keeps` newest ones, which stay
+//! live. Readers stop there: older lines stay in the file, for the record, but are not read.
+//! Readers that predate summaries skip the line as unreadable and load as before.
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -41,6 +52,61 @@ struct LineIn {
     content: Vec<Block>,
     #[serde(default)]
     ts: u64,
+}
+
+/// The summary that stands for a session's older turns (see the module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    pub text: String,
+    /// Messages folded into it by the compaction that wrote it (those folded before went in
+    /// through the summary it replaced).
+    pub replaces: u64,
+    /// Message lines just before the summary line that it does not stand for.
+    pub keeps: u64,
+    pub ts: u64,
+}
+
+#[derive(Serialize)]
+struct SummaryOut<'a> {
+    kind: LineKind,
+    text: &'a str,
+    replaces: u64,
+    keeps: u64,
+    ts: u64,
+}
+
+#[derive(Deserialize)]
+struct SummaryIn {
+    #[serde(rename = "kind")]
+    _kind: LineKind,
+    text: String,
+    #[serde(default)]
+    replaces: u64,
+    #[serde(default)]
+    keeps: u64,
+    #[serde(default)]
+    ts: u64,
+}
+
+/// The kinds of line that are not messages.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum LineKind {
+    Summary,
+}
+
+/// The summary's line, with its `\n`.
+pub fn encode_summary(summary: &Summary) -> String {
+    let line = SummaryOut {
+        kind: LineKind::Summary,
+        text: &summary.text,
+        replaces: summary.replaces,
+        keeps: summary.keeps,
+        ts: summary.ts,
+    };
+    let mut out = serde_json::to_string(&line).unwrap_or_default();
+    out.push('\n');
+    out
 }
 
 /// Appends `message` as one line (with its `\n`) to `out`.
@@ -76,6 +142,11 @@ pub struct Loaded {
     pub last_ts: u64,
     /// The whole file's length in bytes ([`load`] only; [`parse`] leaves it 0).
     pub file_bytes: u64,
+    /// The newest summary line reached, which stands for the older turns.
+    pub summary: Option<Summary>,
+    /// Non-blank lines the summary stands for: older summaries among the lines it keeps live,
+    /// and ([`parse`] only: [`load`] does not read them) every line older than those.
+    pub covered_lines: usize,
 }
 
 /// How much of a session [`load`] takes.
@@ -91,58 +162,116 @@ pub struct Budget {
 /// Loads the newest whole exchanges of session `name` that fit `budget`, reading the file from
 /// its end and stopping at the first exchange that does not fit: older lines are neither read
 /// nor parsed. Skipped lines are counted as in [`parse`], and the result is repaired.
+///
+/// A [summary line](Summary) ends the reading too, once the message lines it keeps live have
+/// been read: everything older is what it stands for.
 pub fn load<S: Storage + ?Sized>(storage: &S, name: &str, budget: Budget) -> Result<Loaded, S::Error> {
-    let mut out = Loaded::default();
-    // Newest first: `kept` holds whole exchanges, `pending` the messages read since the last
-    // exchange start (an exchange not yet seen from its beginning).
-    let mut kept: Vec<Message> = Vec::new();
-    let mut kept_bytes = 0usize;
-    let mut pending: Vec<Message> = Vec::new();
-    let mut pending_bytes = 0usize;
-    let mut looked_at = 0u64;
-    let end = storage.read_newest_first(name, &mut |line| {
-        looked_at += line.bytes.len() as u64 + 1;
-        let text = trim_cr(line.bytes);
+    let mut reader = Reader::new(budget);
+    let end = storage.read_newest_first(name, &mut |line| reader.line(line.bytes, line.terminated))?;
+    let mut out = reader.finish();
+    out.file_bytes = end.size;
+    out.skipped_lines += end.overlong;
+    Ok(out)
+}
+
+/// Reads lines newest first for [`load`] and [`parse`], so both follow one set of rules.
+struct Reader {
+    out: Loaded,
+    budget: Budget,
+    /// Newest first: `kept` holds whole exchanges, `pending` the messages read since the last
+    /// exchange start (an exchange not yet seen from its beginning).
+    kept: Vec<Message>,
+    kept_bytes: usize,
+    pending: Vec<Message>,
+    pending_bytes: usize,
+    looked_at: u64,
+    /// Once a summary was read: the message lines before it that are still live.
+    live_left: Option<u64>,
+}
+
+impl Reader {
+    fn new(budget: Budget) -> Reader {
+        Reader {
+            out: Loaded::default(),
+            budget,
+            kept: Vec::new(),
+            kept_bytes: 0,
+            pending: Vec::new(),
+            pending_bytes: 0,
+            looked_at: 0,
+            live_left: None,
+        }
+    }
+
+    /// Takes the next older line; `Break` when nothing older is wanted.
+    fn line(&mut self, bytes: &[u8], terminated: bool) -> ControlFlow<()> {
+        self.looked_at += bytes.len() as u64 + 1;
+        let text = trim_cr(bytes);
         match serde_json::from_slice::<LineIn>(text) {
             Ok(l) if !l.content.is_empty() => {
-                if kept.is_empty() && pending.is_empty() {
-                    out.last_ts = l.ts;
+                if self.kept.is_empty() && self.pending.is_empty() {
+                    self.out.last_ts = l.ts;
                 }
                 let m = Message { role: l.role, content: l.content };
-                pending_bytes += m.approx_bytes();
+                self.pending_bytes += m.approx_bytes();
                 let starts = history::starts_exchange(&m);
-                pending.push(m);
-                if kept_bytes + pending_bytes > budget.bytes {
+                self.pending.push(m);
+                if self.kept_bytes + self.pending_bytes > self.budget.bytes {
                     // This exchange cannot fit whatever precedes it; it and everything older stay out.
-                    pending.clear();
+                    self.pending.clear();
                     return ControlFlow::Break(());
                 }
                 if starts {
-                    kept.append(&mut pending);
-                    kept_bytes += core::mem::take(&mut pending_bytes);
+                    self.kept.append(&mut self.pending);
+                    self.kept_bytes += core::mem::take(&mut self.pending_bytes);
+                }
+                if let Some(left) = &mut self.live_left {
+                    *left -= 1;
+                    if *left == 0 {
+                        return ControlFlow::Break(());
+                    }
                 }
             }
-            _ if text.iter().all(u8::is_ascii_whitespace) => {}
-            _ => {
-                out.skipped_lines += 1;
-                if !line.terminated {
-                    out.torn_tail = true;
+            _ if is_blank(text) => {}
+            _ => match serde_json::from_slice::<SummaryIn>(text) {
+                // Only the newest summary counts; an older one inside its live part was folded into it.
+                Ok(s) if self.out.summary.is_none() => {
+                    let keeps = s.keeps;
+                    self.out.summary = Some(Summary { text: s.text, replaces: s.replaces, keeps, ts: s.ts });
+                    if keeps == 0 {
+                        return ControlFlow::Break(());
+                    }
+                    self.live_left = Some(keeps);
                 }
-            }
+                Ok(_) => self.out.covered_lines += 1,
+                Err(_) => {
+                    self.out.skipped_lines += 1;
+                    if !terminated {
+                        self.out.torn_tail = true;
+                    }
+                }
+            },
         }
-        if looked_at >= budget.max_read { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
-    })?;
-    out.file_bytes = end.size;
-    out.skipped_lines += end.overlong;
-    // Messages older than the oldest exchange start read: not a whole exchange.
-    out.repaired.leading = pending.len();
-    drop(pending);
-    kept.reverse();
-    let repaired = history::repair(&mut kept);
-    out.repaired.leading += repaired.leading;
-    out.repaired.broken_tail = repaired.broken_tail;
-    out.messages = kept;
-    Ok(out)
+        if self.looked_at >= self.budget.max_read { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+    }
+
+    fn finish(self) -> Loaded {
+        let Reader { mut out, mut kept, pending, .. } = self;
+        // Messages older than the oldest exchange start read: not a whole exchange.
+        out.repaired.leading = pending.len();
+        drop(pending);
+        kept.reverse();
+        let repaired = history::repair(&mut kept);
+        out.repaired.leading += repaired.leading;
+        out.repaired.broken_tail = repaired.broken_tail;
+        out.messages = kept;
+        out
+    }
+}
+
+/// Whether a line holds nothing but white space (and is not worth a count).
+fn is_blank(text: &[u8]) -> bool {
+    core::str::from_utf8(text).is_ok_and(|s| s.trim().is_empty())
 }
 
 /// Appends a whole turn to session `name` with one durable append.
@@ -158,40 +287,76 @@ pub fn append_turn<S: Storage + ?Sized>(
     storage.append(name, &encode_turn(messages, ts))
 }
 
+/// Appends `summary`'s line to session `name` with one durable append. `summary.keeps` must
+/// count the live message lines before it, as [`live_lines`] does.
+pub fn append_summary<S: Storage + ?Sized>(storage: &mut S, name: &str, summary: &Summary) -> Result<(), S::Error> {
+    storage.append(name, &encode_summary(summary))
+}
+
+/// How many message lines at the end of session `name` hold `live`, the newest messages of a
+/// history loaded from it (and appended to since): the `keeps` of a summary appended now.
+/// Lines between them that are not in `live` (a turn that repair left out) are counted too;
+/// they stay live and repair leaves them out again. `None` when the file's end does not hold
+/// `live` within `max_read` bytes (the file was changed or started over meanwhile).
+pub fn live_lines<S: Storage + ?Sized>(
+    storage: &S,
+    name: &str,
+    live: &[Message],
+    max_read: u64,
+) -> Result<Option<u64>, S::Error> {
+    if live.is_empty() {
+        return Ok(Some(0));
+    }
+    let mut left = live.len();
+    let (mut lines, mut looked_at) = (0u64, 0u64);
+    let mut found = false;
+    storage.read_newest_first(name, &mut |line| {
+        looked_at += line.bytes.len() as u64 + 1;
+        if let Ok(l) = serde_json::from_slice::<LineIn>(trim_cr(line.bytes))
+            && !l.content.is_empty()
+        {
+            lines += 1;
+            if l.role == live[left - 1].role && l.content == live[left - 1].content {
+                left -= 1;
+                if left == 0 {
+                    found = true;
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        if looked_at >= max_read { ControlFlow::Break(()) } else { ControlFlow::Continue(()) }
+    })?;
+    Ok(found.then_some(lines))
+}
+
 fn trim_cr(bytes: &[u8]) -> &[u8] {
     bytes.strip_suffix(b"\r").unwrap_or(bytes)
 }
 
-/// Reads a session file's text. Never fails; see the module docs.
+/// Reads a session file's text. Never fails; see the module docs. It follows [`load`]'s rules
+/// with no budget: the same messages, counts and summary; lines older than what a summary
+/// stands for are only counted, in [`Loaded::covered_lines`].
 pub fn parse(text: &str) -> Loaded {
-    let mut out = Loaded::default();
-    let ends_clean = text.is_empty() || text.ends_with('\n');
-    let mut lines = text.split('\n').peekable();
-    while let Some(line) = lines.next() {
-        let is_last = lines.peek().is_none();
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<LineIn>(line) {
-            Ok(l) if !l.content.is_empty() => {
-                out.last_ts = l.ts;
-                out.messages.push(Message { role: l.role, content: l.content });
-            }
-            _ => {
-                out.skipped_lines += 1;
-                if is_last && !ends_clean {
-                    out.torn_tail = true;
-                }
-            }
-        }
+    const ALL: Budget = Budget { bytes: usize::MAX, max_read: u64::MAX };
+    let mut reader = Reader::new(ALL);
+    // Newest first: the piece after the last `\n` is the unterminated last line, if any.
+    let mut lines = text.rsplit('\n');
+    let mut stopped = match lines.next() {
+        Some(last) if !last.is_empty() => reader.line(last.as_bytes(), false).is_break(),
+        _ => false,
+    };
+    while !stopped && let Some(line) = lines.next() {
+        stopped = reader.line(line.as_bytes(), true).is_break();
     }
-    out.repaired = history::repair(&mut out.messages);
-    out
+    let covered = lines.filter(|l| !is_blank(trim_cr(l.as_bytes()))).count();
+    let out = reader.finish();
+    Loaded { covered_lines: out.covered_lines + covered, ..out }
 }
 
 #[cfg(test)]
 mod crash_tests;
+#[cfg(test)]
+mod summary_tests;
 
 #[cfg(test)]
 mod tests {
@@ -202,7 +367,7 @@ mod tests {
     use chela_proto::chat::Json;
     use proptest::prelude::*;
 
-    pub(super) fn turn() -> Vec<Message> {
+    pub(crate) fn turn() -> Vec<Message> {
         vec![
             Message::user_text("What time is it?"),
             Message {

@@ -21,6 +21,7 @@ pub mod workspace;
 mod app;
 mod channels;
 mod chat;
+mod compact;
 // Public while the services that drive it land one by one; channels are its callers.
 pub mod daemon;
 mod gateway;

@@ -115,6 +115,14 @@ impl Provider {
         p
     }
 
+    /// The same provider asking for whole replies instead of streams: for calls whose text
+    /// nobody watches arrive (a summary).
+    pub fn unstreamed(&self) -> Provider {
+        let mut p = self.clone();
+        p.endpoint.stream = false;
+        p
+    }
+
     /// A short name for messages: "anthropic (https://api.anthropic.com)".
     pub fn describe(&self) -> String {
         format!("{} ({})", kind_name(self.endpoint.kind), self.endpoint.base_url)

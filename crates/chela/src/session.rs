@@ -314,7 +314,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
             Job::Restart(reply) => {
                 let result = restart(&path).await;
                 if result.is_ok() {
-                    history = Some(History { path: path.clone(), messages: Vec::new() });
+                    history = Some(History { path: path.clone(), messages: Vec::new(), summary: None });
                     seen = None;
                 }
                 let _ = reply.send(result);
@@ -378,8 +378,7 @@ async fn locked_turn(
         Some(h) => h,
         None => {
             let (p, budget) = (path.to_owned(), app.limits().history_budget);
-            let messages = blocking(move || load_history(&p, budget)).await?;
-            history.insert(History { path: path.to_owned(), messages })
+            history.insert(blocking(move || load_history(&p, budget)).await?)
         }
     };
     // The prompt reads the memory files: that is file work too.

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use chela_core::agent::{AgentRun, Limits, Outcome, Step, ToolCall, ToolResult};
 use chela_core::cap::{Caller, Scope};
-use chela_core::session::{self, Budget};
+use chela_core::session::{self, Budget, Summary};
 use chela_core::storage::Storage;
 use chela_proto::chat::{Message, Update};
 
@@ -24,7 +24,7 @@ const ROTATE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Most bytes of a session file's end looked at for the history, however many lines turn out
 /// unreadable: many times what the budget sends.
-fn tail_bytes(budget: usize) -> u64 {
+pub(crate) fn tail_bytes(budget: usize) -> u64 {
     (budget as u64).saturating_mul(4).max(256 * 1024)
 }
 
@@ -83,6 +83,8 @@ pub struct TurnRequest {
 pub struct History {
     pub path: PathBuf,
     pub messages: Vec<Message>,
+    /// What the turns before `messages` were folded into (`crate::compact`), if they were.
+    pub summary: Option<Summary>,
 }
 
 /// Everything a turn needs.
@@ -103,7 +105,8 @@ pub enum TurnEnd {
 /// exchanges that fit `budget` request bytes; older lines are neither read nor parsed. Never
 /// fails on content: torn or bad lines are skipped with a warning. A file past [`ROTATE_BYTES`]
 /// is archived whole and restarted with that recent part, so it never grows without bound.
-pub fn load_history(path: &Path, budget: usize) -> anyhow::Result<Vec<Message>> {
+/// The summary of the older turns comes along when the recent part reaches it.
+pub fn load_history(path: &Path, budget: usize) -> anyhow::Result<History> {
     let (mut storage, name) = FileStorage::for_file(path)?;
     let loaded = session::load(&storage, &name, Budget { bytes: budget, max_read: tail_bytes(budget) })
         .with_context(|| format!("cannot read the conversation in {}", path.display()))?;
@@ -118,18 +121,30 @@ pub fn load_history(path: &Path, budget: usize) -> anyhow::Result<Vec<Message>> 
         tracing::warn!("{}: skipped {other} unreadable line(s)", path.display());
     }
     if loaded.file_bytes > ROTATE_BYTES {
-        rotate(&mut storage, &name, path, &loaded.messages, loaded.last_ts)
+        rotate(&mut storage, &name, path, &loaded, loaded.last_ts)
             .with_context(|| format!("cannot archive the long conversation in {}", path.display()))?;
     }
-    Ok(loaded.messages)
+    Ok(History { path: path.to_owned(), messages: loaded.messages, summary: loaded.summary })
 }
 
 /// Keeps everything in the archive, then replaces the live file with the recent messages. A
-/// crash in between leaves both, never neither.
-fn rotate(storage: &mut FileStorage, name: &str, path: &Path, recent: &[Message], ts: u64) -> std::io::Result<()> {
+/// crash in between leaves both, never neither. A summary stays at the head of the new file,
+/// standing for all that went to the archive.
+fn rotate(
+    storage: &mut FileStorage,
+    name: &str,
+    path: &Path,
+    recent: &session::Loaded,
+    ts: u64,
+) -> std::io::Result<()> {
     let target = archive_target(path)?;
     std::fs::hard_link(path, &target)?;
-    storage.replace(name, session::encode_turn(recent, ts).as_bytes())?;
+    let mut text = recent
+        .summary
+        .as_ref()
+        .map_or_else(String::new, |s| session::encode_summary(&Summary { keeps: 0, ..s.clone() }));
+    text.push_str(&session::encode_turn(&recent.messages, ts));
+    storage.replace(name, text.as_bytes())?;
     tracing::info!("{} was over {ROTATE_BYTES} bytes; the full record is in {}", path.display(), target.display());
     Ok(())
 }
@@ -146,6 +161,7 @@ pub async fn run_turn(
     let scope = Scope { extra_visible: &req.scope };
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
+    let system = crate::compact::system_with_summary(system, history.summary.as_ref());
     let mut run = AgentRun::new(history.messages.clone(), req.user.clone(), system, agent.limits);
     // A "context too long" is answered by shrinking the window and asking again, once a turn.
     let mut shrunk = false;
@@ -223,6 +239,10 @@ pub async fn run_turn(
         }
         TurnEnd::Failed(_) => {}
     }
+    // A cancelled turn asks for nothing more.
+    if matches!(&end, TurnEnd::Done(o) if !o.cancelled) {
+        crate::compact::after_turn(agent, history, cancel).await;
+    }
     Ok(end)
 }
 
@@ -269,7 +289,7 @@ mod tests {
     #[tokio::test]
     async fn the_history_kept_between_turns_is_bounded_and_the_file_has_everything() {
         let dir = tempfile::tempdir().unwrap();
-        let mut history = History { path: dir.path().join("s.jsonl"), messages: Vec::new() };
+        let mut history = History { path: dir.path().join("s.jsonl"), messages: Vec::new(), summary: None };
         let budget = 1024;
         for i in 0..400 {
             let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
@@ -296,7 +316,7 @@ mod tests {
             i += 1;
         }
         std::fs::write(&path, &text).unwrap();
-        let history = load_history(&path, 16 * 1024).unwrap();
+        let history = load_history(&path, 16 * 1024).unwrap().messages;
         assert_eq!(history.last().unwrap().text(), "a".repeat(1000));
         assert_eq!(history[history.len() - 2].text(), format!("question {}", i - 1));
         assert!(history[0].text().starts_with("question "), "starts with a whole exchange");
@@ -306,6 +326,36 @@ mod tests {
         assert_eq!(archived.len(), 1);
         assert_eq!(std::fs::read_to_string(archived[0].path()).unwrap(), text, "the archive has everything");
         // The rotated file loads to the same history.
-        assert_eq!(load_history(&path, 16 * 1024).unwrap(), history);
+        assert_eq!(load_history(&path, 16 * 1024).unwrap().messages, history);
+    }
+
+    #[test]
+    fn rotation_keeps_the_summary_at_the_head_of_the_new_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sessions").join("cli_local.jsonl");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let turn = |i: u64| [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
+        let mut text = String::new();
+        let mut i = 0;
+        while text.len() as u64 <= ROTATE_BYTES {
+            text.push_str(&session::encode_turn(&turn(i), i));
+            i += 1;
+        }
+        // The newest turn before it stays live; everything older is folded.
+        let summary = Summary { text: "Ada asked many questions.".into(), replaces: 2 * i - 2, keeps: 2, ts: i };
+        text.push_str(&session::encode_summary(&summary));
+        text.push_str(&session::encode_turn(&turn(i), i));
+        std::fs::write(&path, &text).unwrap();
+
+        let history = load_history(&path, 16 * 1024).unwrap();
+        assert_eq!(history.summary.as_ref(), Some(&summary));
+        assert_eq!(history.messages, [turn(i - 1), turn(i)].concat());
+        let archived: Vec<_> = std::fs::read_dir(dir.path().join("sessions/archive")).unwrap().flatten().collect();
+        assert_eq!(std::fs::read_to_string(archived[0].path()).unwrap(), text, "the archive has everything");
+        let live = std::fs::read_to_string(&path).unwrap();
+        assert!(live.starts_with("{\"kind\":\"summary\""), "{live:.100}");
+        let again = load_history(&path, 16 * 1024).unwrap();
+        assert_eq!(again.messages, history.messages);
+        assert_eq!(again.summary.map(|s| s.text), Some(summary.text));
     }
 }

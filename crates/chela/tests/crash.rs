@@ -11,6 +11,10 @@
 //! SIGKILL keeps the page cache, so this cannot catch a missing fsync; the in-memory crash
 //! model in `chela_core::storage::mem` (and `chela_core::session`'s crash tests) does.
 //! Set `CHELA_CRASH_SEED` to replay a run; the seed is printed on failure.
+//!
+//! The second test runs fewer turns with compaction on (`agent.compaction`), so runs are also
+//! killed while asking for a summary or appending it: the summary lines are whole or torn like
+//! any other, every completed turn is still in the file, and those after the newest summary load.
 
 use std::collections::HashSet;
 use std::io::Write;
@@ -76,17 +80,27 @@ fn note_content(version: usize) -> String {
 
 #[test]
 fn sigkill_at_random_moments_loses_nothing_done() {
+    // Without compaction, so every completed turn must also load.
+    with_seed(|seed| crash_run(seed, false, TURNS));
+}
+
+#[test]
+fn sigkill_during_compaction_loses_nothing_done() {
+    with_seed(|seed| crash_run(seed, true, 80));
+}
+
+fn with_seed(run: fn(u64)) {
     let seed = std::env::var("CHELA_CRASH_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1
     });
-    let result = std::panic::catch_unwind(|| crash_run(seed));
+    let result = std::panic::catch_unwind(|| run(seed));
     if let Err(e) = result {
         eprintln!("crash test failed with CHELA_CRASH_SEED={seed}");
         std::panic::resume_unwind(e);
     }
 }
 
-fn crash_run(seed: u64) {
+fn crash_run(seed: u64, compaction: bool, turns: usize) {
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().join("ws");
@@ -96,11 +110,12 @@ fn crash_run(seed: u64) {
     };
     set("llm.api_key", "test-key");
     set("llm.max_tokens", "1000");
+    set("agent.compaction", if compaction { "true" } else { "false" });
 
     let mut completed: Vec<usize> = Vec::new();
     let mut config_versions: HashSet<String> = HashSet::from(["1000".to_owned()]);
     let mut killed = 0;
-    for turn in 0..TURNS {
+    for turn in 0..turns {
         // Every fourth step also rewrites the config, possibly killed mid-write.
         if turn % 4 == 0 {
             let v = (2000 + turn).to_string();
@@ -131,8 +146,8 @@ fn crash_run(seed: u64) {
             killed += 1;
         }
     }
-    assert!(killed > TURNS / 5, "only {killed} of {TURNS} processes were killed; the test is not testing much");
-    assert!(completed.len() > TURNS / 5, "only {} turns completed", completed.len());
+    assert!(killed > turns / 5, "only {killed} of {turns} processes were killed; the test is not testing much");
+    assert!(completed.len() > turns / 5, "only {} turns completed", completed.len());
 
     // A run killed while saving may leave a torn line, which the next run's append leaves on a
     // line of its own. Such lines are the only unreadable ones allowed, and each must be a
@@ -144,14 +159,18 @@ fn crash_run(seed: u64) {
     let whole = |line: &str| {
         serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v["role"].is_string() && v["ts"].is_u64())
     };
+    let summary = |line: &str| {
+        serde_json::from_str::<serde_json::Value>(line).is_ok_and(|v| v["kind"] == "summary" && v["keeps"].is_u64())
+    };
     let starts_turn = |line: &str| line.starts_with("{\"role\":\"user\",\"content\":\"turn ");
     let mut torn = 0;
     for (i, line) in lines.iter().enumerate() {
-        if whole(line) {
+        if whole(line) || (compaction && summary(line)) {
             continue;
         }
         torn += 1;
-        assert!(line.starts_with("{\"role\":"), "line {} is not a cut-short message: {line}", i + 1);
+        let cut_summary = compaction && line.starts_with("{\"kind\":\"summary\"");
+        assert!(line.starts_with("{\"role\":") || cut_summary, "line {} is not a cut-short message: {line}", i + 1);
         match lines.get(i + 1) {
             // Another torn line may follow: a run killed while saving right after the first.
             Some(next) => {
@@ -172,12 +191,26 @@ fn crash_run(seed: u64) {
     let (storage, name) = FileStorage::for_file(&session_path).unwrap();
     let all = session::Budget { bytes: usize::MAX, max_read: u64::MAX };
     let loaded = session::load(&storage, &name, all).unwrap();
-    assert_eq!(loaded.skipped_lines, torn);
     assert_eq!(loaded.torn_tail, !session.ends_with('\n'));
     assert_eq!(loaded.messages, session::parse(&session).messages, "newest-first loading equals a full parse");
     let texts: Vec<String> = loaded.messages.iter().map(|m| m.text()).collect();
     let mut from = 0;
-    for turn in &completed {
+    // With compaction, the turns before the newest summary are in the file (checked above) and
+    // stand behind the summary; those after it must load.
+    let newest_summary = lines.iter().rposition(|l| summary(l));
+    if compaction {
+        let at = newest_summary.expect("no summary was ever written: the test is not testing compaction");
+        let line: serde_json::Value = serde_json::from_str(lines[at]).unwrap();
+        assert_eq!(loaded.summary.as_ref().map(|s| s.text.as_str()), line["text"].as_str(), "the newest summary loads");
+        assert!(loaded.skipped_lines <= torn, "only torn lines are skipped");
+    } else {
+        assert_eq!(loaded.skipped_lines, torn);
+    }
+    let after_summary = |turn: usize| {
+        let q = lines.iter().position(|l| starts_turn(l) && l.contains(&format!("\"turn {turn}\"")));
+        newest_summary.is_none_or(|at| q.is_some_and(|q| q > at))
+    };
+    for turn in completed.iter().filter(|&&t| after_summary(t)) {
         let q = texts[from..].iter().position(|t| *t == format!("turn {turn}")).map(|i| i + from);
         let q = q.unwrap_or_else(|| panic!("completed turn {turn} is missing from the loaded history"));
         assert!(texts[q..].iter().any(|t| *t == format!("done {turn}")), "the answer to turn {turn} is missing");
@@ -226,8 +259,15 @@ fn crash_run(seed: u64) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("last line is incomplete"), "the torn line was not reported: {stderr}");
     let after = session::load(&storage, &name, all).unwrap();
-    assert_eq!(after.skipped_lines, torn + 1);
     assert!(!after.torn_tail);
+    if compaction {
+        // This turn may have folded older ones; it is whole at the end either way.
+        let n = after.messages.len();
+        let last: Vec<String> = after.messages[n - 2..].iter().map(|m| m.text()).collect();
+        assert_eq!(last, ["ok?", "still here"]);
+        return;
+    }
+    assert_eq!(after.skipped_lines, torn + 1);
     assert_eq!(after.messages[..loaded.messages.len()], loaded.messages[..], "everything before is intact");
     let last: Vec<String> = after.messages[loaded.messages.len()..].iter().map(|m| m.text()).collect();
     assert_eq!(last, ["ok?", "still here"]);

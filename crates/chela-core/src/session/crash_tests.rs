@@ -1,5 +1,5 @@
-//! Sessions under the in-memory crash model: for random sequences of turn appends and
-//! compactions, a crash is injected at every primitive operation (write, fsync, rename, folder
+//! Sessions under the in-memory crash model: for random sequences of turn appends,
+//! compactions and summaries (folds), a crash is injected at every primitive operation (write, fsync, rename, folder
 //! sync), with several amounts of unsynced bytes surviving. After recovery the session must
 //! load, hold every turn that was reported durable, whole and once, skip and report a torn
 //! last line, and take the next append cleanly.
@@ -12,7 +12,7 @@ use alloc::vec::Vec;
 use chela_proto::chat::{Block, Json, Message, Role};
 use proptest::prelude::*;
 
-use super::{Budget, append_turn, encode_turn, load};
+use super::{Budget, Summary, append_summary, append_turn, encode_turn, live_lines, load};
 use crate::history;
 use crate::storage::Storage;
 use crate::storage::mem::{MemError, MemStorage};
@@ -48,12 +48,15 @@ enum Op {
     Append,
     /// Rewrite the file with only its newest `n` turns, as rotation does.
     Compact(u32),
+    /// Append a summary that keeps only the newest `n` turns live, as compaction does.
+    Fold(u32),
 }
 
 #[derive(Debug)]
 enum InFlight {
     Append(u32),
     Compact { old: Vec<u32>, new: Vec<u32> },
+    Fold { old: Vec<u32>, new: Vec<u32> },
 }
 
 /// Turn numbers in `messages`, checking that each exchange is exactly the turn it names.
@@ -92,6 +95,19 @@ fn run(s: &mut MemStorage, ops: &[Op]) -> (Vec<u32>, Option<InFlight>) {
                     Err(e) => panic!("{e}"),
                 }
             }
+            Op::Fold(n) => {
+                let history = load(&*s, NAME, ALL).expect("load before folding").messages;
+                let live = &history[history.len().saturating_sub(4 * *n as usize)..];
+                let new = ids(live).expect("the live history is whole");
+                let keeps =
+                    live_lines(&*s, NAME, live, u64::MAX).expect("read").expect("the live turns are at the end");
+                let summary = Summary { text: format!("folded before {new:?}"), replaces: 0, keeps, ts: 0 };
+                match append_summary(s, NAME, &summary) {
+                    Ok(()) => durable = new,
+                    Err(MemError::Crashed) => return (durable.clone(), Some(InFlight::Fold { old: durable, new })),
+                    Err(e) => panic!("{e}"),
+                }
+            }
         }
     }
     (durable, None)
@@ -107,7 +123,7 @@ fn crash_and_check(mut s: MemStorage, ops: &[Op], at: u64, keep: usize) -> Resul
     let ok = match &in_flight {
         None => got == durable,
         Some(InFlight::Append(k)) => got == durable || got == [durable.as_slice(), &[*k]].concat(),
-        Some(InFlight::Compact { old, new }) => got == *old || got == *new,
+        Some(InFlight::Compact { old, new } | InFlight::Fold { old, new }) => got == *old || got == *new,
     };
     if !ok {
         return Err(format!("after a crash at op {at} ({in_flight:?}): loaded {got:?}, durable {durable:?}"));
@@ -143,6 +159,8 @@ fn every_crash(fresh: fn() -> MemStorage, ops: &[Op]) -> Result<(), String> {
 fn a_crash_at_every_operation_loses_nothing_reported_durable() {
     let ops = [Op::Append, Op::Append, Op::Compact(1), Op::Append, Op::Append, Op::Compact(2), Op::Append];
     every_crash(MemStorage::new, &ops).unwrap();
+    let ops = [Op::Append, Op::Append, Op::Fold(1), Op::Append, Op::Fold(1), Op::Append, Op::Compact(1), Op::Append];
+    every_crash(MemStorage::new, &ops).unwrap();
 }
 
 #[test]
@@ -156,7 +174,7 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
     #[test]
     fn random_sequences_survive_a_crash_anywhere(
-        ops in proptest::collection::vec(prop_oneof![4 => Just(Op::Append), 1 => (1u32..4).prop_map(Op::Compact)], 1..8)
+        ops in proptest::collection::vec(prop_oneof![4 => Just(Op::Append), 1 => (1u32..4).prop_map(Op::Compact), 1 => (0u32..3).prop_map(Op::Fold)], 1..8)
     ) {
         if let Err(e) = every_crash(MemStorage::new, &ops) {
             prop_assert!(false, "{}", e);

@@ -12,6 +12,7 @@
 mod cap;
 #[cfg(feature = "files")]
 mod chat;
+mod compaction;
 mod config;
 mod ctrl_c;
 mod doctor;
