@@ -24,7 +24,7 @@ use chela_core::config as keys;
 
 use crate::app::App;
 use crate::config::Config;
-use crate::turn::{History, TurnEnd, TurnRequest, load_history, run_turn};
+use crate::turn::{FileWork, History, TurnEnd, TurnRequest, load_history, run_turn};
 use crate::workspace::archive_session;
 
 /// The bounds of a [`SessionHub`].
@@ -36,6 +36,8 @@ pub struct HubLimits {
     pub max_live: usize,
     /// How long an owner with nothing to do stays.
     pub idle: Duration,
+    /// Where the owners do their file work: the pool, unless the process has one conversation.
+    pub files: FileWork,
 }
 
 impl HubLimits {
@@ -47,6 +49,7 @@ impl HubLimits {
             // Long enough that a conversation's history stays in memory while it goes on, short
             // enough that a day of chats does not keep every one.
             idle: Duration::from_secs(600),
+            files: FileWork::Pool,
         }
     }
 }
@@ -199,12 +202,12 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
         };
         match job {
             Job::Turn(mut req, reply) => {
-                let result = turn(&shared.app, &path, &mut history, &mut req).await;
+                let result = turn(&shared.app, &path, &mut history, &mut req, shared.limits.files).await;
                 // The requester may have gone (a closed terminal); the turn is saved either way.
                 let _ = reply.send(result);
             }
             Job::Restart(reply) => {
-                let result = restart(&path).await;
+                let result = restart(&path, shared.limits.files).await;
                 if result.is_ok() {
                     history = Some(History { path: path.clone(), messages: Vec::new() });
                 }
@@ -219,30 +222,32 @@ async fn turn(
     path: &Path,
     history: &mut Option<History>,
     req: &mut TurnRequest,
+    files: FileWork,
 ) -> anyhow::Result<TurnEnd> {
-    let history = match history {
-        Some(h) => h,
-        None => {
-            let (p, budget) = (path.to_owned(), app.limits().history_budget);
-            let messages = blocking(move || load_history(&p, budget)).await?;
-            history.insert(History { path: path.to_owned(), messages })
-        }
-    };
-    // The prompt reads the memory files: that is file work too.
+    // The history (on the owner's first turn) and the memory files the prompt reads, in one
+    // piece of file work: on the pool each piece is a hand-off, and they are needed together.
+    let load = history.is_none().then(|| (path.to_owned(), app.limits().history_budget));
     let (a, channel, chat) = (Arc::clone(app), req.channel.clone(), req.chat_id.clone());
-    let system = blocking(move || Ok(a.system_prompt(&channel, &chat))).await?;
-    run_turn(&app.agent(), history, system, req).await
+    let (loaded, system) = files
+        .run("reading the conversation", move || {
+            let loaded = load.map(|(p, budget)| load_history(&p, budget)).transpose()?;
+            Ok((loaded, a.system_prompt(&channel, &chat)))
+        })
+        .await?;
+    let history = match (history, loaded) {
+        (Some(h), _) => h,
+        (slot, messages) => slot.insert(History { path: path.to_owned(), messages: messages.unwrap_or_default() }),
+    };
+    run_turn(&app.agent(), history, system, req, files).await
 }
 
-async fn restart(path: &Path) -> anyhow::Result<()> {
+async fn restart(path: &Path, files: FileWork) -> anyhow::Result<()> {
     let p: PathBuf = path.to_owned();
-    blocking(move || archive_session(&p).map(drop).map_err(|e| anyhow::anyhow!("cannot archive {}: {e}", p.display())))
+    files
+        .run("archiving the conversation", move || {
+            archive_session(&p).map(drop).map_err(|e| anyhow::anyhow!("cannot archive {}: {e}", p.display()))
+        })
         .await
-}
-
-/// Runs file work on tokio's blocking pool.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| anyhow::anyhow!("file work stopped unexpectedly: {e}"))?
 }
 
 #[cfg(test)]
