@@ -400,10 +400,13 @@ pub fn check(key: &'static Key, value: &str) -> Result<String, ConfigError> {
         }
         Kind::List => {
             let items: Vec<&str> = v.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
-            if items.iter().all(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')) {
+            // `*` alone means everyone (an `allow_from` that opens a channel on purpose).
+            if items == ["*"]
+                || items.iter().all(|s| s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'))
+            {
                 Ok(items.join(","))
             } else {
-                Err(bad("comma-separated names (letters, digits, _ and -)".to_owned()))
+                Err(bad("comma-separated names (letters, digits, _ and -), or * alone for everyone".to_owned()))
             }
         }
     }

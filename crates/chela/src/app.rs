@@ -35,13 +35,19 @@ impl Base {
         for w in &cfg.warnings {
             tracing::warn!("{w}");
         }
-        let http = http_client(&cfg)?;
         let toolbox = Arc::new(Toolbox::new(&cfg));
         for g in &toolbox.unknown_groups() {
             tracing::warn!("caps.* names a group this build does not have: {g}");
         }
+        Base::with_config(Arc::new(ws), toolbox, Arc::new(cfg))
+    }
+
+    /// The parts for `cfg`, keeping the workspace and the tools (whose switches the caller
+    /// applies).
+    pub fn with_config(ws: Arc<Workspace>, toolbox: Arc<Toolbox>, cfg: Arc<Config>) -> Result<Base> {
+        let http = http_client(&cfg)?;
         let tz = crate::tools::time::zone(cfg.get(keys::TIMEZONE));
-        Ok(Base { ws: Arc::new(ws), cfg: Arc::new(cfg), http, toolbox, tz })
+        Ok(Base { ws, cfg, http, toolbox, tz })
     }
 
     pub fn tool_ctx(&self) -> ToolCtx {
@@ -66,9 +72,26 @@ pub struct App {
 
 impl App {
     pub fn load(ws: Workspace) -> Result<App> {
-        let base = Base::load(ws)?;
+        App::from_base(Base::load(ws)?)
+    }
+
+    /// The app over `base`, or what to set when it names no usable model.
+    pub fn from_base(base: Base) -> Result<App> {
         let provider = Provider::from_config(&base.cfg, base.http.clone())?;
         Ok(App { base, provider })
+    }
+
+    /// The same workspace and tools with new settings: what the daemon swaps in when a
+    /// configuration file changed. Pooled connections are kept unless the proxy changed.
+    pub fn with_config(&self, cfg: Arc<Config>) -> Result<App> {
+        let old = &self.base;
+        let base = if cfg.get(keys::PROXY_URL) == old.cfg.get(keys::PROXY_URL) {
+            let tz = crate::tools::time::zone(cfg.get(keys::TIMEZONE));
+            Base { ws: Arc::clone(&old.ws), cfg, http: old.http.clone(), toolbox: Arc::clone(&old.toolbox), tz }
+        } else {
+            Base::with_config(Arc::clone(&old.ws), Arc::clone(&old.toolbox), cfg)?
+        };
+        App::from_base(base)
     }
 
     pub fn limits(&self) -> Limits {

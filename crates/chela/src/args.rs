@@ -23,6 +23,8 @@ pub enum Command {
     Config(ConfigCmd),
     Cap(CapCmd),
     Doctor,
+    /// `chela run`: the daemon.
+    Run,
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -45,6 +47,7 @@ pub enum Topic {
     CapEnable,
     CapShow,
     Doctor,
+    Run,
 }
 
 impl Topic {
@@ -57,6 +60,7 @@ impl Topic {
             ("help", _) => return if words.len() > 1 { Topic::of(&words[1..]) } else { Some(Topic::Main) },
             ("chat", _) => Topic::Chat,
             ("doctor", _) => Topic::Doctor,
+            ("run", _) => Topic::Run,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -81,7 +85,7 @@ impl Topic {
     fn depth(self) -> usize {
         match self {
             Topic::Main => 0,
-            Topic::Chat | Topic::Config | Topic::Cap | Topic::Doctor => 1,
+            Topic::Chat | Topic::Config | Topic::Cap | Topic::Doctor | Topic::Run => 1,
             _ => 2,
         }
     }
@@ -224,7 +228,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cap", ["show", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), true)),
         ("cap", ["hide", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), false)),
         ("doctor", []) => Command::Doctor,
-        ("config" | "cap" | "doctor", _) => {
+        ("run", []) => Command::Run,
+        ("config" | "cap" | "doctor" | "run", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))

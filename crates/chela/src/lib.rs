@@ -20,6 +20,8 @@ pub mod workspace;
 
 mod app;
 mod chat;
+// Public while the services that drive it land one by one; channels are its callers.
+pub mod daemon;
 mod keyrule;
 pub mod net;
 mod provider;

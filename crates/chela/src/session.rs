@@ -13,19 +13,19 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use chela_core::config as keys;
 
 use crate::app::App;
 use crate::config::Config;
-use crate::turn::{FileWork, History, TurnEnd, TurnRequest, load_history, run_turn};
-use crate::workspace::archive_session;
+use crate::turn::{Cancel, FileWork, History, TurnEnd, TurnRequest, load_history, run_turn};
+use crate::workspace::{Workspace, archive_session};
 
 /// The bounds of a [`SessionHub`].
 #[derive(Clone, Copy, Debug)]
@@ -97,10 +97,32 @@ struct Live {
 }
 
 struct Shared {
-    app: Arc<App>,
+    /// The settings turns start with; the daemon swaps in a new one when a file changes. `None`
+    /// while no model is configured (a daemon's first run): turns are refused with `unconfigured`.
+    app: RwLock<Option<Arc<App>>>,
+    unconfigured: RwLock<String>,
+    ws: Arc<Workspace>,
     limits: HubLimits,
     live: Mutex<HashMap<Key, Live>>,
     next_id: AtomicU64,
+    /// Requests queued or running, and a wake-up for [`SessionHub::drained`].
+    busy: AtomicUsize,
+    idle: Notify,
+    /// Cancels the running turns and refuses queued ones: the daemon is stopping.
+    stop: Cancel,
+}
+
+impl Shared {
+    fn app(&self) -> Option<Arc<App>> {
+        self.app.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// One request fewer in flight.
+    fn done(&self) {
+        if self.busy.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
 }
 
 /// Routes requests to the owner of their conversation, starting owners as needed.
@@ -122,9 +144,54 @@ impl<T> Pending<T> {
 
 impl SessionHub {
     pub fn new(app: Arc<App>, limits: HubLimits) -> SessionHub {
+        let ws = Arc::clone(&app.base.ws);
+        let hub = SessionHub::unconfigured(ws, limits, String::new());
+        hub.set_app(Some(app));
+        hub
+    }
+
+    /// A hub with no model yet: every turn is answered with `why` until [`SessionHub::set_app`].
+    pub fn unconfigured(ws: Arc<Workspace>, limits: HubLimits, why: String) -> SessionHub {
         let limits = HubLimits { inbox: limits.inbox.max(1), max_live: limits.max_live.max(1), ..limits };
         SessionHub {
-            shared: Arc::new(Shared { app, limits, live: Mutex::new(HashMap::new()), next_id: AtomicU64::new(0) }),
+            shared: Arc::new(Shared {
+                app: RwLock::new(None),
+                unconfigured: RwLock::new(why),
+                ws,
+                limits,
+                live: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(0),
+                busy: AtomicUsize::new(0),
+                idle: Notify::new(),
+                stop: Cancel::default(),
+            }),
+        }
+    }
+
+    /// The settings the next turns start with (turns already running keep theirs).
+    pub fn set_app(&self, app: Option<Arc<App>>) {
+        *self.shared.app.write().unwrap_or_else(PoisonError::into_inner) = app;
+    }
+
+    /// What turns are answered while there is no app.
+    pub fn set_unconfigured(&self, why: String) {
+        *self.shared.unconfigured.write().unwrap_or_else(PoisonError::into_inner) = why;
+    }
+
+    /// Stops: running turns are cancelled (they still save what they did) and queued ones are
+    /// answered with a sentence instead of running.
+    pub fn stop(&self) {
+        self.shared.stop.cancel();
+    }
+
+    /// Resolves when no request is queued or running.
+    pub async fn drained(&self) {
+        loop {
+            let notified = self.shared.idle.notified();
+            if self.shared.busy.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -149,10 +216,13 @@ impl SessionHub {
         // never handed to an owner that is on its way out.
         let mut live = shared.live.lock().unwrap_or_else(PoisonError::into_inner);
         let mut job = job;
+        // Counted before it can run, so `drained` never misses it.
+        shared.busy.fetch_add(1, Ordering::AcqRel);
         if let Some(l) = live.get(&key) {
             match l.inbox.try_send(job) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Full(_)) => {
+                    shared.done();
                     return Err(HubError::Busy { channel: key.0, chat: key.1, waiting: shared.limits.inbox });
                 }
                 // The owner died (a panic in a turn); a new one takes over.
@@ -163,6 +233,7 @@ impl SessionHub {
             }
         }
         if live.len() >= shared.limits.max_live {
+            shared.done();
             return Err(HubError::Full { live: live.len() });
         }
         let (tx, rx) = mpsc::channel(shared.limits.inbox);
@@ -183,7 +254,7 @@ impl SessionHub {
 
 /// The owner of one conversation.
 async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<Job>) {
-    let path = shared.app.base.ws.session_path(&key.0, &key.1);
+    let path = shared.ws.session_path(&key.0, &key.1);
     let mut history: Option<History> = None;
     loop {
         let job = match tokio::time::timeout(shared.limits.idle, inbox.recv()).await {
@@ -202,7 +273,27 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
         };
         match job {
             Job::Turn(mut req, reply) => {
-                let result = turn(&shared.app, &path, &mut history, &mut req, shared.limits.files).await;
+                let result = match shared.app() {
+                    _ if shared.stop.is_cancelled() => Err(anyhow::anyhow!(
+                        "Chela is stopping; this message was not answered. Send it again in a moment."
+                    )),
+                    None => {
+                        Err(anyhow::anyhow!(shared.unconfigured.read().unwrap_or_else(PoisonError::into_inner).clone()))
+                    }
+                    Some(app) => {
+                        let cancel = req.cancel.clone();
+                        let fut = turn(&app, &path, &mut history, &mut req, shared.limits.files);
+                        tokio::pin!(fut);
+                        // A stop cancels the turn and lets it finish saving, rather than dropping it.
+                        tokio::select! {
+                            r = &mut fut => r,
+                            () = shared.stop.cancelled() => {
+                                cancel.cancel();
+                                fut.await
+                            }
+                        }
+                    }
+                };
                 // The requester may have gone (a closed terminal); the turn is saved either way.
                 let _ = reply.send(result);
             }
@@ -214,6 +305,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                 let _ = reply.send(result);
             }
         }
+        shared.done();
     }
 }
 

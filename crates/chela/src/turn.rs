@@ -53,6 +53,10 @@ impl Cancel {
         self.0.send_replace(true);
     }
 
+    pub fn is_cancelled(&self) -> bool {
+        *self.0.borrow()
+    }
+
     /// Resolves once [`Cancel::cancel`] was called, at once if it already was.
     pub async fn cancelled(&self) {
         let mut rx = self.0.subscribe();
@@ -94,7 +98,8 @@ pub struct Agent<'a> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FileWork {
     /// On tokio's blocking pool, so a slow disk or an fsync never holds an async worker that
-    /// other conversations are waiting for: what a process serving many chats (the daemon) uses.
+    /// other conversations are waiting for: what a process serving many chats uses (`chela run`,
+    /// whose chats share one thread).
     /// A turn hands off twice: once before its first model call (the history if not yet loaded
     /// and the prompt files together), once for the append.
     #[default]

@@ -22,6 +22,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::CapEnable => "chela cap enable|disable GROUP",
         Topic::CapShow => "chela cap show|hide GROUP",
         Topic::Doctor => "chela doctor",
+        Topic::Run => "chela run",
     }
 }
 
@@ -42,6 +43,7 @@ pub fn text(topic: Topic) -> String {
         Topic::CapEnable => ("switch a capability group on or off.", CAP_ENABLE),
         Topic::CapShow => ("show a capability group to the model, or hide it.", CAP_SHOW),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
+        Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -71,6 +73,7 @@ Commands:
                           Switch a group on or off for every caller
   cap show|hide GROUP     Show a group to the model, or hide it
   doctor                  Check the configuration, workspace and provider
+  run                     The always-on assistant: gateway, channels, in one process
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -212,4 +215,15 @@ answers (one small request). Each problem comes with what to do about it.
 
 Example:
   chela doctor
+";
+
+const RUN: &str = "\
+Starts the daemon in the foreground: the gateway on gateway.listen (a web page, a WebSocket
+and an OpenAI-compatible endpoint) and every configured channel. Many chats are answered
+at once; the messages of one chat are answered in order. Settings changed with
+`chela config set` or `chela cap` apply to the running daemon. SIGTERM or Ctrl-C stops it:
+it takes no new messages, lets running turns finish for a moment, saves, and exits.
+
+Example:
+  chela run
 ";

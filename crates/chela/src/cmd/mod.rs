@@ -11,6 +11,7 @@ use crate::workspace::Workspace;
 mod cap;
 mod config;
 mod doctor;
+mod run;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let ws = Workspace::locate(cli.workspace)?;
@@ -22,6 +23,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config(c) => config::run(&ws, c),
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
         Command::Doctor => doctor::run(ws).await,
+        Command::Run => run::run(ws).await,
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }

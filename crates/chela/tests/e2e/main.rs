@@ -17,6 +17,7 @@ mod ctrl_c;
 mod doctor;
 mod errors;
 mod interactive;
+mod run;
 #[cfg(feature = "files")]
 mod saved;
 mod sessions;

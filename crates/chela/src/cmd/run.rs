@@ -1,0 +1,117 @@
+//! `chela run`: the daemon in the foreground.
+//!
+//! It loads the [`Daemon`], starts each service (the gateway, every configured channel) as a
+//! task that returns when the daemon's [`Shutdown`](crate::daemon::Shutdown) fires, follows
+//! the settings files, and on SIGTERM or SIGINT stops within [`STOP_WITHIN`]: no new work,
+//! running turns get [`GRACE`] to finish, then are cancelled (a cancelled turn still saves
+//! what it did), and the process exits.
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Result;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::task::JoinSet;
+
+use crate::daemon::Daemon;
+use crate::workspace::Workspace;
+
+/// How long running turns may go on after a stop signal before they are cancelled.
+const GRACE: Duration = Duration::from_secs(3);
+/// Everything is down by then: the most `chela run` takes to exit after SIGTERM.
+const STOP_WITHIN: Duration = Duration::from_secs(5);
+/// How often the settings files are looked at (two `stat`s when nothing changed).
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
+
+/// The services of one daemon: each a task that ends when the daemon stops.
+struct Services {
+    set: JoinSet<(&'static str, Result<()>)>,
+}
+
+impl Services {
+    fn spawn(&mut self, name: &'static str, service: impl Future<Output = Result<()>> + Send + 'static) {
+        self.set.spawn(async move { (name, service.await) });
+    }
+}
+
+pub async fn run(ws: Workspace) -> Result<ExitCode> {
+    let daemon = Arc::new(Daemon::load(ws)?);
+    if let Err(why) = daemon.app() {
+        eprintln!("chela: no model is configured yet, so messages are answered with what to set: {why}");
+    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut services = Services { set: JoinSet::new() };
+    services.spawn("settings", follow_settings(Arc::clone(&daemon)));
+    tracing::info!("chela run: serving from {}", daemon.workspace().root().display());
+
+    let mut failed = false;
+    loop {
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            Some(done) = services.set.join_next() => match done {
+                Ok((name, Ok(()))) => tracing::info!("{name} stopped"),
+                Ok((name, Err(e))) => {
+                    // A service that cannot run (a port in use, a rejected token) stops the
+                    // daemon: a half-running assistant that looks fine is worse.
+                    eprintln!("chela: {name}: {e:#}");
+                    failed = true;
+                    break;
+                }
+                Err(e) => {
+                    eprintln!("chela: a service stopped unexpectedly: {e}");
+                    failed = true;
+                    break;
+                }
+            },
+        }
+    }
+    stop(&daemon, services).await;
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Stops taking work, gives running turns [`GRACE`], cancels the rest and waits for them to
+/// save, all within [`STOP_WITHIN`].
+async fn stop(daemon: &Daemon, mut services: Services) {
+    let started = tokio::time::Instant::now();
+    daemon.shutdown().trigger();
+    let hub = daemon.hub();
+    if tokio::time::timeout(GRACE, hub.drained()).await.is_err() {
+        tracing::info!("cancelling the turns still running");
+        hub.stop();
+    }
+    let left = STOP_WITHIN.saturating_sub(started.elapsed()).saturating_sub(Duration::from_millis(200));
+    if tokio::time::timeout(left, async {
+        hub.drained().await;
+        while services.set.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        tracing::warn!("some work did not finish within {STOP_WITHIN:?}; stopping anyway");
+        services.set.abort_all();
+    }
+}
+
+/// Applies `chela config set` and `chela cap` from other processes to the running daemon.
+async fn follow_settings(daemon: Arc<Daemon>) -> Result<()> {
+    let mut tick = tokio::time::interval(RELOAD_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = daemon.shutdown().wait() => return Ok(()),
+        }
+        // Two stats, and a parse when something changed: small enough for the async thread.
+        match daemon.reload() {
+            Ok(true) => tracing::info!("settings reloaded"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!("the settings files changed but cannot be used ({e:#}); keeping the previous ones")
+            }
+        }
+    }
+}

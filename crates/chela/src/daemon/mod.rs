@@ -1,0 +1,251 @@
+//! The always-on assistant: one process that serves every channel (`chela run`).
+//!
+//! A channel turns platform events into [`Incoming`] messages and calls [`Daemon::submit`] in
+//! the order they arrived; the daemon decides who may talk (the channel's `allow_from`), and
+//! queues the turn with the conversation's owner in [`SessionHub`], whose bounded inboxes are
+//! the message bus: the turns of one chat run in order, different chats at once, and a chat
+//! that floods gets a "busy" answer rather than growing a queue. The channel awaits the
+//! [`Pending`] answer and sends [`Daemon::reply_text`] back.
+//!
+//! Settings follow the files: [`Daemon::reload`] (called every second by `chela run`) swaps in
+//! a new [`App`] when `chela.toml` or `overrides.toml` changed, so `chela config set llm.model …`
+//! and `chela cap disable …` apply to the next turn without a restart. Turns already running
+//! keep the settings they started with.
+//!
+//! Stopping: [`Shutdown::trigger`] tells every service to stop taking work; `chela run` then
+//! waits for [`SessionHub::drained`] and cancels what is still running (see `cmd/run.rs`).
+
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+
+use anyhow::Result;
+use chela_core::cap::Caller;
+use chela_proto::chat::Message;
+
+use crate::app::{App, Base};
+use crate::config::{Config, ConfigWatch};
+use crate::session::{HubError, HubLimits, Pending, SessionHub};
+use crate::tools::Toolbox;
+use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
+use crate::workspace::Workspace;
+
+mod outlet;
+mod shutdown;
+
+pub use outlet::{BoxFuture, Outlet, Outlets};
+pub use shutdown::Shutdown;
+
+/// Channels whose clients are checked by the channel itself (the gateway's token, or the
+/// terminal's own user): the daemon admits their senders as the owner.
+const OWNER_CHANNELS: &[&str] = &["ws", "api", "cli"];
+
+/// One message from a channel.
+pub struct Incoming {
+    /// `telegram`, `feishu`, `ws`, `api`, `cli`.
+    pub channel: String,
+    /// The platform's chat, where the answer goes; the session is `(channel, chat_id)`.
+    pub chat_id: String,
+    /// The platform's user id: what `allow_from` and pairing name.
+    pub sender: String,
+    /// Text and images.
+    pub user: Message,
+    pub cancel: Cancel,
+}
+
+/// What became of a submitted message.
+pub enum Submitted {
+    /// Queued: await `Pending::finish`, then send [`Daemon::reply_text`] of it.
+    Queued(Pending<TurnEnd>),
+    /// Not for the model (not allowed yet, too many messages, busy, stopping): send this as is.
+    Answer(String),
+    /// Send nothing.
+    Drop,
+}
+
+impl std::fmt::Debug for Submitted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Submitted::Queued(_) => f.write_str("Queued"),
+            Submitted::Answer(a) => f.debug_tuple("Answer").field(a).finish(),
+            Submitted::Drop => f.write_str("Drop"),
+        }
+    }
+}
+
+/// The settings now: the configuration, and the app built from it unless it names no model.
+struct Current {
+    cfg: Arc<Config>,
+    app: Result<Arc<App>, String>,
+}
+
+pub struct Daemon {
+    ws: Arc<Workspace>,
+    toolbox: Arc<Toolbox>,
+    current: RwLock<Current>,
+    watch: Mutex<ConfigWatch>,
+    hub: SessionHub,
+    shutdown: Shutdown,
+    outlets: Outlets,
+}
+
+impl Daemon {
+    /// Loads the workspace's settings. A missing provider key is not an error here: the daemon
+    /// starts so the owner can finish the setup from the web page, and turns are answered with
+    /// what to set until then.
+    pub fn load(ws: Workspace) -> Result<Daemon> {
+        let base = Base::load(ws.clone())?;
+        let watch = ConfigWatch::new(ws)?;
+        let (ws, toolbox, cfg) = (Arc::clone(&base.ws), Arc::clone(&base.toolbox), Arc::clone(&base.cfg));
+        let app = App::from_base(base).map(Arc::new).map_err(|e| format!("{e:#}"));
+        let limits = HubLimits::from_config(&cfg);
+        let hub = match &app {
+            Ok(app) => SessionHub::new(Arc::clone(app), limits),
+            Err(why) => SessionHub::unconfigured(Arc::clone(&ws), limits, why.clone()),
+        };
+        Ok(Daemon {
+            ws,
+            toolbox,
+            current: RwLock::new(Current { cfg, app }),
+            watch: Mutex::new(watch),
+            hub,
+            shutdown: Shutdown::default(),
+            outlets: Outlets::default(),
+        })
+    }
+
+    pub fn workspace(&self) -> &Arc<Workspace> {
+        &self.ws
+    }
+
+    /// The tools, shared by every turn; groups are switched here at runtime.
+    pub fn toolbox(&self) -> &Arc<Toolbox> {
+        &self.toolbox
+    }
+
+    /// The configuration now.
+    pub fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.read().cfg)
+    }
+
+    /// The app now, or why there is none (no provider key yet).
+    pub fn app(&self) -> Result<Arc<App>, String> {
+        self.read().app.clone()
+    }
+
+    pub fn hub(&self) -> &SessionHub {
+        &self.hub
+    }
+
+    pub fn shutdown(&self) -> &Shutdown {
+        &self.shutdown
+    }
+
+    pub fn outlets(&self) -> &Outlets {
+        &self.outlets
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
+        self.current.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Re-reads the settings if a file changed: `Ok(true)` when new ones took effect. A file
+    /// that became invalid is reported (once) and the last good settings stay.
+    pub fn reload(&self) -> Result<bool> {
+        let cfg = {
+            let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+            match watch.poll()? {
+                Some(cfg) => cfg,
+                None => return Ok(false),
+            }
+        };
+        self.apply(cfg);
+        Ok(true)
+    }
+
+    /// Makes `cfg` the settings of the next turns.
+    pub fn apply(&self, cfg: Arc<Config>) {
+        for w in &cfg.warnings {
+            tracing::warn!("{w}");
+        }
+        // The capability switches apply even when the provider settings are incomplete.
+        self.toolbox.apply(&cfg);
+        let previous = self.read().app.clone();
+        let app = match &previous {
+            Ok(app) => app.with_config(Arc::clone(&cfg)),
+            Err(_) => Base::with_config(Arc::clone(&self.ws), Arc::clone(&self.toolbox), Arc::clone(&cfg))
+                .and_then(App::from_base),
+        }
+        .map(Arc::new)
+        .map_err(|e| format!("{e:#}"));
+        match &app {
+            Ok(app) => self.hub.set_app(Some(Arc::clone(app))),
+            Err(why) => {
+                tracing::warn!("the new settings name no usable model: {why}");
+                self.hub.set_unconfigured(why.clone());
+                self.hub.set_app(None);
+            }
+        }
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Current { cfg, app };
+    }
+
+    /// Decides whether `msg` may reach the model, and queues its turn. Synchronous: a channel
+    /// that submits in arrival order keeps its chats' turns in order.
+    pub fn submit(&self, msg: Incoming, observer: Box<dyn Observer + Send>) -> Submitted {
+        if self.shutdown.is_triggered() {
+            return Submitted::Answer("Chela is stopping; send this again in a moment.".to_owned());
+        }
+        if !self.admitted(&msg.channel, &msg.sender) {
+            tracing::info!(channel = %msg.channel, sender = %msg.sender, "a message from a sender not in allow_from was dropped");
+            return Submitted::Drop;
+        }
+        let req = TurnRequest {
+            channel: msg.channel,
+            chat_id: msg.chat_id,
+            user: msg.user,
+            scope: Vec::new(),
+            caller: Caller::Manual,
+            cancel: msg.cancel,
+            observer,
+        };
+        match self.hub.submit(req) {
+            Ok(pending) => Submitted::Queued(pending),
+            Err(e) => Submitted::Answer(e.to_string()),
+        }
+    }
+
+    /// The channel's `allow_from`: listed senders, or everyone with `*`.
+    fn admitted(&self, channel: &str, sender: &str) -> bool {
+        if OWNER_CHANNELS.contains(&channel) {
+            return true;
+        }
+        let cfg = self.config();
+        let channels = &cfg.settings().channels;
+        let allow = match channel {
+            "telegram" => &channels.telegram.allow_from,
+            "feishu" => &channels.feishu.allow_from,
+            _ => return false,
+        };
+        allow.iter().any(|a| a == "*" || a == sender)
+    }
+
+    /// `/new`: archives the chat's session and starts it over, after its queued turns.
+    pub fn restart(&self, channel: &str, chat_id: &str) -> Result<Pending<()>, HubError> {
+        self.hub.restart(channel, chat_id)
+    }
+
+    /// What to send back for a finished turn: the answer, or a sentence saying why there is none.
+    pub fn reply_text(&self, end: &Result<TurnEnd>) -> String {
+        match end {
+            Ok(TurnEnd::Done(o)) if o.cancelled => "(stopped before answering)".to_owned(),
+            Ok(TurnEnd::Done(o)) if o.text.trim().is_empty() => "(no answer)".to_owned(),
+            Ok(TurnEnd::Done(o)) => o.text.clone(),
+            Ok(TurnEnd::Failed(e)) => match self.app() {
+                Ok(app) => app.explain(e),
+                Err(why) => why,
+            },
+            Err(e) => format!("{e:#}"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
