@@ -108,8 +108,7 @@ mod tests {
         let out = Arc::new(Mutex::new(String::new()));
         let sink = Arc::clone(&out);
         tracing::subscriber::with_default(Lines::new(max, move |l| sink.lock().unwrap().push_str(l)), f);
-        let text = out.lock().unwrap().clone();
-        text
+        out.lock().unwrap().clone()
     }
 
     #[test]
