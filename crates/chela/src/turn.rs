@@ -108,7 +108,7 @@ pub enum FileWork {
     /// current-thread runtime: the terminal. There nothing else needs the thread while a file is
     /// read or synced (a Ctrl-C is taken as soon as the work returns), while each hand-off to the
     /// pool costs two cross-CPU wake-ups, and the first one a new thread with its own stack and
-    /// malloc arena: 0.5 ms of a 6 ms `chat -m` and 0.2 MiB of its RSS (docs/BENCHMARKS.md §3).
+    /// malloc arena: about 0.5 ms of a 6 ms `chat -m` and 0.1-0.2 MiB of its RSS (docs/BENCHMARKS.md §3).
     Inline,
 }
 
