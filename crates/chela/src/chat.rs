@@ -21,7 +21,7 @@ use tokio::sync::watch;
 use crate::app::App;
 use crate::args::{ChatArgs, check_message};
 use crate::session::{HubLimits, SessionHub};
-use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
+use crate::turn::{Cancel, FileWork, Observer, TurnEnd, TurnRequest};
 
 mod input;
 
@@ -47,7 +47,11 @@ pub async fn run(app: App, args: ChatArgs) -> Result<ExitCode> {
     };
     let app = Arc::new(app);
     let chat = Chat {
-        hub: SessionHub::new(Arc::clone(&app), HubLimits::from_config(&app.base.cfg)),
+        // One conversation on a current-thread runtime: its file work runs inline (see FileWork).
+        hub: SessionHub::new(
+            Arc::clone(&app),
+            HubLimits { files: FileWork::Inline, ..HubLimits::from_config(&app.base.cfg) },
+        ),
         app,
         session: args.session,
     };

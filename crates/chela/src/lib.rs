@@ -14,6 +14,7 @@ pub mod args;
 pub mod cmd;
 pub mod config;
 pub mod lock;
+pub mod log;
 pub mod memory;
 pub mod storage;
 pub mod workspace;

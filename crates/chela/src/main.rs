@@ -49,18 +49,6 @@ fn main() -> ExitCode {
 /// Diagnostics go to stderr: `-v` for info, `-vv` for debug; `CHELA_LOG` (error … trace)
 /// sets the level directly.
 fn init_logging(verbose: u8) {
-    use tracing::Level;
-    let from_env = std::env::var("CHELA_LOG").ok().and_then(|v| v.parse::<Level>().ok());
-    let level = from_env.unwrap_or(match verbose {
-        0 => Level::WARN,
-        1 => Level::INFO,
-        2 => Level::DEBUG,
-        _ => Level::TRACE,
-    });
-    tracing_subscriber::fmt()
-        .with_max_level(level)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .without_time()
-        .init();
+    let env = std::env::var("CHELA_LOG").ok();
+    chela::log::init(chela::log::level(verbose, env.as_deref()));
 }

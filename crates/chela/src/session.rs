@@ -24,7 +24,7 @@ use chela_core::config as keys;
 
 use crate::app::App;
 use crate::config::Config;
-use crate::turn::{Cancel, History, TurnEnd, TurnRequest, load_history, run_turn};
+use crate::turn::{Cancel, FileWork, History, TurnEnd, TurnRequest, load_history, run_turn};
 use crate::workspace::{Workspace, archive_session};
 
 mod shared_file;
@@ -40,6 +40,8 @@ pub struct HubLimits {
     pub max_live: usize,
     /// How long an owner with nothing to do stays.
     pub idle: Duration,
+    /// Where the owners do their file work: the pool, unless the process has one conversation.
+    pub files: FileWork,
 }
 
 impl HubLimits {
@@ -51,6 +53,7 @@ impl HubLimits {
             // Long enough that a conversation's history stays in memory while it goes on, short
             // enough that a day of chats does not keep every one.
             idle: Duration::from_secs(600),
+            files: FileWork::Pool,
         }
     }
 }
@@ -296,7 +299,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                     }
                     Some(app) => {
                         let cancel = req.cancel.clone();
-                        let fut = turn(&app, &path, &mut history, &mut seen, &mut req);
+                        let fut = turn(&app, &path, &mut history, &mut seen, &mut req, shared.limits.files);
                         tokio::pin!(fut);
                         // A stop cancels the turn and lets it finish saving, rather than dropping it.
                         tokio::select! {
@@ -312,7 +315,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                 let _ = reply.send(result);
             }
             Job::Restart(reply) => {
-                let result = restart(&path).await;
+                let result = restart(&path, shared.limits.files).await;
                 if result.is_ok() {
                     history = Some(History { path: path.clone(), messages: Vec::new(), summary: None });
                     seen = None;
@@ -320,7 +323,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                 let _ = reply.send(result);
             }
             Job::Close(reply) => {
-                let result = restart(&path).await;
+                let result = restart(&path, shared.limits.files).await;
                 history = None;
                 let gone = {
                     let mut live = shared.live.lock().unwrap_or_else(PoisonError::into_inner);
@@ -350,18 +353,17 @@ async fn turn(
     history: &mut Option<History>,
     seen: &mut Option<Stamp>,
     req: &mut TurnRequest,
+    files: FileWork,
 ) -> anyhow::Result<TurnEnd> {
     let _held = lock_turn(path, &req.cancel).await?;
-    let p = path.to_owned();
-    let now = blocking(move || Ok(stamp(&p))).await?;
-    if now != *seen {
+    // One stat: cheaper than a hand-off to the blocking pool, and it never waits on a disk flush.
+    if stamp(path) != *seen {
         // Another process wrote the file since: what this owner kept is out of date.
         *history = None;
     }
-    let end = locked_turn(app, path, history, req).await;
+    let end = locked_turn(app, path, history, req, files).await;
     // Read again even after a failure: whatever reached the file is what the next turn compares.
-    let p = path.to_owned();
-    *seen = blocking(move || Ok(stamp(&p))).await?;
+    *seen = stamp(path);
     if end.is_err() {
         *history = None;
     }
@@ -373,31 +375,38 @@ async fn locked_turn(
     path: &Path,
     history: &mut Option<History>,
     req: &mut TurnRequest,
+    files: FileWork,
 ) -> anyhow::Result<TurnEnd> {
-    let history = match history {
-        Some(h) => h,
-        None => {
-            let (p, budget) = (path.to_owned(), app.limits().history_budget);
-            history.insert(blocking(move || load_history(&p, budget)).await?)
-        }
-    };
-    // The prompt reads the memory files: that is file work too.
+    // The history (on the owner's first turn) and the memory files the prompt reads, in one
+    // piece of file work: on the pool each piece is a hand-off, and they are needed together.
+    let load = history.is_none().then(|| (path.to_owned(), app.limits().history_budget));
     let (a, channel, chat) = (Arc::clone(app), req.channel.clone(), req.chat_id.clone());
-    let system = blocking(move || Ok(a.system_prompt(&channel, &chat))).await?;
-    run_turn(&app.agent(), history, system, req).await
+    let (loaded, system) = files
+        .run("reading the conversation", move || {
+            let loaded = load.map(|(p, budget)| load_history(&p, budget)).transpose()?;
+            Ok((loaded, a.system_prompt(&channel, &chat)))
+        })
+        .await?;
+    let history = match (history, loaded) {
+        (Some(h), _) => h,
+        (slot, loaded) => slot.insert(loaded.unwrap_or_else(|| History {
+            path: path.to_owned(),
+            messages: Vec::new(),
+            summary: None,
+        })),
+    };
+    run_turn(&app.agent(), history, system, req, files).await
 }
 
-async fn restart(path: &Path) -> anyhow::Result<()> {
+async fn restart(path: &Path, files: FileWork) -> anyhow::Result<()> {
     // Not in the middle of another process's turn; a restart is never cancelled.
     let _held = lock_turn(path, &Cancel::default()).await?;
     let p: PathBuf = path.to_owned();
-    blocking(move || archive_session(&p).map(drop).map_err(|e| anyhow::anyhow!("cannot archive {}: {e}", p.display())))
+    files
+        .run("archiving the conversation", move || {
+            archive_session(&p).map(drop).map_err(|e| anyhow::anyhow!("cannot archive {}: {e}", p.display()))
+        })
         .await
-}
-
-/// Runs file work on tokio's blocking pool.
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> anyhow::Result<T> + Send + 'static) -> anyhow::Result<T> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| anyhow::anyhow!("file work stopped unexpectedly: {e}"))?
 }
 
 #[cfg(test)]

@@ -95,6 +95,41 @@ pub struct Agent<'a> {
     pub limits: Limits,
 }
 
+/// Where a conversation's file work runs: loading its history, reading the memory files for
+/// the prompt, and the fsync'd append of each turn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FileWork {
+    /// On tokio's blocking pool, so a slow disk or an fsync never holds an async worker that
+    /// other conversations are waiting for: what a process serving many chats uses (`chela run`,
+    /// whose chats share one thread).
+    /// A turn hands off twice: once before its first model call (the history if not yet loaded
+    /// and the prompt files together), once for the append.
+    #[default]
+    Pool,
+    /// On the conversation owner's own thread. Only for a process with one conversation on a
+    /// current-thread runtime: the terminal. There nothing else needs the thread while a file is
+    /// read or synced (a Ctrl-C is taken as soon as the work returns), while each hand-off to the
+    /// pool costs two cross-CPU wake-ups, and the first one a new thread with its own stack and
+    /// malloc arena: about 0.5 ms of a 6 ms `chat -m` and 0.1-0.2 MiB of its RSS (docs/BENCHMARKS.md §3).
+    Inline,
+}
+
+impl FileWork {
+    /// Runs `f`, blocking file work, where `self` says; `what` names it if the pool loses it.
+    pub async fn run<T: Send + 'static>(
+        self,
+        what: &str,
+        f: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+    ) -> anyhow::Result<T> {
+        match self {
+            FileWork::Inline => f(),
+            FileWork::Pool => {
+                tokio::task::spawn_blocking(f).await.map_err(|e| anyhow::anyhow!("{what} stopped unexpectedly: {e}"))?
+            }
+        }
+    }
+}
+
 /// How a turn ended.
 pub enum TurnEnd {
     Done(Outcome),
@@ -150,12 +185,13 @@ fn rotate(
 }
 
 /// Runs one turn of `history`'s conversation, appends it to the session file and to
-/// `history`. The file is written on tokio's blocking pool.
+/// `history`. The file is written where `files` says.
 pub async fn run_turn(
     agent: &Agent<'_>,
     history: &mut History,
     system: String,
     req: &mut TurnRequest,
+    files: FileWork,
 ) -> anyhow::Result<TurnEnd> {
     tracing::debug!(channel = %req.channel, chat = %req.chat_id, caller = ?req.caller, "turn starts");
     let scope = Scope { extra_visible: &req.scope };
@@ -230,12 +266,12 @@ pub async fn run_turn(
         }
     };
     match &end {
-        TurnEnd::Done(_) => keep(history, run.turn_messages(), agent.limits.history_budget).await?,
+        TurnEnd::Done(_) => keep(history, run.turn_messages(), agent.limits.history_budget, files).await?,
         // When tools already changed things, keep the record of it, closed so it stays well-formed.
         // The sentence the person reads, never a Rust form: the model reads it next turn.
         TurnEnd::Failed(e) if run.turn_messages().len() > 1 => {
             run.abort(&format!("(this turn stopped: {})", agent.provider.tell(e)));
-            keep(history, run.turn_messages(), agent.limits.history_budget).await?;
+            keep(history, run.turn_messages(), agent.limits.history_budget, files).await?;
         }
         TurnEnd::Failed(_) => {}
     }
@@ -246,13 +282,11 @@ pub async fn run_turn(
     Ok(end)
 }
 
-/// Appends a finished turn to the session file (off the async workers: it fsyncs) and then to
-/// the history in memory, which keeps only as much as a fresh load would read.
-async fn keep(history: &mut History, turn: &[Message], budget: usize) -> anyhow::Result<()> {
+/// Appends a finished turn to the session file (where `files` says: it fsyncs) and then to the
+/// history in memory, which keeps only as much as a fresh load would read.
+async fn keep(history: &mut History, turn: &[Message], budget: usize, files: FileWork) -> anyhow::Result<()> {
     let (path, messages) = (history.path.clone(), turn.to_vec());
-    tokio::task::spawn_blocking(move || persist(&path, &messages))
-        .await
-        .map_err(|e| anyhow::anyhow!("saving the conversation stopped unexpectedly: {e}"))??;
+    files.run("saving the conversation", move || persist(&path, &messages)).await?;
     let kept = &mut history.messages;
     kept.extend_from_slice(turn);
     let bound = usize::try_from(tail_bytes(budget)).unwrap_or(usize::MAX);
@@ -281,26 +315,38 @@ mod tests {
             history: &'a mut History,
             req: &'a mut TurnRequest,
         ) -> impl std::future::Future<Output = anyhow::Result<TurnEnd>> + Send + 'a {
-            run_turn(agent, history, String::new(), req)
+            run_turn(agent, history, String::new(), req, FileWork::Pool)
         }
         let _ = is_send;
     }
 
     #[tokio::test]
     async fn the_history_kept_between_turns_is_bounded_and_the_file_has_everything() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut history = History { path: dir.path().join("s.jsonl"), messages: Vec::new(), summary: None };
-        let budget = 1024;
-        for i in 0..400 {
-            let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
-            keep(&mut history, &turn, budget).await.unwrap();
+        for files in [FileWork::Pool, FileWork::Inline] {
+            let dir = tempfile::tempdir().unwrap();
+            let mut history = History { path: dir.path().join("s.jsonl"), messages: Vec::new(), summary: None };
+            let budget = 1024;
+            for i in 0..400 {
+                let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
+                keep(&mut history, &turn, budget, files).await.unwrap();
+            }
+            let kept = chela_core::history::bytes(&history.messages) as u64;
+            assert!(kept <= tail_bytes(budget), "{files:?}: {kept} bytes kept in memory");
+            assert_eq!(history.messages.last().unwrap().text(), "a".repeat(1000));
+            assert!(history.messages[0].text().starts_with("question "), "starts with a whole exchange");
+            let saved = session::parse(&std::fs::read_to_string(&history.path).unwrap()).messages;
+            assert_eq!(saved.len(), 800, "{files:?}: every turn was appended to the file");
         }
-        let kept = chela_core::history::bytes(&history.messages) as u64;
-        assert!(kept <= tail_bytes(budget), "{kept} bytes kept in memory");
-        assert_eq!(history.messages.last().unwrap().text(), "a".repeat(1000));
-        assert!(history.messages[0].text().starts_with("question "), "starts with a whole exchange");
-        let saved = session::parse(&std::fs::read_to_string(&history.path).unwrap()).messages;
-        assert_eq!(saved.len(), 800, "every turn was appended to the file");
+    }
+
+    #[tokio::test]
+    async fn file_work_runs_inline_or_on_the_blocking_pool_as_asked() {
+        let here = std::thread::current().id();
+        let on = |files: FileWork| files.run("a test", || Ok(std::thread::current().id()));
+        assert_eq!(on(FileWork::Inline).await.unwrap(), here, "inline: on the owner's own thread");
+        assert_ne!(on(FileWork::Pool).await.unwrap(), here, "pool: off the async worker");
+        let failed = FileWork::Pool.run("a test", || -> anyhow::Result<()> { panic!("lost") }).await;
+        assert!(failed.unwrap_err().to_string().starts_with("a test stopped unexpectedly"));
     }
 
     #[test]
