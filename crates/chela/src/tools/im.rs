@@ -16,6 +16,7 @@ use serde::Deserialize;
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::config::Config;
 use crate::daemon::Outlets;
+use crate::workspace::Workspace;
 
 /// The largest file sent: what the Telegram Bot API accepts from a bot, the smallest platform
 /// limit of the channels.
@@ -46,9 +47,11 @@ pub struct MediaArgs {
     caption: String,
 }
 
-/// Whether Chela may send to `chat_id` of `channel` on its own. When pairing lands, the
-/// approved senders of `crate::access` count here too.
-pub fn may_send(cfg: &Config, channel: &str, chat_id: &str) -> bool {
+/// Whether Chela may send to `chat_id` of `channel` on its own: a chat listed in the channel's
+/// `allow_from`, or one where an admitted (allowed or paired) person has talked, which is what
+/// a session file records — a stranger's words never make one. The same rule as
+/// `telegram_send_text` and `feishu_send_message`.
+pub fn may_send(ws: &Workspace, cfg: &Config, channel: &str, chat_id: &str) -> bool {
     let list = match channel {
         // The gateway's clients passed its token (or sit on loopback): the owner.
         "ws" => return true,
@@ -56,7 +59,7 @@ pub fn may_send(cfg: &Config, channel: &str, chat_id: &str) -> bool {
         "feishu" => cfg.list(keys::FEISHU_ALLOW_FROM),
         _ => return false,
     };
-    list.iter().any(|a| a == "*" || a == chat_id)
+    list.iter().any(|a| a == "*" || a == chat_id) || ws.session_path(channel, chat_id).exists()
 }
 
 impl Tool for ImSendMedia {
@@ -72,7 +75,7 @@ impl Tool for ImSendMedia {
                 "The caption is over {MAX_CAPTION_CHARS} characters; shorten it or send the text as a message."
             )));
         }
-        if !may_send(&ctx.cfg, &a.channel, &a.chat_id) {
+        if !may_send(&ctx.ws, &ctx.cfg, &a.channel, &a.chat_id) {
             return Err(ToolError::refused(format!(
                 "{}/{} is not a chat allowed to talk to Chela (channels.{}.allow_from), so nothing is sent there.",
                 a.channel, a.chat_id, a.channel
@@ -189,5 +192,20 @@ mod tests {
         let long = json!({"channel": "telegram", "chat_id": "42", "path": "report.txt", "caption": "x".repeat(1025)});
         assert!(fx.call(tool(&rec), long).await.unwrap_err().0.contains("caption is over"));
         assert!(rec.0.lock().unwrap().is_empty(), "nothing was sent");
+    }
+
+    #[tokio::test]
+    async fn a_chat_where_a_paired_person_talked_may_receive_and_an_unknown_one_not() {
+        let fx = Fixture::new(&[]);
+        std::fs::write(fx.root().join("report.txt"), b"x").unwrap();
+        let rec = Arc::new(Recorder::default());
+        let send = |chat: &str| json!({"channel": "telegram", "chat_id": chat, "path": "report.txt"});
+        assert!(fx.call(tool(&rec), send("77")).await.unwrap_err().0.contains("not a chat allowed"));
+        // What a turn of an admitted sender leaves behind; a stranger's message never makes one.
+        let session = fx.ctx().ws.session_path("telegram", "77");
+        std::fs::create_dir_all(session.parent().unwrap()).unwrap();
+        std::fs::write(&session, "").unwrap();
+        fx.call(tool(&rec), send("77")).await.unwrap();
+        assert_eq!(rec.0.lock().unwrap().len(), 1);
     }
 }

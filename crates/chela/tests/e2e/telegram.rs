@@ -190,7 +190,7 @@ fn a_photo_reaches_the_model_as_an_image_in_both_wire_formats() {
 }
 
 #[test]
-fn a_stranger_reaches_nothing_but_whoami() {
+fn a_stranger_reaches_nothing_but_whoami_and_a_pairing_code() {
     let llm = FakeLlm::start(vec![]);
     let tg = FakeTelegram::start(TOKEN);
     let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
@@ -199,14 +199,46 @@ fn a_stranger_reaches_nothing_but_whoami() {
     tg.push_photo(99, 99, vec![0xFF, 0xD8, 0xFF, 0xE0], "");
     tg.push_text(99, 99, "/new");
     tg.push_text(99, 99, "/whoami");
-    let sent = tg.wait_sent(WAIT, |s| !s.is_empty());
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text.contains("Your Telegram user id is 99")));
     stop(child).expect_ok();
-    assert_eq!(sent.len(), 1, "{sent:?}");
-    assert!(sent[0].text.contains("Your Telegram user id is 99"), "{}", sent[0].text);
+    assert!(sent[0].text.contains("pairing code"), "the first answer is the pairing code: {sent:?}");
+    for m in &sent {
+        assert!(
+            m.text.contains("pairing code") || m.text.contains("Your Telegram user id is 99"),
+            "a stranger gets only the pairing code and their id: {sent:?}"
+        );
+    }
     assert!(llm.requests().is_empty());
     assert!(tg.calls_to("getFile").is_empty(), "a stranger's photo was downloaded");
     assert!(!ws.path().join("inbox").exists());
     assert!(!ws.path().join("sessions/telegram_99.jsonl").exists());
+}
+
+#[test]
+fn a_stranger_approved_with_chela_pairing_is_answered_and_a_revoked_one_is_not() {
+    let llm = FakeLlm::start(vec![Step::text("welcome aboard")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    tg.push_text(77, 77, "hello?");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text.contains("pairing code")));
+    let text = &sent.last().unwrap().text;
+    let code = text.split("chela pairing approve ").nth(1).expect("the command is in the answer");
+    let code: String = code.chars().take_while(char::is_ascii_alphanumeric).collect();
+    assert_eq!(code.len(), 8, "{text}");
+    // The owner approves from another process while the daemon runs.
+    ws.run(&["pairing", "approve", &code]).expect_ok();
+    tg.push_text(77, 77, "now?");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == "welcome aboard"));
+    assert!(sent.iter().any(|m| m.text == "welcome aboard"), "{sent:?}");
+    assert_eq!(llm.requests().len(), 1);
+    ws.run(&["pairing", "revoke", "telegram:77"]).expect_ok();
+    let before = tg.sent().len();
+    tg.push_text(77, 77, "still there?");
+    let sent = tg.wait_sent(WAIT, |s| s.len() > before);
+    stop(child).expect_ok();
+    assert!(sent[before..].iter().all(|m| m.text.contains("pairing code")), "{sent:?}");
+    assert_eq!(llm.requests().len(), 1, "nothing more reached the model");
 }
 
 #[test]
