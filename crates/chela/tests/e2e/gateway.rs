@@ -137,3 +137,44 @@ fn the_official_openai_sdk_talks_to_chela_whole_and_streamed() {
     let second = crate::body(&llm, 1).to_string();
     assert!(second.contains("hello") && second.contains("a whole answer"), "{second}");
 }
+
+#[test]
+fn sigterm_during_a_turn_stops_within_5_s_and_leaves_the_session_well_formed() {
+    // The model stalls far past the stop: only the daemon's own cancel ends this turn.
+    let llm = FakeLlm::start(vec![Step::text("too late").delay_ms(60_000)]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let mut d = Running::start(&ws);
+    let addr = d.addr;
+    let asker = std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        let body = r#"{"model":"chela","user":"stop","messages":[{"role":"user","content":"a slow question"}]}"#;
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let head = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            body.len()
+        );
+        s.write_all(head.as_bytes()).unwrap();
+        s.write_all(body.as_bytes()).unwrap();
+        let mut answer = String::new();
+        let _ = s.read_to_string(&mut answer);
+        answer
+    });
+    wait_for("the request at the model", Duration::from_secs(20), || llm.requests().len() == 1);
+    let pid = libc::pid_t::try_from(d.child.id()).unwrap();
+    let sent = std::time::Instant::now();
+    // SAFETY: kill(2) with a live child's pid and a valid signal number has no memory effects.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::kill(pid, libc::SIGTERM) };
+    assert_eq!(rc, 0);
+    let status = crate::wait_exit(&mut d.child, Duration::from_secs(10));
+    let took = sent.elapsed();
+    assert!(status.success(), "{status:?}\n{}", d.stderr());
+    assert!(took < Duration::from_secs(5), "stopping took {took:?}");
+    let answer = asker.join().unwrap();
+    assert!(!answer.contains("too late"), "the stalled answer never arrived: {answer}");
+    let saved = std::fs::read_to_string(ws.path().join("sessions/api_stop.jsonl")).expect("the session was saved");
+    let parsed = chela_core::session::parse(&saved);
+    assert_eq!(parsed.skipped_lines, 0, "every line is whole: {saved}");
+    assert!(parsed.messages.iter().any(|m| m.text() == "a slow question"), "{saved}");
+}
