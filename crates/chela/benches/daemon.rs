@@ -8,7 +8,8 @@
 //!    turn (utime + stime from `/proc/PID/stat`);
 //! 4. 100 WebSocket chats at once, each sending messages in sequence: turns/s, p50/p99 latency
 //!    and the daemon's peak RSS;
-//! 5. a soak at a steady 50 turns/s for `$CHELA_SOAK_SECS` (default 10): RSS at start and end.
+//! 5. a soak at a steady 50 turns/s for `$CHELA_SOAK_SECS` (default 10), over ten sessions filled
+//!    to their in-memory history bound first: RSS at start and end.
 //!
 //! Each phase gets a daemon of its own, so a peak RSS belongs to that phase. The fake runs in
 //! this process, so its CPU is not the daemon's (but it shares the machine's cores).
@@ -40,6 +41,10 @@ const TURNS_PER_SESSION: usize = 50;
 const WS_CHATS: usize = 100;
 const WS_MESSAGES: usize = 20;
 const SOAK_RATE: u64 = 50;
+const SOAK_SESSIONS: usize = 10;
+/// Bytes added to each soak message: 30 of them pass a session's 256 KiB in-memory bound.
+const SOAK_PAD: usize = 12 * 1024;
+const SOAK_FILL_TURNS: usize = 30;
 const ANSWER: &str = "ok, noted.";
 const TG_TOKEN: &str = "123456:bench-telegram-token";
 /// No phase waits longer than this for anything.
@@ -306,7 +311,13 @@ fn json_headers() -> Vec<(String, String)> {
 
 /// One non-streamed turn through the OpenAI endpoint, checked.
 fn api_turn(c: &mut Http, user: &str, n: usize) -> Res<()> {
-    let body = json!({"model": "chela", "user": user, "messages": [{"role": "user", "content": format!("note {n}")}]});
+    api_turn_padded(c, user, n, 0)
+}
+
+/// A turn whose message carries `pad` bytes more than its number.
+fn api_turn_padded(c: &mut Http, user: &str, n: usize, pad: usize) -> Res<()> {
+    let content = format!("note {n} {}", "x".repeat(pad));
+    let body = json!({"model": "chela", "user": user, "messages": [{"role": "user", "content": content}]});
     let (status, reply) = c.request("POST", "/v1/chat/completions", &json_headers(), body.to_string().as_bytes())?;
     let v: Value = serde_json::from_slice(&reply).unwrap_or(Value::Null);
     if status != 200 || v["choices"][0]["message"]["content"] != ANSWER {
@@ -561,9 +572,13 @@ fn soak(bin: &Path, llm: &FakeLlm) -> Res<()> {
     let home = workspace(dir.path(), llm, None);
     let d = Daemon::start(bin, &home)?;
     let mut c = Http::new(d.addr);
-    push_answers(llm, 20);
-    for n in 0..20 {
-        api_turn(&mut c, "soak-warm-up", n)?;
+    // A live session keeps the tail of its history in memory, up to a bound (256 KiB of
+    // messages at the default budget), so RSS rises by design until every session holds that
+    // much. Big messages fill the ten sessions before the soak starts: what the soak then
+    // shows is what grows beyond the bounds.
+    push_answers(llm, SOAK_SESSIONS * SOAK_FILL_TURNS);
+    for n in 0..SOAK_SESSIONS * SOAK_FILL_TURNS {
+        api_turn_padded(&mut c, &format!("soak-{}", n % SOAK_SESSIONS), n, SOAK_PAD)?;
     }
     let (start_rss, _) = d.rss_kib();
     let total = secs * SOAK_RATE;
@@ -575,8 +590,8 @@ fn soak(bin: &Path, llm: &FakeLlm) -> Res<()> {
             std::thread::sleep(wait);
         }
         llm.push(Step::text(ANSWER));
-        // Ten conversations in turn, each growing for the whole soak.
-        api_turn(&mut c, &format!("soak-{}", n % 10), usize::try_from(n).unwrap_or(0))?;
+        let i = usize::try_from(n).unwrap_or(0);
+        api_turn_padded(&mut c, &format!("soak-{}", i % SOAK_SESSIONS), i, SOAK_PAD)?;
         if n % SOAK_RATE == 0 {
             let (rss, _) = d.rss_kib();
             low = low.min(rss);
@@ -591,7 +606,7 @@ fn soak(bin: &Path, llm: &FakeLlm) -> Res<()> {
     // Flat: the end within 5 % (or 256 KiB) of the start.
     let flat = end_rss <= start_rss + (start_rss / 20).max(256);
     println!(
-        "5. soak, {total} turns at {SOAK_RATE}/s for {secs} s (took {took:.2} s), ten sessions in turn: VmRSS start {:.2} MiB, \
+        "5. soak, {total} turns at {SOAK_RATE}/s for {secs} s (took {took:.2} s), {SOAK_SESSIONS} sessions in turn, each already at its history bound: VmRSS start {:.2} MiB, \
          middle {:.2} MiB, end {:.2} MiB (sampled each second: {:.2}-{:.2}), VmHWM {:.2} MiB; target flat (end <= start + 5 %): {}",
         mib(start_rss),
         mib(mid_rss),
