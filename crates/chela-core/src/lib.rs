@@ -27,5 +27,6 @@ pub mod retry;
 pub mod session;
 pub mod storage;
 pub mod text;
+pub mod zone;
 
 pub use chela_proto as proto;
