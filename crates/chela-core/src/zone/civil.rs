@@ -12,6 +12,16 @@ pub const SECS_PER_DAY: i64 = 86_400;
 pub const MIN_YEAR: i32 = 1;
 pub const MAX_YEAR: i32 = 9999;
 
+/// The first second of year [`MIN_YEAR`], in local seconds.
+pub fn min_seconds() -> i64 {
+    days_from_civil(MIN_YEAR, 1, 1) * SECS_PER_DAY
+}
+
+/// The last second of year [`MAX_YEAR`], in local seconds.
+pub fn max_seconds() -> i64 {
+    days_from_civil(MAX_YEAR, 12, 31) * SECS_PER_DAY + SECS_PER_DAY - 1
+}
+
 /// Days since 1970-01-01 of a civil date (Howard Hinnant's `days_from_civil`).
 pub fn days_from_civil(year: i32, month: u8, day: u8) -> i64 {
     let y = i64::from(year) - i64::from(month <= 2);

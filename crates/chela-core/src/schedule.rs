@@ -1,0 +1,277 @@
+//! Scheduled jobs: triggers, next-fire times in a zone, enable and pause state, and the
+//! missed-run rule.
+//!
+//! What it is: the decisions. [`Job::next_fire`] says when a job fires next after `now`;
+//! [`Job::catch_up`] says, once at start, whether a run missed while Chela was down should
+//! happen now (at most one, and only within the job's grace window); [`Job::record_run`]
+//! notes a run. [`file::load`] reads a hand-editable `cron.json`, keeping the good jobs and
+//! reporting the bad entries with their line.
+//!
+//! What it is not: it holds no timer and reads no clock or file. The host keeps the jobs, sleeps
+//! until the earliest next fire, runs the action, records the run and writes the file.
+//!
+//! Times are seconds since the Unix epoch (UTC). A job's zone matters only for `cron`
+//! triggers; the host resolves the job's `tz` (or the user's zone) to a [`Zone`].
+
+pub mod cron;
+pub mod file;
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use core::fmt;
+
+use serde::{Deserialize, Serialize};
+
+pub use cron::{Cron, CronError};
+
+use crate::zone::{Zone, check_zone_name, civil};
+
+/// Grace window for a missed run when a job names none: one hour.
+pub const DEFAULT_GRACE_S: u64 = 3600;
+/// Bounds on a job's text fields.
+pub const MAX_ID_LEN: usize = 64;
+pub const MAX_NAME_LEN: usize = 200;
+pub const MAX_MESSAGE_LEN: usize = 8 * 1024;
+pub const MAX_EVENT_FILTERS: usize = 16;
+/// The longest interval: ten years.
+pub const MAX_INTERVAL_S: u64 = 10 * 366 * 86_400;
+
+/// When a job fires.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Trigger {
+    /// Once, at an instant.
+    Once { at: i64 },
+    /// Every `every_s` seconds, at `anchor + k * every_s` (the anchor defaults to the epoch, so
+    /// `every_s: 300` fires on the five minutes).
+    Interval {
+        every_s: u64,
+        #[serde(default)]
+        anchor: i64,
+    },
+    /// A cron expression in a zone (`tz`, an IANA name; the user's zone when absent).
+    Cron {
+        expr: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tz: Option<String>,
+    },
+    /// When an event of this type arrives whose fields equal every entry of `match`.
+    OnEvent {
+        event: String,
+        #[serde(default, rename = "match", skip_serializing_if = "BTreeMap::is_empty")]
+        filter: BTreeMap<String, String>,
+    },
+}
+
+/// What a job does when it fires.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Action {
+    /// Put `message` into a chat as if from the scheduler.
+    Agent {
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        channel: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        chat_id: Option<String>,
+    },
+    /// Call a capability with JSON arguments.
+    Cap {
+        name: String,
+        #[serde(default)]
+        args: serde_json::Value,
+    },
+    /// Raise an event.
+    Emit {
+        event: String,
+        #[serde(default)]
+        data: serde_json::Value,
+    },
+}
+
+/// One scheduled job, as stored in `cron.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// A disabled job never fires.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// A paused job does not fire until resumed.
+    #[serde(default)]
+    pub paused: bool,
+    pub trigger: Trigger,
+    pub action: Action,
+    /// How late a run missed while Chela was down may still happen ([`DEFAULT_GRACE_S`] when
+    /// absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grace_s: Option<u64>,
+    /// Remove the job after it has run (for `once` jobs).
+    #[serde(default)]
+    pub delete_after_run: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<i64>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The timing of a validated job, ready to compute with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    Once(i64),
+    Interval { every: i64, anchor: i64 },
+    Cron(Cron),
+    OnEvent,
+}
+
+impl Schedule {
+    /// The first firing instant strictly after `t`, ignoring the job's state.
+    /// Answers `None` outside years 1 to 9999.
+    pub fn next_after(&self, t: i64, zone: &Zone) -> Option<i64> {
+        if !(civil::min_seconds()..civil::max_seconds()).contains(&t) {
+            return None;
+        }
+        let next = match self {
+            Schedule::Once(at) => (*at > t).then_some(*at),
+            Schedule::Interval { every, anchor } => {
+                let k = t.checked_sub(*anchor)?.div_euclid(*every).checked_add(1)?;
+                anchor.checked_add(k.checked_mul(*every)?)
+            }
+            Schedule::Cron(cron) => cron.next_fire(t, zone),
+            Schedule::OnEvent => None,
+        };
+        next.filter(|&at| at <= civil::max_seconds())
+    }
+}
+
+/// A job that is not valid; `field` is the path of the field at fault (`trigger.expr`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JobError {
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for JobError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+fn bad(field: &str, message: String) -> JobError {
+    JobError { field: String::from(field), message }
+}
+
+fn check_len(field: &str, value: &str, min: usize, max: usize) -> Result<(), JobError> {
+    if value.len() < min {
+        return Err(bad(field, String::from("must not be empty")));
+    }
+    if value.len() > max {
+        return Err(bad(field, format!("is {} bytes; the limit is {max}", value.len())));
+    }
+    Ok(())
+}
+
+impl Job {
+    /// Checks every field and compiles the trigger. Errors name the field.
+    pub fn validate(&self) -> Result<Schedule, JobError> {
+        check_len("id", &self.id, 1, MAX_ID_LEN)?;
+        if !self.id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')) {
+            return Err(bad("id", format!("{:?} may hold only letters, digits, `_`, `-` and `.`", self.id)));
+        }
+        check_len("name", &self.name, 0, MAX_NAME_LEN)?;
+        match &self.action {
+            Action::Agent { message, channel, chat_id } => {
+                check_len("action.message", message, 1, MAX_MESSAGE_LEN)?;
+                check_len("action.channel", channel.as_deref().unwrap_or("-"), 1, MAX_ID_LEN)?;
+                check_len("action.chat_id", chat_id.as_deref().unwrap_or("-"), 1, 256)?;
+            }
+            Action::Cap { name, .. } => check_len("action.name", name, 1, MAX_ID_LEN)?,
+            Action::Emit { event, .. } => check_len("action.event", event, 1, MAX_ID_LEN)?,
+        }
+        Ok(match &self.trigger {
+            Trigger::Once { at } => Schedule::Once(*at),
+            Trigger::Interval { every_s, anchor } => {
+                if *every_s == 0 || *every_s > MAX_INTERVAL_S {
+                    return Err(bad(
+                        "trigger.every_s",
+                        format!("{every_s} must be from 1 second to 10 years ({MAX_INTERVAL_S})"),
+                    ));
+                }
+                Schedule::Interval { every: *every_s as i64, anchor: *anchor }
+            }
+            Trigger::Cron { expr, tz } => {
+                if let Some(tz) = tz {
+                    check_zone_name(tz).map_err(|e| bad("trigger.tz", format!("{e}")))?;
+                }
+                Schedule::Cron(Cron::parse(expr).map_err(|e| bad("trigger.expr", format!("{e}")))?)
+            }
+            Trigger::OnEvent { event, filter } => {
+                check_len("trigger.event", event, 1, MAX_ID_LEN)?;
+                if filter.len() > MAX_EVENT_FILTERS {
+                    return Err(bad(
+                        "trigger.match",
+                        format!("{} entries; the limit is {MAX_EVENT_FILTERS}", filter.len()),
+                    ));
+                }
+                Schedule::OnEvent
+            }
+        })
+    }
+
+    /// Whether the job fires on its own (enabled and not paused).
+    pub fn active(&self) -> bool {
+        self.enabled && !self.paused
+    }
+
+    /// The next instant strictly after `now` at which this job fires, or `None` (disabled,
+    /// paused, a `once` job that has run or whose time has passed, an `on_event` job).
+    pub fn next_fire(&self, schedule: &Schedule, now: i64, zone: &Zone) -> Option<i64> {
+        if !self.active() || (matches!(schedule, Schedule::Once(_)) && self.last_run.is_some()) {
+            return None;
+        }
+        schedule.next_after(now, zone)
+    }
+
+    /// Called once when Chela starts: the scheduled instant of a run missed while it was down
+    /// that should run now, if any. Only fires after the last run (or the job's creation) and no
+    /// older than the grace window count; however many were missed, the answer is one run.
+    pub fn catch_up(&self, schedule: &Schedule, now: i64, zone: &Zone) -> Option<i64> {
+        if !self.active() || (matches!(schedule, Schedule::Once(_)) && self.last_run.is_some()) {
+            return None;
+        }
+        let grace = i64::try_from(self.grace_s.unwrap_or(DEFAULT_GRACE_S)).unwrap_or(i64::MAX);
+        let window_start = now.saturating_sub(grace);
+        // Fires at exactly `window_start` are in the window: search from one second before.
+        let mut from = window_start.saturating_sub(1);
+        if let Some(seen) = self.last_run.or(self.created_at) {
+            from = from.max(seen);
+        }
+        schedule.next_after(from, zone).filter(|&at| at <= now)
+    }
+
+    /// Notes that the job ran at `at`.
+    pub fn record_run(&mut self, at: i64) {
+        self.last_run = Some(at);
+    }
+
+    /// Whether the host should remove the job now that it has run.
+    pub fn finished(&self, schedule: &Schedule) -> bool {
+        self.delete_after_run && self.last_run.is_some() && matches!(schedule, Schedule::Once(_))
+    }
+
+    /// Whether an event of type `event`, whose fields `field` looks up, triggers this job.
+    pub fn matches_event<'a>(&self, event: &str, field: impl Fn(&str) -> Option<&'a str>) -> bool {
+        let Trigger::OnEvent { event: want, filter } = &self.trigger else { return false };
+        self.active() && want == event && filter.iter().all(|(k, v)| field(k) == Some(v.as_str()))
+    }
+}
+
+#[cfg(test)]
+mod tests;

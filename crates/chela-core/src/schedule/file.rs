@@ -1,0 +1,198 @@
+//! `cron.json`: a tolerant reader and a writer.
+//!
+//! The file is `{"version": 1, "jobs": [ {job}, {job}, … ]}`, one job per line as written by
+//! [`to_json`]. A hand edit that breaks one entry costs that entry only: [`load`] returns the
+//! good jobs and, for each bad entry, its line and a message naming the field. Only a file that
+//! is not JSON at all, or not that shape, is refused whole, with its line and column.
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use super::{Job, Schedule};
+
+/// The largest `cron.json` read.
+pub const MAX_FILE_LEN: usize = 1024 * 1024;
+/// The most jobs kept; entries beyond are reported as bad.
+pub const MAX_JOBS: usize = 1000;
+/// The file format version written and understood.
+pub const VERSION: u32 = 1;
+
+/// A job from the file, compiled, with the line its entry starts on.
+#[derive(Clone, Debug)]
+pub struct LoadedJob {
+    pub job: Job,
+    pub schedule: Schedule,
+    pub line: usize,
+}
+
+/// An entry that was left out, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadEntry {
+    /// Position in the `jobs` array, from 0.
+    pub index: usize,
+    /// Line (from 1) where the entry starts.
+    pub line: usize,
+    /// The entry's `id`, when it could be read.
+    pub id: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for BadEntry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "line {}: job {}", self.line, self.index + 1)?;
+        if let Some(id) = &self.id {
+            write!(f, " ({id:?})")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct CronFile {
+    pub jobs: Vec<LoadedJob>,
+    pub bad: Vec<BadEntry>,
+}
+
+/// A file that could not be read at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FileError {
+    TooLarge {
+        len: usize,
+    },
+    /// Not JSON, or not `{"version": 1, "jobs": [...]}`.
+    Malformed {
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    Version {
+        found: u32,
+    },
+}
+
+impl fmt::Display for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FileError::TooLarge { len } => write!(f, "cron.json is {len} bytes; the limit is {MAX_FILE_LEN}"),
+            FileError::Malformed { line, column, message } => {
+                write!(
+                    f,
+                    "cron.json line {line} column {column}: {message} (expected {{\"version\": 1, \"jobs\": [...]}})"
+                )
+            }
+            FileError::Version { found } => {
+                write!(f, "cron.json has version {found}; this Chela reads version {VERSION}")
+            }
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RawFile<'a> {
+    #[serde(default)]
+    version: Option<u32>,
+    #[serde(borrow)]
+    jobs: Vec<&'a RawValue>,
+}
+
+/// serde_json's message without its " at line L column C" tail (we say the line ourselves).
+fn message(e: &serde_json::Error) -> String {
+    let text = format!("{e}");
+    match text.rfind(" at line ") {
+        Some(i) if e.line() > 0 => String::from(&text[..i]),
+        _ => text,
+    }
+}
+
+fn line_of(text: &str, offset: usize) -> usize {
+    text.as_bytes()[..offset.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// Reads `cron.json`. See the module docs.
+pub fn load(text: &str) -> Result<CronFile, FileError> {
+    if text.len() > MAX_FILE_LEN {
+        return Err(FileError::TooLarge { len: text.len() });
+    }
+    // serde would also take a struct from an array; say plainly that an object is wanted.
+    if let Some((i, c)) = text.char_indices().find(|(_, c)| !c.is_whitespace())
+        && c != '{'
+    {
+        let line = line_of(text, i);
+        let column = i - text[..i].rfind('\n').map_or(0, |n| n + 1) + 1;
+        return Err(FileError::Malformed {
+            line,
+            column,
+            message: String::from("the top level must be a JSON object"),
+        });
+    }
+    let raw: RawFile<'_> = serde_json::from_str(text).map_err(|e| FileError::Malformed {
+        line: e.line(),
+        column: e.column(),
+        message: message(&e),
+    })?;
+    if let Some(found) = raw.version.filter(|&v| v != VERSION) {
+        return Err(FileError::Version { found });
+    }
+    let mut out = CronFile::default();
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for (index, entry) in raw.jobs.iter().enumerate() {
+        // The entry borrows from `text`, so its address says where it starts.
+        let offset = (entry.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+        let line = line_of(text, offset);
+        let id = serde_json::from_str::<IdOnly>(entry.get()).ok().and_then(|j| j.id);
+        let mut bad = |message: String| out.bad.push(BadEntry { index, line, id: id.clone(), message });
+        if index >= MAX_JOBS {
+            bad(format!("more than {MAX_JOBS} jobs; this one is ignored"));
+            continue;
+        }
+        let job: Job = match serde_json::from_str(entry.get()) {
+            Ok(job) => job,
+            Err(e) => {
+                let at = if e.line() > 1 { format!(" (line {})", line + e.line() - 1) } else { String::new() };
+                bad(format!("{}{at}", message(&e)));
+                continue;
+            }
+        };
+        let schedule = match job.validate() {
+            Ok(s) => s,
+            Err(e) => {
+                bad(format!("{e}"));
+                continue;
+            }
+        };
+        if let Some(first) = seen.get(&job.id) {
+            bad(format!("id {:?} is already used by the job on line {first}", job.id));
+            continue;
+        }
+        seen.insert(job.id.clone(), line);
+        out.jobs.push(LoadedJob { job, schedule, line });
+    }
+    Ok(out)
+}
+
+#[derive(Deserialize)]
+struct IdOnly {
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// The file text for `jobs`: one job per line, so that [`load`]'s line numbers point at jobs.
+pub fn to_json(jobs: &[Job]) -> String {
+    let mut out = format!("{{\"version\": {VERSION}, \"jobs\": [\n");
+    for (i, job) in jobs.iter().enumerate() {
+        // A Job is plain data with string keys; serialising it cannot fail.
+        let line = serde_json::to_string(job).expect("a Job always serialises");
+        out.push_str("  ");
+        out.push_str(&line);
+        out.push_str(if i + 1 < jobs.len() { ",\n" } else { "\n" });
+    }
+    out.push_str("]}\n");
+    out
+}
