@@ -311,3 +311,86 @@ fn changing_zone_moves_the_next_fire() {
     assert_eq!(cron.next_fire(now, &berlin), Some(DateTime::new(2026, 6, 2, 7, 0, 0).unwrap().to_seconds()));
     assert_eq!(cron.next_fire(now, &new_york), Some(DateTime::new(2026, 6, 1, 13, 0, 0).unwrap().to_seconds()));
 }
+
+/// Hostile zone files: every truncation and random corruptions of a real one are refused or
+/// read, never a panic, and a zone read from corrupt bytes still answers offsets.
+#[test]
+fn corrupt_tzif_never_panics() {
+    let bytes = std::fs::read(Path::new(ZONEINFO).join("Australia/Lord_Howe")).unwrap();
+    for len in 0..bytes.len() {
+        let _ = Zone::from_tzif("x", &bytes[..len]);
+    }
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for _ in 0..20_000 {
+        let mut b = bytes.clone();
+        for _ in 0..1 + next() % 4 {
+            let i = (next() % b.len() as u64) as usize;
+            b[i] = next() as u8;
+        }
+        if let Ok(z) = Zone::from_tzif("x", &b) {
+            for t in [-1i64 << 40, 0, 1_800_000_000, 1 << 40] {
+                let _ = z.resolve(z.to_local(t));
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Any text of cron's alphabet parses or is refused naming a field; what parses fires
+    /// strictly later, or never.
+    #[test]
+    fn any_cron_text_parses_or_names_a_field(text in "[0-9*/,? \\-a-zA-Z@]{0,40}", now in -1_000_000_000_000i64..1_000_000_000_000) {
+        match Cron::parse(&text) {
+            Ok(cron) => {
+                if let Some(at) = cron.next_fire(now, &Zone::utc()) {
+                    prop_assert!(at > now);
+                }
+            }
+            Err(e) => prop_assert!(["expression", "second", "minute", "hour", "day-of-month", "month", "day-of-week"].contains(&e.field)),
+        }
+    }
+
+    /// Any text of the TZ string alphabet parses or is refused; what parses answers offsets
+    /// within a day and resolves every reading.
+    #[test]
+    fn any_posix_text_parses_or_is_refused(text in "[A-Z<>+\\-0-9:,./JM]{0,40}", t in -100_000_000_000i64..100_000_000_000) {
+        if let Ok(z) = Zone::from_posix(&text) {
+            prop_assert!(z.offset_at(t).abs() <= 25 * 3600);
+            let _ = z.resolve(t);
+        }
+    }
+
+    /// Any text into the cron.json reader: a result or a clear refusal, never a panic.
+    #[test]
+    fn any_cron_json_text_loads_or_is_refused(text in "[{}\\[\\]\":,a-z0-9 \n]{0,200}") {
+        let _ = chela_core::schedule::file::load(&text);
+    }
+}
+
+/// A cron.json nested far deeper than any job costs its entry (or the file), not the stack.
+#[test]
+fn deeply_nested_cron_json_is_refused() {
+    let text = format!("{{\"jobs\": [{}{}]}}", "[".repeat(100_000), "]".repeat(100_000));
+    let f = chela_core::schedule::file::load(&text).unwrap();
+    assert!(f.jobs.is_empty());
+    assert!(f.bad[0].message.contains("must be a JSON object"), "{:?}", f.bad);
+    let entry = format!(
+        "{{\"jobs\": [{{\"id\": \"a\", \"action\": {{\"type\": \"cap\", \"name\": \"x\", \"args\": {}1{}}}}}]}}",
+        "[".repeat(10_000),
+        "]".repeat(10_000)
+    );
+    let loaded = chela_core::schedule::file::load(&entry);
+    // Either the whole file or the one entry is refused; nothing panics or overflows.
+    match loaded {
+        Ok(f) => assert!(f.jobs.is_empty() && f.bad.len() == 1),
+        Err(e) => assert!(e.to_string().contains("recursion limit"), "{e}"),
+    }
+}

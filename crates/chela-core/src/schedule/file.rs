@@ -152,6 +152,11 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
             bad(format!("more than {MAX_JOBS} jobs; this one is ignored"));
             continue;
         }
+        // serde would take a struct from an array too, with a confusing message.
+        if !entry.get().starts_with('{') {
+            bad(String::from("a job must be a JSON object ({\"id\": …, \"trigger\": …, \"action\": …})"));
+            continue;
+        }
         let job: Job = match serde_json::from_str(entry.get()) {
             Ok(job) => job,
             Err(e) => {
