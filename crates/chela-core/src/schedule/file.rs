@@ -94,6 +94,8 @@ impl fmt::Display for FileError {
     }
 }
 
+impl core::error::Error for FileError {}
+
 #[derive(Deserialize)]
 struct RawFile<'a> {
     #[serde(default)]
