@@ -23,6 +23,8 @@ pub enum Command {
     Config(ConfigCmd),
     Cap(CapCmd),
     Pairing(PairingCmd),
+    /// `chela cron list`: the scheduled jobs in `cron.json`.
+    CronList,
     Doctor,
     Service(ServiceCmd),
     /// `chela run`: the daemon.
@@ -53,6 +55,7 @@ pub enum Topic {
     PairingApprove,
     PairingDeny,
     PairingRevoke,
+    CronList,
     Doctor,
     Service,
     ServiceInstall,
@@ -88,6 +91,7 @@ impl Topic {
             ("pairing", Some("deny")) => Topic::PairingDeny,
             ("pairing", Some("revoke")) => Topic::PairingRevoke,
             ("pairing", _) => Topic::Pairing,
+            ("cron", _) => Topic::CronList,
 
             ("service", Some("install")) => Topic::ServiceInstall,
             ("service", Some("uninstall")) => Topic::ServiceUninstall,
@@ -106,9 +110,14 @@ impl Topic {
     fn depth(self) -> usize {
         match self {
             Topic::Main => 0,
-            Topic::Chat | Topic::Config | Topic::Cap | Topic::Pairing | Topic::Doctor | Topic::Service | Topic::Run => {
-                1
-            }
+            Topic::Chat
+            | Topic::Config
+            | Topic::Cap
+            | Topic::Pairing
+            | Topic::Doctor
+            | Topic::Service
+            | Topic::Run
+            | Topic::CronList => 1,
             _ => 2,
         }
     }
@@ -282,12 +291,13 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
                 pointer(words)
             ),
         },
+        ("cron", ["list"] | []) => Command::CronList,
         ("doctor", []) => Command::Doctor,
         ("service", ["install"]) => Command::Service(ServiceCmd::Install),
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
         ("run", []) => Command::Run,
-        ("config" | "cap" | "pairing" | "doctor" | "service" | "run", _) => {
+        ("config" | "cap" | "pairing" | "cron" | "doctor" | "service" | "run", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))
@@ -383,6 +393,8 @@ mod tests {
             (&["cap", "disable", "-h"], Topic::CapEnable),
             (&["cap", "hide", "-h"], Topic::CapShow),
             (&["doctor", "--help"], Topic::Doctor),
+            (&["cron", "list", "--help"], Topic::CronList),
+            (&["help", "cron"], Topic::CronList),
             (&["pairing", "-h"], Topic::Pairing),
             (&["pairing", "list", "-h"], Topic::PairingList),
             (&["pairing", "approve", "X", "--help"], Topic::PairingApprove),

@@ -26,6 +26,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::PairingApprove => "chela pairing approve CODE",
         Topic::PairingDeny => "chela pairing deny CODE",
         Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
+        Topic::CronList => "chela cron list",
         Topic::Doctor => "chela doctor",
         Topic::Service => "chela service <install|uninstall|status>",
         Topic::ServiceInstall => "chela service install",
@@ -56,6 +57,7 @@ pub fn text(topic: Topic) -> String {
         Topic::PairingApprove => ("let the sender of a pairing code talk to Chela.", PAIRING_APPROVE),
         Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
         Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
+        Topic::CronList => ("the scheduled jobs in cron.json and when each fires next.", CRON_LIST),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
         Topic::Service => ("run Chela as a systemd user service.", SERVICE),
         Topic::ServiceInstall => ("install and start the systemd user service.", SERVICE_INSTALL),
@@ -95,6 +97,7 @@ Commands:
                           Let a code's sender talk to Chela, or refuse it
   pairing revoke CHANNEL:SENDER
                           Take an approved sender's access away
+  cron list               The scheduled jobs in cron.json and when each fires next
   doctor                  Check the configuration, workspace and provider
   service install|uninstall|status
                           Run `chela run` as a systemd user service
@@ -232,6 +235,16 @@ A hidden group's tools are not offered to the model.
 
 Example:
   chela cap hide http
+";
+
+const CRON_LIST: &str = "\
+Lists the jobs in the workspace's cron.json: id, state (on, paused, off), the next time each
+fires in its zone (a cron job's `tz`, else the `timezone` setting, else the system's), its
+trigger and its action. Entries the file holds but that are not valid are listed after the
+table with their line and what is wrong; `chela doctor` reports them too.
+
+Example:
+  chela cron list
 ";
 
 const DOCTOR: &str = "\

@@ -10,6 +10,7 @@ use crate::workspace::Workspace;
 
 mod cap;
 mod config;
+mod cron;
 pub(crate) mod doctor;
 mod pairing;
 mod run;
@@ -25,6 +26,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config(c) => config::run(&ws, c),
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
         Command::Pairing(c) => pairing::run(&ws, c),
+        Command::CronList => cron::list(&ws),
         Command::Doctor => doctor::run(ws).await,
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,
