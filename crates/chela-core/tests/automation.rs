@@ -394,3 +394,22 @@ fn deeply_nested_cron_json_is_refused() {
         Err(e) => assert!(e.to_string().contains("recursion limit"), "{e}"),
     }
 }
+
+/// A zone whose rules changed: Samoa skipped 30 December 2011 (from UTC-10 to UTC+14). A daily
+/// noon job fires on the 29th, once at the first instant after the skipped day (midnight of the
+/// 31st) for the noon that never happened, and at noon on the 31st.
+#[test]
+fn a_skipped_day_fires_once_after_it() {
+    let (apia, theirs) = zone("Pacific/Apia");
+    let cron = Cron::parse("0 12 * * *").unwrap();
+    let utc = |d, h| DateTime::new(2011, 12, d, h, 0, 0).unwrap().to_seconds();
+    let mut t = utc(29, 0);
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        t = cron.next_fire(t, &apia).unwrap();
+        got.push(t);
+    }
+    assert_eq!(got, [utc(29, 22), utc(30, 10), utc(30, 22)]);
+    assert_eq!(apia.to_local(utc(30, 10)), DateTime::new(2011, 12, 31, 0, 0, 0).unwrap().to_seconds());
+    assert_eq!(theirs.to_offset(Timestamp::from_second(utc(30, 10)).unwrap()).seconds(), 14 * 3600);
+}
