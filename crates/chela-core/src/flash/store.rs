@@ -164,8 +164,9 @@ pub struct KeyStats {
     pub records: usize,
     /// Their payload bytes.
     pub bytes: usize,
-    /// Lines of this key dropped to make room (counted from the records still on flash after
-    /// a reboot: lines of a key with none left are not counted then).
+    /// Lines of this key dropped to make room before its oldest live record. It is read from
+    /// the records' ordinals, so a reboot gives the same figure; a key whose records are all
+    /// gone is not listed.
     pub dropped: u32,
 }
 
@@ -181,7 +182,7 @@ pub struct Stats {
     /// Bytes taken by kept records (entries, replacements), against `kept_limit`.
     pub kept_bytes: usize,
     pub kept_limit: usize,
-    /// Session lines dropped to make room, over all keys.
+    /// Session lines dropped to make room since the store was opened, over all keys.
     pub dropped: u64,
     /// Damaged records or stretches skipped by the boot scan, and by moves since.
     pub corrupt: u32,
@@ -212,6 +213,9 @@ struct Entry {
     offset: u16,
     key: u16,
     kind: Kind,
+    /// Position among the key's records since its last replacement (which is 0); the first
+    /// live one tells how many lines before it were dropped.
+    ord: u32,
     /// Bytes on flash: header, key, payload, padding.
     size: u16,
     len: u16,
@@ -221,7 +225,6 @@ struct Entry {
 struct Key {
     name: String,
     next_ord: u32,
-    dropped: u32,
     records: usize,
     bytes: usize,
 }
@@ -275,6 +278,7 @@ pub struct FlashStore<F: Flash> {
     next_sector_seq: u32,
     corrupt: u32,
     repaired: u32,
+    dropped: u64,
     /// Reused for building and moving records; at most one sector.
     scratch: Vec<u8>,
 }
@@ -316,6 +320,7 @@ impl<F: Flash> FlashStore<F> {
             next_sector_seq: 0,
             corrupt: 0,
             repaired: 0,
+            dropped: 0,
             scratch: vec![0; sector_size as usize],
         };
         store.boot()?;
@@ -380,7 +385,7 @@ impl<F: Flash> FlashStore<F> {
         // Pass 2: records, oldest sector first.
         used.sort_unstable();
         let mut max_seq = None::<u32>;
-        let mut found: Vec<(Entry, u32)> = Vec::new();
+        let mut found: Vec<Entry> = Vec::new();
         for &(sseq, s) in &used {
             self.next_sector_seq = self.next_sector_seq.max(sseq.wrapping_add(1));
             self.read_sector(s)?;
@@ -394,9 +399,9 @@ impl<F: Flash> FlashStore<F> {
             && let Some(&(_, newest)) = used.last()
         {
             let newest = newest as u16;
-            let copied = |e: &Entry| found.iter().any(|(o, _)| o.seq == e.seq && o.sector != newest);
-            if found.iter().all(|(e, _)| e.sector != newest || copied(e)) {
-                found.retain(|(e, _)| e.sector != newest);
+            let copied = |e: &Entry| found.iter().any(|o| o.seq == e.seq && o.sector != newest);
+            if found.iter().all(|e| e.sector != newest || copied(e)) {
+                found.retain(|e| e.sector != newest);
                 used.pop();
                 self.erase(u32::from(newest))?;
                 self.repaired += 1;
@@ -408,35 +413,29 @@ impl<F: Flash> FlashStore<F> {
             State::Free => 0,
         };
         let mut order: Vec<usize> = (0..found.len()).collect();
-        order.sort_unstable_by_key(|&i| (found[i].0.seq, core::cmp::Reverse(sector_seq(found[i].0.sector))));
-        order.dedup_by_key(|i| found[*i].0.seq);
+        order.sort_unstable_by_key(|&i| (found[i].seq, core::cmp::Reverse(sector_seq(found[i].sector))));
+        order.dedup_by_key(|i| found[*i].seq);
         // The newest replacement of each key kills everything before it.
         let mut last_replace = vec![None::<u32>; self.keys.len()];
         for &i in &order {
-            let e = found[i].0;
+            let e = found[i];
             if e.kind == Kind::Replace {
                 last_replace[usize::from(e.key)] = Some(e.seq);
             }
         }
-        let mut min_ord = vec![u32::MAX; self.keys.len()];
         for &i in &order {
-            let (e, ord) = found[i];
+            let e = found[i];
             let k = usize::from(e.key);
             if last_replace[k].is_some_and(|r| e.seq < r) {
                 continue;
             }
-            if e.kind != Kind::Replace {
-                min_ord[k] = min_ord[k].min(ord);
-            }
             let key = &mut self.keys[k];
-            key.next_ord = key.next_ord.max(ord.saturating_add(1));
+            key.next_ord = key.next_ord.max(e.ord.saturating_add(1));
             key.records += 1;
             key.bytes += usize::from(e.len);
             self.index.push(e);
         }
-        for (key, &m) in self.keys.iter_mut().zip(&min_ord) {
-            // Ordinals restart at 1 after a replacement; lines below the oldest left were dropped.
-            key.dropped = if m == u32::MAX { 0 } else { m - 1 };
+        for key in &mut self.keys {
             key.next_ord = key.next_ord.max(1);
         }
         // Appends go on in the newest sector if nothing damaged its tail.
@@ -453,7 +452,7 @@ impl<F: Flash> FlashStore<F> {
 
     /// Scans the sector in `scratch`; returns the write position and whether the space after
     /// it is unusable (not erased).
-    fn scan_sector(&mut self, s: u32, found: &mut Vec<(Entry, u32)>, max_seq: &mut Option<u32>) -> (u32, bool) {
+    fn scan_sector(&mut self, s: u32, found: &mut Vec<Entry>, max_seq: &mut Option<u32>) -> (u32, bool) {
         let ss = self.sector_size as usize;
         let mut off = SECTOR_HDR as usize;
         let mut end = off;
@@ -489,18 +488,16 @@ impl<F: Flash> FlashStore<F> {
             let good = body_crc(key, payload) == hdr.dcrc;
             match name.filter(|_| good).map(ToString::to_string).and_then(|n| self.intern(&n)) {
                 Some(key) => {
-                    found.push((
-                        Entry {
-                            seq: hdr.seq,
-                            sector: s as u16,
-                            offset: off as u16,
-                            key,
-                            kind: hdr.kind,
-                            size: size as u16,
-                            len: hdr.len as u16,
-                        },
-                        hdr.ord,
-                    ));
+                    found.push(Entry {
+                        seq: hdr.seq,
+                        sector: s as u16,
+                        offset: off as u16,
+                        key,
+                        kind: hdr.kind,
+                        ord: hdr.ord,
+                        size: size as u16,
+                        len: hdr.len as u16,
+                    });
                 }
                 _ => self.corrupt += 1,
             }
@@ -517,7 +514,7 @@ impl<F: Flash> FlashStore<F> {
             return u16::try_from(i).ok();
         }
         let id = u16::try_from(self.keys.len()).ok()?;
-        self.keys.push(Key { name: name.to_string(), next_ord: 1, dropped: 0, records: 0, bytes: 0 });
+        self.keys.push(Key { name: name.to_string(), next_ord: 1, records: 0, bytes: 0 });
         Some(id)
     }
 
@@ -645,7 +642,7 @@ impl<F: Flash> FlashStore<F> {
         if live >= self.limits.max_keys {
             return Err(Error::TooManyKeys { max: self.limits.max_keys });
         }
-        let fresh = Key { name: key.to_string(), next_ord: 1, dropped: 0, records: 0, bytes: 0 };
+        let fresh = Key { name: key.to_string(), next_ord: 1, records: 0, bytes: 0 };
         // Reuse the slot of a key with nothing left, so the table stays bounded.
         if let Some(i) = self.keys.iter().position(|k| k.records == 0) {
             self.keys[i] = fresh;
@@ -699,7 +696,6 @@ impl<F: Flash> FlashStore<F> {
             let key = &mut self.keys[usize::from(k)];
             key.records = 0;
             key.bytes = 0;
-            key.dropped = 0;
             key.next_ord = 1;
         } else {
             self.keys[usize::from(k)].next_ord += 1;
@@ -707,7 +703,7 @@ impl<F: Flash> FlashStore<F> {
         let key = &mut self.keys[usize::from(k)];
         key.records += 1;
         key.bytes += payload.len();
-        self.index.push(Entry { seq, sector: s, offset, key: k, kind, size: size as u16, len: payload.len() as u16 });
+        self.index.push(Entry { seq, sector: s, offset, key: k, kind, ord, size: size as u16, len: payload.len() as u16 });
         Ok(())
     }
 
@@ -817,13 +813,24 @@ impl<F: Flash> FlashStore<F> {
                 // Rotted since boot: never copy damage forward.
                 self.corrupt += 1;
             } else if e.kind == Kind::Line {
-                self.keys[k].dropped = self.keys[k].dropped.saturating_add(1);
+                self.dropped += 1;
             }
-            self.keys[k].records -= 1;
-            self.keys[k].bytes -= usize::from(e.len);
+            let key = &mut self.keys[k];
+            key.records -= 1;
+            key.bytes -= usize::from(e.len);
             self.index.remove(i);
         }
         self.scratch = moved;
+        // A key with no ordinals left restarts at 1, as a reboot would see it.
+        let mut counted = vec![false; self.keys.len()];
+        for e in self.index.iter().filter(|e| e.kind != Kind::Replace) {
+            counted[usize::from(e.key)] = true;
+        }
+        for (key, counted) in self.keys.iter_mut().zip(counted) {
+            if !counted {
+                key.next_ord = 1;
+            }
+        }
         // Retire before erasing: a cut erase must not bring the old records back.
         let at = u32::from(oldest) * self.sector_size + 20;
         self.flash.program(at, &[0; 4]).map_err(Error::Flash)?;
@@ -876,12 +883,23 @@ impl<F: Flash> FlashStore<F> {
         Ok(())
     }
 
-    /// Figures for every key with live records or dropped lines.
+    /// Figures for every key with live records.
     pub fn keys(&self) -> Vec<KeyStats> {
+        let mut first_ord = vec![None::<u32>; self.keys.len()];
+        for e in self.index.iter().filter(|e| e.kind != Kind::Replace) {
+            first_ord[usize::from(e.key)].get_or_insert(e.ord);
+        }
         self.keys
             .iter()
-            .filter(|k| k.records > 0 || k.dropped > 0)
-            .map(|k| KeyStats { key: k.name.clone(), records: k.records, bytes: k.bytes, dropped: k.dropped })
+            .zip(first_ord)
+            .filter(|(k, _)| k.records > 0)
+            .map(|(k, first)| KeyStats {
+                key: k.name.clone(),
+                records: k.records,
+                bytes: k.bytes,
+                // Ordinals start at 1 after a replacement (or none).
+                dropped: first.map_or(0, |o| o.saturating_sub(1)),
+            })
             .collect()
     }
 
@@ -895,7 +913,7 @@ impl<F: Flash> FlashStore<F> {
             record_bytes: self.index.iter().map(|e| usize::from(e.size)).sum(),
             kept_bytes: self.kept_bytes(),
             kept_limit: self.kept_limit(),
-            dropped: self.keys.iter().map(|k| u64::from(k.dropped)).sum(),
+            dropped: self.dropped,
             corrupt: self.corrupt,
             repaired: self.repaired,
             min_erases: self.sectors.iter().map(|s| s.erases).min().unwrap_or(0),
