@@ -127,6 +127,9 @@ pub enum Error<E> {
     /// [`Storage::append`](crate::storage::Storage::append) was given something that is not
     /// whole lines (empty, or not ending in `\n`).
     NotWholeLines,
+    /// No free sector is left to move records into, which only damage the boot could not
+    /// repair leaves. Nothing is lost, but nothing more can be written: erase the partition.
+    NoSpare,
     /// Kept records (entries and replacements) would pass half of the partition; the rest is
     /// room for session lines and for moving records. Delete entries to make room.
     Full { kept: usize, limit: usize },
@@ -144,6 +147,10 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::RecordTooBig { len, max } => {
                 write!(f, "a record of {len} bytes does not fit in a flash sector (at most {max})")
             }
+            Error::NoSpare => f.write_str(
+                "the flash store has no free sector to reclaim into (damaged partition); \
+                 reset it to write again",
+            ),
             Error::NotWholeLines => f.write_str("append takes whole lines ending in a newline"),
             Error::BadKey { len } => write!(f, "a flash key is 1 to {MAX_KEY} bytes, not {len}"),
             Error::TooManyKeys { max } => write!(f, "the flash store already holds {max} keys"),
@@ -703,7 +710,16 @@ impl<F: Flash> FlashStore<F> {
         let key = &mut self.keys[usize::from(k)];
         key.records += 1;
         key.bytes += payload.len();
-        self.index.push(Entry { seq, sector: s, offset, key: k, kind, ord, size: size as u16, len: payload.len() as u16 });
+        self.index.push(Entry {
+            seq,
+            sector: s,
+            offset,
+            key: k,
+            kind,
+            ord,
+            size: size as u16,
+            len: payload.len() as u16,
+        });
         Ok(())
     }
 
@@ -735,14 +751,32 @@ impl<F: Flash> FlashStore<F> {
             {
                 return Ok(a);
             }
-            if let Some(a) = self.active {
-                self.close(a);
-            }
             if self.free_count() > 1 {
+                if let Some(a) = self.active {
+                    self.close(a);
+                }
                 let s = self.pick_free().expect("a free sector was counted");
                 self.open_sector(s)?;
-            } else {
-                self.reclaim()?;
+                continue;
+            }
+            let oldest = self.oldest().expect("a full store has sectors in the log");
+            let need: u32 =
+                self.index.iter().filter(|e| e.sector == oldest && keeps(e)).map(|e| u32::from(e.size)).sum();
+            match self.active {
+                // Pack the oldest sector's kept records into the room left here, so kept
+                // records spread over many sectors come together.
+                Some(a) if a != oldest && self.room(a) >= need => self.reclaim(oldest, a)?,
+                _ => {
+                    if let Some(a) = self.active {
+                        self.close(a);
+                    }
+                    let Some(spare) = self.pick_free() else {
+                        // Only after damage the boot could not undo; refuse rather than lose records.
+                        return Err(Error::NoSpare);
+                    };
+                    self.open_sector(spare)?;
+                    self.reclaim(oldest, spare)?;
+                }
             }
         }
         let limit = self.kept_limit();
@@ -756,25 +790,21 @@ impl<F: Flash> FlashStore<F> {
         self.active = None;
     }
 
-    /// Moves the oldest sector's kept records into the spare free sector, drops its lines
-    /// (counting them), retires and erases it. The spare becomes the active sector.
-    fn reclaim(&mut self) -> Result<(), Error<F::Error>> {
-        let oldest = (0..self.sectors.len())
+    /// The sector at the tail of the log.
+    fn oldest(&self) -> Option<u16> {
+        (0..self.sectors.len())
             .filter_map(|i| match self.sectors[i].state {
                 State::Used { seq, .. } => Some((seq, i as u16)),
                 State::Free => None,
             })
             .min()
             .map(|(_, s)| s)
-            .expect("a full store has sectors in the log");
-        if self.active == Some(oldest) {
-            self.close(oldest);
-        }
-        let Some(spare) = self.pick_free() else {
-            // Only after damage the boot could not undo; refuse rather than lose records.
-            return Err(Error::Full { kept: self.kept_bytes(), limit: self.kept_limit() });
-        };
-        self.open_sector(spare)?;
+    }
+
+    /// Moves sector `oldest`'s kept records into `dest` (which has room for them), drops its
+    /// lines (counting them), retires and erases it.
+    fn reclaim(&mut self, oldest: u16, dest: u16) -> Result<(), Error<F::Error>> {
+        let spare = dest;
         let mut moved = core::mem::take(&mut self.scratch);
         let mut i = 0;
         while i < self.index.len() {
@@ -784,12 +814,7 @@ impl<F: Flash> FlashStore<F> {
                 continue;
             }
             let k = usize::from(e.key);
-            let keep = match e.kind {
-                Kind::Line => false,
-                Kind::Replace => e.len > 0,
-                Kind::Entry => true,
-            };
-            if keep {
+            if keeps(&e) {
                 moved.resize(usize::from(e.size), 0);
                 let at = u32::from(oldest) * self.sector_size + u32::from(e.offset);
                 if let Err(err) = self.flash.read(at, &mut moved) {
@@ -919,6 +944,16 @@ impl<F: Flash> FlashStore<F> {
             min_erases: self.sectors.iter().map(|s| s.erases).min().unwrap_or(0),
             max_erases: self.sectors.iter().map(|s| s.erases).max().unwrap_or(0),
         }
+    }
+}
+
+/// Whether a reclaim copies the record forward: kept entries and replacements with content;
+/// session lines and clears are dropped.
+fn keeps(e: &Entry) -> bool {
+    match e.kind {
+        Kind::Line => false,
+        Kind::Replace => e.len > 0,
+        Kind::Entry => true,
     }
 }
 
