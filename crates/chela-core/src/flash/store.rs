@@ -197,6 +197,8 @@ pub struct Stats {
     pub repaired: u32,
     pub min_erases: u32,
     pub max_erases: u32,
+    /// RAM the index and key table hold (what the store costs the heap).
+    pub ram_bytes: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,14 +220,30 @@ struct Entry {
     sector: u16,
     /// Offset in the sector; sectors are at most 64 KiB.
     offset: u16,
-    key: u16,
-    kind: Kind,
+    /// The key's id in the low 14 bits, the kind's code in the top 2: 16 bytes a record.
+    key_kind: u16,
     /// Position among the key's records since its last replacement (which is 0); the first
     /// live one tells how many lines before it were dropped.
     ord: u32,
-    /// Bytes on flash: header, key, payload, padding.
-    size: u16,
     len: u16,
+}
+
+const KEY_BITS: u16 = 14;
+/// Key ids fit in 14 bits.
+const MAX_KEY_IDS: usize = 1 << KEY_BITS;
+
+impl Entry {
+    fn key(&self) -> u16 {
+        self.key_kind & ((1 << KEY_BITS) - 1)
+    }
+
+    fn kind(&self) -> Kind {
+        Kind::from_code((self.key_kind >> KEY_BITS) as u8).unwrap_or(Kind::Line)
+    }
+
+    fn pack(key: u16, kind: Kind) -> u16 {
+        key | (u16::from(kind.code()) << KEY_BITS)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -345,6 +363,12 @@ impl<F: Flash> FlashStore<F> {
         &self.flash
     }
 
+    /// Bytes record `e` takes on flash: header, key, payload, padding to a word.
+    fn rec_size(&self, e: &Entry) -> usize {
+        let key = self.keys[usize::from(e.key())].name.len();
+        align(REC_HDR + (key + usize::from(e.len)) as u32) as usize
+    }
+
     /// The largest payload a record with a key of `key_len` bytes can carry.
     pub fn max_payload(&self, key_len: usize) -> usize {
         let room = (self.sector_size - SECTOR_HDR - REC_HDR) as usize;
@@ -419,29 +443,26 @@ impl<F: Flash> FlashStore<F> {
             State::Used { seq, .. } => seq,
             State::Free => 0,
         };
-        let mut order: Vec<usize> = (0..found.len()).collect();
-        order.sort_unstable_by_key(|&i| (found[i].seq, core::cmp::Reverse(sector_seq(found[i].sector))));
-        order.dedup_by_key(|i| found[*i].seq);
+        // Sorted in place: at boot the store holds the records once (16 bytes each).
+        found.sort_unstable_by_key(|e| (e.seq, core::cmp::Reverse(sector_seq(e.sector))));
+        found.dedup_by_key(|e| e.seq);
         // The newest replacement of each key kills everything before it.
         let mut last_replace = vec![None::<u32>; self.keys.len()];
-        for &i in &order {
-            let e = found[i];
-            if e.kind == Kind::Replace {
-                last_replace[usize::from(e.key)] = Some(e.seq);
+        for e in &found {
+            if e.kind() == Kind::Replace {
+                last_replace[usize::from(e.key())] = Some(e.seq);
             }
         }
-        for &i in &order {
-            let e = found[i];
-            let k = usize::from(e.key);
-            if last_replace[k].is_some_and(|r| e.seq < r) {
-                continue;
-            }
+        found.retain(|e| !last_replace[usize::from(e.key())].is_some_and(|r| e.seq < r));
+        found.shrink_to_fit();
+        for e in &found {
+            let k = usize::from(e.key());
             let key = &mut self.keys[k];
             key.next_ord = key.next_ord.max(e.ord.saturating_add(1));
             key.records += 1;
             key.bytes += usize::from(e.len);
-            self.index.push(e);
         }
+        self.index = found;
         for key in &mut self.keys {
             key.next_ord = key.next_ord.max(1);
         }
@@ -499,10 +520,8 @@ impl<F: Flash> FlashStore<F> {
                         seq: hdr.seq,
                         sector: s as u16,
                         offset: off as u16,
-                        key,
-                        kind: hdr.kind,
+                        key_kind: Entry::pack(key, hdr.kind),
                         ord: hdr.ord,
-                        size: size as u16,
                         len: hdr.len as u16,
                     });
                 }
@@ -520,7 +539,10 @@ impl<F: Flash> FlashStore<F> {
         if let Some(i) = self.keys.iter().position(|k| k.name == name) {
             return u16::try_from(i).ok();
         }
-        let id = u16::try_from(self.keys.len()).ok()?;
+        if self.keys.len() >= MAX_KEY_IDS {
+            return None;
+        }
+        let id = self.keys.len() as u16;
         self.keys.push(Key { name: name.to_string(), next_ord: 1, records: 0, bytes: 0 });
         Some(id)
     }
@@ -539,8 +561,8 @@ impl<F: Flash> FlashStore<F> {
         let mut size = 0u64;
         let mut replaced = None;
         let mut after = false;
-        for e in self.index.iter().filter(|e| usize::from(e.key) == k) {
-            if e.kind == Kind::Replace {
+        for e in self.index.iter().filter(|e| usize::from(e.key()) == k) {
+            if e.kind() == Kind::Replace {
                 replaced = Some(*e);
                 size += u64::from(e.len);
             } else {
@@ -615,7 +637,7 @@ impl<F: Flash> FlashStore<F> {
 
     /// Bytes of records that a reclaim must copy forward.
     fn kept_bytes(&self) -> usize {
-        self.index.iter().filter(|e| e.kind != Kind::Line).map(|e| usize::from(e.size)).sum()
+        self.index.iter().filter(|e| e.kind() != Kind::Line).map(|e| self.rec_size(&e)).sum()
     }
 
     fn kept_limit(&self) -> usize {
@@ -699,7 +721,7 @@ impl<F: Flash> FlashStore<F> {
         let offset = done?;
         self.next_seq = seq.wrapping_add(1);
         if kind == Kind::Replace {
-            self.index.retain(|e| e.key != k);
+            self.index.retain(|e| e.key() != k);
             let key = &mut self.keys[usize::from(k)];
             key.records = 0;
             key.bytes = 0;
@@ -714,10 +736,8 @@ impl<F: Flash> FlashStore<F> {
             seq,
             sector: s,
             offset,
-            key: k,
-            kind,
+            key_kind: Entry::pack(k, kind),
             ord,
-            size: size as u16,
             len: payload.len() as u16,
         });
         Ok(())
@@ -761,7 +781,7 @@ impl<F: Flash> FlashStore<F> {
             }
             let oldest = self.oldest().expect("a full store has sectors in the log");
             let need: u32 =
-                self.index.iter().filter(|e| e.sector == oldest && keeps(e)).map(|e| u32::from(e.size)).sum();
+                self.index.iter().filter(|e| e.sector == oldest && keeps(e)).map(|e| self.rec_size(e) as u32).sum();
             match self.active {
                 // Pack the oldest sector's kept records into the room left here, so kept
                 // records spread over many sectors come together.
@@ -813,9 +833,9 @@ impl<F: Flash> FlashStore<F> {
                 i += 1;
                 continue;
             }
-            let k = usize::from(e.key);
+            let k = usize::from(e.key());
             if keeps(&e) {
-                moved.resize(usize::from(e.size), 0);
+                moved.resize(self.rec_size(&e), 0);
                 let at = u32::from(oldest) * self.sector_size + u32::from(e.offset);
                 if let Err(err) = self.flash.read(at, &mut moved) {
                     self.scratch = moved;
@@ -837,7 +857,7 @@ impl<F: Flash> FlashStore<F> {
                 }
                 // Rotted since boot: never copy damage forward.
                 self.corrupt += 1;
-            } else if e.kind == Kind::Line {
+            } else if e.kind() == Kind::Line {
                 self.dropped += 1;
             }
             let key = &mut self.keys[k];
@@ -848,8 +868,8 @@ impl<F: Flash> FlashStore<F> {
         self.scratch = moved;
         // A key with no ordinals left restarts at 1, as a reboot would see it.
         let mut counted = vec![false; self.keys.len()];
-        for e in self.index.iter().filter(|e| e.kind != Kind::Replace) {
-            counted[usize::from(e.key)] = true;
+        for e in self.index.iter().filter(|e| e.kind() != Kind::Replace) {
+            counted[usize::from(e.key())] = true;
         }
         for (key, counted) in self.keys.iter_mut().zip(counted) {
             if !counted {
@@ -875,10 +895,10 @@ impl<F: Flash> FlashStore<F> {
         };
         let mut buf = Vec::new();
         let mut each = |e: &Entry| -> Result<ControlFlow<()>, Error<F::Error>> {
-            if usize::from(e.key) != k {
+            if usize::from(e.key()) != k {
                 return Ok(ControlFlow::Continue(()));
             }
-            buf.resize(usize::from(e.size), 0);
+            buf.resize(self.rec_size(&e), 0);
             let at = u32::from(e.sector) * self.sector_size + u32::from(e.offset);
             self.flash.read(at, &mut buf).map_err(Error::Flash)?;
             let start = REC_HDR as usize + key.len();
@@ -887,7 +907,7 @@ impl<F: Flash> FlashStore<F> {
                 // Rotted since boot: skipped, as the boot scan would.
                 return Ok(ControlFlow::Continue(()));
             }
-            Ok(visit(Record { kind: e.kind, seq: e.seq, payload }))
+            Ok(visit(Record { kind: e.kind(), seq: e.seq, payload }))
         };
         match order {
             Order::OldestFirst => {
@@ -911,8 +931,8 @@ impl<F: Flash> FlashStore<F> {
     /// Figures for every key with live records.
     pub fn keys(&self) -> Vec<KeyStats> {
         let mut first_ord = vec![None::<u32>; self.keys.len()];
-        for e in self.index.iter().filter(|e| e.kind != Kind::Replace) {
-            first_ord[usize::from(e.key)].get_or_insert(e.ord);
+        for e in self.index.iter().filter(|e| e.kind() != Kind::Replace) {
+            first_ord[usize::from(e.key())].get_or_insert(e.ord);
         }
         self.keys
             .iter()
@@ -935,7 +955,7 @@ impl<F: Flash> FlashStore<F> {
             sector_size: self.sector_size,
             free_sectors: self.free_count() as u32,
             records: self.index.len(),
-            record_bytes: self.index.iter().map(|e| usize::from(e.size)).sum(),
+            record_bytes: self.index.iter().map(|e| self.rec_size(&e)).sum(),
             kept_bytes: self.kept_bytes(),
             kept_limit: self.kept_limit(),
             dropped: self.dropped,
@@ -943,6 +963,10 @@ impl<F: Flash> FlashStore<F> {
             repaired: self.repaired,
             min_erases: self.sectors.iter().map(|s| s.erases).min().unwrap_or(0),
             max_erases: self.sectors.iter().map(|s| s.erases).max().unwrap_or(0),
+            ram_bytes: self.index.capacity() * core::mem::size_of::<Entry>()
+                + self.sectors.capacity() * core::mem::size_of::<Sector>()
+                + self.keys.iter().map(|k| k.name.capacity() + core::mem::size_of::<Key>()).sum::<usize>()
+                + self.scratch.capacity(),
         }
     }
 }
@@ -950,7 +974,7 @@ impl<F: Flash> FlashStore<F> {
 /// Whether a reclaim copies the record forward: kept entries and replacements with content;
 /// session lines and clears are dropped.
 fn keeps(e: &Entry) -> bool {
-    match e.kind {
+    match e.kind() {
         Kind::Line => false,
         Kind::Replace => e.len > 0,
         Kind::Entry => true,
