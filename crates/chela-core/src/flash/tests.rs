@@ -208,10 +208,11 @@ fn open_clean(f: RamFlash) -> Store {
 /// Runs `ops` on a small partition; for each op, cuts the power at every unit of work the op
 /// does (every programmed byte, every erase), reboots, and checks what the store then holds:
 /// each key is as before the op, as after it, or (for the op's own key) as after its reclaim
-/// but before its record. Returns how many cut points hit a reclaim.
-fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
+/// but before its record. Returns how many cut points there were, and how many hit a reclaim.
+fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> (usize, usize) {
     let mut s = fresh(sector_size, sectors);
     let mut reclaim_cuts = 0;
+    let mut cuts = 0;
     for (n, op) in ops.iter().enumerate() {
         let base = s.flash().clone();
         let before = snapshot(&s);
@@ -239,6 +240,7 @@ fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
             check_cut_state(&before, &after, &got, op)
                 .unwrap_or_else(|m| panic!("op {n} {op:?}, cut after {cut} of {units}: {m}"));
             reclaim_cuts += usize::from(reclaimed);
+            cuts += 1;
             // The store goes on working after the cut.
             let mut t = t;
             // (Kept records may be refused: the cut can leave the op done, and this repeats it.)
@@ -254,7 +256,7 @@ fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
             assert_eq!(snapshot(&s), after, "op {n}: a reboot changes nothing");
         }
     }
-    reclaim_cuts
+    (cuts, reclaim_cuts)
 }
 
 /// What a cut during `op` may leave, key by key: reclaims only drop droppable records
@@ -321,8 +323,8 @@ fn a_power_cut_at_any_unit_of_appends_and_reclaims_loses_nothing_committed() {
             _ => Op::Line(i % 3, 30 + i % 40),
         });
     }
-    let reclaim_cuts = cut_everywhere(&ops, 256, 4);
-    assert!(reclaim_cuts > 500, "the workload must cut reclaims often: {reclaim_cuts}");
+    let (cuts, reclaim_cuts) = cut_everywhere(&ops, 256, 4);
+    assert!(cuts > 4000 && reclaim_cuts > 500, "the workload must cut often, reclaims too: {cuts}, {reclaim_cuts}");
 }
 
 fn op() -> impl Strategy<Value = Op> {
