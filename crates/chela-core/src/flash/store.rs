@@ -453,7 +453,7 @@ impl<F: Flash> FlashStore<F> {
                 last_replace[usize::from(e.key())] = Some(e.seq);
             }
         }
-        found.retain(|e| !last_replace[usize::from(e.key())].is_some_and(|r| e.seq < r));
+        found.retain(|e| last_replace[usize::from(e.key())].is_none_or(|r| e.seq >= r));
         found.shrink_to_fit();
         for e in &found {
             let k = usize::from(e.key());
@@ -637,7 +637,7 @@ impl<F: Flash> FlashStore<F> {
 
     /// Bytes of records that a reclaim must copy forward.
     fn kept_bytes(&self) -> usize {
-        self.index.iter().filter(|e| e.kind() != Kind::Line).map(|e| self.rec_size(&e)).sum()
+        self.index.iter().filter(|e| keeps(e)).map(|e| self.rec_size(e)).sum()
     }
 
     fn kept_limit(&self) -> usize {
@@ -898,7 +898,7 @@ impl<F: Flash> FlashStore<F> {
             if usize::from(e.key()) != k {
                 return Ok(ControlFlow::Continue(()));
             }
-            buf.resize(self.rec_size(&e), 0);
+            buf.resize(self.rec_size(e), 0);
             let at = u32::from(e.sector) * self.sector_size + u32::from(e.offset);
             self.flash.read(at, &mut buf).map_err(Error::Flash)?;
             let start = REC_HDR as usize + key.len();
@@ -955,7 +955,7 @@ impl<F: Flash> FlashStore<F> {
             sector_size: self.sector_size,
             free_sectors: self.free_count() as u32,
             records: self.index.len(),
-            record_bytes: self.index.iter().map(|e| self.rec_size(&e)).sum(),
+            record_bytes: self.index.iter().map(|e| self.rec_size(e)).sum(),
             kept_bytes: self.kept_bytes(),
             kept_limit: self.kept_limit(),
             dropped: self.dropped,
