@@ -644,6 +644,18 @@ impl<F: Flash> FlashStore<F> {
         (self.sectors.len() - 1) * (self.sector_size - SECTOR_HDR) as usize / 2
     }
 
+    /// Bytes a record of `len` payload bytes under `key` takes on flash.
+    pub(super) fn record_size(&self, key: &str, len: usize) -> usize {
+        align(REC_HDR + (key.len() + len) as u32) as usize
+    }
+
+    /// Refuses `more` bytes of kept records if they would pass the kept limit.
+    pub(super) fn check_kept(&self, more: usize) -> Result<(), Error<F::Error>> {
+        let kept = self.kept_bytes() + more;
+        let limit = self.kept_limit();
+        if kept > limit { Err(Error::Full { kept, limit }) } else { Ok(()) }
+    }
+
     /// Appends a session line to `key`. Durable when it returns `Ok`.
     pub fn append_line(&mut self, key: &str, payload: &[u8]) -> Result<(), Error<F::Error>> {
         self.write(key, Kind::Line, payload)
@@ -691,11 +703,7 @@ impl<F: Flash> FlashStore<F> {
         }
         let size = align(REC_HDR + (key.len() + payload.len()) as u32);
         if kind != Kind::Line {
-            let kept = self.kept_bytes() + size as usize;
-            let limit = self.kept_limit();
-            if kept > limit {
-                return Err(Error::Full { kept, limit });
-            }
+            self.check_kept(size as usize)?;
         }
         let k = self.key_for_write(key)?;
         let s = self.make_room(size)?;

@@ -146,6 +146,12 @@ fn the_storage_contract_holds_for_what_fits_a_sector() {
     let err = s.append("l", &format!("short\n{long}\nend\n")).unwrap_err();
     assert_eq!(err, Error::RecordTooBig { len: 5000, max: 4096 - 48 - 1 });
     assert_eq!(contract::read_all(&s, "l").0, Vec::new(), "a refused append writes nothing");
+    // Kept lines over the limit are refused whole, not in part.
+    let many = "m".repeat(1000) + "\n";
+    let err = s.append("entries.jsonl", &many.repeat(8)).unwrap_err();
+    assert!(matches!(err, Error::Full { .. }), "{err:?}");
+    assert_eq!(contract::read_all(&s, "entries.jsonl").0, Vec::new(), "nothing of a refused append");
+    s.append("entries.jsonl", &many).unwrap();
 }
 
 #[test]
@@ -154,6 +160,12 @@ fn sessions_and_memory_run_on_the_flash_store_through_the_contract() {
     let mut s = fresh(1024, 8);
     use chela_proto::chat::Message;
     let turn = [Message::user_text("What time is it?"), Message::assistant_text("Twenty past one.")];
+    // Memory entries as the memory tools write them: one JSON line each, in a kept file.
+    let mut mem = crate::memory::Entries::default();
+    for fact in ["Ada likes tea", "the cat is called Mo"] {
+        let e = mem.store(fact, &[], "test", 1).unwrap().clone();
+        s.append("entries.jsonl", &(serde_json::to_string(&e).unwrap() + "\n")).unwrap();
+    }
     for ts in 0..40 {
         session::append_turn(&mut s, "tg_7.jsonl", &turn, ts).unwrap();
     }
@@ -166,6 +178,9 @@ fn sessions_and_memory_run_on_the_flash_store_through_the_contract() {
     let k = &s.keys()[0];
     assert!(k.dropped > 0, "{k:?}");
     assert_eq!(k.records + k.dropped as usize, 40 * turn.len(), "every line is there or counted as dropped");
+    let (lines, _) = contract::read_all(&s, "entries.jsonl");
+    let text: String = lines.iter().rev().map(|(l, _)| format!("{l}\n")).collect();
+    assert_eq!(crate::memory::Entries::parse(&text).0, mem, "memory survives the sessions wrapping round");
 }
 
 /// One write in a generated workload. Payloads are unique (they start with the op's number),
