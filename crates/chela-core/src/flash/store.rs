@@ -381,6 +381,7 @@ impl<F: Flash> FlashStore<F> {
         let mut dirty = Vec::new();
         let mut blank = Vec::new();
         let mut used = Vec::new();
+        let mut count_lost = Vec::new();
         for s in 0..count {
             self.read_sector(s)?;
             let b = &self.scratch;
@@ -390,7 +391,11 @@ impl<F: Flash> FlashStore<F> {
             let state = if good && seq == FREE && not_seq == FREE && b[SECTOR_HDR as usize..].iter().all(|&x| x == 0xFF)
             {
                 State::Free
-            } else if good && seq != FREE && seq == !not_seq {
+            } else if seq != FREE && seq == !not_seq {
+                // In the log. A rotted magic or erase count costs only the count.
+                if !good {
+                    count_lost.push(s);
+                }
                 used.push((seq, s));
                 State::Used { seq, wp: SECTOR_HDR, closed: true }
             } else if b.iter().all(|&x| x == 0xFF) {
@@ -404,6 +409,9 @@ impl<F: Flash> FlashStore<F> {
         }
         // A sector whose count was lost takes the highest known one, so it is not favoured.
         let known = self.sectors.iter().map(|s| s.erases).max().unwrap_or(0);
+        for &s in &count_lost {
+            self.sectors[s as usize].erases = known;
+        }
         for &s in &blank {
             self.sectors[s as usize].erases = known;
             self.write_sector_header(s)?;
@@ -680,7 +688,7 @@ impl<F: Flash> FlashStore<F> {
             return Ok(i as u16);
         }
         let live = self.keys.iter().filter(|k| k.records > 0).count();
-        if live >= self.limits.max_keys {
+        if live >= self.limits.max_keys.min(MAX_KEY_IDS) {
             return Err(Error::TooManyKeys { max: self.limits.max_keys });
         }
         let fresh = Key { name: key.to_string(), next_ord: 1, records: 0, bytes: 0 };
@@ -688,6 +696,9 @@ impl<F: Flash> FlashStore<F> {
         if let Some(i) = self.keys.iter().position(|k| k.records == 0) {
             self.keys[i] = fresh;
             return Ok(i as u16);
+        }
+        if self.keys.len() >= MAX_KEY_IDS {
+            return Err(Error::TooManyKeys { max: MAX_KEY_IDS });
         }
         self.keys.push(fresh);
         Ok((self.keys.len() - 1) as u16)

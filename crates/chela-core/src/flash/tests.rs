@@ -454,8 +454,14 @@ fn a_damaged_sector_header_or_planted_garbage_is_repaired_at_boot() {
     assert_eq!(payloads(&s, "s").len(), 3);
     let f2 = s.into_flash();
     assert!(f2.bytes()[2 * 256 + 24..3 * 256].iter().all(|&b| b == 0xFF), "the garbage was erased");
+    // A rotted magic in a sector of the log costs its erase count, not its records.
+    let mut rotted = f.clone();
+    rotted.rot(1, 4);
+    let s = open_clean(rotted);
+    assert_eq!(payloads(&s, "s").len(), 3);
+    assert_eq!(s.stats().repaired, 0);
     // A partition of foreign data is formatted, not trusted.
-    f.program(0, &[0; 16]).unwrap();
+    f.program(0, &[0; 24]).unwrap();
     let s = open_clean(f);
     assert_eq!(payloads(&s, "s"), Vec::<Vec<u8>>::new());
 }
