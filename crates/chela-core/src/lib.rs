@@ -4,8 +4,9 @@
 //! repair ([`history`]) and compaction into a summary ([`compaction`]), the capability registry
 //! with its enable and visibility controls ([`cap`]), the session file format ([`session`]) and
 //! the storage contract ([`storage`]) that sessions and memory entries are read and written
-//! through, and the timing of automation: time zones without `std` ([`zone`]), scheduled jobs
-//! and their next fire ([`schedule`]) and the heartbeat's rules ([`heartbeat`]).
+//! through, the chip's wear-levelled record store on raw flash that implements it ([`flash`]),
+//! and the timing of automation: time zones without `std` ([`zone`]), scheduled jobs and their
+//! next fire ([`schedule`]) and the heartbeat's rules ([`heartbeat`]).
 //!
 //! What it is not: it opens no file or socket and reads no clock. Time comes in as an argument;
 //! IO happens in the drivers (the `chela` binary on tokio, the firmware on embassy), which feed
@@ -21,6 +22,7 @@ pub mod cap;
 pub mod compaction;
 pub mod config;
 pub mod exchange;
+pub mod flash;
 pub mod heartbeat;
 pub mod history;
 pub mod memory;
