@@ -343,3 +343,56 @@ fn a_chats_replies_keep_their_order_when_the_first_is_held_up() {
     );
     assert!(sent.len() >= 3);
 }
+
+/// The `chat_id` of a call, however the client spelled it (number or string).
+fn chat_of(call: &chela_testkit::telegram::Call) -> String {
+    call.params["chat_id"].to_string().trim_matches('"').to_owned()
+}
+
+/// The code in a pairing answer.
+fn pairing_code(text: &str) -> String {
+    let after = text.split("chela pairing approve ").nth(1).expect("the command is in the answer");
+    let code: String = after.chars().take_while(char::is_ascii_alphanumeric).collect();
+    assert_eq!(code.len(), 8, "{text}");
+    code
+}
+
+#[test]
+fn after_a_revoke_the_models_telegram_send_text_to_that_chat_is_refused() {
+    let send = |text: &str| Step::tool_call("telegram_send_text", serde_json::json!({"chat_id": "77", "text": text}));
+    let llm = FakeLlm::start(vec![
+        Step::text("welcome aboard"),
+        send("a note while paired"),
+        Step::text("sent it"),
+        send("a note after the revoke"),
+        Step::text("could not"),
+    ]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    tg.push_text(77, 77, "hello?");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text.contains("pairing code")));
+    ws.run(&["pairing", "approve", &pairing_code(&sent.last().unwrap().text)]).expect_ok();
+    tg.push_text(77, 77, "now?");
+    tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == "welcome aboard"));
+
+    // While 77 is approved, the owner's request reaches their chat: the tool works.
+    tg.push_text(OWNER, OWNER, "tell 77 something");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == "sent it"));
+    assert!(sent.iter().any(|m| m.chat_id == 77 && m.text == "a note while paired"), "{sent:?}");
+
+    ws.run(&["pairing", "revoke", "telegram:77"]).expect_ok();
+    let to_77 = tg.calls_to("sendMessage").iter().filter(|c| chat_of(c) == "77").count();
+    tg.push_text(OWNER, OWNER, "tell 77 again");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == "could not"));
+    let out = stop(child);
+    out.expect_ok();
+    let after: Vec<_> = tg.calls_to("sendMessage").into_iter().filter(|c| chat_of(c) == "77").collect();
+    assert_eq!(after.len(), to_77, "Telegram was asked to write to 77 after the revoke: {after:?}");
+    assert!(!sent.iter().any(|m| m.text.contains("after the revoke")), "{sent:?}");
+    // The model was told why, in the tool's result.
+    let asked = asked(&llm);
+    assert_eq!(asked.len(), 5, "{}", out.stderr);
+    assert!(asked[4].contains("Chela may not write to telegram chat 77"), "{}", asked[4]);
+    assert!(asked[4].contains(r#""is_error":true"#), "a refusal is a tool error: {}", asked[4]);
+}

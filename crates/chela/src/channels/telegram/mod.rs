@@ -133,7 +133,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         Err(e) => tracing::warn!("telegram: {e}; will keep trying"),
     }
     daemon.outlets().register(Arc::new(TelegramOutlet::new(api.clone())));
-    if let Err(e) = daemon.toolbox().register(tool::group(api.clone())) {
+    if let Err(e) = daemon.toolbox().register(tool::group(api.clone(), Arc::clone(daemon.gate()))) {
         tracing::warn!("the telegram tools are not available: {e}");
     }
     let mut chan = Channel {
