@@ -465,3 +465,26 @@ fn with_stream_edits_off_the_answer_is_sent_once_when_whole() {
     let methods: Vec<String> = owner_writes(&tg).into_iter().map(|c| c.method).collect();
     assert_eq!(methods, ["sendMessage"]);
 }
+
+#[test]
+fn a_sender_over_the_rate_limit_is_told_once_and_then_not_answered() {
+    let llm = FakeLlm::start(vec![Step::text("one"), Step::text("two"), Step::text("three")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "[access]\nrate_per_hour = 2\n");
+    let child = start(&ws, &tg);
+    for text in ["a", "b", "c", "d"] {
+        tg.push_text(OWNER, OWNER, text);
+    }
+    // Updates are handled in order: once the stranger after them has their code, "d" was decided.
+    tg.push_text(99, 99, "hello");
+    tg.wait_sent(WAIT, |s| s.iter().any(|m| m.chat_id == 99) && to_owner(s).len() >= 3);
+    // A stop lets running turns finish: a wrongly admitted "d" would be asked and answered now.
+    let out = stop(child);
+    out.expect_ok();
+    let sent = tg.sent();
+    let texts: Vec<&str> = to_owner(&sent).iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts.len(), 3, "{texts:?}\n{}", out.stderr);
+    assert_eq!(texts[..2], ["one", "two"]);
+    assert!(texts[2].contains("faster than I may answer"), "the polite reply: {texts:?}");
+    assert_eq!(llm.requests().len(), 2, "only the messages within the limit reached the model");
+}
