@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The web page's test in a real browser (tests/browser): installs what is missing (Debian's
-# Chromium, the pinned playwright-core from package-lock.json), builds `chela` and the fake LLM,
-# runs the test and prints how long it took. Every wait inside has a deadline; the whole run is
+# The web page's tests in a real browser (tests/browser): installs what is missing (Debian's
+# Chromium, the pinned playwright-core from package-lock.json), builds `chela`, the fake LLM and
+# the fake Telegram, runs the tests and prints how long they took. Every wait inside has a deadline; the whole run is
 # also capped, so it always ends by itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,10 +27,11 @@ fi
 # Exactly the versions in package-lock.json (one package, a few seconds).
 (cd tests/browser && npm ci --no-audit --no-fund --loglevel=error)
 
-cargo build -q -p chela --bin chela -p chela-testkit --bin chela-fake-llm
+cargo build -q -p chela --bin chela -p chela-testkit --bin chela-fake-llm --bin chela-fake-telegram
 
 status=0
 CHELA_BIN="$PWD/target/debug/chela" FAKE_LLM_BIN="$PWD/target/debug/chela-fake-llm" \
+  FAKE_TELEGRAM_BIN="$PWD/target/debug/chela-fake-telegram" \
   timeout --kill-after=10 300 node --test --test-reporter=spec tests/browser/page.test.mjs || status=$?
 echo "browser test took $(( $(date +%s) - started ))s (status $status)"
 exit "$status"

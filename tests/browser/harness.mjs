@@ -14,6 +14,7 @@ import { chromium } from "playwright-core";
 const repo = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 export const CHELA = process.env.CHELA_BIN || path.join(repo, "target/debug/chela");
 export const FAKE_LLM = process.env.FAKE_LLM_BIN || path.join(repo, "target/debug/chela-fake-llm");
+export const FAKE_TELEGRAM = process.env.FAKE_TELEGRAM_BIN || path.join(repo, "target/debug/chela-fake-telegram");
 export const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 
 // What a process said, kept for the failure message; bounded so a chatty daemon cannot fill memory.
@@ -84,6 +85,57 @@ export async function startFakeLlm(script, key) {
   return { url, proc, log };
 }
 
+/**
+ * Starts `chela-fake-telegram` for the bot `token`. Returns its `url`, `push(chat, from, text)`
+ * (a user's message, queued for getUpdates), `sent` (every message the bot sent so far:
+ * `{chat_id, message_id, text}`) and `waitSent(pred, ms)`, which resolves with `sent` once
+ * `pred(sent)` holds.
+ */
+export async function startFakeTelegram(token) {
+  // stdin stays an open pipe: it is how messages are pushed, and its end stops the fake.
+  const proc = spawn(FAKE_TELEGRAM, ["--token", token], { stdio: ["pipe", "pipe", "pipe"], env: cleanEnv({}) });
+  started.push(proc);
+  const log = capture(proc, "chela-fake-telegram");
+  const sent = [];
+  const waiters = new Set();
+  let buffered = "";
+  proc.stdout.on("data", (chunk) => {
+    buffered += chunk.toString();
+    let nl;
+    while ((nl = buffered.indexOf("\n")) >= 0) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      if (line.startsWith("sent ")) sent.push(JSON.parse(line.slice(5)));
+    }
+    for (const w of waiters) w();
+  });
+  const url = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`chela-fake-telegram printed no address in 10 s:\n${log.text}`)), 10_000);
+    const look = () => {
+      const m = log.text.match(/listening on (http:\/\/127\.0\.0\.1:\d+)/);
+      if (m) { clearTimeout(timer); resolve(m[1]); }
+    };
+    proc.stdout.on("data", look);
+    proc.on("exit", (code) => { clearTimeout(timer); reject(new Error(`chela-fake-telegram exited (${code}):\n${log.text}`)); });
+  });
+  const push = (chat, from, text) => proc.stdin.write(JSON.stringify({ chat, from, text }) + "\n");
+  const waitSent = (pred, ms = 15_000) => new Promise((resolve, reject) => {
+    const check = () => {
+      if (!pred(sent)) return;
+      waiters.delete(check);
+      clearTimeout(timer);
+      resolve(sent);
+    };
+    const timer = setTimeout(() => {
+      waiters.delete(check);
+      reject(new Error(`the fake Telegram did not see the expected messages in ${ms} ms: ${JSON.stringify(sent)}`));
+    }, ms);
+    waiters.add(check);
+    check();
+  });
+  return { url, proc, log, sent, push, waitSent };
+}
+
 /** Runs `chela run` on `workspace` and waits until the gateway on `port` answers /health. */
 export async function startChela(workspace, port) {
   const home = await tempDir("chela-home-");
@@ -111,12 +163,15 @@ export async function startChela(workspace, port) {
   return { base, proc, log };
 }
 
-/** The config a test workspace starts from; `llm` is the [llm] table's lines (may be empty). */
-export async function workspaceWith(port, llm) {
+/**
+ * The config a test workspace starts from; `llm` is the [llm] table's lines (may be empty),
+ * `more` any further lines (other tables).
+ */
+export async function workspaceWith(port, llm, more = []) {
   const dir = await tempDir("chela-ws-");
   const lines = [];
   if (llm.length) lines.push("[llm]", ...llm, "");
-  lines.push("[gateway]", `listen = "127.0.0.1:${port}"`, "");
+  lines.push("[gateway]", `listen = "127.0.0.1:${port}"`, "", ...more, "");
   await writeFile(path.join(dir, "chela.toml"), lines.join("\n"));
   return dir;
 }

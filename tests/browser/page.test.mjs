@@ -8,7 +8,7 @@ import path from "node:path";
 import { after, test } from "node:test";
 
 import {
-  freePort, getJson, launchBrowser, startChela, startFakeLlm, stopAll, workspaceWith,
+  freePort, getJson, launchBrowser, startChela, startFakeLlm, startFakeTelegram, stopAll, workspaceWith,
 } from "./harness.mjs";
 
 after(stopAll);
@@ -172,6 +172,64 @@ test("first run: the setup form configures the provider and the chat works at on
     assert.deepEqual(problems, []);
   } catch (e) {
     e.message += `\n--- chela run said:\n${chela.log.text}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});
+
+test("pairing on the dashboard: an approved Telegram stranger is answered, a denied one gets nothing", { timeout: 120_000 }, async () => {
+  const key = "sk-browser-pairing";
+  const token = "123456:browser-pairing";
+  // Only an approved sender's message reaches the model; had the denied one's, it would have
+  // taken the first answer, which goes to the approved sender here.
+  const fake = await startFakeLlm([{ text: "Welcome, you are approved." }, { text: "Anything else?" }], key);
+  const tg = await startFakeTelegram(token);
+  const port = await freePort();
+  const ws = await workspaceWith(port, [
+    'provider = "anthropic"', `base_url = "${fake.url}"`, 'model = "fake-model"', `api_key = "${key}"`,
+  ], ["[channels.telegram]", `token = "${token}"`, `api_base = "${tg.url}"`]);
+  const chela = await startChela(ws, port);
+  const browser = await launchBrowser();
+  try {
+    // Two strangers write: each is given a pairing code and nothing more.
+    tg.push(501, 501, "hello, may I talk to you?");
+    tg.push(502, 502, "let me in");
+    const coded = (s, chat) => s.find((m) => m.chat_id === chat && /pairing code/.test(m.text));
+    await tg.waitSent((s) => coded(s, 501) && coded(s, 502));
+    const codeOf = (chat) => coded(tg.sent, chat).text.match(/chela pairing approve ([A-Z0-9]{8})/)[1];
+
+    const page = await browser.newPage();
+    const problems = watchPage(page);
+    await page.goto(chela.base + "/");
+    await page.getByRole("tab", { name: "Pairing" }).click();
+    const pending = page.getByRole("table", { name: "Pending pairing requests" });
+    // Each request shows the code its sender was given, so the owner can match them.
+    await pending.getByRole("row").filter({ hasText: codeOf(501) }).filter({ hasText: "501" }).waitFor();
+    await pending.getByRole("row").filter({ hasText: codeOf(502) }).filter({ hasText: "502" }).waitFor();
+
+    await page.getByRole("button", { name: "Approve 501 on telegram" }).click();
+    await page.getByRole("table", { name: "Allowed senders" })
+      .getByRole("button", { name: "Revoke 501 on telegram" }).waitFor();
+    await page.getByRole("button", { name: "Deny 502 on telegram" }).click();
+    await pending.getByRole("cell", { name: "No one is waiting." }).waitFor();
+    const pairing = await getJson(chela.base, "/api/pairing");
+    assert.deepEqual(pairing.pending, []);
+    assert.deepEqual(pairing.allowed.map((a) => `${a.channel}:${a.sender}`), ["telegram:501"]);
+
+    // Updates are handled in order: the denied sender's message comes first and gets nothing;
+    // by the time the approved one's answer is sent, it was long decided.
+    const to502 = tg.sent.filter((m) => m.chat_id === 502).length;
+    tg.push(502, 502, "please, let me in");
+    tg.push(501, 501, "thanks! are you there?");
+    await tg.waitSent((s) => s.some((m) => m.chat_id === 501 && m.text === "Welcome, you are approved."));
+    assert.equal(tg.sent.filter((m) => m.chat_id === 502).length, to502, JSON.stringify(tg.sent));
+    const sessions = (await getJson(chela.base, "/api/sessions")).map((s) => s.id);
+    assert.ok(sessions.includes("telegram_501"), JSON.stringify(sessions));
+    assert.ok(!sessions.includes("telegram_502"), `a denied sender's words were kept: ${JSON.stringify(sessions)}`);
+    assert.deepEqual(problems, []);
+  } catch (e) {
+    e.message += `\n--- chela run said:\n${chela.log.text}\n--- the fake Telegram said:\n${tg.log.text}`;
     throw e;
   } finally {
     await browser.close();

@@ -47,6 +47,9 @@ pub const MAX_ID_BYTES: usize = 128;
 pub const MAX_TRACKED: usize = 1024;
 /// The default of `access.rate_per_hour`.
 pub const DEFAULT_RATE_PER_HOUR: u32 = 30;
+/// Chats remembered as opened by an admitted sender ([`ChatLink`]); when full, the oldest link
+/// is forgotten, and Chela may write there on its own again once someone allowed talks there.
+pub const MAX_CHATS: usize = 1024;
 
 /// What to do with one incoming message.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -134,6 +137,19 @@ pub struct Refusal {
     pub channel: String,
     pub sender: String,
     pub until: u64,
+}
+
+/// A chat where an admitted sender talked: what lets Chela write there on its own (a group, or
+/// a Feishu chat, whose id is not its person's). It counts only while its sender may talk, so
+/// a revoke closes the sender's chats at once.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatLink {
+    pub channel: String,
+    pub chat: String,
+    pub sender: String,
+    /// When it was first seen (Unix seconds); the oldest goes first when the list is full.
+    #[serde(default)]
+    pub since: u64,
 }
 
 /// Why an owner's action or a stored state was refused.
@@ -227,6 +243,9 @@ pub struct AccessState {
     pub pending: Vec<PendingCode>,
     #[serde(default)]
     pub refused: Vec<Refusal>,
+    /// Chats opened by admitted senders, for [`AccessState::may_send`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chats: Vec<ChatLink>,
 }
 
 impl AccessState {
@@ -238,6 +257,7 @@ impl AccessState {
         if let Some(e) = over("approved senders", self.allowed.len(), MAX_ALLOWED)
             .or_else(|| over("pending codes", self.pending.len(), MAX_PENDING))
             .or_else(|| over("refusals", self.refused.len(), MAX_REFUSED))
+            .or_else(|| over("chats", self.chats.len(), MAX_CHATS))
         {
             return Err(e);
         }
@@ -246,7 +266,9 @@ impl AccessState {
             .iter()
             .map(|p| (&p.channel, &p.sender))
             .chain(self.pending.iter().map(|p| (&p.channel, &p.sender)))
-            .chain(self.refused.iter().map(|r| (&r.channel, &r.sender)));
+            .chain(self.refused.iter().map(|r| (&r.channel, &r.sender)))
+            .chain(self.chats.iter().map(|c| (&c.channel, &c.sender)))
+            .chain(self.chats.iter().map(|c| (&c.channel, &c.chat)));
         for (channel, sender) in ids {
             check_id(channel, "channel").and_then(|()| check_id(sender, "sender")).map_err(|e| {
                 let shown: String = sender.chars().take(40).collect();
@@ -273,6 +295,49 @@ impl AccessState {
     /// Whether `sender` may talk on `channel`: listed in `allow_from`, or approved by pairing.
     pub fn is_allowed<S: AsRef<str>>(&self, allow_from: &[S], channel: &str, sender: &str) -> bool {
         listed(allow_from, sender) || self.allowed.iter().any(|p| p.channel == channel && p.sender == sender)
+    }
+
+    /// Whether Chela may write to `chat` of `channel` on its own (the tools that send): a chat
+    /// listed in `allow_from` (a private chat's id is its person's; `*` opens talking, not
+    /// writing to any chat the bot is in), the private chat of an approved sender, or a chat
+    /// where a sender who may still talk has talked ([`AccessState::note_chat`]).
+    pub fn may_send<S: AsRef<str>>(&self, allow_from: &[S], channel: &str, chat: &str) -> bool {
+        if check_id(channel, "channel").and_then(|()| check_id(chat, "chat")).is_err() {
+            return false;
+        }
+        allow_from.iter().any(|a| a.as_ref().trim() == chat)
+            || self.allowed.iter().any(|p| p.channel == channel && p.sender == chat)
+            || self
+                .chats
+                .iter()
+                .any(|l| l.channel == channel && l.chat == chat && self.is_allowed(allow_from, channel, &l.sender))
+    }
+
+    /// Whether `chat` is already known as opened by `sender`.
+    pub fn knows_chat(&self, channel: &str, chat: &str, sender: &str) -> bool {
+        chat == sender || self.chats.iter().any(|l| l.channel == channel && l.chat == chat && l.sender == sender)
+    }
+
+    /// Records that `sender`, just admitted, talked in `chat`; `true` when the state changed
+    /// (persist it). A private chat whose id is the sender's needs no link. When
+    /// [`MAX_CHATS`] are kept, the oldest link is forgotten.
+    pub fn note_chat(&mut self, channel: &str, chat: &str, sender: &str, now: u64) -> bool {
+        let ids = check_id(channel, "channel").and_then(|()| check_id(chat, "chat"));
+        if ids.and_then(|()| check_id(sender, "sender")).is_err() || self.knows_chat(channel, chat, sender) {
+            return false;
+        }
+        if self.chats.len() >= MAX_CHATS
+            && let Some(oldest) = self.chats.iter().enumerate().min_by_key(|(_, l)| l.since).map(|(i, _)| i)
+        {
+            self.chats.remove(oldest);
+        }
+        self.chats.push(ChatLink {
+            channel: channel.to_string(),
+            chat: chat.to_string(),
+            sender: sender.to_string(),
+            since: now,
+        });
+        true
     }
 
     /// The allowlist and pairing verdict for one message: `Allowed`, `NewCode` (the state
@@ -367,6 +432,9 @@ impl AccessState {
             .iter()
             .position(|p| p.channel == channel && p.sender == sender)
             .ok_or_else(|| AccessError::NotApproved { channel: channel.to_string(), sender: sender.to_string() })?;
+        // `may_send` already ignores links of a sender who may not talk; dropping them keeps
+        // the list to what counts.
+        self.chats.retain(|l| !(l.channel == channel && l.sender == sender));
         Ok(self.allowed.remove(at))
     }
 }

@@ -253,6 +253,8 @@ keys! {
         "Telegram Bot API base URL (a self-hosted Bot API server works too). Read when `chela run` starts.";
     TELEGRAM_MAX_FILE_BYTES = "channels.telegram.max_file_bytes", Kind::Int { min: 1024, max: 20_971_520 }, "10485760",
         "Largest photo, document or voice note taken from Telegram; bigger ones are refused with a reply.";
+    TELEGRAM_STREAM_EDITS = "channels.telegram.stream_edits", Kind::Bool, "true",
+        "Show an answer growing in one Telegram message (edited at most once a second) while it is written.";
     FEISHU_APP_ID = "channels.feishu.app_id", Kind::Text, "",
         "Feishu/Lark app id. Empty: the Feishu channel is off.";
     FEISHU_APP_SECRET = "channels.feishu.app_secret", Kind::Secret, "",

@@ -26,6 +26,11 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_at};
 
+/// Channels whose clients are checked by the channel itself (the gateway's token, or the
+/// terminal's own user): their senders are the owner, admitted without the gate's rules, and
+/// Chela may write to their chats.
+pub const OWNER_CHANNELS: &[&str] = &["ws", "api", "cli"];
+
 /// The store's file name, in the workspace's `state/` folder.
 pub const STORE_FILE: &str = "access.json";
 /// Largest store read: the bounded lists of `chela_core::access` take well under this.
@@ -126,6 +131,15 @@ pub fn allow_from<'a>(cfg: &'a Config, channel: &str) -> &'a [String] {
     }
 }
 
+/// The tools' answer when [`Gate::may_send`] says no.
+pub fn send_refused(channel: &str, chat: &str) -> String {
+    format!(
+        "Chela may not write to {channel} chat {chat}: only chats listed in channels.{channel}.allow_from, \
+         approved people's own chats and chats where someone allowed talks to Chela can be reached \
+         (a revoked person's chats close at once). `chela pairing list` shows who is approved."
+    )
+}
+
 /// `access.rate_per_hour`.
 pub fn rate_per_hour(cfg: &Config) -> u32 {
     u32::try_from(cfg.int(keys::ACCESS_RATE_PER_HOUR)).unwrap_or(access::DEFAULT_RATE_PER_HOUR)
@@ -193,6 +207,34 @@ impl Gate {
         let mut inner = self.inner();
         self.refresh(&mut inner);
         inner.state.is_allowed(allow_from(cfg, channel), channel, sender)
+    }
+
+    /// Whether Chela may write to `chat` of `channel` on its own (every tool that sends asks
+    /// this): see `AccessState::may_send`. Decided on the store as it is now, so a revoke from
+    /// another process closes the chats at once.
+    pub fn may_send(&self, cfg: &Config, channel: &str, chat: &str) -> bool {
+        if OWNER_CHANNELS.contains(&channel) {
+            return true;
+        }
+        let mut inner = self.inner();
+        self.refresh(&mut inner);
+        inner.state.may_send(allow_from(cfg, channel), channel, chat)
+    }
+
+    /// Records that `sender`, just admitted, talked in `chat`, so Chela may write there later
+    /// (while the sender may still talk). Writes the store only for a chat not known yet.
+    pub fn note_chat(&self, channel: &str, chat: &str, sender: &str, now: u64) {
+        if OWNER_CHANNELS.contains(&channel) {
+            return;
+        }
+        let mut inner = self.inner();
+        self.refresh(&mut inner);
+        if inner.state.knows_chat(channel, chat, sender) {
+            return;
+        }
+        if let Err(e) = self.edit(&mut inner, |s| Ok(s.note_chat(channel, chat, sender, now))) {
+            tracing::warn!("cannot remember that {channel}:{sender} talked in chat {chat}: {e}");
+        }
     }
 
     /// Pending codes (live at `now`) and approved senders, from the file as it is now.

@@ -355,8 +355,8 @@ pub fn shown_extra(path: &str, value: &toml::Value) -> String {
 /// gateway's listener, the channels' connections (a channel that reconnects with a new token
 /// on its own drops its key from here), the session hub's bounds.
 pub fn needs_restart(key: &str) -> bool {
-    // Every channel setting: the channels read theirs when they start.
-    key.starts_with("channels.") && !key.ends_with(".allow_from")
+    // Every channel setting but those asked per message: the channels read theirs when they start.
+    key.starts_with("channels.") && !key.ends_with(".allow_from") && key != "channels.telegram.stream_edits"
         || matches!(key, "gateway.listen" | "gateway.token" | "sessions.max_waiting" | "sessions.max_live")
 }
 

@@ -232,6 +232,65 @@ fn the_state_round_trips_through_json() {
     assert_eq!(serde_json::from_str::<AccessState>("{}").unwrap(), AccessState::default());
 }
 
+#[test]
+fn chela_writes_to_listed_chats_an_approved_persons_own_chat_and_chats_where_they_talked() {
+    let mut s = AccessState::default();
+    // Listed ids are private chats; `*` lets anyone talk but opens no chat for writing.
+    assert!(s.may_send(&["42"], "telegram", "42"));
+    assert!(!s.may_send(&["*"], "telegram", "-100"));
+    let code = code_of_verdict(&s.pairing(NONE, "telegram", "7", T0, rnd(1)));
+    assert!(!s.may_send(NONE, "telegram", "7"), "a pending sender's chat is closed");
+    s.approve(&code, T0).unwrap();
+    assert!(s.may_send(NONE, "telegram", "7"), "an approved person's private chat");
+    assert!(!s.may_send(NONE, "feishu", "7"), "on its own channel only");
+    assert!(!s.may_send(NONE, "telegram", "-100"));
+    assert!(s.note_chat("telegram", "-100", "7", T0));
+    assert!(!s.note_chat("telegram", "-100", "7", T0 + 1), "known already: nothing to persist");
+    assert!(!s.note_chat("telegram", "7", "7", T0), "a private chat needs no link");
+    assert!(s.may_send(NONE, "telegram", "-100"));
+    // A sender let in by `*` opens the chats they talk in, while `*` stays.
+    assert!(s.note_chat("telegram", "-200", "anyone", T0));
+    assert!(s.may_send(&["*"], "telegram", "-200") && !s.may_send(NONE, "telegram", "-200"));
+    // Revoked: their private chat and every chat they opened close at once.
+    s.revoke("telegram", "7").unwrap();
+    assert!(!s.may_send(NONE, "telegram", "7"));
+    assert!(!s.may_send(NONE, "telegram", "-100"));
+    assert!(s.chats.iter().all(|l| l.sender != "7"), "{:?}", s.chats);
+    for (channel, chat) in [("", "1"), ("telegram", ""), ("telegram", "a\nb")] {
+        assert!(!s.may_send(&[chat], channel, chat), "{channel:?} {chat:?}");
+        assert!(!s.note_chat(channel, chat, "x", T0));
+    }
+}
+
+#[test]
+fn a_link_counts_only_while_its_sender_may_talk_and_the_links_are_bounded() {
+    let mut s = AccessState::default();
+    // Stored before allow_from changed: the link stays but no longer counts.
+    assert!(s.note_chat("feishu", "oc_1", "ou_1", T0));
+    assert!(s.may_send(&["ou_1"], "feishu", "oc_1"));
+    assert!(!s.may_send(&["ou_2"], "feishu", "oc_1"));
+    for i in 0..MAX_CHATS + 10 {
+        s.note_chat("feishu", &format!("oc_{i}x"), "ou_1", T0 + 1 + i as u64);
+        assert!(s.chats.len() <= MAX_CHATS);
+    }
+    assert_eq!(s.chats.len(), MAX_CHATS);
+    assert!(!s.chats.iter().any(|l| l.chat == "oc_1"), "the oldest went first");
+    assert!(s.chats.iter().any(|l| l.chat == format!("oc_{}x", MAX_CHATS + 9)));
+    s.validate().unwrap();
+    s.chats.push(ChatLink { channel: "feishu".into(), chat: "oc".into(), sender: "ou".into(), since: 0 });
+    assert!(s.validate().unwrap_err().to_string().contains("chats"));
+    s.chats.clear();
+    s.chats.push(ChatLink {
+        channel: "feishu".into(),
+        chat: "x".repeat(MAX_ID_BYTES + 1),
+        sender: "ou".into(),
+        since: 0,
+    });
+    assert!(s.validate().unwrap_err().to_string().contains("bad id"));
+    let json = serde_json::to_string(&AccessState::default()).unwrap();
+    assert!(!json.contains("chats"), "an old reader sees the same file: {json}");
+}
+
 /// One step of the property test: a message or an owner's action.
 #[derive(Clone, Debug)]
 enum Op {

@@ -311,7 +311,8 @@ fn send_text(shared: &Shared, method: &str, params: &Value) -> Response<ReplyBod
         let Some(old) = st.sent.iter_mut().rev().find(|s| s.chat_id == chat_id && s.message_id == id) else {
             return bad("message to edit not found");
         };
-        if old.text == shown {
+        // Telegram compares what would be shown: the text and its formatting.
+        if old.text == shown && old.entities == parsed.entities {
             return bad(
                 "message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
             );
@@ -319,6 +320,8 @@ fn send_text(shared: &Shared, method: &str, params: &Value) -> Response<ReplyBod
         old.text = shown.to_string();
         old.raw = raw.to_string();
         old.entities.clone_from(&parsed.entities);
+        // An edit brings its own formatting, as with Telegram.
+        old.parse_mode = parse_mode.map(str::to_string);
         id
     } else {
         let id = st.next_message_id;

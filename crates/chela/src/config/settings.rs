@@ -74,6 +74,7 @@ pub struct Telegram {
     pub allow_from: Vec<String>,
     pub api_base: String,
     pub max_file_bytes: u64,
+    pub stream_edits: bool,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }

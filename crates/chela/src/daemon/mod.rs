@@ -22,7 +22,7 @@ use anyhow::Result;
 use chela_core::cap::Caller;
 use chela_proto::chat::Message;
 
-use crate::access::Gate;
+use crate::access::{Gate, OWNER_CHANNELS};
 use crate::app::{App, Base};
 use crate::config::{Config, ConfigWatch};
 use crate::session::{HubError, HubLimits, Pending, SessionHub};
@@ -35,10 +35,6 @@ mod shutdown;
 
 pub use outlet::{BoxFuture, Outlet, Outlets};
 pub use shutdown::Shutdown;
-
-/// Channels whose clients are checked by the channel itself (the gateway's token, or the
-/// terminal's own user): the daemon admits their senders as the owner.
-const OWNER_CHANNELS: &[&str] = &["ws", "api", "cli"];
 
 /// One message from a channel.
 pub struct Incoming {
@@ -85,7 +81,8 @@ pub struct Daemon {
     current: RwLock<Current>,
     watch: Mutex<ConfigWatch>,
     hub: SessionHub,
-    gate: Gate,
+    /// Shared with the tools that send, which ask it before every message.
+    gate: Arc<Gate>,
     shutdown: Shutdown,
     /// Shared with the `im` tools, which send through them.
     outlets: Arc<Outlets>,
@@ -97,7 +94,7 @@ impl Daemon {
     /// what to set until then.
     pub fn load(ws: Workspace) -> Result<Daemon> {
         let base = Base::load(ws.clone())?;
-        let gate = Gate::open(&ws)?;
+        let gate = Arc::new(Gate::open(&ws)?);
         let watch = ConfigWatch::new(ws)?;
         let (ws, toolbox, cfg) = (Arc::clone(&base.ws), Arc::clone(&base.toolbox), Arc::clone(&base.cfg));
         let app = App::from_base(base).map(Arc::new).map_err(|e| format!("{e:#}"));
@@ -110,7 +107,7 @@ impl Daemon {
         // The tools that send exist only where channels run: here, not in `chela chat`.
         #[cfg(feature = "files")]
         toolbox
-            .register(crate::tools::im::group(Arc::clone(&outlets)))
+            .register(crate::tools::im::group(Arc::clone(&outlets), Arc::clone(&gate)))
             .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
         Ok(Daemon {
             ws,
@@ -148,7 +145,7 @@ impl Daemon {
     }
 
     /// Who may talk: pairing requests, approvals and rate counters (`/api/pairing`).
-    pub fn gate(&self) -> &Gate {
+    pub fn gate(&self) -> &Arc<Gate> {
         &self.gate
     }
 
@@ -213,11 +210,14 @@ impl Daemon {
         // Checked before anything of the message is kept: a stranger's words reach no session,
         // no model and no tool.
         if !OWNER_CHANNELS.contains(&msg.channel.as_str()) {
-            let verdict = self.gate.admit(&self.config(), &msg.channel, &msg.sender, crate::access::now_secs());
+            let now = crate::access::now_secs();
+            let verdict = self.gate.admit(&self.config(), &msg.channel, &msg.sender, now);
             if !verdict.admits() {
                 tracing::info!(channel = %msg.channel, sender = %msg.sender, ?verdict, "a message was not admitted");
                 return verdict.reply_text().map_or(Submitted::Drop, Submitted::Answer);
             }
+            // Chela may write to this chat on its own from now on, while this sender may talk.
+            self.gate.note_chat(&msg.channel, &msg.chat_id, &msg.sender, now);
         }
         let req = TurnRequest {
             channel: msg.channel,

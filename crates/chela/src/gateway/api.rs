@@ -236,11 +236,6 @@ fn config_list(cfg: &Config) -> Value {
     Value::Array(out)
 }
 
-/// Whether a change of `key` needs `chela run` restarted: what is read once at start.
-fn restart_needed(key: &str) -> bool {
-    ["gateway.", "channels.", "sessions."].iter().any(|p| key.starts_with(p))
-}
-
 async fn config_set(d: &Arc<Daemon>, r: ConfigReq) -> Result<Value, ApiError> {
     let value = match r.value {
         Value::String(s) => s,
@@ -254,7 +249,7 @@ async fn config_set(d: &Arc<Daemon>, r: ConfigReq) -> Result<Value, ApiError> {
         let stored =
             set_override(d.workspace(), key.name, &value).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
         reload(d)?;
-        Ok(json!({"key": key.name, "value": key.shown(&stored), "restart_needed": restart_needed(key.name)}))
+        Ok(json!({"key": key.name, "value": key.shown(&stored), "restart_needed": crate::config::needs_restart(key.name)}))
     })
     .await
 }

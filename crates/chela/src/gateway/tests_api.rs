@@ -68,6 +68,13 @@ async fn config_is_shown_masked_with_its_source_and_set_into_the_runtime_layer()
     let (_, set) =
         h.send("POST", "/api/config", r#"{"key":"channels.telegram.token","value":"123456:secret-bot-token"}"#).await;
     assert!(!set.to_string().contains("secret-bot-token"), "{set}");
+    assert_eq!(set["restart_needed"], true);
+    // What the daemon asks per message applies at once, as `chela config set` says too.
+    for (key, value) in [("channels.telegram.allow_from", "42"), ("channels.telegram.stream_edits", "false")] {
+        let body = json!({"key": key, "value": value}).to_string();
+        let (status, set) = h.send("POST", "/api/config", &body).await;
+        assert_eq!((status, set["restart_needed"].clone()), (StatusCode::OK, json!(false)), "{key}: {set}");
+    }
 
     let (status, e) = h.send("POST", "/api/config", r#"{"key":"llm.modle","value":"x"}"#).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);

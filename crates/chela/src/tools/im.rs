@@ -3,20 +3,19 @@
 //! alone has no channel to send through and so no such group. Each channel's helper adds its
 //! own `*_send_*` tools; `im_send_media` is the one for any channel.
 //!
-//! Only chats that may talk to Chela are sent to: a channel's `allow_from` (`*` opens it), and
-//! the gateway's clients, who are the owner.
+//! Only chats the pairing gate lets Chela write to are sent to ([`Gate::may_send`]): listed in a
+//! channel's `allow_from`, an approved person's own chat, a chat where someone allowed talked,
+//! and the gateway's clients, who are the owner.
 
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use chela_core::config as keys;
 use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::config::Config;
+use crate::access::{Gate, send_refused};
 use crate::daemon::Outlets;
-use crate::workspace::Workspace;
 
 /// The largest file sent: what the Telegram Bot API accepts from a bot, the smallest platform
 /// limit of the channels.
@@ -25,17 +24,18 @@ pub const MAX_MEDIA_BYTES: u64 = 50 * 1024 * 1024;
 /// The longest caption: Telegram's limit for a media caption.
 pub const MAX_CAPTION_CHARS: usize = 1024;
 
-pub fn group(outlets: Arc<Outlets>) -> Group {
+pub fn group(outlets: Arc<Outlets>, gate: Arc<Gate>) -> Group {
     Group::new("im", "Send messages and files to the chats of the running channels.")
         .guidance(
             "IM: im_send_media sends a workspace file to a chat of a running channel (telegram, feishu, \
              ws), for example a report you wrote; only chats allowed to talk to you can be reached.",
         )
-        .with(ImSendMedia { outlets })
+        .with(ImSendMedia { outlets, gate })
 }
 
 pub struct ImSendMedia {
     outlets: Arc<Outlets>,
+    gate: Arc<Gate>,
 }
 
 #[derive(Deserialize)]
@@ -45,21 +45,6 @@ pub struct MediaArgs {
     path: String,
     #[serde(default)]
     caption: String,
-}
-
-/// Whether Chela may send to `chat_id` of `channel` on its own: a chat listed in the channel's
-/// `allow_from`, or one where an admitted (allowed or paired) person has talked, which is what
-/// a session file records — a stranger's words never make one. The same rule as
-/// `telegram_send_text` and `feishu_send_message`.
-pub fn may_send(ws: &Workspace, cfg: &Config, channel: &str, chat_id: &str) -> bool {
-    let list = match channel {
-        // The gateway's clients passed its token (or sit on loopback): the owner.
-        "ws" => return true,
-        "telegram" => cfg.list(keys::TELEGRAM_ALLOW_FROM),
-        "feishu" => cfg.list(keys::FEISHU_ALLOW_FROM),
-        _ => return false,
-    };
-    list.iter().any(|a| a == "*" || a == chat_id) || ws.session_path(channel, chat_id).exists()
 }
 
 impl Tool for ImSendMedia {
@@ -75,11 +60,8 @@ impl Tool for ImSendMedia {
                 "The caption is over {MAX_CAPTION_CHARS} characters; shorten it or send the text as a message."
             )));
         }
-        if !may_send(&ctx.ws, &ctx.cfg, &a.channel, &a.chat_id) {
-            return Err(ToolError::refused(format!(
-                "{}/{} is not a chat allowed to talk to Chela (channels.{}.allow_from), so nothing is sent there.",
-                a.channel, a.chat_id, a.channel
-            )));
+        if !self.gate.may_send(&ctx.cfg, &a.channel, &a.chat_id) {
+            return Err(ToolError::refused(send_refused(&a.channel, &a.chat_id)));
         }
         let Some(outlet) = self.outlets.get(&a.channel) else {
             let running = self.outlets.channels();
@@ -150,10 +132,15 @@ mod tests {
         }
     }
 
-    fn tool(rec: &Arc<Recorder>) -> ImSendMedia {
+    /// The tool over the fixture's own pairing store, as the daemon builds it.
+    fn tool(rec: &Arc<Recorder>, fx: &Fixture) -> ImSendMedia {
+        tool_on(rec, &Arc::new(Gate::open(&fx.ctx().ws).unwrap()))
+    }
+
+    fn tool_on(rec: &Arc<Recorder>, gate: &Arc<Gate>) -> ImSendMedia {
         let outlets = Arc::new(Outlets::default());
         outlets.register(Arc::new(Fake(Arc::clone(rec))));
-        ImSendMedia { outlets }
+        ImSendMedia { outlets, gate: Arc::clone(gate) }
     }
 
     #[tokio::test]
@@ -162,7 +149,7 @@ mod tests {
         std::fs::write(fx.root().join("report.txt"), b"the numbers").unwrap();
         let rec = Arc::new(Recorder::default());
         let args = json!({"channel": "telegram", "chat_id": "42", "path": "report.txt", "caption": "today"});
-        let out = fx.call(tool(&rec), args).await.unwrap();
+        let out = fx.call(tool(&rec, &fx), args).await.unwrap();
         assert!(out.contains("\"bytes\":11"), "{out}");
         assert_eq!(*rec.0.lock().unwrap(), [("42".to_owned(), b"the numbers".to_vec(), "today".to_owned())]);
     }
@@ -177,35 +164,58 @@ mod tests {
         let rec = Arc::new(Recorder::default());
         let send = |channel: &str, chat: &str, path: &str| json!({"channel": channel, "chat_id": chat, "path": path});
 
-        let e = fx.call(tool(&rec), send("telegram", "666", "report.txt")).await.unwrap_err();
-        assert!(e.0.contains("not a chat allowed") && e.0.contains("channels.telegram.allow_from"), "{}", e.0);
-        let e = fx.call(tool(&rec), send("feishu", "*", "report.txt")).await.unwrap_err();
-        assert!(e.0.contains("not a chat allowed"), "a chat id of * is no wildcard: {}", e.0);
-        let fx_open = Fixture::new(&[("channels.feishu.allow_from", "*")]);
+        let e = fx.call(tool(&rec, &fx), send("telegram", "666", "report.txt")).await.unwrap_err();
+        assert!(e.0.contains("may not write") && e.0.contains("channels.telegram.allow_from"), "{}", e.0);
+        let e = fx.call(tool(&rec, &fx), send("feishu", "*", "report.txt")).await.unwrap_err();
+        assert!(e.0.contains("may not write"), "a chat id of * is no wildcard: {}", e.0);
+        // `*` lets anyone talk but opens no chat for writing: only one where someone talked.
+        let fx_star = Fixture::new(&[("channels.feishu.allow_from", "*")]);
+        std::fs::write(fx_star.root().join("report.txt"), b"x").unwrap();
+        let e = fx_star.call(tool(&rec, &fx_star), send("feishu", "oc_1", "report.txt")).await.unwrap_err();
+        assert!(e.0.contains("may not write"), "{}", e.0);
+        let fx_open = Fixture::new(&[("channels.feishu.allow_from", "ou_1")]);
         std::fs::write(fx_open.root().join("report.txt"), b"x").unwrap();
-        let e = fx_open.call(tool(&rec), send("feishu", "ou_1", "report.txt")).await.unwrap_err();
+        let e = fx_open.call(tool(&rec, &fx_open), send("feishu", "ou_1", "report.txt")).await.unwrap_err();
         assert!(e.0.contains("feishu channel is not running") && e.0.contains("running: telegram"), "{}", e.0);
         for path in ["../report.txt", "link", "missing.txt"] {
-            let e = fx.call(tool(&rec), send("telegram", "42", path)).await.unwrap_err();
+            let e = fx.call(tool(&rec, &fx), send("telegram", "42", path)).await.unwrap_err();
             assert!(!e.0.is_empty(), "{path}");
         }
         let long = json!({"channel": "telegram", "chat_id": "42", "path": "report.txt", "caption": "x".repeat(1025)});
-        assert!(fx.call(tool(&rec), long).await.unwrap_err().0.contains("caption is over"));
+        assert!(fx.call(tool(&rec, &fx), long).await.unwrap_err().0.contains("caption is over"));
         assert!(rec.0.lock().unwrap().is_empty(), "nothing was sent");
     }
 
     #[tokio::test]
-    async fn a_chat_where_a_paired_person_talked_may_receive_and_an_unknown_one_not() {
+    async fn a_chat_where_a_paired_person_talked_may_receive_until_they_are_revoked() {
         let fx = Fixture::new(&[]);
         std::fs::write(fx.root().join("report.txt"), b"x").unwrap();
         let rec = Arc::new(Recorder::default());
         let send = |chat: &str| json!({"channel": "telegram", "chat_id": chat, "path": "report.txt"});
-        assert!(fx.call(tool(&rec), send("77")).await.unwrap_err().0.contains("not a chat allowed"));
-        // What a turn of an admitted sender leaves behind; a stranger's message never makes one.
-        let session = fx.ctx().ws.session_path("telegram", "77");
+        assert!(fx.call(tool(&rec, &fx), send("-77")).await.unwrap_err().0.contains("may not write"));
+        // A session file is no pass: only the gate's record of who talked where is.
+        let session = fx.ctx().ws.session_path("telegram", "-77");
         std::fs::create_dir_all(session.parent().unwrap()).unwrap();
         std::fs::write(&session, "").unwrap();
-        fx.call(tool(&rec), send("77")).await.unwrap();
-        assert_eq!(rec.0.lock().unwrap().len(), 1);
+        assert!(fx.call(tool(&rec, &fx), send("-77")).await.unwrap_err().0.contains("may not write"));
+        // The owner approves sender 7 (another process: its own gate), who then talks in group -77.
+        let owner = Gate::open(&fx.ctx().ws).unwrap();
+        let code = match owner.admit(&fx.ctx().cfg, "telegram", "7", 1_700_000_000) {
+            chela_core::access::Admission::NewCode { code } => code,
+            other => panic!("{other:?}"),
+        };
+        owner.approve(&code, 1_700_000_001).unwrap();
+        owner.note_chat("telegram", "-77", "7", 1_700_000_002);
+        // One gate for the whole test, as the running daemon keeps one.
+        let gate = Arc::new(Gate::open(&fx.ctx().ws).unwrap());
+        fx.call(tool_on(&rec, &gate), send("-77")).await.unwrap();
+        fx.call(tool_on(&rec, &gate), send("7")).await.unwrap();
+        assert_eq!(rec.0.lock().unwrap().len(), 2);
+        // Revoked from another process: the running tool's next send is refused at once.
+        owner.revoke("telegram", "7").unwrap();
+        for chat in ["-77", "7"] {
+            assert!(fx.call(tool_on(&rec, &gate), send(chat)).await.unwrap_err().0.contains("may not write"), "{chat}");
+        }
+        assert_eq!(rec.0.lock().unwrap().len(), 2);
     }
 }

@@ -181,7 +181,10 @@ fn the_model_writes_to_known_feishu_chats_only() {
     assert_eq!((sent[1].receive_id.as_deref(), sent[1].text.as_str()), (Some("oc_p2p"), "a note from a tool"));
     assert_eq!((sent[2].reply_to.as_deref(), sent[2].text.as_str()), (Some("om_ev2"), "done"));
     let last = llm.requests()[3].json.clone().unwrap().to_string();
-    assert!(last.contains("Chela does not write there"), "the refusal did not reach the model: {last}");
+    assert!(
+        last.contains("Chela may not write to feishu chat oc_stranger"),
+        "the refusal did not reach the model: {last}"
+    );
 }
 
 #[test]

@@ -343,3 +343,148 @@ fn a_chats_replies_keep_their_order_when_the_first_is_held_up() {
     );
     assert!(sent.len() >= 3);
 }
+
+/// The `chat_id` of a call, however the client spelled it (number or string).
+fn chat_of(call: &chela_testkit::telegram::Call) -> String {
+    call.params["chat_id"].to_string().trim_matches('"').to_owned()
+}
+
+/// The code in a pairing answer.
+fn pairing_code(text: &str) -> String {
+    let after = text.split("chela pairing approve ").nth(1).expect("the command is in the answer");
+    let code: String = after.chars().take_while(char::is_ascii_alphanumeric).collect();
+    assert_eq!(code.len(), 8, "{text}");
+    code
+}
+
+#[test]
+fn after_a_revoke_the_models_telegram_send_text_to_that_chat_is_refused() {
+    let send = |text: &str| Step::tool_call("telegram_send_text", serde_json::json!({"chat_id": "77", "text": text}));
+    let llm = FakeLlm::start(vec![
+        Step::text("welcome aboard"),
+        send("a note while paired"),
+        Step::text("sent it"),
+        send("a note after the revoke"),
+        Step::text("could not"),
+    ]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    tg.push_text(77, 77, "hello?");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text.contains("pairing code")));
+    ws.run(&["pairing", "approve", &pairing_code(&sent.last().unwrap().text)]).expect_ok();
+    tg.push_text(77, 77, "now?");
+    tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == "welcome aboard"));
+
+    // While 77 is approved, the owner's request reaches their chat: the tool works.
+    tg.push_text(OWNER, OWNER, "tell 77 something");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == "sent it"));
+    assert!(sent.iter().any(|m| m.chat_id == 77 && m.text == "a note while paired"), "{sent:?}");
+
+    ws.run(&["pairing", "revoke", "telegram:77"]).expect_ok();
+    let to_77 = tg.calls_to("sendMessage").iter().filter(|c| chat_of(c) == "77").count();
+    tg.push_text(OWNER, OWNER, "tell 77 again");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == "could not"));
+    let out = stop(child);
+    out.expect_ok();
+    let after: Vec<_> = tg.calls_to("sendMessage").into_iter().filter(|c| chat_of(c) == "77").collect();
+    assert_eq!(after.len(), to_77, "Telegram was asked to write to 77 after the revoke: {after:?}");
+    assert!(!sent.iter().any(|m| m.text.contains("after the revoke")), "{sent:?}");
+    // The model was told why, in the tool's result.
+    let asked = asked(&llm);
+    assert_eq!(asked.len(), 5, "{}", out.stderr);
+    assert!(asked[4].contains("Chela may not write to telegram chat 77"), "{}", asked[4]);
+    assert!(asked[4].contains(r#""is_error":true"#), "a refusal is a tool error: {}", asked[4]);
+}
+
+/// The owner's sends and edits, in order: (method, text, parse_mode, when).
+fn owner_writes(tg: &FakeTelegram) -> Vec<chela_testkit::telegram::Call> {
+    tg.calls()
+        .into_iter()
+        .filter(|c| matches!(c.method.as_str(), "sendMessage" | "editMessageText") && chat_of(c) == OWNER.to_string())
+        .collect()
+}
+
+const SLOW: &str = "**Slowly** the answer grows in one message: first a few words, then a few more, each second a \
+                    little longer, never a new message for every piece, until at last the whole of it is there.";
+/// What Telegram shows of [`SLOW`].
+const SLOW_SHOWN: &str = "Slowly the answer grows in one message: first a few words, then a few more, each second a \
+                          little longer, never a new message for every piece, until at last the whole of it is there.";
+
+/// [`SLOW`] in pieces of at most 24 characters, 300 ms apart: about 4 s in all.
+fn slow_step() -> Step {
+    Step::text(SLOW).chunk_delay_ms(300)
+}
+
+#[test]
+fn a_slowly_streamed_answer_grows_in_one_message_edited_at_most_once_a_second() {
+    let llm = FakeLlm::start(vec![slow_step()]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    tg.push_text(OWNER, OWNER, "take your time");
+    let whole = SLOW_SHOWN;
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.text == whole && m.parse_mode.as_deref() == Some("HTML")));
+    let out = stop(child);
+    out.expect_ok();
+    assert_eq!(sent.len(), 1, "one message, edited: {sent:?}\n{}", out.stderr);
+    assert!(sent[0].entities.iter().any(|(t, o, l)| t == "bold" && *o == 0 && *l == 6), "{:?}", sent[0].entities);
+    let writes = owner_writes(&tg);
+    let methods: Vec<&str> = writes.iter().map(|c| c.method.as_str()).collect();
+    assert_eq!(methods[0], "sendMessage", "{methods:?}");
+    assert!(methods[1..].iter().all(|m| *m == "editMessageText"), "{methods:?}");
+    // Previews while it grew, then the final edit.
+    assert!(writes.len() >= 3, "{methods:?}");
+    let texts: Vec<&str> = writes.iter().map(|c| c.params["text"].as_str().unwrap_or("")).collect();
+    assert!(texts[0].len() < whole.len() && whole.starts_with(texts[0]), "the first preview was partial: {texts:?}");
+    for pair in texts[..texts.len() - 1].windows(2) {
+        assert!(pair[1].len() >= pair[0].len() && pair[1].starts_with(pair[0]), "it grew: {texts:?}");
+    }
+    for pair in writes.windows(2) {
+        let gap = pair[1].at - pair[0].at;
+        assert!(gap >= Duration::from_secs(1), "two writes {gap:?} apart: {methods:?}");
+    }
+    let last = writes.last().unwrap();
+    assert_eq!(last.params["parse_mode"], "HTML", "{:?}", last.params);
+    assert!(writes[..writes.len() - 1].iter().all(|c| c.params.get("parse_mode").is_none()), "previews are plain");
+}
+
+#[test]
+fn with_stream_edits_off_the_answer_is_sent_once_when_whole() {
+    // As slow as above, so a preview would have been shown.
+    let llm = FakeLlm::start(vec![slow_step()]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "stream_edits = false\n");
+    let child = start(&ws, &tg);
+    tg.push_text(OWNER, OWNER, "all at once");
+    let sent = tg.wait_sent(WAIT, |s| !s.is_empty());
+    let out = stop(child);
+    out.expect_ok();
+    assert!(!out.stderr.contains("unknown setting"), "{}", out.stderr);
+    assert_eq!(sent[0].text, SLOW_SHOWN);
+    let methods: Vec<String> = owner_writes(&tg).into_iter().map(|c| c.method).collect();
+    assert_eq!(methods, ["sendMessage"]);
+}
+
+#[test]
+fn a_sender_over_the_rate_limit_is_told_once_and_then_not_answered() {
+    let llm = FakeLlm::start(vec![Step::text("one"), Step::text("two"), Step::text("three")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "[access]\nrate_per_hour = 2\n");
+    let child = start(&ws, &tg);
+    for text in ["a", "b", "c", "d"] {
+        tg.push_text(OWNER, OWNER, text);
+    }
+    // Updates are handled in order: once the stranger after them has their code, "d" was decided.
+    tg.push_text(99, 99, "hello");
+    tg.wait_sent(WAIT, |s| s.iter().any(|m| m.chat_id == 99) && to_owner(s).len() >= 3);
+    // A stop lets running turns finish: a wrongly admitted "d" would be asked and answered now.
+    let out = stop(child);
+    out.expect_ok();
+    let sent = tg.sent();
+    let texts: Vec<&str> = to_owner(&sent).iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts.len(), 3, "{texts:?}\n{}", out.stderr);
+    assert_eq!(texts[..2], ["one", "two"]);
+    assert!(texts[2].contains("faster than I may answer"), "the polite reply: {texts:?}");
+    assert_eq!(llm.requests().len(), 2, "only the messages within the limit reached the model");
+}

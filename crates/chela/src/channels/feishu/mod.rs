@@ -85,7 +85,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         replies: Mutex::new(JoinSet::new()),
     });
     daemon.outlets().register(Arc::new(FeishuOutlet { api: Arc::clone(&api) }));
-    if let Err(e) = daemon.toolbox().register(tool::group(api)) {
+    if let Err(e) = daemon.toolbox().register(tool::group(api, Arc::clone(daemon.gate()))) {
         tracing::warn!("the feishu tools are not available: {e}");
     }
     let served = match settings.mode.as_str() {

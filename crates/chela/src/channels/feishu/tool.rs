@@ -2,9 +2,10 @@
 //! `feishu_send_message`, with which Chela writes to a Feishu chat on its own, e.g. from a
 //! schedule or while working on another chat's request.
 //!
-//! Only chats where an admitted person has talked to Chela: those with a session file, which
-//! the daemon creates for nobody else (a stranger's messages never reach a session). So the
-//! model cannot be talked into messaging arbitrary chats the bot happens to be in.
+//! Only chats the pairing gate opens ([`Gate::may_send`]): where a person who may talk to Chela
+//! (allowed or approved) has talked, while they still may; a revoke closes them at once. A
+//! stranger's messages never open one. So the model cannot be talked into messaging arbitrary
+//! chats the bot happens to be in.
 
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use serde::Deserialize;
 
 use super::api::Api;
 use super::{CHANNEL, MAX_CHUNK_CHARS, chunks};
+use crate::access::{Gate, send_refused};
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 /// The group's id: `chela cap disable feishu` switches the tool off.
@@ -19,12 +21,13 @@ pub const GROUP: &str = "feishu";
 /// Longest text one call sends (it goes out in pieces of [`MAX_CHUNK_CHARS`]).
 const MAX_TEXT_CHARS: usize = 4 * MAX_CHUNK_CHARS;
 
-pub fn group(api: Arc<Api>) -> Group {
-    Group::new(GROUP, "Send messages to Feishu chats.").with(SendMessage { api })
+pub fn group(api: Arc<Api>, gate: Arc<Gate>) -> Group {
+    Group::new(GROUP, "Send messages to Feishu chats.").with(SendMessage { api, gate })
 }
 
 pub struct SendMessage {
     api: Arc<Api>,
+    gate: Arc<Gate>,
 }
 
 #[derive(Deserialize)]
@@ -42,7 +45,7 @@ impl Tool for SendMessage {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, args: SendArgs) -> ToolResult {
         let chat = args.chat_id.trim();
-        // Checked before it names a session file: `oc_a/b` and `oc_a_b` must not be one chat.
+        // Feishu's ids are letters, digits, `_` and `-`; anything else is not a chat.
         if chat.is_empty() || !chat.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
             return Err(ToolError::invalid_args(format!("`{chat}` is not a Feishu chat id (they look like oc_…).")));
         }
@@ -55,10 +58,8 @@ impl Tool for SendMessage {
                 "The text is longer than {MAX_TEXT_CHARS} characters; send less, or in several messages."
             )));
         }
-        if !ctx.ws.session_path(CHANNEL, chat).exists() {
-            return Err(ToolError::refused(format!(
-                "No allowed person has talked to Chela in Feishu chat {chat}, so Chela does not write there."
-            )));
+        if !self.gate.may_send(&ctx.cfg, CHANNEL, chat) {
+            return Err(ToolError::refused(send_refused(CHANNEL, chat)));
         }
         let pieces = chunks(text, MAX_CHUNK_CHARS);
         for piece in &pieces {
@@ -86,18 +87,23 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn it_sends_only_to_chats_with_a_session() {
+    async fn it_sends_only_to_chats_where_an_allowed_person_talked() {
         let fake = FakeFeishu::start(FeishuOptions::default());
         let http = HttpClient::new(ClientOptions::default());
-        let tool = SendMessage { api: Arc::new(Api::new(http, &fake.base_url(), "cli_test", "secret-test")) };
-        let fixture = crate::tools::testing::Fixture::new(&[]);
+        let fixture = crate::tools::testing::Fixture::new(&[("channels.feishu.allow_from", "ou_owner")]);
         let ctx = fixture.ctx();
+        let gate = Arc::new(Gate::open(&ctx.ws).unwrap());
+        let api = Arc::new(Api::new(http, &fake.base_url(), "cli_test", "secret-test"));
+        let tool = SendMessage { api, gate: Arc::clone(&gate) };
         let args = |chat: &str, text: &str| SendArgs { chat_id: chat.into(), text: text.into() };
 
         let refused = tool.call(&ctx, args("oc_known", "hello")).await.unwrap_err();
         assert_eq!(refused.kind(), ToolErrorKind::Refused, "{refused}");
+        // A session file is no pass; the gate's record that the owner talked there is.
         std::fs::create_dir_all(ctx.ws.sessions_dir()).unwrap();
         std::fs::write(ctx.ws.session_path(CHANNEL, "oc_known"), "").unwrap();
+        assert_eq!(tool.call(&ctx, args("oc_known", "hello")).await.unwrap_err().kind(), ToolErrorKind::Refused);
+        gate.note_chat(CHANNEL, "oc_known", "ou_owner", 1_700_000_000);
         let out = tool.call(&ctx, args("oc_known", "hello")).await.unwrap();
         assert!(out.contains("\"messages\":1"), "{out}");
         let sent = fake.sent();

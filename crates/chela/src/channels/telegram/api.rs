@@ -176,6 +176,28 @@ impl Api {
         Ok(message["message_id"].as_i64().unwrap_or_default())
     }
 
+    /// Replaces the text of the bot's message `message_id` (HTML when `html`). Telegram's "message
+    /// is not modified" (the same text again) counts as done.
+    pub async fn edit_message_text(
+        &self,
+        chat_id: &str,
+        message_id: i64,
+        text: &str,
+        html: bool,
+    ) -> Result<(), ApiError> {
+        let mut params = json!({"chat_id": chat_id, "message_id": message_id, "text": text,
+            "link_preview_options": {"is_disabled": true}});
+        if html {
+            params["parse_mode"] = "HTML".into();
+        }
+        match self.call("editMessageText", &params).await {
+            Err(ApiError::Refused { status: 400, description }) if description.contains("message is not modified") => {
+                Ok(())
+            }
+            other => other.map(drop),
+        }
+    }
+
     pub async fn send_chat_action(&self, chat_id: &str, action: &str) -> Result<(), ApiError> {
         self.call("sendChatAction", &json!({"chat_id": chat_id, "action": action})).await.map(drop)
     }

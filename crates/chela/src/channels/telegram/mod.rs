@@ -16,12 +16,16 @@
 //! Failures: 429 waits `retry_after`; a network error or an unreadable answer backs off
 //! (1 s doubling to 60 s) and never spins; 401 ends the channel with an error.
 //!
-//! Not here: webhooks, groups' mention rules, streaming edits (a reply is sent when whole).
+//! While a turn runs, its answer grows in one message edited at most once a second, then
+//! replaced by the whole formatted answer ([`stream`]; `channels.telegram.stream_edits`).
+//!
+//! Not here: webhooks, groups' mention rules.
 
 mod api;
 mod inbound;
 mod offset;
 mod reply;
+mod stream;
 mod tool;
 
 use std::collections::HashMap;
@@ -76,7 +80,8 @@ impl Backoff {
     }
 }
 
-/// Replies are sent whole, so the turn's progress is not shown (only "typing").
+/// With `stream_edits` off, replies are sent whole: the turn's progress is not shown (only
+/// "typing").
 struct Quiet;
 
 impl Observer for Quiet {
@@ -133,7 +138,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         Err(e) => tracing::warn!("telegram: {e}; will keep trying"),
     }
     daemon.outlets().register(Arc::new(TelegramOutlet::new(api.clone())));
-    if let Err(e) = daemon.toolbox().register(tool::group(api.clone())) {
+    if let Err(e) = daemon.toolbox().register(tool::group(api.clone(), Arc::clone(daemon.gate()))) {
         tracing::warn!("the telegram tools are not available: {e}");
     }
     let mut chan = Channel {
@@ -247,32 +252,82 @@ async fn handle(chan: &mut Channel, update: &Value) {
     };
     let incoming =
         Incoming { channel: CHANNEL.to_owned(), chat_id: chat_id.clone(), sender, user, cancel: Cancel::default() };
-    match chan.daemon.submit(incoming, Box::new(Quiet)) {
+    // Read for each message, so `chela config set channels.telegram.stream_edits false` applies
+    // without a restart.
+    let (observer, preview): (Box<dyn Observer + Send>, _) = if chan.daemon.config().bool(keys::TELEGRAM_STREAM_EDITS) {
+        let (live, preview) = stream::Live::new();
+        (Box::new(live), Some(preview))
+    } else {
+        (Box::new(Quiet), None)
+    };
+    match chan.daemon.submit(incoming, observer) {
         Submitted::Queued(pending) => {
             let (api, daemon, place) = (chan.api.clone(), Arc::clone(&chan.daemon), chan.place(&chat_id));
-            chan.replies.spawn(async move {
-                let typing = async {
-                    loop {
-                        if let Err(e) = api.send_chat_action(&chat_id, "typing").await {
-                            tracing::debug!("telegram: typing: {e}");
-                        }
-                        tokio::time::sleep(TYPING_EVERY).await;
-                    }
-                };
-                let end = tokio::select! {
-                    end = pending.finish() => end,
-                    () = typing => unreachable!("the typing loop never ends"),
-                };
-                let text = daemon.reply_text(&end);
-                let _sent = place.wait().await;
-                if let Err(e) = reply::send_markdown(&api, &chat_id, &text).await {
-                    tracing::warn!("telegram: the answer to chat {chat_id} was not delivered: {e}");
-                }
-            });
+            chan.replies.spawn(answer_turn(api, daemon, chat_id, pending, place, preview));
         }
         Submitted::Answer(text) => chan.answer(&chat_id, text),
         Submitted::Drop => {}
     }
+}
+
+/// Sends the answer of a queued turn, with "typing" meanwhile and, when `preview` is given, the
+/// answer growing in one message while it is written ([`stream`]).
+async fn answer_turn(
+    api: Api,
+    daemon: Arc<Daemon>,
+    chat_id: String,
+    pending: crate::session::Pending<crate::turn::TurnEnd>,
+    place: Place,
+    mut preview: Option<stream::Preview>,
+) {
+    let Place { mut before, done } = place;
+    let (stop, stopped) = oneshot::channel();
+    let turn = async {
+        let typing = async {
+            loop {
+                if let Err(e) = api.send_chat_action(&chat_id, "typing").await {
+                    tracing::debug!("telegram: typing: {e}");
+                }
+                tokio::time::sleep(TYPING_EVERY).await;
+            }
+        };
+        let end = tokio::select! {
+            end = pending.finish() => end,
+            () = typing => unreachable!("the typing loop never ends"),
+        };
+        let _ = stop.send(());
+        end
+    };
+    let show = async {
+        let Some(preview) = preview.as_mut() else { return };
+        let mut stopped = stopped;
+        // The chat's previous answer goes first, previews included.
+        if let Some(earlier) = before.as_mut() {
+            tokio::select! {
+                biased;
+                _ = &mut stopped => return,
+                _ = earlier => before = None,
+            }
+        }
+        preview.run(&api, &chat_id, stopped).await;
+    };
+    let (end, ()) = tokio::join!(turn, show);
+    let text = daemon.reply_text(&end);
+    if let Some(earlier) = before {
+        // Dropped (sent or failed) is all that is waited for.
+        let _ = earlier.await;
+    }
+    let sent = match preview.as_ref().and_then(|p| p.message.map(|id| (p, id))) {
+        Some((p, id)) => {
+            p.settle().await;
+            reply::finish_markdown(&api, &chat_id, id, &text).await
+        }
+        None => reply::send_markdown(&api, &chat_id, &text).await,
+    };
+    if let Err(e) = sent {
+        tracing::warn!("telegram: the answer to chat {chat_id} was not delivered: {e}");
+    }
+    drop(done);
 }
 
 impl Channel {

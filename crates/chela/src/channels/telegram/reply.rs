@@ -1,6 +1,7 @@
 //! Sending: an answer as Telegram HTML in chunks Telegram accepts (resent plain if Telegram
 //! still refuses the markup), plain text, files; and the [`Outlet`] the sending tools use.
 
+use std::future::Future;
 use std::path::Path;
 use std::time::Duration;
 
@@ -17,11 +18,26 @@ const MAX_UPLOAD_BYTES: u64 = 50 * 1024 * 1024;
 
 /// Sends one message, waiting out 429s and retrying network errors with back-off.
 async fn send_one(api: &Api, chat_id: &str, text: &str, html: bool) -> Result<(), ApiError> {
+    retried(|| async { api.send_message(chat_id, text, html).await.map(drop) }).await
+}
+
+/// Replaces the text of message `message_id`, with the same retries as [`send_one`].
+async fn edit_one(api: &Api, chat_id: &str, message_id: i64, text: &str, html: bool) -> Result<(), ApiError> {
+    retried(|| api.edit_message_text(chat_id, message_id, text, html)).await
+}
+
+/// Runs `call` until it succeeds, waiting out 429s and retrying network errors with back-off,
+/// [`MAX_ATTEMPTS`] times in all.
+async fn retried<F, Fut>(call: F) -> Result<(), ApiError>
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Result<(), ApiError>>,
+{
     let mut backoff = Backoff::new();
     let mut attempt = 1;
     loop {
-        let wait = match api.send_message(chat_id, text, html).await {
-            Ok(_) => return Ok(()),
+        let wait = match call().await {
+            Ok(()) => return Ok(()),
             Err(ApiError::RateLimited { retry_after }) => retry_after,
             // A timeout may hide a message that did arrive; a second copy beats a lost answer.
             Err(ApiError::Net { retryable: true, .. }) => backoff.next(),
@@ -51,6 +67,38 @@ pub async fn send_markdown(api: &Api, chat_id: &str, markdown: &str) -> Result<(
                 tracing::info!("telegram: the answer's markup was refused ({e}); sending it plain");
                 send_one(api, chat_id, &plain, false).await?;
             }
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+/// Finishes a streamed answer: its first chunk replaces the text of the preview message
+/// `message_id`, the rest follow as new messages. A chunk whose markup Telegram refuses goes
+/// out as its plain text; a preview Telegram no longer lets edit (deleted meanwhile) is left,
+/// and the whole answer is sent anew.
+pub async fn finish_markdown(api: &Api, chat_id: &str, message_id: i64, markdown: &str) -> Result<(), ApiError> {
+    let chunks: Vec<String> =
+        render_chunks(markdown).into_iter().filter(|c| !visible_text(c).trim().is_empty()).collect();
+    let Some((first, rest)) = chunks.split_first() else { return Ok(()) };
+    let edited = match edit_one(api, chat_id, message_id, first, true).await {
+        Err(e) if e.is_bad_markup() => {
+            tracing::info!("telegram: the answer's markup was refused ({e}); showing it plain");
+            edit_one(api, chat_id, message_id, &visible_text(first), false).await
+        }
+        other => other,
+    };
+    match edited {
+        Ok(()) => {}
+        Err(ApiError::Refused { status: 400, description }) => {
+            tracing::info!("telegram: the preview could not be edited ({description}); sending the answer anew");
+            return send_markdown(api, chat_id, markdown).await;
+        }
+        Err(e) => return Err(e),
+    }
+    for chunk in rest {
+        match send_one(api, chat_id, chunk, true).await {
+            Err(e) if e.is_bad_markup() => send_one(api, chat_id, &visible_text(chunk), false).await?,
             other => other?,
         }
     }

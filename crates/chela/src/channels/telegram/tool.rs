@@ -2,15 +2,18 @@
 //! which Chela writes to a Telegram chat on its own (from a schedule, or while working on
 //! another chat's request).
 //!
-//! Only to chats an allowed person opened: a chat with a session file (the daemon creates one
-//! for nobody else) or a private chat whose id is listed in `channels.telegram.allow_from`
-//! (a private chat's id is its user's id). The model cannot be talked into writing to any other
-//! chat the bot is in.
+//! Only to chats the pairing gate opens ([`Gate::may_send`]): a private chat whose id is listed
+//! in `channels.telegram.allow_from` or is an approved person's (a private chat's id is its
+//! user's id), or a chat where such a person talked. A revoke closes them at once. The model
+//! cannot be talked into writing to any other chat the bot is in.
+
+use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::api::Api;
 use super::{CHANNEL, reply};
+use crate::access::{Gate, send_refused};
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 /// The group's id: `chela cap disable telegram` switches the tool off.
@@ -18,12 +21,13 @@ pub const GROUP: &str = "telegram";
 /// Longest text one call sends (four messages' worth).
 const MAX_TEXT_CHARS: usize = 4 * 4096;
 
-pub fn group(api: Api) -> Group {
-    Group::new(GROUP, "Send messages to Telegram chats.").with(SendText { api })
+pub fn group(api: Api, gate: Arc<Gate>) -> Group {
+    Group::new(GROUP, "Send messages to Telegram chats.").with(SendText { api, gate })
 }
 
 pub struct SendText {
     api: Api,
+    gate: Arc<Gate>,
 }
 
 #[derive(Deserialize)]
@@ -56,11 +60,8 @@ impl Tool for SendText {
                 "The text is longer than {MAX_TEXT_CHARS} characters; send less, or in several messages."
             )));
         }
-        let listed = ctx.cfg.settings().channels.telegram.allow_from.iter().any(|a| a == chat);
-        if !listed && !ctx.ws.session_path(CHANNEL, chat).exists() {
-            return Err(ToolError::refused(format!(
-                "No allowed person has talked to Chela in Telegram chat {chat}, so Chela does not write there."
-            )));
+        if !self.gate.may_send(&ctx.cfg, CHANNEL, chat) {
+            return Err(ToolError::refused(send_refused(CHANNEL, chat)));
         }
         reply::send_markdown(&self.api, chat, text).await.map_err(|e| ToolError::new(e.to_string()))?;
         Ok(serde_json::json!({"sent": true, "chat_id": chat}).to_string())
@@ -88,16 +89,18 @@ mod tests {
     async fn it_sends_only_to_allowed_chats() {
         let fake = FakeTelegram::start("1:tool-test");
         let api = Api::new(HttpClient::new(ClientOptions::default()), &fake.base_url(), "1:tool-test");
-        let tool = SendText { api };
         let fixture = crate::tools::testing::Fixture::new(&[("channels.telegram.allow_from", "9, 42")]);
         let ctx = fixture.ctx();
+        let gate = Arc::new(Gate::open(&ctx.ws).unwrap());
+        let tool = SendText { api, gate: Arc::clone(&gate) };
         let args = |chat: &str, text: &str| SendTextArgs { chat_id: chat.into(), text: text.into() };
 
         let refused = tool.call(&ctx, args("7", "hello")).await.unwrap_err();
         assert_eq!(refused.kind(), ToolErrorKind::Refused, "{refused}");
         tool.call(&ctx, args("42", "**hi** <there>")).await.unwrap();
-        std::fs::create_dir_all(ctx.ws.sessions_dir()).unwrap();
-        std::fs::write(ctx.ws.session_path(CHANNEL, "-100"), "").unwrap();
+        // A group where an allowed person talked.
+        assert_eq!(tool.call(&ctx, args("-100", "group note")).await.unwrap_err().kind(), ToolErrorKind::Refused);
+        gate.note_chat(CHANNEL, "-100", "9", 1_700_000_000);
         tool.call(&ctx, args("-100", "group note")).await.unwrap();
         let sent = fake.sent();
         assert_eq!(sent.len(), 2);
