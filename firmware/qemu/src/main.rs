@@ -1,0 +1,217 @@
+//! The emulator turn (issue 9 §6): `chela-core` runs scripted agent turns with tool calls on
+//! QEMU's riscv32 `virt` machine, built for the ESP32-C3's `riscv32imc` like the chip firmware.
+//!
+//! What it is: the chip's turn driver without the radio. Two turns, one per wire format: the
+//! first asks the model (Anthropic Messages, streamed) to remember something, and it calls
+//! `memory_store`; the second (OpenAI Chat Completions, streamed) asks where it is, with the
+//! first turn as history, and the model calls `memory_recall`. Every request body is encoded by
+//! `chela-proto` in 512-byte windows and checked by the scripted server (`wire`); every answer
+//! is a recorded SSE stream fed to the proto decoders in uneven pieces. The replies are checked,
+//! the heap and stack use printed over the UART, and QEMU exits through the sifive_test device:
+//! 0 when every check passed.
+//!
+//! What it is not: the ESP32 firmware. Debian's QEMU has no ESP32 machine, so esp-hal cannot
+//! run here; this proves that the core's turn fits and works on the chip's instruction set and
+//! memory budget. Run it with `firmware/qemu/run.sh`.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod clock;
+mod console;
+mod heap;
+mod stack;
+mod turn;
+mod wire;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use chela_core::exchange::{Endpoint, Kind};
+use chela_core::memory::Entries;
+use chela_proto::chat::Message;
+
+use crate::clock::Clock;
+use crate::turn::Chip;
+use crate::wire::{Call, Server};
+
+/// The receive buffer of the scripted server: the largest request body it takes.
+const WIRE_BYTES: usize = 24 * 1024;
+static mut WIRE: [u8; WIRE_BYTES] = [0; WIRE_BYTES];
+
+const REMEMBER: &str = "Please remember: the spare key is under the blue flowerpot by the back door.";
+const ASK: &str = "Where is the spare key?";
+const STORED: &str = "Saved: the spare key is under the blue flowerpot by the back door.";
+const FOUND: &str = "It is under the blue flowerpot by the back door.";
+const ENTRY_LINE: &str = "[m1] The spare key is under the blue flowerpot by the back door. (tags: home)";
+
+const ANTHROPIC_HEADERS: &[(&str, &str)] = &[
+    ("content-type", "application/json"),
+    ("accept", "text/event-stream"),
+    ("anthropic-version", "2023-06-01"),
+    ("x-api-key", "sk-ant-qemu-test"),
+];
+const OPENAI_HEADERS: &[(&str, &str)] =
+    &[("content-type", "application/json"), ("accept", "text/event-stream"), ("authorization", "Bearer sk-qemu-test")];
+
+/// Turn 1 (Anthropic): the model stores the fact, then confirms.
+static ANTHROPIC_SCRIPT: [Call; 2] = [
+    Call {
+        url: "https://api.anthropic.com/v1/messages",
+        headers: ANTHROPIC_HEADERS,
+        body_has: &[
+            r#""model":"claude-sonnet-4-5""#,
+            r#""stream":true"#,
+            r#""name":"memory_store""#,
+            r#""name":"memory_recall""#,
+            r#"Local time: 2026-11-30T11:25:20+00:00 (Monday, UTC)"#,
+            REMEMBER,
+        ],
+        answer: include_bytes!("../fixtures/anthropic_store.sse"),
+    },
+    Call {
+        url: "https://api.anthropic.com/v1/messages",
+        headers: ANTHROPIC_HEADERS,
+        body_has: &[
+            r#""type":"tool_use","id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK","name":"memory_store""#,
+            r#""type":"tool_result","tool_use_id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK""#,
+            "stored as m1",
+        ],
+        answer: include_bytes!("../fixtures/anthropic_answer.sse"),
+    },
+];
+
+/// Turn 2 (OpenAI), with turn 1 as history: the model recalls the fact, then answers.
+static OPENAI_SCRIPT: [Call; 2] = [
+    Call {
+        url: "https://api.openai.com/v1/chat/completions",
+        headers: OPENAI_HEADERS,
+        body_has: &[
+            r#""model":"gpt-4.1-mini""#,
+            r#""max_completion_tokens":1024"#,
+            REMEMBER,
+            r#""tool_call_id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK""#,
+            STORED,
+            ENTRY_LINE,
+            ASK,
+        ],
+        answer: include_bytes!("../fixtures/openai_recall.sse"),
+    },
+    Call {
+        url: "https://api.openai.com/v1/chat/completions",
+        headers: OPENAI_HEADERS,
+        body_has: &[r#""role":"tool","tool_call_id":"call_7Hn3KqWz2VbX8mLrT5yPcD4e""#, ENTRY_LINE],
+        answer: include_bytes!("../fixtures/openai_answer.sse"),
+    },
+];
+
+#[riscv_rt::entry]
+fn main() -> ! {
+    stack::paint();
+    heap::init();
+    println!(
+        "chela-qemu: riscv32imc, {} KiB heap arena, {} KiB stack",
+        heap::arena_size() / 1024,
+        stack::size() / 1024
+    );
+    match run() {
+        Ok(()) => {
+            println!("chela-qemu: turn ok");
+            console::exit(0)
+        }
+        Err(reason) => {
+            println!("chela-qemu: FAILED: {reason}");
+            console::exit(1)
+        }
+    }
+}
+
+fn endpoint(kind: Kind) -> Endpoint {
+    let (base_url, api_key, model) = match kind {
+        Kind::Anthropic => ("https://api.anthropic.com", "sk-ant-qemu-test", "claude-sonnet-4-5"),
+        Kind::OpenAi => ("https://api.openai.com/v1", "sk-qemu-test", "gpt-4.1-mini"),
+    };
+    Endpoint {
+        kind,
+        base_url: base_url.into(),
+        api_key: api_key.into(),
+        model: model.into(),
+        max_tokens: 1024,
+        stream: true,
+    }
+}
+
+fn check(what: &str, ok: bool) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(alloc::format!("check failed: {what}")) }
+}
+
+fn run() -> Result<(), String> {
+    // SAFETY: the only reference to WIRE ever made; main runs once on the single hart.
+    let wire: &'static mut [u8] = unsafe { &mut *(&raw mut WIRE) };
+    let mut chip = Chip { entries: Entries::default(), clock: Clock::default(), seed: 0x5eed };
+    let at_boot = heap::stats();
+
+    // Turn 1: Anthropic Messages, streamed; the model calls memory_store.
+    let mut server = Server::new(wire, &ANTHROPIC_SCRIPT);
+    heap::reset_peak();
+    let before1 = heap::stats().live;
+    println!("--- turn 1: Anthropic Messages (SSE)\n> {REMEMBER}");
+    let t1 = turn::run(&mut chip, &endpoint(Kind::Anthropic), &mut server, Vec::new(), REMEMBER)?;
+    let peak1 = heap::stats().peak - before1;
+    check("turn 1 answer", t1.text == STORED)?;
+    check(
+        "turn 1 made 2 model calls and 1 tool call",
+        t1.model_calls == 2 && t1.tool_calls == 1 && t1.iterations == 1,
+    )?;
+    check("turn 1 used the whole script", server.calls_left() == 0)?;
+    check("turn 1 usage summed", t1.usage.input_tokens == 1873 + 1968 && t1.usage.output_tokens == 71 + 18)?;
+    check("turn 1 stored 4 messages", t1.messages.len() == 4)?;
+    let stored = chip.entries.get("m1").ok_or("memory entry m1 is missing")?;
+    check(
+        "entry m1 as the model asked, at the clock's time",
+        stored.content == "The spare key is under the blue flowerpot by the back door."
+            && stored.tags == ["home"]
+            && stored.created == chip.clock.unix(),
+    )?;
+    let (received1, largest1) = (server.received, server.largest);
+    let wire = server.into_wire();
+
+    // Turn 2: OpenAI Chat Completions, streamed, with turn 1 as history; the model calls memory_recall.
+    let history: Vec<Message> = t1.messages;
+    let mut server = Server::new(wire, &OPENAI_SCRIPT);
+    heap::reset_peak();
+    let before = heap::stats().live;
+    println!("--- turn 2: OpenAI Chat Completions (SSE)\n> {ASK}");
+    let t2 = turn::run(&mut chip, &endpoint(Kind::OpenAi), &mut server, history, ASK)?;
+    let peak2 = heap::stats().peak - before;
+    check("turn 2 answer", t2.text == FOUND)?;
+    check(
+        "turn 2 made 2 model calls and 1 tool call",
+        t2.model_calls == 2 && t2.tool_calls == 1 && t2.iterations == 1,
+    )?;
+    check("turn 2 used the whole script", server.calls_left() == 0)?;
+    check("turn 2 usage summed", t2.usage.input_tokens == 2114 + 2163 && t2.usage.output_tokens == 17 + 11)?;
+    drop(t2);
+
+    let s = heap::stats();
+    check("no allocation failed", s.failures == 0)?;
+    println!("chela-qemu: heap before the turns {} B", at_boot.live);
+    println!(
+        "chela-qemu: turn 1 (anthropic) heap peak {} B above {} B held; request bodies {} B (largest {} B)",
+        peak1, before1, received1, largest1
+    );
+    println!(
+        "chela-qemu: turn 2 (openai) heap peak {} B above {} B held (history + memory); request bodies {} B (largest {} B)",
+        peak2, before, server.received, server.largest
+    );
+    println!(
+        "chela-qemu: arena {} B: high-water {} B, allocator used peak (turn 2) {} B, {} allocations",
+        heap::arena_size(),
+        s.high_water,
+        s.used_peak,
+        s.allocations
+    );
+    println!("chela-qemu: stack peak {} B of {} B", stack::used(), stack::size());
+    Ok(())
+}

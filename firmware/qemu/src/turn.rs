@@ -1,0 +1,239 @@
+//! The chip's turn driver: `chela-core`'s [`AgentRun`] stepped to the end, each model call made
+//! through the core's [`Exchange`], the request body written in fixed windows
+//! ([`json::Window`]) and the answer fed to the proto stream decoder in pieces, the tool calls
+//! run against the core's memory entries. The network is [`Server`]; time is [`Clock`].
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use chela_core::agent::{AgentRun, Limits, ModelCall, Step, ToolCall, ToolResult};
+use chela_core::exchange::{Endpoint, Exchange, Options, Outcome};
+use chela_core::memory::{self, Entries};
+use chela_core::prompt;
+use chela_proto::chat::{Message, ToolSpec, Update, Usage};
+use chela_proto::json::{Counter, Window};
+use serde::Deserialize;
+
+use crate::clock::Clock;
+use crate::wire::Server;
+use crate::{print, println};
+
+/// Bytes of request body encoded and sent at a time: the chip's socket write buffer.
+pub const WINDOW: usize = 512;
+
+/// Response pieces as the socket hands them out: uneven, so SSE lines and UTF-8 split anywhere.
+const PIECES: [usize; 5] = [1, 7, 64, 300, 29];
+
+/// The memory tools the chip offers, with the host's names, descriptions and schemas.
+pub const TOOLS: [ToolSpec<'static>; 2] = [
+    ToolSpec {
+        name: "memory_store",
+        description: "Remember a fact for future conversations. Returns its id.",
+        input_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"One self-contained fact."},"tags":{"type":"array","items":{"type":"string"}},"source":{"type":"string","description":"Where it came from, e.g. chat."}},"required":["content"]}"#,
+    },
+    ToolSpec {
+        name: "memory_recall",
+        description: "Search remembered facts by keywords, best matches first.",
+        input_schema: r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":50}},"required":["query"]}"#,
+    },
+];
+
+/// What the chip keeps between turns.
+pub struct Chip {
+    pub entries: Entries,
+    pub clock: Clock,
+    /// Seeds the retry jitter; the chip would take it from its RNG.
+    pub seed: u64,
+}
+
+/// How a turn went.
+#[derive(Debug)]
+pub struct Turn {
+    pub text: String,
+    /// The messages the turn added, the person's first: what is persisted.
+    pub messages: Vec<Message>,
+    pub iterations: u32,
+    pub model_calls: u32,
+    pub tool_calls: u32,
+    pub usage: Usage,
+}
+
+/// Runs one turn to its end. `history` is the session as loaded.
+pub fn run(
+    chip: &mut Chip,
+    endpoint: &Endpoint,
+    server: &mut Server,
+    history: Vec<Message>,
+    user: &str,
+) -> Result<Turn, String> {
+    let system = system_prompt(chip);
+    let limits = Limits { history_budget: 16 * 1024, max_tool_output: 4 * 1024, ..Limits::default() };
+    let mut run = AgentRun::new(history, Message::user_text(user), system, limits);
+    let (mut model_calls, mut tool_calls) = (0u32, 0u32);
+    loop {
+        // Each arm ends the borrow of `run` that `next_step` took before feeding it.
+        let results = match run.next_step() {
+            Step::CallModel(call) => {
+                model_calls += 1;
+                let reply = call_model(chip, endpoint, server, &call)?;
+                run.handle_reply(reply).map_err(|e| e.to_string())?;
+                continue;
+            }
+            Step::CallTools(calls) => {
+                tool_calls += calls.len() as u32;
+                calls.iter().map(|c| run_tool(chip, c)).collect::<Vec<_>>()
+            }
+            Step::Done(outcome) => {
+                if outcome.cancelled || outcome.hit_tool_limit {
+                    return Err(format!("the turn ended early: {}", outcome.text));
+                }
+                let text = outcome.text.clone();
+                let (iterations, usage) = (outcome.iterations, outcome.usage);
+                return Ok(Turn {
+                    text,
+                    messages: run.turn_messages().to_vec(),
+                    iterations,
+                    model_calls,
+                    tool_calls,
+                    usage,
+                });
+            }
+        };
+        run.handle_tool_results(results).map_err(|e| e.to_string())?;
+    }
+}
+
+/// The system prompt from the default memory files and the remembered entries.
+fn system_prompt(chip: &Chip) -> String {
+    let entries = chip.entries.render(prompt::Bounds::default().entries);
+    let (local_time, weekday) = chip.clock.utc();
+    let inputs = prompt::Inputs {
+        soul: memory::SOUL_DEFAULT,
+        agents: memory::AGENTS_DEFAULT,
+        user: memory::USER_DEFAULT,
+        memory: memory::MEMORY_DEFAULT,
+        entries: &entries,
+        daily: "",
+        tool_guidance: "Save what the user asks you to remember with memory_store; look it up with memory_recall.",
+        context: prompt::TurnContext {
+            channel: "serial",
+            chat_id: "console",
+            local_time: &local_time,
+            weekday,
+            timezone: "UTC",
+        },
+    };
+    prompt::build(&inputs, &prompt::Bounds::default())
+}
+
+/// One model call through the core's exchange: send, stream the answer in, take the reply.
+fn call_model(
+    chip: &mut Chip,
+    endpoint: &Endpoint,
+    server: &mut Server,
+    call: &ModelCall<'_>,
+) -> Result<chela_proto::chat::Reply, String> {
+    let mut ex = Exchange::new(endpoint.clone(), Options::CHIP, chip.clock.now_ms(), chip.seed);
+    chip.seed = chip.seed.wrapping_add(1);
+    ex.start(chip.clock.now_ms());
+    if !ex.wants_input() {
+        return Err("the exchange did not start".into());
+    }
+    // Two passes, as on the chip: count for the Content-Length, then encode again window by
+    // window straight onto the socket; the body is never held whole.
+    let mut length = Counter::default();
+    endpoint.write_body(call, &TOOLS, &mut length);
+    server.handle_head(&ex.head(), length.0)?;
+    let mut buf = Vec::with_capacity(WINDOW);
+    let mut sent = 0;
+    while sent < length.0 {
+        endpoint.write_body(call, &TOOLS, &mut Window::new(sent, WINDOW, &mut buf));
+        if buf.is_empty() {
+            return Err(format!("the body encoder stopped at byte {sent} of {}", length.0));
+        }
+        server.handle_body(&buf)?;
+        sent += buf.len();
+    }
+    drop(buf);
+    let answer = server.respond()?;
+
+    chip.clock.advance(350);
+    ex.handle_head(200, &[("content-type", "text/event-stream; charset=utf-8")], chip.clock.now_ms());
+    let mut shown = |u: Update<'_>| {
+        if let Update::Text(t) = u {
+            print!("{t}");
+        }
+    };
+    let mut rest = answer;
+    for &n in PIECES.iter().cycle() {
+        if rest.is_empty() || !ex.wants_input() {
+            break;
+        }
+        let (piece, tail) = rest.split_at(n.min(rest.len()));
+        rest = tail;
+        chip.clock.advance(3);
+        ex.handle_body(piece, chip.clock.now_ms(), &mut shown);
+    }
+    ex.handle_end(chip.clock.now_ms(), &mut shown);
+    println!();
+    match ex.poll_outcome() {
+        Some(Outcome::Reply(reply)) => Ok(reply),
+        Some(Outcome::Failed(e)) => Err(format!("the model call failed: {e}")),
+        Some(Outcome::RetryAt(t)) => Err(format!("the model call wants a retry at {t} ms: {:?}", ex.last_failure())),
+        None => Err("the model call did not finish".into()),
+    }
+}
+
+#[derive(Deserialize)]
+struct StoreArgs {
+    content: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    source: String,
+}
+
+#[derive(Deserialize)]
+struct RecallArgs {
+    query: String,
+    #[serde(default)]
+    max_results: Option<usize>,
+}
+
+/// Runs one tool call against the core's memory entries.
+fn run_tool(chip: &mut Chip, call: &ToolCall) -> ToolResult {
+    println!("[tool] {} {}", call.name, call.input.as_str());
+    let out = match call.name.as_str() {
+        "memory_store" => serde_json::from_str::<StoreArgs>(call.input.as_str()).map_err(bad_args).and_then(|a| {
+            let source = if a.source.is_empty() { "chat" } else { a.source.as_str() };
+            chip.entries
+                .store(&a.content, &a.tags, source, chip.clock.unix())
+                .map(|e| format!("stored as {}", e.id))
+                .map_err(|e| e.to_string())
+        }),
+        "memory_recall" => serde_json::from_str::<RecallArgs>(call.input.as_str()).map_err(bad_args).map(|a| {
+            let hits = chip.entries.recall(&a.query, a.max_results.unwrap_or(8).clamp(1, 50));
+            if hits.is_empty() {
+                format!("Nothing remembered matches \"{}\".", a.query)
+            } else {
+                hits.iter().map(|(_, e)| memory::render_line(e)).collect::<Vec<_>>().join("\n")
+            }
+        }),
+        other => Err(format!("There is no tool `{other}` on this device.")),
+    };
+    match out {
+        Ok(content) => {
+            println!("[tool] -> {content}");
+            ToolResult::ok(call.id.clone(), content)
+        }
+        Err(e) => {
+            println!("[tool] failed: {e}");
+            ToolResult::error(call.id.clone(), e)
+        }
+    }
+}
+
+fn bad_args(e: serde_json::Error) -> String {
+    format!("The arguments do not fit the tool's schema: {e}")
+}
