@@ -114,6 +114,14 @@ unsafe impl GlobalAlloc for Counting {
             let mut s = cell.get();
             if p.is_null() {
                 s.failures += 1;
+                // Said before the out-of-memory panic that follows, which knows only the size.
+                crate::println!(
+                    "chela-qemu: the arena could not give {} B ({} B live, {} B in use by the allocator, {} B free)",
+                    layout.size(),
+                    s.live,
+                    used,
+                    self.heap.free()
+                );
             } else {
                 s.allocations += 1;
                 s.live += layout.size();

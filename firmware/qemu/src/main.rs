@@ -34,7 +34,7 @@ use chela_proto::chat::Message;
 
 use crate::clock::Clock;
 use crate::turn::Chip;
-use crate::wire::{Call, Server};
+use crate::wire::{Answer, Call, Server};
 
 /// The receive buffer of the scripted server: the largest request body it takes.
 const WIRE_BYTES: usize = 24 * 1024;
@@ -68,7 +68,7 @@ static ANTHROPIC_SCRIPT: [Call; 2] = [
             r#"Local time: 2026-11-30T11:25:20+00:00 (Monday, UTC)"#,
             REMEMBER,
         ],
-        answer: include_bytes!("../fixtures/anthropic_store.sse"),
+        answer: Answer::Recorded(include_bytes!("../fixtures/anthropic_store.sse")),
     },
     Call {
         url: "https://api.anthropic.com/v1/messages",
@@ -78,7 +78,7 @@ static ANTHROPIC_SCRIPT: [Call; 2] = [
             r#""type":"tool_result","tool_use_id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK""#,
             "stored as m1",
         ],
-        answer: include_bytes!("../fixtures/anthropic_answer.sse"),
+        answer: Answer::Recorded(include_bytes!("../fixtures/anthropic_answer.sse")),
     },
 ];
 
@@ -96,15 +96,32 @@ static OPENAI_SCRIPT: [Call; 2] = [
             ENTRY_LINE,
             ASK,
         ],
-        answer: include_bytes!("../fixtures/openai_recall.sse"),
+        answer: Answer::Recorded(include_bytes!("../fixtures/openai_recall.sse")),
     },
     Call {
         url: "https://api.openai.com/v1/chat/completions",
         headers: OPENAI_HEADERS,
         body_has: &[r#""role":"tool","tool_call_id":"call_7Hn3KqWz2VbX8mLrT5yPcD4e""#, ENTRY_LINE],
-        answer: include_bytes!("../fixtures/openai_answer.sse"),
+        answer: Answer::Recorded(include_bytes!("../fixtures/openai_answer.sse")),
     },
 ];
+
+const STORY: &str = "Tell me a very long story.";
+/// Where the endless server would give up by itself.
+const ENDLESS_LIMIT: usize = 1024 * 1024;
+
+/// Turn 3 (Anthropic): a server that streams text forever. The decoder's reply bound
+/// (`Limits::CHIP`, 32 KiB) must stop it, and the turn must end with a short reply, not a reset.
+static ENDLESS_SCRIPT: [Call; 1] = [Call {
+    url: "https://api.anthropic.com/v1/messages",
+    headers: ANTHROPIC_HEADERS,
+    body_has: &[STORY],
+    answer: Answer::Endless {
+        head: b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01Zz\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":2210,\"output_tokens\":1}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        event: b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"All work and no play makes Jack a dull boy. \"}}\n\n",
+        limit: ENDLESS_LIMIT,
+    },
+}];
 
 #[riscv_rt::entry]
 fn main() -> ! {
@@ -149,7 +166,7 @@ fn check(what: &str, ok: bool) -> Result<(), String> {
 fn run() -> Result<(), String> {
     // SAFETY: the only reference to WIRE ever made; main runs once on the single hart.
     let wire: &'static mut [u8] = unsafe { &mut *(&raw mut WIRE) };
-    let mut chip = Chip { entries: Entries::default(), clock: Clock::default(), seed: 0x5eed };
+    let mut chip = Chip { entries: Entries::default(), clock: Clock::default(), seed: 0x5eed, last_answer_bytes: 0 };
     let at_boot = heap::stats();
 
     // Turn 1: Anthropic Messages, streamed; the model calls memory_store.
@@ -192,7 +209,30 @@ fn run() -> Result<(), String> {
     )?;
     check("turn 2 used the whole script", server.calls_left() == 0)?;
     check("turn 2 usage summed", t2.usage.input_tokens == 2114 + 2163 && t2.usage.output_tokens == 17 + 11)?;
+    let (received2, largest2) = (server.received, server.largest);
     drop(t2);
+    let wire = server.into_wire();
+
+    // Turn 3: a reply that never ends. Refused at the chip's reply bound with a short reply.
+    let mut server = Server::new(wire, &ENDLESS_SCRIPT);
+    heap::reset_peak();
+    let before3 = heap::stats().live;
+    println!("--- turn 3: a server that never stops sending (Anthropic SSE)\n> {STORY}");
+    let t3 = turn::run(&mut chip, &endpoint(Kind::Anthropic), &mut server, Vec::new(), STORY)?;
+    let peak3 = heap::stats().peak - before3;
+    println!("{}", t3.text);
+    check("turn 3 was stopped", t3.aborted && t3.model_calls == 1 && t3.tool_calls == 0)?;
+    check(
+        "turn 3 says why",
+        t3.text.starts_with(
+            "(this turn stopped: The provider https://api.anthropic.com sent a reply Chela will not hold (the reply is larger than 32768 bytes)",
+        ),
+    )?;
+    // 32 KiB of text is about 115 KiB of SSE; refused long before the server would stop by itself.
+    check("turn 3 was refused by the bound, not ended by the server", chip.last_answer_bytes < ENDLESS_LIMIT / 2)?;
+    check("turn 3 keeps a well-formed exchange", t3.messages.len() == 2)?;
+    let endless_bytes = chip.last_answer_bytes;
+    drop(t3);
 
     let s = heap::stats();
     check("no allocation failed", s.failures == 0)?;
@@ -203,15 +243,20 @@ fn run() -> Result<(), String> {
     );
     println!(
         "chela-qemu: turn 2 (openai) heap peak {} B above {} B held (history + memory); request bodies {} B (largest {} B)",
-        peak2, before, server.received, server.largest
+        peak2, before, received2, largest2
     );
     println!(
-        "chela-qemu: arena {} B: high-water {} B, allocator used peak (turn 2) {} B, {} allocations",
+        "chela-qemu: turn 3 (endless reply) heap peak {} B above {} B held; refused after {} response bytes",
+        peak3, before3, endless_bytes
+    );
+    println!(
+        "chela-qemu: arena {} B: high-water {} B, allocator used peak (turn 3) {} B, {} allocations",
         heap::arena_size(),
         s.high_water,
         s.used_peak,
         s.allocations
     );
     println!("chela-qemu: stack peak {} B of {} B", stack::used(), stack::size());
+    check("the stack stayed within its region", stack::used() < stack::size())?;
     Ok(())
 }

@@ -8,10 +8,10 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use chela_core::agent::{AgentRun, Limits, ModelCall, Step, ToolCall, ToolResult};
-use chela_core::exchange::{Endpoint, Exchange, Options, Outcome};
+use chela_core::exchange::{Context, Endpoint, Exchange, ModelError, Options, Outcome};
 use chela_core::memory::{self, Entries};
 use chela_core::prompt;
-use chela_proto::chat::{Message, ToolSpec, Update, Usage};
+use chela_proto::chat::{Message, Reply, StopReason, ToolSpec, Update, Usage};
 use chela_proto::json::{Counter, Window};
 use serde::Deserialize;
 
@@ -24,6 +24,9 @@ pub const WINDOW: usize = 512;
 
 /// Response pieces as the socket hands them out: uneven, so SSE lines and UTF-8 split anywhere.
 const PIECES: [usize; 5] = [1, 7, 64, 300, 29];
+
+/// Answer bytes echoed on the console per model call.
+const MAX_ECHO: usize = 512;
 
 /// The memory tools the chip offers, with the host's names, descriptions and schemas.
 pub const TOOLS: [ToolSpec<'static>; 2] = [
@@ -45,12 +48,16 @@ pub struct Chip {
     pub clock: Clock,
     /// Seeds the retry jitter; the chip would take it from its RNG.
     pub seed: u64,
+    /// Response bytes the last model call read.
+    pub last_answer_bytes: usize,
 }
 
 /// How a turn went.
 #[derive(Debug)]
 pub struct Turn {
     pub text: String,
+    /// A model call failed and the turn was closed with a note saying why.
+    pub aborted: bool,
     /// The messages the turn added, the person's first: what is persisted.
     pub messages: Vec<Message>,
     pub iterations: u32,
@@ -76,8 +83,15 @@ pub fn run(
         let results = match run.next_step() {
             Step::CallModel(call) => {
                 model_calls += 1;
-                let reply = call_model(chip, endpoint, server, &call)?;
-                run.handle_reply(reply).map_err(|e| e.to_string())?;
+                match call_model(chip, endpoint, server, &call)? {
+                    Ok(reply) => run.handle_reply(reply).map_err(|e| e.to_string())?,
+                    // What the host does too: the turn ends with a short reply saying why,
+                    // and what is persisted stays well-formed.
+                    Err(e) => {
+                        let ctx = Context { who: endpoint.base_url.as_str(), model: &endpoint.model, key_fix: "" };
+                        run.abort(&format!("(this turn stopped: {})", e.explain(&ctx)));
+                    }
+                }
                 continue;
             }
             Step::CallTools(calls) => {
@@ -89,9 +103,11 @@ pub fn run(
                     return Err(format!("the turn ended early: {}", outcome.text));
                 }
                 let text = outcome.text.clone();
+                let aborted = outcome.stop_reason == StopReason::Other("aborted".into());
                 let (iterations, usage) = (outcome.iterations, outcome.usage);
                 return Ok(Turn {
                     text,
+                    aborted,
                     messages: run.turn_messages().to_vec(),
                     iterations,
                     model_calls,
@@ -128,12 +144,14 @@ fn system_prompt(chip: &Chip) -> String {
 }
 
 /// One model call through the core's exchange: send, stream the answer in, take the reply.
+/// The outer error is a broken script (the run fails); the inner one is the model call failing
+/// as the core judged it (the turn ends with a note).
 fn call_model(
     chip: &mut Chip,
     endpoint: &Endpoint,
     server: &mut Server,
     call: &ModelCall<'_>,
-) -> Result<chela_proto::chat::Reply, String> {
+) -> Result<Result<Reply, ModelError>, String> {
     let mut ex = Exchange::new(endpoint.clone(), Options::CHIP, chip.clock.now_ms(), chip.seed);
     chip.seed = chip.seed.wrapping_add(1);
     ex.start(chip.clock.now_ms());
@@ -156,30 +174,42 @@ fn call_model(
         sent += buf.len();
     }
     drop(buf);
-    let answer = server.respond()?;
+    let mut body = server.respond()?;
 
     chip.clock.advance(350);
     ex.handle_head(200, &[("content-type", "text/event-stream; charset=utf-8")], chip.clock.now_ms());
+    // The console shows the answer as it streams, up to a bound: a serial line is slow.
+    let mut echoed = 0usize;
     let mut shown = |u: Update<'_>| {
         if let Update::Text(t) = u {
-            print!("{t}");
+            if echoed < MAX_ECHO {
+                print!("{}", chela_core::text::prefix(t, MAX_ECHO - echoed));
+            }
+            echoed += t.len();
         }
     };
-    let mut rest = answer;
     for &n in PIECES.iter().cycle() {
-        if rest.is_empty() || !ex.wants_input() {
+        if !ex.wants_input() {
             break;
         }
-        let (piece, tail) = rest.split_at(n.min(rest.len()));
-        rest = tail;
+        let Some(piece) = body.next_piece(n) else {
+            ex.handle_end(chip.clock.now_ms(), &mut shown);
+            break;
+        };
         chip.clock.advance(3);
         ex.handle_body(piece, chip.clock.now_ms(), &mut shown);
     }
-    ex.handle_end(chip.clock.now_ms(), &mut shown);
+    if echoed > MAX_ECHO {
+        print!(" [... {} more bytes]", echoed - MAX_ECHO);
+    }
     println!();
+    chip.last_answer_bytes = body.sent();
     match ex.poll_outcome() {
-        Some(Outcome::Reply(reply)) => Ok(reply),
-        Some(Outcome::Failed(e)) => Err(format!("the model call failed: {e}")),
+        Some(Outcome::Reply(reply)) => Ok(Ok(reply)),
+        Some(Outcome::Failed(e)) => {
+            println!("[model] failed after {} response bytes: {e}", body.sent());
+            Ok(Err(e))
+        }
         Some(Outcome::RetryAt(t)) => Err(format!("the model call wants a retry at {t} ms: {:?}", ex.last_failure())),
         None => Err("the model call did not finish".into()),
     }

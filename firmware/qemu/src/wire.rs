@@ -21,8 +21,49 @@ pub struct Call {
     pub headers: &'static [(&'static str, &'static str)],
     /// Pieces of JSON text the body must contain.
     pub body_has: &'static [&'static str],
-    /// The response body: a recorded SSE stream.
-    pub answer: &'static [u8],
+    /// The response body.
+    pub answer: Answer,
+}
+
+/// A response body.
+#[derive(Clone, Copy, Debug)]
+pub enum Answer {
+    /// A recorded SSE stream.
+    Recorded(&'static [u8]),
+    /// A server that never stops: `head`, then `event` over and over, until `limit` bytes were
+    /// sent (then the body ends, which the decoder must not have let it reach).
+    Endless { head: &'static [u8], event: &'static [u8], limit: usize },
+}
+
+/// A response body being sent, piece by piece.
+#[derive(Debug)]
+pub struct Body {
+    answer: Answer,
+    pos: usize,
+}
+
+impl Body {
+    pub fn new(answer: Answer) -> Body {
+        Body { answer, pos: 0 }
+    }
+
+    /// Bytes sent so far.
+    pub fn sent(&self) -> usize {
+        self.pos
+    }
+
+    /// The next piece, at most `n` bytes; `None` once the body is over.
+    pub fn next_piece(&mut self, n: usize) -> Option<&'static [u8]> {
+        let piece = match self.answer {
+            Answer::Recorded(bytes) => &bytes[self.pos.min(bytes.len())..],
+            Answer::Endless { limit, .. } if self.pos >= limit => &[],
+            Answer::Endless { head, .. } if self.pos < head.len() => &head[self.pos..],
+            Answer::Endless { head, event, .. } => &event[(self.pos - head.len()) % event.len()..],
+        };
+        let piece = &piece[..piece.len().min(n)];
+        self.pos += piece.len();
+        (!piece.is_empty()).then_some(piece)
+    }
 }
 
 /// The scripted server. See the module docs.
@@ -95,7 +136,7 @@ impl Server {
     }
 
     /// The request is complete: checks it and returns the scripted answer.
-    pub fn respond(&mut self) -> Result<&'static [u8], String> {
+    pub fn respond(&mut self) -> Result<Body, String> {
         let call = self.current()?;
         let n = self.next + 1;
         let body = &self.wire[..self.len];
@@ -115,7 +156,7 @@ impl Server {
         self.received += self.len;
         self.largest = self.largest.max(self.len);
         self.next += 1;
-        Ok(call.answer)
+        Ok(Body::new(call.answer))
     }
 }
 
