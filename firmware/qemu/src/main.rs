@@ -46,6 +46,8 @@ const STORED: &str = "Saved: the spare key is under the blue flowerpot by the ba
 const FOUND: &str = "It is under the blue flowerpot by the back door.";
 const ENTRY_LINE: &str = "[m1] The spare key is under the blue flowerpot by the back door. (tags: home)";
 
+const SSE: &str = "text/event-stream; charset=utf-8";
+
 const ANTHROPIC_HEADERS: &[(&str, &str)] = &[
     ("content-type", "application/json"),
     ("accept", "text/event-stream"),
@@ -60,6 +62,7 @@ static ANTHROPIC_SCRIPT: [Call; 2] = [
     Call {
         url: "https://api.anthropic.com/v1/messages",
         headers: ANTHROPIC_HEADERS,
+        content_type: SSE,
         body_has: &[
             r#""model":"claude-sonnet-4-5""#,
             r#""stream":true"#,
@@ -73,6 +76,7 @@ static ANTHROPIC_SCRIPT: [Call; 2] = [
     Call {
         url: "https://api.anthropic.com/v1/messages",
         headers: ANTHROPIC_HEADERS,
+        content_type: SSE,
         body_has: &[
             r#""type":"tool_use","id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK","name":"memory_store""#,
             r#""type":"tool_result","tool_use_id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK""#,
@@ -87,6 +91,7 @@ static OPENAI_SCRIPT: [Call; 2] = [
     Call {
         url: "https://api.openai.com/v1/chat/completions",
         headers: OPENAI_HEADERS,
+        content_type: SSE,
         body_has: &[
             r#""model":"gpt-4.1-mini""#,
             r#""max_completion_tokens":1024"#,
@@ -101,6 +106,7 @@ static OPENAI_SCRIPT: [Call; 2] = [
     Call {
         url: "https://api.openai.com/v1/chat/completions",
         headers: OPENAI_HEADERS,
+        content_type: SSE,
         body_has: &[r#""role":"tool","tool_call_id":"call_7Hn3KqWz2VbX8mLrT5yPcD4e""#, ENTRY_LINE],
         answer: Answer::Recorded(include_bytes!("../fixtures/openai_answer.sse")),
     },
@@ -115,10 +121,27 @@ const ENDLESS_LIMIT: usize = 1024 * 1024;
 static ENDLESS_SCRIPT: [Call; 1] = [Call {
     url: "https://api.anthropic.com/v1/messages",
     headers: ANTHROPIC_HEADERS,
+    content_type: SSE,
     body_has: &[STORY],
     answer: Answer::Endless {
         head: b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01Zz\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":2210,\"output_tokens\":1}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
         event: b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"All work and no play makes Jack a dull boy. \"}}\n\n",
+        limit: ENDLESS_LIMIT,
+    },
+}];
+
+const WHOLE: &str = "Answer without streaming.";
+
+/// Turn 4 (OpenAI): a server that ignores `stream: true` and sends one JSON body that never
+/// ends. The exchange's whole-body bound (`Options::CHIP`) must stop it the same way.
+static WHOLE_SCRIPT: [Call; 1] = [Call {
+    url: "https://api.openai.com/v1/chat/completions",
+    headers: OPENAI_HEADERS,
+    content_type: "application/json",
+    body_has: &[WHOLE],
+    answer: Answer::Endless {
+        head: b"{\"id\":\"chatcmpl-C2hR1\",\"object\":\"chat.completion\",\"model\":\"gpt-4.1-mini\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"",
+        event: b"All work and no play makes Jack a dull boy. ",
         limit: ENDLESS_LIMIT,
     },
 }];
@@ -233,6 +256,26 @@ fn run() -> Result<(), String> {
     check("turn 3 keeps a well-formed exchange", t3.messages.len() == 2)?;
     let endless_bytes = chip.last_answer_bytes;
     drop(t3);
+    let wire = server.into_wire();
+
+    // Turn 4: a whole JSON body that never ends. Refused at the chip's body bound.
+    let mut server = Server::new(wire, &WHOLE_SCRIPT);
+    heap::reset_peak();
+    let before4 = heap::stats().live;
+    println!("--- turn 4: a server that sends one endless JSON body (OpenAI, not streamed)\n> {WHOLE}");
+    let t4 = turn::run(&mut chip, &endpoint(Kind::OpenAi), &mut server, Vec::new(), WHOLE)?;
+    let peak4 = heap::stats().peak - before4;
+    println!("{}", t4.text);
+    check("turn 4 was stopped", t4.aborted && t4.model_calls == 1 && t4.tool_calls == 0)?;
+    check(
+        "turn 4 says why",
+        t4.text.starts_with(
+            "(this turn stopped: The provider https://api.openai.com/v1 sent a reply Chela will not hold (the response body is larger than",
+        ),
+    )?;
+    check("turn 4 was refused by the bound, not ended by the server", chip.last_answer_bytes < ENDLESS_LIMIT / 2)?;
+    let whole_bytes = chip.last_answer_bytes;
+    drop(t4);
 
     let s = heap::stats();
     check("no allocation failed", s.failures == 0)?;
@@ -250,7 +293,11 @@ fn run() -> Result<(), String> {
         peak3, before3, endless_bytes
     );
     println!(
-        "chela-qemu: arena {} B: high-water {} B, allocator used peak (turn 3) {} B, {} allocations",
+        "chela-qemu: turn 4 (endless whole body) heap peak {} B above {} B held; refused after {} response bytes",
+        peak4, before4, whole_bytes
+    );
+    println!(
+        "chela-qemu: arena {} B: high-water {} B, allocator used peak (turn 4) {} B, {} allocations",
         heap::arena_size(),
         s.high_water,
         s.used_peak,

@@ -174,10 +174,10 @@ fn call_model(
         sent += buf.len();
     }
     drop(buf);
-    let mut body = server.respond()?;
+    let (content_type, mut body) = server.respond()?;
 
     chip.clock.advance(350);
-    ex.handle_head(200, &[("content-type", "text/event-stream; charset=utf-8")], chip.clock.now_ms());
+    ex.handle_head(200, &[("content-type", content_type)], chip.clock.now_ms());
     // The console shows the answer as it streams, up to a bound: a serial line is slow.
     let mut echoed = 0usize;
     let mut shown = |u: Update<'_>| {

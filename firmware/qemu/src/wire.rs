@@ -19,6 +19,8 @@ pub struct Call {
     pub url: &'static str,
     /// Header (name, value) pairs the request must have, exactly.
     pub headers: &'static [(&'static str, &'static str)],
+    /// The response's content type: `text/event-stream` for a stream.
+    pub content_type: &'static str,
     /// Pieces of JSON text the body must contain.
     pub body_has: &'static [&'static str],
     /// The response body.
@@ -136,7 +138,7 @@ impl Server {
     }
 
     /// The request is complete: checks it and returns the scripted answer.
-    pub fn respond(&mut self) -> Result<Body, String> {
+    pub fn respond(&mut self) -> Result<(&'static str, Body), String> {
         let call = self.current()?;
         let n = self.next + 1;
         let body = &self.wire[..self.len];
@@ -156,7 +158,7 @@ impl Server {
         self.received += self.len;
         self.largest = self.largest.max(self.len);
         self.next += 1;
-        Ok(Body::new(call.answer))
+        Ok((call.content_type, Body::new(call.answer)))
     }
 }
 
