@@ -20,6 +20,7 @@ pub mod cap;
 pub mod compaction;
 pub mod config;
 pub mod exchange;
+pub mod flash;
 pub mod history;
 pub mod memory;
 pub mod prompt;

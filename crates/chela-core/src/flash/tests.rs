@@ -1,0 +1,338 @@
+//! The store against its promises: round trips, reboots, power cuts at every unit of work,
+//! bit rot, a full partition, wear, bounds. The flash is [`RamFlash`], which keeps the
+//! [`Flash`](super::Flash) contract strictly.
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+use core::ops::ControlFlow;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::storage::{Storage, contract};
+
+type Store = FlashStore<RamFlash>;
+
+fn fresh(sector_size: u32, sectors: u32) -> Store {
+    FlashStore::open(RamFlash::new(sector_size, sectors)).unwrap()
+}
+
+fn reboot(s: Store) -> Store {
+    FlashStore::open_with(s.into_flash(), Limits::default()).unwrap()
+}
+
+fn read(s: &Store, key: &str, order: Order) -> Vec<(Kind, Vec<u8>)> {
+    let mut out = Vec::new();
+    s.read(key, order, &mut |r| {
+        out.push((r.kind, r.payload.to_vec()));
+        ControlFlow::Continue(())
+    })
+    .unwrap();
+    out
+}
+
+fn payloads(s: &Store, key: &str) -> Vec<Vec<u8>> {
+    read(s, key, Order::OldestFirst).into_iter().map(|(_, p)| p).collect()
+}
+
+/// Every key's records, oldest first, and what each key reports as dropped. Keys with no
+/// records left are not listed: a reboot cannot know about them.
+type Snapshot = BTreeMap<String, (Vec<(Kind, Vec<u8>)>, u32)>;
+
+fn snapshot(s: &Store) -> Snapshot {
+    s.keys().into_iter().filter(|k| k.records > 0).map(|k| (k.key.clone(), (read(s, &k.key, Order::OldestFirst), k.dropped))).collect()
+}
+
+#[test]
+fn records_round_trip_in_order_and_survive_a_reboot() {
+    let mut s = fresh(4096, 4);
+    s.append_line("tg_1", b"{\"role\":\"user\"}").unwrap();
+    s.append_entry("entries.jsonl", b"remember milk").unwrap();
+    s.append_line("tg_1", b"{\"role\":\"assistant\"}").unwrap();
+    s.append_line("tg_2", b"").unwrap();
+    let want = vec![(Kind::Line, b"{\"role\":\"user\"}".to_vec()), (Kind::Line, b"{\"role\":\"assistant\"}".to_vec())];
+    assert_eq!(read(&s, "tg_1", Order::OldestFirst), want);
+    let mut newest = want.clone();
+    newest.reverse();
+    assert_eq!(read(&s, "tg_1", Order::NewestFirst), newest);
+    assert_eq!(payloads(&s, "tg_2"), vec![Vec::<u8>::new()], "an empty payload is a record too");
+    assert_eq!(payloads(&s, "nobody"), Vec::<Vec<u8>>::new());
+    let before = snapshot(&s);
+    let s = reboot(s);
+    assert_eq!(snapshot(&s), before, "the boot scan rebuilds the same index");
+    let st = s.stats();
+    assert_eq!((st.records, st.corrupt, st.repaired, st.dropped), (4, 0, 0, 0));
+    // The reader can stop.
+    let mut seen = 0;
+    s.read("tg_1", Order::NewestFirst, &mut |_| {
+        seen += 1;
+        ControlFlow::Break(())
+    })
+    .unwrap();
+    assert_eq!(seen, 1);
+}
+
+#[test]
+fn replace_supersedes_earlier_records_across_reboots() {
+    let mut s = fresh(512, 3);
+    s.append_entry("MEMORY.md", b"old").unwrap();
+    s.replace("MEMORY.md", b"new content\n").unwrap();
+    s.append_entry("MEMORY.md", b"after").unwrap();
+    let want = vec![(Kind::Replace, b"new content\n".to_vec()), (Kind::Entry, b"after".to_vec())];
+    assert_eq!(read(&s, "MEMORY.md", Order::OldestFirst), want);
+    let mut s = reboot(s);
+    assert_eq!(read(&s, "MEMORY.md", Order::OldestFirst), want);
+    s.replace("MEMORY.md", b"").unwrap();
+    let s = reboot(s);
+    assert_eq!(read(&s, "MEMORY.md", Order::OldestFirst), vec![(Kind::Replace, Vec::new())], "a clear");
+}
+
+#[test]
+fn bounds_and_bad_input_get_typed_errors() {
+    assert_eq!(
+        FlashStore::open(RamFlash::new(4096, 1)).unwrap_err(),
+        Error::Geometry { sector_size: 4096, sectors: 1 }
+    );
+    assert_eq!(FlashStore::open(RamFlash::new(128, 8)).unwrap_err(), Error::Geometry { sector_size: 128, sectors: 8 });
+    let mut s = fresh(256, 4);
+    let max = s.max_payload(3);
+    assert_eq!(max, 256 - 24 - 24 - 3);
+    assert_eq!(s.append_line("key", &vec![b'x'; max + 1]), Err(Error::RecordTooBig { len: max + 1, max }));
+    s.append_line("key", &vec![b'x'; max]).unwrap();
+    assert_eq!(s.append_line("", b"x"), Err(Error::BadKey { len: 0 }));
+    let long = "k".repeat(MAX_KEY + 1);
+    assert_eq!(s.append_line(&long, b"x"), Err(Error::BadKey { len: MAX_KEY + 1 }));
+    let mut s = FlashStore::open_with(RamFlash::new(256, 4), Limits { max_keys: 2, ..Limits::default() }).unwrap();
+    s.append_line("a", b"1").unwrap();
+    s.append_line("b", b"1").unwrap();
+    assert_eq!(s.append_line("c", b"1"), Err(Error::TooManyKeys { max: 2 }));
+    s.replace("b", b"").unwrap();
+    s.append_line("a", b"2").unwrap();
+    assert_eq!(payloads(&s, "a"), [b"1".to_vec(), b"2".to_vec()]);
+    // Kept records stop at half the partition (less one sector), with a message that says so.
+    let mut s = fresh(256, 4);
+    let mut kept = 0;
+    let err = loop {
+        match s.append_entry("entries.jsonl", &[b'm'; 100]) {
+            Ok(()) => kept += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(err, Error::Full { limit: 348, .. }), "{err:?}");
+    assert!(err.to_string().contains("delete memory entries"), "{err}");
+    assert_eq!(payloads(&s, "entries.jsonl").len(), kept, "nothing kept was lost on the way");
+    s.append_line("tg", b"lines still fit").unwrap();
+}
+
+#[test]
+fn the_storage_contract_holds_for_what_fits_a_sector() {
+    // 4,000 lines of 131 bytes need a big partition; 200,000-byte lines cannot fit a record.
+    let big = || fresh(4096, 256);
+    contract::appended_lines_come_back_newest_first(big());
+    contract::reading_stops_when_told_and_reads_little(big());
+    contract::replace_gives_exactly_the_new_bytes(big());
+    contract::a_torn_last_line_is_handed_unterminated_and_appends_start_fresh(big());
+    contract::a_missing_file_reads_as_empty(big());
+    contract::append_takes_whole_lines_only(big());
+    let mut s = fresh(4096, 4);
+    let long = "L".repeat(5000);
+    let err = s.append("l", &format!("short\n{long}\nend\n")).unwrap_err();
+    assert_eq!(err, Error::RecordTooBig { len: 5000, max: 4096 - 48 - 1 });
+    assert_eq!(contract::read_all(&s, "l").0, Vec::new(), "a refused append writes nothing");
+}
+
+#[test]
+fn sessions_and_memory_run_on_the_flash_store_through_the_contract() {
+    use crate::session::{self, Budget};
+    let mut s = fresh(1024, 8);
+    use chela_proto::chat::Message;
+    let turn = [Message::user_text("What time is it?"), Message::assistant_text("Twenty past one.")];
+    for ts in 0..40 {
+        session::append_turn(&mut s, "tg_7.jsonl", &turn, ts).unwrap();
+    }
+    // The partition holds far less than 40 turns: the oldest went, the newest load whole.
+    let s = reboot(s);
+    let loaded = session::load(&s, "tg_7.jsonl", Budget { bytes: 100_000, max_read: 1 << 20 }).unwrap();
+    assert!(loaded.messages.len() >= turn.len());
+    assert_eq!(loaded.messages[loaded.messages.len() - turn.len()..], turn[..]);
+    assert_eq!(loaded.skipped_lines, 0);
+    let k = &s.keys()[0];
+    assert!(k.dropped > 0, "{k:?}");
+    assert_eq!(k.records + k.dropped as usize, 40 * turn.len(), "every line is there or counted as dropped");
+}
+
+/// One write in a generated workload. Payloads are unique (they start with the op's number),
+/// so a record read back can be traced to the write that made it.
+#[derive(Clone, Debug)]
+enum Op {
+    Line(usize, usize),
+    Entry(usize),
+    Replace(usize, usize),
+}
+
+const KEYS: [&str; 3] = ["s0", "s1", "s2"];
+
+fn payload(n: usize, len: usize) -> Vec<u8> {
+    let mut p = format!("{n}:").into_bytes();
+    p.resize(len.max(p.len()), b'x');
+    p
+}
+
+fn apply(s: &mut Store, n: usize, op: &Op) -> Result<(), Error<RamError>> {
+    match *op {
+        Op::Line(k, len) => s.append_line(KEYS[k], &payload(n, len)),
+        Op::Entry(len) => s.append_entry("mem", &payload(n, len)),
+        Op::Replace(k, len) => s.replace(if k == 0 { "mem" } else { KEYS[k] }, &payload(n, len)),
+    }
+}
+
+fn op_key(op: &Op) -> &'static str {
+    match *op {
+        Op::Line(k, _) => KEYS[k],
+        Op::Entry(_) | Op::Replace(0, _) => "mem",
+        Op::Replace(k, _) => KEYS[k],
+    }
+}
+
+fn open_clean(f: RamFlash) -> Store {
+    FlashStore::open(f).expect("the boot scan never fails on a flash that works")
+}
+
+/// Runs `ops` on a small partition; for each op, cuts the power at every unit of work the op
+/// does (every programmed byte, every erase), reboots, and checks what the store then holds:
+/// each key is as before the op, as after it, or (for the op's own key) as after its reclaim
+/// but before its record. Returns how many cut points hit a reclaim.
+fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
+    let mut s = fresh(sector_size, sectors);
+    let mut reclaim_cuts = 0;
+    for (n, op) in ops.iter().enumerate() {
+        let base = s.flash().clone();
+        let before = snapshot(&s);
+        let w0 = s.flash().work();
+        let erases0: u32 = s.flash().erase_counts().iter().sum();
+        let result = apply(&mut s, n, op);
+        if let Err(e) = &result {
+            assert!(matches!(e, Error::Full { .. }), "op {n} {op:?}: {e:?}");
+            assert_eq!(snapshot(&s), before, "a refused write changes nothing");
+            continue;
+        }
+        let units = s.flash().work() - w0;
+        let reclaimed = s.flash().erase_counts().iter().sum::<u32>() > erases0;
+        let after = snapshot(&s);
+        let key = op_key(op);
+        for cut in 0..units {
+            let mut f = base.clone();
+            f.cut_after(cut);
+            let mut t = open_clean(f);
+            let e = apply(&mut t, n, op).expect_err("the power was cut");
+            assert_eq!(e, Error::Flash(RamError::PowerCut));
+            let mut f = t.into_flash();
+            f.power_on();
+            let t = open_clean(f);
+            let got = snapshot(&t);
+            check_cut_state(&before, &after, &got, op).unwrap_or_else(|m| panic!("op {n} {op:?}, cut after {cut} of {units}: {m}"));
+            reclaim_cuts += usize::from(reclaimed);
+            // The store goes on working after the cut.
+            let mut t = t;
+            // (Kept records may be refused: the cut can leave the op done, and this repeats it.)
+            match apply(&mut t, n, op) {
+                Err(Error::Full { .. }) if !matches!(op, Op::Line(..)) => {}
+                r => r.unwrap_or_else(|e| panic!("op {n} {op:?} after a cut at {cut}: {e}")),
+            }
+            let again = snapshot(&t);
+            assert_eq!(snapshot(&reboot(t)), again);
+        }
+        if n % 8 == 7 {
+            s = reboot(s);
+            assert_eq!(snapshot(&s), after, "op {n}: a reboot changes nothing");
+        }
+    }
+    reclaim_cuts
+}
+
+/// What a cut during `op` may leave, key by key: reclaims only drop droppable records
+/// (session lines and clears), oldest first, and keep the rest; the op's own record is written
+/// last and whole or not at all. Dropped counts must match the lines missing before the
+/// oldest one left.
+fn check_cut_state(before: &Snapshot, after: &Snapshot, got: &Snapshot, op: &Op) -> Result<(), String> {
+    type Recs = [(Kind, Vec<u8>)];
+    fn droppable(r: &(Kind, Vec<u8>)) -> bool {
+        r.0 == Kind::Line || (r.0 == Kind::Replace && r.1.is_empty())
+    }
+    fn split(v: &Recs) -> (Vec<&(Kind, Vec<u8>)>, Vec<&(Kind, Vec<u8>)>) {
+        v.iter().partition(|r| droppable(r))
+    }
+    let empty = (Vec::new(), 0);
+    let key = op_key(op);
+    let names: alloc::collections::BTreeSet<&String> = before.keys().chain(after.keys()).chain(got.keys()).collect();
+    for name in names {
+        let (g, gd) = got.get(name).unwrap_or(&empty);
+        let (b, bd) = before.get(name).unwrap_or(&empty);
+        let (a, ad) = after.get(name).unwrap_or(&empty);
+        let mine = name == key;
+        let whole_op = mine && g == a;
+        // Without the op's own record (the last one of its key, unless it replaced the key).
+        let a_core: &Recs = if mine && !matches!(op, Op::Replace(..)) { &a[..a.len() - 1] } else { a };
+        let (g_drop, g_kept) = split(g);
+        let (b_drop, b_kept) = split(b);
+        let (a_drop, a_kept) = split(a_core);
+        let ok = whole_op
+            || (g_kept == b_kept
+                && (g_kept == a_kept || (mine && matches!(op, Op::Replace(..))))
+                && b_drop.ends_with(&g_drop)
+                && (g_drop.ends_with(&a_drop) || (mine && matches!(op, Op::Replace(..)))));
+        if !ok {
+            return Err(format!("{name} holds {g:?}\nbefore {b:?}\nafter {a:?}"));
+        }
+        // The first session line left, and how many lines went before it.
+        let first = g.iter().find(|r| r.0 != Kind::Replace);
+        let want = match first {
+            None => 0,
+            Some(r) => match b.iter().filter(|r| r.0 != Kind::Replace).position(|x| x == r) {
+                Some(i) if !(whole_op && matches!(op, Op::Replace(..))) => bd + i as u32,
+                _ => *ad,
+            },
+        };
+        if *gd != want {
+            return Err(format!("{name} reports {gd} dropped, not {want}: {g:?}"));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_power_cut_at_any_unit_of_appends_and_reclaims_loses_nothing_committed() {
+    // Lines in three sessions, kept entries and replacements on four 256-byte sectors: the
+    // partition wraps several times, so many ops reclaim.
+    let mut ops = Vec::new();
+    for i in 0..60 {
+        ops.push(match i % 10 {
+            3 => Op::Entry(10 + i % 7),
+            6 => Op::Replace(i % 3, 20),
+            9 => Op::Replace(0, 0),
+            _ => Op::Line(i % 3, 30 + i % 40),
+        });
+    }
+    let reclaim_cuts = cut_everywhere(&ops, 256, 4);
+    assert!(reclaim_cuts > 500, "the workload must cut reclaims often: {reclaim_cuts}");
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (0..3usize, 0..120usize).prop_map(|(k, l)| Op::Line(k, l)),
+        2 => (0..60usize).prop_map(Op::Entry),
+        1 => (0..3usize, 0..60usize).prop_map(|(k, l)| Op::Replace(k, l)),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+
+    #[test]
+    fn power_cuts_in_random_workloads_lose_nothing_committed(ops in proptest::collection::vec(op(), 1..40)) {
+        cut_everywhere(&ops, 256, 3);
+    }
+}
