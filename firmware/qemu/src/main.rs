@@ -18,6 +18,7 @@
 
 extern crate alloc;
 
+mod boot;
 mod clock;
 mod console;
 mod heap;
@@ -29,12 +30,15 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use chela_core::exchange::{Endpoint, Kind};
-use chela_core::memory::Entries;
+use chela_core::flash::RamFlash;
 use chela_proto::chat::Message;
 
 use crate::clock::Clock;
-use crate::turn::Chip;
 use crate::wire::{Answer, Call, Server};
+
+/// The emulated flash partition: 8 sectors of 4 KiB.
+const FLASH_SECTOR: u32 = 4096;
+const FLASH_SECTORS: u32 = 8;
 
 /// The receive buffer of the scripted server: the largest request body it takes.
 const WIRE_BYTES: usize = 24 * 1024;
@@ -189,7 +193,13 @@ fn check(what: &str, ok: bool) -> Result<(), String> {
 fn run() -> Result<(), String> {
     // SAFETY: the only reference to WIRE ever made; main runs once on the single hart.
     let wire: &'static mut [u8] = unsafe { &mut *(&raw mut WIRE) };
-    let mut chip = Chip { entries: Entries::default(), clock: Clock::default(), seed: 0x5eed, last_answer_bytes: 0 };
+    // The flash partition: 8 sectors of 4 KiB, in RAM here (its bytes count in the arena).
+    let flash = RamFlash::new(FLASH_SECTOR, FLASH_SECTORS);
+    let mut chip = boot::power_on(flash, Clock::default(), 0x5eed)?;
+    check(
+        "a blank flash boots with no history and no memory",
+        boot::history(&chip)?.is_empty() && chip.entries.is_empty(),
+    )?;
     let at_boot = heap::stats();
 
     // Turn 1: Anthropic Messages, streamed; the model calls memory_store.
@@ -216,9 +226,21 @@ fn run() -> Result<(), String> {
     )?;
     let (received1, largest1) = (server.received, server.largest);
     let wire = server.into_wire();
+    boot::persist(&mut chip, &t1)?;
+
+    // Reboot: only the flash survives. The session and the memory entry must come back from it.
+    let (flash, clock, seed) = boot::power_off(chip);
+    println!("--- reboot");
+    let mut chip = boot::power_on(flash, clock, seed)?;
+    let history: Vec<Message> = boot::history(&chip)?;
+    check("the session survived the reboot", history == t1.messages)?;
+    check(
+        "the memory entry survived the reboot",
+        chip.entries.get("m1").is_some_and(|e| e.content.starts_with("The spare key")),
+    )?;
+    drop(t1);
 
     // Turn 2: OpenAI Chat Completions, streamed, with turn 1 as history; the model calls memory_recall.
-    let history: Vec<Message> = t1.messages;
     let mut server = Server::new(wire, &OPENAI_SCRIPT);
     heap::reset_peak();
     let before = heap::stats().live;
@@ -233,6 +255,7 @@ fn run() -> Result<(), String> {
     check("turn 2 used the whole script", server.calls_left() == 0)?;
     check("turn 2 usage summed", t2.usage.input_tokens == 2114 + 2163 && t2.usage.output_tokens == 17 + 11)?;
     let (received2, largest2) = (server.received, server.largest);
+    boot::persist(&mut chip, &t2)?;
     drop(t2);
     let wire = server.into_wire();
 
@@ -241,7 +264,8 @@ fn run() -> Result<(), String> {
     heap::reset_peak();
     let before3 = heap::stats().live;
     println!("--- turn 3: a server that never stops sending (Anthropic SSE)\n> {STORY}");
-    let t3 = turn::run(&mut chip, &endpoint(Kind::Anthropic), &mut server, Vec::new(), STORY)?;
+    let history = boot::history(&chip)?;
+    let t3 = turn::run(&mut chip, &endpoint(Kind::Anthropic), &mut server, history, STORY)?;
     let peak3 = heap::stats().peak - before3;
     println!("{}", t3.text);
     check("turn 3 was stopped", t3.aborted && t3.model_calls == 1 && t3.tool_calls == 0)?;
@@ -255,6 +279,7 @@ fn run() -> Result<(), String> {
     check("turn 3 was refused by the bound, not ended by the server", chip.last_answer_bytes < ENDLESS_LIMIT / 2)?;
     check("turn 3 keeps a well-formed exchange", t3.messages.len() == 2)?;
     let endless_bytes = chip.last_answer_bytes;
+    boot::persist(&mut chip, &t3)?;
     drop(t3);
     let wire = server.into_wire();
 
@@ -263,7 +288,8 @@ fn run() -> Result<(), String> {
     heap::reset_peak();
     let before4 = heap::stats().live;
     println!("--- turn 4: a server that sends one endless JSON body (OpenAI, not streamed)\n> {WHOLE}");
-    let t4 = turn::run(&mut chip, &endpoint(Kind::OpenAi), &mut server, Vec::new(), WHOLE)?;
+    let history = boot::history(&chip)?;
+    let t4 = turn::run(&mut chip, &endpoint(Kind::OpenAi), &mut server, history, WHOLE)?;
     let peak4 = heap::stats().peak - before4;
     println!("{}", t4.text);
     check("turn 4 was stopped", t4.aborted && t4.model_calls == 1 && t4.tool_calls == 0)?;
@@ -275,7 +301,19 @@ fn run() -> Result<(), String> {
     )?;
     check("turn 4 was refused by the bound, not ended by the server", chip.last_answer_bytes < ENDLESS_LIMIT / 2)?;
     let whole_bytes = chip.last_answer_bytes;
+    boot::persist(&mut chip, &t4)?;
+    let note4 = t4.text.clone();
     drop(t4);
+
+    // A last reboot: all four turns are in the session, the refused ones closed by their notes.
+    let (flash, clock, seed) = boot::power_off(chip);
+    println!("--- reboot");
+    let chip = boot::power_on(flash, clock, seed)?;
+    let session = boot::history(&chip)?;
+    check("the session holds the four turns", session.len() == 12)?;
+    check("the last message is turn 4's note", session.last().is_some_and(|m| m.text() == note4))?;
+    let flash_stats = chip.store.stats();
+    drop(session);
 
     let s = heap::stats();
     check("no allocation failed", s.failures == 0)?;
@@ -302,6 +340,16 @@ fn run() -> Result<(), String> {
         s.high_water,
         s.used_peak,
         s.allocations
+    );
+    println!(
+        "chela-qemu: flash {} records, {} B of {} sectors x {} B, {} sectors free, erases {}..{}",
+        flash_stats.records,
+        flash_stats.record_bytes,
+        flash_stats.sectors,
+        flash_stats.sector_size,
+        flash_stats.free_sectors,
+        flash_stats.min_erases,
+        flash_stats.max_erases
     );
     println!("chela-qemu: stack peak {} B of {} B", stack::used(), stack::size());
     check("the stack stayed within its region", stack::used() < stack::size())?;

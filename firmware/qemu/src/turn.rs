@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 
 use chela_core::agent::{AgentRun, Limits, ModelCall, Step, ToolCall, ToolResult};
 use chela_core::exchange::{Context, Endpoint, Exchange, ModelError, Options, Outcome};
+use chela_core::flash::{FlashStore, RamFlash};
 use chela_core::memory::{self, Entries};
 use chela_core::prompt;
 use chela_proto::chat::{Message, Reply, StopReason, ToolSpec, Update, Usage};
@@ -42,8 +43,14 @@ pub const TOOLS: [ToolSpec<'static>; 2] = [
     },
 ];
 
+/// Where memory entries are kept in the store (a kept key: never dropped for room).
+pub const ENTRIES: &str = "entries.jsonl";
+
 /// What the chip keeps between turns.
 pub struct Chip {
+    /// The flash partition, through the core's record store.
+    pub store: FlashStore<RamFlash>,
+    /// The memory entries, loaded from `store` at boot and written back on every change.
     pub entries: Entries,
     pub clock: Clock,
     /// Seeds the retry jitter; the chip would take it from its RNG.
@@ -237,10 +244,20 @@ fn run_tool(chip: &mut Chip, call: &ToolCall) -> ToolResult {
     let out = match call.name.as_str() {
         "memory_store" => serde_json::from_str::<StoreArgs>(call.input.as_str()).map_err(bad_args).and_then(|a| {
             let source = if a.source.is_empty() { "chat" } else { a.source.as_str() };
-            chip.entries
+            let id = chip
+                .entries
                 .store(&a.content, &a.tags, source, chip.clock.unix())
-                .map(|e| format!("stored as {}", e.id))
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?
+                .id
+                .clone();
+            // Durable before the model hears it is stored; if flash refuses, it is not stored.
+            match chip.store.replace(ENTRIES, chip.entries.to_jsonl().as_bytes()) {
+                Ok(()) => Ok(format!("stored as {id}")),
+                Err(e) => {
+                    let _ = chip.entries.forget(&id);
+                    Err(format!("The entry could not be saved to flash: {e}"))
+                }
+            }
         }),
         "memory_recall" => serde_json::from_str::<RecallArgs>(call.input.as_str()).map_err(bad_args).map(|a| {
             let hits = chip.entries.recall(&a.query, a.max_results.unwrap_or(8).clamp(1, 50));
