@@ -1,18 +1,20 @@
 //! The emulator turn (issue 9 §6): `chela-core` runs scripted agent turns with tool calls on
 //! QEMU's riscv32 `virt` machine, built for the ESP32-C3's `riscv32imc` like the chip firmware.
 //!
-//! What it is: the chip's turn driver without the radio. Two turns, one per wire format: the
-//! first asks the model (Anthropic Messages, streamed) to remember something, and it calls
-//! `memory_store`; the second (OpenAI Chat Completions, streamed) asks where it is, with the
-//! first turn as history, and the model calls `memory_recall`. Every request body is encoded by
-//! `chela-proto` in 512-byte windows and checked by the scripted server (`wire`); every answer
-//! is a recorded SSE stream fed to the proto decoders in uneven pieces. The replies are checked,
-//! the heap and stack use printed over the UART, and QEMU exits through the sifive_test device:
+//! What it is: the chip's turn driver without the radio. Turn 1 (Anthropic Messages, streamed)
+//! asks the model to remember something, and it calls `memory_store`; the chip "reboots" and
+//! reads the session and the entry back from the core's flash store; turn 2 (OpenAI Chat
+//! Completions, streamed) asks where it is, with turn 1 as history, and the model calls
+//! `memory_recall`. Turns 3 and 4 are hostile servers (an endless stream, an endless whole
+//! body) that must be refused with a short reply within the heap. Every request body is encoded
+//! by `chela-proto` in 512-byte windows and checked by the scripted server (`wire`); every
+//! answer is fed to the proto decoders in uneven pieces. The replies are checked, the heap,
+//! stack and flash use printed over the UART, and QEMU exits through the sifive_test device:
 //! 0 when every check passed.
 //!
 //! What it is not: the ESP32 firmware. Debian's QEMU has no ESP32 machine, so esp-hal cannot
 //! run here; this proves that the core's turn fits and works on the chip's instruction set and
-//! memory budget. Run it with `firmware/qemu/run.sh`.
+//! memory budget. Run it with `firmware/qemu/run.sh`; see docs/DESIGN.md, "The emulator turn".
 #![no_std]
 #![no_main]
 
