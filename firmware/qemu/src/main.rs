@@ -315,6 +315,24 @@ fn run() -> Result<(), String> {
     check("the session holds the four turns", session.len() == 12)?;
     check("the last message is turn 4's note", session.last().is_some_and(|m| m.text() == note4))?;
     let flash_stats = chip.store.stats();
+    let note3 = session[session.len() - 3].text();
+    drop(session);
+
+    // Planted damage: one bit of turn 4's note rots, as a flash cell losing charge does. The
+    // boot skips that record and counts it; the session loads without it, and the person's
+    // message it answered, now without a reply, is left out too.
+    let (mut flash, clock, seed) = boot::power_off(chip);
+    let needle = b"the response body is larger than";
+    let at = flash.bytes().windows(needle.len()).position(|w| w == needle);
+    let at = at.ok_or("turn 4's note is not in the flash")?;
+    flash.rot(at as u32, 2);
+    println!("--- a bit of turn 4's note rots; reboot");
+    let chip = boot::power_on(flash, clock, seed)?;
+    let rotted = chip.store.stats();
+    let session = boot::history(&chip)?;
+    check("the boot skipped the damaged record", rotted.corrupt == 1)?;
+    check("the session ends with turn 3", session.len() == 10 && session.last().is_some_and(|m| m.text() == note3))?;
+    check("the memory entry is intact", chip.entries.get("m1").is_some())?;
     drop(session);
 
     let s = heap::stats();
