@@ -18,8 +18,9 @@ impl<F: Flash> FlashStore<F> {
 impl<F: Flash> Storage for FlashStore<F> {
     type Error = Error<F::Error>;
 
-    /// Each line becomes one record; a cut leaves a prefix of the lines. Lines are checked
-    /// before anything is written, so a refused append writes nothing.
+    /// Each line becomes one record; a cut leaves a prefix of the lines. Lines (and the room
+    /// for kept ones) are checked before anything is written, so a refused append writes
+    /// nothing.
     fn append(&mut self, name: &str, lines: &str) -> Result<(), Self::Error> {
         let Some(body) = lines.strip_suffix('\n') else {
             return Err(Error::NotWholeLines);
@@ -29,6 +30,10 @@ impl<F: Flash> Storage for FlashStore<F> {
             return Err(Error::RecordTooBig { len: long.len(), max });
         }
         let kind = self.line_kind(name);
+        if kind == Kind::Entry {
+            let sizes = body.split('\n').filter(|l| !l.is_empty()).map(|l| self.record_size(name, l.len()));
+            self.check_kept(sizes.sum())?;
+        }
         for line in body.split('\n').filter(|l| !l.is_empty()) {
             match kind {
                 Kind::Entry => self.append_entry(name, line.as_bytes())?,

@@ -127,6 +127,9 @@ pub enum Error<E> {
     /// [`Storage::append`](crate::storage::Storage::append) was given something that is not
     /// whole lines (empty, or not ending in `\n`).
     NotWholeLines,
+    /// No free sector is left to move records into, which only damage the boot could not
+    /// repair leaves. Nothing is lost, but nothing more can be written: erase the partition.
+    NoSpare,
     /// Kept records (entries and replacements) would pass half of the partition; the rest is
     /// room for session lines and for moving records. Delete entries to make room.
     Full { kept: usize, limit: usize },
@@ -144,6 +147,10 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
             Error::RecordTooBig { len, max } => {
                 write!(f, "a record of {len} bytes does not fit in a flash sector (at most {max})")
             }
+            Error::NoSpare => f.write_str(
+                "the flash store has no free sector to reclaim into (damaged partition); \
+                 reset it to write again",
+            ),
             Error::NotWholeLines => f.write_str("append takes whole lines ending in a newline"),
             Error::BadKey { len } => write!(f, "a flash key is 1 to {MAX_KEY} bytes, not {len}"),
             Error::TooManyKeys { max } => write!(f, "the flash store already holds {max} keys"),
@@ -190,6 +197,8 @@ pub struct Stats {
     pub repaired: u32,
     pub min_erases: u32,
     pub max_erases: u32,
+    /// RAM the index and key table hold (what the store costs the heap).
+    pub ram_bytes: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -211,14 +220,30 @@ struct Entry {
     sector: u16,
     /// Offset in the sector; sectors are at most 64 KiB.
     offset: u16,
-    key: u16,
-    kind: Kind,
+    /// The key's id in the low 14 bits, the kind's code in the top 2: 16 bytes a record.
+    key_kind: u16,
     /// Position among the key's records since its last replacement (which is 0); the first
     /// live one tells how many lines before it were dropped.
     ord: u32,
-    /// Bytes on flash: header, key, payload, padding.
-    size: u16,
     len: u16,
+}
+
+const KEY_BITS: u16 = 14;
+/// Key ids fit in 14 bits.
+const MAX_KEY_IDS: usize = 1 << KEY_BITS;
+
+impl Entry {
+    fn key(&self) -> u16 {
+        self.key_kind & ((1 << KEY_BITS) - 1)
+    }
+
+    fn kind(&self) -> Kind {
+        Kind::from_code((self.key_kind >> KEY_BITS) as u8).unwrap_or(Kind::Line)
+    }
+
+    fn pack(key: u16, kind: Kind) -> u16 {
+        key | (u16::from(kind.code()) << KEY_BITS)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -338,6 +363,12 @@ impl<F: Flash> FlashStore<F> {
         &self.flash
     }
 
+    /// Bytes record `e` takes on flash: header, key, payload, padding to a word.
+    fn rec_size(&self, e: &Entry) -> usize {
+        let key = self.keys[usize::from(e.key())].name.len();
+        align(REC_HDR + (key + usize::from(e.len)) as u32) as usize
+    }
+
     /// The largest payload a record with a key of `key_len` bytes can carry.
     pub fn max_payload(&self, key_len: usize) -> usize {
         let room = (self.sector_size - SECTOR_HDR - REC_HDR) as usize;
@@ -350,6 +381,7 @@ impl<F: Flash> FlashStore<F> {
         let mut dirty = Vec::new();
         let mut blank = Vec::new();
         let mut used = Vec::new();
+        let mut count_lost = Vec::new();
         for s in 0..count {
             self.read_sector(s)?;
             let b = &self.scratch;
@@ -359,7 +391,11 @@ impl<F: Flash> FlashStore<F> {
             let state = if good && seq == FREE && not_seq == FREE && b[SECTOR_HDR as usize..].iter().all(|&x| x == 0xFF)
             {
                 State::Free
-            } else if good && seq != FREE && seq == !not_seq {
+            } else if seq != FREE && seq == !not_seq {
+                // In the log. A rotted magic or erase count costs only the count.
+                if !good {
+                    count_lost.push(s);
+                }
                 used.push((seq, s));
                 State::Used { seq, wp: SECTOR_HDR, closed: true }
             } else if b.iter().all(|&x| x == 0xFF) {
@@ -373,6 +409,9 @@ impl<F: Flash> FlashStore<F> {
         }
         // A sector whose count was lost takes the highest known one, so it is not favoured.
         let known = self.sectors.iter().map(|s| s.erases).max().unwrap_or(0);
+        for &s in &count_lost {
+            self.sectors[s as usize].erases = known;
+        }
         for &s in &blank {
             self.sectors[s as usize].erases = known;
             self.write_sector_header(s)?;
@@ -412,29 +451,26 @@ impl<F: Flash> FlashStore<F> {
             State::Used { seq, .. } => seq,
             State::Free => 0,
         };
-        let mut order: Vec<usize> = (0..found.len()).collect();
-        order.sort_unstable_by_key(|&i| (found[i].seq, core::cmp::Reverse(sector_seq(found[i].sector))));
-        order.dedup_by_key(|i| found[*i].seq);
+        // Sorted in place: at boot the store holds the records once (16 bytes each).
+        found.sort_unstable_by_key(|e| (e.seq, core::cmp::Reverse(sector_seq(e.sector))));
+        found.dedup_by_key(|e| e.seq);
         // The newest replacement of each key kills everything before it.
         let mut last_replace = vec![None::<u32>; self.keys.len()];
-        for &i in &order {
-            let e = found[i];
-            if e.kind == Kind::Replace {
-                last_replace[usize::from(e.key)] = Some(e.seq);
+        for e in &found {
+            if e.kind() == Kind::Replace {
+                last_replace[usize::from(e.key())] = Some(e.seq);
             }
         }
-        for &i in &order {
-            let e = found[i];
-            let k = usize::from(e.key);
-            if last_replace[k].is_some_and(|r| e.seq < r) {
-                continue;
-            }
+        found.retain(|e| last_replace[usize::from(e.key())].is_none_or(|r| e.seq >= r));
+        found.shrink_to_fit();
+        for e in &found {
+            let k = usize::from(e.key());
             let key = &mut self.keys[k];
             key.next_ord = key.next_ord.max(e.ord.saturating_add(1));
             key.records += 1;
             key.bytes += usize::from(e.len);
-            self.index.push(e);
         }
+        self.index = found;
         for key in &mut self.keys {
             key.next_ord = key.next_ord.max(1);
         }
@@ -492,10 +528,8 @@ impl<F: Flash> FlashStore<F> {
                         seq: hdr.seq,
                         sector: s as u16,
                         offset: off as u16,
-                        key,
-                        kind: hdr.kind,
+                        key_kind: Entry::pack(key, hdr.kind),
                         ord: hdr.ord,
-                        size: size as u16,
                         len: hdr.len as u16,
                     });
                 }
@@ -513,7 +547,10 @@ impl<F: Flash> FlashStore<F> {
         if let Some(i) = self.keys.iter().position(|k| k.name == name) {
             return u16::try_from(i).ok();
         }
-        let id = u16::try_from(self.keys.len()).ok()?;
+        if self.keys.len() >= MAX_KEY_IDS {
+            return None;
+        }
+        let id = self.keys.len() as u16;
         self.keys.push(Key { name: name.to_string(), next_ord: 1, records: 0, bytes: 0 });
         Some(id)
     }
@@ -532,8 +569,8 @@ impl<F: Flash> FlashStore<F> {
         let mut size = 0u64;
         let mut replaced = None;
         let mut after = false;
-        for e in self.index.iter().filter(|e| usize::from(e.key) == k) {
-            if e.kind == Kind::Replace {
+        for e in self.index.iter().filter(|e| usize::from(e.key()) == k) {
+            if e.kind() == Kind::Replace {
                 replaced = Some(*e);
                 size += u64::from(e.len);
             } else {
@@ -608,11 +645,23 @@ impl<F: Flash> FlashStore<F> {
 
     /// Bytes of records that a reclaim must copy forward.
     fn kept_bytes(&self) -> usize {
-        self.index.iter().filter(|e| e.kind != Kind::Line).map(|e| usize::from(e.size)).sum()
+        self.index.iter().filter(|e| keeps(e)).map(|e| self.rec_size(e)).sum()
     }
 
     fn kept_limit(&self) -> usize {
         (self.sectors.len() - 1) * (self.sector_size - SECTOR_HDR) as usize / 2
+    }
+
+    /// Bytes a record of `len` payload bytes under `key` takes on flash.
+    pub(super) fn record_size(&self, key: &str, len: usize) -> usize {
+        align(REC_HDR + (key.len() + len) as u32) as usize
+    }
+
+    /// Refuses `more` bytes of kept records if they would pass the kept limit.
+    pub(super) fn check_kept(&self, more: usize) -> Result<(), Error<F::Error>> {
+        let kept = self.kept_bytes() + more;
+        let limit = self.kept_limit();
+        if kept > limit { Err(Error::Full { kept, limit }) } else { Ok(()) }
     }
 
     /// Appends a session line to `key`. Durable when it returns `Ok`.
@@ -639,7 +688,7 @@ impl<F: Flash> FlashStore<F> {
             return Ok(i as u16);
         }
         let live = self.keys.iter().filter(|k| k.records > 0).count();
-        if live >= self.limits.max_keys {
+        if live >= self.limits.max_keys.min(MAX_KEY_IDS) {
             return Err(Error::TooManyKeys { max: self.limits.max_keys });
         }
         let fresh = Key { name: key.to_string(), next_ord: 1, records: 0, bytes: 0 };
@@ -647,6 +696,9 @@ impl<F: Flash> FlashStore<F> {
         if let Some(i) = self.keys.iter().position(|k| k.records == 0) {
             self.keys[i] = fresh;
             return Ok(i as u16);
+        }
+        if self.keys.len() >= MAX_KEY_IDS {
+            return Err(Error::TooManyKeys { max: MAX_KEY_IDS });
         }
         self.keys.push(fresh);
         Ok((self.keys.len() - 1) as u16)
@@ -662,11 +714,7 @@ impl<F: Flash> FlashStore<F> {
         }
         let size = align(REC_HDR + (key.len() + payload.len()) as u32);
         if kind != Kind::Line {
-            let kept = self.kept_bytes() + size as usize;
-            let limit = self.kept_limit();
-            if kept > limit {
-                return Err(Error::Full { kept, limit });
-            }
+            self.check_kept(size as usize)?;
         }
         let k = self.key_for_write(key)?;
         let s = self.make_room(size)?;
@@ -692,7 +740,7 @@ impl<F: Flash> FlashStore<F> {
         let offset = done?;
         self.next_seq = seq.wrapping_add(1);
         if kind == Kind::Replace {
-            self.index.retain(|e| e.key != k);
+            self.index.retain(|e| e.key() != k);
             let key = &mut self.keys[usize::from(k)];
             key.records = 0;
             key.bytes = 0;
@@ -703,7 +751,14 @@ impl<F: Flash> FlashStore<F> {
         let key = &mut self.keys[usize::from(k)];
         key.records += 1;
         key.bytes += payload.len();
-        self.index.push(Entry { seq, sector: s, offset, key: k, kind, ord, size: size as u16, len: payload.len() as u16 });
+        self.index.push(Entry {
+            seq,
+            sector: s,
+            offset,
+            key_kind: Entry::pack(k, kind),
+            ord,
+            len: payload.len() as u16,
+        });
         Ok(())
     }
 
@@ -735,14 +790,32 @@ impl<F: Flash> FlashStore<F> {
             {
                 return Ok(a);
             }
-            if let Some(a) = self.active {
-                self.close(a);
-            }
             if self.free_count() > 1 {
+                if let Some(a) = self.active {
+                    self.close(a);
+                }
                 let s = self.pick_free().expect("a free sector was counted");
                 self.open_sector(s)?;
-            } else {
-                self.reclaim()?;
+                continue;
+            }
+            let oldest = self.oldest().expect("a full store has sectors in the log");
+            let need: u32 =
+                self.index.iter().filter(|e| e.sector == oldest && keeps(e)).map(|e| self.rec_size(e) as u32).sum();
+            match self.active {
+                // Pack the oldest sector's kept records into the room left here, so kept
+                // records spread over many sectors come together.
+                Some(a) if a != oldest && self.room(a) >= need => self.reclaim(oldest, a)?,
+                _ => {
+                    if let Some(a) = self.active {
+                        self.close(a);
+                    }
+                    let Some(spare) = self.pick_free() else {
+                        // Only after damage the boot could not undo; refuse rather than lose records.
+                        return Err(Error::NoSpare);
+                    };
+                    self.open_sector(spare)?;
+                    self.reclaim(oldest, spare)?;
+                }
             }
         }
         let limit = self.kept_limit();
@@ -756,25 +829,21 @@ impl<F: Flash> FlashStore<F> {
         self.active = None;
     }
 
-    /// Moves the oldest sector's kept records into the spare free sector, drops its lines
-    /// (counting them), retires and erases it. The spare becomes the active sector.
-    fn reclaim(&mut self) -> Result<(), Error<F::Error>> {
-        let oldest = (0..self.sectors.len())
+    /// The sector at the tail of the log.
+    fn oldest(&self) -> Option<u16> {
+        (0..self.sectors.len())
             .filter_map(|i| match self.sectors[i].state {
                 State::Used { seq, .. } => Some((seq, i as u16)),
                 State::Free => None,
             })
             .min()
             .map(|(_, s)| s)
-            .expect("a full store has sectors in the log");
-        if self.active == Some(oldest) {
-            self.close(oldest);
-        }
-        let Some(spare) = self.pick_free() else {
-            // Only after damage the boot could not undo; refuse rather than lose records.
-            return Err(Error::Full { kept: self.kept_bytes(), limit: self.kept_limit() });
-        };
-        self.open_sector(spare)?;
+    }
+
+    /// Moves sector `oldest`'s kept records into `dest` (which has room for them), drops its
+    /// lines (counting them), retires and erases it.
+    fn reclaim(&mut self, oldest: u16, dest: u16) -> Result<(), Error<F::Error>> {
+        let spare = dest;
         let mut moved = core::mem::take(&mut self.scratch);
         let mut i = 0;
         while i < self.index.len() {
@@ -783,14 +852,9 @@ impl<F: Flash> FlashStore<F> {
                 i += 1;
                 continue;
             }
-            let k = usize::from(e.key);
-            let keep = match e.kind {
-                Kind::Line => false,
-                Kind::Replace => e.len > 0,
-                Kind::Entry => true,
-            };
-            if keep {
-                moved.resize(usize::from(e.size), 0);
+            let k = usize::from(e.key());
+            if keeps(&e) {
+                moved.resize(self.rec_size(&e), 0);
                 let at = u32::from(oldest) * self.sector_size + u32::from(e.offset);
                 if let Err(err) = self.flash.read(at, &mut moved) {
                     self.scratch = moved;
@@ -812,7 +876,7 @@ impl<F: Flash> FlashStore<F> {
                 }
                 // Rotted since boot: never copy damage forward.
                 self.corrupt += 1;
-            } else if e.kind == Kind::Line {
+            } else if e.kind() == Kind::Line {
                 self.dropped += 1;
             }
             let key = &mut self.keys[k];
@@ -823,8 +887,8 @@ impl<F: Flash> FlashStore<F> {
         self.scratch = moved;
         // A key with no ordinals left restarts at 1, as a reboot would see it.
         let mut counted = vec![false; self.keys.len()];
-        for e in self.index.iter().filter(|e| e.kind != Kind::Replace) {
-            counted[usize::from(e.key)] = true;
+        for e in self.index.iter().filter(|e| e.kind() != Kind::Replace) {
+            counted[usize::from(e.key())] = true;
         }
         for (key, counted) in self.keys.iter_mut().zip(counted) {
             if !counted {
@@ -850,10 +914,10 @@ impl<F: Flash> FlashStore<F> {
         };
         let mut buf = Vec::new();
         let mut each = |e: &Entry| -> Result<ControlFlow<()>, Error<F::Error>> {
-            if usize::from(e.key) != k {
+            if usize::from(e.key()) != k {
                 return Ok(ControlFlow::Continue(()));
             }
-            buf.resize(usize::from(e.size), 0);
+            buf.resize(self.rec_size(e), 0);
             let at = u32::from(e.sector) * self.sector_size + u32::from(e.offset);
             self.flash.read(at, &mut buf).map_err(Error::Flash)?;
             let start = REC_HDR as usize + key.len();
@@ -862,7 +926,7 @@ impl<F: Flash> FlashStore<F> {
                 // Rotted since boot: skipped, as the boot scan would.
                 return Ok(ControlFlow::Continue(()));
             }
-            Ok(visit(Record { kind: e.kind, seq: e.seq, payload }))
+            Ok(visit(Record { kind: e.kind(), seq: e.seq, payload }))
         };
         match order {
             Order::OldestFirst => {
@@ -886,8 +950,8 @@ impl<F: Flash> FlashStore<F> {
     /// Figures for every key with live records.
     pub fn keys(&self) -> Vec<KeyStats> {
         let mut first_ord = vec![None::<u32>; self.keys.len()];
-        for e in self.index.iter().filter(|e| e.kind != Kind::Replace) {
-            first_ord[usize::from(e.key)].get_or_insert(e.ord);
+        for e in self.index.iter().filter(|e| e.kind() != Kind::Replace) {
+            first_ord[usize::from(e.key())].get_or_insert(e.ord);
         }
         self.keys
             .iter()
@@ -910,7 +974,7 @@ impl<F: Flash> FlashStore<F> {
             sector_size: self.sector_size,
             free_sectors: self.free_count() as u32,
             records: self.index.len(),
-            record_bytes: self.index.iter().map(|e| usize::from(e.size)).sum(),
+            record_bytes: self.index.iter().map(|e| self.rec_size(e)).sum(),
             kept_bytes: self.kept_bytes(),
             kept_limit: self.kept_limit(),
             dropped: self.dropped,
@@ -918,7 +982,21 @@ impl<F: Flash> FlashStore<F> {
             repaired: self.repaired,
             min_erases: self.sectors.iter().map(|s| s.erases).min().unwrap_or(0),
             max_erases: self.sectors.iter().map(|s| s.erases).max().unwrap_or(0),
+            ram_bytes: self.index.capacity() * core::mem::size_of::<Entry>()
+                + self.sectors.capacity() * core::mem::size_of::<Sector>()
+                + self.keys.iter().map(|k| k.name.capacity() + core::mem::size_of::<Key>()).sum::<usize>()
+                + self.scratch.capacity(),
         }
+    }
+}
+
+/// Whether a reclaim copies the record forward: kept entries and replacements with content;
+/// session lines and clears are dropped.
+fn keeps(e: &Entry) -> bool {
+    match e.kind() {
+        Kind::Line => false,
+        Kind::Replace => e.len > 0,
+        Kind::Entry => true,
     }
 }
 

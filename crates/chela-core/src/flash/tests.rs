@@ -43,7 +43,11 @@ fn payloads(s: &Store, key: &str) -> Vec<Vec<u8>> {
 type Snapshot = BTreeMap<String, (Vec<(Kind, Vec<u8>)>, u32)>;
 
 fn snapshot(s: &Store) -> Snapshot {
-    s.keys().into_iter().filter(|k| k.records > 0).map(|k| (k.key.clone(), (read(s, &k.key, Order::OldestFirst), k.dropped))).collect()
+    s.keys()
+        .into_iter()
+        .filter(|k| k.records > 0)
+        .map(|k| (k.key.clone(), (read(s, &k.key, Order::OldestFirst), k.dropped)))
+        .collect()
 }
 
 #[test]
@@ -142,6 +146,12 @@ fn the_storage_contract_holds_for_what_fits_a_sector() {
     let err = s.append("l", &format!("short\n{long}\nend\n")).unwrap_err();
     assert_eq!(err, Error::RecordTooBig { len: 5000, max: 4096 - 48 - 1 });
     assert_eq!(contract::read_all(&s, "l").0, Vec::new(), "a refused append writes nothing");
+    // Kept lines over the limit are refused whole, not in part.
+    let many = "m".repeat(1000) + "\n";
+    let err = s.append("entries.jsonl", &many.repeat(8)).unwrap_err();
+    assert!(matches!(err, Error::Full { .. }), "{err:?}");
+    assert_eq!(contract::read_all(&s, "entries.jsonl").0, Vec::new(), "nothing of a refused append");
+    s.append("entries.jsonl", &many).unwrap();
 }
 
 #[test]
@@ -150,6 +160,12 @@ fn sessions_and_memory_run_on_the_flash_store_through_the_contract() {
     let mut s = fresh(1024, 8);
     use chela_proto::chat::Message;
     let turn = [Message::user_text("What time is it?"), Message::assistant_text("Twenty past one.")];
+    // Memory entries as the memory tools write them: one JSON line each, in a kept file.
+    let mut mem = crate::memory::Entries::default();
+    for fact in ["Ada likes tea", "the cat is called Mo"] {
+        let e = mem.store(fact, &[], "test", 1).unwrap().clone();
+        s.append("entries.jsonl", &(serde_json::to_string(&e).unwrap() + "\n")).unwrap();
+    }
     for ts in 0..40 {
         session::append_turn(&mut s, "tg_7.jsonl", &turn, ts).unwrap();
     }
@@ -162,6 +178,9 @@ fn sessions_and_memory_run_on_the_flash_store_through_the_contract() {
     let k = &s.keys()[0];
     assert!(k.dropped > 0, "{k:?}");
     assert_eq!(k.records + k.dropped as usize, 40 * turn.len(), "every line is there or counted as dropped");
+    let (lines, _) = contract::read_all(&s, "entries.jsonl");
+    let text: String = lines.iter().rev().map(|(l, _)| format!("{l}\n")).collect();
+    assert_eq!(crate::memory::Entries::parse(&text).0, mem, "memory survives the sessions wrapping round");
 }
 
 /// One write in a generated workload. Payloads are unique (they start with the op's number),
@@ -204,10 +223,11 @@ fn open_clean(f: RamFlash) -> Store {
 /// Runs `ops` on a small partition; for each op, cuts the power at every unit of work the op
 /// does (every programmed byte, every erase), reboots, and checks what the store then holds:
 /// each key is as before the op, as after it, or (for the op's own key) as after its reclaim
-/// but before its record. Returns how many cut points hit a reclaim.
-fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
+/// but before its record. Returns how many cut points there were, and how many hit a reclaim.
+fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> (usize, usize) {
     let mut s = fresh(sector_size, sectors);
     let mut reclaim_cuts = 0;
+    let mut cuts = 0;
     for (n, op) in ops.iter().enumerate() {
         let base = s.flash().clone();
         let before = snapshot(&s);
@@ -222,7 +242,6 @@ fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
         let units = s.flash().work() - w0;
         let reclaimed = s.flash().erase_counts().iter().sum::<u32>() > erases0;
         let after = snapshot(&s);
-        let key = op_key(op);
         for cut in 0..units {
             let mut f = base.clone();
             f.cut_after(cut);
@@ -233,8 +252,10 @@ fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
             f.power_on();
             let t = open_clean(f);
             let got = snapshot(&t);
-            check_cut_state(&before, &after, &got, op).unwrap_or_else(|m| panic!("op {n} {op:?}, cut after {cut} of {units}: {m}"));
+            check_cut_state(&before, &after, &got, op)
+                .unwrap_or_else(|m| panic!("op {n} {op:?}, cut after {cut} of {units}: {m}"));
             reclaim_cuts += usize::from(reclaimed);
+            cuts += 1;
             // The store goes on working after the cut.
             let mut t = t;
             // (Kept records may be refused: the cut can leave the op done, and this repeats it.)
@@ -250,7 +271,7 @@ fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
             assert_eq!(snapshot(&s), after, "op {n}: a reboot changes nothing");
         }
     }
-    reclaim_cuts
+    (cuts, reclaim_cuts)
 }
 
 /// What a cut during `op` may leave, key by key: reclaims only drop droppable records
@@ -258,11 +279,12 @@ fn cut_everywhere(ops: &[Op], sector_size: u32, sectors: u32) -> usize {
 /// last and whole or not at all. Dropped counts must match the lines missing before the
 /// oldest one left.
 fn check_cut_state(before: &Snapshot, after: &Snapshot, got: &Snapshot, op: &Op) -> Result<(), String> {
-    type Recs = [(Kind, Vec<u8>)];
-    fn droppable(r: &(Kind, Vec<u8>)) -> bool {
+    type Rec = (Kind, Vec<u8>);
+    type Recs = [Rec];
+    fn droppable(r: &Rec) -> bool {
         r.0 == Kind::Line || (r.0 == Kind::Replace && r.1.is_empty())
     }
-    fn split(v: &Recs) -> (Vec<&(Kind, Vec<u8>)>, Vec<&(Kind, Vec<u8>)>) {
+    fn split(v: &Recs) -> (Vec<&Rec>, Vec<&Rec>) {
         v.iter().partition(|r| droppable(r))
     }
     let empty = (Vec::new(), 0);
@@ -316,8 +338,8 @@ fn a_power_cut_at_any_unit_of_appends_and_reclaims_loses_nothing_committed() {
             _ => Op::Line(i % 3, 30 + i % 40),
         });
     }
-    let reclaim_cuts = cut_everywhere(&ops, 256, 4);
-    assert!(reclaim_cuts > 500, "the workload must cut reclaims often: {reclaim_cuts}");
+    let (cuts, reclaim_cuts) = cut_everywhere(&ops, 256, 4);
+    assert!(cuts > 4000 && reclaim_cuts > 500, "the workload must cut often, reclaims too: {cuts}, {reclaim_cuts}");
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -335,4 +357,131 @@ proptest! {
     fn power_cuts_in_random_workloads_lose_nothing_committed(ops in proptest::collection::vec(op(), 1..40)) {
         cut_everywhere(&ops, 256, 3);
     }
+}
+
+#[test]
+fn a_full_partition_drops_the_oldest_lines_first_and_keeps_entries() {
+    let mut s = fresh(1024, 4);
+    s.append_entry("mem", b"the user's name is Ada").unwrap();
+    for i in 0..200 {
+        s.append_line(if i % 2 == 0 { "a" } else { "b" }, format!("line {i:03} {}", "x".repeat(40)).as_bytes())
+            .unwrap();
+    }
+    let check = |s: &Store| {
+        assert_eq!(payloads(s, "mem"), [b"the user's name is Ada".to_vec()], "kept entries survive every reclaim");
+        for (key, parity) in [("a", 0), ("b", 1)] {
+            let got = payloads(s, key);
+            let first: usize = core::str::from_utf8(&got[0][5..8]).unwrap().parse().unwrap();
+            // The newest lines are all there, in order, and nothing older than the first.
+            let want: Vec<Vec<u8>> = (first..200)
+                .filter(|i| i % 2 == parity)
+                .map(|i| format!("line {i:03} {}", "x".repeat(40)).into_bytes())
+                .collect();
+            assert_eq!(got, want, "{key}");
+            let stats = s.keys().into_iter().find(|k| k.key == key).unwrap();
+            assert_eq!(stats.dropped as usize, first / 2, "{key}: every line before the first left is counted");
+            assert!(got.len() > 10, "three sectors hold more than 10 lines of {key}");
+        }
+    };
+    check(&s);
+    let st = s.stats();
+    assert!(st.dropped > 100, "{st:?}");
+    assert_eq!(st.free_sectors, 1, "one sector is kept free to reclaim into");
+    let s = reboot(s);
+    check(&s);
+    // The oldest sector went each time: the log's sectors are the newest three.
+    assert_eq!(s.stats().records, s.keys().iter().map(|k| k.records).sum::<usize>());
+}
+
+#[test]
+fn rotted_records_are_skipped_and_counted_and_the_rest_read() {
+    let mut s = fresh(1024, 3);
+    for i in 0..12 {
+        s.append_line("s", format!("line {i:02}").as_bytes()).unwrap();
+    }
+    let mut f = s.into_flash();
+    // Record i starts at 24 + 32 * i in sector 0 (header 24, key 1, payload 7).
+    f.rot(24 + 32 * 3 + 28, 2); // payload of line 03
+    f.rot(24 + 32 * 7 + 9, 5); // sequence of line 07: its header check fails
+    f.rot(24 + 32 * 9 + 1, 0); // magic of line 09
+    let s = open_clean(f);
+    let got: Vec<String> = payloads(&s, "s").into_iter().map(|p| String::from_utf8(p).unwrap()).collect();
+    let want: Vec<String> = [0, 1, 2, 4, 5, 6, 8, 10, 11].iter().map(|i| format!("line {i:02}")).collect();
+    assert_eq!(got, want, "the boot scan steps over a bad body and searches past a bad header");
+    assert_eq!(s.stats().corrupt, 3);
+    // Appends go on after the damage, and a second boot reads the same.
+    let mut s = s;
+    s.append_line("s", b"line 12").unwrap();
+    let s = reboot(s);
+    assert_eq!(payloads(&s, "s").len(), 10);
+    assert_eq!(payloads(&s, "s").last().unwrap(), b"line 12");
+}
+
+#[test]
+fn rot_after_boot_is_skipped_when_read_and_never_copied_forward() {
+    let mut s = fresh(512, 3);
+    s.append_entry("mem", b"kept one").unwrap();
+    s.append_entry("mem", b"kept two").unwrap();
+    let mut f = s.into_flash();
+    let mut s = open_clean(f.clone());
+    // Rot the first entry's payload under a running store: simulate by rotting the flash the
+    // store owns through a reboot-free path is impossible, so rot a copy and open it.
+    f.rot(24 + 24 + 3 + 2, 1);
+    let rotted = open_clean(f);
+    assert_eq!(payloads(&rotted, "mem"), [b"kept two".to_vec()]);
+    assert_eq!(rotted.stats().corrupt, 1);
+    // The healthy store wraps many times: its entries move and stay whole.
+    for i in 0..100 {
+        s.append_line("s", format!("{i:03}{}", "y".repeat(60)).as_bytes()).unwrap();
+    }
+    assert_eq!(payloads(&s, "mem"), [b"kept one".to_vec(), b"kept two".to_vec()]);
+    assert!(s.flash().erase_counts().iter().all(|&n| n > 5), "{:?}", s.flash().erase_counts());
+}
+
+#[test]
+fn a_damaged_sector_header_or_planted_garbage_is_repaired_at_boot() {
+    let mut s = fresh(256, 4);
+    for i in 0..3 {
+        s.append_line("s", format!("{i}").as_bytes()).unwrap();
+    }
+    let mut f = s.into_flash();
+    // Garbage planted in a free sector, and a free sector's header broken.
+    let mut planted = f.clone();
+    planted.program(2 * 256 + 64, &[0x12, 0x34, 0x56, 0x78]).unwrap();
+    planted.rot(3 * 256 + 2, 3);
+    let s = open_clean(planted);
+    assert_eq!(s.stats().repaired, 2);
+    assert_eq!(payloads(&s, "s").len(), 3);
+    let f2 = s.into_flash();
+    assert!(f2.bytes()[2 * 256 + 24..3 * 256].iter().all(|&b| b == 0xFF), "the garbage was erased");
+    // A rotted magic in a sector of the log costs its erase count, not its records.
+    let mut rotted = f.clone();
+    rotted.rot(1, 4);
+    let s = open_clean(rotted);
+    assert_eq!(payloads(&s, "s").len(), 3);
+    assert_eq!(s.stats().repaired, 0);
+    // A partition of foreign data is formatted, not trusted.
+    f.program(0, &[0; 24]).unwrap();
+    let s = open_clean(f);
+    assert_eq!(payloads(&s, "s"), Vec::<Vec<u8>>::new());
+}
+
+#[test]
+fn wear_is_spread_evenly_across_sectors() {
+    let mut s = fresh(1024, 16);
+    for i in 0..20 {
+        s.append_entry("mem", format!("entry {i}").as_bytes()).unwrap();
+    }
+    for i in 0..6000 {
+        s.append_line(["a", "b", "c"][i % 3], format!("{i:05} {}", "z".repeat(50)).as_bytes()).unwrap();
+    }
+    let counts = s.flash().erase_counts().to_vec();
+    let (min, max) = (*counts.iter().min().unwrap(), *counts.iter().max().unwrap());
+    assert!(min >= 20, "every sector took its turn: {counts:?}");
+    assert!(max - min <= 1, "erases differ by at most one between sectors: {counts:?}");
+    let st = s.stats();
+    assert_eq!((st.min_erases, st.max_erases), (min, max), "the headers carry the counts");
+    let s = reboot(s);
+    assert_eq!((s.stats().min_erases, s.stats().max_erases), (min, max), "and they survive a reboot");
+    assert_eq!(payloads(&s, "mem").len(), 20);
 }
