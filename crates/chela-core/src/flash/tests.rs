@@ -485,3 +485,18 @@ fn wear_is_spread_evenly_across_sectors() {
     assert_eq!((s.stats().min_erases, s.stats().max_erases), (min, max), "and they survive a reboot");
     assert_eq!(payloads(&s, "mem").len(), 20);
 }
+
+#[test]
+fn a_payload_holding_a_whole_record_stays_a_payload() {
+    // A hostile line that is, byte for byte, a valid record of another key.
+    let mut a = fresh(512, 2);
+    a.append_line("victim", b"planted").unwrap();
+    let forged = a.flash().bytes()[24..24 + 24 + 6 + 7].to_vec();
+    let mut s = fresh(512, 3);
+    s.append_line("x", &forged).unwrap();
+    s.append_line("x", b"after").unwrap();
+    let s = reboot(s);
+    assert_eq!(payloads(&s, "x"), [forged, b"after".to_vec()]);
+    assert_eq!(payloads(&s, "victim"), Vec::<Vec<u8>>::new(), "the boot scan steps by lengths, not by magic");
+    assert_eq!(s.stats().corrupt, 0);
+}
