@@ -161,7 +161,10 @@ pub struct Options {
 }
 
 impl Options {
-    /// For the chip: its reply limits, and bodies no larger than they allow.
+    /// For the chip: its reply limits, and whole bodies no larger than a reply at that bound in
+    /// its JSON envelope. Refusing a body at the bound must fit the turn's heap: the body's last
+    /// growth holds the old and the new buffer at once (measured on the emulator:
+    /// docs/BENCHMARKS.md, "The emulator turn"; at 128 KiB it exhausted a 112 KiB heap).
     pub const CHIP: Options = Options {
         backoff: Backoff {
             max_retries: 4,
@@ -172,7 +175,7 @@ impl Options {
         idle: Duration::from_secs(120),
         deadline: Duration::from_secs(600),
         limits: Limits::CHIP,
-        max_body_bytes: 128 * 1024,
+        max_body_bytes: 40 * 1024,
         max_error_bytes: 4 * 1024,
     };
     /// For the host: wider reply limits and bodies.
@@ -321,8 +324,12 @@ impl Exchange {
             };
             Phase::Stream { decoder, last: now }
         } else {
-            // Some compatible servers ignore `stream: true`; a whole JSON body is fine too.
-            Phase::Whole { body: Vec::new(), last: now }
+            // Some compatible servers ignore `stream: true`; a whole JSON body is fine too. Its
+            // buffer is taken at once up to 64 KiB, which on the chip is the whole bound: growing
+            // it by doubling would leave the freed smaller buffers as holes too small for the next
+            // one, and a body at the bound would not find room in the chip's heap.
+            let body = Vec::with_capacity(self.options.max_body_bytes.min(64 * 1024));
+            Phase::Whole { body, last: now }
         };
     }
 
@@ -350,6 +357,11 @@ impl Exchange {
                 if body.len() + bytes.len() > max {
                     Some(ModelError::TooLarge(format!("the response body is larger than {max} bytes")))
                 } else {
+                    // Past the first buffer (the host only): doubling, but never past the bound.
+                    let needed = body.len() + bytes.len();
+                    if needed > body.capacity() {
+                        body.reserve_exact(needed.max(body.capacity().saturating_mul(2).min(max)) - body.len());
+                    }
                     body.extend_from_slice(bytes);
                     None
                 }

@@ -322,7 +322,7 @@ impl Accumulate for Accumulator {
                         let text = d.text.unwrap_or_default();
                         self.budget.take(text.len())?;
                         if let Some(Partial::Text(buf)) = self.blocks.get_mut(ev.index) {
-                            buf.push_str(&text);
+                            self.budget.push(buf, &text);
                             on_update(Update::Text(&text));
                         }
                     }
@@ -330,7 +330,7 @@ impl Accumulate for Accumulator {
                         let part = d.partial_json.unwrap_or_default();
                         self.budget.take(part.len())?;
                         if let Some(Partial::ToolUse { json, .. }) = self.blocks.get_mut(ev.index) {
-                            json.push_str(&part);
+                            self.budget.push(json, &part);
                         }
                     }
                     // thinking_delta, signature_delta, citations: not used by Chela.

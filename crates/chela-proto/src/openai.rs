@@ -360,7 +360,7 @@ impl Accumulator {
         {
             call.id = id;
         }
-        call.args.push_str(&args);
+        self.budget.push(&mut call.args, &args);
         if let Some(name) = f.name
             && !name.is_empty()
             && call.name.is_empty()
@@ -399,7 +399,7 @@ impl Accumulate for Accumulator {
                         self.budget.block(false)?;
                     }
                     self.budget.take(text.len())?;
-                    self.text.push_str(&text);
+                    self.budget.push(&mut self.text, &text);
                     on_update(Update::Text(&text));
                 }
                 for tc in delta.tool_calls.unwrap_or_default() {

@@ -35,11 +35,14 @@ pub struct Limits {
 pub const BLOCK_OVERHEAD: usize = 64;
 
 impl Limits {
-    /// For an ESP32-C3 (400 KiB of RAM): a 16 KiB event holds any real delta; 64 KiB of reply
-    /// is a long answer; 16 tool calls is twice what one step runs (`agent.max_calls_per_step`);
-    /// 32 blocks leaves room for thinking and server-tool blocks around them.
+    /// For an ESP32-C3 (400 KiB of RAM): a 16 KiB event holds any real delta; 32 KiB of reply
+    /// is a long answer (eight Telegram messages), and refusing a longer one must fit the turn's
+    /// heap: the text's last growth holds the old and the new buffer at once, up to twice the
+    /// bound (measured on the emulator: docs/BENCHMARKS.md, "The emulator turn"); 16 tool
+    /// calls is twice what one step runs (`agent.max_calls_per_step`); 32 blocks leaves room for
+    /// thinking and server-tool blocks around them.
     pub const CHIP: Limits =
-        Limits { max_event_bytes: 16 * 1024, max_reply_bytes: 64 * 1024, max_blocks: 32, max_tool_calls: 16 };
+        Limits { max_event_bytes: 16 * 1024, max_reply_bytes: 32 * 1024, max_blocks: 32, max_tool_calls: 16 };
     /// For a host with memory to spare: what real providers send, with a wide margin.
     pub const HOST: Limits =
         Limits { max_event_bytes: 256 * 1024, max_reply_bytes: 1024 * 1024, max_blocks: 256, max_tool_calls: 64 };
@@ -115,6 +118,20 @@ impl Budget {
             return Err(StreamError::TooLarge { limit: self.limits.max_reply_bytes });
         }
         Ok(())
+    }
+
+    /// Appends `piece` (already [`take`](Budget::take)n) to a block's text. Its capacity grows by
+    /// doubling, as `String`'s does, but never past the reply bound unless the text itself does:
+    /// an allocator without in-place growth (the chip's) holds the old and the new buffer at once
+    /// while it copies, so a doubling past the bound would make refusing an endless reply cost
+    /// up to three times the bound instead of two.
+    pub(crate) fn push(&self, buf: &mut String, piece: &str) {
+        let needed = buf.len() + piece.len();
+        if needed > buf.capacity() {
+            let grown = buf.capacity().saturating_mul(2).min(self.limits.max_reply_bytes);
+            buf.reserve_exact(needed.max(grown) - buf.len());
+        }
+        buf.push_str(piece);
     }
 
     /// Counts one more content block (and one more tool call when `tool_call`).

@@ -350,6 +350,32 @@ fn reply_bounds_fail_at_once_without_retry() {
 }
 
 #[test]
+fn the_chips_body_bound_holds_a_whole_reply_near_the_reply_bound_and_no_more() {
+    // A server that ignores `stream` sends the reply whole: one near the reply bound (32 KiB)
+    // must still fit the body bound (40 KiB), and a body past that is refused, not buffered.
+    let text = "x".repeat(Options::CHIP.limits.max_reply_bytes - 1024);
+    let body = alloc::format!(
+        r#"{{"id":"msg_1","type":"message","role":"assistant","content":[{{"type":"text","text":"{text}"}}],"stop_reason":"end_turn","usage":{{"input_tokens":1,"output_tokens":2}}}}"#
+    );
+    let mut ex = exchange(Options::CHIP);
+    ex.start(0);
+    ex.handle_head(200, JSON, 0);
+    feed(&mut ex, &[&body], 0);
+    ex.handle_end(0, &mut |_| {});
+    let Some(Outcome::Reply(reply)) = ex.poll_outcome() else { panic!("no reply") };
+    assert_eq!(Exchange::reply_text(&reply).collect::<String>(), text);
+
+    let mut ex = exchange(Options::CHIP);
+    ex.start(0);
+    ex.handle_head(200, JSON, 0);
+    let piece = "y".repeat(4096);
+    let pieces: Vec<&str> = core::iter::repeat_n(piece.as_str(), 11).collect();
+    feed(&mut ex, &pieces, 0);
+    assert!(!ex.wants_input(), "stops reading at the bound");
+    assert_eq!(failed(&mut ex), ModelError::TooLarge("the response body is larger than 40960 bytes".into()));
+}
+
+#[test]
 fn every_sentence_is_plain_words_with_context() {
     let ctx =
         Context { who: "openai (http://h)", model: "gpt", key_fix: " or the OPENAI_API_KEY environment variable" };

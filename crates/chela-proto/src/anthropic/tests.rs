@@ -200,6 +200,25 @@ fn replies_are_bounded() {
     assert!(matches!(d.handle_bytes(far.as_bytes(), &mut |_| {}), Err(StreamError::Malformed(_))));
 }
 
+#[test]
+fn text_near_the_bound_never_takes_more_than_the_bound() {
+    // 80 deltas of 44 bytes: doubling from 44 would reach a 5,632-byte buffer for 3,520 bytes.
+    let limits = Limits { max_reply_bytes: 4096, ..Limits::CHIP };
+    let mut body = String::from(
+        "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    );
+    for _ in 0..80 {
+        body.push_str("data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"All work and no play makes Jack a dull boy. \"}}\n\n");
+    }
+    body.push_str("data: {\"type\":\"message_stop\"}\n\n");
+    let mut d = StreamDecoder::new(limits);
+    d.handle_bytes(body.as_bytes(), &mut |_| {}).unwrap();
+    let reply = d.finish().unwrap();
+    let Block::Text { text } = &reply.content[0] else { panic!("{:?}", reply.content) };
+    assert_eq!(text.len(), 3520);
+    assert!(text.capacity() <= limits.max_reply_bytes, "capacity {}", text.capacity());
+}
+
 fn empty_blocks(n: usize, kind: &str) -> String {
     let mut body = String::new();
     for i in 0..n {

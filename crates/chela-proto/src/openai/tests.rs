@@ -171,6 +171,23 @@ fn stream_error_chunk_is_an_api_error() {
 }
 
 #[test]
+fn text_near_the_bound_never_takes_more_than_the_bound() {
+    // 80 deltas of 44 bytes: doubling from 44 would reach a 5,632-byte buffer for 3,520 bytes.
+    let limits = Limits { max_reply_bytes: 4096, ..Limits::CHIP };
+    let mut body = String::new();
+    for _ in 0..80 {
+        body.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"All work and no play makes Jack a dull boy. \"}}]}\n\n");
+    }
+    body.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    let mut d = StreamDecoder::new(limits);
+    d.handle_bytes(body.as_bytes(), &mut |_| {}).unwrap();
+    let reply = d.finish().unwrap();
+    let Block::Text { text } = &reply.content[0] else { panic!("{:?}", reply.content) };
+    assert_eq!(text.len(), 3520);
+    assert!(text.capacity() <= limits.max_reply_bytes, "capacity {}", text.capacity());
+}
+
+#[test]
 fn a_stream_without_finish_or_done_is_truncated() {
     let cut = &TOOL_STREAM[..TOOL_STREAM.find("{\"index\":0,\"delta\":{},").unwrap() - 60];
     let cut = &cut[..cut.rfind("\n\n").unwrap() + 2];

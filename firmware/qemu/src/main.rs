@@ -1,0 +1,377 @@
+//! The emulator turn (issue 9 §6): `chela-core` runs scripted agent turns with tool calls on
+//! QEMU's riscv32 `virt` machine, built for the ESP32-C3's `riscv32imc` like the chip firmware.
+//!
+//! What it is: the chip's turn driver without the radio. Turn 1 (Anthropic Messages, streamed)
+//! asks the model to remember something, and it calls `memory_store`; the chip "reboots" and
+//! reads the session and the entry back from the core's flash store; turn 2 (OpenAI Chat
+//! Completions, streamed) asks where it is, with turn 1 as history, and the model calls
+//! `memory_recall`. Turns 3 and 4 are hostile servers (an endless stream, an endless whole
+//! body) that must be refused with a short reply within the heap. Every request body is encoded
+//! by `chela-proto` in 512-byte windows and checked by the scripted server (`wire`); every
+//! answer is fed to the proto decoders in uneven pieces. The replies are checked, the heap,
+//! stack and flash use printed over the UART, and QEMU exits through the sifive_test device:
+//! 0 when every check passed.
+//!
+//! What it is not: the ESP32 firmware. Debian's QEMU has no ESP32 machine, so esp-hal cannot
+//! run here; this proves that the core's turn fits and works on the chip's instruction set and
+//! memory budget. Run it with `firmware/qemu/run.sh`; see docs/DESIGN.md, "The emulator turn".
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+mod boot;
+mod clock;
+mod console;
+mod heap;
+mod stack;
+mod turn;
+mod wire;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use chela_core::exchange::{Endpoint, Kind};
+use chela_core::flash::RamFlash;
+use chela_proto::chat::Message;
+
+use crate::clock::Clock;
+use crate::wire::{Answer, Call, Server};
+
+/// The emulated flash partition: 8 sectors of 4 KiB.
+const FLASH_SECTOR: u32 = 4096;
+const FLASH_SECTORS: u32 = 8;
+
+/// The receive buffer of the scripted server: the largest request body it takes.
+const WIRE_BYTES: usize = 24 * 1024;
+static mut WIRE: [u8; WIRE_BYTES] = [0; WIRE_BYTES];
+
+const REMEMBER: &str = "Please remember: the spare key is under the blue flowerpot by the back door.";
+const ASK: &str = "Where is the spare key?";
+const STORED: &str = "Saved: the spare key is under the blue flowerpot by the back door.";
+const FOUND: &str = "It is under the blue flowerpot by the back door.";
+const ENTRY_LINE: &str = "[m1] The spare key is under the blue flowerpot by the back door. (tags: home)";
+
+const SSE: &str = "text/event-stream; charset=utf-8";
+
+const ANTHROPIC_HEADERS: &[(&str, &str)] = &[
+    ("content-type", "application/json"),
+    ("accept", "text/event-stream"),
+    ("anthropic-version", "2023-06-01"),
+    ("x-api-key", "sk-ant-qemu-test"),
+];
+const OPENAI_HEADERS: &[(&str, &str)] =
+    &[("content-type", "application/json"), ("accept", "text/event-stream"), ("authorization", "Bearer sk-qemu-test")];
+
+/// Turn 1 (Anthropic): the model stores the fact, then confirms.
+static ANTHROPIC_SCRIPT: [Call; 2] = [
+    Call {
+        url: "https://api.anthropic.com/v1/messages",
+        headers: ANTHROPIC_HEADERS,
+        content_type: SSE,
+        body_has: &[
+            r#""model":"claude-sonnet-4-5""#,
+            r#""stream":true"#,
+            r#""name":"memory_store""#,
+            r#""name":"memory_recall""#,
+            r#"Local time: 2026-11-30T11:25:20+00:00 (Monday, UTC)"#,
+            REMEMBER,
+        ],
+        answer: Answer::Recorded(include_bytes!("../fixtures/anthropic_store.sse")),
+    },
+    Call {
+        url: "https://api.anthropic.com/v1/messages",
+        headers: ANTHROPIC_HEADERS,
+        content_type: SSE,
+        body_has: &[
+            r#""type":"tool_use","id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK","name":"memory_store""#,
+            r#""type":"tool_result","tool_use_id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK""#,
+            "stored as m1",
+        ],
+        answer: Answer::Recorded(include_bytes!("../fixtures/anthropic_answer.sse")),
+    },
+];
+
+/// Turn 2 (OpenAI), with turn 1 as history: the model recalls the fact, then answers.
+static OPENAI_SCRIPT: [Call; 2] = [
+    Call {
+        url: "https://api.openai.com/v1/chat/completions",
+        headers: OPENAI_HEADERS,
+        content_type: SSE,
+        body_has: &[
+            r#""model":"gpt-4.1-mini""#,
+            r#""max_completion_tokens":1024"#,
+            REMEMBER,
+            r#""tool_call_id":"toolu_01Qe7xU9Lh2cTzgE6P4WzbmK""#,
+            STORED,
+            ENTRY_LINE,
+            ASK,
+        ],
+        answer: Answer::Recorded(include_bytes!("../fixtures/openai_recall.sse")),
+    },
+    Call {
+        url: "https://api.openai.com/v1/chat/completions",
+        headers: OPENAI_HEADERS,
+        content_type: SSE,
+        body_has: &[r#""role":"tool","tool_call_id":"call_7Hn3KqWz2VbX8mLrT5yPcD4e""#, ENTRY_LINE],
+        answer: Answer::Recorded(include_bytes!("../fixtures/openai_answer.sse")),
+    },
+];
+
+const STORY: &str = "Tell me a very long story.";
+/// Where the endless server would give up by itself.
+const ENDLESS_LIMIT: usize = 1024 * 1024;
+
+/// Turn 3 (Anthropic): a server that streams text forever. The decoder's reply bound
+/// (`Limits::CHIP`, 32 KiB) must stop it, and the turn must end with a short reply, not a reset.
+static ENDLESS_SCRIPT: [Call; 1] = [Call {
+    url: "https://api.anthropic.com/v1/messages",
+    headers: ANTHROPIC_HEADERS,
+    content_type: SSE,
+    body_has: &[STORY],
+    answer: Answer::Endless {
+        head: b"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_01Zz\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-5-20250929\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":2210,\"output_tokens\":1}}}\n\nevent: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+        event: b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"All work and no play makes Jack a dull boy. \"}}\n\n",
+        limit: ENDLESS_LIMIT,
+    },
+}];
+
+const WHOLE: &str = "Answer without streaming.";
+
+/// Turn 4 (OpenAI): a server that ignores `stream: true` and sends one JSON body that never
+/// ends. The exchange's whole-body bound (`Options::CHIP`) must stop it the same way.
+static WHOLE_SCRIPT: [Call; 1] = [Call {
+    url: "https://api.openai.com/v1/chat/completions",
+    headers: OPENAI_HEADERS,
+    content_type: "application/json",
+    body_has: &[WHOLE],
+    answer: Answer::Endless {
+        head: b"{\"id\":\"chatcmpl-C2hR1\",\"object\":\"chat.completion\",\"model\":\"gpt-4.1-mini\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"",
+        event: b"All work and no play makes Jack a dull boy. ",
+        limit: ENDLESS_LIMIT,
+    },
+}];
+
+#[riscv_rt::entry]
+fn main() -> ! {
+    stack::paint();
+    heap::init();
+    println!(
+        "chela-qemu: riscv32imc, {} KiB heap arena, {} KiB stack",
+        heap::arena_size() / 1024,
+        stack::size() / 1024
+    );
+    match run() {
+        Ok(()) => {
+            println!("chela-qemu: turn ok");
+            console::exit(0)
+        }
+        Err(reason) => {
+            println!("chela-qemu: FAILED: {reason}");
+            console::exit(1)
+        }
+    }
+}
+
+fn endpoint(kind: Kind) -> Endpoint {
+    let (base_url, api_key, model) = match kind {
+        Kind::Anthropic => ("https://api.anthropic.com", "sk-ant-qemu-test", "claude-sonnet-4-5"),
+        Kind::OpenAi => ("https://api.openai.com/v1", "sk-qemu-test", "gpt-4.1-mini"),
+    };
+    Endpoint {
+        kind,
+        base_url: base_url.into(),
+        api_key: api_key.into(),
+        model: model.into(),
+        max_tokens: 1024,
+        stream: true,
+    }
+}
+
+fn check(what: &str, ok: bool) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(alloc::format!("check failed: {what}")) }
+}
+
+fn run() -> Result<(), String> {
+    // SAFETY: the only reference to WIRE ever made; main runs once on the single hart.
+    let wire: &'static mut [u8] = unsafe { &mut *(&raw mut WIRE) };
+    // The flash partition: 8 sectors of 4 KiB, in RAM here (its bytes count in the arena).
+    let flash = RamFlash::new(FLASH_SECTOR, FLASH_SECTORS);
+    let mut chip = boot::power_on(flash, Clock::default(), 0x5eed)?;
+    check(
+        "a blank flash boots with no history and no memory",
+        boot::history(&chip)?.is_empty() && chip.entries.is_empty(),
+    )?;
+    let at_boot = heap::stats();
+
+    // Turn 1: Anthropic Messages, streamed; the model calls memory_store.
+    let mut server = Server::new(wire, &ANTHROPIC_SCRIPT);
+    heap::reset_peak();
+    let before1 = heap::stats().live;
+    println!("--- turn 1: Anthropic Messages (SSE)\n> {REMEMBER}");
+    let t1 = turn::run(&mut chip, &endpoint(Kind::Anthropic), &mut server, Vec::new(), REMEMBER)?;
+    let peak1 = heap::stats().peak - before1;
+    check("turn 1 answer", t1.text == STORED)?;
+    check(
+        "turn 1 made 2 model calls and 1 tool call",
+        t1.model_calls == 2 && t1.tool_calls == 1 && t1.iterations == 1,
+    )?;
+    check("turn 1 used the whole script", server.calls_left() == 0)?;
+    check("turn 1 usage summed", t1.usage.input_tokens == 1873 + 1968 && t1.usage.output_tokens == 71 + 18)?;
+    check("turn 1 stored 4 messages", t1.messages.len() == 4)?;
+    let stored = chip.entries.get("m1").ok_or("memory entry m1 is missing")?;
+    check(
+        "entry m1 as the model asked, at the clock's time",
+        stored.content == "The spare key is under the blue flowerpot by the back door."
+            && stored.tags == ["home"]
+            && stored.created == chip.clock.unix(),
+    )?;
+    let (received1, largest1) = (server.received, server.largest);
+    let wire = server.into_wire();
+    boot::persist(&mut chip, &t1)?;
+
+    // Reboot: only the flash survives. The session and the memory entry must come back from it.
+    let (flash, clock, seed) = boot::power_off(chip);
+    println!("--- reboot");
+    let mut chip = boot::power_on(flash, clock, seed)?;
+    let history: Vec<Message> = boot::history(&chip)?;
+    check("the session survived the reboot", history == t1.messages)?;
+    check(
+        "the memory entry survived the reboot",
+        chip.entries.get("m1").is_some_and(|e| e.content.starts_with("The spare key")),
+    )?;
+    drop(t1);
+
+    // Turn 2: OpenAI Chat Completions, streamed, with turn 1 as history; the model calls memory_recall.
+    let mut server = Server::new(wire, &OPENAI_SCRIPT);
+    heap::reset_peak();
+    let before = heap::stats().live;
+    println!("--- turn 2: OpenAI Chat Completions (SSE)\n> {ASK}");
+    let t2 = turn::run(&mut chip, &endpoint(Kind::OpenAi), &mut server, history, ASK)?;
+    let peak2 = heap::stats().peak - before;
+    check("turn 2 answer", t2.text == FOUND)?;
+    check(
+        "turn 2 made 2 model calls and 1 tool call",
+        t2.model_calls == 2 && t2.tool_calls == 1 && t2.iterations == 1,
+    )?;
+    check("turn 2 used the whole script", server.calls_left() == 0)?;
+    check("turn 2 usage summed", t2.usage.input_tokens == 2114 + 2163 && t2.usage.output_tokens == 17 + 11)?;
+    let (received2, largest2) = (server.received, server.largest);
+    boot::persist(&mut chip, &t2)?;
+    drop(t2);
+    let wire = server.into_wire();
+
+    // Turn 3: a reply that never ends. Refused at the chip's reply bound with a short reply.
+    let mut server = Server::new(wire, &ENDLESS_SCRIPT);
+    heap::reset_peak();
+    let before3 = heap::stats().live;
+    println!("--- turn 3: a server that never stops sending (Anthropic SSE)\n> {STORY}");
+    let history = boot::history(&chip)?;
+    let t3 = turn::run(&mut chip, &endpoint(Kind::Anthropic), &mut server, history, STORY)?;
+    let peak3 = heap::stats().peak - before3;
+    println!("{}", t3.text);
+    check("turn 3 was stopped", t3.aborted && t3.model_calls == 1 && t3.tool_calls == 0)?;
+    check(
+        "turn 3 says why",
+        t3.text.starts_with(
+            "(this turn stopped: The provider https://api.anthropic.com sent a reply Chela will not hold (the reply is larger than 32768 bytes)",
+        ),
+    )?;
+    // 32 KiB of text is about 115 KiB of SSE; refused long before the server would stop by itself.
+    check("turn 3 was refused by the bound, not ended by the server", chip.last_answer_bytes < ENDLESS_LIMIT / 2)?;
+    check("turn 3 keeps a well-formed exchange", t3.messages.len() == 2)?;
+    let endless_bytes = chip.last_answer_bytes;
+    boot::persist(&mut chip, &t3)?;
+    drop(t3);
+    let wire = server.into_wire();
+
+    // Turn 4: a whole JSON body that never ends. Refused at the chip's body bound.
+    let mut server = Server::new(wire, &WHOLE_SCRIPT);
+    heap::reset_peak();
+    let before4 = heap::stats().live;
+    println!("--- turn 4: a server that sends one endless JSON body (OpenAI, not streamed)\n> {WHOLE}");
+    let history = boot::history(&chip)?;
+    let t4 = turn::run(&mut chip, &endpoint(Kind::OpenAi), &mut server, history, WHOLE)?;
+    let peak4 = heap::stats().peak - before4;
+    println!("{}", t4.text);
+    check("turn 4 was stopped", t4.aborted && t4.model_calls == 1 && t4.tool_calls == 0)?;
+    check(
+        "turn 4 says why",
+        t4.text.starts_with(
+            "(this turn stopped: The provider https://api.openai.com/v1 sent a reply Chela will not hold (the response body is larger than",
+        ),
+    )?;
+    check("turn 4 was refused by the bound, not ended by the server", chip.last_answer_bytes < ENDLESS_LIMIT / 2)?;
+    let whole_bytes = chip.last_answer_bytes;
+    boot::persist(&mut chip, &t4)?;
+    let note4 = t4.text.clone();
+    drop(t4);
+
+    // A last reboot: all four turns are in the session, the refused ones closed by their notes.
+    let (flash, clock, seed) = boot::power_off(chip);
+    println!("--- reboot");
+    let chip = boot::power_on(flash, clock, seed)?;
+    let session = boot::history(&chip)?;
+    check("the session holds the four turns", session.len() == 12)?;
+    check("the last message is turn 4's note", session.last().is_some_and(|m| m.text() == note4))?;
+    let flash_stats = chip.store.stats();
+    let note3 = session[session.len() - 3].text();
+    drop(session);
+
+    // Planted damage: one bit of turn 4's note rots, as a flash cell losing charge does. The
+    // boot skips that record and counts it; the session loads without it, and the person's
+    // message it answered, now without a reply, is left out too.
+    let (mut flash, clock, seed) = boot::power_off(chip);
+    let needle = b"the response body is larger than";
+    let at = flash.bytes().windows(needle.len()).position(|w| w == needle);
+    let at = at.ok_or("turn 4's note is not in the flash")?;
+    flash.rot(at as u32, 2);
+    println!("--- a bit of turn 4's note rots; reboot");
+    let chip = boot::power_on(flash, clock, seed)?;
+    let rotted = chip.store.stats();
+    let session = boot::history(&chip)?;
+    check("the boot skipped the damaged record", rotted.corrupt == 1)?;
+    check("the session ends with turn 3", session.len() == 10 && session.last().is_some_and(|m| m.text() == note3))?;
+    check("the memory entry is intact", chip.entries.get("m1").is_some())?;
+    drop(session);
+
+    let s = heap::stats();
+    check("no allocation failed", s.failures == 0)?;
+    println!("chela-qemu: heap before the turns {} B", at_boot.live);
+    println!(
+        "chela-qemu: turn 1 (anthropic) heap peak {} B above {} B held; request bodies {} B (largest {} B)",
+        peak1, before1, received1, largest1
+    );
+    println!(
+        "chela-qemu: turn 2 (openai) heap peak {} B above {} B held (history + memory); request bodies {} B (largest {} B)",
+        peak2, before, received2, largest2
+    );
+    println!(
+        "chela-qemu: turn 3 (endless reply) heap peak {} B above {} B held; refused after {} response bytes",
+        peak3, before3, endless_bytes
+    );
+    println!(
+        "chela-qemu: turn 4 (endless whole body) heap peak {} B above {} B held; refused after {} response bytes",
+        peak4, before4, whole_bytes
+    );
+    println!(
+        "chela-qemu: arena {} B: high-water {} B, allocator used peak (turn 4) {} B, {} allocations",
+        heap::arena_size(),
+        s.high_water,
+        s.used_peak,
+        s.allocations
+    );
+    println!(
+        "chela-qemu: flash {} records, {} B of {} sectors x {} B, {} sectors free, erases {}..{}",
+        flash_stats.records,
+        flash_stats.record_bytes,
+        flash_stats.sectors,
+        flash_stats.sector_size,
+        flash_stats.free_sectors,
+        flash_stats.min_erases,
+        flash_stats.max_erases
+    );
+    println!("chela-qemu: stack peak {} B of {} B", stack::used(), stack::size());
+    check("the stack stayed within its region", stack::used() < stack::size())?;
+    Ok(())
+}
