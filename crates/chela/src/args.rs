@@ -27,6 +27,9 @@ pub enum Command {
     Service(ServiceCmd),
     /// `chela run`: the daemon.
     Run,
+    Cron(CronCmd),
+    /// `chela heartbeat trigger`.
+    Heartbeat,
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -59,6 +62,8 @@ pub enum Topic {
     ServiceUninstall,
     ServiceStatus,
     Run,
+    Cron,
+    Heartbeat,
 }
 
 impl Topic {
@@ -72,6 +77,8 @@ impl Topic {
             ("chat", _) => Topic::Chat,
             ("doctor", _) => Topic::Doctor,
             ("run", _) => Topic::Run,
+            ("cron", _) => Topic::Cron,
+            ("heartbeat", _) => Topic::Heartbeat,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -106,9 +113,15 @@ impl Topic {
     fn depth(self) -> usize {
         match self {
             Topic::Main => 0,
-            Topic::Chat | Topic::Config | Topic::Cap | Topic::Pairing | Topic::Doctor | Topic::Service | Topic::Run => {
-                1
-            }
+            Topic::Chat
+            | Topic::Config
+            | Topic::Cap
+            | Topic::Pairing
+            | Topic::Doctor
+            | Topic::Service
+            | Topic::Run
+            | Topic::Cron
+            | Topic::Heartbeat => 1,
             _ => 2,
         }
     }
@@ -157,6 +170,17 @@ pub enum CapCmd {
     Call { id: String, json: String },
     Enable(String, bool),
     Show(String, bool),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum CronCmd {
+    List,
+    /// A job as JSON, as `scheduler_add_job` takes it.
+    Add(String),
+    Remove(String),
+    Trigger(String),
+    Pause(String),
+    Resume(String),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -287,7 +311,14 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
         ("run", []) => Command::Run,
-        ("config" | "cap" | "pairing" | "doctor" | "service" | "run", _) => {
+        ("cron", ["list"] | []) => Command::Cron(CronCmd::List),
+        ("cron", ["add", json]) => Command::Cron(CronCmd::Add((*json).to_owned())),
+        ("cron", ["remove", id]) => Command::Cron(CronCmd::Remove((*id).to_owned())),
+        ("cron", ["trigger", id]) => Command::Cron(CronCmd::Trigger((*id).to_owned())),
+        ("cron", ["pause", id]) => Command::Cron(CronCmd::Pause((*id).to_owned())),
+        ("cron", ["resume", id]) => Command::Cron(CronCmd::Resume((*id).to_owned())),
+        ("heartbeat", ["trigger"]) => Command::Heartbeat,
+        ("config" | "cap" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))

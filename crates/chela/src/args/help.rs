@@ -32,6 +32,8 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::ServiceUninstall => "chela service uninstall",
         Topic::ServiceStatus => "chela service status",
         Topic::Run => "chela run",
+        Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume> [args]",
+        Topic::Heartbeat => "chela heartbeat trigger",
     }
 }
 
@@ -62,6 +64,8 @@ pub fn text(topic: Topic) -> String {
         Topic::ServiceUninstall => ("stop and remove the systemd user service.", SERVICE_UNINSTALL),
         Topic::ServiceStatus => ("whether the service is installed, enabled and running.", SERVICE_STATUS),
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
+        Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
+        Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -99,6 +103,9 @@ Commands:
   service install|uninstall|status
                           Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
+  cron list|add|remove|trigger|pause|resume [JSON|ID]
+                          The scheduled jobs (cron.json)
+  heartbeat trigger       Ask the running daemon for a heartbeat now
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -341,6 +348,32 @@ active). Logs: `journalctl --user -u chela`.
 
 Example:
   chela service status
+";
+
+const CRON: &str = "\
+Verbs:
+  list                    Every job, its next fire time in your zone, and bad entries
+  add JSON                Add a job, or replace the one with its id
+  remove ID               Remove a job
+  trigger ID              Ask the running daemon to run a job now (within a second)
+  pause ID | resume ID    Stop a job from firing until resumed
+
+A job: {\"id\":\"tea\",\"trigger\":{\"type\":\"cron\",\"expr\":\"0 16 * * 1-5\"},
+\"action\":{\"type\":\"agent\",\"message\":\"Time for tea?\",\"channel\":\"telegram\",\"chat_id\":\"42\"}}
+Triggers: once {at}, interval {every_s}, cron {expr, tz}. Actions: agent {message, channel,
+chat_id} (the answer goes to that chat), cap {name, args}. The running daemon sees changes
+within a second. scheduler.timezone, scheduler.missed_grace_secs and scheduler.max_jobs
+are the settings.
+
+Example:
+  chela cron pause tea
+";
+
+const HEARTBEAT: &str = "\
+Every heartbeat.interval_secs (default 1800) the daemon reads HEARTBEAT.md and, inside
+heartbeat.active_hours, gives its open items (lines that are not blank, a heading or a
+checked `- [x]` box) to the model. Its answer goes to heartbeat.channel/heartbeat.chat_id.
+`chela heartbeat trigger` asks the running daemon for one now, inside the hours or not.
 ";
 
 const RUN: &str = "\

@@ -84,6 +84,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         };
         r.ok(&format!("time zone: {tz_name}"));
         check_settings(cfg, &mut r);
+        check_scheduler(&ws, cfg, &mut r);
         services::check(cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
         match crate::channels::telegram::doctor(cfg).await {
@@ -100,6 +101,30 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     } else {
         println!("{} problem(s), {} warning(s).", r.failures, r.warnings);
         Ok(ExitCode::FAILURE)
+    }
+}
+
+/// The scheduler's zone and `cron.json`: each bad entry with its line.
+fn check_scheduler(ws: &Workspace, cfg: &Config, r: &mut Report) {
+    use crate::scheduler::{FILE, Settings, read_file};
+    let settings = match Settings::from_config(cfg) {
+        Ok(s) => {
+            r.ok(&format!("scheduler zone: {}", s.zone.name()));
+            s
+        }
+        Err(e) => {
+            r.fail(&format!("scheduler: {e:#}"), "set scheduler.timezone to an IANA name such as Europe/Berlin");
+            return;
+        }
+    };
+    let (jobs, problems) = read_file(&ws.root().join(FILE), settings.max_jobs);
+    let fix = "fix the entry (or run `chela cron remove ID`); until then the file is not rewritten, and a \
+               change made with `chela cron` or a tool rewrites it whole, keeping the old one as cron.json.bak";
+    for line in problems.lines() {
+        r.fail(&line, fix);
+    }
+    if problems.is_empty() && !jobs.is_empty() {
+        r.ok(&format!("{FILE}: {} job(s)", jobs.len()));
     }
 }
 

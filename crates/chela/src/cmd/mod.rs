@@ -10,6 +10,7 @@ use crate::workspace::Workspace;
 
 mod cap;
 mod config;
+mod cron;
 pub(crate) mod doctor;
 mod pairing;
 mod run;
@@ -28,6 +29,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor => doctor::run(ws).await,
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,
+        Command::Cron(c) => cron::run(&ws, c),
+        Command::Heartbeat => cron::heartbeat(&ws),
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }

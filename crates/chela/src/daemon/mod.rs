@@ -25,6 +25,7 @@ use chela_proto::chat::Message;
 use crate::access::Gate;
 use crate::app::{App, Base};
 use crate::config::{Config, ConfigWatch};
+use crate::scheduler::{Scheduler, Settings};
 use crate::session::{HubError, HubLimits, Pending, SessionHub};
 use crate::tools::Toolbox;
 use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
@@ -33,7 +34,7 @@ use crate::workspace::Workspace;
 mod outlet;
 mod shutdown;
 
-pub use outlet::{BoxFuture, Outlet, Outlets};
+pub use outlet::{BoxFuture, Outlet, Outlets, may_send};
 pub use shutdown::Shutdown;
 
 /// Channels whose clients are checked by the channel itself (the gateway's token, or the
@@ -89,6 +90,8 @@ pub struct Daemon {
     shutdown: Shutdown,
     /// Shared with the `im` tools, which send through them.
     outlets: Arc<Outlets>,
+    /// The scheduled jobs, shared with the `scheduler` tools and the dashboard.
+    scheduler: Arc<Scheduler>,
 }
 
 impl Daemon {
@@ -112,6 +115,10 @@ impl Daemon {
         toolbox
             .register(crate::tools::im::group(Arc::clone(&outlets)))
             .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
+        let scheduler = Arc::new(Scheduler::open(&ws, Settings::from_config(&cfg)?, crate::scheduler::now_secs()));
+        toolbox
+            .register(crate::tools::scheduler::group(Arc::clone(&scheduler)))
+            .map_err(|e| anyhow::anyhow!("cannot add the scheduler tools: {e}"))?;
         Ok(Daemon {
             ws,
             toolbox,
@@ -121,6 +128,7 @@ impl Daemon {
             gate,
             shutdown: Shutdown::default(),
             outlets,
+            scheduler,
         })
     }
 
@@ -160,6 +168,10 @@ impl Daemon {
         &self.outlets
     }
 
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
         self.current.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -185,6 +197,10 @@ impl Daemon {
         }
         // The capability switches apply even when the provider settings are incomplete.
         self.toolbox.apply(&cfg);
+        match Settings::from_config(&cfg) {
+            Ok(s) => self.scheduler.set_settings(s),
+            Err(e) => tracing::warn!("the scheduler keeps its previous zone: {e:#}"),
+        }
         let previous = self.read().app.clone();
         let app = match &previous {
             Ok(app) => app.with_config(Arc::clone(&cfg)),

@@ -8,6 +8,11 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, PoisonError, RwLock};
 
+use chela_core::config as keys;
+
+use crate::config::Config;
+use crate::workspace::Workspace;
+
 /// A boxed, sendable future: the outlets are trait objects.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -48,4 +53,19 @@ impl Outlets {
     pub fn channels(&self) -> Vec<String> {
         self.0.read().unwrap_or_else(PoisonError::into_inner).keys().cloned().collect()
     }
+}
+
+/// Whether Chela may send to `chat_id` of `channel` on its own: a chat listed in the channel's
+/// `allow_from`, or one where an admitted (allowed or paired) person has talked, which is what
+/// a session file records — a stranger's words never make one. The same rule as
+/// `telegram_send_text` and `feishu_send_message`.
+pub fn may_send(ws: &Workspace, cfg: &Config, channel: &str, chat_id: &str) -> bool {
+    let list = match channel {
+        // The gateway's clients passed its token (or sit on loopback): the owner.
+        "ws" => return true,
+        "telegram" => cfg.list(keys::TELEGRAM_ALLOW_FROM),
+        "feishu" => cfg.list(keys::FEISHU_ALLOW_FROM),
+        _ => return false,
+    };
+    list.iter().any(|a| a == "*" || a == chat_id) || ws.session_path(channel, chat_id).exists()
 }

@@ -10,13 +10,10 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use chela_core::config as keys;
 use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::config::Config;
 use crate::daemon::Outlets;
-use crate::workspace::Workspace;
 
 /// The largest file sent: what the Telegram Bot API accepts from a bot, the smallest platform
 /// limit of the channels.
@@ -47,20 +44,7 @@ pub struct MediaArgs {
     caption: String,
 }
 
-/// Whether Chela may send to `chat_id` of `channel` on its own: a chat listed in the channel's
-/// `allow_from`, or one where an admitted (allowed or paired) person has talked, which is what
-/// a session file records — a stranger's words never make one. The same rule as
-/// `telegram_send_text` and `feishu_send_message`.
-pub fn may_send(ws: &Workspace, cfg: &Config, channel: &str, chat_id: &str) -> bool {
-    let list = match channel {
-        // The gateway's clients passed its token (or sit on loopback): the owner.
-        "ws" => return true,
-        "telegram" => cfg.list(keys::TELEGRAM_ALLOW_FROM),
-        "feishu" => cfg.list(keys::FEISHU_ALLOW_FROM),
-        _ => return false,
-    };
-    list.iter().any(|a| a == "*" || a == chat_id) || ws.session_path(channel, chat_id).exists()
-}
+pub use crate::daemon::may_send;
 
 impl Tool for ImSendMedia {
     const NAME: &'static str = "im_send_media";

@@ -1,0 +1,90 @@
+//! `chela cron list|add|remove|trigger|pause|resume` and `chela heartbeat trigger`: the
+//! scheduled jobs, on the same `cron.json` the running daemon reads (it sees a change within a
+//! second). Running a job or a heartbeat is the daemon's: those verbs leave it a request.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use chela_core::schedule::Job;
+
+use crate::args::CronCmd;
+use crate::config::Config;
+use crate::scheduler::{Scheduler, Settings, now_secs, request};
+use crate::workspace::Workspace;
+
+pub fn run(ws: &Workspace, cmd: CronCmd) -> Result<ExitCode> {
+    ws.ensure()?;
+    let cfg = Config::load(ws)?;
+    let now = now_secs();
+    let sched = Scheduler::open(ws, Settings::from_config(&cfg)?, now);
+    let out = match cmd {
+        CronCmd::List => list(&sched, now),
+        CronCmd::Add(json) => {
+            let job: Job =
+                serde_json::from_str(&json).context("the job is not valid JSON of a job (see `chela cron --help`)")?;
+            let id = job.id.clone();
+            let replaced = sched.upsert(job, now)?;
+            let next =
+                sched.get(&id, now).and_then(|v| v.next_fire_local).unwrap_or_else(|| "never on its own".to_owned());
+            format!("{} job {id}; next run: {next}\n", if replaced { "Replaced" } else { "Added" })
+        }
+        CronCmd::Remove(id) => {
+            sched.remove(&id)?;
+            format!("Removed job {id}.\n")
+        }
+        CronCmd::Pause(id) => {
+            sched.update(&id, now, |j| j.paused = true)?;
+            format!("Paused job {id}.\n")
+        }
+        CronCmd::Resume(id) => {
+            sched.update(&id, now, |j| j.paused = false)?;
+            format!("Resumed job {id}.\n")
+        }
+        CronCmd::Trigger(id) => {
+            if sched.get(&id, now).is_none() {
+                bail!("there is no job {id:?}; `chela cron list` lists them");
+            }
+            request(ws, &format!("run.{id}"))?;
+            format!("Asked the running daemon to run job {id} now (`chela run` picks it up within a second).\n")
+        }
+    };
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn list(sched: &Scheduler, now: i64) -> String {
+    let mut out = String::new();
+    let jobs = sched.list(now);
+    if jobs.is_empty() {
+        out.push_str("No scheduled jobs.\n");
+    }
+    for v in &jobs {
+        let j = &v.job;
+        let state = if !j.enabled {
+            "disabled"
+        } else if j.paused {
+            "paused"
+        } else {
+            "active"
+        };
+        let when = serde_json::to_string(&j.trigger).unwrap_or_default();
+        let next = v.next_fire_local.as_deref().unwrap_or("-");
+        let _ = writeln!(out, "{}  {state}  next: {next}  {when}", j.id);
+    }
+    let problems = sched.problems().lines();
+    if !problems.is_empty() {
+        out.push_str("\nLeft out of cron.json (fix them; `chela doctor` lists them too):\n");
+        for p in problems {
+            let _ = writeln!(out, "  {p}");
+        }
+    }
+    out
+}
+
+pub fn heartbeat(ws: &Workspace) -> Result<ExitCode> {
+    ws.ensure()?;
+    request(ws, "heartbeat")?;
+    println!("Asked the running daemon for a heartbeat now (`chela run` picks it up within a second).");
+    Ok(ExitCode::SUCCESS)
+}
