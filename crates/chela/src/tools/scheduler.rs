@@ -138,9 +138,9 @@ fn list(s: &Scheduler) -> String {
     json(&serde_json::json!({ "jobs": s.list(now), "problems": problems }))
 }
 
-/// A tool that takes a job id and does one thing with it.
+/// A tool that takes a job id and does one thing with it: `$run(scheduler, id)`.
 macro_rules! id_tool {
-    ($ty:ident, $name:literal, $desc:literal, |$s:ident, $id:ident| $body:expr) => {
+    ($ty:ident, $name:literal, $desc:literal, $run:path) => {
         pub struct $ty(Arc<Scheduler>);
 
         impl Tool for $ty {
@@ -152,10 +152,8 @@ macro_rules! id_tool {
             type Args = IdArgs;
 
             async fn call<'a>(&'a self, _: &'a ToolCtx, a: IdArgs) -> ToolResult {
-                let $s = &self.0;
-                let $id = a.id.as_str();
-                $s.refresh(now_secs());
-                $body
+                self.0.refresh(now_secs());
+                $run(&self.0, &a.id)
             }
         }
     };
@@ -174,47 +172,45 @@ fn updated(s: &Scheduler, id: &str, what: &str, f: impl FnOnce(&mut Job)) -> Too
     Ok(format!("Job {id} {what}. {}", json(&view)))
 }
 
-id_tool!(
-    GetJob,
-    "scheduler_get_job",
-    "One scheduled job, its next fire time and the outcome of its last run.",
-    |s, id| {
-        s.get(id, now_secs())
-            .map(|v| json(&v))
-            .ok_or_else(|| ToolError::invalid_args(format!("there is no job {id:?} (the job list shows the ids)")))
-    }
-);
-id_tool!(RemoveJob, "scheduler_remove_job", "Remove a scheduled job.", |s, id| {
+fn get(s: &Scheduler, id: &str) -> ToolResult {
+    s.get(id, now_secs())
+        .map(|v| json(&v))
+        .ok_or_else(|| ToolError::invalid_args(format!("there is no job {id:?} (the job list shows the ids)")))
+}
+
+fn remove(s: &Scheduler, id: &str) -> ToolResult {
     s.remove(id).map_err(failed)?;
     Ok(format!("Removed job {id}."))
-});
-id_tool!(EnableJob, "scheduler_enable_job", "Enable a scheduled job.", |s, id| updated(s, id, "enabled", |j| j
-    .enabled =
-    true));
-id_tool!(DisableJob, "scheduler_disable_job", "Disable a scheduled job: it never fires until enabled.", |s, id| {
+}
+
+fn enable(s: &Scheduler, id: &str) -> ToolResult {
+    updated(s, id, "enabled", |j| j.enabled = true)
+}
+
+fn disable(s: &Scheduler, id: &str) -> ToolResult {
     updated(s, id, "disabled", |j| j.enabled = false)
-});
-id_tool!(PauseJob, "scheduler_pause_job", "Pause a scheduled job until it is resumed.", |s, id| updated(
-    s,
-    id,
-    "paused",
-    |j| j.paused = true
-));
-id_tool!(
-    ResumeJob,
-    "scheduler_resume_job",
-    "Resume a paused job (runs missed while paused are not made up).",
-    |s, id| { updated(s, id, "resumed", |j| j.paused = false) }
-);
-id_tool!(
-    TriggerNow,
-    "scheduler_trigger_now",
-    "Run a scheduled job now, once, without changing its schedule.",
-    |s, id| {
-        s.trigger(id).map_err(failed)?;
-        Ok(format!("Job {id} runs now (its outcome shows in scheduler_get_job)."))
-    }
-);
+}
+
+fn pause(s: &Scheduler, id: &str) -> ToolResult {
+    updated(s, id, "paused", |j| j.paused = true)
+}
+
+fn resume(s: &Scheduler, id: &str) -> ToolResult {
+    updated(s, id, "resumed", |j| j.paused = false)
+}
+
+fn trigger(s: &Scheduler, id: &str) -> ToolResult {
+    s.trigger(id).map_err(failed)?;
+    Ok(format!("Job {id} runs now (its outcome shows in scheduler_get_job)."))
+}
+
+id_tool!(GetJob, "scheduler_get_job", "One scheduled job, its next fire time and the outcome of its last run.", get);
+id_tool!(RemoveJob, "scheduler_remove_job", "Remove a scheduled job.", remove);
+id_tool!(EnableJob, "scheduler_enable_job", "Enable a scheduled job.", enable);
+id_tool!(DisableJob, "scheduler_disable_job", "Disable a scheduled job: it never fires until enabled.", disable);
+id_tool!(PauseJob, "scheduler_pause_job", "Pause a scheduled job until it is resumed.", pause);
+id_tool!(ResumeJob, "scheduler_resume_job", "Resume a paused job (runs missed while paused are not made up).", resume);
+id_tool!(TriggerNow, "scheduler_trigger_now", "Run a scheduled job now, once, without changing its schedule.", trigger);
 
 pub struct CronAdd(Arc<Scheduler>);
 
