@@ -241,3 +241,30 @@ async fn jobs_are_listed_with_next_fire_times_and_an_unreachable_chat_is_reporte
     h.daemon.shutdown().trigger();
     task.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_heartbeat_gives_the_open_items_to_the_model_inside_the_active_hours_only() {
+    use crate::scheduler::task::beat;
+    let h = harness(vec![Step::text("watered them")], "127.0.0.1:18789", None);
+    let ws = h.daemon.workspace();
+    let now = crate::scheduler::now_secs();
+    std::fs::write(ws.root().join("HEARTBEAT.md"), "# Tasks\n\n- [x] feed the cat\n").unwrap();
+    assert_eq!(beat(&h.daemon, now, false).await.unwrap(), "HEARTBEAT.md has no open items");
+    assert!(h.llm.requests().is_empty());
+
+    std::fs::write(ws.root().join("HEARTBEAT.md"), "# Tasks\n\n- [x] feed the cat\n- [ ] water the plants\n").unwrap();
+    // A window that ends an hour before now, in UTC: outside.
+    let hour = now.rem_euclid(86_400) / 3600;
+    let window = format!("{:02}:00-{:02}:00", (hour + 2) % 24, (hour + 23) % 24);
+    crate::config::set_override(ws, "scheduler.timezone", "UTC").unwrap();
+    crate::config::set_override(ws, "heartbeat.active_hours", &window).unwrap();
+    assert!(h.daemon.reload().unwrap());
+    assert!(beat(&h.daemon, now, false).await.unwrap().contains("outside heartbeat.active_hours"));
+    assert!(h.llm.requests().is_empty());
+
+    // `chela heartbeat trigger` runs one outside the hours too.
+    let said = beat(&h.daemon, now, true).await.unwrap();
+    assert!(said.starts_with("1 items;") && said.contains("watered them"), "{said}");
+    let asked = String::from_utf8_lossy(&h.llm.requests()[0].body).into_owned();
+    assert!(asked.contains("water the plants") && !asked.contains("feed the cat"), "{asked}");
+}

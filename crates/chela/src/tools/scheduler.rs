@@ -47,12 +47,12 @@ fn json(v: &impl serde::Serialize) -> String {
 /// Fills an `agent` action's missing channel and chat from the conversation.
 fn default_target(ctx: &ToolCtx, action: &mut Action) -> Result<(), ToolError> {
     if let Action::Agent { channel, chat_id, .. } = action {
-        if let Some((c, id)) = &ctx.conversation {
-            if channel.is_none() {
-                *channel = Some(c.clone());
-                if chat_id.is_none() {
-                    *chat_id = Some(id.clone());
-                }
+        if let Some((c, id)) = &ctx.conversation
+            && channel.is_none()
+        {
+            *channel = Some(c.clone());
+            if chat_id.is_none() {
+                *chat_id = Some(id.clone());
             }
         }
         if channel.is_none() || chat_id.is_none() {

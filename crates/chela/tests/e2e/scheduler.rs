@@ -70,3 +70,25 @@ fn a_broken_entry_is_reported_by_doctor_and_the_good_jobs_are_kept() {
     assert_eq!(std::fs::read_to_string(ws.path().join("cron.json.bak")).unwrap(), text);
     ws.run(&["doctor"]).stdout_has("cron.json: 1 job(s)");
 }
+
+#[test]
+fn chela_heartbeat_trigger_reaches_the_running_daemon_and_the_answer_the_chat() {
+    let llm = FakeLlm::start(vec![Step::text("The plants are watered.")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(
+        Provider::Anthropic,
+        &llm,
+        &tg,
+        &format!("[heartbeat]\nchannel = \"telegram\"\nchat_id = \"{OWNER}\"\n"),
+    );
+    std::fs::write(ws.path().join("HEARTBEAT.md"), "# Tasks\n- [x] feed the cat\n- [ ] water the plants\n").unwrap();
+    let child = start(&ws, &tg);
+    ws.run(&["heartbeat", "trigger"]).expect_ok().stdout_has("Asked the running daemon for a heartbeat");
+    let sent = tg.wait_sent(WAIT, |s| !s.is_empty());
+    let out = stop(child);
+    out.expect_ok();
+    assert_eq!(sent[0].text, "The plants are watered.", "{}", out.stderr);
+    assert_eq!(sent[0].chat_id, OWNER);
+    let asked = String::from_utf8_lossy(&llm.requests()[0].body).into_owned();
+    assert!(asked.contains("[Heartbeat]") && asked.contains("water the plants") && !asked.contains("feed the cat"));
+}
