@@ -35,26 +35,42 @@ pub const HEARTBEAT_SESSION: (&str, &str) = ("heartbeat", "heartbeat");
 pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let sched = Arc::clone(daemon.scheduler());
     let now = now_secs();
-    for due in sched.catch_up(now) {
+    // The store stats, reads and fsyncs files: that runs on the blocking pool, never on the
+    // async thread the channels share.
+    let s = Arc::clone(&sched);
+    let missed = tokio::task::spawn_blocking(move || {
+        let missed = s.catch_up(now);
+        for due in &missed {
+            s.record(&due.job.id, now);
+        }
+        missed
+    })
+    .await?;
+    for due in missed {
         tracing::info!(job = %due.job.id, at = due.at, "running a job missed while Chela was down");
-        sched.record(&due.job.id, now);
         spawn_run(&daemon, due);
     }
     let mut heartbeat = Heartbeat::new(&daemon);
     loop {
         let now = now_secs();
-        sched.refresh(now);
-        let (_, beat) = sched.take_requests();
+        let s = Arc::clone(&sched);
+        let (beat, due, next) = tokio::task::spawn_blocking(move || {
+            s.refresh(now);
+            let (_, beat) = s.take_requests();
+            let due = s.take_due(now);
+            (beat, due, s.next_wake(now))
+        })
+        .await?;
         if beat {
             heartbeat.spawn(&daemon, true);
         }
-        for due in sched.take_due(now) {
+        for due in due {
             spawn_run(&daemon, due);
         }
         if heartbeat.due(&daemon, now) {
             heartbeat.spawn(&daemon, false);
         }
-        let wake = sched.next_wake(now).into_iter().chain(heartbeat.next).min();
+        let wake = next.into_iter().chain(heartbeat.next).min();
         let sleep =
             wake.map_or(LOOK_EVERY, |t| Duration::from_secs(t.saturating_sub(now).unsigned_abs()).min(LOOK_EVERY));
         tokio::select! {
