@@ -55,6 +55,8 @@ impl fmt::Display for ActiveHoursError {
     }
 }
 
+impl core::error::Error for ActiveHoursError {}
+
 impl ActiveHours {
     pub const ALWAYS: ActiveHours = ActiveHours { start: 0, end: 0 };
 

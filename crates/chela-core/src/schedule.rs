@@ -164,6 +164,8 @@ impl fmt::Display for JobError {
     }
 }
 
+impl core::error::Error for JobError {}
+
 fn bad(field: &str, message: String) -> JobError {
     JobError { field: String::from(field), message }
 }

@@ -87,6 +87,8 @@ impl fmt::Display for ZoneError {
     }
 }
 
+impl core::error::Error for ZoneError {}
+
 /// Checks that `name` can be an IANA zone name (`Europe/Berlin`, `Etc/GMT+5`, `UTC`) and is
 /// safe to join under a zoneinfo directory: no empty, `.` or `..` part, no leading `/`, only
 /// letters, digits and `_ + - /`.

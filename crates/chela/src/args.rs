@@ -414,6 +414,8 @@ mod tests {
             (&["cap", "disable", "-h"], Topic::CapEnable),
             (&["cap", "hide", "-h"], Topic::CapShow),
             (&["doctor", "--help"], Topic::Doctor),
+            (&["cron", "list", "--help"], Topic::Cron),
+            (&["help", "cron"], Topic::Cron),
             (&["pairing", "-h"], Topic::Pairing),
             (&["pairing", "list", "-h"], Topic::PairingList),
             (&["pairing", "approve", "X", "--help"], Topic::PairingApprove),

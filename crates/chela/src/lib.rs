@@ -21,6 +21,7 @@ pub mod storage;
 pub mod workspace;
 
 mod app;
+mod automation;
 mod channels;
 mod chat;
 mod compact;

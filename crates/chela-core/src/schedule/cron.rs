@@ -54,6 +54,8 @@ impl fmt::Display for CronError {
     }
 }
 
+impl core::error::Error for CronError {}
+
 struct FieldSpec {
     name: &'static str,
     min: u32,

@@ -94,6 +94,8 @@ impl fmt::Display for FileError {
     }
 }
 
+impl core::error::Error for FileError {}
+
 #[derive(Deserialize)]
 struct RawFile<'a> {
     #[serde(default)]
@@ -150,6 +152,11 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
         let mut bad = |message: String| out.bad.push(BadEntry { index, line, id: id.clone(), message });
         if index >= MAX_JOBS {
             bad(format!("more than {MAX_JOBS} jobs; this one is ignored"));
+            continue;
+        }
+        // serde would take a struct from an array too, with a confusing message.
+        if !entry.get().starts_with('{') {
+            bad(String::from("a job must be a JSON object ({\"id\": …, \"trigger\": …, \"action\": …})"));
             continue;
         }
         let job: Job = match serde_json::from_str(entry.get()) {

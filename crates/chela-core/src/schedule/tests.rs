@@ -365,7 +365,7 @@ fn file_keeps_good_jobs_and_reports_bad_lines() {
     assert!(bad[3].starts_with("line 7: job 6 (\"extra\"): unknown field `enabeld`"), "{}", bad[3]);
     assert!(bad[4].starts_with("line 8: job 7 (\"multi\"): invalid value: integer `-5`"), "{}", bad[4]);
     assert!(bad[4].ends_with("(line 9)"), "{}", bad[4]);
-    assert!(bad[5].starts_with("line 11: job 8: invalid type: integer `42`"), "{}", bad[5]);
+    assert!(bad[5].starts_with("line 11: job 8: a job must be a JSON object"), "{}", bad[5]);
     assert!(f.jobs[2].job.paused);
 }
 

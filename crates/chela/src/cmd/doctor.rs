@@ -84,7 +84,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         };
         r.ok(&format!("time zone: {tz_name}"));
         check_settings(cfg, &mut r);
-        check_scheduler(&ws, cfg, &mut r);
+        check_cron(&ws, cfg, &mut r);
         services::check(cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
         match crate::channels::telegram::doctor(cfg).await {
@@ -101,30 +101,6 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     } else {
         println!("{} problem(s), {} warning(s).", r.failures, r.warnings);
         Ok(ExitCode::FAILURE)
-    }
-}
-
-/// The scheduler's zone and `cron.json`: each bad entry with its line.
-fn check_scheduler(ws: &Workspace, cfg: &Config, r: &mut Report) {
-    use crate::scheduler::{FILE, Settings, read_file};
-    let settings = match Settings::from_config(cfg) {
-        Ok(s) => {
-            r.ok(&format!("scheduler zone: {}", s.zone.name()));
-            s
-        }
-        Err(e) => {
-            r.fail(&format!("scheduler: {e:#}"), "set scheduler.timezone to an IANA name such as Europe/Berlin");
-            return;
-        }
-    };
-    let (jobs, problems) = read_file(&ws.root().join(FILE), settings.max_jobs);
-    let fix = "fix the entry (or run `chela cron remove ID`); until then the file is not rewritten, and a \
-               change made with `chela cron` or a tool rewrites it whole, keeping the old one as cron.json.bak";
-    for line in problems.lines() {
-        r.fail(&line, fix);
-    }
-    if problems.is_empty() && !jobs.is_empty() {
-        r.ok(&format!("{FILE}: {} job(s)", jobs.len()));
     }
 }
 
@@ -204,6 +180,41 @@ fn check_settings(cfg: &Config, r: &mut Report) {
     }
 }
 
+/// `cron.json`: every bad entry with its line (the good jobs still run), and every zone the jobs
+/// name. Missing is fine: there are no jobs.
+fn check_cron(ws: &Workspace, cfg: &Config, r: &mut Report) {
+    let path = crate::automation::cron_path(ws);
+    let file = match crate::automation::load_cron(ws) {
+        Ok(Some(file)) => file,
+        Ok(None) => return,
+        Err(e) => {
+            r.fail(
+                &format!("{e:#}; no scheduled job runs until it is fixed, and Chela will not overwrite it"),
+                &format!("correct {} by hand, or move it away", path.display()),
+            );
+            return;
+        }
+    };
+    let fix = format!("correct the entry in {} (the other jobs keep running)", path.display());
+    for bad in &file.bad {
+        r.warn(&format!("cron.json {bad}"), &fix);
+    }
+    let user_zone = cfg.get(keys::TIMEZONE);
+    let mut zones_ok = true;
+    for job in &file.jobs {
+        if let chela_core::schedule::Trigger::Cron { tz: Some(tz), .. } = &job.job.trigger
+            && tz != user_zone
+            && let Err(e) = crate::automation::load_zone(tz)
+        {
+            zones_ok = false;
+            r.warn(&format!("cron.json line {}: job {:?}: trigger.tz: {e:#}", job.line, job.job.id), &fix);
+        }
+    }
+    if file.bad.is_empty() && zones_ok {
+        r.ok(&format!("cron.json: {} job(s), all valid", file.jobs.len()));
+    }
+}
+
 /// Where `program` is: itself if it names a path, else the first match on `PATH`.
 pub(super) fn find_program(program: &str) -> Option<std::path::PathBuf> {
     let is_exec = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
@@ -274,5 +285,61 @@ async fn check_provider(cfg: &Config, r: &mut Report) {
             };
             r.fail(&probe.explain(&e, &key.layer), &fix);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cron_report(text: Option<&str>) -> (Report, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().to_owned())).unwrap();
+        if let Some(text) = text {
+            std::fs::write(dir.path().join("cron.json"), text).unwrap();
+        }
+        let cfg = Config::from_layers(None, None, &[]).unwrap();
+        let mut r = Report::default();
+        check_cron(&ws, &cfg, &mut r);
+        let text = r.lines.join("\n");
+        (r, text)
+    }
+
+    const EMIT: &str = r#""action": {"type": "emit", "event": "x"}"#;
+
+    #[test]
+    fn cron_json_bad_entries_are_warnings_with_their_line() {
+        let text = format!(
+            "{{\"version\": 1, \"jobs\": [\n  {{\"id\": \"ok\", \"trigger\": {{\"type\": \"cron\", \"expr\": \"0 8 * * *\", \"tz\": \"Europe/Berlin\"}}, {EMIT}}},\n  {{\"id\": \"bad\", \"trigger\": {{\"type\": \"cron\", \"expr\": \"0 8 * * MOON\"}}, {EMIT}}},\n  {{\"id\": \"where\", \"trigger\": {{\"type\": \"cron\", \"expr\": \"0 8 * * *\", \"tz\": \"Mars/Olympus\"}}, {EMIT}}}\n]}}"
+        );
+        let (r, out) = cron_report(Some(&text));
+        assert_eq!((r.failures, r.warnings), (0, 2), "{out}");
+        assert!(
+            out.contains(
+                "warn  cron.json line 3: job 2 (\"bad\"): trigger.expr: day-of-week field: \"MOON\" is not a number"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("warn  cron.json line 4: job \"where\": trigger.tz: time zone \"Mars/Olympus\" is not in"),
+            "{out}"
+        );
+        assert!(out.contains("(the other jobs keep running)"), "{out}");
+        assert!(!out.contains("all valid"), "{out}");
+    }
+
+    #[test]
+    fn cron_json_good_missing_and_unreadable() {
+        let good = format!(
+            "{{\"jobs\": [{{\"id\": \"a\", \"trigger\": {{\"type\": \"interval\", \"every_s\": 60}}, {EMIT}}}]}}"
+        );
+        let (r, out) = cron_report(Some(&good));
+        assert_eq!((r.failures, r.warnings), (0, 0), "{out}");
+        assert!(out.contains("ok    cron.json: 1 job(s), all valid"), "{out}");
+        let (r, out) = cron_report(None);
+        assert_eq!((r.failures, r.warnings, out.as_str()), (0, 0, ""));
+        let (r, out) = cron_report(Some("{\"jobs\": [\n  {\"id\": "));
+        assert_eq!(r.failures, 1, "{out}");
+        assert!(out.contains("cron.json line 2") && out.contains("will not overwrite it"), "{out}");
     }
 }

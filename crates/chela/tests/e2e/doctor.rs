@@ -64,3 +64,29 @@ fn a_broken_config_and_an_unreachable_provider_fail() {
     let out = ws.run(&["doctor"]);
     out.expect_code(1).stdout_has("Could not reach").stdout_has("fix: check `chela config show`");
 }
+
+#[test]
+fn a_hand_broken_cron_json_is_reported_by_line() {
+    let llm = fake_expecting(KEY);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let cron = ws.path().join("cron.json");
+    let emit = r#""action": {"type": "emit", "event": "x"}"#;
+    fs::write(
+        &cron,
+        format!(
+            "{{\"version\": 1, \"jobs\": [\n  {{\"id\": \"good\", \"trigger\": {{\"type\": \"interval\", \"every_s\": 60}}, {emit}}},\n  {{\"id\": \"bad\", \"trigger\": {{\"type\": \"cron\", \"expr\": \"0 25 * * *\"}}, {emit}}}\n]}}\n"
+        ),
+    )
+    .unwrap();
+    let before = fs::read(&cron).unwrap();
+    let out = ws.run(&["doctor"]);
+    out.expect_ok()
+        .stdout_has("warn  cron.json line 3: job 2 (\"bad\"): trigger.expr: hour field: 25 is out of range 0-23")
+        .stdout_has("(the other jobs keep running)")
+        .stdout_has("1 warning(s)");
+    assert_eq!(fs::read(&cron).unwrap(), before, "doctor only reads the file");
+
+    fs::write(&cron, "{\"jobs\": [\n  {\"id\": \"cut off").unwrap();
+    let out = ws.run(&["doctor"]);
+    out.expect_code(1).stdout_has("FAIL  cron.json line 2").stdout_has("Chela will not overwrite it");
+}

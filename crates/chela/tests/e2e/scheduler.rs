@@ -1,5 +1,6 @@
 //! The scheduler in `chela run`: a job the model adds fires and its answer reaches the chat;
-//! the jobs survive a restart; a hand-broken `cron.json` keeps its good jobs and is reported.
+//! the jobs survive a restart; a hand-broken `cron.json` keeps its good jobs and is reported;
+//! `chela heartbeat trigger` reaches the running daemon.
 
 use std::time::Duration;
 
@@ -58,8 +59,7 @@ fn a_broken_entry_is_reported_by_doctor_and_the_good_jobs_are_kept() {
     let text = "{\"version\": 1, \"jobs\": [\n  {\"id\": \"good\", \"trigger\": {\"type\": \"interval\", \"every_s\": 60}, \"action\": {\"type\": \"cap\", \"name\": \"get_current_time\"}},\n  {\"id\": \"bad\", \"trigger\": {\"type\": \"cron\", \"expr\": \"0 25 * * *\"}, \"action\": {\"type\": \"cap\", \"name\": \"x\"}}\n]}\n";
     std::fs::write(ws.path().join("cron.json"), text).unwrap();
     let doctor = ws.run(&["doctor"]);
-    doctor.expect_code(1);
-    assert!(doctor.stdout.contains("FAIL  cron.json line 3: job 2 (\"bad\"): trigger.expr"), "{}", doctor.stdout);
+    assert!(doctor.stdout.contains("warn  cron.json line 3: job 2 (\"bad\"): trigger.expr"), "{}", doctor.stdout);
     let list = ws.run(&["cron", "list"]);
     list.expect_ok();
     assert!(list.stdout.contains("good  active"), "{}", list.stdout);
@@ -68,7 +68,7 @@ fn a_broken_entry_is_reported_by_doctor_and_the_good_jobs_are_kept() {
     // Pausing the good job is a change made on purpose: a whole valid file, the old one kept.
     ws.run(&["cron", "pause", "good"]).expect_ok();
     assert_eq!(std::fs::read_to_string(ws.path().join("cron.json.bak")).unwrap(), text);
-    ws.run(&["doctor"]).stdout_has("cron.json: 1 job(s)");
+    ws.run(&["doctor"]).stdout_has("cron.json: 1 job(s), all valid");
 }
 
 #[test]
