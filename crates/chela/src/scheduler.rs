@@ -104,6 +104,19 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// [`Settings::from_config`], or the same in UTC when the zone cannot be read (a container
+    /// without the tz database): the daemon still starts, and says why its times are UTC.
+    pub fn or_utc(cfg: &Config) -> Settings {
+        Settings::from_config(cfg).unwrap_or_else(|e| {
+            tracing::warn!("the scheduler uses UTC: {e:#}");
+            Settings {
+                zone: Zone::utc(),
+                grace_s: cfg.int(keys::SCHEDULER_MISSED_GRACE_SECS).unsigned_abs(),
+                max_jobs: cfg.usize(keys::SCHEDULER_MAX_JOBS),
+            }
+        })
+    }
+
     pub fn from_config(cfg: &Config) -> Result<Settings> {
         Ok(Settings {
             zone: user_zone(cfg)?,

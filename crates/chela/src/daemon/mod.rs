@@ -115,7 +115,7 @@ impl Daemon {
         toolbox
             .register(crate::tools::im::group(Arc::clone(&outlets)))
             .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
-        let scheduler = Arc::new(Scheduler::open(&ws, Settings::from_config(&cfg)?, crate::scheduler::now_secs()));
+        let scheduler = Arc::new(Scheduler::open(&ws, Settings::or_utc(&cfg), crate::scheduler::now_secs()));
         toolbox
             .register(crate::tools::scheduler::group(Arc::clone(&scheduler)))
             .map_err(|e| anyhow::anyhow!("cannot add the scheduler tools: {e}"))?;
@@ -197,10 +197,7 @@ impl Daemon {
         }
         // The capability switches apply even when the provider settings are incomplete.
         self.toolbox.apply(&cfg);
-        match Settings::from_config(&cfg) {
-            Ok(s) => self.scheduler.set_settings(s),
-            Err(e) => tracing::warn!("the scheduler keeps its previous zone: {e:#}"),
-        }
+        self.scheduler.set_settings(Settings::or_utc(&cfg));
         let previous = self.read().app.clone();
         let app = match &previous {
             Ok(app) => app.with_config(Arc::clone(&cfg)),
