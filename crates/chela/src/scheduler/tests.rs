@@ -144,3 +144,33 @@ fn zones_come_from_the_zone_database_and_bad_names_are_refused() {
     assert!(named_zone("Mars/Olympus").unwrap_err().to_string().contains("Mars/Olympus"));
     assert_eq!(local_time(1_782_900_000, &berlin), "2026-07-01 12:00:00 +02:00");
 }
+
+#[test]
+fn a_flood_of_requests_is_taken_in_bounded_batches_and_unknown_jobs_are_ignored() {
+    let fx = Fixture::new(&[]);
+    write(&fx, GOOD_AND_BAD);
+    let s = Scheduler::open(&fx.ws, settings(&fx), T0);
+    for i in 0..200 {
+        request(&fx.ws, &format!("run.nope{i}")).unwrap();
+    }
+    request(&fx.ws, "run.ok").unwrap();
+    let dir = fx.root().join(REQUESTS_DIR);
+    // A planted link is removed as a link; what it points at stays.
+    let target = fx.root().join("keep.txt");
+    fs::write(&target, "mine").unwrap();
+    std::os::unix::fs::symlink(&target, dir.join("heartbeat")).unwrap();
+    let mut taken = 0;
+    let mut beat = false;
+    for _ in 0..10 {
+        let (ids, b) = s.take_requests();
+        assert!(ids.len() <= MAX_REQUESTS);
+        taken += ids.len();
+        beat |= b;
+    }
+    assert_eq!(taken, 201);
+    assert!(beat);
+    assert_eq!(fs::read_to_string(&target).unwrap(), "mine");
+    assert_eq!(fs::read_dir(&dir).unwrap().count(), 0);
+    let due = s.take_due(T0 + 1);
+    assert_eq!(due.iter().filter(|d| d.manual).map(|d| d.job.id.as_str()).collect::<Vec<_>>(), ["ok"]);
+}
