@@ -283,6 +283,20 @@ keys! {
         "Memory one Lua script may use.";
     LUA_TIMEOUT_MS = "lua.timeout_ms", Kind::Int { min: 10, max: 600_000 }, "5000",
         "Milliseconds one Lua script may run.";
+    SCHEDULER_TIMEZONE = "scheduler.timezone", Kind::TimeZone, "",
+        "IANA zone of cron jobs and the heartbeat's active hours. Empty: `timezone`, else the system's (TZ, /etc/localtime).";
+    SCHEDULER_MISSED_GRACE_SECS = "scheduler.missed_grace_secs", Kind::Int { min: 0, max: 31_622_400 }, "3600",
+        "How late a job missed while Chela was down may still run (once) at start, for jobs that name no grace_s.";
+    SCHEDULER_MAX_JOBS = "scheduler.max_jobs", Kind::Int { min: 1, max: 1000 }, "100",
+        "Most scheduled jobs kept in cron.json; adding more is refused, extra entries in the file are reported.";
+    HEARTBEAT_INTERVAL_SECS = "heartbeat.interval_secs", Kind::Int { min: 0, max: 604_800 }, "1800",
+        "Seconds between heartbeats (HEARTBEAT.md is read and open items go to the model); 0: no heartbeat.";
+    HEARTBEAT_ACTIVE_HOURS = "heartbeat.active_hours", Kind::Text, "",
+        "Wall-clock window for heartbeats in the scheduler's zone, like 08:00-22:00. Empty: all day.";
+    HEARTBEAT_CHANNEL = "heartbeat.channel", Kind::Text, "",
+        "Channel whose chat gets the heartbeat's answer (telegram, feishu, ws). Empty: the answer is only logged.";
+    HEARTBEAT_CHAT_ID = "heartbeat.chat_id", Kind::Text, "",
+        "Chat of heartbeat.channel that gets the heartbeat's answer.";
 }
 
 /// Top-level tables holding typed sections, which nest deeper than `section.key`:

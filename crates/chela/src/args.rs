@@ -23,12 +23,13 @@ pub enum Command {
     Config(ConfigCmd),
     Cap(CapCmd),
     Pairing(PairingCmd),
-    /// `chela cron list`: the scheduled jobs in `cron.json`.
-    CronList,
     Doctor,
     Service(ServiceCmd),
     /// `chela run`: the daemon.
     Run,
+    Cron(CronCmd),
+    /// `chela heartbeat trigger`.
+    Heartbeat,
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -55,13 +56,14 @@ pub enum Topic {
     PairingApprove,
     PairingDeny,
     PairingRevoke,
-    CronList,
     Doctor,
     Service,
     ServiceInstall,
     ServiceUninstall,
     ServiceStatus,
     Run,
+    Cron,
+    Heartbeat,
 }
 
 impl Topic {
@@ -75,6 +77,8 @@ impl Topic {
             ("chat", _) => Topic::Chat,
             ("doctor", _) => Topic::Doctor,
             ("run", _) => Topic::Run,
+            ("cron", _) => Topic::Cron,
+            ("heartbeat", _) => Topic::Heartbeat,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -91,7 +95,6 @@ impl Topic {
             ("pairing", Some("deny")) => Topic::PairingDeny,
             ("pairing", Some("revoke")) => Topic::PairingRevoke,
             ("pairing", _) => Topic::Pairing,
-            ("cron", _) => Topic::CronList,
 
             ("service", Some("install")) => Topic::ServiceInstall,
             ("service", Some("uninstall")) => Topic::ServiceUninstall,
@@ -117,7 +120,8 @@ impl Topic {
             | Topic::Doctor
             | Topic::Service
             | Topic::Run
-            | Topic::CronList => 1,
+            | Topic::Cron
+            | Topic::Heartbeat => 1,
             _ => 2,
         }
     }
@@ -166,6 +170,17 @@ pub enum CapCmd {
     Call { id: String, json: String },
     Enable(String, bool),
     Show(String, bool),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum CronCmd {
+    List,
+    /// A job as JSON, as `scheduler_add_job` takes it.
+    Add(String),
+    Remove(String),
+    Trigger(String),
+    Pause(String),
+    Resume(String),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -291,13 +306,19 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
                 pointer(words)
             ),
         },
-        ("cron", ["list"] | []) => Command::CronList,
         ("doctor", []) => Command::Doctor,
         ("service", ["install"]) => Command::Service(ServiceCmd::Install),
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
         ("run", []) => Command::Run,
-        ("config" | "cap" | "pairing" | "cron" | "doctor" | "service" | "run", _) => {
+        ("cron", ["list"] | []) => Command::Cron(CronCmd::List),
+        ("cron", ["add", json]) => Command::Cron(CronCmd::Add((*json).to_owned())),
+        ("cron", ["remove", id]) => Command::Cron(CronCmd::Remove((*id).to_owned())),
+        ("cron", ["trigger", id]) => Command::Cron(CronCmd::Trigger((*id).to_owned())),
+        ("cron", ["pause", id]) => Command::Cron(CronCmd::Pause((*id).to_owned())),
+        ("cron", ["resume", id]) => Command::Cron(CronCmd::Resume((*id).to_owned())),
+        ("heartbeat", ["trigger"]) => Command::Heartbeat,
+        ("config" | "cap" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))
@@ -393,8 +414,8 @@ mod tests {
             (&["cap", "disable", "-h"], Topic::CapEnable),
             (&["cap", "hide", "-h"], Topic::CapShow),
             (&["doctor", "--help"], Topic::Doctor),
-            (&["cron", "list", "--help"], Topic::CronList),
-            (&["help", "cron"], Topic::CronList),
+            (&["cron", "list", "--help"], Topic::Cron),
+            (&["help", "cron"], Topic::Cron),
             (&["pairing", "-h"], Topic::Pairing),
             (&["pairing", "list", "-h"], Topic::PairingList),
             (&["pairing", "approve", "X", "--help"], Topic::PairingApprove),

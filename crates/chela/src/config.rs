@@ -245,6 +245,11 @@ pub fn check(key: &'static Key, value: &str) -> Result<String> {
                 key.name
             );
         }
+        Kind::Text if key.name == model::HEARTBEAT_ACTIVE_HOURS.name && !v.is_empty() => {
+            if let Err(e) = chela_core::heartbeat::ActiveHours::parse(&v) {
+                bail!("{e}");
+            }
+        }
         Kind::Proxy if !v.is_empty() => {
             if let Err(e) = crate::net::Proxy::parse(&v) {
                 // The parser's message is masked too: the one mechanism covers every output.

@@ -16,6 +16,7 @@ pub mod config;
 pub mod lock;
 pub mod log;
 pub mod memory;
+pub mod scheduler;
 pub mod storage;
 pub mod workspace;
 

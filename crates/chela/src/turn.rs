@@ -195,6 +195,8 @@ pub async fn run_turn(
 ) -> anyhow::Result<TurnEnd> {
     tracing::debug!(channel = %req.channel, chat = %req.chat_id, caller = ?req.caller, "turn starts");
     let scope = Scope { extra_visible: &req.scope };
+    let mut ctx = agent.ctx.clone();
+    ctx.conversation = Some((req.channel.clone(), req.chat_id.clone()));
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
     let system = crate::compact::system_with_summary(system, history.summary.as_ref());
@@ -241,7 +243,7 @@ pub async fn run_turn(
                     obs.tool_started(call);
                     let started = Instant::now();
                     let outcome = tokio::select! {
-                        r = agent.toolbox.call(&agent.ctx, &call.name, call.input.as_str(), Caller::Model, scope) => r,
+                        r = agent.toolbox.call(&ctx, &call.name, call.input.as_str(), Caller::Model, scope) => r,
                         () = cancel.cancelled() => {
                             cancelled = true;
                             break;

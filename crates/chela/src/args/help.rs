@@ -26,13 +26,14 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::PairingApprove => "chela pairing approve CODE",
         Topic::PairingDeny => "chela pairing deny CODE",
         Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
-        Topic::CronList => "chela cron list",
         Topic::Doctor => "chela doctor",
         Topic::Service => "chela service <install|uninstall|status>",
         Topic::ServiceInstall => "chela service install",
         Topic::ServiceUninstall => "chela service uninstall",
         Topic::ServiceStatus => "chela service status",
         Topic::Run => "chela run",
+        Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume> [args]",
+        Topic::Heartbeat => "chela heartbeat trigger",
     }
 }
 
@@ -57,13 +58,14 @@ pub fn text(topic: Topic) -> String {
         Topic::PairingApprove => ("let the sender of a pairing code talk to Chela.", PAIRING_APPROVE),
         Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
         Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
-        Topic::CronList => ("the scheduled jobs in cron.json and when each fires next.", CRON_LIST),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
         Topic::Service => ("run Chela as a systemd user service.", SERVICE),
         Topic::ServiceInstall => ("install and start the systemd user service.", SERVICE_INSTALL),
         Topic::ServiceUninstall => ("stop and remove the systemd user service.", SERVICE_UNINSTALL),
         Topic::ServiceStatus => ("whether the service is installed, enabled and running.", SERVICE_STATUS),
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
+        Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
+        Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -97,11 +99,13 @@ Commands:
                           Let a code's sender talk to Chela, or refuse it
   pairing revoke CHANNEL:SENDER
                           Take an approved sender's access away
-  cron list               The scheduled jobs in cron.json and when each fires next
   doctor                  Check the configuration, workspace and provider
   service install|uninstall|status
                           Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
+  cron list|add|remove|trigger|pause|resume [JSON|ID]
+                          The scheduled jobs (cron.json)
+  heartbeat trigger       Ask the running daemon for a heartbeat now
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -237,16 +241,6 @@ Example:
   chela cap hide http
 ";
 
-const CRON_LIST: &str = "\
-Lists the jobs in the workspace's cron.json: id, state (on, paused, off), the next time each
-fires in its zone (a cron job's `tz`, else the `timezone` setting, else the system's), its
-trigger and its action. Entries the file holds but that are not valid are listed after the
-table with their line and what is wrong; `chela doctor` reports them too.
-
-Example:
-  chela cron list
-";
-
 const DOCTOR: &str = "\
 Checks the configuration, the workspace's files and permissions, and that the provider
 answers (one small request). Each problem comes with what to do about it.
@@ -354,6 +348,32 @@ active). Logs: `journalctl --user -u chela`.
 
 Example:
   chela service status
+";
+
+const CRON: &str = "\
+Verbs:
+  list                    Every job, its next fire time in your zone, and bad entries
+  add JSON                Add a job, or replace the one with its id
+  remove ID               Remove a job
+  trigger ID              Ask the running daemon to run a job now (within a second)
+  pause ID | resume ID    Stop a job from firing until resumed
+
+A job: {\"id\":\"tea\",\"trigger\":{\"type\":\"cron\",\"expr\":\"0 16 * * 1-5\"},
+\"action\":{\"type\":\"agent\",\"message\":\"Time for tea?\",\"channel\":\"telegram\",\"chat_id\":\"42\"}}
+Triggers: once {at}, interval {every_s}, cron {expr, tz}. Actions: agent {message, channel,
+chat_id} (the answer goes to that chat), cap {name, args}. The running daemon sees changes
+within a second. scheduler.timezone, scheduler.missed_grace_secs and scheduler.max_jobs
+are the settings.
+
+Example:
+  chela cron pause tea
+";
+
+const HEARTBEAT: &str = "\
+Every heartbeat.interval_secs (default 1800) the daemon reads HEARTBEAT.md and, inside
+heartbeat.active_hours, gives its open items (lines that are not blank, a heading or a
+checked `- [x]` box) to the model. Its answer goes to heartbeat.channel/heartbeat.chat_id.
+`chela heartbeat trigger` asks the running daemon for one now, inside the hours or not.
 ";
 
 const RUN: &str = "\

@@ -26,10 +26,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Config(c) => config::run(&ws, c),
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
         Command::Pairing(c) => pairing::run(&ws, c),
-        Command::CronList => cron::list(&ws),
         Command::Doctor => doctor::run(ws).await,
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,
+        Command::Cron(c) => cron::run(&ws, c),
+        Command::Heartbeat => cron::heartbeat(&ws),
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }

@@ -25,6 +25,7 @@ use chela_proto::chat::Message;
 use crate::access::{Gate, OWNER_CHANNELS};
 use crate::app::{App, Base};
 use crate::config::{Config, ConfigWatch};
+use crate::scheduler::{Scheduler, Settings};
 use crate::session::{HubError, HubLimits, Pending, SessionHub};
 use crate::tools::Toolbox;
 use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
@@ -86,6 +87,8 @@ pub struct Daemon {
     shutdown: Shutdown,
     /// Shared with the `im` tools, which send through them.
     outlets: Arc<Outlets>,
+    /// The scheduled jobs, shared with the `scheduler` tools and the dashboard.
+    scheduler: Arc<Scheduler>,
 }
 
 impl Daemon {
@@ -109,6 +112,10 @@ impl Daemon {
         toolbox
             .register(crate::tools::im::group(Arc::clone(&outlets), Arc::clone(&gate)))
             .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
+        let scheduler = Arc::new(Scheduler::open(&ws, Settings::or_utc(&cfg), crate::scheduler::now_secs()));
+        toolbox
+            .register(crate::tools::scheduler::group(Arc::clone(&scheduler)))
+            .map_err(|e| anyhow::anyhow!("cannot add the scheduler tools: {e}"))?;
         Ok(Daemon {
             ws,
             toolbox,
@@ -118,6 +125,7 @@ impl Daemon {
             gate,
             shutdown: Shutdown::default(),
             outlets,
+            scheduler,
         })
     }
 
@@ -157,6 +165,10 @@ impl Daemon {
         &self.outlets
     }
 
+    pub fn scheduler(&self) -> &Arc<Scheduler> {
+        &self.scheduler
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
         self.current.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -182,6 +194,7 @@ impl Daemon {
         }
         // The capability switches apply even when the provider settings are incomplete.
         self.toolbox.apply(&cfg);
+        self.scheduler.set_settings(Settings::or_utc(&cfg));
         let previous = self.read().app.clone();
         let app = match &previous {
             Ok(app) => app.with_config(Arc::clone(&cfg)),

@@ -70,6 +70,7 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
             ok(json!({"channel": peer.channel, "sender": peer.sender}))
         }
         (&Method::GET, "/setup") => ok(setup_state(d)),
+        (&Method::GET, "/scheduler/jobs") => ok(blocking(d, scheduler_jobs).await?),
         (&Method::POST, "/setup") => ok(setup(d, parse(body)?).await?),
         (_, p) if p.starts_with("/sessions/") => {
             let id = check_session_id(&p["/sessions/".len()..])?;
@@ -154,6 +155,14 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     let d = Arc::clone(d);
     tokio::task::spawn_blocking(move || f(&d)).await.map_err(|e| ApiError::internal("file work stopped", e))?
+}
+
+/// The scheduled jobs with their next fire times, and what is wrong with `cron.json`.
+fn scheduler_jobs(d: &Daemon) -> Result<Value, ApiError> {
+    let s = d.scheduler();
+    let now = crate::scheduler::now_secs();
+    s.refresh(now);
+    Ok(json!({"zone": s.zone().name(), "jobs": s.list(now), "problems": s.problems().lines()}))
 }
 
 /// Re-reads the settings files and makes them the running daemon's.

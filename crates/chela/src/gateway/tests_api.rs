@@ -204,3 +204,74 @@ async fn the_setup_form_configures_a_daemon_that_has_no_model_without_a_restart(
     assert_eq!(status, StatusCode::OK, "{reply}");
     assert_eq!(reply["choices"][0]["message"]["content"], "set up and answering");
 }
+
+#[tokio::test]
+async fn jobs_are_listed_with_next_fire_times_and_an_unreachable_chat_is_reported() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let s = h.daemon.scheduler();
+    let now = crate::scheduler::now_secs();
+    let job = |id: &str, chat: &str| -> chela_core::schedule::Job {
+        serde_json::from_value(json!({"id": id, "trigger": {"type": "interval", "every_s": 3600},
+            "action": {"type": "agent", "message": "hi", "channel": "telegram", "chat_id": chat}}))
+        .unwrap()
+    };
+    s.upsert(job("hourly", "77"), now).unwrap();
+    std::fs::write(
+        h.daemon.workspace().root().join("cron.json"),
+        std::fs::read_to_string(h.daemon.workspace().root().join("cron.json"))
+            .unwrap()
+            .replace("]}", ",\n  {\"id\": 5}\n]}"),
+    )
+    .unwrap();
+    let (status, list) = h.get("/api/scheduler/jobs").await;
+    assert_eq!(status, StatusCode::OK, "{list}");
+    let first = &list["jobs"][0];
+    assert_eq!(first["id"], "hourly");
+    let next = first["next_fire"].as_i64().unwrap();
+    assert!(next > now && next <= now + 3600, "{first}");
+    assert!(first["next_fire_local"].as_str().unwrap().starts_with("20"), "{first}");
+    assert!(list["problems"][0].as_str().unwrap().starts_with("cron.json line 4: job 2"), "{list}");
+
+    // Telegram is not running in this daemon: the run is reported, not dropped in silence.
+    let task = tokio::spawn(crate::scheduler::task::serve(std::sync::Arc::clone(&h.daemon)));
+    s.trigger("hourly").unwrap();
+    let mut status = None;
+    for _ in 0..500 {
+        status = s.get("hourly", now).and_then(|v| v.status);
+        if status.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let status = status.expect("the job's outcome was noted");
+    assert!(status.contains("not run") && status.contains("telegram channel is not running"), "{status}");
+    h.daemon.shutdown().trigger();
+    task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_heartbeat_gives_the_open_items_to_the_model_inside_the_active_hours_only() {
+    use crate::scheduler::task::beat;
+    let h = harness(vec![Step::text("watered them")], "127.0.0.1:18789", None);
+    let ws = h.daemon.workspace();
+    let now = crate::scheduler::now_secs();
+    std::fs::write(ws.root().join("HEARTBEAT.md"), "# Tasks\n\n- [x] feed the cat\n").unwrap();
+    assert_eq!(beat(&h.daemon, now, false).await.unwrap(), "HEARTBEAT.md has no open items");
+    assert!(h.llm.requests().is_empty());
+
+    std::fs::write(ws.root().join("HEARTBEAT.md"), "# Tasks\n\n- [x] feed the cat\n- [ ] water the plants\n").unwrap();
+    // A window that ends an hour before now, in UTC: outside.
+    let hour = now.rem_euclid(86_400) / 3600;
+    let window = format!("{:02}:00-{:02}:00", (hour + 2) % 24, (hour + 23) % 24);
+    crate::config::set_override(ws, "scheduler.timezone", "UTC").unwrap();
+    crate::config::set_override(ws, "heartbeat.active_hours", &window).unwrap();
+    assert!(h.daemon.reload().unwrap());
+    assert!(beat(&h.daemon, now, false).await.unwrap().contains("outside heartbeat.active_hours"));
+    assert!(h.llm.requests().is_empty());
+
+    // `chela heartbeat trigger` runs one outside the hours too.
+    let said = beat(&h.daemon, now, true).await.unwrap();
+    assert!(said.starts_with("1 items;") && said.contains("watered them"), "{said}");
+    let asked = String::from_utf8_lossy(&h.llm.requests()[0].body).into_owned();
+    assert!(asked.contains("water the plants") && !asked.contains("feed the cat"), "{asked}");
+}

@@ -38,6 +38,7 @@ pub mod http;
 pub mod im;
 #[cfg(feature = "memory")]
 pub mod memory;
+pub mod scheduler;
 pub mod time;
 #[cfg(feature = "web")]
 pub mod web;
@@ -57,6 +58,9 @@ pub struct ToolCtx {
     pub http: HttpClient,
     /// jiff's `TimeZone` is itself a reference-counted handle, so it needs no `Arc` of its own.
     pub tz: jiff::tz::TimeZone,
+    /// The conversation the call is made from (`channel`, `chat_id`), when there is one: the
+    /// default target of what a tool sets up for later (a scheduled job).
+    pub conversation: Option<(String, String)>,
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).

@@ -38,7 +38,13 @@ impl Fixture {
     }
 
     pub fn ctx(&self) -> ToolCtx {
-        ToolCtx { ws: Arc::clone(&self.ws), cfg: Arc::clone(&self.cfg), http: self.http.clone(), tz: self.tz.clone() }
+        ToolCtx {
+            ws: Arc::clone(&self.ws),
+            cfg: Arc::clone(&self.cfg),
+            http: self.http.clone(),
+            tz: self.tz.clone(),
+            conversation: None,
+        }
     }
 
     /// Calls `tool` with `args` as the model would: JSON text in, result or error out.

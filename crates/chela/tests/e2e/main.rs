@@ -23,6 +23,7 @@ mod interactive;
 mod run;
 #[cfg(feature = "files")]
 mod saved;
+mod scheduler;
 mod service;
 mod sessions;
 mod shared_session;

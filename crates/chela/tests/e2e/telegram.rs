@@ -8,11 +8,11 @@ use chela_testkit::{FakeLlm, Step};
 
 use crate::{Out, Provider, Ws, finish};
 
-const TOKEN: &str = "123456:e2e-telegram-token";
-const OWNER: i64 = 42;
+pub const TOKEN: &str = "123456:e2e-telegram-token";
+pub const OWNER: i64 = 42;
 const WAIT: Duration = Duration::from_secs(20);
 
-fn ws_for(provider: Provider, llm: &FakeLlm, tg: &FakeTelegram, extra: &str) -> Ws {
+pub fn ws_for(provider: Provider, llm: &FakeLlm, tg: &FakeTelegram, extra: &str) -> Ws {
     Ws::for_llm(
         provider,
         llm,
@@ -24,7 +24,7 @@ fn ws_for(provider: Provider, llm: &FakeLlm, tg: &FakeTelegram, extra: &str) -> 
 }
 
 /// Starts `chela run` and waits until it polls Telegram.
-fn start(ws: &Ws, tg: &FakeTelegram) -> Child {
+pub fn start(ws: &Ws, tg: &FakeTelegram) -> Child {
     let polls = tg.calls_to("getUpdates").len();
     let child = ws.cmd(&["run"]).spawn().unwrap();
     let seen = tg.wait_calls("getUpdates", polls + 1, WAIT);
@@ -33,7 +33,7 @@ fn start(ws: &Ws, tg: &FakeTelegram) -> Child {
 }
 
 #[allow(unsafe_code)]
-fn stop(child: Child) -> Out {
+pub fn stop(child: Child) -> Out {
     let pid = libc::pid_t::try_from(child.id()).unwrap();
     // SAFETY: kill(2) with a live child's pid and a valid signal number has no memory effects.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);

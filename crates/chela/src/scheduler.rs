@@ -1,0 +1,613 @@
+//! The scheduler's host side: the job store (`cron.json` in the workspace), the user's zone,
+//! and the shared state the daemon's scheduler task, the `scheduler` tools, `chela cron` and
+//! the dashboard read and change.
+//!
+//! The timing rules live in `chela_core::schedule` (which jobs fire when, the missed-run rule,
+//! the tolerant reader); this module keeps the jobs, reads and writes the file, and remembers
+//! what became of each run. The task that sleeps and fires is [`task`].
+//!
+//! The file: read with the core's tolerant loader, so a hand edit that breaks one entry costs
+//! that entry (reported with its line, in the log and by `chela doctor`). While the file has bad
+//! entries Chela does not rewrite it on its own (a run's `last_run` is then kept in memory);
+//! a tool or `chela cron` that changes the jobs writes a whole valid file and keeps the old
+//! one as `cron.json.bak`. Writes are atomic; a symlink at `cron.json` is refused, not followed.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::Read as _;
+use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+
+use anyhow::{Context as _, Result, bail};
+use chela_core::config as keys;
+use chela_core::schedule::file::{self, BadEntry, LoadedJob, MAX_FILE_LEN};
+use chela_core::schedule::{Job, Trigger};
+use chela_core::zone::{Zone, check_zone_name};
+
+use crate::config::Config;
+use crate::workspace::{Workspace, write_atomic};
+
+pub mod task;
+
+/// The job file's name in the workspace.
+pub const FILE: &str = "cron.json";
+/// Where the version a tool replaced is kept.
+pub const BACKUP: &str = "cron.json.bak";
+/// The folder where `chela cron trigger` and `chela heartbeat trigger` leave requests for the
+/// running daemon.
+pub const REQUESTS_DIR: &str = "scheduler";
+/// The most requests taken from that folder at once; more wait for the next look.
+pub const MAX_REQUESTS: usize = 64;
+/// Where the zone database is read from.
+const ZONEINFO: &str = "/usr/share/zoneinfo";
+/// The largest zone file read (real ones are a few KB).
+const MAX_ZONE_FILE: u64 = 256 * 1024;
+
+/// Seconds since the Unix epoch, now.
+pub fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The user's zone: `scheduler.timezone`, else `timezone`, else the system's (`TZ`, then
+/// `/etc/localtime`), else UTC. A zone that cannot be read is said in the error.
+pub fn user_zone(cfg: &Config) -> Result<Zone> {
+    let name = [cfg.get(keys::SCHEDULER_TIMEZONE), cfg.get(keys::TIMEZONE)].into_iter().find(|n| !n.is_empty());
+    if let Some(name) = name {
+        return named_zone(name);
+    }
+    if let Ok(tz) = std::env::var("TZ")
+        && !tz.is_empty()
+    {
+        let tz = tz.strip_prefix(':').unwrap_or(&tz);
+        // A name (`Europe/Berlin`) or a POSIX rule (`CET-1CEST,M3.5.0,M10.5.0/3`).
+        return named_zone(tz).or_else(|_| Zone::from_posix(tz).map_err(|e| anyhow::anyhow!("TZ={tz:?}: {e}")));
+    }
+    let local = Path::new("/etc/localtime");
+    match read_zone_file(local) {
+        Ok(bytes) => {
+            let name = std::fs::read_link(local)
+                .ok()
+                .and_then(|t| t.to_str().and_then(|t| t.split_once("zoneinfo/").map(|(_, n)| n.to_owned())))
+                .unwrap_or_else(|| "localtime".to_owned());
+            Zone::from_tzif(&name, &bytes).map_err(|e| anyhow::anyhow!("/etc/localtime: {e}"))
+        }
+        Err(_) => Ok(Zone::utc()),
+    }
+}
+
+/// The zone called `name` from the system's zone database.
+pub fn named_zone(name: &str) -> Result<Zone> {
+    if name == "UTC" || name == "Etc/UTC" {
+        return Ok(Zone::utc());
+    }
+    // Checked before it becomes a path: no `..`, no absolute names.
+    check_zone_name(name).map_err(|e| anyhow::anyhow!("time zone {name:?}: {e}"))?;
+    let path = Path::new(ZONEINFO).join(name);
+    let bytes = read_zone_file(&path).with_context(|| format!("time zone {name:?}: cannot read {}", path.display()))?;
+    Zone::from_tzif(name, &bytes).map_err(|e| anyhow::anyhow!("time zone {name:?}: {e}"))
+}
+
+fn read_zone_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    File::open(path)?.take(MAX_ZONE_FILE).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// The scheduler's settings, from the configuration.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    pub zone: Zone,
+    /// Grace for jobs that name none.
+    pub grace_s: u64,
+    pub max_jobs: usize,
+}
+
+impl Settings {
+    /// [`Settings::from_config`], or the same in UTC when the zone cannot be read (a container
+    /// without the tz database): the daemon still starts, and says why its times are UTC.
+    pub fn or_utc(cfg: &Config) -> Settings {
+        Settings::from_config(cfg).unwrap_or_else(|e| {
+            tracing::warn!("the scheduler uses UTC: {e:#}");
+            Settings {
+                zone: Zone::utc(),
+                grace_s: cfg.int(keys::SCHEDULER_MISSED_GRACE_SECS).unsigned_abs(),
+                max_jobs: cfg.usize(keys::SCHEDULER_MAX_JOBS),
+            }
+        })
+    }
+
+    pub fn from_config(cfg: &Config) -> Result<Settings> {
+        Ok(Settings {
+            zone: user_zone(cfg)?,
+            grace_s: cfg.int(keys::SCHEDULER_MISSED_GRACE_SECS).unsigned_abs(),
+            max_jobs: cfg.usize(keys::SCHEDULER_MAX_JOBS),
+        })
+    }
+}
+
+/// What the store found in the file.
+#[derive(Clone, Debug, Default)]
+pub struct Problems {
+    /// Entries left out, with their line.
+    pub bad: Vec<BadEntry>,
+    /// The file could not be used at all (not JSON, too large, a symlink): no job from it runs.
+    pub whole: Option<String>,
+}
+
+impl Problems {
+    pub fn is_empty(&self) -> bool {
+        self.bad.is_empty() && self.whole.is_none()
+    }
+
+    /// One line per problem, for the log and `chela doctor`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.whole.iter().cloned().collect();
+        out.extend(self.bad.iter().map(|b| format!("{FILE} {b}")));
+        out
+    }
+}
+
+/// Identifies a version of the file, to notice edits from other processes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    ino: u64,
+    len: u64,
+    mtime_ns: i128,
+}
+
+fn stamp(path: &Path) -> Option<Stamp> {
+    let m = std::fs::symlink_metadata(path).ok()?;
+    Some(Stamp {
+        ino: m.ino(),
+        len: m.len(),
+        mtime_ns: i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()),
+    })
+}
+
+/// Reads `cron.json`: the good jobs and the problems. A missing file is no jobs.
+pub fn read_file(path: &Path, max_jobs: usize) -> (Vec<LoadedJob>, Problems) {
+    let mut problems = Problems::default();
+    let text = match read_no_follow(path) {
+        Ok(None) => return (Vec::new(), problems),
+        Ok(Some(text)) => text,
+        Err(e) => {
+            problems.whole = Some(format!("{FILE}: {e}"));
+            return (Vec::new(), problems);
+        }
+    };
+    match file::load(&text) {
+        Ok(mut f) => {
+            if f.jobs.len() > max_jobs {
+                for extra in f.jobs.drain(max_jobs..) {
+                    problems.bad.push(BadEntry {
+                        index: 0,
+                        line: extra.line,
+                        id: Some(extra.job.id.clone()),
+                        message: format!("more than scheduler.max_jobs ({max_jobs}) jobs; this one is ignored"),
+                    });
+                }
+            }
+            problems.bad.extend(f.bad);
+            problems.bad.sort_by_key(|b| b.line);
+            (f.jobs, problems)
+        }
+        Err(e) => {
+            problems.whole = Some(format!("{e}"));
+            (Vec::new(), problems)
+        }
+    }
+}
+
+/// The file's text, refusing a symlink (a planted link must not make Chela read, or later
+/// replace, a file elsewhere) and anything over the core's size bound.
+fn read_no_follow(path: &Path) -> Result<Option<String>> {
+    let f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            bail!("is a symbolic link; Chela does not follow it (replace it with the file itself)")
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        bail!("is not a regular file");
+    }
+    if meta.len() > MAX_FILE_LEN as u64 {
+        bail!("is {} bytes; the limit is {MAX_FILE_LEN}", meta.len());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_FILE_LEN as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > MAX_FILE_LEN {
+        bail!("grew past {MAX_FILE_LEN} bytes while being read");
+    }
+    String::from_utf8(bytes).map(Some).map_err(|_| anyhow::anyhow!("is not UTF-8 text"))
+}
+
+/// A job as the tools, the CLI and the dashboard show it.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct JobView {
+    #[serde(flatten)]
+    pub job: Job,
+    /// The next fire time (Unix seconds), if it fires on its own.
+    pub next_fire: Option<i64>,
+    /// The same in the user's zone, `2026-12-02 08:00:00 +01:00`.
+    pub next_fire_local: Option<String>,
+    /// What became of its last run in this daemon, when it ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+struct Inner {
+    settings: Settings,
+    jobs: Vec<LoadedJob>,
+    problems: Problems,
+    stamp: Option<Stamp>,
+    /// When each job was first seen by this process: nothing before it is a missed run.
+    seen_at: BTreeMap<String, i64>,
+    status: BTreeMap<String, String>,
+    /// Jobs asked to run now (`scheduler_trigger_now`).
+    manual: Vec<String>,
+}
+
+/// The jobs and their file, shared by the scheduler task, the tools and the dashboard.
+pub struct Scheduler {
+    path: PathBuf,
+    dir: PathBuf,
+    inner: Mutex<Inner>,
+    /// Wakes the task early: the jobs changed, or one was triggered.
+    pub changed: tokio::sync::Notify,
+}
+
+/// A job the task should run now.
+#[derive(Clone, Debug)]
+pub struct Due {
+    pub job: Job,
+    /// The scheduled instant (or now, for a manual run).
+    pub at: i64,
+    pub manual: bool,
+}
+
+impl Scheduler {
+    /// Opens the store of `ws` and reads the file.
+    pub fn open(ws: &Workspace, settings: Settings, now: i64) -> Scheduler {
+        let path = ws.root().join(FILE);
+        let (jobs, problems) = read_file(&path, settings.max_jobs);
+        for p in problems.lines() {
+            tracing::warn!("{p}");
+        }
+        let seen_at = jobs.iter().map(|j| (j.job.id.clone(), now)).collect();
+        Scheduler {
+            dir: ws.root().join(REQUESTS_DIR),
+            path: path.clone(),
+            inner: Mutex::new(Inner {
+                settings,
+                jobs,
+                problems,
+                stamp: stamp(&path),
+                seen_at,
+                status: BTreeMap::new(),
+                manual: Vec::new(),
+            }),
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// New settings (the zone, the grace, the bound) from a changed configuration.
+    pub fn set_settings(&self, settings: Settings) {
+        self.lock().settings = settings;
+        self.changed.notify_one();
+    }
+
+    pub fn zone(&self) -> Zone {
+        self.lock().settings.zone.clone()
+    }
+
+    /// Reads the file again if another process changed it (`chela cron`, a hand edit):
+    /// `true` when it did. New problems are logged.
+    pub fn refresh(&self, now: i64) -> bool {
+        let mut g = self.lock();
+        let current = stamp(&self.path);
+        if current == g.stamp {
+            return false;
+        }
+        let (jobs, problems) = read_file(&self.path, g.settings.max_jobs);
+        for p in problems.lines() {
+            tracing::warn!("{p}");
+        }
+        for j in &jobs {
+            g.seen_at.entry(j.job.id.clone()).or_insert(now);
+        }
+        g.jobs = jobs;
+        g.problems = problems;
+        g.stamp = current;
+        drop(g);
+        self.changed.notify_one();
+        true
+    }
+
+    /// What is wrong with the file now.
+    pub fn problems(&self) -> Problems {
+        self.lock().problems.clone()
+    }
+
+    /// Every job with its next fire time after `now`.
+    pub fn list(&self, now: i64) -> Vec<JobView> {
+        let g = self.lock();
+        g.jobs.iter().map(|j| view(&g, j, now)).collect()
+    }
+
+    pub fn get(&self, id: &str, now: i64) -> Option<JobView> {
+        let g = self.lock();
+        g.jobs.iter().find(|j| j.job.id == id).map(|j| view(&g, j, now))
+    }
+
+    /// Adds `job`, or replaces the job with its id; answers whether it replaced one. The file is
+    /// written whole (see the module docs).
+    pub fn upsert(&self, mut job: Job, now: i64) -> Result<bool> {
+        let schedule = job.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
+        match (&job.trigger, &job.action) {
+            (Trigger::OnEvent { .. }, _) | (_, chela_core::schedule::Action::Emit { .. }) => {
+                bail!("on_event triggers and emit actions need the event router, which this Chela does not have yet")
+            }
+            (Trigger::Once { at }, _) if *at <= now && job.last_run.is_none() => {
+                bail!("trigger.at: {at} is in the past (now is {now}); pick a later time")
+            }
+            _ => {}
+        }
+        job.created_at.get_or_insert(now);
+        let mut g = self.lock();
+        let replaced = match g.jobs.iter_mut().find(|j| j.job.id == job.id) {
+            Some(slot) => {
+                *slot = LoadedJob { job: job.clone(), schedule, line: slot.line };
+                true
+            }
+            None => {
+                if g.jobs.len() >= g.settings.max_jobs {
+                    bail!("there are already {} jobs, the limit (scheduler.max_jobs); remove one first", g.jobs.len());
+                }
+                g.jobs.push(LoadedJob { job: job.clone(), schedule, line: 0 });
+                false
+            }
+        };
+        g.seen_at.insert(job.id.clone(), now);
+        g.status.remove(&job.id);
+        self.write(&mut g, true)?;
+        drop(g);
+        self.changed.notify_one();
+        Ok(replaced)
+    }
+
+    /// Removes the job `id`.
+    pub fn remove(&self, id: &str) -> Result<()> {
+        let mut g = self.lock();
+        let before = g.jobs.len();
+        g.jobs.retain(|j| j.job.id != id);
+        if g.jobs.len() == before {
+            bail!("there is no job {id:?} (the job list shows the ids)");
+        }
+        g.status.remove(id);
+        self.write(&mut g, true)?;
+        drop(g);
+        self.changed.notify_one();
+        Ok(())
+    }
+
+    /// Changes the job `id` with `f` and writes the file.
+    pub fn update(&self, id: &str, now: i64, f: impl FnOnce(&mut Job)) -> Result<Job> {
+        let mut g = self.lock();
+        let slot = g
+            .jobs
+            .iter_mut()
+            .find(|j| j.job.id == id)
+            .ok_or_else(|| anyhow::anyhow!("there is no job {id:?} (the job list shows the ids)"))?;
+        f(&mut slot.job);
+        let job = slot.job.clone();
+        // Resumed or enabled now: runs missed meanwhile are not made up.
+        g.seen_at.insert(id.to_owned(), now);
+        self.write(&mut g, true)?;
+        drop(g);
+        self.changed.notify_one();
+        Ok(job)
+    }
+
+    /// Asks the task to run the job `id` now.
+    pub fn trigger(&self, id: &str) -> Result<()> {
+        let mut g = self.lock();
+        if !g.jobs.iter().any(|j| j.job.id == id) {
+            bail!("there is no job {id:?} (the job list shows the ids)");
+        }
+        if g.manual.len() >= MAX_REQUESTS {
+            bail!("{MAX_REQUESTS} jobs are already waiting to run by hand; try again in a moment");
+        }
+        g.manual.push(id.to_owned());
+        drop(g);
+        self.changed.notify_one();
+        Ok(())
+    }
+
+    /// The runs missed while Chela was down that should happen now: at most one per job.
+    pub fn catch_up(&self, now: i64) -> Vec<Due> {
+        let g = self.lock();
+        let grace = g.settings.grace_s;
+        g.jobs
+            .iter()
+            .filter_map(|j| {
+                let mut job = j.job.clone();
+                job.grace_s.get_or_insert(grace);
+                let at = job.catch_up(&j.schedule, now, &g.settings.zone)?;
+                Some(Due { job: j.job.clone(), at, manual: false })
+            })
+            .collect()
+    }
+
+    /// The jobs due at `now` (scheduled at or before it and not yet run), and the asked-for
+    /// manual runs. Each due job is noted as run at `now` (so a late wake-up after a suspend
+    /// runs it once, not once per missed slot); the file is written when it may be.
+    pub fn take_due(&self, now: i64) -> Vec<Due> {
+        let mut g = self.lock();
+        let zone = g.settings.zone.clone();
+        let mut due = Vec::new();
+        for id in std::mem::take(&mut g.manual) {
+            if let Some(j) = g.jobs.iter().find(|j| j.job.id == id) {
+                due.push(Due { job: j.job.clone(), at: now, manual: true });
+            }
+        }
+        let mut ran = false;
+        let seen_at = g.seen_at.clone();
+        for j in &mut g.jobs {
+            let from = fire_base(&j.job, &seen_at);
+            let Some(at) = j.job.next_fire(&j.schedule, from, &zone) else { continue };
+            if at <= now {
+                j.job.record_run(now);
+                due.push(Due { job: j.job.clone(), at, manual: false });
+                ran = true;
+            }
+        }
+        if ran {
+            g.jobs.retain(|j| !j.job.finished(&j.schedule));
+            if let Err(e) = self.write(&mut g, false) {
+                tracing::warn!("cannot save the jobs' last runs: {e:#}");
+            }
+        }
+        due
+    }
+
+    /// Notes the last run of jobs that ran by catch-up.
+    pub fn record(&self, id: &str, at: i64) {
+        let mut g = self.lock();
+        if let Some(j) = g.jobs.iter_mut().find(|j| j.job.id == id) {
+            j.job.record_run(at);
+        }
+        g.jobs.retain(|j| !j.job.finished(&j.schedule));
+        if let Err(e) = self.write(&mut g, false) {
+            tracing::warn!("cannot save the jobs' last runs: {e:#}");
+        }
+    }
+
+    /// The earliest next fire after `now` of any job.
+    pub fn next_wake(&self, now: i64) -> Option<i64> {
+        let g = self.lock();
+        g.jobs
+            .iter()
+            .filter_map(|j| j.job.next_fire(&j.schedule, fire_base(&j.job, &g.seen_at), &g.settings.zone))
+            .min()
+            .map(|t| t.max(now))
+    }
+
+    /// Notes what became of a job's run, for the listings.
+    pub fn set_status(&self, id: &str, status: String) {
+        self.lock().status.insert(id.to_owned(), status);
+    }
+
+    /// Writes the jobs. `whole`: a tool or the CLI changed them, so a file with bad entries is
+    /// replaced (the old one kept as [`BACKUP`]); otherwise such a file is left alone.
+    fn write(&self, g: &mut Inner, whole: bool) -> Result<()> {
+        if stamp(&self.path) != g.stamp && !whole {
+            // Changed by someone else since it was read: their version wins; it is read next.
+            return Ok(());
+        }
+        if !g.problems.is_empty() {
+            if !whole {
+                return Ok(());
+            }
+            // Keep what the person wrote, byte for byte (a symlink is not followed).
+            if let Ok(Some(old)) = read_no_follow(&self.path) {
+                write_atomic(&self.path.with_file_name(BACKUP), old.as_bytes())
+                    .with_context(|| format!("cannot keep the old {FILE} as {BACKUP}"))?;
+            }
+        }
+        let jobs: Vec<Job> = g.jobs.iter().map(|j| j.job.clone()).collect();
+        write_atomic(&self.path, file::to_json(&jobs).as_bytes())
+            .with_context(|| format!("cannot write {}", self.path.display()))?;
+        g.problems = Problems::default();
+        g.stamp = stamp(&self.path);
+        Ok(())
+    }
+
+    /// Takes the requests `chela cron trigger` and `chela heartbeat trigger` left: job ids,
+    /// and whether a heartbeat was asked for.
+    pub fn take_requests(&self) -> (Vec<String>, bool) {
+        let mut ids = Vec::new();
+        let mut heartbeat = false;
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return (ids, heartbeat) };
+        for e in entries.flatten().take(MAX_REQUESTS) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            // Removed first: a request is taken once even if acting on it fails.
+            if std::fs::remove_file(e.path()).is_err() {
+                continue;
+            }
+            if name == "heartbeat" {
+                heartbeat = true;
+            } else if let Some(id) = name.strip_prefix("run.") {
+                ids.push(id.to_owned());
+            }
+        }
+        for id in &ids {
+            if let Err(e) = self.trigger(id) {
+                tracing::warn!("chela cron trigger: {e:#}");
+            }
+        }
+        (ids, heartbeat)
+    }
+}
+
+/// Leaves a request for the running daemon in the workspace (`chela cron trigger`).
+pub fn request(ws: &Workspace, name: &str) -> Result<()> {
+    let dir = ws.root().join(REQUESTS_DIR);
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let path = dir.join(name);
+    match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+        Ok(_) => Ok(()),
+        // Already asked for and not yet taken: once is enough.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("cannot write {}", path.display())),
+    }
+}
+
+/// The instant after which a job's next fire is searched: its last run, or when this process
+/// first saw it.
+fn fire_base(job: &Job, seen_at: &BTreeMap<String, i64>) -> i64 {
+    let seen = seen_at.get(&job.id).copied().unwrap_or(i64::MIN);
+    job.last_run.map_or(seen, |r| r.max(seen))
+}
+
+fn view(g: &Inner, j: &LoadedJob, now: i64) -> JobView {
+    let next = j.job.next_fire(&j.schedule, fire_base(&j.job, &g.seen_at).max(now), &g.settings.zone);
+    JobView {
+        job: j.job.clone(),
+        next_fire: next,
+        next_fire_local: next.map(|t| local_time(t, &g.settings.zone)),
+        status: g.status.get(&j.job.id).cloned(),
+    }
+}
+
+/// `t` as wall-clock time in `zone`: `2026-12-02 08:00:00 +01:00`.
+pub fn local_time(t: i64, zone: &Zone) -> String {
+    let off = zone.offset_at(t);
+    let d = chela_core::zone::DateTime::from_seconds(t + i64::from(off));
+    let (sign, a) = if off < 0 { ('-', -off) } else { ('+', off) };
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} {sign}{:02}:{:02}",
+        d.year,
+        d.month,
+        d.day,
+        d.hour,
+        d.minute,
+        d.second,
+        a / 3600,
+        a % 3600 / 60
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,348 @@
+//! The `scheduler` group: the model keeps its own jobs in `cron.json` (see
+//! [`crate::scheduler`]). Registered by the daemon, whose scheduler task runs the jobs.
+//!
+//! `cron_add`, `cron_list` and `cron_remove` are MimiClaw's tools with MimiClaw's argument
+//! names, over the same store. A job's channel and chat default to the conversation the tool
+//! is called from.
+
+use std::sync::Arc;
+
+use chela_core::schedule::{Action, Job, Trigger};
+use serde::Deserialize;
+
+use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use crate::scheduler::{Scheduler, now_secs};
+
+pub fn group(sched: Arc<Scheduler>) -> Group {
+    let s = || Arc::clone(&sched);
+    Group::new("scheduler", "Scheduled jobs: run a prompt or a tool at set times.")
+        .guidance(
+            "SCHEDULER: scheduler_add_job makes a job that runs later on its own: `once` at a Unix time, \
+             `interval` every N seconds, or `cron` (5 or 6 fields, in the user's zone). An `agent` job puts \
+             its message into this chat as if from the scheduler and you answer it then; a `cap` job calls a \
+             tool. Use get_current_time for the current Unix time.",
+        )
+        .with(AddJob(s()))
+        .with(ListJobs(s()))
+        .with(GetJob(s()))
+        .with(RemoveJob(s()))
+        .with(EnableJob(s()))
+        .with(DisableJob(s()))
+        .with(PauseJob(s()))
+        .with(ResumeJob(s()))
+        .with(TriggerNow(s()))
+        .with(CronAdd(s()))
+        .with(CronList(s()))
+        .with(CronRemove(s()))
+}
+
+fn failed(e: anyhow::Error) -> ToolError {
+    ToolError::invalid_args(format!("{e:#}"))
+}
+
+fn json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string_pretty(v).unwrap_or_default()
+}
+
+/// Fills an `agent` action's missing channel and chat from the conversation.
+fn default_target(ctx: &ToolCtx, action: &mut Action) -> Result<(), ToolError> {
+    if let Action::Agent { channel, chat_id, .. } = action {
+        if let Some((c, id)) = &ctx.conversation
+            && channel.is_none()
+        {
+            *channel = Some(c.clone());
+            if chat_id.is_none() {
+                *chat_id = Some(id.clone());
+            }
+        }
+        if channel.is_none() || chat_id.is_none() {
+            return Err(ToolError::invalid_args(
+                "an agent job needs action.channel and action.chat_id (there is no current conversation to default to)",
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub struct AddJob(Arc<Scheduler>);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AddArgs {
+    id: String,
+    #[serde(default)]
+    name: String,
+    trigger: Trigger,
+    action: Action,
+    #[serde(default)]
+    enabled: Option<bool>,
+    #[serde(default)]
+    grace_s: Option<u64>,
+    #[serde(default)]
+    delete_after_run: bool,
+}
+
+impl Tool for AddJob {
+    const NAME: &'static str = "scheduler_add_job";
+    const DESCRIPTION: &'static str = "Add a scheduled job, or replace the job with the same id.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"id":{"type":"string","description":"Letters, digits, _ - . (at most 64)"},"name":{"type":"string"},"trigger":{"type":"object","description":"{\"type\":\"once\",\"at\":UNIX_SECONDS} | {\"type\":\"interval\",\"every_s\":N} | {\"type\":\"cron\",\"expr\":\"0 8 * * 1-5\",\"tz\":\"optional IANA zone\"}"},"action":{"type":"object","description":"{\"type\":\"agent\",\"message\":\"...\",\"channel\":\"optional\",\"chat_id\":\"optional\"} (default: this chat) | {\"type\":\"cap\",\"name\":\"tool\",\"args\":{}}"},"enabled":{"type":"boolean"},"grace_s":{"type":"integer","description":"How late a run missed while Chela was down may still happen"},"delete_after_run":{"type":"boolean","description":"Remove a once job after it ran"}},"required":["id","trigger","action"]}"#;
+    const BLOCKING: bool = true;
+    type Args = AddArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: AddArgs) -> ToolResult {
+        let mut action = a.action;
+        default_target(ctx, &mut action)?;
+        let job = Job {
+            id: a.id,
+            name: a.name,
+            enabled: a.enabled.unwrap_or(true),
+            paused: false,
+            trigger: a.trigger,
+            action,
+            grace_s: a.grace_s,
+            delete_after_run: a.delete_after_run,
+            created_at: None,
+            last_run: None,
+        };
+        let id = job.id.clone();
+        let now = now_secs();
+        let replaced = self.0.upsert(job, now).map_err(failed)?;
+        let view = self.0.get(&id, now).ok_or_else(|| ToolError::new("the job vanished as it was added"))?;
+        Ok(format!("{} job {id}. {}", if replaced { "Replaced" } else { "Added" }, json(&view)))
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+pub struct ListJobs(Arc<Scheduler>);
+
+impl Tool for ListJobs {
+    const NAME: &'static str = "scheduler_list_jobs";
+    const DESCRIPTION: &'static str =
+        "List the scheduled jobs with their next fire times, and any bad entries of cron.json.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{}}"#;
+    const BLOCKING: bool = true;
+    type Args = NoArgs;
+
+    async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
+        Ok(list(&self.0))
+    }
+}
+
+fn list(s: &Scheduler) -> String {
+    let now = now_secs();
+    s.refresh(now);
+    let problems = s.problems().lines();
+    json(&serde_json::json!({ "jobs": s.list(now), "problems": problems }))
+}
+
+/// A tool that takes a job id and does one thing with it: `$run(scheduler, id)`.
+macro_rules! id_tool {
+    ($ty:ident, $name:literal, $desc:literal, $run:path) => {
+        pub struct $ty(Arc<Scheduler>);
+
+        impl Tool for $ty {
+            const NAME: &'static str = $name;
+            const DESCRIPTION: &'static str = $desc;
+            const SCHEMA: &'static str =
+                r#"{"type":"object","properties":{"id":{"type":"string","description":"The job's id"}},"required":["id"]}"#;
+            const BLOCKING: bool = true;
+            type Args = IdArgs;
+
+            async fn call<'a>(&'a self, _: &'a ToolCtx, a: IdArgs) -> ToolResult {
+                self.0.refresh(now_secs());
+                $run(&self.0, &a.id)
+            }
+        }
+    };
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdArgs {
+    id: String,
+}
+
+fn updated(s: &Scheduler, id: &str, what: &str, f: impl FnOnce(&mut Job)) -> ToolResult {
+    let now = now_secs();
+    s.update(id, now, f).map_err(failed)?;
+    let view = s.get(id, now).ok_or_else(|| ToolError::new("the job vanished"))?;
+    Ok(format!("Job {id} {what}. {}", json(&view)))
+}
+
+fn get(s: &Scheduler, id: &str) -> ToolResult {
+    s.get(id, now_secs())
+        .map(|v| json(&v))
+        .ok_or_else(|| ToolError::invalid_args(format!("there is no job {id:?} (the job list shows the ids)")))
+}
+
+fn remove(s: &Scheduler, id: &str) -> ToolResult {
+    s.remove(id).map_err(failed)?;
+    Ok(format!("Removed job {id}."))
+}
+
+fn enable(s: &Scheduler, id: &str) -> ToolResult {
+    updated(s, id, "enabled", |j| j.enabled = true)
+}
+
+fn disable(s: &Scheduler, id: &str) -> ToolResult {
+    updated(s, id, "disabled", |j| j.enabled = false)
+}
+
+fn pause(s: &Scheduler, id: &str) -> ToolResult {
+    updated(s, id, "paused", |j| j.paused = true)
+}
+
+fn resume(s: &Scheduler, id: &str) -> ToolResult {
+    updated(s, id, "resumed", |j| j.paused = false)
+}
+
+fn trigger(s: &Scheduler, id: &str) -> ToolResult {
+    s.trigger(id).map_err(failed)?;
+    Ok(format!("Job {id} runs now (its outcome shows in scheduler_get_job)."))
+}
+
+id_tool!(GetJob, "scheduler_get_job", "One scheduled job, its next fire time and the outcome of its last run.", get);
+id_tool!(RemoveJob, "scheduler_remove_job", "Remove a scheduled job.", remove);
+id_tool!(EnableJob, "scheduler_enable_job", "Enable a scheduled job.", enable);
+id_tool!(DisableJob, "scheduler_disable_job", "Disable a scheduled job: it never fires until enabled.", disable);
+id_tool!(PauseJob, "scheduler_pause_job", "Pause a scheduled job until it is resumed.", pause);
+id_tool!(ResumeJob, "scheduler_resume_job", "Resume a paused job (runs missed while paused are not made up).", resume);
+id_tool!(TriggerNow, "scheduler_trigger_now", "Run a scheduled job now, once, without changing its schedule.", trigger);
+
+pub struct CronAdd(Arc<Scheduler>);
+
+/// MimiClaw's `cron_add` arguments, with its names.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CronAddArgs {
+    name: String,
+    schedule_type: String,
+    message: String,
+    #[serde(default)]
+    interval_s: Option<i64>,
+    #[serde(default)]
+    at_epoch: Option<i64>,
+    #[serde(default)]
+    delay_s: Option<i64>,
+    #[serde(default)]
+    delete_after_run: Option<bool>,
+    #[serde(default)]
+    channel: Option<String>,
+    #[serde(default)]
+    chat_id: Option<String>,
+}
+
+impl Tool for CronAdd {
+    const NAME: &'static str = "cron_add";
+    const DESCRIPTION: &'static str = "Schedule a recurring (every N seconds) or one-shot (at a Unix time, or after a delay) task; when it fires, its message comes to you in the chat.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string"},"schedule_type":{"type":"string","enum":["every","at"]},"message":{"type":"string","description":"What you are told when the job fires"},"interval_s":{"type":"integer","description":"every: seconds between runs"},"at_epoch":{"type":"integer","description":"at: Unix seconds"},"delay_s":{"type":"integer","description":"at: seconds from now (instead of at_epoch)"},"delete_after_run":{"type":"boolean","description":"at: remove after running (default true)"},"channel":{"type":"string"},"chat_id":{"type":"string"}},"required":["name","schedule_type","message"]}"#;
+    const BLOCKING: bool = true;
+    type Args = CronAddArgs;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: CronAddArgs) -> ToolResult {
+        let now = now_secs();
+        let (trigger, delete_after_run) = match a.schedule_type.as_str() {
+            "every" => match a.interval_s {
+                Some(i) if i > 0 => (Trigger::Interval { every_s: i.unsigned_abs(), anchor: now }, false),
+                Some(i) => {
+                    return Err(ToolError::invalid_args(format!("Error: interval_s must be positive (got {i})")));
+                }
+                None => return Err(ToolError::invalid_args("Error: 'every' jobs need interval_s")),
+            },
+            "at" => {
+                let at = match (a.at_epoch, a.delay_s) {
+                    (Some(at), _) => at,
+                    (None, Some(d)) if d > 0 => now + d,
+                    (None, Some(d)) => {
+                        return Err(ToolError::invalid_args(format!("Error: delay_s must be positive (got {d})")));
+                    }
+                    (None, None) => return Err(ToolError::invalid_args("Error: 'at' jobs need at_epoch or delay_s")),
+                };
+                if at <= now {
+                    return Err(ToolError::invalid_args(format!(
+                        "Error: at_epoch {at} is in the past (now is {now}); pick a later time"
+                    )));
+                }
+                (Trigger::Once { at }, a.delete_after_run.unwrap_or(true))
+            }
+            other => {
+                return Err(ToolError::invalid_args(format!(
+                    "Error: schedule_type must be \"every\" or \"at\", not {other:?}"
+                )));
+            }
+        };
+        let mut action = Action::Agent { message: a.message, channel: a.channel, chat_id: a.chat_id };
+        default_target(ctx, &mut action)?;
+        let id = free_id(&self.0, now);
+        let job = Job {
+            id: id.clone(),
+            name: a.name,
+            enabled: true,
+            paused: false,
+            trigger,
+            action,
+            grace_s: None,
+            delete_after_run,
+            created_at: None,
+            last_run: None,
+        };
+        self.0.upsert(job, now).map_err(failed)?;
+        let view = self.0.get(&id, now).ok_or_else(|| ToolError::new("the job vanished as it was added"))?;
+        Ok(format!("OK: added cron job {id}. {}", json(&view)))
+    }
+}
+
+/// An id no job has: MimiClaw's kind, eight hex digits.
+fn free_id(s: &Scheduler, now: i64) -> String {
+    let taken: std::collections::BTreeSet<String> = s.list(now).into_iter().map(|v| v.job.id).collect();
+    let mut n = (now as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
+    loop {
+        let id = format!("{:08x}", n as u32);
+        if !taken.contains(&id) {
+            return id;
+        }
+        n = n.wrapping_add(1);
+    }
+}
+
+pub struct CronList(Arc<Scheduler>);
+
+impl Tool for CronList {
+    const NAME: &'static str = "cron_list";
+    const DESCRIPTION: &'static str = "List all scheduled cron jobs.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{}}"#;
+    const BLOCKING: bool = true;
+    type Args = NoArgs;
+
+    async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
+        Ok(list(&self.0))
+    }
+}
+
+pub struct CronRemove(Arc<Scheduler>);
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CronRemoveArgs {
+    job_id: String,
+}
+
+impl Tool for CronRemove {
+    const NAME: &'static str = "cron_remove";
+    const DESCRIPTION: &'static str = "Remove a cron job by its id.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"job_id":{"type":"string"}},"required":["job_id"]}"#;
+    const BLOCKING: bool = true;
+    type Args = CronRemoveArgs;
+
+    async fn call<'a>(&'a self, _: &'a ToolCtx, a: CronRemoveArgs) -> ToolResult {
+        self.0.refresh(now_secs());
+        self.0.remove(&a.job_id).map_err(failed)?;
+        Ok(format!("OK: removed cron job {}.", a.job_id))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,178 @@
+//! The scheduler tools over a real `cron.json` in a temporary workspace.
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::scheduler::{FILE, Settings};
+use crate::tools::Erased;
+use crate::tools::testing::Fixture;
+
+fn open(fx: &Fixture) -> Arc<Scheduler> {
+    Arc::new(Scheduler::open(&fx.ws, Settings::from_config(&fx.cfg).unwrap(), now_secs()))
+}
+
+/// Calls `tool` as the model would from telegram chat 42.
+async fn call<T: Tool>(fx: &Fixture, tool: T, args: Value) -> ToolResult {
+    let mut ctx = fx.ctx();
+    ctx.conversation = Some(("telegram".to_owned(), "42".to_owned()));
+    Arc::new(tool).call_json(ctx, args.to_string()).await
+}
+
+fn job(s: &Scheduler, id: &str) -> Value {
+    serde_json::to_value(s.get(id, now_secs()).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_job_added_from_a_chat_goes_to_that_chat_and_survives_a_restart() {
+    let fx = Fixture::new(&[("scheduler.timezone", "UTC")]);
+    let s = open(&fx);
+    let at = now_secs() + 3600;
+    let out = call(
+        &fx,
+        AddJob(Arc::clone(&s)),
+        json!({"id": "tea", "trigger": {"type": "once", "at": at}, "action": {"type": "agent", "message": "Tea?"}}),
+    )
+    .await
+    .unwrap();
+    assert!(out.starts_with("Added job tea."), "{out}");
+    let j = job(&s, "tea");
+    assert_eq!(j["action"], json!({"type": "agent", "message": "Tea?", "channel": "telegram", "chat_id": "42"}));
+    assert_eq!(j["next_fire"], at);
+    // Upsert by id.
+    let out = call(
+        &fx,
+        AddJob(Arc::clone(&s)),
+        json!({"id": "tea", "trigger": {"type": "interval", "every_s": 600}, "action": {"type": "cap", "name": "get_current_time"}}),
+    )
+    .await
+    .unwrap();
+    assert!(out.starts_with("Replaced job tea."), "{out}");
+    assert_eq!(s.list(now_secs()).len(), 1);
+    // A new process reads the same jobs.
+    let again = open(&fx);
+    assert_eq!(job(&again, "tea")["trigger"], json!({"type": "interval", "every_s": 600, "anchor": 0}));
+}
+
+#[tokio::test]
+async fn pause_resume_disable_enable_trigger_and_remove() {
+    let fx = Fixture::new(&[]);
+    let s = open(&fx);
+    let add = json!({"id": "j", "trigger": {"type": "interval", "every_s": 60}, "action": {"type": "agent", "message": "hi"}});
+    call(&fx, AddJob(Arc::clone(&s)), add).await.unwrap();
+    assert!(job(&s, "j")["next_fire"].is_i64());
+    call(&fx, PauseJob(Arc::clone(&s)), json!({"id": "j"})).await.unwrap();
+    assert_eq!(job(&s, "j")["paused"], true);
+    assert!(job(&s, "j")["next_fire"].is_null());
+    call(&fx, ResumeJob(Arc::clone(&s)), json!({"id": "j"})).await.unwrap();
+    assert!(job(&s, "j")["next_fire"].is_i64());
+    call(&fx, DisableJob(Arc::clone(&s)), json!({"id": "j"})).await.unwrap();
+    assert!(job(&s, "j")["next_fire"].is_null());
+    assert!(!open(&fx).get("j", now_secs()).unwrap().job.enabled, "written to the file");
+    call(&fx, EnableJob(Arc::clone(&s)), json!({"id": "j"})).await.unwrap();
+    assert!(job(&s, "j")["next_fire"].is_i64());
+    call(&fx, TriggerNow(Arc::clone(&s)), json!({"id": "j"})).await.unwrap();
+    let due = s.take_due(now_secs());
+    assert_eq!(due.len(), 1);
+    assert!(due[0].manual);
+    let got: Value =
+        serde_json::from_str(&call(&fx, GetJob(Arc::clone(&s)), json!({"id": "j"})).await.unwrap()).unwrap();
+    assert_eq!(got["id"], "j");
+    call(&fx, RemoveJob(Arc::clone(&s)), json!({"id": "j"})).await.unwrap();
+    let e = call(&fx, GetJob(Arc::clone(&s)), json!({"id": "j"})).await.unwrap_err();
+    assert!(e.0.contains("there is no job \"j\""), "{e}");
+    let e = call(&fx, TriggerNow(Arc::clone(&s)), json!({"id": "j"})).await.unwrap_err();
+    assert!(e.0.contains("no job"), "{e}");
+}
+
+#[tokio::test]
+async fn bad_jobs_get_errors_naming_the_field() {
+    let fx = Fixture::new(&[]);
+    let s = open(&fx);
+    let add = |v: Value| call(&fx, AddJob(Arc::clone(&s)), v);
+    let agent = json!({"type": "agent", "message": "x"});
+    let e = add(json!({"id": "a", "trigger": {"type": "once", "at": 1000}, "action": agent})).await.unwrap_err();
+    assert!(e.0.contains("trigger.at") && e.0.contains("in the past"), "{e}");
+    let e = add(json!({"id": "a", "trigger": {"type": "interval", "every_s": 0}, "action": agent})).await.unwrap_err();
+    assert!(e.0.contains("trigger.every_s"), "{e}");
+    let e =
+        add(json!({"id": "a", "trigger": {"type": "cron", "expr": "61 * * * *"}, "action": agent})).await.unwrap_err();
+    assert!(e.0.contains("trigger.expr"), "{e}");
+    let e = add(
+        json!({"id": "a", "trigger": {"type": "cron", "expr": "0 8 * * *", "tz": "../../etc/passwd"}, "action": agent}),
+    )
+    .await
+    .unwrap_err();
+    assert!(e.0.contains("trigger.tz"), "{e}");
+    let e =
+        add(json!({"id": "a b", "trigger": {"type": "interval", "every_s": 5}, "action": agent})).await.unwrap_err();
+    assert!(e.0.contains("id:"), "{e}");
+    let e = add(json!({"id": "a", "trigger": {"type": "on_event", "event": "x"}, "action": agent})).await.unwrap_err();
+    assert!(e.0.contains("event router"), "{e}");
+    // No conversation to default to, and none named.
+    let e = Arc::new(AddJob(Arc::clone(&s)))
+        .call_json(
+            fx.ctx(),
+            json!({"id": "a", "trigger": {"type": "interval", "every_s": 5}, "action": agent}).to_string(),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.0.contains("action.channel"), "{e}");
+    assert!(s.list(now_secs()).is_empty());
+    assert!(!fx.root().join(FILE).exists(), "nothing was written");
+}
+
+#[tokio::test]
+async fn mimiclaws_cron_tools_with_their_argument_names() {
+    let fx = Fixture::new(&[]);
+    let s = open(&fx);
+    let add = |v: Value| call(&fx, CronAdd(Arc::clone(&s)), v);
+    let out =
+        add(json!({"name": "drink", "schedule_type": "every", "message": "water", "interval_s": 90})).await.unwrap();
+    assert!(out.starts_with("OK: added cron job "), "{out}");
+    let out = add(json!({"name": "call", "schedule_type": "at", "message": "call mum", "delay_s": 120})).await.unwrap();
+    let list: Value = serde_json::from_str(&call(&fx, CronList(Arc::clone(&s)), json!({})).await.unwrap()).unwrap();
+    let jobs = list["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 2);
+    let once = jobs.iter().find(|j| j["name"] == "call").unwrap();
+    assert_eq!(once["delete_after_run"], true);
+    assert_eq!(once["action"]["chat_id"], "42");
+    let id = once["id"].as_str().unwrap();
+    assert!(out.contains(id));
+    for (args, want) in [
+        (
+            json!({"name": "x", "schedule_type": "every", "message": "m", "interval_s": 0}),
+            "interval_s must be positive",
+        ),
+        (
+            json!({"name": "x", "schedule_type": "every", "message": "m", "interval_s": -3}),
+            "interval_s must be positive",
+        ),
+        (json!({"name": "x", "schedule_type": "every", "message": "m"}), "need interval_s"),
+        (json!({"name": "x", "schedule_type": "at", "message": "m", "at_epoch": 1000}), "is in the past"),
+        (json!({"name": "x", "schedule_type": "at", "message": "m", "delay_s": 0}), "delay_s must be positive"),
+        (json!({"name": "x", "schedule_type": "daily", "message": "m"}), "schedule_type must be"),
+    ] {
+        let e = add(args).await.unwrap_err();
+        assert!(e.0.starts_with("Error: ") && e.0.contains(want), "{e}");
+    }
+    call(&fx, CronRemove(Arc::clone(&s)), json!({"job_id": id})).await.unwrap();
+    assert_eq!(s.list(now_secs()).len(), 1);
+    let e = call(&fx, CronRemove(Arc::clone(&s)), json!({"job_id": id})).await.unwrap_err();
+    assert!(e.0.contains("no job"), "{e}");
+}
+
+#[tokio::test]
+async fn the_job_count_is_bounded_by_the_setting() {
+    let fx = Fixture::new(&[("scheduler.max_jobs", "3")]);
+    let s = open(&fx);
+    for i in 0..3 {
+        let v = json!({"id": format!("j{i}"), "trigger": {"type": "interval", "every_s": 60}, "action": {"type": "cap", "name": "get_current_time"}});
+        call(&fx, AddJob(Arc::clone(&s)), v).await.unwrap();
+    }
+    let v = json!({"id": "j3", "trigger": {"type": "interval", "every_s": 60}, "action": {"type": "cap", "name": "get_current_time"}});
+    let e = call(&fx, AddJob(Arc::clone(&s)), v).await.unwrap_err();
+    assert!(e.0.contains("scheduler.max_jobs"), "{e}");
+    // Replacing one is not adding one.
+    let v = json!({"id": "j2", "trigger": {"type": "interval", "every_s": 30}, "action": {"type": "cap", "name": "get_current_time"}});
+    call(&fx, AddJob(Arc::clone(&s)), v).await.unwrap();
+}
