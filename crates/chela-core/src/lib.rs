@@ -24,6 +24,7 @@ pub mod history;
 pub mod memory;
 pub mod prompt;
 pub mod retry;
+pub mod router;
 pub mod session;
 pub mod storage;
 pub mod text;

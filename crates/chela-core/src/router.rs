@@ -1,0 +1,458 @@
+//! The event router: rules that act on events without the model.
+//!
+//! What it is: the rules of `rules.json` (Ameba-Claw's event router), checked and compiled, and
+//! the decision which of them an event fires. [`Router::handle_event`] takes an [`Event`] and
+//! `now` (milliseconds on the host's monotonic clock) and returns a [`Plan`]: the fired rules'
+//! actions with the event's fields already filled in. It is sans-IO: the host runs the actions.
+//!
+//! What it is not: it calls no capability, sends nothing and reads no file or clock. Loading and
+//! saving `rules.json`, running actions and feeding emitted events back are the host's.
+//!
+//! How to drive it:
+//! 1. [`Router::load`] the text of `rules.json`. Good rules are kept; bad ones come back as
+//!    [`Problem`]s with their line, for the log and `chela doctor`. A file with problems should
+//!    not be overwritten until a tool writes a whole valid version.
+//! 2. For each event, [`Router::handle_event`]. Run each [`Fired`] rule's actions in order;
+//!    `last` starts empty and becomes the output of each `agent` (its reply) or `cap` (its
+//!    result) action; `send` and `emit` leave it as it was. Render each action's texts with
+//!    [`Text::render`]`(last)` just before running it. An [`Emit`] becomes an event through
+//!    [`Emit::event`], which the host feeds back to `handle_event`. If [`Plan::consumed`] is
+//!    set, the event does not take its default path (a chat message does not reach the agent).
+//! 3. The tools `router_add_rule`, `router_list_rules` and `router_remove_rule` use
+//!    [`Router::add_rule`], [`Router::rules`] and [`Router::remove_rule`]; after a change, write
+//!    [`Router::to_json`] atomically.
+//!
+//! Matching: rules are tried in file order; a rule fires when it is enabled, out of its
+//! cooldown, and its `match` patterns and `only_if` guards all hold. Every firing rule is
+//! planned until one has `consume_on_match` or a `drop` action, which ends the event's
+//! processing. See `docs/DESIGN.md`, "The event router", for the file format and the costs.
+
+mod event;
+mod rule;
+mod scan;
+mod template;
+#[cfg(test)]
+mod tests;
+
+use alloc::boxed::Box;
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt;
+use serde_json::Value as Json;
+
+pub use event::{BUILTIN_FIELDS, Event, EventError, MAX_FIELD_NAME, MAX_FIELD_VALUE, MAX_FIELDS, MAX_TEXT, Value};
+pub use rule::{MAX_ACTIONS, MAX_GUARDS, MAX_ID, MAX_PATTERN, MAX_RULE_BYTES, MAX_TEMPLATE};
+pub use template::{Args, MAX_RENDERED, Text};
+
+use rule::{ActionT, Rule, Seen, Target};
+
+/// The most rules one router holds.
+pub const MAX_RULES: usize = 256;
+/// The largest `rules.json` read, in bytes.
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+/// How deep events raised by `emit` may chain: an event this many emits away from an outside
+/// event fires no further `emit` (two rules emitting each other's event would otherwise loop).
+pub const MAX_EMIT_DEPTH: u8 = 4;
+
+/// A bad rule or a broken structure in `rules.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The line (from 1) the rule starts on, or where the structure broke.
+    pub line: u32,
+    /// The rule's id, when it has a usable one.
+    pub rule: Option<String>,
+    /// What is wrong, naming the field: "`only_if[0].op`: unknown op `gte`; one of …".
+    pub message: String,
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rules.json line {}: ", self.line)?;
+        if let Some(id) = &self.rule {
+            write!(f, "rule `{id}`: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// What [`Router::load`] made of a file.
+#[derive(Debug)]
+pub struct Loaded {
+    pub router: Router,
+    /// Every rule or piece of the file that was not loaded, in file order.
+    pub problems: Vec<Problem>,
+}
+
+/// An action of a fired rule, with the event's fields filled in.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Action {
+    /// Put `message` into the chat as if from the router; the reply goes to that chat.
+    Agent { channel: String, chat_id: String, message: Text },
+    /// Call the capability `name` with [`Args::render`]`(last)`.
+    Cap { name: String, args: Args },
+    /// Send `text` to the chat, without the model.
+    Send { channel: String, chat_id: String, text: Text },
+    /// Raise another event.
+    Emit(Emit),
+}
+
+/// An event to raise; [`Emit::event`] builds it once the previous output is known.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Emit {
+    /// The new event's type.
+    pub kind: String,
+    pub text: Text,
+    /// The chat of the event that fired the rule.
+    pub channel: String,
+    pub chat_id: String,
+    /// The rule that raised it (the new event's `rule` field).
+    pub rule: String,
+    depth: u8,
+}
+
+impl Emit {
+    /// The event to feed back to [`Router::handle_event`]: source `router`, the firing event's
+    /// chat, the field `rule` naming the rule, one emit deeper than the firing event.
+    pub fn event(&self, last: &str) -> Result<Event, EventError> {
+        let mut e = Event::new(&self.kind)?
+            .with_source("router")?
+            .with_chat(&self.channel, &self.chat_id)?
+            .with_text(&self.text.render(last))?
+            .with("rule", Value::Str(self.rule.clone()))?;
+        e.set_depth(self.depth);
+        Ok(e)
+    }
+}
+
+/// A rule that fired, and its actions in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fired {
+    pub rule: String,
+    pub actions: Vec<Action>,
+}
+
+/// What an event fired. Empty (and free: no allocation) when no rule fired.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Plan {
+    pub fired: Vec<Fired>,
+    /// A rule consumed the event (`consume_on_match` or `drop`): it takes no default path.
+    pub consumed: bool,
+    /// `emit` actions left out because the event was already [`MAX_EMIT_DEPTH`] emits deep.
+    pub emits_refused: u32,
+}
+
+/// What [`Router::add_rule`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Added {
+    New,
+    /// A rule with the same id was replaced in place (its cooldown starts afresh).
+    Replaced,
+}
+
+/// A rule as [`Router::rules`] lists it.
+#[derive(Debug, Clone, Copy)]
+pub struct RuleView<'r> {
+    pub id: &'r str,
+    pub enabled: bool,
+    /// The rule's JSON as given.
+    pub spec: &'r Json,
+    /// When it last fired (the `now` of that event).
+    pub last_fired: Option<u64>,
+}
+
+/// The rules and their cooldown state. See the module docs for the calling order.
+#[derive(Debug, Default)]
+pub struct Router {
+    rules: Vec<Rule>,
+    last_fired: Vec<Option<u64>>,
+    /// Rule indices (in order) for each event type named by a rule, sorted by type; each list
+    /// includes the rules that match every type.
+    by_type: Vec<(Box<str>, Box<[u16]>)>,
+    /// The rules that match every type: the list for a type no rule names.
+    any: Box<[u16]>,
+    /// The extra-field names guards look at; a guard holds its name's index here.
+    slots: Vec<Box<str>>,
+    /// Per slot: the event generation it was looked up in, and the field's position + 1 (0:
+    /// absent). Each guard field is looked up once per event, and only if a guard needs it.
+    cache: Vec<(u32, u16)>,
+    generation: u32,
+}
+
+impl Router {
+    /// A router without rules.
+    pub fn new() -> Router {
+        Router::default()
+    }
+
+    /// Reads `rules.json` text: `{"rules": [ rule, … ]}`. Never fails: what cannot be loaded
+    /// is reported in [`Loaded::problems`] and the rest is kept.
+    pub fn load(text: &str) -> Loaded {
+        let mut router = Router::new();
+        let mut problems = Vec::new();
+        if text.len() > MAX_FILE_BYTES {
+            problems.push(Problem {
+                line: 1,
+                rule: None,
+                message: alloc::format!("the file is {} bytes; at most {MAX_FILE_BYTES} are read", text.len()),
+            });
+            return Loaded { router, problems };
+        }
+        let scan = scan::scan(text, MAX_RULES);
+        let mut structure = scan.problems.into_iter().map(|(line, message)| Problem { line, rule: None, message });
+        let mut first_lines = Vec::new();
+        for el in scan.elements {
+            let problem =
+                |rule: Option<&str>, message: String| Problem { line: el.line, rule: rule.map(Into::into), message };
+            if el.text.len() > MAX_RULE_BYTES {
+                problems.push(problem(None, alloc::format!("longer than {MAX_RULE_BYTES} bytes; ignored")));
+                continue;
+            }
+            let spec: Json = match serde_json::from_str(el.text) {
+                Ok(v) => v,
+                Err(e) => {
+                    let mut p = problem(None, alloc::format!("not valid JSON: {}", without_position(&e)));
+                    p.line = el.line + u32::try_from(e.line()).unwrap_or(1).saturating_sub(1);
+                    problems.push(p);
+                    continue;
+                }
+            };
+            let id = rule::id_of(&spec).map(String::from);
+            match rule::compile(spec) {
+                Err(message) => problems.push(problem(id.as_deref(), message)),
+                Ok(r) => match router.rules.iter().position(|old| old.id == r.id) {
+                    Some(i) => problems.push(problem(
+                        id.as_deref(),
+                        alloc::format!(
+                            "the id is already used by the rule at line {}; this one is ignored",
+                            first_lines[i]
+                        ),
+                    )),
+                    None => {
+                        router.rules.push(r);
+                        router.last_fired.push(None);
+                        first_lines.push(el.line);
+                    }
+                },
+            }
+        }
+        problems.extend(&mut structure);
+        problems.sort_by_key(|p| p.line);
+        router.reindex();
+        Loaded { router, problems }
+    }
+
+    /// Adds a rule, or replaces the rule with the same id where it stands.
+    pub fn add_rule(&mut self, spec: Json) -> Result<Added, String> {
+        rule::check_size(&spec)?;
+        let id = rule::id_of(&spec).map(String::from);
+        let r = rule::compile(spec).map_err(|m| match id {
+            Some(id) => alloc::format!("rule `{id}`: {m}"),
+            None => m,
+        })?;
+        let added = match self.rules.iter().position(|old| old.id == r.id) {
+            Some(i) => {
+                self.rules[i] = r;
+                self.last_fired[i] = None;
+                Added::Replaced
+            }
+            None => {
+                if self.rules.len() >= MAX_RULES {
+                    return Err(alloc::format!("the router holds at most {MAX_RULES} rules; remove one first"));
+                }
+                self.rules.push(r);
+                self.last_fired.push(None);
+                Added::New
+            }
+        };
+        self.reindex();
+        Ok(added)
+    }
+
+    /// Removes the rule `id`; false if there is none.
+    pub fn remove_rule(&mut self, id: &str) -> bool {
+        let Some(i) = self.rules.iter().position(|r| &*r.id == id) else { return false };
+        self.rules.remove(i);
+        self.last_fired.remove(i);
+        self.reindex();
+        true
+    }
+
+    /// The rules in order.
+    pub fn rules(&self) -> impl Iterator<Item = RuleView<'_>> {
+        self.rules.iter().zip(&self.last_fired).map(|(r, last)| RuleView {
+            id: &r.id,
+            enabled: r.enabled,
+            spec: &r.spec,
+            last_fired: *last,
+        })
+    }
+
+    /// The number of rules.
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The whole `rules.json`, for the host to write atomically. [`Router::load`] reads it back
+    /// to the same rules.
+    pub fn to_json(&self) -> String {
+        let rules: Vec<&Json> = self.rules.iter().map(|r| &r.spec).collect();
+        let mut out = serde_json::to_string_pretty(&serde_json::json!({ "rules": rules }))
+            .expect("a JSON value always serialises");
+        out.push('\n');
+        out
+    }
+
+    /// Rebuilds the type index and the guard slots after the rule list changed.
+    fn reindex(&mut self) {
+        self.slots.clear();
+        for r in &mut self.rules {
+            for g in r.guards.iter_mut() {
+                if let Target::Slot(slot) = &mut g.target {
+                    let i = match self.slots.iter().position(|s| *s == g.name) {
+                        Some(i) => i,
+                        None => {
+                            self.slots.push(g.name.clone());
+                            self.slots.len() - 1
+                        }
+                    };
+                    // At most MAX_RULES * MAX_GUARDS names, far below u16::MAX.
+                    *slot = u16::try_from(i).expect("slot fits in u16");
+                }
+            }
+        }
+        self.cache = alloc::vec![(0, 0); self.slots.len()];
+        self.generation = 0;
+
+        let index = |i: usize| u16::try_from(i).expect("MAX_RULES fits in u16");
+        let mut types: Vec<&str> = self.rules.iter().filter_map(|r| r.kind.as_deref()).collect();
+        types.sort_unstable();
+        types.dedup();
+        self.by_type = types
+            .iter()
+            .map(|t| {
+                let list: Vec<u16> = (0..self.rules.len())
+                    .filter(|&i| self.rules[i].kind.as_deref().is_none_or(|k| k == *t))
+                    .map(index)
+                    .collect();
+                (Box::<str>::from(*t), list.into_boxed_slice())
+            })
+            .collect();
+        self.any = (0..self.rules.len()).filter(|&i| self.rules[i].kind.is_none()).map(index).collect();
+    }
+
+    /// The rules `event` fires at `now` (ms, monotonic), and their cooldowns start.
+    pub fn handle_event(&mut self, event: &Event, now: u64) -> Plan {
+        let Router { rules, last_fired, by_type, any, slots, cache, generation } = self;
+        *generation = generation.wrapping_add(1);
+        if *generation == 0 {
+            // After 2^32 events: stale stamps could look current, so forget them all.
+            cache.fill((0, 0));
+            *generation = 1;
+        }
+        let list = match by_type.binary_search_by(|(t, _)| (**t).cmp(event.kind())) {
+            Ok(i) => &by_type[i].1,
+            Err(_) => &**any,
+        };
+        let mut plan = Plan::default();
+        for &i in list {
+            let i = usize::from(i);
+            let r = &rules[i];
+            if !r.enabled {
+                continue;
+            }
+            if r.cooldown_ms > 0
+                && let Some(t) = last_fired[i]
+                && now.saturating_sub(t) < r.cooldown_ms
+            {
+                continue;
+            }
+            if !r.pats.iter().all(|p| p.matches(event)) {
+                continue;
+            }
+            let guards_hold = r.guards.iter().all(|g| {
+                let seen = match g.target {
+                    Target::Builtin(b) => Some(Seen::Str(event.builtin(b))),
+                    Target::Slot(s) => {
+                        let c = &mut cache[usize::from(s)];
+                        if c.0 != *generation {
+                            let pos = event.position(&slots[usize::from(s)]);
+                            // At most MAX_FIELDS fields: the position fits.
+                            *c = (*generation, pos.map_or(0, |p| p as u16 + 1));
+                        }
+                        (c.1 > 0).then(|| Seen::Val(event.at(usize::from(c.1 - 1))))
+                    }
+                };
+                g.op.holds(seen)
+            });
+            if !guards_hold {
+                continue;
+            }
+            last_fired[i] = Some(now);
+            let (fired, dropped) = plan_actions(r, event, &mut plan.emits_refused);
+            plan.fired.push(fired);
+            if dropped || r.consume {
+                plan.consumed = true;
+                break;
+            }
+        }
+        plan
+    }
+}
+
+/// The rule's actions bound to `event`; true if it ends with `drop`.
+fn plan_actions(r: &Rule, event: &Event, refused: &mut u32) -> (Fired, bool) {
+    let dest = |t: &Option<template::Template>, own: &str| match t {
+        Some(t) => t.bind(event).render(""),
+        None => own.into(),
+    };
+    let mut actions = Vec::with_capacity(r.actions.len());
+    let mut dropped = false;
+    for a in r.actions.iter() {
+        actions.push(match a {
+            ActionT::Agent { channel, chat_id, message } => Action::Agent {
+                channel: dest(channel, event.channel()),
+                chat_id: dest(chat_id, event.chat_id()),
+                message: message.bind(event),
+            },
+            ActionT::Send { channel, chat_id, text } => Action::Send {
+                channel: dest(channel, event.channel()),
+                chat_id: dest(chat_id, event.chat_id()),
+                text: text.bind(event),
+            },
+            ActionT::Cap { name, args } => Action::Cap { name: (**name).into(), args: args.bind(event) },
+            ActionT::Emit { kind, text } => {
+                if event.depth() >= MAX_EMIT_DEPTH {
+                    *refused += 1;
+                    continue;
+                }
+                Action::Emit(Emit {
+                    kind: (**kind).into(),
+                    text: text.as_ref().map_or_else(Text::empty, |t| t.bind(event)),
+                    channel: event.channel().into(),
+                    chat_id: event.chat_id().into(),
+                    rule: (*r.id).into(),
+                    depth: event.depth() + 1,
+                })
+            }
+            ActionT::Drop => {
+                dropped = true;
+                continue;
+            }
+        });
+    }
+    (Fired { rule: (*r.id).into(), actions }, dropped)
+}
+
+/// serde_json's message without its " at line L column C" (the report gives the file's line).
+fn without_position(e: &serde_json::Error) -> String {
+    let mut s = alloc::format!("{e}");
+    if let Some(i) = s.rfind(" at line ") {
+        s.truncate(i);
+    }
+    s
+}
