@@ -44,7 +44,7 @@ pub use event::{BUILTIN_FIELDS, Event, EventError, MAX_FIELD_NAME, MAX_FIELD_VAL
 pub use rule::{MAX_ACTIONS, MAX_GUARDS, MAX_ID, MAX_PATTERN, MAX_RULE_BYTES, MAX_TEMPLATE};
 pub use template::{Args, MAX_RENDERED, Text};
 
-use rule::{ActionT, Rule, Seen, Target};
+use rule::{ActionT, Pat, Rule, Seen, Target, Test};
 
 /// The most rules one router holds.
 pub const MAX_RULES: usize = 256;
@@ -166,17 +166,33 @@ pub struct RuleView<'r> {
 pub struct Router {
     rules: Vec<Rule>,
     last_fired: Vec<Option<u64>>,
+    /// What the match path reads of each rule, small and side by side; the guards and patterns
+    /// of all rules are in two flat arrays, so trying 100 rules walks three arrays in order.
+    hot: Vec<Hot>,
+    tests: Vec<Test>,
+    pats: Vec<Pat>,
     /// Rule indices (in order) for each event type named by a rule, sorted by type; each list
     /// includes the rules that match every type.
     by_type: Vec<(Box<str>, Box<[u16]>)>,
     /// The rules that match every type: the list for a type no rule names.
     any: Box<[u16]>,
     /// The extra-field names guards look at; a guard holds its name's index here.
-    slots: Vec<Box<str>>,
-    /// Per slot: the event generation it was looked up in, and the field's position + 1 (0:
-    /// absent). Each guard field is looked up once per event, and only if a guard needs it.
-    cache: Vec<(u32, u16)>,
+    slots: Vec<(u32, Box<str>)>,
+    /// Per slot: the field as the current event has it, stamped with the event's generation.
+    /// Each guard field is looked up once per event, and only if a guard needs it.
+    cache: Vec<Seen>,
     generation: u32,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Hot {
+    cooldown_ms: u64,
+    guards: u32,
+    pats: u32,
+    guard_count: u8,
+    pat_count: u8,
+    enabled: bool,
+    consume: bool,
 }
 
 impl Router {
@@ -312,11 +328,11 @@ impl Router {
         self.slots.clear();
         for r in &mut self.rules {
             for g in r.guards.iter_mut() {
-                if let Target::Slot(slot) = &mut g.target {
-                    let i = match self.slots.iter().position(|s| *s == g.name) {
+                if let Target::Slot(slot) = &mut g.test.target {
+                    let i = match self.slots.iter().position(|s| s.1 == g.name) {
                         Some(i) => i,
                         None => {
-                            self.slots.push(g.name.clone());
+                            self.slots.push((event::name_hash(&g.name), g.name.clone()));
                             self.slots.len() - 1
                         }
                     };
@@ -325,8 +341,26 @@ impl Router {
                 }
             }
         }
-        self.cache = alloc::vec![(0, 0); self.slots.len()];
+        self.cache = alloc::vec![Seen::default(); self.slots.len()];
         self.generation = 0;
+
+        self.hot.clear();
+        self.tests.clear();
+        self.pats.clear();
+        for r in &self.rules {
+            // At most MAX_RULES * MAX_GUARDS entries: the offsets fit in u32, the counts in u8.
+            self.hot.push(Hot {
+                cooldown_ms: r.cooldown_ms,
+                guards: self.tests.len() as u32,
+                pats: self.pats.len() as u32,
+                guard_count: r.guards.len() as u8,
+                pat_count: r.pats.len() as u8,
+                enabled: r.enabled,
+                consume: r.consume,
+            });
+            self.tests.extend(r.guards.iter().map(|g| g.test.clone()));
+            self.pats.extend(r.pats.iter().cloned());
+        }
 
         let index = |i: usize| u16::try_from(i).expect("MAX_RULES fits in u16");
         let mut types: Vec<&str> = self.rules.iter().filter_map(|r| r.kind.as_deref()).collect();
@@ -347,11 +381,11 @@ impl Router {
 
     /// The rules `event` fires at `now` (ms, monotonic), and their cooldowns start.
     pub fn handle_event(&mut self, event: &Event, now: u64) -> Plan {
-        let Router { rules, last_fired, by_type, any, slots, cache, generation } = self;
+        let Router { rules, last_fired, hot, tests, pats, by_type, any, slots, cache, generation } = self;
         *generation = generation.wrapping_add(1);
         if *generation == 0 {
             // After 2^32 events: stale stamps could look current, so forget them all.
-            cache.fill((0, 0));
+            cache.fill(Seen::default());
             *generation = 1;
         }
         let list = match by_type.binary_search_by(|(t, _)| (**t).cmp(event.kind())) {
@@ -361,41 +395,39 @@ impl Router {
         let mut plan = Plan::default();
         for &i in list {
             let i = usize::from(i);
-            let r = &rules[i];
-            if !r.enabled {
+            let h = hot[i];
+            if !h.enabled {
                 continue;
             }
-            if r.cooldown_ms > 0
+            if h.cooldown_ms > 0
                 && let Some(t) = last_fired[i]
-                && now.saturating_sub(t) < r.cooldown_ms
+                && now.saturating_sub(t) < h.cooldown_ms
             {
                 continue;
             }
-            if !r.pats.iter().all(|p| p.matches(event)) {
+            let p = h.pats as usize;
+            if !pats[p..p + usize::from(h.pat_count)].iter().all(|p| p.matches(event)) {
                 continue;
             }
-            let guards_hold = r.guards.iter().all(|g| {
-                let seen = match g.target {
-                    Target::Builtin(b) => Some(Seen::Str(event.builtin(b))),
-                    Target::Slot(s) => {
-                        let c = &mut cache[usize::from(s)];
-                        if c.0 != *generation {
-                            let pos = event.position(&slots[usize::from(s)]);
-                            // At most MAX_FIELDS fields: the position fits.
-                            *c = (*generation, pos.map_or(0, |p| p as u16 + 1));
-                        }
-                        (c.1 > 0).then(|| Seen::Val(event.at(usize::from(c.1 - 1))))
+            let g = h.guards as usize;
+            let guards_hold = tests[g..g + usize::from(h.guard_count)].iter().all(|g| match g.target {
+                Target::Builtin(b) => g.op.holds_str(event.builtin(b), false),
+                Target::Slot(s) => {
+                    let c = &mut cache[usize::from(s)];
+                    if c.generation != *generation {
+                        let (hash, name) = &slots[usize::from(s)];
+                        *c = Seen::of(*generation, event, *hash, name);
                     }
-                };
-                g.op.holds(seen)
+                    g.op.holds(c, event)
+                }
             });
             if !guards_hold {
                 continue;
             }
             last_fired[i] = Some(now);
-            let (fired, dropped) = plan_actions(r, event, &mut plan.emits_refused);
+            let (fired, dropped) = plan_actions(&rules[i], event, &mut plan.emits_refused);
             plan.fired.push(fired);
-            if dropped || r.consume {
+            if dropped || h.consume {
                 plan.consumed = true;
                 break;
             }

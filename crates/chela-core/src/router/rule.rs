@@ -5,7 +5,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use serde_json::{Map, Value as Json};
 
-use super::event::{BUILTIN_FIELDS, Builtin, Event, Num, Value, valid_field_name};
+use core::cmp::Ordering;
+
+use super::event::{BUILTIN_FIELDS, Builtin, Event, Value, valid_field_name};
 use super::template::{ArgsTemplate, Template};
 
 /// The longest rule id, in bytes.
@@ -41,31 +43,204 @@ impl Pat {
     pub(crate) fn matches(&self, event: &Event) -> bool {
         let v = event.builtin(self.field);
         match self.kind {
-            PatKind::Exact => v == &*self.s,
-            PatKind::Prefix => v.starts_with(&*self.s),
-            PatKind::Contains => v.contains(&*self.s),
+            PatKind::Exact => equal(v, &self.s),
+            PatKind::Prefix => starts(v, &self.s),
+            PatKind::Contains => contains(v, &self.s),
         }
     }
 }
 
-/// A guard's constant.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Const {
-    Str(Box<str>),
-    Num(Num),
-    Bool(bool),
+/// A number in a guard.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Num {
+    Int(i64),
+    Float(f64),
 }
 
+/// How a guard compares numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cmp {
+    Eq,
+    Ne,
+    Gt,
+    Lt,
+    Ge,
+    Le,
+}
+
+impl Cmp {
+    #[inline]
+    fn test(self, o: Option<Ordering>) -> bool {
+        match o {
+            // NaN: equal to nothing, ordered against nothing.
+            None => self == Cmp::Ne,
+            Some(o) => match self {
+                Cmp::Eq => o.is_eq(),
+                Cmp::Ne => o.is_ne(),
+                Cmp::Gt => o.is_gt(),
+                Cmp::Lt => o.is_lt(),
+                Cmp::Ge => o.is_ge(),
+                Cmp::Le => o.is_le(),
+            },
+        }
+    }
+}
+
+/// A guard's test, specialised by the constant's type when the rule is compiled, so the match
+/// path makes one branch on the test and one on the event value's type.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Op {
-    Eq(Const),
-    Ne(Const),
-    Gt(Num),
-    Lt(Num),
-    Ge(Num),
-    Le(Num),
-    Contains(Box<str>),
     Exists,
+    Int(Cmp, i64),
+    Float(Cmp, f64),
+    StrEq(Box<str>),
+    StrNe(Box<str>),
+    BoolEq(bool),
+    BoolNe(bool),
+    Contains(Box<str>),
+}
+
+#[allow(clippy::cast_precision_loss)] // mixed integer/fraction comparison is approximate by design
+fn as_f64(i: i64) -> f64 {
+    i as f64
+}
+
+/// An extra field's type, as the per-event lookup cache holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) enum Kind {
+    #[default]
+    Absent,
+    Int,
+    Float,
+    Bool,
+    Str,
+}
+
+/// One guard field of the current event, looked up once: its type, its number or boolean
+/// (bits), and its position (for strings, read from the event). Numeric and boolean guards
+/// then never touch the event again.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Seen {
+    pub(crate) generation: u32,
+    pub(crate) kind: Kind,
+    pub(crate) pos: u8,
+    pub(crate) bits: u64,
+}
+
+impl Seen {
+    pub(crate) fn of(generation: u32, event: &Event, hash: u32, name: &str) -> Seen {
+        let Some(pos) = event.position(hash, name) else { return Seen { generation, ..Seen::default() } };
+        // At most MAX_FIELDS (32) fields: the position fits in a byte.
+        let pos8 = pos as u8;
+        let (kind, bits) = match event.at(pos) {
+            Value::Int(i) => (Kind::Int, *i as u64),
+            Value::Float(f) => (Kind::Float, f.to_bits()),
+            Value::Bool(b) => (Kind::Bool, u64::from(*b)),
+            Value::Str(_) => (Kind::Str, 0),
+        };
+        Seen { generation, kind, pos: pos8, bits }
+    }
+}
+
+impl Op {
+    /// Whether the guard holds for an extra field. A value of another type than the guard's
+    /// constant fails every test but `ne`; two integers compare exactly, an integer and a
+    /// fraction as `f64`. A missing field fails every test.
+    #[inline]
+    pub(crate) fn holds(&self, seen: &Seen, event: &Event) -> bool {
+        match seen.kind {
+            Kind::Absent => false,
+            // The common case, integers on both sides, compares directly.
+            Kind::Int => match self {
+                Op::Int(c, k) => {
+                    let x = seen.bits as i64;
+                    match c {
+                        Cmp::Eq => x == *k,
+                        Cmp::Ne => x != *k,
+                        Cmp::Gt => x > *k,
+                        Cmp::Lt => x < *k,
+                        Cmp::Ge => x >= *k,
+                        Cmp::Le => x <= *k,
+                    }
+                }
+                _ => self.holds_num(Some(seen.bits as i64), f64::NAN),
+            },
+            Kind::Float => self.holds_num(None, f64::from_bits(seen.bits)),
+            Kind::Bool => match self {
+                Op::BoolEq(k) => (seen.bits != 0) == *k,
+                Op::BoolNe(k) => (seen.bits != 0) != *k,
+                Op::Exists | Op::StrNe(_) => true,
+                Op::Int(c, _) | Op::Float(c, _) => *c == Cmp::Ne,
+                Op::StrEq(_) | Op::Contains(_) => false,
+            },
+            Kind::Str => match event.at(usize::from(seen.pos)) {
+                Value::Str(s) => self.holds_str(s, true),
+                _ => false,
+            },
+        }
+    }
+
+    /// An integer (`int`) or a fraction (`float`).
+    #[inline]
+    fn holds_num(&self, int: Option<i64>, float: f64) -> bool {
+        match (self, int) {
+            (Op::Int(c, k), Some(x)) => c.test(Some(x.cmp(k))),
+            (Op::Int(c, k), None) => c.test(float.partial_cmp(&as_f64(*k))),
+            (Op::Float(c, k), Some(x)) => c.test(as_f64(x).partial_cmp(k)),
+            (Op::Float(c, k), None) => c.test(float.partial_cmp(k)),
+            (Op::Exists | Op::BoolNe(_) | Op::StrNe(_), _) => true,
+            (Op::BoolEq(_) | Op::StrEq(_) | Op::Contains(_), _) => false,
+        }
+    }
+
+    /// Whether the guard holds for a string: an extra field's, or a fixed field's (`extra`
+    /// false), which "exists" only when it is not empty.
+    #[inline]
+    pub(crate) fn holds_str(&self, s: &str, extra: bool) -> bool {
+        match self {
+            Op::Exists => extra || !s.is_empty(),
+            Op::StrEq(k) => equal(s, k),
+            Op::StrNe(k) => !equal(s, k),
+            Op::Contains(k) => contains(s, k),
+            Op::Int(c, _) | Op::Float(c, _) => *c == Cmp::Ne,
+            Op::BoolEq(_) => false,
+            Op::BoolNe(_) => true,
+        }
+    }
+}
+
+/// `needle` in `hay`. A short field (most extra fields) is scanned inline: the general
+/// searcher's set-up and its `memcmp` calls cost more than the whole scan. Longer text goes to
+/// the standard searcher, which is linear and uses SIMD where the target has it.
+#[inline(always)]
+pub(crate) fn contains(hay: &str, needle: &str) -> bool {
+    let (h, n) = (hay.as_bytes(), needle.as_bytes());
+    let Some((&first, rest)) = n.split_first() else { return true };
+    if h.len() < n.len() {
+        return false;
+    }
+    if h.len() > 16 {
+        return hay.contains(needle);
+    }
+    (0..=h.len() - n.len()).any(|i| h[i] == first && same(&h[i + 1..i + n.len()], rest))
+}
+
+/// `a == b` for short slices without a call out to `memcmp`.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// `s` starts with `p`.
+#[inline]
+fn starts(s: &str, p: &str) -> bool {
+    s.len() >= p.len() && same(&s.as_bytes()[..p.len()], p.as_bytes())
+}
+
+/// `s == p`.
+#[inline]
+pub(crate) fn equal(s: &str, p: &str) -> bool {
+    if s.len() > 32 { s == p } else { same(s.as_bytes(), p.as_bytes()) }
 }
 
 /// What a guard looks at: a fixed field, or an extra field by its slot in the router's table
@@ -79,51 +254,17 @@ pub(crate) enum Target {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Guard {
     pub(crate) name: Box<str>,
+    pub(crate) test: Test,
+}
+
+/// What the match path reads of a guard (32 bytes: two to a cache line).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Test {
     pub(crate) target: Target,
     pub(crate) op: Op,
 }
 
-/// A field's value as a guard sees it.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Seen<'e> {
-    Str(&'e str),
-    Val(&'e Value),
-}
-
-impl Op {
-    /// Whether the guard holds for the field's value (`None`: the event lacks the field).
-    /// A missing field fails every guard; a value of another type fails every guard but `ne`
-    /// and `exists`. A fixed field "exists" when it is not empty.
-    #[inline]
-    pub(crate) fn holds(&self, seen: Option<Seen<'_>>) -> bool {
-        let Some(seen) = seen else { return false };
-        let (s, num, b) = match seen {
-            Seen::Str(s) => (Some(s), None, None),
-            Seen::Val(Value::Str(s)) => (Some(s.as_str()), None, None),
-            Seen::Val(Value::Bool(b)) => (None, None, Some(*b)),
-            Seen::Val(v) => (None, v.num(), None),
-        };
-        let cmp = |c: Num, f: fn(core::cmp::Ordering) -> bool| num.and_then(|n| n.cmp(c)).is_some_and(f);
-        match self {
-            Op::Exists => !matches!(seen, Seen::Str("")),
-            Op::Eq(c) => eq(c, s, num, b),
-            Op::Ne(c) => !eq(c, s, num, b),
-            Op::Gt(c) => cmp(*c, core::cmp::Ordering::is_gt),
-            Op::Lt(c) => cmp(*c, core::cmp::Ordering::is_lt),
-            Op::Ge(c) => cmp(*c, core::cmp::Ordering::is_ge),
-            Op::Le(c) => cmp(*c, core::cmp::Ordering::is_le),
-            Op::Contains(needle) => s.is_some_and(|s| s.contains(&**needle)),
-        }
-    }
-}
-
-fn eq(c: &Const, s: Option<&str>, num: Option<Num>, b: Option<bool>) -> bool {
-    match c {
-        Const::Str(c) => s == Some(&**c),
-        Const::Num(c) => num.and_then(|n| n.cmp(*c)).is_some_and(core::cmp::Ordering::is_eq),
-        Const::Bool(c) => b == Some(*c),
-    }
-}
+const _: () = assert!(core::mem::size_of::<Test>() <= 32);
 
 /// An action as the rule declares it.
 #[derive(Debug, Clone, PartialEq)]
@@ -319,7 +460,10 @@ fn matcher(v: &Json) -> Result<Matcher, Fault> {
                     "prefix" => PatKind::Prefix,
                     "contains" => PatKind::Contains,
                     _ => {
-                        return Err(fault(&alloc::format!("{path}.{k}"), "unknown; expected exact, prefix or contains"));
+                        return Err(fault(
+                            &alloc::format!("{path}.{k}"),
+                            "unknown; expected exact, prefix or contains",
+                        ));
                     }
                 };
                 let Json::String(s) = s else {
@@ -380,23 +524,45 @@ fn guards(v: &Json) -> Result<Vec<Guard>, Fault> {
         let value = map.get("value");
         let need =
             || value.ok_or_else(|| fault(&value_path, &alloc::format!("missing; `{op_name}` compares with a value")));
-        let op = match op_name {
-            "eq" | "ne" => {
-                let c = constant(need()?, &value_path)?;
-                if op_name == "eq" { Op::Eq(c) } else { Op::Ne(c) }
-            }
-            "gt" => Op::Gt(number(need()?, &value_path)?),
-            "lt" => Op::Lt(number(need()?, &value_path)?),
-            "ge" => Op::Ge(number(need()?, &value_path)?),
-            "le" => Op::Le(number(need()?, &value_path)?),
-            "contains" => Op::Contains(string(need()?, &value_path, MAX_PATTERN)?.into()),
-            "exists" => {
+        let cmp = match op_name {
+            "eq" => Some(Cmp::Eq),
+            "ne" => Some(Cmp::Ne),
+            "gt" => Some(Cmp::Gt),
+            "lt" => Some(Cmp::Lt),
+            "ge" => Some(Cmp::Ge),
+            "le" => Some(Cmp::Le),
+            _ => None,
+        };
+        let op = match (op_name, cmp) {
+            ("eq" | "ne", Some(cmp)) => match need()? {
+                Json::String(_) => {
+                    let k: Box<str> = string(need()?, &value_path, MAX_PATTERN)?.into();
+                    if cmp == Cmp::Eq { Op::StrEq(k) } else { Op::StrNe(k) }
+                }
+                Json::Bool(b) => {
+                    if cmp == Cmp::Eq {
+                        Op::BoolEq(*b)
+                    } else {
+                        Op::BoolNe(*b)
+                    }
+                }
+                v @ Json::Number(_) => numeric(cmp, v, &value_path)?,
+                other => {
+                    return Err(fault(
+                        &value_path,
+                        &alloc::format!("expected a string, number or boolean, found {}", kind_of(other)),
+                    ));
+                }
+            },
+            (_, Some(cmp)) => numeric(cmp, need()?, &value_path)?,
+            ("contains", None) => Op::Contains(string(need()?, &value_path, MAX_PATTERN)?.into()),
+            ("exists", None) => {
                 if value.is_some() {
                     return Err(fault(&value_path, "`exists` takes no value"));
                 }
                 Op::Exists
             }
-            other => {
+            (other, None) => {
                 return Err(fault(
                     &op_path,
                     &alloc::format!(
@@ -406,19 +572,22 @@ fn guards(v: &Json) -> Result<Vec<Guard>, Fault> {
                 ));
             }
         };
-        out.push(Guard { name: name.into(), target, op });
+        out.push(Guard { name: name.into(), test: Test { target, op } });
     }
+    // Guards are pure, so their order is free: the cheap ones (numbers, booleans, presence) go
+    // first and the string tests last, so a failing number spares the string work.
+    out.sort_by_key(|g| match g.test.op {
+        Op::Exists | Op::Int(..) | Op::Float(..) | Op::BoolEq(_) | Op::BoolNe(_) => 0,
+        Op::StrEq(_) | Op::StrNe(_) => 1,
+        Op::Contains(_) => 2,
+    });
     Ok(out)
 }
 
-fn constant(v: &Json, path: &str) -> Result<Const, Fault> {
-    Ok(match v {
-        Json::String(_) => Const::Str(string(v, path, MAX_PATTERN)?.into()),
-        Json::Bool(b) => Const::Bool(*b),
-        Json::Number(_) => Const::Num(number(v, path)?),
-        other => {
-            return Err(fault(path, &alloc::format!("expected a string, number or boolean, found {}", kind_of(other))));
-        }
+fn numeric(cmp: Cmp, v: &Json, path: &str) -> Result<Op, Fault> {
+    Ok(match number(v, path)? {
+        Num::Int(i) => Op::Int(cmp, i),
+        Num::Float(f) => Op::Float(cmp, f),
     })
 }
 

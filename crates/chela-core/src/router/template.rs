@@ -72,39 +72,27 @@ impl Template {
 
     /// Fills in the event's fields; the previous output stays a hole.
     pub(crate) fn bind(&self, event: &Event) -> Text {
-        let mut segs = Vec::new();
-        let mut lit = String::new();
-        let mut len = 0usize;
+        let mut text = String::new();
+        let mut holes = Vec::new();
         for part in self.0.iter() {
-            let before = lit.len();
             match part {
-                Part::Lit(s) => lit.push_str(s),
-                Part::Builtin(b) => lit.push_str(event.builtin(*b)),
+                Part::Lit(s) => text.push_str(s),
+                Part::Builtin(b) => text.push_str(event.builtin(*b)),
                 Part::Field(name) => {
                     if let Some(v) = event.get(name) {
-                        v.write_to(&mut lit);
+                        v.write_to(&mut text);
                     }
                 }
-                Part::Last => {
-                    if !lit.is_empty() {
-                        segs.push(Seg::Lit(core::mem::take(&mut lit)));
-                    }
-                    segs.push(Seg::Last);
-                    continue;
-                }
+                // The text is at most MAX_RENDERED (+ one field) long: offsets fit in u32.
+                Part::Last => holes.push(text.len() as u32),
             }
-            len += lit.len() - before;
-            if len > MAX_RENDERED {
-                let over = len - MAX_RENDERED;
-                let keep = lit.len() - over;
-                crate::text::truncate_in_place(&mut lit, keep);
+            if text.len() > MAX_RENDERED {
+                crate::text::truncate_in_place(&mut text, MAX_RENDERED);
+                holes.retain(|&h| h as usize <= text.len());
                 break;
             }
         }
-        if !lit.is_empty() {
-            segs.push(Seg::Lit(lit));
-        }
-        Text(segs)
+        Text { text, holes }
     }
 }
 
@@ -126,41 +114,44 @@ fn placeholder(name: &str) -> Result<Part, String> {
     ))
 }
 
+/// An action's text with the event bound: the literal text, and where the previous action's
+/// output goes (byte offsets, ascending).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Seg {
-    Lit(String),
-    Last,
+pub struct Text {
+    text: String,
+    holes: Vec<u32>,
 }
-
-/// An action's text with the event bound: literal text and holes for the previous output.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Text(Vec<Seg>);
 
 impl Text {
     pub(crate) fn empty() -> Text {
-        Text(Vec::new())
+        Text { text: String::new(), holes: Vec::new() }
     }
 
     /// The text with `last` (the previous action's output in this rule, `""` before the first)
     /// in each hole, cut at [`MAX_RENDERED`] bytes.
     pub fn render(&self, last: &str) -> String {
+        if self.holes.is_empty() {
+            return self.text.clone();
+        }
         let mut out = String::new();
-        for seg in &self.0 {
-            out.push_str(match seg {
-                Seg::Lit(s) => s,
-                Seg::Last => last,
-            });
+        let mut at = 0;
+        for &h in &self.holes {
+            let h = h as usize;
+            out.push_str(&self.text[at..h]);
+            out.push_str(crate::text::prefix(last, MAX_RENDERED.saturating_sub(out.len())));
+            at = h;
             if out.len() >= MAX_RENDERED {
-                crate::text::truncate_in_place(&mut out, MAX_RENDERED);
                 break;
             }
         }
+        out.push_str(&self.text[at..]);
+        crate::text::truncate_in_place(&mut out, MAX_RENDERED);
         out
     }
 
     /// Whether the text uses the previous output (the host need not keep it otherwise).
     pub fn uses_last(&self) -> bool {
-        self.0.contains(&Seg::Last)
+        !self.holes.is_empty()
     }
 }
 

@@ -197,12 +197,16 @@ fn templates_fill_fields_and_leave_event_text_literal() {
     let mut r = router(json!([{
         "id": "t",
         "actions": [
-            {"type": "agent", "message": "[{{ event.type }}] {{event.text}} t={{event.temp}} f={{event.f}} b={{event.on}} none={{event.nope}}|{{last.output}}"},
+            {"type": "agent", "message": "[{{ event.type }}] {{event.text}} t={{event.temp}}{{event.min}}{{event.zero}} f={{event.f}} b={{event.on}} none={{event.nope}}|{{last.output}}"},
             {"type": "send", "channel": "feishu", "chat_id": "{{event.owner}}", "text": "{{last.output}}{{last.output}}"},
         ]
     }]));
     let e = msg("say {{last.output}} {{event.text}}")
         .with("temp", Value::Int(-3))
+        .unwrap()
+        .with("min", Value::Int(i64::MIN))
+        .unwrap()
+        .with("zero", Value::Int(0))
         .unwrap()
         .with("f", Value::Float(1.5))
         .unwrap()
@@ -213,7 +217,7 @@ fn templates_fill_fields_and_leave_event_text_literal() {
     let plan = r.handle_event(&e, 0);
     assert_eq!(
         send_text(&plan, 0, 0, "OUT"),
-        "[message] say {{last.output}} {{event.text}} t=-3 f=1.5 b=false none=|OUT"
+        "[message] say {{last.output}} {{event.text}} t=-3-92233720368547758080 f=1.5 b=false none=|OUT"
     );
     let Action::Send { channel, chat_id, .. } = &plan.fired[0].actions[1] else { panic!() };
     assert_eq!((channel.as_str(), chat_id.as_str()), ("feishu", "oc_9"));
@@ -564,11 +568,20 @@ proptest! {
             .map(|i| format!("{{\"id\": \"good{i}\", \"actions\": [{{\"type\": \"drop\"}}]}}"))
             .collect();
         for g in &garbage {
-            // Only garbage that is one balanced element keeps the array's structure.
-            let quotes = g.matches('"').count();
-            let balanced = g.matches('{').count() == g.matches('}').count()
-                && g.matches('[').count() == g.matches(']').count();
-            if quotes % 2 == 0 && balanced && !g.contains(' ') && !g.starts_with(['}', ']']) {
+            // Only garbage that is one properly nested element (brackets counted outside
+            // strings; the alphabet has no escapes) keeps the array's structure.
+            let (mut depth, mut in_string) = (0i32, false);
+            let nested = g.chars().all(|c| {
+                match (c, in_string) {
+                    ('"', _) => in_string = !in_string,
+                    ('{' | '[', false) => depth += 1,
+                    ('}' | ']', false) => depth -= 1,
+                    _ => {}
+                }
+                depth >= 0
+            }) && depth == 0
+                && !in_string;
+            if nested && !g.contains(' ') {
                 elements.insert(elements.len() / 2, g.clone());
             }
         }
