@@ -44,7 +44,7 @@ pub use event::{BUILTIN_FIELDS, Event, EventError, MAX_FIELD_NAME, MAX_FIELD_VAL
 pub use rule::{MAX_ACTIONS, MAX_GUARDS, MAX_ID, MAX_PATTERN, MAX_RULE_BYTES, MAX_TEMPLATE};
 pub use template::{Args, MAX_RENDERED, Text};
 
-use rule::{ActionT, Pat, Rule, Seen, Target, Test};
+use rule::{ActionT, Cmp, Op, Pat, Rule, Seen, Target, Test};
 
 /// The most rules one router holds.
 pub const MAX_RULES: usize = 256;
@@ -173,9 +173,9 @@ pub struct Router {
     pats: Vec<Pat>,
     /// Rule indices (in order) for each event type named by a rule, sorted by type; each list
     /// includes the rules that match every type.
-    by_type: Vec<(Box<str>, Box<[u16]>)>,
+    by_type: Vec<(Box<str>, List)>,
     /// The rules that match every type: the list for a type no rule names.
-    any: Box<[u16]>,
+    any: List,
     /// The extra-field names guards look at; a guard holds its name's index here.
     slots: Vec<(u32, Box<str>)>,
     /// Per slot: the field as the current event has it, stamped with the event's generation.
@@ -183,6 +183,27 @@ pub struct Router {
     cache: Vec<Seen>,
     generation: u32,
 }
+
+/// The rules one event type meets, and their integer guards on extra fields by column.
+#[derive(Debug, Default)]
+struct List {
+    rules: Box<[u16]>,
+    columns: Box<[Column]>,
+}
+
+/// The integer guards with one field and one comparison among a list's rules: (constant,
+/// position of the rule in the list). An event runs them in one tight loop per column and
+/// crosses out the rules that fail, before the rule loop; the rule loop then skips those
+/// rules and runs only their other guards.
+#[derive(Debug)]
+struct Column {
+    slot: u16,
+    cmp: Cmp,
+    entries: Vec<(i64, u16)>,
+}
+
+/// One bit per position in a list (at most MAX_RULES).
+type Alive = [u64; MAX_RULES / 64];
 
 #[derive(Debug, Clone, Copy)]
 struct Hot {
@@ -353,12 +374,12 @@ impl Router {
                 cooldown_ms: r.cooldown_ms,
                 guards: self.tests.len() as u32,
                 pats: self.pats.len() as u32,
-                guard_count: r.guards.len() as u8,
+                guard_count: r.guards.iter().filter(|g| !columnar(&g.test)).count() as u8,
                 pat_count: r.pats.len() as u8,
                 enabled: r.enabled,
                 consume: r.consume,
             });
-            self.tests.extend(r.guards.iter().map(|g| g.test.clone()));
+            self.tests.extend(r.guards.iter().filter(|g| !columnar(&g.test)).map(|g| g.test.clone()));
             self.pats.extend(r.pats.iter().cloned());
         }
 
@@ -366,17 +387,27 @@ impl Router {
         let mut types: Vec<&str> = self.rules.iter().filter_map(|r| r.kind.as_deref()).collect();
         types.sort_unstable();
         types.dedup();
+        let list = |rules: &[Rule], keep: &dyn Fn(&Rule) -> bool| {
+            let ids: Vec<u16> = (0..rules.len()).filter(|&i| keep(&rules[i])).map(index).collect();
+            let mut columns: Vec<Column> = Vec::new();
+            for (pos, &i) in ids.iter().enumerate() {
+                for g in rules[usize::from(i)].guards.iter() {
+                    if let (Target::Slot(slot), Op::Int(cmp, k)) = (g.test.target, &g.test.op) {
+                        let entry = (*k, index(pos));
+                        match columns.iter_mut().find(|c| c.slot == slot && c.cmp == *cmp) {
+                            Some(c) => c.entries.push(entry),
+                            None => columns.push(Column { slot, cmp: *cmp, entries: alloc::vec![entry] }),
+                        }
+                    }
+                }
+            }
+            List { rules: ids.into_boxed_slice(), columns: columns.into_boxed_slice() }
+        };
         self.by_type = types
             .iter()
-            .map(|t| {
-                let list: Vec<u16> = (0..self.rules.len())
-                    .filter(|&i| self.rules[i].kind.as_deref().is_none_or(|k| k == *t))
-                    .map(index)
-                    .collect();
-                (Box::<str>::from(*t), list.into_boxed_slice())
-            })
+            .map(|t| (Box::<str>::from(*t), list(&self.rules, &|r| r.kind.as_deref().is_none_or(|k| k == *t))))
             .collect();
-        self.any = (0..self.rules.len()).filter(|&i| self.rules[i].kind.is_none()).map(index).collect();
+        self.any = list(&self.rules, &|r| r.kind.is_none());
     }
 
     /// The rules `event` fires at `now` (ms, monotonic), and their cooldowns start.
@@ -390,10 +421,36 @@ impl Router {
         }
         let list = match by_type.binary_search_by(|(t, _)| (**t).cmp(event.kind())) {
             Ok(i) => &by_type[i].1,
-            Err(_) => &**any,
+            Err(_) => &*any,
         };
+        let mut alive: Alive = [u64::MAX; MAX_RULES / 64];
+        for col in list.columns.iter() {
+            let c = &mut cache[usize::from(col.slot)];
+            if c.generation != *generation {
+                let (hash, name) = &slots[usize::from(col.slot)];
+                *c = Seen::of(*generation, event, *hash, name);
+            }
+            if c.kind == rule::Kind::Int {
+                let x = c.bits as i64;
+                // One comparison per loop, chosen outside it: the loops stay branch-free.
+                match col.cmp {
+                    Cmp::Eq => cross_out(&mut alive, &col.entries, |k| x == k),
+                    Cmp::Ne => cross_out(&mut alive, &col.entries, |k| x != k),
+                    Cmp::Gt => cross_out(&mut alive, &col.entries, |k| x > k),
+                    Cmp::Lt => cross_out(&mut alive, &col.entries, |k| x < k),
+                    Cmp::Ge => cross_out(&mut alive, &col.entries, |k| x >= k),
+                    Cmp::Le => cross_out(&mut alive, &col.entries, |k| x <= k),
+                }
+            } else {
+                let seen = *c;
+                cross_out(&mut alive, &col.entries, |k| Op::Int(col.cmp, k).holds(&seen, event));
+            }
+        }
         let mut plan = Plan::default();
-        for &i in list {
+        for (pos, &i) in list.rules.iter().enumerate() {
+            if alive[pos / 64] & (1 << (pos % 64)) == 0 {
+                continue;
+            }
             let i = usize::from(i);
             let h = hot[i];
             if !h.enabled {
@@ -433,6 +490,20 @@ impl Router {
             }
         }
         plan
+    }
+}
+
+/// Whether a guard is run by column (an integer test on an extra field) rather than by its rule.
+fn columnar(t: &Test) -> bool {
+    matches!((t.target, &t.op), (Target::Slot(_), Op::Int(..)))
+}
+
+/// Clears the bit of each entry whose constant fails `test`.
+#[inline]
+fn cross_out(alive: &mut Alive, entries: &[(i64, u16)], test: impl Fn(i64) -> bool) {
+    for &(k, pos) in entries {
+        let pos = usize::from(pos);
+        alive[pos / 64] &= !(u64::from(!test(k)) << (pos % 64));
     }
 }
 
