@@ -4,7 +4,8 @@
 //! repair ([`history`]) and compaction into a summary ([`compaction`]), the capability registry
 //! with its enable and visibility controls ([`cap`]), the session file format ([`session`]) and
 //! the storage contract ([`storage`]) that sessions and memory entries are read and written
-//! through.
+//! through, and the event router ([`router`]): the rules of `rules.json` that act on events
+//! without the model.
 //!
 //! What it is not: it opens no file or socket and reads no clock. Time comes in as an argument;
 //! IO happens in the drivers (the `chela` binary on tokio, the firmware on embassy), which feed

@@ -349,6 +349,17 @@ fn a_broken_structure_keeps_the_rules_before_the_break() {
             loaded.problems
         );
     }
+    // Nesting far deeper than any rule (but within its 16 KiB): the scanner counts brackets without recursing and the
+    // element's parse stops at serde_json's depth limit; the rule after it still loads.
+    let deep = format!(
+        "{{\"rules\": [\n{}{},\n{{\"id\": \"after\", \"actions\": [{{\"type\": \"drop\"}}]}}]}}",
+        "[".repeat(8_000),
+        "]".repeat(8_000)
+    );
+    let loaded = Router::load(&deep);
+    assert_eq!(loaded.router.rules().map(|r| r.id).collect::<Vec<_>>(), ["after"]);
+    assert!(loaded.problems[0].message.contains("recursion limit"), "{}", loaded.problems[0]);
+
     // A byte-order mark and an empty list are fine.
     let loaded = Router::load("\u{feff}{\"rules\": []}");
     assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
