@@ -5,8 +5,9 @@
 //! with its enable and visibility controls ([`cap`]), the session file format ([`session`]) and
 //! the storage contract ([`storage`]) that sessions and memory entries are read and written
 //! through, the chip's wear-levelled record store on raw flash that implements it ([`flash`]),
-//! and the timing of automation: time zones without `std` ([`zone`]), scheduled jobs and their
-//! next fire ([`schedule`]) and the heartbeat's rules ([`heartbeat`]).
+//! the timing of automation: time zones without `std` ([`zone`]), scheduled jobs and their
+//! next fire ([`schedule`]) and the heartbeat's rules ([`heartbeat`]), and the event router
+//! ([`router`]): the rules of `rules.json` that act on events without the model.
 //!
 //! What it is not: it opens no file or socket and reads no clock. Time comes in as an argument;
 //! IO happens in the drivers (the `chela` binary on tokio, the firmware on embassy), which feed
@@ -28,6 +29,7 @@ pub mod history;
 pub mod memory;
 pub mod prompt;
 pub mod retry;
+pub mod router;
 pub mod schedule;
 pub mod session;
 pub mod storage;
