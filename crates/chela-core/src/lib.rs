@@ -25,6 +25,7 @@ pub mod memory;
 pub mod prompt;
 pub mod retry;
 pub mod session;
+pub mod skills;
 pub mod storage;
 pub mod text;
 
