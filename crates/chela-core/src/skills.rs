@@ -375,21 +375,19 @@ pub fn is_gated(registry: &Registry, group: &str) -> bool {
     registry.group(group).is_some_and(|g| !g.spec.core && !g.spec.visible_by_default)
 }
 
-/// The groups the active skills make visible in their session: those they name that are
-/// skill-gated, minus those a person hid on purpose (`user_hidden`, from `caps.hidden`). A group
-/// that is switched off stays off: visibility never enables it ([`Registry::tools_for`] and
-/// [`Registry::authorize`] check that first).
+/// The groups the active skills make visible in their session, from the groups they name
+/// (`named`): those that are skill-gated, minus those a person hid on purpose (`user_hidden`,
+/// from `caps.hidden`). A group that is switched off stays off: visibility never enables it
+/// ([`Registry::tools_for`] and [`Registry::authorize`] check that first).
 pub fn unlocked_groups<'a>(
     registry: &Registry,
-    active: impl IntoIterator<Item = &'a Skill>,
+    named: impl IntoIterator<Item = &'a String>,
     user_hidden: &[String],
 ) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for s in active {
-        for g in &s.groups {
-            if is_gated(registry, g) && !user_hidden.contains(g) && !out.contains(g) {
-                out.push(g.clone());
-            }
+    for g in named {
+        if is_gated(registry, g) && !user_hidden.contains(g) && !out.contains(g) {
+            out.push(g.clone());
         }
     }
     out

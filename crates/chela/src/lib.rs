@@ -16,6 +16,7 @@ pub mod config;
 pub mod lock;
 pub mod log;
 pub mod memory;
+pub mod skills;
 pub mod storage;
 pub mod workspace;
 

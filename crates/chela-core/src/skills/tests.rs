@@ -132,9 +132,32 @@ fn registry() -> Registry {
 fn only_gated_groups_unlock_and_a_person_s_hide_wins() {
     let r = registry();
     let s = skill("x", "d", &["settings", "files", "time", "nope", "board"]);
-    assert_eq!(unlocked_groups(&r, [&s], &[]), ["settings", "board"]);
-    assert_eq!(unlocked_groups(&r, [&s], &["board".into()]), ["settings"]);
-    assert!(unlocked_groups(&r, [], &[]).is_empty());
+    assert_eq!(unlocked_groups(&r, &s.groups, &[]), ["settings", "board"]);
+    assert_eq!(unlocked_groups(&r, &s.groups, &["board".into()]), ["settings"]);
+    assert!(unlocked_groups(&r, &[], &[]).is_empty());
+    // Disabled stays disabled: the registry leaves a switched-off group's tools out anyway.
+    let mut r = r;
+    r.add_group(
+        GroupSpec {
+            id: "gpio".into(),
+            description: "".into(),
+            core: false,
+            visible_by_default: false,
+            guidance: "".into(),
+        },
+        vec![crate::cap::Capability {
+            id: "gpio_write".into(),
+            group: "".into(),
+            description: "".into(),
+            input_schema: "{}".into(),
+            llm_callable: true,
+        }],
+    )
+    .unwrap();
+    r.set_enabled("gpio", false).unwrap();
+    let open = unlocked_groups(&r, &["gpio".to_string()], &[]);
+    assert_eq!(open, ["gpio"]);
+    assert!(r.tools_for(crate::cap::Scope { extra_visible: &open }).is_empty());
     assert!(is_gated(&r, "settings") && !is_gated(&r, "files") && !is_gated(&r, "time") && !is_gated(&r, "nope"));
 }
 

@@ -38,6 +38,12 @@ pub mod http;
 pub mod im;
 #[cfg(feature = "memory")]
 pub mod memory;
+// The file sandbox: the file tools' and the skills' only way to the workspace's files.
+#[cfg_attr(not(feature = "files"), allow(dead_code))]
+#[path = "files/sandbox.rs"]
+pub mod sandbox;
+pub mod settings;
+pub mod skills;
 pub mod time;
 #[cfg(feature = "web")]
 pub mod web;
@@ -57,6 +63,10 @@ pub struct ToolCtx {
     pub http: HttpClient,
     /// jiff's `TimeZone` is itself a reference-counted handle, so it needs no `Arc` of its own.
     pub tz: jiff::tz::TimeZone,
+    /// The workspace's skills and their cache.
+    pub skills: Arc<crate::skills::Skills>,
+    /// The conversation the call is made in (per-session tools need it); `None` outside a turn.
+    pub session: Option<Arc<crate::skills::SessionRef>>,
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
@@ -219,6 +229,12 @@ impl Group {
         self
     }
 
+    /// Hidden from the model until a skill naming it is active in a session (skill-gated).
+    pub fn hidden(mut self) -> Group {
+        self.spec.visible_by_default = false;
+        self
+    }
+
     /// Prompt guidance for this group's tools.
     #[cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
     pub fn guidance(mut self, text: &'static str) -> Group {
@@ -274,6 +290,8 @@ impl Toolbox {
         // Each optional group is a cargo feature: a build without it has none of its code.
         let groups = vec![
             time::group(),
+            skills::group(),
+            settings::group(),
             #[cfg(feature = "memory")]
             memory::group(),
             #[cfg(feature = "files")]
