@@ -118,7 +118,9 @@ impl Skills {
     /// unchanged and its entry is younger than the TTL.
     fn workspace_skill(&self, ws: &Workspace, cfg: &Config, name: &str) -> Result<Option<Arc<Skill>>, ToolError> {
         let sb = sandbox(ws)?;
-        if !skills_folder(&sb)? {
+        // A `skills` that is not a real folder holds no workspace skills (the built-in ones still
+        // work); `list` reports why.
+        if !skills_folder(&sb).unwrap_or(false) {
             return Ok(None);
         }
         let folder = format!("skills/{name}");
