@@ -26,6 +26,7 @@ mod saved;
 mod service;
 mod sessions;
 mod shared_session;
+mod skills;
 
 mod telegram;
 
