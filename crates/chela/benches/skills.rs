@@ -7,7 +7,9 @@
 //!   and the file, the (mtime, size) check, a clone of an `Arc`;
 //! - the same lookup with its cache entry dropped first: the stat, the sandboxed open and read,
 //!   `chela_core::skills::parse`;
-//! - `chela_core::skills::parse` alone on text already in memory.
+//! - `chela_core::skills::parse` alone on text already in memory;
+//! - `Skills::for_session`, what each turn does: list `skills/`, look up all 50 (cache warm),
+//!   read the conversation's active list, build the summary (a tenth as many runs).
 //!
 //! Then the request bytes the skills part of the system prompt adds (JSON-escaped, as it goes
 //! into the request body) with 10 and 50 skills, at the default `skills.summary_budget` and
@@ -69,7 +71,10 @@ fn main() {
         black_box(skills.lookup(&ws, &cfg, name).unwrap());
         black_box(chela_core::skills::parse(name, &text, max).unwrap());
     }
-    let (mut cached, mut uncached, mut parse) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..WARMUP / 10 {
+        black_box(skills.for_session(&ws, &cfg, "cli", "bench"));
+    }
+    let (mut cached, mut uncached, mut parse, mut turn) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..iters {
         let t = Instant::now();
         black_box(skills.lookup(&ws, &cfg, name).unwrap());
@@ -83,6 +88,13 @@ fn main() {
         let t = Instant::now();
         black_box(chela_core::skills::parse(name, &text, max).unwrap());
         parse.push(t.elapsed().as_secs_f64() * 1e6);
+
+        // A tenth as often: it looks up all 50.
+        if turn.len() * 10 < cached.len() {
+            let t = Instant::now();
+            black_box(skills.for_session(&ws, &cfg, "cli", "bench"));
+            turn.push(t.elapsed().as_secs_f64() * 1e6);
+        }
     }
     println!("{iters} lookups per row after {WARMUP} warm-up rounds; microseconds ({} bytes SKILL.md)", text.len());
     println!("{:<44} {:>8} {:>8} {:>8} {:>8}", "", "p50", "p90", "p99", "max");
@@ -90,6 +102,7 @@ fn main() {
         ("lookup, cache warm (stat + stamp check)", cached),
         ("lookup, entry dropped (stat + read + parse)", uncached),
         ("parse alone (text in memory)", parse),
+        ("a turn's skills part, 50 skills, cache warm", turn),
     ] {
         let [p50, p90, p99, top] = percentiles(v);
         println!("{label:<44} {p50:>8.2} {p90:>8.2} {p99:>8.2} {top:>8.2}");
