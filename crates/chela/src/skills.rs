@@ -123,6 +123,11 @@ impl Skills {
         if !skills_folder(&sb).unwrap_or(false) {
             return Ok(None);
         }
+        self.workspace_skill_in(&sb, cfg, name)
+    }
+
+    /// [`Skills::workspace_skill`] with the sandbox already open and `skills/` checked.
+    fn workspace_skill_in(&self, sb: &Sandbox, cfg: &Config, name: &str) -> Result<Option<Arc<Skill>>, ToolError> {
         let folder = format!("skills/{name}");
         match sb.kind(&sb.place(&folder, Access::Read, false)?, &folder)? {
             Kind::Dir => {}
@@ -172,6 +177,11 @@ impl Skills {
     pub fn list(&self, ws: &Workspace, cfg: &Config) -> (Vec<Found>, Vec<String>) {
         let mut names: Vec<String> = BUILT_IN.iter().map(|(n, _)| (*n).to_owned()).collect();
         let mut problems = Vec::new();
+        // One workspace handle for every lookup: opening it is most of a lookup's cost.
+        let sb = match sandbox(ws) {
+            Ok(sb) if skills_folder(&sb).unwrap_or(false) => Some(sb),
+            _ => None,
+        };
         match workspace_names(ws) {
             Ok((found, left_out)) => {
                 names.extend(found);
@@ -189,9 +199,20 @@ impl Skills {
                 problems.push(format!("skills/{name}: not a valid skill name (lowercase letters, digits, - and _)"));
                 continue;
             }
-            match self.lookup(ws, cfg, &name) {
-                Ok(Some(f)) => out.push(f),
-                Ok(None) => {}
+            let found = match &sb {
+                Some(sb) => self.workspace_skill_in(sb, cfg, &name),
+                None => Ok(None),
+            };
+            let built_in = built_in(&name);
+            match found {
+                Ok(Some(skill)) => {
+                    out.push(Found { skill, origin: Origin::Workspace, overrides_built_in: built_in.is_some() })
+                }
+                Ok(None) => out.extend(built_in.map(|skill| Found {
+                    skill,
+                    origin: Origin::BuiltIn,
+                    overrides_built_in: false,
+                })),
                 Err(e) => problems.push(e.0),
             }
         }
