@@ -239,6 +239,16 @@ keys! {
         "Messages that may wait in one conversation while a turn runs; more are refused as busy.";
     SESSIONS_MAX_LIVE = "sessions.max_live", Kind::Int { min: 1, max: 10_000 }, "64",
         "Conversations kept open at once (quiet ones close after 10 minutes).";
+    SKILLS_SUMMARY_BUDGET = "skills.summary_budget", Kind::Int { min: 0, max: 1_000_000 }, "2048",
+        "Bytes of the one-line-per-skill summary in the prompt; skills past it are counted, not listed.";
+    SKILLS_MAX_BYTES = "skills.max_bytes", Kind::Int { min: 1024, max: 1_048_576 }, "32768",
+        "Largest SKILL.md read; an active skill's whole text enters the prompt.";
+    SKILLS_MAX_ACTIVE = "skills.max_active", Kind::Int { min: 1, max: 64 }, "8",
+        "Skills active at once in one conversation.";
+    SKILLS_CACHE_TTL_SECS = "skills.cache_ttl_secs", Kind::Int { min: 0, max: 86_400 }, "300",
+        "Seconds a parsed SKILL.md is trusted before it is read again, even if its size and mtime did not change.";
+    SKILLS_CACHE_MAX = "skills.cache_max", Kind::Int { min: 1, max: 4096 }, "64",
+        "Parsed skills kept in memory; the least recently used goes first.";
     CAPS_DISABLED = "caps.disabled", Kind::List, "",
         "Capability groups switched off for every caller (`chela cap disable GROUP`).";
     CAPS_HIDDEN = "caps.hidden", Kind::List, "",

@@ -32,6 +32,7 @@ pub mod retry;
 pub mod router;
 pub mod schedule;
 pub mod session;
+pub mod skills;
 pub mod storage;
 pub mod text;
 pub mod zone;

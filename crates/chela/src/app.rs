@@ -23,6 +23,8 @@ pub struct Base {
     pub http: HttpClient,
     pub toolbox: Arc<Toolbox>,
     pub tz: TimeZone,
+    /// The workspace's skills, with their cache: kept across configuration reloads.
+    pub skills: Arc<crate::skills::Skills>,
 }
 
 impl Base {
@@ -39,15 +41,21 @@ impl Base {
         for g in &toolbox.unknown_groups() {
             tracing::warn!("caps.* names a group this build does not have: {g}");
         }
-        Base::with_config(Arc::new(ws), toolbox, Arc::new(cfg))
+        let skills = Arc::new(crate::skills::Skills::new(&cfg));
+        Base::with_config(Arc::new(ws), toolbox, skills, Arc::new(cfg))
     }
 
     /// The parts for `cfg`, keeping the workspace and the tools (whose switches the caller
     /// applies).
-    pub fn with_config(ws: Arc<Workspace>, toolbox: Arc<Toolbox>, cfg: Arc<Config>) -> Result<Base> {
+    pub fn with_config(
+        ws: Arc<Workspace>,
+        toolbox: Arc<Toolbox>,
+        skills: Arc<crate::skills::Skills>,
+        cfg: Arc<Config>,
+    ) -> Result<Base> {
         let http = http_client(&cfg)?;
         let tz = crate::tools::time::zone(cfg.get(keys::TIMEZONE));
-        Ok(Base { ws, cfg, http, toolbox, tz })
+        Ok(Base { ws, cfg, http, toolbox, tz, skills })
     }
 
     pub fn tool_ctx(&self) -> ToolCtx {
@@ -57,6 +65,8 @@ impl Base {
             http: self.http.clone(),
             tz: self.tz.clone(),
             conversation: None,
+            skills: Arc::clone(&self.skills),
+            session: None,
         }
     }
 }
@@ -93,9 +103,16 @@ impl App {
         let old = &self.base;
         let base = if cfg.get(keys::PROXY_URL) == old.cfg.get(keys::PROXY_URL) {
             let tz = crate::tools::time::zone(cfg.get(keys::TIMEZONE));
-            Base { ws: Arc::clone(&old.ws), cfg, http: old.http.clone(), toolbox: Arc::clone(&old.toolbox), tz }
+            Base {
+                ws: Arc::clone(&old.ws),
+                cfg,
+                http: old.http.clone(),
+                toolbox: Arc::clone(&old.toolbox),
+                tz,
+                skills: Arc::clone(&old.skills),
+            }
         } else {
-            Base::with_config(Arc::clone(&old.ws), Arc::clone(&old.toolbox), cfg)?
+            Base::with_config(Arc::clone(&old.ws), Arc::clone(&old.toolbox), Arc::clone(&old.skills), cfg)?
         };
         App::from_base(base)
     }

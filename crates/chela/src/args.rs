@@ -22,6 +22,7 @@ pub enum Command {
     Chat(ChatArgs),
     Config(ConfigCmd),
     Cap(CapCmd),
+    Skill(SkillCmd),
     Pairing(PairingCmd),
     Doctor,
     Service(ServiceCmd),
@@ -51,6 +52,7 @@ pub enum Topic {
     CapCall,
     CapEnable,
     CapShow,
+    Skill,
     Pairing,
     PairingList,
     PairingApprove,
@@ -90,6 +92,7 @@ impl Topic {
             ("cap", Some("enable" | "disable")) => Topic::CapEnable,
             ("cap", Some("show" | "hide")) => Topic::CapShow,
             ("cap", _) => Topic::Cap,
+            ("skill", _) => Topic::Skill,
             ("pairing", Some("list")) => Topic::PairingList,
             ("pairing", Some("approve")) => Topic::PairingApprove,
             ("pairing", Some("deny")) => Topic::PairingDeny,
@@ -116,6 +119,7 @@ impl Topic {
             Topic::Chat
             | Topic::Config
             | Topic::Cap
+            | Topic::Skill
             | Topic::Pairing
             | Topic::Doctor
             | Topic::Service
@@ -170,6 +174,17 @@ pub enum CapCmd {
     Call { id: String, json: String },
     Enable(String, bool),
     Show(String, bool),
+}
+
+/// `chela skill …`. `session` is a terminal session name (`cli` channel) or `CHANNEL/CHAT`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SkillCmd {
+    List,
+    Show(String),
+    Activate { name: String, session: String },
+    Deactivate { name: String, session: String },
+    New(String),
+    Delete(String),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -262,7 +277,9 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
 
 /// The command the words name, with the chat flags where they belong.
 fn command(words: &[String], message: Option<String>, session: Option<String>, new: bool) -> Result<Command> {
-    let chat_flags = message.is_some() || session.is_some() || new;
+    let chat_flags = message.is_some() || new;
+    let session_flag = session.is_some();
+    let skill_session = || session.clone().unwrap_or_else(|| "local".to_owned());
     let rest: Vec<&str> = words[1..].iter().map(String::as_str).collect();
     let command = match (words[0].as_str(), rest.as_slice()) {
         ("chat", []) => {
@@ -290,6 +307,16 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cap", ["disable", g]) => Command::Cap(CapCmd::Enable((*g).to_owned(), false)),
         ("cap", ["show", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), true)),
         ("cap", ["hide", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), false)),
+        ("skill", ["list"] | []) => Command::Skill(SkillCmd::List),
+        ("skill", ["show", name]) => Command::Skill(SkillCmd::Show((*name).to_owned())),
+        ("skill", ["activate", name]) => {
+            Command::Skill(SkillCmd::Activate { name: (*name).to_owned(), session: skill_session() })
+        }
+        ("skill", ["deactivate", name]) => {
+            Command::Skill(SkillCmd::Deactivate { name: (*name).to_owned(), session: skill_session() })
+        }
+        ("skill", ["new", name]) => Command::Skill(SkillCmd::New((*name).to_owned())),
+        ("skill", ["delete", name]) => Command::Skill(SkillCmd::Delete((*name).to_owned())),
         ("pairing", ["list"] | []) => Command::Pairing(PairingCmd::List),
         ("pairing", ["approve", code]) => Command::Pairing(PairingCmd::Approve((*code).to_owned())),
         ("pairing", ["deny", code]) => Command::Pairing(PairingCmd::Deny((*code).to_owned())),
@@ -318,15 +345,20 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cron", ["pause", id]) => Command::Cron(CronCmd::Pause((*id).to_owned())),
         ("cron", ["resume", id]) => Command::Cron(CronCmd::Resume((*id).to_owned())),
         ("heartbeat", ["trigger"]) => Command::Heartbeat,
-        ("config" | "cap" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat", _) => {
+        ("config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))
         }
         (other, _) => bail!("unknown command `{other}`. Run `chela help` for the commands."),
     };
-    if chat_flags && !matches!(command, Command::Chat(_)) {
-        bail!("-m, --session and --new only go with `chela chat`. {}", pointer(words));
+    let takes_session =
+        matches!(command, Command::Chat(_) | Command::Skill(SkillCmd::Activate { .. } | SkillCmd::Deactivate { .. }));
+    if (chat_flags && !matches!(command, Command::Chat(_))) || (session_flag && !takes_session) {
+        bail!(
+            "-m and --new only go with `chela chat`, --session with `chela chat` and `chela skill activate|deactivate`. {}",
+            pointer(words)
+        );
     }
     Ok(command)
 }
@@ -413,6 +445,8 @@ mod tests {
             (&["cap", "call", "x", "--help"], Topic::CapCall),
             (&["cap", "disable", "-h"], Topic::CapEnable),
             (&["cap", "hide", "-h"], Topic::CapShow),
+            (&["skill", "-h"], Topic::Skill),
+            (&["skill", "activate", "x", "--help"], Topic::Skill),
             (&["doctor", "--help"], Topic::Doctor),
             (&["cron", "list", "--help"], Topic::Cron),
             (&["help", "cron"], Topic::Cron),
@@ -434,6 +468,27 @@ mod tests {
             let text = topic.help();
             assert!(text.contains(&format!("Usage: {}", synopsis(topic))), "{topic:?}:\n{text}");
         }
+    }
+
+    #[test]
+    fn skill_subcommands() {
+        let p = |args: &[&str]| cli(args).map(|c| c.command);
+        assert_eq!(p(&["skill"]).unwrap(), Command::Skill(SkillCmd::List));
+        assert_eq!(p(&["skill", "show", "x"]).unwrap(), Command::Skill(SkillCmd::Show("x".into())));
+        assert_eq!(
+            p(&["skill", "activate", "x"]).unwrap(),
+            Command::Skill(SkillCmd::Activate { name: "x".into(), session: "local".into() })
+        );
+        assert_eq!(
+            p(&["skill", "deactivate", "x", "--session", "telegram/42"]).unwrap(),
+            Command::Skill(SkillCmd::Deactivate { name: "x".into(), session: "telegram/42".into() })
+        );
+        assert_eq!(p(&["skill", "new", "x"]).unwrap(), Command::Skill(SkillCmd::New("x".into())));
+        assert_eq!(p(&["skill", "delete", "x"]).unwrap(), Command::Skill(SkillCmd::Delete("x".into())));
+        assert!(p(&["skill", "show", "x", "--session", "s"]).is_err());
+        assert!(p(&["skill", "activate", "x", "-m", "hi"]).is_err());
+        let e = p(&["skill", "explode"]).unwrap_err().to_string();
+        assert!(e.contains("chela skill --help"), "{e}");
     }
 
     #[test]

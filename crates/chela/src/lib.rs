@@ -17,6 +17,7 @@ pub mod lock;
 pub mod log;
 pub mod memory;
 pub mod scheduler;
+pub mod skills;
 pub mod storage;
 pub mod workspace;
 

@@ -24,6 +24,7 @@ use chela_core::config as keys;
 
 use crate::app::App;
 use crate::config::Config;
+use crate::skills::SessionRef;
 use crate::turn::{Cancel, FileWork, History, TurnEnd, TurnRequest, load_history, run_turn};
 use crate::workspace::{Workspace, archive_session};
 
@@ -381,12 +382,15 @@ async fn locked_turn(
     // piece of file work: on the pool each piece is a hand-off, and they are needed together.
     let load = history.is_none().then(|| (path.to_owned(), app.limits().history_budget));
     let (a, channel, chat) = (Arc::clone(app), req.channel.clone(), req.chat_id.clone());
-    let (loaded, system) = files
+    let (loaded, system, skills) = files
         .run("reading the conversation", move || {
             let loaded = load.map(|(p, budget)| load_history(&p, budget)).transpose()?;
-            Ok((loaded, a.system_prompt(&channel, &chat)))
+            let b = &a.base;
+            let skills = b.skills.for_session(&b.ws, &b.cfg, &channel, &chat);
+            Ok((loaded, a.system_prompt(&channel, &chat), skills))
         })
         .await?;
+    let system = if skills.prompt.is_empty() { system } else { format!("{system}\n\n{}", skills.prompt.trim_start()) };
     let history = match (history, loaded) {
         (Some(h), _) => h,
         (slot, loaded) => slot.insert(loaded.unwrap_or_else(|| History {
@@ -395,7 +399,9 @@ async fn locked_turn(
             summary: None,
         })),
     };
-    run_turn(&app.agent(), history, system, req, files).await
+    let mut agent = app.agent();
+    agent.ctx.session = Some(Arc::new(SessionRef::new(&req.channel, &req.chat_id, skills.named_groups)));
+    run_turn(&agent, history, system, req, files).await
 }
 
 async fn restart(path: &Path, files: FileWork) -> anyhow::Result<()> {

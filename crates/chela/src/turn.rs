@@ -194,7 +194,6 @@ pub async fn run_turn(
     files: FileWork,
 ) -> anyhow::Result<TurnEnd> {
     tracing::debug!(channel = %req.channel, chat = %req.chat_id, caller = ?req.caller, "turn starts");
-    let scope = Scope { extra_visible: &req.scope };
     let mut ctx = agent.ctx.clone();
     ctx.conversation = Some((req.channel.clone(), req.chat_id.clone()));
     let obs = &mut *req.observer;
@@ -209,7 +208,8 @@ pub async fn run_turn(
             Step::CallModel(call) => {
                 // Taken at each call: a group registered while the turn runs shows up in the next.
                 let registry = agent.toolbox.registry();
-                let tools = registry.tools_for(scope);
+                let extra = scope_with_skills(agent, &registry, &req.scope);
+                let tools = registry.tools_for(Scope { extra_visible: &extra });
                 let mut on_update = |u: Update<'_>| {
                     if let Update::Text(t) = u {
                         obs.text(t);
@@ -242,6 +242,9 @@ pub async fn run_turn(
                 for call in &calls {
                     obs.tool_started(call);
                     let started = Instant::now();
+                    // Per call: a skill activated by the call before unlocks its groups for this one.
+                    let extra = scope_with_skills(agent, &agent.toolbox.registry(), &req.scope);
+                    let scope = Scope { extra_visible: &extra };
                     let outcome = tokio::select! {
                         r = agent.toolbox.call(&ctx, &call.name, call.input.as_str(), Caller::Model, scope) => r,
                         () = cancel.cancelled() => {
@@ -282,6 +285,21 @@ pub async fn run_turn(
         crate::compact::after_turn(agent, history, cancel).await;
     }
     Ok(end)
+}
+
+/// The groups this turn's model sees on top of the base visibility: the request's own, and the
+/// skill-gated groups the conversation's active skills unlock (`chela_core::skills`).
+fn scope_with_skills(agent: &Agent<'_>, registry: &chela_core::cap::Registry, base: &[String]) -> Vec<String> {
+    let mut extra = base.to_vec();
+    if let Some(session) = &agent.ctx.session {
+        let hidden = agent.ctx.cfg.list(chela_core::config::CAPS_HIDDEN);
+        for g in chela_core::skills::unlocked_groups(registry, &session.named_groups(), &hidden) {
+            if !extra.contains(&g) {
+                extra.push(g);
+            }
+        }
+    }
+    extra
 }
 
 /// Appends a finished turn to the session file (where `files` says: it fsyncs) and then to the

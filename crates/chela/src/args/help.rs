@@ -21,6 +21,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::CapCall => "chela cap call ID [JSON]",
         Topic::CapEnable => "chela cap enable|disable GROUP",
         Topic::CapShow => "chela cap show|hide GROUP",
+        Topic::Skill => "chela skill <list|show|activate|deactivate|new|delete> [NAME] [--session NAME]",
         Topic::Pairing => "chela pairing <list|approve|deny|revoke> [args]",
         Topic::PairingList => "chela pairing list",
         Topic::PairingApprove => "chela pairing approve CODE",
@@ -53,6 +54,7 @@ pub fn text(topic: Topic) -> String {
         Topic::CapCall => ("call one tool by hand.", CAP_CALL),
         Topic::CapEnable => ("switch a capability group on or off.", CAP_ENABLE),
         Topic::CapShow => ("show a capability group to the model, or hide it.", CAP_SHOW),
+        Topic::Skill => ("skills: instructions for particular tasks, activated per conversation.", SKILL),
         Topic::Pairing => ("who may talk to Chela on Telegram, Feishu and the gateway.", PAIRING),
         Topic::PairingList => ("pairing requests waiting for you, and the approved senders.", PAIRING_LIST),
         Topic::PairingApprove => ("let the sender of a pairing code talk to Chela.", PAIRING_APPROVE),
@@ -94,6 +96,10 @@ Commands:
   cap enable|disable GROUP
                           Switch a group on or off for every caller
   cap show|hide GROUP     Show a group to the model, or hide it
+  skill list|show NAME     The skills (workspace and built-in), or one skill's SKILL.md
+  skill activate|deactivate NAME [--session NAME]
+                          Switch a skill on or off in one conversation
+  skill new|delete NAME   Start a workspace skill from a template, or delete one
   pairing list            Pairing requests waiting for you, and the approved senders
   pairing approve|deny CODE
                           Let a code's sender talk to Chela, or refuse it
@@ -203,6 +209,28 @@ Verbs:
 
 Example:
   chela cap call get_current_time
+";
+
+const SKILL: &str = "\
+Verbs:
+  list                    Every skill: name, origin (workspace or built-in), what it unlocks
+  show NAME               One skill's SKILL.md
+  activate NAME           Activate it in a conversation: its text enters the prompt and the
+                          hidden tool groups it names become visible there
+  deactivate NAME         The opposite
+  new NAME                Write skills/NAME/SKILL.md from a template, to edit
+  delete NAME             Delete a workspace skill (built-in ones cannot be deleted)
+
+Options:
+  --session NAME          The conversation for activate/deactivate: a `chela chat` session
+                          name (default: local), or CHANNEL/CHAT such as telegram/123456
+
+A skill is skills/NAME/SKILL.md in the workspace (Agent Skills format: front matter with
+name and description; Chela adds `groups: [...]` and `always: true`), with an optional
+scripts/main.lua. A workspace skill overrides a built-in one of the same name.
+
+Example:
+  chela skill activate chela_settings --session work
 ";
 
 const CAP_LIST: &str = "\

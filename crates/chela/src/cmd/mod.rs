@@ -9,12 +9,13 @@ use crate::args::{Cli, Command};
 use crate::workspace::Workspace;
 
 mod cap;
-mod config;
+pub(crate) mod config;
 mod cron;
 pub(crate) mod doctor;
 mod pairing;
 mod run;
 mod service;
+mod skill;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let ws = Workspace::locate(cli.workspace)?;
@@ -25,6 +26,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Config(c) => config::run(&ws, c),
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
+        Command::Skill(c) => skill::run(&Base::load(ws)?, c),
         Command::Pairing(c) => pairing::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
         Command::Service(c) => service::run(&ws, c),

@@ -198,8 +198,11 @@ impl Daemon {
         let previous = self.read().app.clone();
         let app = match &previous {
             Ok(app) => app.with_config(Arc::clone(&cfg)),
-            Err(_) => Base::with_config(Arc::clone(&self.ws), Arc::clone(&self.toolbox), Arc::clone(&cfg))
-                .and_then(App::from_base),
+            Err(_) => {
+                let skills = Arc::new(crate::skills::Skills::new(&cfg));
+                Base::with_config(Arc::clone(&self.ws), Arc::clone(&self.toolbox), skills, Arc::clone(&cfg))
+                    .and_then(App::from_base)
+            }
         }
         .map(Arc::new)
         .map_err(|e| format!("{e:#}"));

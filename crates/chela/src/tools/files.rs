@@ -21,7 +21,7 @@ use serde::Deserialize;
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::workspace::{Replace, append_whole, write_atomic_at};
 
-mod sandbox;
+use super::sandbox;
 
 use sandbox::{Access, How, Kind, Opened, Place, Sandbox, refuse_links, special_refused};
 

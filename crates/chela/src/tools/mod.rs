@@ -39,6 +39,12 @@ pub mod im;
 #[cfg(feature = "memory")]
 pub mod memory;
 pub mod scheduler;
+// The file sandbox: the file tools' and the skills' only way to the workspace's files.
+#[cfg_attr(not(feature = "files"), allow(dead_code))]
+#[path = "files/sandbox.rs"]
+pub mod sandbox;
+pub mod settings;
+pub mod skills;
 pub mod time;
 #[cfg(feature = "web")]
 pub mod web;
@@ -61,6 +67,10 @@ pub struct ToolCtx {
     /// The conversation the call is made from (`channel`, `chat_id`), when there is one: the
     /// default target of what a tool sets up for later (a scheduled job).
     pub conversation: Option<(String, String)>,
+    /// The workspace's skills and their cache.
+    pub skills: Arc<crate::skills::Skills>,
+    /// The conversation the call is made in (per-session tools need it); `None` outside a turn.
+    pub session: Option<Arc<crate::skills::SessionRef>>,
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
@@ -223,6 +233,12 @@ impl Group {
         self
     }
 
+    /// Hidden from the model until a skill naming it is active in a session (skill-gated).
+    pub fn hidden(mut self) -> Group {
+        self.spec.visible_by_default = false;
+        self
+    }
+
     /// Prompt guidance for this group's tools.
     #[cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
     pub fn guidance(mut self, text: &'static str) -> Group {
@@ -278,6 +294,8 @@ impl Toolbox {
         // Each optional group is a cargo feature: a build without it has none of its code.
         let groups = vec![
             time::group(),
+            skills::group(),
+            settings::group(),
             #[cfg(feature = "memory")]
             memory::group(),
             #[cfg(feature = "files")]

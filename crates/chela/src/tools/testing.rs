@@ -17,6 +17,9 @@ pub struct Fixture {
     pub cfg: Arc<Config>,
     pub http: HttpClient,
     pub tz: jiff::tz::TimeZone,
+    pub skills: Arc<crate::skills::Skills>,
+    /// The conversation tool calls are made in; `None` as for `chela cap call`.
+    pub session: Option<Arc<crate::skills::SessionRef>>,
 }
 
 impl Fixture {
@@ -30,7 +33,8 @@ impl Fixture {
         }
         let cfg = Arc::new(Config::load(&ws).unwrap());
         let http = HttpClient::new(ClientOptions::default());
-        Fixture { _dir: dir, ws: Arc::new(ws), cfg, http, tz: jiff::tz::TimeZone::UTC }
+        let skills = Arc::new(crate::skills::Skills::new(&cfg));
+        Fixture { _dir: dir, ws: Arc::new(ws), cfg, http, tz: jiff::tz::TimeZone::UTC, skills, session: None }
     }
 
     pub fn root(&self) -> &Path {
@@ -44,6 +48,8 @@ impl Fixture {
             http: self.http.clone(),
             tz: self.tz.clone(),
             conversation: None,
+            skills: Arc::clone(&self.skills),
+            session: self.session.clone(),
         }
     }
 

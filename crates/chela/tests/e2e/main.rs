@@ -27,6 +27,7 @@ mod scheduler;
 mod service;
 mod sessions;
 mod shared_session;
+mod skills;
 
 mod telegram;
 

@@ -1,0 +1,157 @@
+//! The `skill_mgr` group: list, activate, deactivate, save and delete skills. Core: always
+//! enabled and visible, since it is how hidden groups are reached at all.
+
+use serde::Deserialize;
+
+use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use crate::skills::{Found, Origin, SessionRef};
+
+pub fn group() -> Group {
+    Group::new("skill_mgr", "Skills: instructions for particular tasks, activated per conversation.")
+        .core()
+        .with(SkillList)
+        .with(SkillActivate)
+        .with(SkillDeactivate)
+        .with(SkillSave)
+        .with(SkillDelete)
+}
+
+fn session(ctx: &ToolCtx, tool: &str) -> Result<std::sync::Arc<SessionRef>, ToolError> {
+    ctx.session.clone().ok_or_else(|| {
+        ToolError::refused(format!(
+            "{tool} works inside a conversation. From the terminal use `chela skill {}` with --session.",
+            tool.trim_start_matches("skill_")
+        ))
+    })
+}
+
+fn origin(f: &Found) -> &'static str {
+    match (f.origin, f.overrides_built_in) {
+        (Origin::BuiltIn, _) => "built-in",
+        (Origin::Workspace, true) => "workspace, overrides the built-in one",
+        (Origin::Workspace, false) => "workspace",
+    }
+}
+
+pub struct SkillList;
+
+#[derive(Deserialize)]
+pub struct NoArgs {}
+
+impl Tool for SkillList {
+    const NAME: &'static str = "skill_list";
+    const DESCRIPTION: &'static str = "Every skill: name, description, where it comes from, the tool groups it unlocks and whether it is active here.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{}}"#;
+    type Args = NoArgs;
+    const BLOCKING: bool = true;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, _: NoArgs) -> ToolResult {
+        let (all, problems) = ctx.skills.list(&ctx.ws, &ctx.cfg);
+        let active = match &ctx.session {
+            Some(s) => ctx.skills.active(&ctx.ws, &s.channel, &s.chat),
+            None => Vec::new(),
+        };
+        let skills: Vec<serde_json::Value> = all
+            .iter()
+            .map(|f| {
+                serde_json::json!({
+                    "name": f.skill.name,
+                    "description": f.skill.description,
+                    "origin": origin(f),
+                    "unlocks": f.skill.groups,
+                    "always": f.skill.always,
+                    "active": active.contains(&f.skill.name),
+                })
+            })
+            .collect();
+        Ok(serde_json::json!({ "skills": skills, "problems": problems }).to_string())
+    }
+}
+
+pub struct SkillActivate;
+
+#[derive(Deserialize)]
+pub struct NameArgs {
+    name: String,
+}
+
+impl Tool for SkillActivate {
+    const NAME: &'static str = "skill_activate";
+    const DESCRIPTION: &'static str = "Activate a skill in this conversation: returns its instructions and unlocks the tool groups it names (from the next step on). It stays active across turns and restarts until skill_deactivate.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string","description":"The skill's name, as skill_list shows it."}},"required":["name"]}"#;
+    type Args = NameArgs;
+    const BLOCKING: bool = true;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: NameArgs) -> ToolResult {
+        let session = session(ctx, Self::NAME)?;
+        let f = ctx.skills.activate(&ctx.ws, &ctx.cfg, &session, &a.name)?;
+        let unlocks = if f.skill.groups.is_empty() {
+            String::new()
+        } else {
+            format!(" It unlocks: {}.", f.skill.groups.join(", "))
+        };
+        Ok(format!(
+            "Skill `{}` is active in this conversation.{unlocks} Its instructions:\n\n{}",
+            f.skill.name, f.skill.body
+        ))
+    }
+}
+
+pub struct SkillDeactivate;
+
+impl Tool for SkillDeactivate {
+    const NAME: &'static str = "skill_deactivate";
+    const DESCRIPTION: &'static str =
+        "Deactivate a skill in this conversation; the tool groups only it unlocked are hidden again.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}"#;
+    type Args = NameArgs;
+    const BLOCKING: bool = true;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: NameArgs) -> ToolResult {
+        let session = session(ctx, Self::NAME)?;
+        if ctx.skills.deactivate(&ctx.ws, &ctx.cfg, &session, &a.name)? {
+            Ok(format!("Skill `{}` is no longer active in this conversation.", a.name))
+        } else {
+            Ok(format!("Skill `{}` was not active in this conversation.", a.name))
+        }
+    }
+}
+
+pub struct SkillSave;
+
+#[derive(Deserialize)]
+pub struct SaveArgs {
+    name: String,
+    content: String,
+    #[serde(default)]
+    lua: Option<String>,
+}
+
+impl Tool for SkillSave {
+    const NAME: &'static str = "skill_save";
+    const DESCRIPTION: &'static str = "Create or replace a workspace skill: skills/NAME/SKILL.md (front matter with name and description, optional groups: [...], then the instructions) and optionally its Lua script skills/NAME/scripts/main.lua.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string","description":"Lowercase letters, digits, - and _."},"content":{"type":"string","description":"The whole SKILL.md, starting with ---, name:, description:, ---."},"lua":{"type":"string","description":"Optional scripts/main.lua."}},"required":["name","content"]}"#;
+    type Args = SaveArgs;
+    const BLOCKING: bool = true;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: SaveArgs) -> ToolResult {
+        ctx.skills.save(&ctx.ws, &ctx.cfg, &a.name, &a.content, a.lua.as_deref())
+    }
+}
+
+pub struct SkillDelete;
+
+impl Tool for SkillDelete {
+    const NAME: &'static str = "skill_delete";
+    const DESCRIPTION: &'static str = "Delete a workspace skill (built-in skills cannot be deleted).";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}"#;
+    type Args = NameArgs;
+    const BLOCKING: bool = true;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: NameArgs) -> ToolResult {
+        ctx.skills.delete(&ctx.ws, &a.name)
+    }
+}
+
+#[cfg(test)]
+mod tests;
