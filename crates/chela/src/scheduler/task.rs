@@ -112,8 +112,14 @@ async fn run_job(daemon: &Arc<Daemon>, due: &Due) -> Result<String, String> {
         }
         Action::Cap { name, args } => {
             let cfg = daemon.config();
-            let base = crate::app::Base::with_config(Arc::clone(daemon.workspace()), Arc::clone(daemon.toolbox()), cfg)
-                .map_err(|e| format!("{e:#}"))?;
+            let skills = Arc::new(crate::skills::Skills::new(&cfg));
+            let base = crate::app::Base::with_config(
+                Arc::clone(daemon.workspace()),
+                Arc::clone(daemon.toolbox()),
+                skills,
+                cfg,
+            )
+            .map_err(|e| format!("{e:#}"))?;
             let ctx = base.tool_ctx();
             // A job written without `args` calls the tool with none.
             let input = if args.is_null() { "{}".to_owned() } else { args.to_string() };
