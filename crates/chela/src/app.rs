@@ -51,7 +51,13 @@ impl Base {
     }
 
     pub fn tool_ctx(&self) -> ToolCtx {
-        ToolCtx { ws: Arc::clone(&self.ws), cfg: Arc::clone(&self.cfg), http: self.http.clone(), tz: self.tz.clone() }
+        ToolCtx {
+            ws: Arc::clone(&self.ws),
+            cfg: Arc::clone(&self.cfg),
+            http: self.http.clone(),
+            tz: self.tz.clone(),
+            toolbox: Arc::clone(&self.toolbox),
+        }
     }
 }
 

@@ -17,6 +17,8 @@ pub struct Fixture {
     pub cfg: Arc<Config>,
     pub http: HttpClient,
     pub tz: jiff::tz::TimeZone,
+    /// Every built-in group, with the fixture's switches applied.
+    pub toolbox: Arc<super::Toolbox>,
 }
 
 impl Fixture {
@@ -30,7 +32,8 @@ impl Fixture {
         }
         let cfg = Arc::new(Config::load(&ws).unwrap());
         let http = HttpClient::new(ClientOptions::default());
-        Fixture { _dir: dir, ws: Arc::new(ws), cfg, http, tz: jiff::tz::TimeZone::UTC }
+        let toolbox = Arc::new(super::Toolbox::new(&cfg));
+        Fixture { _dir: dir, ws: Arc::new(ws), cfg, http, tz: jiff::tz::TimeZone::UTC, toolbox }
     }
 
     pub fn root(&self) -> &Path {
@@ -38,7 +41,13 @@ impl Fixture {
     }
 
     pub fn ctx(&self) -> ToolCtx {
-        ToolCtx { ws: Arc::clone(&self.ws), cfg: Arc::clone(&self.cfg), http: self.http.clone(), tz: self.tz.clone() }
+        ToolCtx {
+            ws: Arc::clone(&self.ws),
+            cfg: Arc::clone(&self.cfg),
+            http: self.http.clone(),
+            tz: self.tz.clone(),
+            toolbox: Arc::clone(&self.toolbox),
+        }
     }
 
     /// Calls `tool` with `args` as the model would: JSON text in, result or error out.
