@@ -367,6 +367,7 @@ impl Toolbox {
     pub fn apply(&self, cfg: &Config) {
         use chela_core::config::{CAPS_DISABLED, CAPS_HIDDEN, CAPS_SHOWN};
         self.change(|s| {
+            #[cfg_attr(not(feature = "lua"), allow(unused_mut))]
             let mut disabled = cfg.list(CAPS_DISABLED);
             // `lua.enabled = false` switches the group off like `caps.disabled` would.
             #[cfg(feature = "lua")]
