@@ -287,12 +287,22 @@ keys! {
         "Token clients of the gateway must present.";
     ACCESS_RATE_PER_HOUR = "access.rate_per_hour", Kind::Int { min: 0, max: 3_600_000 }, "30",
         "Messages one sender may send per hour on any channel (bursts allowed); 0: no limit.";
-    LUA_ENABLED = "lua.enabled", Kind::Bool, "false",
-        "Let the model run Lua scripts in the sandbox.";
+    LUA_ENABLED = "lua.enabled", Kind::Bool, "true",
+        "Let the model run Lua scripts in the sandbox (they can use only the tools the model can use).";
     LUA_MAX_MEMORY_BYTES = "lua.max_memory_bytes", Kind::Int { min: 65_536, max: 268_435_456 }, "16777216",
         "Memory one Lua script may use.";
     LUA_TIMEOUT_MS = "lua.timeout_ms", Kind::Int { min: 10, max: 600_000 }, "5000",
-        "Milliseconds one Lua script may run.";
+        "Milliseconds one Lua script run with lua_run may take.";
+    LUA_JOB_TIMEOUT_MS = "lua.job_timeout_ms", Kind::Int { min: 10, max: 86_400_000 }, "600000",
+        "Milliseconds one background Lua job (lua_run_async) may run, sleeps included.";
+    LUA_MAX_INSTRUCTIONS = "lua.max_instructions", Kind::Int { min: 1000, max: 1_000_000_000_000 }, "100000000",
+        "Lua VM instructions one script may run.";
+    LUA_MAX_OUTPUT_BYTES = "lua.max_output_bytes", Kind::Int { min: 1024, max: 16_777_216 }, "65536",
+        "Bytes one Lua script may print or log.";
+    LUA_MAX_JOBS = "lua.max_jobs", Kind::Int { min: 1, max: 64 }, "4",
+        "Background Lua jobs running at once.";
+    LUA_STOP_GRACE_MS = "lua.stop_grace_ms", Kind::Int { min: 0, max: 60_000 }, "2000",
+        "Milliseconds lua_job_stop waits for a job to finish by itself before stopping it by force.";
     SCHEDULER_TIMEZONE = "scheduler.timezone", Kind::TimeZone, "",
         "IANA zone of cron jobs and the heartbeat's active hours. Empty: `timezone`, else the system's (TZ, /etc/localtime).";
     SCHEDULER_MISSED_GRACE_SECS = "scheduler.missed_grace_secs", Kind::Int { min: 0, max: 31_622_400 }, "3600",

@@ -67,6 +67,7 @@ impl Base {
             conversation: None,
             skills: Arc::clone(&self.skills),
             session: None,
+            toolbox: Arc::clone(&self.toolbox),
         }
     }
 }

@@ -15,6 +15,8 @@ pub mod cmd;
 pub mod config;
 pub mod lock;
 pub mod log;
+#[cfg(feature = "lua")]
+pub mod lua;
 pub mod memory;
 pub mod scheduler;
 pub mod skills;

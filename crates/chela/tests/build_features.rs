@@ -20,6 +20,7 @@ fn cap_list_has_exactly_the_groups_this_build_includes() {
         (cfg!(feature = "memory"), "memory", "memory_store"),
         (cfg!(feature = "web"), "web", "web_search"),
         (cfg!(feature = "http"), "http", "http_request"),
+        (cfg!(feature = "lua"), "lua", "lua_run"),
     ] {
         let has = list.lines().any(|l| l.starts_with(&format!("{group}  ["))) && list.contains(tool);
         assert_eq!(

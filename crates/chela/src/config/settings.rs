@@ -139,6 +139,11 @@ pub struct Lua {
     pub enabled: bool,
     pub max_memory_bytes: u64,
     pub timeout_ms: u64,
+    pub job_timeout_ms: u64,
+    pub max_instructions: u64,
+    pub max_output_bytes: u64,
+    pub max_jobs: u64,
+    pub stop_grace_ms: u64,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }

@@ -382,6 +382,10 @@ impl Tool for FileDelete {
         let sb = sandbox(ctx)?;
         let place = sb.place(&a.path, Access::Write, false)?;
         let name = name_of(&place, "The workspace itself cannot be deleted.")?;
+        #[cfg(feature = "lua")]
+        let note = crate::lua::stop_jobs_of(ctx, &a.path);
+        #[cfg(not(feature = "lua"))]
+        let note = "";
         match sb.kind(&place, &a.path)? {
             Kind::Missing => return Err(ToolError::new(format!("Cannot delete `{}`: it does not exist.", a.path))),
             Kind::Dir => rfs::unlinkat(&place.dir, name, AtFlags::REMOVEDIR).map_err(|e| match e {
@@ -400,7 +404,7 @@ impl Tool for FileDelete {
             }
             Kind::Special(what) => return Err(special_refused(&a.path, what)),
         }
-        Ok(format!("deleted {}", a.path))
+        Ok(format!("deleted {}{note}", a.path))
     }
 }
 
@@ -454,13 +458,17 @@ impl Tool for FileMove {
         }
         let to = destination(&sb, &a)?;
         let to_name = name_of(&to, WHOLE)?;
+        #[cfg(feature = "lua")]
+        let note = crate::lua::stop_jobs_of(ctx, &a.from);
+        #[cfg(not(feature = "lua"))]
+        let note = "";
         // Without overwrite the kernel refuses an existing destination at the rename itself.
         let flags = if a.overwrite { RenameFlags::empty() } else { RenameFlags::NOREPLACE };
         rfs::renameat_with(&from.dir, from_name, &to.dir, to_name, flags).map_err(|e| match e {
             Errno::EXIST => ToolError::new(format!("`{}` already exists; pass overwrite: true to replace it.", a.to)),
             e => errno("move", &a.from, e),
         })?;
-        Ok(format!("moved {} to {}", a.from, a.to))
+        Ok(format!("moved {} to {}{note}", a.from, a.to))
     }
 }
 

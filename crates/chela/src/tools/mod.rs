@@ -56,7 +56,10 @@ pub mod testing;
 /// particular, so a call can move to another thread or outlive the command that started it.
 #[derive(Clone)]
 // A build without the optional groups uses only some of these.
-#[cfg_attr(not(all(feature = "files", feature = "memory", feature = "web", feature = "http")), allow(dead_code))]
+#[cfg_attr(
+    not(all(feature = "files", feature = "memory", feature = "web", feature = "http", feature = "lua")),
+    allow(dead_code)
+)]
 pub struct ToolCtx {
     pub ws: Arc<Workspace>,
     pub cfg: Arc<Config>,
@@ -71,6 +74,9 @@ pub struct ToolCtx {
     pub skills: Arc<crate::skills::Skills>,
     /// The conversation the call is made in (per-session tools need it); `None` outside a turn.
     pub session: Option<Arc<crate::skills::SessionRef>>,
+    /// The tools themselves: Lua's `cap.call` runs tools through it, and the file tools stop
+    /// the Lua jobs of a script they delete.
+    pub toolbox: Arc<Toolbox>,
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
@@ -286,11 +292,16 @@ pub struct Toolbox {
     // Copy-on-write: readers take an `Arc` and never hold the lock while a tool runs, and a
     // change builds a new state, so a turn sees either the old tool set or the new one.
     state: RwLock<Arc<State>>,
+    /// The Lua scripts' states and jobs, shared by the `lua` tools and the file tools.
+    #[cfg(feature = "lua")]
+    lua: Arc<crate::lua::Host>,
 }
 
 impl Toolbox {
     /// Registers every group compiled into this build, then applies the persisted switches.
     pub fn new(cfg: &Config) -> Toolbox {
+        #[cfg(feature = "lua")]
+        let lua = Arc::new(crate::lua::Host::new());
         // Each optional group is a cargo feature: a build without it has none of its code.
         let groups = vec![
             time::group(),
@@ -304,8 +315,14 @@ impl Toolbox {
             web::group(),
             #[cfg(feature = "http")]
             http::group(),
+            #[cfg(feature = "lua")]
+            crate::lua::group(&lua),
         ];
-        let tb = Toolbox { state: RwLock::new(Arc::default()) };
+        let tb = Toolbox {
+            state: RwLock::new(Arc::default()),
+            #[cfg(feature = "lua")]
+            lua,
+        };
         for g in groups {
             // Two built-in tools with one name is a programming error caught by the tests.
             if let Err(e) = tb.register(g) {
@@ -314,6 +331,12 @@ impl Toolbox {
         }
         tb.apply(cfg);
         tb
+    }
+
+    /// The Lua host: its prepared states and background jobs.
+    #[cfg(feature = "lua")]
+    pub fn lua(&self) -> &Arc<crate::lua::Host> {
+        &self.lua
     }
 
     /// The current registry, to list tools or build a prompt from.
@@ -366,7 +389,14 @@ impl Toolbox {
     pub fn apply(&self, cfg: &Config) {
         use chela_core::config::{CAPS_DISABLED, CAPS_HIDDEN, CAPS_SHOWN};
         self.change(|s| {
-            s.switches = [cfg.list(CAPS_DISABLED), cfg.list(CAPS_HIDDEN), cfg.list(CAPS_SHOWN)];
+            #[cfg_attr(not(feature = "lua"), allow(unused_mut))]
+            let mut disabled = cfg.list(CAPS_DISABLED);
+            // `lua.enabled = false` switches the group off like `caps.disabled` would.
+            #[cfg(feature = "lua")]
+            if !cfg.bool(chela_core::config::LUA_ENABLED) && !disabled.iter().any(|g| g == crate::lua::GROUP) {
+                disabled.push(crate::lua::GROUP.into());
+            }
+            s.switches = [disabled, cfg.list(CAPS_HIDDEN), cfg.list(CAPS_SHOWN)];
             s.reapply();
         });
     }
@@ -382,7 +412,7 @@ impl Toolbox {
     pub async fn call(&self, ctx: &ToolCtx, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> ToolResult {
         let handler = {
             let state = self.current();
-            state.registry.authorize(id, caller, scope)?;
+            state.registry.authorize(id, caller, scope).map_err(|e| refusal(e, ctx))?;
             let handler = state
                 .handlers
                 .get(id)
@@ -410,6 +440,22 @@ impl Toolbox {
             .filter_map(|c| Some((c.id.to_string(), Arc::clone(state.handlers.get(c.id.as_ref())?))))
             .collect()
     }
+}
+
+/// Why a call is refused, in words; a Lua tool refused because `lua.enabled` is off says so.
+fn refusal(e: CallError, ctx: &ToolCtx) -> ToolError {
+    #[cfg(feature = "lua")]
+    if let CallError::GroupDisabled { id, group } = &e
+        && group == crate::lua::GROUP
+        && !ctx.cfg.bool(chela_core::config::LUA_ENABLED)
+    {
+        return ToolError::refused(format!(
+            "The tool `{id}` is switched off: Lua scripts are off (lua.enabled = false). Turn them on with \
+             `chela config set lua.enabled true`."
+        ));
+    }
+    let _ = ctx;
+    ToolError::from(e)
 }
 
 impl State {

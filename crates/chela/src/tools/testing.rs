@@ -20,6 +20,8 @@ pub struct Fixture {
     pub skills: Arc<crate::skills::Skills>,
     /// The conversation tool calls are made in; `None` as for `chela cap call`.
     pub session: Option<Arc<crate::skills::SessionRef>>,
+    /// Every built-in group, with the fixture's switches applied.
+    pub toolbox: Arc<super::Toolbox>,
 }
 
 impl Fixture {
@@ -34,7 +36,8 @@ impl Fixture {
         let cfg = Arc::new(Config::load(&ws).unwrap());
         let http = HttpClient::new(ClientOptions::default());
         let skills = Arc::new(crate::skills::Skills::new(&cfg));
-        Fixture { _dir: dir, ws: Arc::new(ws), cfg, http, tz: jiff::tz::TimeZone::UTC, skills, session: None }
+        let toolbox = Arc::new(super::Toolbox::new(&cfg));
+        Fixture { _dir: dir, ws: Arc::new(ws), cfg, http, tz: jiff::tz::TimeZone::UTC, skills, session: None, toolbox }
     }
 
     pub fn root(&self) -> &Path {
@@ -50,6 +53,7 @@ impl Fixture {
             conversation: None,
             skills: Arc::clone(&self.skills),
             session: self.session.clone(),
+            toolbox: Arc::clone(&self.toolbox),
         }
     }
 

@@ -20,6 +20,8 @@ mod errors;
 mod feishu;
 mod gateway;
 mod interactive;
+#[cfg(feature = "lua")]
+mod lua;
 mod run;
 #[cfg(feature = "files")]
 mod saved;
