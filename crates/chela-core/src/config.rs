@@ -309,8 +309,8 @@ keys! {
         "How late a job missed while Chela was down may still run (once) at start, for jobs that name no grace_s.";
     SCHEDULER_MAX_JOBS = "scheduler.max_jobs", Kind::Int { min: 1, max: 1000 }, "100",
         "Most scheduled jobs kept in cron.json; adding more is refused, extra entries in the file are reported.";
-    HEARTBEAT_INTERVAL_SECS = "heartbeat.interval_secs", Kind::Int { min: 0, max: 604_800 }, "1800",
-        "Seconds between heartbeats (HEARTBEAT.md is read and open items go to the model); 0: no heartbeat.";
+    HEARTBEAT_INTERVAL = "heartbeat.interval", Kind::Int { min: 0, max: 10_080 }, "30",
+        "Minutes between heartbeats (HEARTBEAT.md is read and open items go to the model); 0: no heartbeat.";
     HEARTBEAT_ACTIVE_HOURS = "heartbeat.active_hours", Kind::Text, "",
         "Wall-clock window for heartbeats in the scheduler's zone, like 08:00-22:00. Empty: all day.";
     HEARTBEAT_CHANNEL = "heartbeat.channel", Kind::Text, "",

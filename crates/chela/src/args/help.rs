@@ -398,7 +398,7 @@ Example:
 ";
 
 const HEARTBEAT: &str = "\
-Every heartbeat.interval_secs (default 1800) the daemon reads HEARTBEAT.md and, inside
+Every heartbeat.interval minutes (default 30) the daemon reads HEARTBEAT.md and, inside
 heartbeat.active_hours, gives its open items (lines that are not blank, a heading or a
 checked `- [x]` box) to the model. Its answer goes to heartbeat.channel/heartbeat.chat_id.
 `chela heartbeat trigger` asks the running daemon for one now, inside the hours or not.

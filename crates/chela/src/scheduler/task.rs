@@ -178,7 +178,7 @@ impl Observer for Quiet {
     fn tool_finished(&mut self, _: &chela_core::agent::ToolCall, _: &chela_core::agent::ToolResult, _: Duration) {}
 }
 
-/// The heartbeat's timer: `heartbeat.interval_secs` after the last one.
+/// The heartbeat's timer: `heartbeat.interval` minutes after the last one.
 struct Heartbeat {
     next: Option<i64>,
 }
@@ -219,9 +219,10 @@ impl Heartbeat {
     }
 }
 
+/// In seconds; `None` when heartbeats are off.
 fn interval(daemon: &Daemon) -> Option<i64> {
-    let i = daemon.config().int(chela_core::config::HEARTBEAT_INTERVAL_SECS);
-    (i > 0).then_some(i)
+    let minutes = daemon.config().int(chela_core::config::HEARTBEAT_INTERVAL);
+    (minutes > 0).then_some(minutes * 60)
 }
 
 /// One heartbeat: reads `HEARTBEAT.md` and, inside the active hours, prompts the agent with
