@@ -227,6 +227,9 @@ struct Column {
     entries: Vec<(i64, u16)>,
 }
 
+/// A text column being built: its field, its positions, and their patterns.
+type TextPatterns = (Target, Alive, Vec<(Box<str>, u16)>);
+
 /// One bit per position in a list (at most MAX_RULES).
 type Alive = [u64; MAX_RULES / 64];
 
@@ -419,7 +422,7 @@ impl Router {
             let ids: Vec<u16> = (0..rules.len()).filter(|&i| keep(&rules[i])).map(index).collect();
             let mut columns: Vec<Column> = Vec::new();
             let mut strs: Vec<StrColumn> = Vec::new();
-            let mut texts: Vec<(Target, Alive, Vec<(Box<str>, u16)>)> = Vec::new();
+            let mut texts: Vec<TextPatterns> = Vec::new();
             let mut text = |target: Target, k: &str, pos: u16| {
                 let i = match texts.iter().position(|t| t.0 == target) {
                     Some(i) => i,

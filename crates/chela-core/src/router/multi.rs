@@ -115,9 +115,9 @@ fn dfa(patterns: &[(Box<str>, u16)]) -> Option<Multi> {
     let states = own.len();
     let mut fail = alloc::vec![0u16; states];
     let mut queue: Vec<u16> = Vec::with_capacity(states);
-    for c in 0..stride {
-        match trans[c] {
-            NONE => trans[c] = 0,
+    for cell in trans.iter_mut().take(stride) {
+        match *cell {
+            NONE => *cell = 0,
             v => {
                 let root = own[0];
                 for (w, x) in own[usize::from(v)].iter_mut().zip(&root) {
