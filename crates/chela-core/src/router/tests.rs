@@ -536,6 +536,25 @@ fn events_are_bounded() {
     assert!(Event::new(&"x".repeat(MAX_FIELD_VALUE + 1)).is_err());
 }
 
+#[test]
+fn string_guards_by_column_keep_each_rules_conjunction() {
+    let send = json!([{"type": "send", "text": "x"}]);
+    let mut r = Router::new();
+    let g = |op: &str, v: &str| json!({"field": "room", "op": op, "value": v});
+    r.add_rule(json!({"id": "both", "only_if": [g("eq", "a"), g("eq", "b")], "actions": send})).unwrap();
+    r.add_rule(json!({"id": "one", "only_if": [g("eq", "a"), g("ne", "b")], "actions": send})).unwrap();
+    r.add_rule(json!({"id": "two", "only_if": [g("contains", "a"), g("contains", "z")], "actions": send})).unwrap();
+    r.add_rule(json!({"id": "ne", "only_if": [g("ne", "c")], "actions": send})).unwrap();
+    let e = Event::new("t").unwrap().with("room", Value::Str("a".into())).unwrap();
+    assert_eq!(ids(&r.handle_event(&e, 0)), vec!["one", "ne"]);
+    let e = Event::new("t").unwrap().with("room", Value::Str("az".into())).unwrap();
+    assert_eq!(ids(&r.handle_event(&e, 0)), vec!["two", "ne"]);
+    // A missing field fails `ne` too; a number passes `ne` and fails `eq` and `contains`.
+    assert!(ids(&r.handle_event(&Event::new("t").unwrap(), 0)).is_empty());
+    let e = Event::new("t").unwrap().with("room", Value::Int(1)).unwrap();
+    assert_eq!(ids(&r.handle_event(&e, 0)), vec!["ne"]);
+}
+
 // ---- property tests ----
 
 proptest! {
