@@ -28,6 +28,7 @@
 //! processing. See `docs/DESIGN.md`, "The event router", for the file format and the costs.
 
 mod event;
+mod multi;
 mod rule;
 mod scan;
 mod template;
@@ -44,7 +45,8 @@ pub use event::{BUILTIN_FIELDS, Event, EventError, MAX_FIELD_NAME, MAX_FIELD_VAL
 pub use rule::{MAX_ACTIONS, MAX_GUARDS, MAX_ID, MAX_PATTERN, MAX_RULE_BYTES, MAX_TEMPLATE};
 pub use template::{Args, MAX_RENDERED, Text};
 
-use rule::{ActionT, Cmp, Op, Pat, Rule, Seen, Target, Test};
+use multi::{Multi, set};
+use rule::{ActionT, Cmp, Kind, Op, Pat, PatKind, Rule, Seen, Target, Test};
 
 /// The most rules one router holds.
 pub const MAX_RULES: usize = 256;
@@ -184,11 +186,34 @@ pub struct Router {
     generation: u32,
 }
 
-/// The rules one event type meets, and their integer guards on extra fields by column.
+/// The rules one event type meets, and the guards and patterns run by column for all of them
+/// at once (integer and string-equality guards on extra fields, `contains` tests).
 #[derive(Debug, Default)]
 struct List {
     rules: Box<[u16]>,
     columns: Box<[Column]>,
+    strs: Box<[StrColumn]>,
+    texts: Box<[TextColumn]>,
+}
+
+/// The `eq`/`ne` guards with a string constant on one extra field: per distinct constant
+/// (sorted), the positions whose `eq` holds and those whose `ne` fails when the field equals
+/// it. One lookup of the event's value answers them all. A rule has at most one `eq` here.
+#[derive(Debug)]
+struct StrColumn {
+    slot: u16,
+    eq_all: Alive,
+    ne_all: Alive,
+    values: Box<[(Box<str>, Alive, Alive)]>,
+}
+
+/// The `contains` tests of one field (a rule's `match` pattern or guard; at most one per rule
+/// and field), searched for all positions at once.
+#[derive(Debug)]
+struct TextColumn {
+    target: Target,
+    all: Alive,
+    multi: Multi,
 }
 
 /// The integer guards with one field and one comparison among a list's rules: (constant,
@@ -201,6 +226,9 @@ struct Column {
     cmp: Cmp,
     entries: Vec<(i64, u16)>,
 }
+
+/// A text column being built: its field, its positions, and their patterns.
+type TextPatterns = (Target, Alive, Vec<(Box<str>, u16)>);
 
 /// One bit per position in a list (at most MAX_RULES).
 type Alive = [u64; MAX_RULES / 64];
@@ -369,18 +397,21 @@ impl Router {
         self.tests.clear();
         self.pats.clear();
         for r in &self.rules {
+            let (g_col, p_col) = split(r);
             // At most MAX_RULES * MAX_GUARDS entries: the offsets fit in u32, the counts in u8.
             self.hot.push(Hot {
                 cooldown_ms: r.cooldown_ms,
                 guards: self.tests.len() as u32,
                 pats: self.pats.len() as u32,
-                guard_count: r.guards.iter().filter(|g| !columnar(&g.test)).count() as u8,
-                pat_count: r.pats.len() as u8,
+                guard_count: r.guards.len().saturating_sub(g_col.count_ones() as usize) as u8,
+                pat_count: r.pats.len().saturating_sub(p_col.count_ones() as usize) as u8,
                 enabled: r.enabled,
                 consume: r.consume,
             });
-            self.tests.extend(r.guards.iter().filter(|g| !columnar(&g.test)).map(|g| g.test.clone()));
-            self.pats.extend(r.pats.iter().cloned());
+            self.tests.extend(
+                r.guards.iter().enumerate().filter(|(k, _)| g_col & (1 << k) == 0).map(|(_, g)| g.test.clone()),
+            );
+            self.pats.extend(r.pats.iter().enumerate().filter(|(k, _)| p_col & (1 << k) == 0).map(|(_, p)| p.clone()));
         }
 
         let index = |i: usize| u16::try_from(i).expect("MAX_RULES fits in u16");
@@ -390,18 +421,76 @@ impl Router {
         let list = |rules: &[Rule], keep: &dyn Fn(&Rule) -> bool| {
             let ids: Vec<u16> = (0..rules.len()).filter(|&i| keep(&rules[i])).map(index).collect();
             let mut columns: Vec<Column> = Vec::new();
+            let mut strs: Vec<StrColumn> = Vec::new();
+            let mut texts: Vec<TextPatterns> = Vec::new();
+            let mut text = |target: Target, k: &str, pos: u16| {
+                let i = match texts.iter().position(|t| t.0 == target) {
+                    Some(i) => i,
+                    None => {
+                        texts.push((target, Alive::default(), Vec::new()));
+                        texts.len() - 1
+                    }
+                };
+                set(&mut texts[i].1, pos);
+                texts[i].2.push((k.into(), pos));
+            };
             for (pos, &i) in ids.iter().enumerate() {
-                for g in rules[usize::from(i)].guards.iter() {
-                    if let (Target::Slot(slot), Op::Int(cmp, k)) = (g.test.target, &g.test.op) {
-                        let entry = (*k, index(pos));
-                        match columns.iter_mut().find(|c| c.slot == slot && c.cmp == *cmp) {
-                            Some(c) => c.entries.push(entry),
-                            None => columns.push(Column { slot, cmp: *cmp, entries: alloc::vec![entry] }),
+                let r = &rules[usize::from(i)];
+                let (g_col, p_col) = split(r);
+                let pos = index(pos);
+                for (_, g) in r.guards.iter().enumerate().filter(|(k, _)| g_col & (1 << k) != 0) {
+                    match (g.test.target, &g.test.op) {
+                        (Target::Slot(slot), Op::Int(cmp, k)) => {
+                            let entry = (*k, pos);
+                            match columns.iter_mut().find(|c| c.slot == slot && c.cmp == *cmp) {
+                                Some(c) => c.entries.push(entry),
+                                None => columns.push(Column { slot, cmp: *cmp, entries: alloc::vec![entry] }),
+                            }
                         }
+                        (Target::Slot(slot), Op::StrEq(k) | Op::StrNe(k)) => {
+                            let eq = matches!(g.test.op, Op::StrEq(_));
+                            let c = match strs.iter().position(|c| c.slot == slot) {
+                                Some(c) => &mut strs[c],
+                                None => {
+                                    strs.push(StrColumn {
+                                        slot,
+                                        eq_all: Alive::default(),
+                                        ne_all: Alive::default(),
+                                        values: Box::new([]),
+                                    });
+                                    strs.last_mut().expect("just pushed")
+                                }
+                            };
+                            set(if eq { &mut c.eq_all } else { &mut c.ne_all }, pos);
+                            let mut values = core::mem::take(&mut c.values).into_vec();
+                            let v = match values.binary_search_by(|(v, ..)| (**v).cmp(&**k)) {
+                                Ok(v) => v,
+                                Err(at) => {
+                                    values.insert(at, (k.clone(), Alive::default(), Alive::default()));
+                                    at
+                                }
+                            };
+                            set(if eq { &mut values[v].1 } else { &mut values[v].2 }, pos);
+                            c.values = values.into_boxed_slice();
+                        }
+                        (target, Op::Contains(k)) => text(target, k, pos),
+                        _ => unreachable!("split() takes only these guards"),
                     }
                 }
+                for (_, p) in r.pats.iter().enumerate().filter(|(k, _)| p_col & (1 << k) != 0) {
+                    text(Target::Builtin(p.field), &p.s, pos);
+                }
             }
-            List { rules: ids.into_boxed_slice(), columns: columns.into_boxed_slice() }
+            let texts = texts
+                .into_iter()
+                .map(|(target, all, patterns)| TextColumn { target, all, multi: Multi::new(patterns) })
+                .collect();
+            List {
+                rules: ids.into_boxed_slice(),
+                columns: columns.into_boxed_slice(),
+                strs: strs.into_boxed_slice(),
+                texts,
+            }
         };
         self.by_type = types
             .iter()
@@ -445,6 +534,43 @@ impl Router {
                 let seen = *c;
                 cross_out(&mut alive, &col.entries, |k| Op::Int(col.cmp, k).holds(&seen, event));
             }
+        }
+        for col in list.strs.iter() {
+            if !any_left(&alive, &col.eq_all) && !any_left(&alive, &col.ne_all) {
+                continue;
+            }
+            let c = seen(cache, slots, *generation, event, col.slot);
+            // `eq` holds only for the same string; `ne` fails only for it, and for a missing field.
+            let kill = match (c.kind, event_str(event, &c)) {
+                (Kind::Absent, _) => or(&col.eq_all, &col.ne_all),
+                (_, Some(s)) => match col.values.binary_search_by(|(v, ..)| (**v).cmp(s)) {
+                    Ok(v) => {
+                        let (_, eq, ne) = &col.values[v];
+                        or(&and_not(&col.eq_all, eq), ne)
+                    }
+                    Err(_) => col.eq_all,
+                },
+                (_, None) => col.eq_all,
+            };
+            alive = and_not(&alive, &kill);
+        }
+        for col in list.texts.iter() {
+            if !any_left(&alive, &col.all) {
+                continue;
+            }
+            let hay = match col.target {
+                Target::Builtin(b) => Some(event.builtin(b)),
+                Target::Slot(s) => {
+                    let c = seen(cache, slots, *generation, event, s);
+                    event_str(event, &c)
+                }
+            };
+            // `contains` fails on a missing field and on one that is not a string.
+            let kill = match hay {
+                Some(h) => and_not(&col.all, &col.multi.matches(h)),
+                None => col.all,
+            };
+            alive = and_not(&alive, &kill);
         }
         let mut plan = Plan::default();
         for (pos, &i) in list.rules.iter().enumerate() {
@@ -493,9 +619,78 @@ impl Router {
     }
 }
 
-/// Whether a guard is run by column (an integer test on an extra field) rather than by its rule.
-fn columnar(t: &Test) -> bool {
-    matches!((t.target, &t.op), (Target::Slot(_), Op::Int(..)))
+/// Which guards and patterns of a rule run by column (bit k for its k-th guard, and for its
+/// k-th pattern) rather than by the rule: integer tests and string `eq`/`ne` on extra fields,
+/// and the first `contains` test of each field. At most one string `eq` per field joins a
+/// column (a second one stays with the rule), since a column answers "this field equals the
+/// rule's constant" with one bit per rule.
+fn split(r: &Rule) -> (u8, u8) {
+    let (mut guards, mut pats) = (0u8, 0u8);
+    let mut searched: Vec<Target> = Vec::new();
+    let mut equal: Vec<Target> = Vec::new();
+    for (k, g) in r.guards.iter().enumerate() {
+        let t: &Test = &g.test;
+        let col = match (t.target, &t.op) {
+            (Target::Slot(_), Op::Int(..) | Op::StrNe(_)) => true,
+            (target @ Target::Slot(_), Op::StrEq(_)) if !equal.contains(&target) => {
+                equal.push(target);
+                true
+            }
+            (target, Op::Contains(_)) if !searched.contains(&target) => {
+                searched.push(target);
+                true
+            }
+            _ => false,
+        };
+        // At most MAX_GUARDS (8) guards.
+        if col {
+            guards |= 1 << k;
+        }
+    }
+    for (k, p) in r.pats.iter().enumerate() {
+        let target = Target::Builtin(p.field);
+        if p.kind == PatKind::Contains && !searched.contains(&target) {
+            searched.push(target);
+            pats |= 1 << k;
+        }
+    }
+    (guards, pats)
+}
+
+/// The guard field `slot` of the current event, looked up once per event.
+#[inline]
+fn seen(cache: &mut [Seen], slots: &[(u32, Box<str>)], generation: u32, event: &Event, slot: u16) -> Seen {
+    let c = &mut cache[usize::from(slot)];
+    if c.generation != generation {
+        let (hash, name) = &slots[usize::from(slot)];
+        *c = Seen::of(generation, event, *hash, name);
+    }
+    *c
+}
+
+/// The string of a field seen in `event`, if it is one.
+#[inline]
+fn event_str<'e>(event: &'e Event, c: &Seen) -> Option<&'e str> {
+    match (c.kind, event.at_checked(usize::from(c.pos))) {
+        (Kind::Str, Some(Value::Str(s))) => Some(s),
+        _ => None,
+    }
+}
+
+#[inline]
+fn or(a: &Alive, b: &Alive) -> Alive {
+    core::array::from_fn(|i| a[i] | b[i])
+}
+
+#[inline]
+fn and_not(a: &Alive, b: &Alive) -> Alive {
+    core::array::from_fn(|i| a[i] & !b[i])
+}
+
+/// Whether a position of `of` is still alive.
+#[inline]
+fn any_left(alive: &Alive, of: &Alive) -> bool {
+    alive.iter().zip(of).any(|(a, b)| a & b != 0)
 }
 
 /// Clears the bit of each entry whose constant fails `test`.

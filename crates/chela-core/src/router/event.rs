@@ -246,6 +246,10 @@ impl Event {
         &self.fields[i].1
     }
 
+    pub(crate) fn at_checked(&self, i: usize) -> Option<&Value> {
+        self.fields.get(i).map(|f| &f.1)
+    }
+
     pub(crate) fn builtin(&self, b: Builtin) -> &str {
         match b {
             Builtin::Type => &self.kind,
