@@ -120,6 +120,9 @@ impl Daemon {
             .register(crate::tools::scheduler::group(Arc::clone(&scheduler)))
             .map_err(|e| anyhow::anyhow!("cannot add the scheduler tools: {e}"))?;
         let rules = Arc::new(Rules::open(&ws));
+        toolbox
+            .register(crate::tools::router::group(Arc::clone(&rules)))
+            .map_err(|e| anyhow::anyhow!("cannot add the router tools: {e}"))?;
         Ok(Daemon {
             ws,
             toolbox,
