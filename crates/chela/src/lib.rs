@@ -18,6 +18,7 @@ pub mod log;
 #[cfg(feature = "lua")]
 pub mod lua;
 pub mod memory;
+mod router;
 pub mod scheduler;
 pub mod skills;
 pub mod storage;

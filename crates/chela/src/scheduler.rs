@@ -150,13 +150,13 @@ impl Problems {
 
 /// Identifies a version of the file, to notice edits from other processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Stamp {
+pub(crate) struct Stamp {
     ino: u64,
     len: u64,
     mtime_ns: i128,
 }
 
-fn stamp(path: &Path) -> Option<Stamp> {
+pub(crate) fn stamp(path: &Path) -> Option<Stamp> {
     let m = std::fs::symlink_metadata(path).ok()?;
     Some(Stamp {
         ino: m.ino(),
@@ -168,7 +168,7 @@ fn stamp(path: &Path) -> Option<Stamp> {
 /// Reads `cron.json`: the good jobs and the problems. A missing file is no jobs.
 pub fn read_file(path: &Path, max_jobs: usize) -> (Vec<LoadedJob>, Problems) {
     let mut problems = Problems::default();
-    let text = match read_no_follow(path) {
+    let text = match read_no_follow(path, MAX_FILE_LEN) {
         Ok(None) => return (Vec::new(), problems),
         Ok(Some(text)) => text,
         Err(e) => {
@@ -200,8 +200,8 @@ pub fn read_file(path: &Path, max_jobs: usize) -> (Vec<LoadedJob>, Problems) {
 }
 
 /// The file's text, refusing a symlink (a planted link must not make Chela read, or later
-/// replace, a file elsewhere) and anything over the core's size bound.
-fn read_no_follow(path: &Path) -> Result<Option<String>> {
+/// replace, a file elsewhere) and anything over `max` bytes.
+pub(crate) fn read_no_follow(path: &Path, max: usize) -> Result<Option<String>> {
     let f = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
@@ -218,13 +218,13 @@ fn read_no_follow(path: &Path) -> Result<Option<String>> {
     if !meta.is_file() {
         bail!("is not a regular file");
     }
-    if meta.len() > MAX_FILE_LEN as u64 {
-        bail!("is {} bytes; the limit is {MAX_FILE_LEN}", meta.len());
+    if meta.len() > max as u64 {
+        bail!("is {} bytes; the limit is {max}", meta.len());
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    f.take(MAX_FILE_LEN as u64 + 1).read_to_end(&mut bytes)?;
-    if bytes.len() > MAX_FILE_LEN {
-        bail!("grew past {MAX_FILE_LEN} bytes while being read");
+    f.take(max as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > max {
+        bail!("grew past {max} bytes while being read");
     }
     String::from_utf8(bytes).map(Some).map_err(|_| anyhow::anyhow!("is not UTF-8 text"))
 }
@@ -521,7 +521,7 @@ impl Scheduler {
                 return Ok(());
             }
             // Keep what the person wrote, byte for byte (a symlink is not followed).
-            if let Ok(Some(old)) = read_no_follow(&self.path) {
+            if let Ok(Some(old)) = read_no_follow(&self.path, MAX_FILE_LEN) {
                 write_atomic(&self.path.with_file_name(BACKUP), old.as_bytes())
                     .with_context(|| format!("cannot keep the old {FILE} as {BACKUP}"))?;
             }

@@ -85,6 +85,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         r.ok(&format!("time zone: {tz_name}"));
         check_settings(cfg, &mut r);
         check_cron(&ws, cfg, &mut r);
+        check_rules(&ws, &mut r);
         services::check(cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
         match crate::channels::telegram::doctor(cfg).await {
@@ -215,6 +216,29 @@ fn check_cron(ws: &Workspace, cfg: &Config, r: &mut Report) {
     }
 }
 
+/// `rules.json`: every bad rule with its line (the good rules still run). Missing is fine.
+fn check_rules(ws: &Workspace, r: &mut Report) {
+    let path = ws.root().join(crate::router::FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return;
+    }
+    let (router, problems) = crate::router::read_file(&path);
+    if let Some(whole) = &problems.whole {
+        r.fail(
+            &format!("{whole}; no router rule runs until it is fixed, and Chela will not overwrite it"),
+            &format!("correct {} by hand, or move it away", path.display()),
+        );
+        return;
+    }
+    let fix = format!("correct the rule in {} (the other rules keep running)", path.display());
+    for bad in &problems.bad {
+        r.warn(&bad.to_string(), &fix);
+    }
+    if problems.bad.is_empty() {
+        r.ok(&format!("rules.json: {} rule(s), all valid", router.len()));
+    }
+}
+
 /// Where `program` is: itself if it names a path, else the first match on `PATH`.
 pub(super) fn find_program(program: &str) -> Option<std::path::PathBuf> {
     let is_exec = |p: &std::path::Path| p.metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
@@ -303,6 +327,28 @@ mod tests {
         check_cron(&ws, &cfg, &mut r);
         let text = r.lines.join("\n");
         (r, text)
+    }
+
+    fn rules_report(text: &str) -> (Report, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().to_owned())).unwrap();
+        std::fs::write(dir.path().join("rules.json"), text).unwrap();
+        let mut r = Report::default();
+        check_rules(&ws, &mut r);
+        let text = r.lines.join("\n");
+        (r, text)
+    }
+
+    #[test]
+    fn rules_json_bad_rules_are_warnings_with_their_line_and_the_good_ones_are_counted() {
+        let good =
+            r#"{"id": "ping", "match": {"text": {"prefix": "ping"}}, "actions": [{"type": "send", "text": "pong"}]}"#;
+        let (r, out) = rules_report(&format!("{{\"rules\": [\n{good},\n{{\"id\": \"bad\", \"actions\": 5}}\n]}}"));
+        assert_eq!((r.failures, r.warnings), (0, 1), "{out}");
+        assert!(out.contains("warn  rules.json line 3: rule `bad`"), "{out}");
+        let (r, out) = rules_report(&format!("{{\"rules\": [{good}]}}"));
+        assert_eq!((r.failures, r.warnings), (0, 0), "{out}");
+        assert!(out.contains("rules.json: 1 rule(s), all valid"), "{out}");
     }
 
     const EMIT: &str = r#""action": {"type": "emit", "event": "x"}"#;

@@ -25,6 +25,7 @@ use chela_proto::chat::Message;
 use crate::access::{Gate, OWNER_CHANNELS};
 use crate::app::{App, Base};
 use crate::config::{Config, ConfigWatch};
+use crate::router::Rules;
 use crate::scheduler::{Scheduler, Settings};
 use crate::session::{HubError, HubLimits, Pending, SessionHub};
 use crate::tools::Toolbox;
@@ -89,6 +90,8 @@ pub struct Daemon {
     outlets: Arc<Outlets>,
     /// The scheduled jobs, shared with the `scheduler` tools and the dashboard.
     scheduler: Arc<Scheduler>,
+    /// The event router's rules and queue, shared with the `router` tools and the scheduler.
+    rules: Arc<Rules>,
 }
 
 impl Daemon {
@@ -116,6 +119,10 @@ impl Daemon {
         toolbox
             .register(crate::tools::scheduler::group(Arc::clone(&scheduler)))
             .map_err(|e| anyhow::anyhow!("cannot add the scheduler tools: {e}"))?;
+        let rules = Arc::new(Rules::open(&ws));
+        toolbox
+            .register(crate::tools::router::group(Arc::clone(&rules)))
+            .map_err(|e| anyhow::anyhow!("cannot add the router tools: {e}"))?;
         Ok(Daemon {
             ws,
             toolbox,
@@ -126,6 +133,7 @@ impl Daemon {
             shutdown: Shutdown::default(),
             outlets,
             scheduler,
+            rules,
         })
     }
 
@@ -167,6 +175,10 @@ impl Daemon {
 
     pub fn scheduler(&self) -> &Arc<Scheduler> {
         &self.scheduler
+    }
+
+    pub fn rules(&self) -> &Arc<Rules> {
+        &self.rules
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
@@ -235,6 +247,11 @@ impl Daemon {
             // Chela may write to this chat on its own from now on, while this sender may talk.
             self.gate.note_chat(&msg.channel, &msg.chat_id, &msg.sender, now);
         }
+        // The router sees the message before the agent: a rule that consumes it answers instead.
+        if self.raise_message(&msg) {
+            tracing::info!(channel = %msg.channel, chat = %msg.chat_id, "a router rule consumed the message");
+            return Submitted::Drop;
+        }
         let req = TurnRequest {
             channel: msg.channel,
             chat_id: msg.chat_id,
@@ -247,6 +264,28 @@ impl Daemon {
         match self.hub.submit(req) {
             Ok(pending) => Submitted::Queued(pending),
             Err(e) => Submitted::Answer(e.to_string()),
+        }
+    }
+
+    /// Raises the `message` event of an admitted message (source and channel: the channel's
+    /// name); whether a rule consumed it. Text past the core's bound is cut for the event.
+    fn raise_message(&self, msg: &Incoming) -> bool {
+        if self.rules.is_empty() {
+            return false;
+        }
+        let text = msg.user.text();
+        let text = chela_core::text::prefix(&text, chela_core::router::MAX_TEXT);
+        let event = chela_core::router::Event::new("message")
+            .and_then(|e| e.with_source(&msg.channel))
+            .and_then(|e| e.with_chat(&msg.channel, &msg.chat_id))
+            .and_then(|e| e.with_text(text))
+            .and_then(|e| e.with("sender", chela_core::router::Value::Str(msg.sender.clone())));
+        match event {
+            Ok(event) => self.rules.raise_message(&event),
+            Err(e) => {
+                tracing::warn!(channel = %msg.channel, "the message raised no router event: {e}");
+                false
+            }
         }
     }
 

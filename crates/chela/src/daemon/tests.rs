@@ -223,3 +223,23 @@ async fn a_base_url_and_a_capability_switch_set_while_running_apply_to_the_next_
     assert!(tools(&first).contains(&"im_send_media".to_owned()), "the daemon adds the im group");
     assert!(!tools(&second).contains(&"web_search".to_owned()), "hidden from the next turn on");
 }
+
+#[tokio::test]
+async fn a_message_a_router_rule_consumes_gets_no_turn_and_its_plan_is_queued() {
+    let llm = FakeLlm::start(vec![Step::text("from the model")]);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = workspace(&dir, &refs(&with_llm(&llm)));
+    std::fs::write(
+        ws.root().join(crate::router::FILE),
+        r#"{"rules": [{"id": "ping", "match": {"type": "message", "text": {"prefix": "ping"}},
+           "consume_on_match": true, "actions": [{"type": "send", "text": "pong"}]}]}"#,
+    )
+    .unwrap();
+    let d = Daemon::load(ws).unwrap();
+    assert!(matches!(d.submit(message("ws", "owner", "ping"), Box::new(Quiet)), Submitted::Drop));
+    let mut queue = d.rules().take_queue().unwrap();
+    assert!(matches!(queue.try_recv(), Ok(crate::router::Work::Plan(p)) if p.fired[0].rule == "ping"));
+    // The model's only scripted answer goes to the next message: "ping" used no model call.
+    assert_eq!(answer(&d, d.submit(message("ws", "owner", "hello"), Box::new(Quiet))).await, "from the model");
+    assert!(queue.try_recv().is_err(), "a message no rule matches queues nothing");
+}

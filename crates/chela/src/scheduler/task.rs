@@ -111,33 +111,45 @@ async fn run_job(daemon: &Arc<Daemon>, due: &Due) -> Result<String, String> {
             talk(daemon, channel, chat_id, text).await
         }
         Action::Cap { name, args } => {
-            let cfg = daemon.config();
-            let skills = Arc::new(crate::skills::Skills::new(&cfg));
-            let base = crate::app::Base::with_config(
-                Arc::clone(daemon.workspace()),
-                Arc::clone(daemon.toolbox()),
-                skills,
-                cfg,
-            )
-            .map_err(|e| format!("{e:#}"))?;
-            let ctx = base.tool_ctx();
             // A job written without `args` calls the tool with none.
             let input = if args.is_null() { "{}".to_owned() } else { args.to_string() };
-            let out = daemon
-                .toolbox()
-                .call(&ctx, name, &input, Caller::Internal, Scope::default())
-                .await
-                .map_err(|e| format!("{name}: {e}"))?;
+            let out = call_cap(daemon, name, &input).await?;
             Ok(format!("{name} answered {} bytes", out.len()))
         }
         Action::Emit { .. } => Err("emit actions need the event router, which this Chela does not have yet".to_owned()),
     }
 }
 
+/// Calls the tool `name` with `input` as Chela itself (`Caller::Internal`), with the
+/// settings of now; its output.
+pub(crate) async fn call_cap(daemon: &Arc<Daemon>, name: &str, input: &str) -> Result<String, String> {
+    let cfg = daemon.config();
+    let skills = Arc::new(crate::skills::Skills::new(&cfg));
+    let base = crate::app::Base::with_config(Arc::clone(daemon.workspace()), Arc::clone(daemon.toolbox()), skills, cfg)
+        .map_err(|e| format!("{e:#}"))?;
+    let ctx = base.tool_ctx();
+    daemon
+        .toolbox()
+        .call(&ctx, name, input, Caller::Internal, Scope::default())
+        .await
+        .map_err(|e| format!("{name}: {e}"))
+}
+
 /// Puts `text` into the chat as a turn and sends the answer through the channel's outlet.
 /// The chat must be one Chela may write to (`Gate::may_send`, as for the send tools), and its
 /// channel running.
 async fn talk(daemon: &Arc<Daemon>, channel: &str, chat_id: &str, text: String) -> Result<String, String> {
+    talk_answer(daemon, channel, chat_id, text).await?;
+    Ok(format!("answer sent to {channel}/{chat_id}"))
+}
+
+/// [`talk`], answering with the model's answer that was sent.
+pub(crate) async fn talk_answer(
+    daemon: &Arc<Daemon>,
+    channel: &str,
+    chat_id: &str,
+    text: String,
+) -> Result<String, String> {
     let outlet = daemon
         .outlets()
         .get(channel)
@@ -147,7 +159,7 @@ async fn talk(daemon: &Arc<Daemon>, channel: &str, chat_id: &str, text: String) 
     }
     let answer = turn(daemon, channel, chat_id, text).await?;
     outlet.send_text(chat_id, &answer).await.map_err(|e| format!("the answer could not be sent: {e}"))?;
-    Ok(format!("answer sent to {channel}/{chat_id}"))
+    Ok(answer)
 }
 
 /// One turn in `(channel, chat_id)`, queued behind that chat's other turns; its answer.

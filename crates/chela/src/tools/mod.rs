@@ -38,6 +38,7 @@ pub mod http;
 pub mod im;
 #[cfg(feature = "memory")]
 pub mod memory;
+pub mod router;
 pub mod scheduler;
 // The file sandbox: the file tools' and the skills' only way to the workspace's files.
 #[cfg_attr(not(feature = "files"), allow(dead_code))]
