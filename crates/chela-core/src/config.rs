@@ -420,12 +420,14 @@ pub fn check(key: &'static Key, value: &str) -> Result<String, ConfigError> {
             Err(bad(format!("a URL without user:password@ in it; {put}")))
         }
         Kind::Url => {
-            if v.is_empty()
-                || ((v.starts_with("http://") || v.starts_with("https://")) && !v.contains(char::is_whitespace))
-            {
+            // A host is required: `http:///` would otherwise lose its slashes below and be
+            // stored as `http:`, a value this same check refuses.
+            let rest = v.strip_prefix("http://").or_else(|| v.strip_prefix("https://"));
+            let has_host = rest.is_some_and(|r| r.split(['/', '?', '#']).next().is_some_and(|h| !h.is_empty()));
+            if v.is_empty() || (has_host && !v.contains(char::is_whitespace)) {
                 Ok(v.trim_end_matches('/').to_owned())
             } else {
-                Err(bad("an http:// or https:// URL, or empty for the default".to_owned()))
+                Err(bad("an http:// or https:// URL with a host, or empty for the default".to_owned()))
             }
         }
         Kind::Proxy => {
@@ -550,6 +552,15 @@ mod tests {
         assert!(e.contains("from 1 to 1000000"), "{e}");
         assert_eq!(check(LLM_BASE_URL, "http://127.0.0.1:9/v1/").unwrap(), "http://127.0.0.1:9/v1");
         assert!(check(LLM_BASE_URL, "ftp://x").is_err());
+        // No host: refused, and never stored as a value that a second check would refuse
+        // (`http:///` lost its slashes and became `http:`; found by the `config` fuzz target).
+        for hostless in ["http://", "http:///", "https:///v1", "http://?q", "http://#f"] {
+            assert!(check(LLM_BASE_URL, hostless).is_err(), "{hostless}");
+        }
+        for url in ["http://h", "https://h:1/v1/", "http://[::1]:8080"] {
+            let once = check(LLM_BASE_URL, url).unwrap();
+            assert_eq!(check(LLM_BASE_URL, &once).as_deref(), Ok(once.as_str()), "{url}");
+        }
         assert_eq!(check(GATEWAY_LISTEN, " [::1]:80 ").unwrap(), "[::1]:80");
         let e = check(GATEWAY_LISTEN, "localhost:18789").unwrap_err().to_string();
         assert!(e.contains("an IP address and port"), "{e}");
