@@ -37,7 +37,8 @@ fn zoneinfo_dir() -> PathBuf {
     std::env::var_os("TZDIR").filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from(ZONEINFO), PathBuf::from)
 }
 
-fn read_zone_file(name: &str, path: &Path) -> Result<Zone> {
+/// The zone in the TZif file at `path`, called `name`; its size bounded.
+pub(crate) fn read_zone_file(name: &str, path: &Path) -> Result<Zone> {
     let bytes = match std::fs::File::open(path) {
         Ok(f) => {
             use std::io::Read;

@@ -13,7 +13,6 @@
 //! one as `cron.json.bak`. Writes are atomic; a symlink at `cron.json` is refused, not followed.
 
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::Read as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
@@ -23,7 +22,7 @@ use anyhow::{Context as _, Result, bail};
 use chela_core::config as keys;
 use chela_core::schedule::file::{self, BadEntry, LoadedJob, MAX_FILE_LEN};
 use chela_core::schedule::{Job, Trigger};
-use chela_core::zone::{Zone, check_zone_name};
+use chela_core::zone::Zone;
 
 use crate::config::Config;
 use crate::workspace::{Workspace, write_atomic};
@@ -39,10 +38,6 @@ pub const BACKUP: &str = "cron.json.bak";
 pub const REQUESTS_DIR: &str = "scheduler";
 /// The most requests taken from that folder at once; more wait for the next look.
 pub const MAX_REQUESTS: usize = 64;
-/// Where the zone database is read from.
-const ZONEINFO: &str = "/usr/share/zoneinfo";
-/// The largest zone file read (real ones are a few KB).
-const MAX_ZONE_FILE: u64 = 256 * 1024;
 
 /// Seconds since the Unix epoch, now.
 pub fn now_secs() -> i64 {
@@ -64,34 +59,27 @@ pub fn user_zone(cfg: &Config) -> Result<Zone> {
         return named_zone(tz).or_else(|_| Zone::from_posix(tz).map_err(|e| anyhow::anyhow!("TZ={tz:?}: {e}")));
     }
     let local = Path::new("/etc/localtime");
-    match read_zone_file(local) {
-        Ok(bytes) => {
-            let name = std::fs::read_link(local)
-                .ok()
-                .and_then(|t| t.to_str().and_then(|t| t.split_once("zoneinfo/").map(|(_, n)| n.to_owned())))
-                .unwrap_or_else(|| "localtime".to_owned());
-            Zone::from_tzif(&name, &bytes).map_err(|e| anyhow::anyhow!("/etc/localtime: {e}"))
-        }
-        Err(_) => Ok(Zone::utc()),
+    if !local.exists() {
+        return Ok(Zone::utc());
     }
+    let name = std::fs::read_link(local)
+        .ok()
+        .and_then(|t| t.to_str().and_then(|t| t.split_once("zoneinfo/").map(|(_, n)| n.to_owned())))
+        .unwrap_or_else(|| "localtime".to_owned());
+    crate::automation::read_zone_file(&name, local)
 }
 
-/// The zone called `name` from the system's zone database.
+/// The zone called `name` from the system's zone database (`automation::load_zone`, which
+/// `chela doctor` uses too, so both read and refuse a name alike).
 pub fn named_zone(name: &str) -> Result<Zone> {
     if name == "UTC" || name == "Etc/UTC" {
         return Ok(Zone::utc());
     }
-    // Checked before it becomes a path: no `..`, no absolute names.
-    check_zone_name(name).map_err(|e| anyhow::anyhow!("time zone {name:?}: {e}"))?;
-    let path = Path::new(ZONEINFO).join(name);
-    let bytes = read_zone_file(&path).with_context(|| format!("time zone {name:?}: cannot read {}", path.display()))?;
-    Zone::from_tzif(name, &bytes).map_err(|e| anyhow::anyhow!("time zone {name:?}: {e}"))
-}
-
-fn read_zone_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    File::open(path)?.take(MAX_ZONE_FILE).read_to_end(&mut bytes)?;
-    Ok(bytes)
+    if name.is_empty() {
+        // `load_zone` reads an empty name as "the system's"; here it is no name at all.
+        bail!("time zone \"\": empty name");
+    }
+    crate::automation::load_zone(name)
 }
 
 /// The scheduler's settings, from the configuration.
