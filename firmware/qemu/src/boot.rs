@@ -6,6 +6,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
+use chela_core::console::{BootGuard, BootMode, BootPolicy, ChipConfig, ChipDefaults};
 use chela_core::flash::{FlashStore, RamFlash};
 use chela_core::memory::Entries;
 use chela_core::session::{self, Budget};
@@ -22,9 +23,40 @@ pub const SESSION: &str = "serial_console.jsonl";
 /// History bytes loaded for a turn: the same as the turn's history budget.
 const HISTORY_BYTES: usize = 16 * 1024;
 
-/// Boots on `flash`: scans it and loads the memory entries.
+/// The build's settings: from the environment at build time (`build.rs` rebuilds when they
+/// change), else the emulator's own. The console's overrides in flash win over them.
+pub const DEFAULTS: ChipDefaults = ChipDefaults {
+    wifi_ssid: env_or(option_env!("CHELA_WIFI_SSID"), "Build Default Net"),
+    wifi_password: env_or(option_env!("CHELA_WIFI_PASSWORD"), ""),
+    tg_token: env_or(option_env!("CHELA_TG_TOKEN"), ""),
+    tg_allow: env_or(option_env!("CHELA_TG_ALLOW"), ""),
+    provider: env_or(option_env!("CHELA_PROVIDER"), "anthropic"),
+    api_key: env_or(option_env!("CHELA_API_KEY"), ""),
+    model: env_or(option_env!("CHELA_MODEL"), ""),
+    base_url: env_or(option_env!("CHELA_BASE_URL"), ""),
+};
+
+const fn env_or(v: Option<&'static str>, or: &'static str) -> &'static str {
+    match v {
+        Some(v) => v,
+        None => or,
+    }
+}
+
+/// Boots on `flash`: scans it, counts the boot (safe mode after a crash loop), loads the
+/// settings and the memory entries.
 pub fn power_on(flash: RamFlash, clock: Clock, seed: u64) -> Result<Chip, String> {
-    let store = FlashStore::open(flash).map_err(|e| alloc::format!("the flash store did not open: {e}"))?;
+    let mut store = FlashStore::open(flash).map_err(|e| alloc::format!("the flash store did not open: {e}"))?;
+    let guard = BootGuard::boot(&mut store, BootPolicy::default())
+        .map_err(|e| alloc::format!("the boot counter could not be written: {e}"))?;
+    let (config, report) =
+        ChipConfig::load(&store, DEFAULTS).map_err(|e| alloc::format!("the settings could not be read: {e}"))?;
+    if let BootMode::Safe { quick_resets } = guard.mode() {
+        println!("[boot] safe mode: {quick_resets} quick resets in a row; channels stay off");
+    }
+    if report.loaded > 0 || report.skipped > 0 {
+        println!("[boot] settings: {} from flash, {} unreadable skipped", report.loaded, report.skipped);
+    }
     let s = store.stats();
     println!(
         "[boot] flash: {} sectors of {} B, {} records ({} B), {} corrupt skipped, {} sectors repaired",
@@ -43,7 +75,7 @@ pub fn power_on(flash: RamFlash, clock: Clock, seed: u64) -> Result<Chip, String
     if skipped > 0 {
         println!("[boot] {skipped} unreadable memory lines skipped");
     }
-    Ok(Chip { store, entries, clock, seed, last_answer_bytes: 0 })
+    Ok(Chip { store, entries, clock, seed, last_answer_bytes: 0, config, guard })
 }
 
 /// Powers off: everything but the flash (and the time, which SNTP would give again) is lost.

@@ -24,13 +24,15 @@ mod boot;
 mod clock;
 mod console;
 mod heap;
+mod serial;
 mod stack;
 mod turn;
 mod wire;
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
+use chela_core::console::{BootMode, Console, Effect, Field, Source};
 use chela_core::exchange::{Endpoint, Kind};
 use chela_core::flash::RamFlash;
 use chela_proto::chat::Message;
@@ -51,6 +53,10 @@ const ASK: &str = "Where is the spare key?";
 const STORED: &str = "Saved: the spare key is under the blue flowerpot by the back door.";
 const FOUND: &str = "It is under the blue flowerpot by the back door.";
 const ENTRY_LINE: &str = "[m1] The spare key is under the blue flowerpot by the back door. (tags: home)";
+
+/// The secrets typed in `fixtures/console_setup.txt`: never printed whole.
+const SECRETS: [&str; 3] =
+    ["sk-ant-api03-qemu-console-SECRET-0042", "8123456789:AAHqemuConsoleSecretToken0042", "solder-and-flux-42"];
 
 const SSE: &str = "text/event-stream; charset=utf-8";
 
@@ -202,6 +208,44 @@ fn run() -> Result<(), String> {
         "a blank flash boots with no history and no memory",
         boot::history(&chip)?.is_empty() && chip.entries.is_empty(),
     )?;
+
+    // The serial console, before any turn: MimiClaw's commands set the settings, kept in flash.
+    println!("--- serial console: settings (fixtures/console_setup.txt)");
+    let setup = serial::type_in(&mut chip, serial::SETUP);
+    for want in [
+        "wifi_ssid = Chela Workshop (saved)\nwifi_password = sold****42 (saved)\n",
+        "api_key = sk-a****42 (saved)\n",
+        "tg_token = 8123****42 (saved)\n",
+        "tg_allow = 5551234 (saved)\n",
+        "model = gpt-4.1-mini (saved)\n",
+        "error: provider must be anthropic or openai\n",
+        "error: unknown command wifi_sett; did you mean wifi_set?\n",
+        "error: unknown command; type help for the list\n",
+        "api_key        flash  sk-a****42\n",
+    ] {
+        check(&alloc::format!("the console printed {want:?}"), setup.printed.contains(want))?;
+    }
+    check("no secret was printed whole", SECRETS.iter().all(|s| !setup.printed.contains(s)))?;
+    check(
+        "the WiFi is to reconnect and the settings to reload",
+        setup.effects.contains(&Effect::ReconnectWifi) && setup.effects.contains(&Effect::ConfigChanged),
+    )?;
+    check(
+        "only Telegram chat 5551234 gets answers",
+        chip.config.telegram_allows(5_551_234) && !chip.config.telegram_allows(1),
+    )?;
+    // Garbage on the wire and a line longer than the console takes: short errors, no reset.
+    let mut noise = alloc::vec![b'x'; 3000];
+    noise.extend_from_slice(b"\n\x1b[A\x00\xff\n\xc3\x28\nheap_info\n");
+    let noisy = serial::type_in(&mut chip, &noise);
+    check(
+        "garbage and an over-long line got short errors, and the console went on",
+        noisy.printed.starts_with(
+            "error: line too long (at most 1024 bytes); nothing was done\n\
+             error: control characters in the line; nothing was done\n\
+             error: the line is not UTF-8 text; nothing was done\nheap: ",
+        ),
+    )?;
     let at_boot = heap::stats();
 
     // Turn 1: Anthropic Messages, streamed; the model calls memory_store.
@@ -240,6 +284,27 @@ fn run() -> Result<(), String> {
         "the memory entry survived the reboot",
         chip.entries.get("m1").is_some_and(|e| e.content.starts_with("The spare key")),
     )?;
+    check(
+        "the settings survived the reboot",
+        chip.config.get(Field::WifiSsid) == "Chela Workshop" && chip.config.source(Field::ApiKey) == Source::Flash,
+    )?;
+    println!("--- serial console after the reboot (fixtures/console_after.txt)");
+    let after = serial::type_in(&mut chip, serial::AFTER);
+    for want in [
+        "wifi_ssid      flash  \"Chela Workshop\"\n",
+        "wifi_password  flash  sold****42\n",
+        "tg_token       flash  8123****42\n",
+        "api_key        flash  sk-a****42\n",
+        "provider       flash  openai\n",
+        "wifi: off; \"Chela Workshop\"\n",
+        "serial_console.jsonl  4 lines, ",
+        "# Memory\n- The workshop is in the garage.\n",
+        "heap: ",
+    ] {
+        check(&alloc::format!("the console printed {want:?} after the reboot"), after.printed.contains(want))?;
+    }
+    check("no secret was printed whole after the reboot", SECRETS.iter().all(|s| !after.printed.contains(s)))?;
+    check("memory_write asked for the prompt's memory to be rebuilt", after.effects == [Effect::MemoryChanged])?;
     drop(t1);
 
     // Turn 2: OpenAI Chat Completions, streamed, with turn 1 as history; the model calls memory_recall.
@@ -334,6 +399,38 @@ fn run() -> Result<(), String> {
     check("the session ends with turn 3", session.len() == 10 && session.last().is_some_and(|m| m.text() == note3))?;
     check("the memory entry is intact", chip.entries.get("m1").is_some())?;
     drop(session);
+    check("four boots so far, three quick resets: still a normal boot", chip.guard.mode() == BootMode::Normal)?;
+
+    // The boot guard (§7): a minute up clears the counter; then the chip crashes right after
+    // every boot. The fifth boot in a row starts in safe mode, with the console on.
+    let mut chip = chip;
+    chip.clock.advance(60_000);
+    let settled = chip.guard.handle_uptime(&mut chip.store, 60_000).map_err(|e| e.to_string())?;
+    check("a minute up clears the boot counter", settled)?;
+    println!("--- a crash loop: five resets, each right after boot");
+    let mut modes = Vec::new();
+    for _ in 0..5 {
+        let (flash, clock, seed) = boot::power_off(chip);
+        chip = boot::power_on(flash, clock, seed)?;
+        modes.push(chip.guard.mode());
+    }
+    check(
+        "four quick resets in a row, then safe mode",
+        modes[..4].iter().all(|m| *m == BootMode::Normal) && modes[4] == BootMode::Safe { quick_resets: 4 },
+    )?;
+    print!("{}", Console::banner(chip.guard.mode()));
+    let safe = serial::type_in(&mut chip, b"config_show\nrestart\n");
+    check(
+        "the console works in safe mode, and restart asks for a reboot",
+        safe.effects == [Effect::Restart]
+            && safe.printed.contains("\"Chela Workshop\"")
+            && safe.printed.ends_with("restarting\n"),
+    )?;
+    let (flash, clock, seed) = boot::power_off(chip);
+    println!("--- restart");
+    let chip = boot::power_on(flash, clock, seed)?;
+    check("a restart asked for on the console is not a crash", chip.guard.mode() == BootMode::Normal)?;
+    drop(chip);
 
     let s = heap::stats();
     check("no allocation failed", s.failures == 0)?;

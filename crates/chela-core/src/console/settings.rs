@@ -161,10 +161,15 @@ impl Field {
             Field::Model if v.len() <= 128 && printable(v) => Ok(v.to_owned()),
             Field::Model => Err(bad("a model name: up to 128 printable ASCII characters without spaces")),
             Field::BaseUrl => {
-                let key = config::key("llm.base_url").map_err(|_| bad("an http:// or https:// URL"))?;
-                match config::check(key, v) {
-                    Ok(url) if url.len() <= 256 => Ok(url),
-                    _ => Err(bad("an http:// or https:// URL with a host (no user:password@), or empty")),
+                // The host's URL rule, without pulling the host's whole key table into the
+                // image: http(s), a host, no user:password@ (a credential belongs in api_key).
+                let rest = v.strip_prefix("https://").or_else(|| v.strip_prefix("http://"));
+                let host = rest.and_then(|r| r.split(['/', '?', '#']).next()).unwrap_or("");
+                let ok = !host.is_empty() && !host.contains('@') && v.len() <= 256 && printable(v);
+                if v.is_empty() || ok {
+                    Ok(v.trim_end_matches('/').to_owned())
+                } else {
+                    Err(bad("an http:// or https:// URL with a host (no user:password@), or empty"))
                 }
             }
         }
@@ -367,18 +372,20 @@ impl ChipConfig {
         }
     }
 
-    /// The model to ask: the set one, or the provider's default.
+    /// The model to ask: the set one, or the provider's default (the host's).
     pub fn model(&self) -> &str {
-        config::effective(self.key("llm.model"), self.get(Field::Model), self.provider_name())
+        match self.get(Field::Model) {
+            "" => config::default_model(self.provider_name()),
+            m => m,
+        }
     }
 
-    /// The provider's address: the set one, or the provider's default.
+    /// The provider's address: the set one, or the provider's default (the host's).
     pub fn base_url(&self) -> &str {
-        config::effective(self.key("llm.base_url"), self.get(Field::BaseUrl), self.provider_name())
-    }
-
-    fn key(&self, name: &str) -> &'static config::Key {
-        config::key(name).expect("the host's config model has the llm keys")
+        match self.get(Field::BaseUrl) {
+            "" => config::default_base_url(self.provider_name()),
+            u => u,
+        }
     }
 
     /// Whether Telegram chat `chat_id` gets answers. Nobody does until `tg_allow` lists them.

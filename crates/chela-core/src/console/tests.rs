@@ -314,11 +314,16 @@ proptest! {
             0..40,
         ),
     ) {
-        let mut chip = Chip::boot(blank());
-        chip.run(&format!("set_api_key {API_KEY}"));
-        chip.run(&format!("set_tg_token {TG_TOKEN}"));
-        chip.run(&format!("wifi_set Net \"{WIFI_PASS}\""));
-        chip.printed.clear();
+        let with_secrets = || {
+            let mut chip = Chip::boot(blank());
+            chip.run(&format!("set_api_key {API_KEY}"));
+            chip.run(&format!("set_tg_token {TG_TOKEN}"));
+            chip.run(&format!("wifi_set Net \"{WIFI_PASS}\""));
+            chip.printed.clear();
+            chip.effects.clear();
+            chip
+        };
+        let mut chip = with_secrets();
         for c in &chunks {
             chip.type_bytes(c);
             prop_assert!(chip.console.reader_len() <= MAX_LINE);
@@ -328,6 +333,15 @@ proptest! {
         for secret in [API_KEY, TG_TOKEN, WIFI_PASS] {
             prop_assert!(!chip.printed.contains(secret), "{} shown in {}", secret, chip.printed);
         }
+        // The same bytes in one piece: the same replies, effects and settings.
+        let mut whole = with_secrets();
+        whole.type_bytes(&[chunks.concat(), words.concat().into_bytes(), b"\nconfig_show\n".to_vec()].concat());
+        prop_assert_eq!(&whole.printed, &chip.printed);
+        prop_assert_eq!(&whole.effects, &chip.effects);
+        prop_assert_eq!(&whole.config, &chip.config);
+        // What is in force is what a reboot loads.
+        let config = chip.config.clone();
+        prop_assert_eq!(chip.reboot().config, config);
     }
 }
 
