@@ -345,14 +345,16 @@ fn session_list<F: Flash>(store: &FlashStore<F>) -> String {
     let mut out = String::new();
     let mut dropped = 0u64;
     for k in &keys {
-        out.push_str(&format!("{}  {} lines, {} bytes", k.key, k.records, k.bytes));
+        let plural = if k.records == 1 { "" } else { "s" };
+        out.push_str(&format!("{}  {} line{plural}, {} bytes", k.key, k.records, k.bytes));
         if k.dropped > 0 {
             out.push_str(&format!(", {} oldest lines dropped (flash full)", k.dropped));
         }
         out.push('\n');
         dropped += u64::from(k.dropped);
     }
-    out.push_str(&format!("{} sessions", keys.len()));
+    let plural = if keys.len() == 1 { "" } else { "s" };
+    out.push_str(&format!("{} session{plural}", keys.len()));
     if dropped > 0 {
         out.push_str(&format!("; {dropped} oldest lines were dropped to make room in flash"));
     }

@@ -246,6 +246,8 @@ fn run() -> Result<(), String> {
              error: the line is not UTF-8 text; nothing was done\nheap: ",
         ),
     )?;
+    // The transcripts are the test's, not the chip's: free them before the turns are measured.
+    drop((setup, noisy));
     let at_boot = heap::stats();
 
     // Turn 1: Anthropic Messages, streamed; the model calls memory_store.

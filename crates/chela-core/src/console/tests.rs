@@ -183,7 +183,7 @@ fn status_memory_sessions_and_restart() {
     chip.store.append("tg_42.jsonl", "{\"role\":\"user\"}\n").unwrap();
     assert_eq!(
         chip.run("session_list"),
-        "tg_5551234.jsonl  2 lines, 35 bytes\ntg_42.jsonl  1 lines, 15 bytes\n2 sessions\n"
+        "tg_5551234.jsonl  2 lines, 35 bytes\ntg_42.jsonl  1 line, 15 bytes\n2 sessions\n"
     );
     assert_eq!(chip.run("session_clear 5551234"), "session tg_5551234.jsonl cleared\n");
     assert_eq!(chip.effects.last(), Some(&Effect::SessionCleared("tg_5551234.jsonl".into())));
