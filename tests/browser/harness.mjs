@@ -2,7 +2,7 @@
 // and Debian's Chromium. Every wait here has a deadline, and every process started is stopped
 // by `stopAll()`, so a failing test still ends by itself and leaves nothing running.
 
-import { spawn } from "node:child_process";
+import { execFile, spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
@@ -215,4 +215,13 @@ export async function stopAll() {
     proc.kill("SIGTERM");
   })));
   await Promise.all(temps.splice(0).map((d) => rm(d, { recursive: true, force: true })));
+}
+
+/** Runs a `chela` command (not the daemon) on `workspace` to its end; its stdout, or throws with both streams. */
+export async function runChela(workspace, args) {
+  const home = await tempDir("chela-home-");
+  return new Promise((resolve, reject) => {
+    execFile(CHELA, ["--workspace", workspace, ...args], { env: cleanEnv({ HOME: home }), timeout: 20_000 },
+      (err, stdout, stderr) => (err ? reject(new Error(`chela ${args.join(" ")}: ${err.message}\n${stdout}${stderr}`)) : resolve(stdout)));
+  });
 }

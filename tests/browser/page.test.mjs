@@ -3,12 +3,12 @@
 // Run it with scripts/browser-test.sh, which builds and installs what it needs.
 
 import assert from "node:assert/strict";
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, test } from "node:test";
 
 import {
-  freePort, getJson, launchBrowser, startChela, startFakeLlm, startFakeTelegram, stopAll, workspaceWith,
+  freePort, getJson, launchBrowser, runChela, startChela, startFakeLlm, startFakeTelegram, stopAll, workspaceWith,
 } from "./harness.mjs";
 
 after(stopAll);
@@ -230,6 +230,69 @@ test("pairing on the dashboard: an approved Telegram stranger is answered, a den
     assert.deepEqual(problems, []);
   } catch (e) {
     e.message += `\n--- chela run said:\n${chela.log.text}\n--- the fake Telegram said:\n${tg.log.text}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});
+
+test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron.json entry is a problem", { timeout: 120_000 }, async () => {
+  const port = await freePort();
+  // A model is configured (so the page opens on its tabs, not the setup form) but never called.
+  const ws = await workspaceWith(port, [
+    'provider = "anthropic"', 'base_url = "http://127.0.0.1:9"', 'model = "fake-model"', 'api_key = "sk-browser-jobs"',
+  ]);
+  // The zone is a top-level setting: it goes before the tables.
+  const config = path.join(ws, "chela.toml");
+  await writeFile(config, 'timezone = "Europe/Berlin"\n' + await readFile(config, "utf8"));
+  // Hand-written: one good job, and one whose cron expression names hour 25 (line 3).
+  const handWritten = '{"version": 1, "jobs": [\n' +
+    '  {"id": "tea", "trigger": {"type": "cron", "expr": "0 16 * * 1-5"}, "action": {"type": "cap", "name": "get_current_time"}},\n' +
+    '  {"id": "broken", "trigger": {"type": "cron", "expr": "0 25 * * *"}, "action": {"type": "cap", "name": "get_current_time"}}\n' +
+    "]}\n";
+  await writeFile(path.join(ws, "cron.json"), handWritten);
+  const chela = await startChela(ws, port);
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.newPage();
+    const problems = watchPage(page);
+    await page.goto(chela.base + "/");
+    await page.getByRole("tab", { name: "Jobs" }).click();
+    const jobs = page.getByRole("table", { name: "Scheduled jobs" });
+    const tea = jobs.getByRole("row").filter({ hasText: "tea" });
+    await tea.waitFor();
+    // The page shows what the API computed, in the configured zone: 16:00 Berlin time.
+    const api = await getJson(chela.base, "/api/scheduler/jobs");
+    assert.equal(api.zone, "Europe/Berlin");
+    const teaJob = api.jobs.find((j) => j.id === "tea");
+    assert.match(teaJob.next_fire_local, /^\d{4}-\d\d-\d\d 16:00:00 \+0[12]:00$/);
+    assert.deepEqual(teaJob.trigger, { type: "cron", expr: "0 16 * * 1-5" });
+    assert.deepEqual(await tea.getByRole("cell").allInnerTexts(),
+      ["tea", "active", teaJob.next_fire_local, JSON.stringify(teaJob.trigger), ""]);
+    assert.equal(await jobs.getByRole("row").filter({ hasText: "broken" }).count(), 0, "a bad job is listed as a job");
+    const problem = page.locator("#jobs-problems li");
+    await problem.first().waitFor();
+    assert.equal(await problem.count(), 1);
+    const text = await problem.innerText();
+    assert.ok(text.includes("cron.json line 3") && text.includes('"broken"') && text.includes("trigger.expr"), text);
+    assert.match(await page.locator("#jobs-zone").innerText(), /Europe\/Berlin/);
+
+    // A job added from the command line while the daemon runs: 2100-01-01 00:00 UTC.
+    const added = await runChela(ws, ["cron", "add",
+      '{"id": "new-century", "trigger": {"type": "once", "at": 4102444800}, "action": {"type": "cap", "name": "get_current_time"}}']);
+    assert.match(added, /Added job new-century; next run: 2100-01-01 01:00:00 \+01:00/);
+    // The tab reads the jobs again each time it is shown.
+    await page.getByRole("tab", { name: "Jobs" }).click();
+    const century = jobs.getByRole("row").filter({ hasText: "new-century" });
+    await century.waitFor();
+    assert.equal(await century.getByRole("cell").nth(2).innerText(), "2100-01-01 01:00:00 +01:00");
+    // The command wrote a whole valid file: the bad entry is gone from it, and the hand-written
+    // file is kept as cron.json.bak, so the page no longer lists a problem.
+    await page.waitForFunction(() => document.querySelectorAll("#jobs-problems li").length === 0);
+    assert.equal(await readFile(path.join(ws, "cron.json.bak"), "utf8"), handWritten);
+    assert.deepEqual(problems, []);
+  } catch (e) {
+    e.message += `\n--- chela run said:\n${chela.log.text}`;
     throw e;
   } finally {
     await browser.close();

@@ -43,7 +43,7 @@ use serde_json::Value as Json;
 
 pub use event::{BUILTIN_FIELDS, Event, EventError, MAX_FIELD_NAME, MAX_FIELD_VALUE, MAX_FIELDS, MAX_TEXT, Value};
 pub use rule::{MAX_ACTIONS, MAX_GUARDS, MAX_ID, MAX_PATTERN, MAX_RULE_BYTES, MAX_TEMPLATE};
-pub use template::{Args, MAX_RENDERED, Text};
+pub use template::{Args, MAX_RENDERED, MAX_RENDERED_ARGS, Text};
 
 use multi::{Multi, set};
 use rule::{ActionT, Cmp, Kind, Op, Pat, PatKind, Rule, Seen, Target, Test};

@@ -188,13 +188,12 @@ pub fn read_file(path: &Path, max_jobs: usize) -> (Vec<LoadedJob>, Problems) {
 }
 
 /// The file's text, refusing a symlink (a planted link must not make Chela read, or later
-/// replace, a file elsewhere) and anything over `max` bytes.
+/// replace, a file elsewhere), anything but a regular file, and anything over `max` bytes.
 pub(crate) fn read_no_follow(path: &Path, max: usize) -> Result<Option<String>> {
-    let f = match std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-    {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever, and
+    // take the daemon's start or `chela doctor` with it; it changes nothing for a regular file.
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let f = match std::fs::OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {

@@ -347,14 +347,23 @@ fn into_text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
-/// Reads a text file of at most `limit` bytes; `Ok(None)` when it does not exist.
+/// Reads a text file of at most `limit` bytes; `Ok(None)` when it does not exist. Anything but
+/// a regular file (a FIFO, a device) is an error.
 pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Option<String>> {
-    let f = match File::open(path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever (a
+    // `cron.json` made with mkfifo hung `chela doctor` and the daemon's start). Reads of a
+    // regular file do not change with it.
+    let f = match OpenOptions::new().read(true).custom_flags(OFlags::NONBLOCK.bits() as i32).open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e),
     };
-    let len = f.metadata()?.len();
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::other(format!("{} is not a regular file", path.display())));
+    }
+    let len = meta.len();
     if len > limit {
         return Err(io::Error::other(format!("{} is {len} bytes, over the {limit}-byte limit", path.display())));
     }
@@ -464,5 +473,10 @@ mod tests {
         fs::write(&p, "hello").unwrap();
         assert_eq!(read_bounded(&p, 10).unwrap().as_deref(), Some("hello"));
         assert!(read_bounded(&p, 3).is_err());
+        // A FIFO with no writer is refused at once rather than waited on.
+        let fifo = dir.path().join("fifo");
+        rfs::mknodat(rfs::CWD, &fifo, rfs::FileType::Fifo, rfs::Mode::from_raw_mode(0o600), 0).unwrap();
+        let e = read_bounded(&fifo, 10).unwrap_err();
+        assert!(e.to_string().contains("is not a regular file"), "{e}");
     }
 }

@@ -10,7 +10,9 @@
 //! differ in their extra fields, and a rule cannot know them all in advance); a placeholder
 //! that is neither `event.<field>` nor `last.output`, or an unclosed `{{`, is an error when the
 //! rule is loaded, naming the placeholder. Rendered text is cut at [`MAX_RENDERED`] bytes on a
-//! character boundary.
+//! character boundary. The strings of one action's capability arguments hold at most
+//! [`MAX_RENDERED_ARGS`] bytes together: a rule of a thousand `"{{event.text}}"` strings would
+//! otherwise turn one message into megabytes per action, held in the router's queue.
 
 use alloc::boxed::Box;
 use alloc::string::String;
@@ -21,6 +23,10 @@ use super::event::{Builtin, Event, valid_field_name};
 
 /// The longest text one rendered template yields, in bytes.
 pub const MAX_RENDERED: usize = 16 * 1024;
+/// The most bytes the strings of one action's capability arguments hold together, once the
+/// event is bound and again once the previous output is filled in; the strings past it are
+/// cut, in document order.
+pub const MAX_RENDERED_ARGS: usize = 2 * MAX_RENDERED;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Part {
@@ -153,6 +159,21 @@ impl Text {
     pub fn uses_last(&self) -> bool {
         !self.holes.is_empty()
     }
+
+    /// Cuts the bound text at `max` bytes (a hole past the cut goes with it).
+    fn cut(&mut self, max: usize) {
+        if self.text.len() > max {
+            crate::text::truncate_in_place(&mut self.text, max);
+            let len = self.text.len();
+            self.holes.retain(|&h| h as usize <= len);
+        }
+    }
+}
+
+/// Takes `s` out of what is left of `room`, cutting it to fit.
+fn spend(s: &mut String, room: &mut usize) {
+    crate::text::truncate_in_place(s, *room);
+    *room -= s.len();
 }
 
 /// Capability arguments: JSON whose strings may hold templates.
@@ -200,12 +221,26 @@ impl ArgsTemplate {
         })
     }
 
+    /// Fills in the event's fields, within [`MAX_RENDERED_ARGS`] for all the strings.
     pub(crate) fn bind(&self, event: &Event) -> Args {
+        let mut room = MAX_RENDERED_ARGS;
+        self.bind_within(event, &mut room)
+    }
+
+    fn bind_within(&self, event: &Event, room: &mut usize) -> Args {
         match self {
             ArgsTemplate::Lit(v) => Args::Lit(v.clone()),
-            ArgsTemplate::Str(t) => Args::Text(t.bind(event)),
-            ArgsTemplate::Arr(items) => Args::Arr(items.iter().map(|i| i.bind(event)).collect()),
-            ArgsTemplate::Obj(items) => Args::Obj(items.iter().map(|(k, i)| (k.clone(), i.bind(event))).collect()),
+            ArgsTemplate::Str(t) => {
+                // Nothing is bound once the room is spent: the cut would throw it away.
+                let mut text = if *room == 0 { Text::empty() } else { t.bind(event) };
+                text.cut(*room);
+                *room -= text.text.len();
+                Args::Text(text)
+            }
+            ArgsTemplate::Arr(items) => Args::Arr(items.iter().map(|i| i.bind_within(event, room)).collect()),
+            ArgsTemplate::Obj(items) => {
+                Args::Obj(items.iter().map(|(k, i)| (k.clone(), i.bind_within(event, room))).collect())
+            }
         }
     }
 }
@@ -220,13 +255,25 @@ pub enum Args {
 }
 
 impl Args {
-    /// The arguments with `last` in each hole (each string cut at [`MAX_RENDERED`] bytes).
+    /// The arguments with `last` in each hole: each string cut at [`MAX_RENDERED`] bytes, and
+    /// all of them together at [`MAX_RENDERED_ARGS`].
     pub fn render(&self, last: &str) -> Json {
+        let mut room = MAX_RENDERED_ARGS;
+        self.render_within(last, &mut room)
+    }
+
+    fn render_within(&self, last: &str, room: &mut usize) -> Json {
         match self {
             Args::Lit(v) => v.clone(),
-            Args::Text(t) => Json::String(t.render(last)),
-            Args::Arr(items) => Json::Array(items.iter().map(|i| i.render(last)).collect()),
-            Args::Obj(items) => Json::Object(items.iter().map(|(k, i)| (k.clone(), i.render(last))).collect()),
+            Args::Text(t) => {
+                let mut s = if *room == 0 { String::new() } else { t.render(last) };
+                spend(&mut s, room);
+                Json::String(s)
+            }
+            Args::Arr(items) => Json::Array(items.iter().map(|i| i.render_within(last, room)).collect()),
+            Args::Obj(items) => {
+                Json::Object(items.iter().map(|(k, i)| (k.clone(), i.render_within(last, room))).collect())
+            }
         }
     }
 

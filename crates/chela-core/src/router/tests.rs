@@ -242,6 +242,35 @@ fn rendered_text_is_cut_at_its_bound_on_a_char_boundary() {
 }
 
 #[test]
+fn capability_arguments_are_bounded_together_however_many_strings_interpolate() {
+    // As many `{{event.text}}` strings as a rule's size bound lets in, each filled with 16 KiB:
+    // unbounded, one message would bind to some 15 MB for this one action.
+    let many: Vec<Json> = (0..900).map(|_| json!("{{event.text}}")).collect();
+    let rule = json!({"id": "amp", "actions": [
+        {"type": "cap", "cap": "c", "args": {"first": "{{last.output}}", "many": many}},
+    ]});
+    let loaded = Router::load(&format!("{{\"rules\": [{rule}]}}"));
+    assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+    let mut r = loaded.router;
+    let plan = r.handle_event(&msg(&"x".repeat(MAX_TEXT)), 0);
+    let Action::Cap { args, .. } = &plan.fired[0].actions[0] else { panic!("{plan:?}") };
+    let strings = |v: &Json| -> Vec<usize> {
+        let mut lens = vec![v["first"].as_str().unwrap().len()];
+        lens.extend(v["many"].as_array().unwrap().iter().map(|s| s.as_str().unwrap().len()));
+        lens
+    };
+    // Before the previous output is known, the event's text fills the room in document order.
+    let bound = strings(&args.render(""));
+    assert_eq!(bound.len(), 901, "every string is still there");
+    assert_eq!(&bound[..4], [0, MAX_RENDERED, MAX_RENDERED, 0]);
+    assert_eq!(bound.iter().sum::<usize>(), MAX_RENDERED_ARGS);
+    // A huge previous output takes its share first; the total stays within the bound.
+    let filled = strings(&args.render(&"y".repeat(MAX_RENDERED * 4)));
+    assert_eq!(&filled[..3], [MAX_RENDERED, MAX_RENDERED, 0]);
+    assert_eq!(filled.iter().sum::<usize>(), MAX_RENDERED_ARGS);
+}
+
+#[test]
 fn emit_raises_an_event_one_deeper_and_stops_at_the_depth_bound() {
     let mut r = router(json!([
         {"id": "ping", "match": {"type": "ping"}, "actions": [{"type": "emit", "event": "pong", "text": "from {{event.text}}: {{last.output}}"}]},

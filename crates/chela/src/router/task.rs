@@ -50,7 +50,9 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
             }
             _ = look.tick() => {
                 let r = Arc::clone(&rules);
-                tokio::task::spawn_blocking(move || r.refresh()).await?;
+                if tokio::task::spawn_blocking(move || r.refresh()).await? {
+                    tracing::info!(rules = rules.len(), "{} changed; its rules apply from now on", super::FILE);
+                }
             }
             () = daemon.shutdown().wait() => return Ok(()),
         }

@@ -1,0 +1,293 @@
+//! The abuse corpus of the event router's `rules.json` and its templates, against the real
+//! `chela run` (cleared environment, an ephemeral 127.0.0.1 port, the scripted fake LLM):
+//! an enormous file, a file that is a FIFO, JSON nested deeper than any parser should follow,
+//! a rule that re-raises its own event, and a huge message interpolated many times. Each
+//! attack is bounded, reported, and leaves the daemon answering.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chela_testkit::{FakeLlm, Step};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A workspace whose model is the fake LLM.
+struct Ws {
+    dir: tempfile::TempDir,
+    home: tempfile::TempDir,
+    llm: FakeLlm,
+}
+
+impl Ws {
+    fn new(script: Vec<Step>) -> Ws {
+        let llm = FakeLlm::start(script);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let config = dir.path().join("chela.toml");
+        let text = format!(
+            "[llm]\nprovider = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"sk-ant-abuse-router\"\nmodel = \"m\"\n",
+            llm.anthropic_base_url()
+        );
+        std::fs::write(&config, text).unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Ws { dir, home: tempfile::tempdir().unwrap(), llm }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn rules(&self) -> PathBuf {
+        self.path().join("rules.json")
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
+        c.args(args).env_clear().env("HOME", self.home.path()).env("CHELA_HOME", self.path());
+        c.env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0").env("CHELA_LOG", "info");
+        if let Some(path) = std::env::var_os("PATH") {
+            c.env("PATH", path);
+        }
+        c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        c
+    }
+
+    /// `chela args` to its end; killed (and the test failed) after [`WAIT`].
+    fn run(&self, args: &[&str]) -> Output {
+        let mut child = self.cmd(args).spawn().unwrap();
+        let deadline = Instant::now() + WAIT;
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!("chela {args:?} did not finish within {WAIT:?}: {}", String::from_utf8_lossy(&out.stderr));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        child.wait_with_output().unwrap()
+    }
+
+    fn doctor(&self) -> String {
+        String::from_utf8_lossy(&self.run(&["doctor"]).stdout).into_owned()
+    }
+
+    fn start(&self) -> Daemon {
+        let mut child = self.cmd(&["run"]).spawn().expect("cannot start chela run");
+        let mut stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let marker = "the gateway listens on http://";
+        let deadline = Instant::now() + WAIT;
+        let addr = loop {
+            let text = log.lock().unwrap().clone();
+            if let Some(i) = text.find(marker)
+                && let Some(line) = text[i + marker.len()..].split_once('\n')
+            {
+                break line.0.trim().parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "chela run did not start its gateway:\n{text}");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        Daemon { child, addr, log }
+    }
+}
+
+/// `chela run`, killed when dropped.
+struct Daemon {
+    child: Child,
+    addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl Daemon {
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    #[track_caller]
+    fn wait_log(&self, needle: &str) {
+        let deadline = Instant::now() + WAIT;
+        while !self.log().contains(needle) {
+            assert!(Instant::now() < deadline, "no {needle:?} on stderr:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Sends `content` on the WebSocket chat `chat` and collects the `response` events until
+    /// `done` holds for them.
+    fn talk(&self, chat: &str, content: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
+            let (mut c, _) = tokio_tungstenite::client_async(format!("ws://{}/ws", self.addr), stream).await.unwrap();
+            let msg = json!({"type": "message", "content": content, "chat_id": chat}).to_string();
+            c.send(Message::text(msg)).await.unwrap();
+            let mut got = Vec::new();
+            while !done(&got) {
+                let m = tokio::time::timeout(WAIT, c.next()).await;
+                let m = m.unwrap_or_else(|_| panic!("only {got:?} arrived in time:\n{}", self.log()));
+                if let Message::Text(t) = m.unwrap().unwrap() {
+                    let e: Value = serde_json::from_str(t.as_str()).unwrap();
+                    if e["type"] == "response" {
+                        got.push(e["content"].as_str().unwrap().to_owned());
+                    }
+                }
+            }
+            got
+        })
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const PING: &str = r#"{"id": "ping", "match": {"type": "message", "text": "ping"}, "consume_on_match": true,
+  "actions": [{"type": "send", "text": "pong"}]}"#;
+
+#[test]
+fn an_enormous_rules_json_is_refused_whole_and_never_overwritten() {
+    let ws = Ws::new(vec![
+        Step::tool_call("router_add_rule", serde_json::from_str::<Value>(&format!("{{\"rule\": {PING}}}")).unwrap()),
+        Step::text("I could not add it."),
+    ]);
+    // Three megabytes of valid-looking rules: over the 1 MiB bound.
+    let one = PING.replace('\n', " ");
+    let mut text = String::from("{\"rules\": [\n");
+    while text.len() < 3 << 20 {
+        text.push_str(&one);
+        text.push_str(",\n");
+    }
+    text.push_str(&one);
+    text.push_str("\n]}\n");
+    std::fs::write(ws.rules(), &text).unwrap();
+
+    let d = ws.start();
+    d.wait_log(&format!("rules.json: is {} bytes; the limit is 1048576", text.len()));
+    // No rule runs: "ping" reaches the model, which tries to add the rule, and the tool refuses.
+    assert_eq!(d.talk("c", "ping", |g| !g.is_empty()), ["I could not add it."]);
+    let refusal = String::from_utf8_lossy(&ws.llm.requests()[1].body).into_owned();
+    assert!(refusal.contains("fix or move") && refusal.contains("by hand first"), "{refusal}");
+    assert_eq!(std::fs::read(ws.rules()).unwrap(), text.as_bytes(), "the file was overwritten");
+    assert!(!ws.path().join("rules.json.bak").exists());
+    let doctor = ws.doctor();
+    assert!(doctor.contains("FAIL  rules.json: is") && doctor.contains("will not overwrite it"), "{doctor}");
+}
+
+#[test]
+fn a_fifo_at_rules_json_or_cron_json_stops_neither_the_daemon_nor_doctor() {
+    // The first answer is for `chela doctor`'s probe of the model.
+    let ws = Ws::new(vec![Step::text("probe"), Step::text("still here")]);
+    for name in ["rules.json", "cron.json"] {
+        let path = ws.path().join(name);
+        let made = Command::new("mkfifo").arg(&path).status().unwrap();
+        assert!(made.success(), "mkfifo {}", path.display());
+    }
+    // Opening a FIFO for reading waits for a writer that never comes, unless it is refused.
+    let doctor = ws.doctor();
+    assert!(doctor.contains("FAIL  rules.json: is not a regular file"), "{doctor}");
+    assert!(doctor.contains("cron.json is not a regular file; no scheduled job runs"), "{doctor}");
+    let d = ws.start();
+    assert_eq!(d.talk("c", "hello", |g| !g.is_empty()), ["still here"]);
+    assert!(d.log().contains("rules.json: is not a regular file"), "{}", d.log());
+}
+
+#[test]
+fn deeply_nested_json_costs_only_the_rule_that_holds_it() {
+    let ws = Ws::new(vec![]);
+    // A rule nested 5,000 deep (10 KB, under the size bound of a rule: serde_json's recursion
+    // limit refuses it), one nested 100,000 deep (over the size bound), and a key beside `rules`
+    // nested 400,000 deep: the structure scan counts brackets and does not recurse.
+    let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+    let text = format!(
+        "{{\"rules\": [\n{},\n{{\"id\": \"deep\", \"actions\": {}}},\n{{\"id\": \"deeper\", \"actions\": {}}}\n],\n\"extra\": {}\n}}\n",
+        PING.replace('\n', " "),
+        deep(5_000),
+        deep(100_000),
+        deep(400_000)
+    );
+    assert!(text.len() < 1 << 20);
+    std::fs::write(ws.rules(), &text).unwrap();
+    let d = ws.start();
+    assert_eq!(d.talk("c", "ping", |g| !g.is_empty()), ["pong"]);
+    assert!(ws.llm.requests().is_empty());
+    let doctor = ws.doctor();
+    assert!(doctor.contains("rules.json line 3: not valid JSON: recursion limit exceeded"), "{doctor}");
+    assert!(doctor.contains("rules.json line 4: longer than 16384 bytes; ignored"), "{doctor}");
+    assert_eq!(std::fs::read_to_string(ws.rules()).unwrap(), text);
+}
+
+#[test]
+fn a_rule_that_re_raises_its_own_event_stops_at_the_hop_bound() {
+    let ws = Ws::new(vec![]);
+    std::fs::write(
+        ws.rules(),
+        json!({"rules": [
+            serde_json::from_str::<Value>(PING).unwrap(),
+            {"id": "start", "match": {"type": "message", "text": "loop"}, "consume_on_match": true,
+             "actions": [{"type": "emit", "event": "tick", "text": "1"}]},
+            // Fires on its own event, forever if nothing stops it.
+            {"id": "tick", "match": {"type": "tick"},
+             "actions": [{"type": "send", "text": "tick {{event.text}}"}, {"type": "emit", "event": "tick", "text": "{{event.text}}1"}]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let d = ws.start();
+    let ticks = d.talk("c", "loop", |g| g.len() >= 4);
+    assert_eq!(ticks, ["tick 1", "tick 11", "tick 111", "tick 1111"]);
+    d.wait_log("emit actions left out: the event is already 4 emits deep");
+    // The loop is over and the router still answers; no fifth tick came meanwhile.
+    let more = d.talk("c", "ping", |g| g.iter().any(|t| t == "pong"));
+    assert_eq!(more, ["pong"], "{}", d.log());
+    assert_eq!(d.log().matches("emit actions left out").count(), 1, "{}", d.log());
+    assert!(ws.llm.requests().is_empty());
+}
+
+#[cfg(feature = "files")]
+#[test]
+fn a_huge_message_interpolated_many_times_is_cut_at_the_bound() {
+    let ws = Ws::new(vec![]);
+    let many = "{{event.text}}".repeat(8);
+    std::fs::write(
+        ws.rules(),
+        json!({"rules": [
+            {"id": "echo", "match": {"type": "message", "text": {"prefix": "big"}}, "consume_on_match": true,
+             "actions": [
+                {"type": "cap", "cap": "file_write", "args": {"path": "big.txt", "content": many}},
+                {"type": "send", "text": format!("{many} {{{{last.output}}}}")}
+             ]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let d = ws.start();
+    // 200 KB: the gateway takes it, the event keeps 64 KiB of it, a rendered text 16 KiB.
+    let message = format!("big {}", "0123456789".repeat(20_000));
+    let got = d.talk("c", &message, |g| !g.is_empty());
+    assert_eq!(got[0].len(), 16 * 1024, "{}", d.log());
+    assert!(got[0].starts_with(&message[..16 * 1024]));
+    let written = std::fs::read_to_string(ws.path().join("big.txt")).unwrap();
+    assert_eq!(written, message[..16 * 1024]);
+    assert!(ws.llm.requests().is_empty());
+}
