@@ -106,8 +106,13 @@ async fn bad_jobs_get_errors_naming_the_field() {
     let e =
         add(json!({"id": "a b", "trigger": {"type": "interval", "every_s": 5}, "action": agent})).await.unwrap_err();
     assert!(e.0.contains("id:"), "{e}");
-    let e = add(json!({"id": "a", "trigger": {"type": "on_event", "event": "x"}, "action": agent})).await.unwrap_err();
-    assert!(e.0.contains("event router"), "{e}");
+    let emit = |data: Value| json!({"id": "e", "trigger": {"type": "interval", "every_s": 5}, "action": {"type": "emit", "event": "x", "data": data}});
+    let e = add(emit(json!({"nested": {"a": 1}}))).await.unwrap_err();
+    assert!(e.0.contains("action.data.nested"), "{e}");
+    let e = add(emit(json!({"type": "y"}))).await.unwrap_err();
+    assert!(e.0.contains("action.data") && e.0.contains("`type`"), "{e}");
+    let e = add(emit(json!("just text"))).await.unwrap_err();
+    assert!(e.0.contains("action.data: expected an object"), "{e}");
     // No conversation to default to, and none named.
     let e = Arc::new(AddJob(Arc::clone(&s)))
         .call_json(
