@@ -42,27 +42,8 @@ pub const BACKUP: &str = "rules.json.bak";
 /// How many plans and events wait for the router task; more are dropped and counted.
 pub const QUEUE: usize = 256;
 
-/// What the store found wrong in the file.
-#[derive(Clone, Debug, Default)]
-pub struct Problems {
-    /// Rules (or pieces of the structure) left out, with their line.
-    pub bad: Vec<Problem>,
-    /// The file could not be used at all (a symlink, too large, not UTF-8): no rule from it runs.
-    pub whole: Option<String>,
-}
-
-impl Problems {
-    pub fn is_empty(&self) -> bool {
-        self.bad.is_empty() && self.whole.is_none()
-    }
-
-    /// One line per problem, for the log and `chela doctor`.
-    pub fn lines(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.whole.iter().cloned().collect();
-        out.extend(self.bad.iter().map(ToString::to_string));
-        out
-    }
-}
+/// What the store found wrong in the file (rules left out with their line, or the whole file).
+pub type Problems = crate::automation::Problems<Problem>;
 
 /// Reads `rules.json`: the router of its good rules and the problems. A missing file is no rules.
 pub fn read_file(path: &Path) -> (Router, Problems) {

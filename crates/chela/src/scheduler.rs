@@ -122,27 +122,8 @@ impl Settings {
     }
 }
 
-/// What the store found in the file.
-#[derive(Clone, Debug, Default)]
-pub struct Problems {
-    /// Entries left out, with their line.
-    pub bad: Vec<BadEntry>,
-    /// The file could not be used at all (not JSON, too large, a symlink): no job from it runs.
-    pub whole: Option<String>,
-}
-
-impl Problems {
-    pub fn is_empty(&self) -> bool {
-        self.bad.is_empty() && self.whole.is_none()
-    }
-
-    /// One line per problem, for the log and `chela doctor`.
-    pub fn lines(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.whole.iter().cloned().collect();
-        out.extend(self.bad.iter().map(|b| format!("{FILE} {b}")));
-        out
-    }
-}
+/// What the store found in the file (entries left out with their line, or the whole file).
+pub type Problems = crate::automation::Problems<BadEntry>;
 
 /// Identifies a version of the file, to notice edits from other processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
