@@ -181,3 +181,20 @@ async fn the_job_count_is_bounded_by_the_setting() {
     let v = json!({"id": "j2", "trigger": {"type": "interval", "every_s": 30}, "action": {"type": "cap", "name": "get_current_time"}});
     call(&fx, AddJob(Arc::clone(&s)), v).await.unwrap();
 }
+
+#[tokio::test]
+async fn on_event_and_emit_jobs_are_accepted_and_an_on_event_agent_job_needs_no_chat() {
+    let fx = Fixture::new(&[]);
+    let s = open(&fx);
+    let on_event = json!({"id": "greet", "trigger": {"type": "on_event", "event": "message", "match": {"text": "hello"}},
+        "action": {"type": "agent", "message": "say hi"}});
+    // Outside a conversation: no chat to default to, and none is needed.
+    Arc::new(AddJob(Arc::clone(&s))).call_json(fx.ctx(), on_event.to_string()).await.unwrap();
+    let emit = json!({"id": "heat", "trigger": {"type": "interval", "every_s": 60},
+        "action": {"type": "emit", "event": "kitchen", "data": {"temp": 31}}});
+    call(&fx, AddJob(Arc::clone(&s)), emit).await.unwrap();
+    assert!(s.listens("message"));
+    let got = job(&s, "greet");
+    assert!(got["next_fire"].is_null(), "an on_event job has no time of its own: {got}");
+    assert!(got["action"].get("channel").is_none(), "{got}");
+}
