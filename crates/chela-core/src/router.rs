@@ -499,6 +499,13 @@ impl Router {
         self.any = list(&self.rules, &|r| r.kind.is_none());
     }
 
+    /// Whether some rule may fire on events of type `kind` (a rule for that type, or one for
+    /// every type): the host skips building events nobody listens to (`cap_result` after every
+    /// tool call). Disabled rules count; the answer may be `true` when nothing fires.
+    pub fn listens(&self, kind: &str) -> bool {
+        !self.any.rules.is_empty() || self.by_type.binary_search_by(|(t, _)| (**t).cmp(kind)).is_ok()
+    }
+
     /// The rules `event` fires at `now` (ms, monotonic), and their cooldowns start.
     pub fn handle_event(&mut self, event: &Event, now: u64) -> Plan {
         let Router { rules, last_fired, hot, tests, pats, by_type, any, slots, cache, generation } = self;

@@ -268,6 +268,17 @@ impl Job {
         self.delete_after_run && self.last_run.is_some() && matches!(schedule, Schedule::Once(_))
     }
 
+    /// Whether the router event `event` triggers this `on_event` job: its type is the trigger's
+    /// `event` and every `match` entry equals the field of that name exactly, as the router's
+    /// exact `match` compares (a fixed field, or an extra one written as a template shows it:
+    /// `21`, `true`).
+    pub fn fires_on(&self, event: &crate::router::Event) -> bool {
+        let Trigger::OnEvent { event: want, filter } = &self.trigger else { return false };
+        self.active()
+            && want == event.kind()
+            && filter.iter().all(|(k, v)| event.field_text(k).is_some_and(|f| f == v.as_str()))
+    }
+
     /// Whether an event of type `event`, whose fields `field` looks up, triggers this job.
     pub fn matches_event<'a>(&self, event: &str, field: impl Fn(&str) -> Option<&'a str>) -> bool {
         let Trigger::OnEvent { event: want, filter } = &self.trigger else { return false };

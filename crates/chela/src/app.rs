@@ -68,6 +68,7 @@ impl Base {
             skills: Arc::clone(&self.skills),
             session: None,
             toolbox: Arc::clone(&self.toolbox),
+            depth: 0,
         }
     }
 }

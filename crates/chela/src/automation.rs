@@ -1,37 +1,64 @@
-//! The host's side of the automation maths in `chela_core::schedule` and `chela_core::zone`:
-//! reading `cron.json` from the workspace and time zones from the system's tz database.
+//! The host's side of the zone maths in `chela_core::zone`: time zones from the system's tz
+//! database. (`cron.json` is read by `crate::scheduler::read_file` only, for the daemon, the
+//! CLI and `chela doctor` alike.)
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
-use chela_core::schedule::file::{self, CronFile};
 use chela_core::zone::{Zone, check_zone_name};
 use jiff::tz::TimeZone;
 
-use crate::workspace::{Workspace, read_bounded};
+/// What a tolerant reader of `cron.json` or `rules.json` found wrong: one type for both stores.
+#[derive(Clone, Debug)]
+pub struct Problems<B> {
+    /// Entries left out, with their line.
+    pub bad: Vec<B>,
+    /// The file could not be used at all (a symlink, too large, not UTF-8, not a list): nothing
+    /// from it runs.
+    pub whole: Option<String>,
+}
 
-/// The jobs file in the workspace.
-pub const CRON_FILE: &str = "cron.json";
+impl<B> Default for Problems<B> {
+    fn default() -> Self {
+        Problems { bad: Vec::new(), whole: None }
+    }
+}
+
+/// A bad entry as the log and `chela doctor` show it, naming its file and line.
+pub trait BadLine {
+    fn bad_line(&self) -> String;
+}
+
+impl BadLine for chela_core::router::Problem {
+    fn bad_line(&self) -> String {
+        // The core's text already starts with `rules.json line N`.
+        self.to_string()
+    }
+}
+
+impl BadLine for chela_core::schedule::file::BadEntry {
+    fn bad_line(&self) -> String {
+        format!("{} {self}", crate::scheduler::FILE)
+    }
+}
+
+impl<B: BadLine> Problems<B> {
+    pub fn is_empty(&self) -> bool {
+        self.bad.is_empty() && self.whole.is_none()
+    }
+
+    /// One line per problem, for the log and `chela doctor`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.whole.iter().cloned().collect();
+        out.extend(self.bad.iter().map(BadLine::bad_line));
+        out
+    }
+}
+
 /// Where zones are read from, unless `TZDIR` says otherwise (as for the C library and jiff).
 const ZONEINFO: &str = "/usr/share/zoneinfo";
 /// The largest zone file read (the database's largest is under 4 KiB).
 const MAX_ZONE_FILE: u64 = 64 * 1024;
-
-pub fn cron_path(ws: &Workspace) -> PathBuf {
-    ws.root().join(CRON_FILE)
-}
-
-/// Reads `cron.json`: `Ok(None)` when there is none; bad entries are in the answer, a file that
-/// cannot be read as a job list is an error saying where.
-pub fn load_cron(ws: &Workspace) -> Result<Option<CronFile>> {
-    let path = cron_path(ws);
-    let Some(text) =
-        read_bounded(&path, file::MAX_FILE_LEN as u64).with_context(|| format!("cannot read {}", path.display()))?
-    else {
-        return Ok(None);
-    };
-    file::load(&text).map(Some).map_err(|e| anyhow::anyhow!("{e}"))
-}
 
 fn zoneinfo_dir() -> PathBuf {
     std::env::var_os("TZDIR").filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from(ZONEINFO), PathBuf::from)

@@ -82,6 +82,7 @@ impl Chat {
             user: Message::user_text(message),
             scope: Vec::new(),
             caller: Caller::Manual,
+            depth: 0,
             cancel: cancel.clone(),
             observer: Box::new(term.clone()),
         })?;

@@ -14,21 +14,23 @@
 //!
 //! Events: a chat message is planned at once, in [`Daemon::submit`](crate::daemon::Daemon),
 //! because whether a rule consumes it decides whether the agent answers; the plan is queued for
-//! the task. Events of other sources (the scheduler's `emit` and `on_event`, the router's own
-//! `emit`) are queued as events and planned by the task. The queue is bounded: what does not
-//! fit is dropped, counted and logged.
+//! the task. Events of other sources (the scheduler's `emit` and the `scheduler` event of a run,
+//! the router's own `emit`, `cap_result` after a tool call) are queued as events and planned by
+//! the task, which then hands them to the scheduler's `on_event` jobs. The queue is bounded:
+//! what does not fit is dropped, counted and logged.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
-use chela_core::router::{Added, Event, MAX_FILE_BYTES, Plan, Problem, Router};
+use chela_core::router::{Added, Event, EventError, MAX_EMIT_DEPTH, MAX_FILE_BYTES, Plan, Problem, Router, Value};
 use serde_json::Value as Json;
 use tokio::sync::mpsc;
 
-use crate::scheduler::{Stamp, read_no_follow, stamp};
+use crate::scheduler::{Scheduler, Stamp, read_no_follow, stamp};
+use crate::tools::{ResultHook, ToolCtx, ToolResult};
 use crate::workspace::{Workspace, write_atomic};
 
 pub mod task;
@@ -40,27 +42,8 @@ pub const BACKUP: &str = "rules.json.bak";
 /// How many plans and events wait for the router task; more are dropped and counted.
 pub const QUEUE: usize = 256;
 
-/// What the store found wrong in the file.
-#[derive(Clone, Debug, Default)]
-pub struct Problems {
-    /// Rules (or pieces of the structure) left out, with their line.
-    pub bad: Vec<Problem>,
-    /// The file could not be used at all (a symlink, too large, not UTF-8): no rule from it runs.
-    pub whole: Option<String>,
-}
-
-impl Problems {
-    pub fn is_empty(&self) -> bool {
-        self.bad.is_empty() && self.whole.is_none()
-    }
-
-    /// One line per problem, for the log and `chela doctor`.
-    pub fn lines(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.whole.iter().cloned().collect();
-        out.extend(self.bad.iter().map(ToString::to_string));
-        out
-    }
-}
+/// What the store found wrong in the file (rules left out with their line, or the whole file).
+pub type Problems = crate::automation::Problems<Problem>;
 
 /// Reads `rules.json`: the router of its good rules and the problems. A missing file is no rules.
 pub fn read_file(path: &Path) -> (Router, Problems) {
@@ -79,13 +62,76 @@ pub fn read_file(path: &Path) -> (Router, Problems) {
     }
 }
 
+/// The type of the event raised after each tool call.
+pub const CAP_RESULT: &str = "cap_result";
+/// The most output a `cap_result` event carries (its `text` and `output`), in bytes.
+pub const MAX_RESULT_EXCERPT: usize = 1024;
+
+/// Whether a rule or an active `on_event` job may want events of type `kind`.
+pub fn listened(rules: &Rules, scheduler: &Scheduler, kind: &str) -> bool {
+    rules.listens(kind) || scheduler.listens(kind)
+}
+
+/// Queues `event` for the router task (its rules, then the `on_event` jobs) if anyone listens
+/// to its type; `true` when it was queued. An event deeper than the core's `MAX_EMIT_DEPTH`
+/// is not raised (rules and jobs raising each other's events would loop): that is logged.
+pub fn raise(rules: &Rules, scheduler: &Scheduler, event: Event) -> bool {
+    if event.depth() > MAX_EMIT_DEPTH {
+        tracing::warn!(
+            event = event.kind(),
+            source = event.source(),
+            "event not raised: it is more than {MAX_EMIT_DEPTH} automation steps deep (rules or jobs answering each other?)"
+        );
+        return false;
+    }
+    listened(rules, scheduler, event.kind()) && rules.raise(event)
+}
+
+/// The toolbox's hook that raises a `cap_result` event after every tool call: source and
+/// field `cap` the tool's name, `ok`, the output (or the error) cut to
+/// [`MAX_RESULT_EXCERPT`] bytes as its text and field `output`, the call's conversation as its
+/// chat, the call's depth. Nothing is built when no rule or job listens to `cap_result`.
+pub fn cap_results(rules: Arc<Rules>, scheduler: Arc<Scheduler>) -> ResultHook {
+    Box::new(move |ctx: &ToolCtx, name: &str, result: &ToolResult| {
+        if !listened(&rules, &scheduler, CAP_RESULT) {
+            return;
+        }
+        match cap_result_event(ctx, name, result) {
+            Ok(event) => {
+                raise(&rules, &scheduler, event);
+            }
+            Err(e) => tracing::warn!(cap = name, "no cap_result event for the call: {e}"),
+        }
+    })
+}
+
+fn cap_result_event(ctx: &ToolCtx, name: &str, result: &ToolResult) -> Result<Event, EventError> {
+    let (ok, out) = match result {
+        Ok(out) => (true, out.as_str()),
+        Err(e) => (false, e.0.as_str()),
+    };
+    let excerpt = chela_core::text::prefix(out, MAX_RESULT_EXCERPT);
+    let (channel, chat_id) = ctx.conversation.as_ref().map_or(("", ""), |(c, id)| (c.as_str(), id.as_str()));
+    Ok(Event::new(CAP_RESULT)?
+        .with_source(name)?
+        .with_chat(channel, chat_id)?
+        .with_text(excerpt)?
+        .with("cap", Value::Str(name.to_owned()))?
+        .with("ok", Value::Bool(ok))?
+        .with("output", Value::Str(excerpt.to_owned()))?
+        .with_depth(ctx.depth))
+}
+
 /// One piece of work for the router task.
 #[derive(Debug)]
 pub enum Work {
     /// What a chat message fired, planned when it arrived.
     Plan(Plan),
-    /// An event to plan and run (from the scheduler or an `emit`).
+    /// An event to plan and run (from the scheduler or an `emit`), then to hand to the
+    /// scheduler's `on_event` jobs unless a rule consumed it.
     Event(Event),
+    /// A chat message the rules already planned and did not consume: for the `on_event` jobs.
+    Jobs(Event),
 }
 
 struct Inner {
@@ -254,32 +300,43 @@ impl Rules {
     }
 
     /// Plans a chat message and queues what fired for the task; answers whether a rule consumed
-    /// it (the agent then does not answer it).
-    pub fn raise_message(&self, event: &Event) -> bool {
+    /// it (the agent then does not answer it). `for_jobs`: `on_event` jobs wait for messages,
+    /// so the event is queued for them too unless consumed.
+    pub fn raise_message(&self, event: &Event, for_jobs: bool) -> bool {
         let plan = self.plan(event);
         let consumed = plan.consumed;
         if !plan.fired.is_empty() {
             self.push(Work::Plan(plan));
         }
+        if for_jobs && !consumed {
+            self.push(Work::Jobs(event.clone()));
+        }
         consumed
     }
 
-    /// Queues `event` for the task to plan and run.
-    pub fn raise(&self, event: Event) {
-        self.push(Work::Event(event));
+    /// Whether a rule may fire on events of type `kind`.
+    pub fn listens(&self, kind: &str) -> bool {
+        self.lock().router.listens(kind)
     }
 
-    fn push(&self, work: Work) {
-        if let Err(e) = self.tx.try_send(work) {
-            let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            let what = match e.into_inner() {
-                Work::Plan(p) => {
-                    format!("the actions of rule(s) {:?}", p.fired.iter().map(|f| &f.rule).collect::<Vec<_>>())
-                }
-                Work::Event(ev) => format!("a {} event", ev.kind()),
-            };
-            tracing::warn!(dropped_total = n, "the router's queue is full ({QUEUE}); {what} dropped");
-        }
+    /// Queues `event` for the task to plan and run; `false` when the queue was full and it
+    /// was dropped (counted and logged). Sources call [`Daemon::raise`](crate::daemon::Daemon::raise),
+    /// which skips events nobody listens to and ones past the depth bound.
+    pub fn raise(&self, event: Event) -> bool {
+        self.push(Work::Event(event))
+    }
+
+    fn push(&self, work: Work) -> bool {
+        let Err(e) = self.tx.try_send(work) else { return true };
+        let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        let what = match e.into_inner() {
+            Work::Plan(p) => {
+                format!("the actions of rule(s) {:?}", p.fired.iter().map(|f| &f.rule).collect::<Vec<_>>())
+            }
+            Work::Event(ev) | Work::Jobs(ev) => format!("a {} event", ev.kind()),
+        };
+        tracing::warn!(dropped_total = n, "the router's queue is full ({QUEUE}); {what} dropped");
+        false
     }
 
     /// How many plans and events were dropped because the queue was full.

@@ -11,6 +11,10 @@
 //! entries Chela does not rewrite it on its own (a run's `last_run` is then kept in memory);
 //! a tool or `chela cron` that changes the jobs writes a whole valid file and keeps the old
 //! one as `cron.json.bak`. Writes are atomic; a symlink at `cron.json` is refused, not followed.
+//!
+//! Events: an `on_event` job fires when the router task hands it an event of its type whose
+//! fields equal its `match` ([`Scheduler::take_event`]); an `emit` job raises an event into the
+//! router's queue. Each run's outcome is kept in `state/jobs.json` ([`outcomes`]).
 
 use std::collections::BTreeMap;
 use std::io::Read as _;
@@ -20,14 +24,18 @@ use std::sync::{Mutex, PoisonError};
 
 use anyhow::{Context as _, Result, bail};
 use chela_core::config as keys;
+use chela_core::router::{Event, MAX_EMIT_DEPTH, Value};
 use chela_core::schedule::file::{self, BadEntry, LoadedJob, MAX_FILE_LEN};
-use chela_core::schedule::{Job, Trigger};
+use chela_core::schedule::{Action, Job, Trigger};
 use chela_core::zone::Zone;
 
 use crate::config::Config;
 use crate::workspace::{Workspace, write_atomic};
 
+pub mod outcomes;
 pub mod task;
+
+pub use outcomes::Outcome;
 
 /// The job file's name in the workspace.
 pub const FILE: &str = "cron.json";
@@ -114,27 +122,8 @@ impl Settings {
     }
 }
 
-/// What the store found in the file.
-#[derive(Clone, Debug, Default)]
-pub struct Problems {
-    /// Entries left out, with their line.
-    pub bad: Vec<BadEntry>,
-    /// The file could not be used at all (not JSON, too large, a symlink): no job from it runs.
-    pub whole: Option<String>,
-}
-
-impl Problems {
-    pub fn is_empty(&self) -> bool {
-        self.bad.is_empty() && self.whole.is_none()
-    }
-
-    /// One line per problem, for the log and `chela doctor`.
-    pub fn lines(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.whole.iter().cloned().collect();
-        out.extend(self.bad.iter().map(|b| format!("{FILE} {b}")));
-        out
-    }
-}
+/// What the store found in the file (entries left out with their line, or the whole file).
+pub type Problems = crate::automation::Problems<BadEntry>;
 
 /// Identifies a version of the file, to notice edits from other processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,9 +214,12 @@ pub struct JobView {
     pub next_fire: Option<i64>,
     /// The same in the user's zone, `2026-12-02 08:00:00 +01:00`.
     pub next_fire_local: Option<String>,
-    /// What became of its last run in this daemon, when it ran.
+    /// What became of its last run, in one line, when it ran.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// The same, as data (kept in `state/jobs.json`, so it survives restarts).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_outcome: Option<Outcome>,
 }
 
 struct Inner {
@@ -237,7 +229,8 @@ struct Inner {
     stamp: Option<Stamp>,
     /// When each job was first seen by this process: nothing before it is a missed run.
     seen_at: BTreeMap<String, i64>,
-    status: BTreeMap<String, String>,
+    /// The last outcome of each job, as in `state/jobs.json`.
+    outcomes: BTreeMap<String, Outcome>,
     /// Jobs asked to run now (`scheduler_trigger_now`).
     manual: Vec<String>,
 }
@@ -245,6 +238,7 @@ struct Inner {
 /// The jobs and their file, shared by the scheduler task, the tools and the dashboard.
 pub struct Scheduler {
     path: PathBuf,
+    root: PathBuf,
     dir: PathBuf,
     inner: Mutex<Inner>,
     /// Wakes the task early: the jobs changed, or one was triggered.
@@ -258,6 +252,18 @@ pub struct Due {
     /// The scheduled instant (or now, for a manual run).
     pub at: i64,
     pub manual: bool,
+    /// How many automation steps led to this run: 0 for a clock or a person, one more than
+    /// the event's depth for an `on_event` job. What the run raises carries it.
+    pub depth: u8,
+    /// The chat of the event that fired an `on_event` job: where an `agent` job without its
+    /// own chat talks.
+    pub chat: Option<(String, String)>,
+}
+
+impl Due {
+    fn timed(job: Job, at: i64, manual: bool) -> Due {
+        Due { job, at, manual, depth: 0, chat: None }
+    }
 }
 
 impl Scheduler {
@@ -269,7 +275,9 @@ impl Scheduler {
             tracing::warn!("{p}");
         }
         let seen_at = jobs.iter().map(|j| (j.job.id.clone(), now)).collect();
+        let outcomes = outcomes::read(ws.root());
         Scheduler {
+            root: ws.root().to_path_buf(),
             dir: ws.root().join(REQUESTS_DIR),
             path: path.clone(),
             inner: Mutex::new(Inner {
@@ -278,7 +286,7 @@ impl Scheduler {
                 problems,
                 stamp: stamp(&path),
                 seen_at,
-                status: BTreeMap::new(),
+                outcomes,
                 manual: Vec::new(),
             }),
             changed: tokio::sync::Notify::new(),
@@ -342,14 +350,15 @@ impl Scheduler {
     /// written whole (see the module docs).
     pub fn upsert(&self, mut job: Job, now: i64) -> Result<bool> {
         let schedule = job.validate().map_err(|e| anyhow::anyhow!("{e}"))?;
-        match (&job.trigger, &job.action) {
-            (Trigger::OnEvent { .. }, _) | (_, chela_core::schedule::Action::Emit { .. }) => {
-                bail!("on_event triggers and emit actions need the event router, which this Chela does not have yet")
-            }
-            (Trigger::Once { at }, _) if *at <= now && job.last_run.is_none() => {
-                bail!("trigger.at: {at} is in the past (now is {now}); pick a later time")
-            }
-            _ => {}
+        if let Trigger::Once { at } = &job.trigger
+            && *at <= now
+            && job.last_run.is_none()
+        {
+            bail!("trigger.at: {at} is in the past (now is {now}); pick a later time");
+        }
+        // An event the job could never raise is refused now, not at its first run.
+        if matches!(job.action, Action::Emit { .. }) {
+            emit_event(&job, 0).map_err(|e| anyhow::anyhow!("{e}"))?;
         }
         job.created_at.get_or_insert(now);
         let mut g = self.lock();
@@ -367,7 +376,6 @@ impl Scheduler {
             }
         };
         g.seen_at.insert(job.id.clone(), now);
-        g.status.remove(&job.id);
         self.write(&mut g, true)?;
         drop(g);
         self.changed.notify_one();
@@ -382,7 +390,6 @@ impl Scheduler {
         if g.jobs.len() == before {
             bail!("there is no job {id:?} (the job list shows the ids)");
         }
-        g.status.remove(id);
         self.write(&mut g, true)?;
         drop(g);
         self.changed.notify_one();
@@ -432,7 +439,7 @@ impl Scheduler {
                 let mut job = j.job.clone();
                 job.grace_s.get_or_insert(grace);
                 let at = job.catch_up(&j.schedule, now, &g.settings.zone)?;
-                Some(Due { job: j.job.clone(), at, manual: false })
+                Some(Due::timed(j.job.clone(), at, false))
             })
             .collect()
     }
@@ -446,7 +453,7 @@ impl Scheduler {
         let mut due = Vec::new();
         for id in std::mem::take(&mut g.manual) {
             if let Some(j) = g.jobs.iter().find(|j| j.job.id == id) {
-                due.push(Due { job: j.job.clone(), at: now, manual: true });
+                due.push(Due::timed(j.job.clone(), now, true));
             }
         }
         let mut ran = false;
@@ -456,7 +463,7 @@ impl Scheduler {
             let Some(at) = j.job.next_fire(&j.schedule, from, &zone) else { continue };
             if at <= now {
                 j.job.record_run(now);
-                due.push(Due { job: j.job.clone(), at, manual: false });
+                due.push(Due::timed(j.job.clone(), at, false));
                 ran = true;
             }
         }
@@ -491,9 +498,66 @@ impl Scheduler {
             .map(|t| t.max(now))
     }
 
-    /// Notes what became of a job's run, for the listings.
-    pub fn set_status(&self, id: &str, status: String) {
-        self.lock().status.insert(id.to_owned(), status);
+    /// Whether an active `on_event` job waits for events of type `kind` (the router task and
+    /// the sources ask first, so an event nobody listens to is never built).
+    pub fn listens(&self, kind: &str) -> bool {
+        self.lock()
+            .jobs
+            .iter()
+            .any(|j| j.job.active() && matches!(&j.job.trigger, Trigger::OnEvent { event, .. } if event == kind))
+    }
+
+    /// The `on_event` jobs `event` fires at `now`, each noted as run. An event already
+    /// [`MAX_EMIT_DEPTH`] steps deep fires none: a job reacting to what it raised itself (or two
+    /// jobs to each other's) would loop; that is logged.
+    pub fn take_event(&self, event: &Event, now: i64) -> Vec<Due> {
+        let mut g = self.lock();
+        let fired: Vec<usize> = (0..g.jobs.len()).filter(|&i| g.jobs[i].job.fires_on(event)).collect();
+        if fired.is_empty() {
+            return Vec::new();
+        }
+        if event.depth() >= MAX_EMIT_DEPTH {
+            let ids: Vec<&str> = fired.iter().map(|&i| g.jobs[i].job.id.as_str()).collect();
+            tracing::warn!(
+                event = event.kind(),
+                jobs = ?ids,
+                "on_event jobs not run: the event is already {MAX_EMIT_DEPTH} automation steps deep (a loop?)"
+            );
+            return Vec::new();
+        }
+        let chat = (!event.channel().is_empty() && !event.chat_id().is_empty())
+            .then(|| (event.channel().to_owned(), event.chat_id().to_owned()));
+        let due = fired
+            .into_iter()
+            .map(|i| {
+                let j = &mut g.jobs[i].job;
+                j.record_run(now);
+                Due { job: j.clone(), at: now, manual: false, depth: event.depth() + 1, chat: chat.clone() }
+            })
+            .collect();
+        if let Err(e) = self.write(&mut g, false) {
+            tracing::warn!("cannot save the jobs' last runs: {e:#}");
+        }
+        due
+    }
+
+    /// Notes what became of a job's run, in memory and in `state/jobs.json`.
+    pub fn set_outcome(&self, id: &str, outcome: Outcome) {
+        let mut g = self.lock();
+        if !g.jobs.iter().any(|j| j.job.id == id) {
+            // Removed while it ran (or a finished `once` job): nothing to show it on.
+            g.outcomes.remove(id);
+        } else {
+            g.outcomes.insert(id.to_owned(), outcome);
+        }
+        // Only jobs that exist are kept, so the file stays within `scheduler.max_jobs` entries.
+        let ids: std::collections::BTreeSet<&str> = g.jobs.iter().map(|j| j.job.id.as_str()).collect();
+        let keep: BTreeMap<String, Outcome> =
+            g.outcomes.iter().filter(|(k, _)| ids.contains(k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        g.outcomes = keep;
+        if let Err(e) = outcomes::write(&self.root, &g.outcomes) {
+            tracing::warn!("cannot save the jobs' last outcomes in {}: {e}", outcomes::FILE);
+        }
     }
 
     /// Writes the jobs. `whole`: a tool or the CLI changed them, so a file with bad entries is
@@ -574,8 +638,43 @@ fn view(g: &Inner, j: &LoadedJob, now: i64) -> JobView {
         job: j.job.clone(),
         next_fire: next,
         next_fire_local: next.map(|t| local_time(t, &g.settings.zone)),
-        status: g.status.get(&j.job.id).cloned(),
+        status: g.outcomes.get(&j.job.id).map(Outcome::line),
+        last_outcome: g.outcomes.get(&j.job.id).cloned(),
     }
+}
+
+/// The event an `emit` job raises, `depth` automation steps deep: its type the action's `event`,
+/// source `scheduler`, the extra field `job` naming the job. `data`, when given, is an object
+/// whose `text`, `channel` and `chat_id` set those fields and whose other entries (strings,
+/// numbers, booleans) become extra fields.
+pub fn emit_event(job: &Job, depth: u8) -> Result<Event, String> {
+    let Action::Emit { event, data } = &job.action else {
+        return Err(format!("job {} raises no event (its action is not emit)", job.id));
+    };
+    let bad = |e: chela_core::router::EventError| format!("action.data: {e}");
+    let mut ev = Event::new(event).and_then(|e| e.with_source("scheduler")).map_err(bad)?.with_depth(depth);
+    let fields = match data {
+        serde_json::Value::Null => serde_json::Map::new(),
+        serde_json::Value::Object(o) => o.clone(),
+        other => return Err(format!("action.data: expected an object of event fields, found {other}")),
+    };
+    let text = |k: &str| fields.get(k).and_then(serde_json::Value::as_str).unwrap_or_default();
+    ev = ev.with_chat(text("channel"), text("chat_id")).and_then(|e| e.with_text(text("text"))).map_err(bad)?;
+    for (k, v) in &fields {
+        let value = match v {
+            serde_json::Value::String(_) if ["text", "channel", "chat_id"].contains(&k.as_str()) => continue,
+            serde_json::Value::String(s) => Value::Str(s.clone()),
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            other => return Err(format!("action.data.{k}: expected a string, number or boolean, found {other}")),
+        };
+        ev.set(k, value).map_err(bad)?;
+    }
+    ev.set("job", Value::Str(job.id.clone())).map_err(bad)?;
+    Ok(ev)
 }
 
 /// `t` as wall-clock time in `zone`: `2026-12-02 08:00:00 +01:00`.

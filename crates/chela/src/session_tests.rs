@@ -66,6 +66,7 @@ fn request(chat: &str, text: &str) -> TurnRequest {
         user: Message::user_text(text),
         scope: Vec::new(),
         caller: Caller::Manual,
+        depth: 0,
         cancel: Cancel::default(),
         observer: Box::new(Quiet),
     }

@@ -74,6 +74,9 @@ pub struct TurnRequest {
     pub scope: Vec<String>,
     /// Who asked for the turn. The tool calls inside it are always the model's.
     pub caller: Caller,
+    /// How many automation steps led to the turn (0: a person, a clock, the heartbeat; a router
+    /// rule's `agent` action fired by a message: 1). Its tool calls carry it (`ToolCtx::depth`).
+    pub depth: u8,
     pub cancel: Cancel,
     pub observer: Box<dyn Observer + Send>,
 }
@@ -196,6 +199,7 @@ pub async fn run_turn(
     tracing::debug!(channel = %req.channel, chat = %req.chat_id, caller = ?req.caller, "turn starts");
     let mut ctx = agent.ctx.clone();
     ctx.conversation = Some((req.channel.clone(), req.chat_id.clone()));
+    ctx.depth = req.depth;
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
     let system = crate::compact::system_with_summary(system, history.summary.as_ref());

@@ -215,6 +215,31 @@ impl Event {
     pub fn depth(&self) -> u8 {
         self.depth
     }
+    /// Sets how many automation steps led to this event (an `emit`, a job fired by an event, a
+    /// capability called by a rule). The router fires no `emit` from an event
+    /// [`super::MAX_EMIT_DEPTH`] deep, and a host raises nothing deeper than that, so a chain of
+    /// rules and jobs raising each other's events ends.
+    pub fn with_depth(mut self, depth: u8) -> Event {
+        self.depth = depth;
+        self
+    }
+
+    /// The value of the field `name` (fixed or extra) as a template shows it; `None` when the
+    /// event has no such extra field.
+    pub fn field_text(&self, name: &str) -> Option<alloc::borrow::Cow<'_, str>> {
+        if let Some(b) = Builtin::from_name(name) {
+            return Some(alloc::borrow::Cow::Borrowed(self.builtin(b)));
+        }
+        Some(match self.get(name)? {
+            Value::Str(s) => alloc::borrow::Cow::Borrowed(s.as_str()),
+            v => {
+                let mut out = String::new();
+                v.write_to(&mut out);
+                alloc::borrow::Cow::Owned(out)
+            }
+        })
+    }
+
     pub(crate) fn set_depth(&mut self, depth: u8) {
         self.depth = depth;
     }

@@ -843,3 +843,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn listens_names_the_types_some_rule_may_fire_on() {
+    let typed = router(json!([{"id": "t", "match": {"type": "cap_result"}, "actions": [{"type": "drop"}]}]));
+    assert!(typed.listens("cap_result"));
+    assert!(!typed.listens("message"));
+    assert!(!Router::new().listens("cap_result"));
+    let any = router(json!([{"id": "a", "match": {"source": "x"}, "actions": [{"type": "drop"}]}]));
+    assert!(any.listens("cap_result") && any.listens("anything"), "a rule without a type hears every type");
+}
+
+#[test]
+fn an_event_carries_the_depth_it_is_given_and_shows_fields_as_text() {
+    let e = msg("hi").with_depth(3).with("n", Value::Int(-7)).unwrap().with("ok", Value::Bool(true)).unwrap();
+    assert_eq!(e.depth(), 3);
+    assert_eq!(e.field_text("text").as_deref(), Some("hi"));
+    assert_eq!(e.field_text("n").as_deref(), Some("-7"));
+    assert_eq!(e.field_text("ok").as_deref(), Some("true"));
+    assert_eq!(e.field_text("missing"), None);
+}

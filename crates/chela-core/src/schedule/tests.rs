@@ -411,3 +411,28 @@ fn file_bounds_the_job_count() {
     assert!(f.bad[0].message.contains("more than 1000 jobs"));
     assert_eq!(f.bad[0].line, file::MAX_JOBS + 2);
 }
+
+#[test]
+fn on_event_jobs_fire_on_router_events_by_type_and_exact_fields() {
+    use crate::router::{Event, Value};
+    let mut filter = BTreeMap::new();
+    filter.insert("channel".to_string(), "telegram".to_string());
+    filter.insert("level".to_string(), "3".to_string());
+    let mut j = job(Trigger::OnEvent { event: "message".to_string(), filter });
+    let ev = |kind: &str, channel: &str, level: Value| {
+        Event::new(kind).unwrap().with_chat(channel, "42").unwrap().with("level", level).unwrap()
+    };
+    // An integer field compares as the text a template shows.
+    assert!(j.fires_on(&ev("message", "telegram", Value::Int(3))));
+    assert!(j.fires_on(&ev("message", "telegram", Value::Str("3".into()))));
+    // Exact, as the router's exact match: no prefix, no case folding.
+    assert!(!j.fires_on(&ev("message", "telegra", Value::Int(3))));
+    assert!(!j.fires_on(&ev("message", "Telegram", Value::Int(3))));
+    assert!(!j.fires_on(&ev("message", "telegram", Value::Int(30))));
+    assert!(!j.fires_on(&ev("messages", "telegram", Value::Int(3))));
+    // A field the event lacks is no match.
+    assert!(!j.fires_on(&Event::new("message").unwrap().with_chat("telegram", "42").unwrap()));
+    j.paused = true;
+    assert!(!j.fires_on(&ev("message", "telegram", Value::Int(3))), "a paused job fires on nothing");
+    assert!(!job(Trigger::Once { at: 1 }).fires_on(&ev("message", "telegram", Value::Int(3))));
+}

@@ -71,6 +71,9 @@ fn list(sched: &Scheduler, now: i64) -> String {
         let when = serde_json::to_string(&j.trigger).unwrap_or_default();
         let next = v.next_fire_local.as_deref().unwrap_or("-");
         let _ = writeln!(out, "{}  {state}  next: {next}  {when}", j.id);
+        if let Some(status) = &v.status {
+            let _ = writeln!(out, "    last: {status}");
+        }
     }
     let problems = sched.problems().lines();
     if !problems.is_empty() {

@@ -182,27 +182,28 @@ fn check_settings(cfg: &Config, r: &mut Report) {
 }
 
 /// `cron.json`: every bad entry with its line (the good jobs still run), and every zone the jobs
-/// name. Missing is fine: there are no jobs.
+/// name. Missing is fine: there are no jobs. Read by the scheduler's own reader, so doctor and
+/// the daemon see the same jobs (a symlink refused, jobs past `scheduler.max_jobs` reported).
 fn check_cron(ws: &Workspace, cfg: &Config, r: &mut Report) {
-    let path = crate::automation::cron_path(ws);
-    let file = match crate::automation::load_cron(ws) {
-        Ok(Some(file)) => file,
-        Ok(None) => return,
-        Err(e) => {
-            r.fail(
-                &format!("{e:#}; no scheduled job runs until it is fixed, and Chela will not overwrite it"),
-                &format!("correct {} by hand, or move it away", path.display()),
-            );
-            return;
-        }
-    };
+    let path = ws.root().join(crate::scheduler::FILE);
+    if std::fs::symlink_metadata(&path).is_err() {
+        return;
+    }
+    let (jobs, problems) = crate::scheduler::read_file(&path, cfg.usize(keys::SCHEDULER_MAX_JOBS));
+    if let Some(whole) = &problems.whole {
+        r.fail(
+            &format!("{whole}; no scheduled job runs until it is fixed, and Chela will not overwrite it"),
+            &format!("correct {} by hand, or move it away", path.display()),
+        );
+        return;
+    }
     let fix = format!("correct the entry in {} (the other jobs keep running)", path.display());
-    for bad in &file.bad {
-        r.warn(&format!("cron.json {bad}"), &fix);
+    for line in problems.lines() {
+        r.warn(&line, &fix);
     }
     let user_zone = cfg.get(keys::TIMEZONE);
     let mut zones_ok = true;
-    for job in &file.jobs {
+    for job in &jobs {
         if let chela_core::schedule::Trigger::Cron { tz: Some(tz), .. } = &job.job.trigger
             && tz != user_zone
             && let Err(e) = crate::automation::load_zone(tz)
@@ -211,8 +212,8 @@ fn check_cron(ws: &Workspace, cfg: &Config, r: &mut Report) {
             r.warn(&format!("cron.json line {}: job {:?}: trigger.tz: {e:#}", job.line, job.job.id), &fix);
         }
     }
-    if file.bad.is_empty() && zones_ok {
-        r.ok(&format!("cron.json: {} job(s), all valid", file.jobs.len()));
+    if problems.bad.is_empty() && zones_ok {
+        r.ok(&format!("cron.json: {} job(s), all valid", jobs.len()));
     }
 }
 

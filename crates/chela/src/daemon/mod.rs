@@ -123,6 +123,9 @@ impl Daemon {
         toolbox
             .register(crate::tools::router::group(Arc::clone(&rules)))
             .map_err(|e| anyhow::anyhow!("cannot add the router tools: {e}"))?;
+        toolbox
+            .on_result(crate::router::cap_results(Arc::clone(&rules), Arc::clone(&scheduler)))
+            .map_err(anyhow::Error::msg)?;
         Ok(Daemon {
             ws,
             toolbox,
@@ -258,6 +261,7 @@ impl Daemon {
             user: msg.user,
             scope: Vec::new(),
             caller: Caller::Manual,
+            depth: 0,
             cancel: msg.cancel,
             observer,
         };
@@ -270,7 +274,8 @@ impl Daemon {
     /// Raises the `message` event of an admitted message (source and channel: the channel's
     /// name); whether a rule consumed it. Text past the core's bound is cut for the event.
     fn raise_message(&self, msg: &Incoming) -> bool {
-        if self.rules.is_empty() {
+        let for_jobs = self.scheduler.listens("message");
+        if self.rules.is_empty() && !for_jobs {
             return false;
         }
         let text = msg.user.text();
@@ -281,12 +286,23 @@ impl Daemon {
             .and_then(|e| e.with_text(text))
             .and_then(|e| e.with("sender", chela_core::router::Value::Str(msg.sender.clone())));
         match event {
-            Ok(event) => self.rules.raise_message(&event),
+            Ok(event) => self.rules.raise_message(&event, for_jobs),
             Err(e) => {
                 tracing::warn!(channel = %msg.channel, "the message raised no router event: {e}");
                 false
             }
         }
+    }
+
+    /// Whether a router rule or an `on_event` job may want events of type `kind`: sources ask
+    /// before building an event, so one nobody listens to costs nothing.
+    pub fn listens(&self, kind: &str) -> bool {
+        crate::router::listened(&self.rules, &self.scheduler, kind)
+    }
+
+    /// Queues `event` for the router task (see [`crate::router::raise`]).
+    pub fn raise(&self, event: chela_core::router::Event) {
+        crate::router::raise(&self.rules, &self.scheduler, event);
     }
 
     /// Whether `sender` may talk on `channel` now, decided without side effects (no pairing

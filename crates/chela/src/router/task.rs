@@ -5,6 +5,16 @@
 //! so a slow model answer does not hold back a `send`. Within a rule the actions run in order,
 //! and `{{last.output}}` is the output of the latest `agent` (the answer) or `cap` (the result).
 //! A failed action is logged and ends its rule (the next actions would read its output).
+//!
+//! After the rules, an event that none consumed goes to the scheduler's `on_event` jobs
+//! ([`Scheduler::take_event`](crate::scheduler::Scheduler::take_event)); each fired job runs in
+//! its own task, at most [`MAX_JOB_RUNS`] at once: more are dropped and logged, so a flood of
+//! messages cannot start unbounded work.
+//!
+//! Depth: what a rule's actions raise (its `emit`s, the `cap_result` of its `cap` calls, the
+//! tool calls of its `agent` turn) is one step deeper than the event that fired it; the core
+//! fires no `emit` past `MAX_EMIT_DEPTH` and [`Daemon::raise`] raises nothing deeper, so rules
+//! and jobs that answer each other's events stop.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,12 +24,14 @@ use chela_core::router::{Action, Fired, Plan};
 
 use super::Work;
 use crate::daemon::Daemon;
-use crate::scheduler::task::{call_cap, talk_answer};
+use crate::scheduler::task::{call_cap, spawn_run, talk_answer};
 
 /// How soon an edit of `rules.json` by another process is seen.
 pub const LOOK_EVERY: Duration = Duration::from_secs(1);
 /// The most plans running at once.
 pub const MAX_RUNNING: usize = 8;
+/// The most `on_event` job runs going at once.
+pub const MAX_JOB_RUNS: usize = 16;
 
 /// Runs the router until the daemon stops.
 pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
@@ -28,25 +40,35 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         anyhow::bail!("the router task runs once per daemon");
     };
     let running = Arc::new(tokio::sync::Semaphore::new(MAX_RUNNING));
+    let jobs = Arc::new(tokio::sync::Semaphore::new(MAX_JOB_RUNS));
     let mut look = tokio::time::interval(LOOK_EVERY);
     look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             work = queue.recv() => {
                 let Some(work) = work else { return Ok(()) };
-                let plan = match work {
-                    Work::Plan(plan) => plan,
-                    Work::Event(event) => rules.plan(&event),
+                let (plan, depth, event) = match work {
+                    // A chat message: an outside event, depth 0.
+                    Work::Plan(plan) => (plan, 0, None),
+                    Work::Jobs(event) => (chela_core::router::Plan::default(), 0, Some(event)),
+                    Work::Event(event) => {
+                        let plan = rules.plan(&event);
+                        let depth = event.depth();
+                        let event = (!plan.consumed).then_some(event);
+                        (plan, depth, event)
+                    }
                 };
-                if plan.fired.is_empty() {
-                    continue;
+                if !plan.fired.is_empty() {
+                    let permit = Arc::clone(&running).acquire_owned().await?;
+                    let daemon = Arc::clone(&daemon);
+                    tokio::spawn(async move {
+                        run_plan(&daemon, plan, depth.saturating_add(1)).await;
+                        drop(permit);
+                    });
                 }
-                let permit = Arc::clone(&running).acquire_owned().await?;
-                let daemon = Arc::clone(&daemon);
-                tokio::spawn(async move {
-                    run_plan(&daemon, plan).await;
-                    drop(permit);
-                });
+                if let Some(event) = event {
+                    start_jobs(&daemon, &jobs, event).await?;
+                }
             }
             _ = look.tick() => {
                 let r = Arc::clone(&rules);
@@ -59,31 +81,54 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     }
 }
 
-/// Runs every fired rule of `plan`, in order.
-pub async fn run_plan(daemon: &Arc<Daemon>, plan: Plan) {
+/// Hands `event` to the scheduler's `on_event` jobs and starts those it fires.
+async fn start_jobs(
+    daemon: &Arc<Daemon>,
+    jobs: &Arc<tokio::sync::Semaphore>,
+    event: chela_core::router::Event,
+) -> Result<()> {
+    let sched = Arc::clone(daemon.scheduler());
+    if !sched.listens(event.kind()) {
+        return Ok(());
+    }
+    let now = crate::scheduler::now_secs();
+    // Noting the runs writes `cron.json`: off the async workers.
+    let due = tokio::task::spawn_blocking(move || sched.take_event(&event, now)).await?;
+    for due in due {
+        let Ok(permit) = Arc::clone(jobs).try_acquire_owned() else {
+            tracing::warn!(job = %due.job.id, "on_event job not run: {MAX_JOB_RUNS} job runs are already going");
+            continue;
+        };
+        spawn_run(daemon, due, Some(permit));
+    }
+    Ok(())
+}
+
+/// Runs every fired rule of `plan`, in order. `depth`: one more than the firing event's.
+pub async fn run_plan(daemon: &Arc<Daemon>, plan: Plan, depth: u8) {
     for fired in plan.fired {
         let rule = fired.rule.clone();
-        match run_rule(daemon, fired).await {
+        match run_rule(daemon, fired, depth).await {
             Ok(()) => tracing::info!(rule = %rule, "router rule ran"),
             Err(why) => tracing::warn!(rule = %rule, "router rule stopped: {why}"),
         }
     }
 }
 
-async fn run_rule(daemon: &Arc<Daemon>, fired: Fired) -> Result<(), String> {
+async fn run_rule(daemon: &Arc<Daemon>, fired: Fired, depth: u8) -> Result<(), String> {
     let mut last = String::new();
     for action in fired.actions {
         match action {
             Action::Agent { channel, chat_id, message } => {
-                last = talk_answer(daemon, &channel, &chat_id, message.render(&last)).await?;
+                last = talk_answer(daemon, &channel, &chat_id, message.render(&last), depth).await?;
             }
             Action::Cap { name, args } => {
-                last = call_cap(daemon, &name, &args.render(&last).to_string()).await?;
+                last = call_cap(daemon, &name, &args.render(&last).to_string(), depth).await?;
             }
             Action::Send { channel, chat_id, text } => send(daemon, &channel, &chat_id, &text.render(&last)).await?,
             Action::Emit(emit) => {
                 let event = emit.event(&last).map_err(|e| format!("emit {}: {e}", emit.kind))?;
-                daemon.rules().raise(event);
+                daemon.raise(event);
             }
             // Actions a newer core may add: said, not silently skipped.
             other => return Err(format!("this Chela cannot run the action {other:?}")),

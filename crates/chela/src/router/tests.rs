@@ -39,8 +39,8 @@ fn a_broken_rule_costs_itself_and_is_reported_with_its_line() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].starts_with("rules.json line 4: rule `bad`"), "{lines:?}");
     // The good rule works.
-    assert!(rules.raise_message(&message("ping me")));
-    assert!(!rules.raise_message(&message("hello")));
+    assert!(rules.raise_message(&message("ping me"), false));
+    assert!(!rules.raise_message(&message("hello"), false));
     let mut q = rules.take_queue().unwrap();
     assert!(matches!(q.try_recv(), Ok(Work::Plan(p)) if p.fired[0].rule == "ping"));
     assert!(q.try_recv().is_err(), "a message no rule matches queues nothing");
@@ -127,7 +127,7 @@ fn a_flood_overflows_the_bounded_queue_and_the_drops_are_counted() {
     // No cooldown: every message fires.
     rules.add(serde_json::from_str(PING).unwrap()).unwrap();
     for _ in 0..10 {
-        assert!(rules.raise_message(&message("ping")));
+        assert!(rules.raise_message(&message("ping"), false));
     }
     assert_eq!(rules.dropped(), 6);
     let mut q = rules.take_queue().unwrap();
@@ -136,4 +136,71 @@ fn a_flood_overflows_the_bounded_queue_and_the_drops_are_counted() {
         n += 1;
     }
     assert_eq!(n, 4);
+}
+
+/// A scheduler over `ws` with `cron` as its file.
+fn scheduler(ws: &Workspace, cron: &str) -> crate::scheduler::Scheduler {
+    std::fs::write(ws.root().join(crate::scheduler::FILE), cron).unwrap();
+    let settings = crate::scheduler::Settings { zone: chela_core::zone::Zone::utc(), grace_s: 60, max_jobs: 100 };
+    crate::scheduler::Scheduler::open(ws, settings, 1_800_000_000)
+}
+
+fn ctx_in(ws: &Workspace, depth: u8) -> crate::tools::ToolCtx {
+    let base = crate::app::Base::load(ws.clone()).unwrap();
+    let mut ctx = base.tool_ctx();
+    ctx.conversation = Some(("telegram".to_owned(), "42".to_owned()));
+    ctx.depth = depth;
+    ctx
+}
+
+#[test]
+fn a_tool_result_raises_cap_result_only_when_someone_listens() {
+    let (_d, ws) = ws();
+    let rules = std::sync::Arc::new(Rules::open(&ws));
+    let sched = std::sync::Arc::new(scheduler(&ws, r#"{"jobs": []}"#));
+    let hook = super::cap_results(std::sync::Arc::clone(&rules), std::sync::Arc::clone(&sched));
+    let ctx = ctx_in(&ws, 0);
+    let mut q = rules.take_queue().unwrap();
+    // Nobody listens: nothing is built or queued.
+    hook(&ctx, "get_current_time", &Ok("12:00".to_owned()));
+    assert!(q.try_recv().is_err());
+    rules
+        .add(json!({"id": "r", "match": {"type": "cap_result"}, "actions": [{"type": "send", "text": "{{event.output}}"}]}))
+        .unwrap();
+    let long = "y".repeat(5000);
+    hook(&ctx, "web_search", &Ok(long.clone()));
+    let Ok(Work::Event(e)) = q.try_recv() else { panic!("a cap_result event is queued") };
+    assert_eq!((e.kind(), e.source(), e.channel(), e.chat_id()), ("cap_result", "web_search", "telegram", "42"));
+    assert_eq!(e.text().len(), super::MAX_RESULT_EXCERPT, "the output is cut");
+    assert_eq!(e.get("ok"), Some(&chela_core::router::Value::Bool(true)));
+    assert_eq!(e.get("cap"), Some(&chela_core::router::Value::Str("web_search".into())));
+    assert_eq!(e.depth(), 0);
+    // A failed call says so; the rule's plan fills its template from the event.
+    let failed: crate::tools::ToolResult = Err(crate::tools::ToolError::new("no network"));
+    hook(&ctx, "web_search", &failed);
+    let Ok(Work::Event(e)) = q.try_recv() else { panic!("a cap_result event is queued") };
+    assert_eq!(e.get("ok"), Some(&chela_core::router::Value::Bool(false)));
+    assert_eq!(e.text(), "no network");
+    let plan = rules.plan(&e);
+    assert_eq!(plan.fired[0].rule, "r");
+}
+
+#[test]
+fn results_of_calls_past_the_depth_bound_are_not_raised() {
+    let (_d, ws) = ws();
+    let rules = std::sync::Arc::new(Rules::open(&ws));
+    rules
+        .add(json!({"id": "again", "match": {"type": "cap_result"}, "actions": [{"type": "cap", "cap": "get_current_time"}]}))
+        .unwrap();
+    let sched = std::sync::Arc::new(scheduler(&ws, r#"{"jobs": []}"#));
+    let hook = super::cap_results(std::sync::Arc::clone(&rules), std::sync::Arc::clone(&sched));
+    let mut q = rules.take_queue().unwrap();
+    let max = chela_core::router::MAX_EMIT_DEPTH;
+    // A rule whose `cap` reacts to results: each call is one step deeper, and the chain ends.
+    hook(&ctx_in(&ws, max), "get_current_time", &Ok("t".to_owned()));
+    assert!(matches!(q.try_recv(), Ok(Work::Event(e)) if e.depth() == max));
+    hook(&ctx_in(&ws, max + 1), "get_current_time", &Ok("t".to_owned()));
+    assert!(q.try_recv().is_err(), "one step past the bound is cut");
+    let deep = Event::new("x").unwrap().with_depth(max + 1);
+    assert!(!super::raise(&rules, &sched, deep));
 }

@@ -9,7 +9,10 @@
 //! An `agent` job puts its message into its chat through the daemon's session hub, as if the
 //! scheduler had written it, and sends the answer through the chat's channel outlet. A job
 //! whose channel is not running or whose chat may not be written to is not run: that is logged
-//! and kept as the job's status.
+//! and kept as the job's outcome (`state/jobs.json`). An `emit` job raises its event into the
+//! router's queue; `on_event` jobs are started by the router task ([`spawn_run`]). After each
+//! run a `scheduler` event (source `scheduler`, fields `job`, `action`, `ok`, the outcome as its
+//! text) is raised for the rules and jobs that listen to it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +23,7 @@ use chela_core::heartbeat::{ActiveHours, actionable_items};
 use chela_core::schedule::Action;
 use chela_proto::chat::Message;
 
-use super::{Due, now_secs};
+use super::{Due, Outcome, now_secs};
 use crate::daemon::Daemon;
 use crate::turn::{Cancel, Observer, TurnRequest};
 
@@ -48,7 +51,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     .await?;
     for due in missed {
         tracing::info!(job = %due.job.id, at = due.at, "running a job missed while Chela was down");
-        spawn_run(&daemon, due);
+        spawn_run(&daemon, due, None);
     }
     let mut heartbeat = Heartbeat::new(&daemon);
     loop {
@@ -65,7 +68,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
             heartbeat.spawn(&daemon, true);
         }
         for due in due {
-            spawn_run(&daemon, due);
+            spawn_run(&daemon, due, None);
         }
         if heartbeat.due(&daemon, now) {
             heartbeat.spawn(&daemon, false);
@@ -81,53 +84,113 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     }
 }
 
-fn spawn_run(daemon: &Arc<Daemon>, due: Due) {
+/// Runs `due` in its own task; its outcome is kept and a `scheduler` event raised.
+/// `permit`: held while it runs (the router task bounds the `on_event` runs with it).
+pub(crate) fn spawn_run(daemon: &Arc<Daemon>, due: Due, permit: Option<tokio::sync::OwnedSemaphorePermit>) {
     let daemon = Arc::clone(daemon);
     tokio::spawn(async move {
+        let _permit = permit;
         let id = due.job.id.clone();
-        let status = match run_job(&daemon, &due).await {
+        let result = run_job(&daemon, &due).await;
+        let (ok, message) = match &result {
             Ok(s) => {
                 tracing::info!(job = %id, "scheduled job ran: {s}");
-                format!("{} at {}: {s}", if due.manual { "ran by hand" } else { "ran" }, now_secs())
+                (true, s.as_str())
             }
             Err(why) => {
                 tracing::warn!(job = %id, "scheduled job not run: {why}");
-                format!("not run at {}: {why}", now_secs())
+                (false, why.as_str())
             }
         };
-        daemon.scheduler().set_status(&id, status);
+        let outcome = Outcome::new(now_secs(), ok, message, due.manual);
+        let s = Arc::clone(daemon.scheduler());
+        let (id2, o) = (id.clone(), outcome.clone());
+        // The outcome file is written with fsync: off the async workers.
+        if let Err(e) = tokio::task::spawn_blocking(move || s.set_outcome(&id2, o)).await {
+            tracing::warn!(job = %id, "the job's outcome was not kept: {e}");
+        }
+        if daemon.listens(SCHEDULER_EVENT) {
+            match scheduler_event(&due, &outcome) {
+                Ok(event) => daemon.raise(event),
+                Err(e) => tracing::warn!(job = %id, "no scheduler event for the run: {e}"),
+            }
+        }
     });
+}
+
+/// The type of the event raised after each run of a job.
+pub const SCHEDULER_EVENT: &str = "scheduler";
+
+/// The `scheduler` event of a finished run: source `scheduler`, the job's chat when it has
+/// one, the outcome's message as text, fields `job`, `name`, `action` and `ok`.
+fn scheduler_event(due: &Due, outcome: &Outcome) -> Result<chela_core::router::Event, String> {
+    use chela_core::router::{Event, Value};
+    let (channel, chat_id) = match (&due.job.action, &due.chat) {
+        (Action::Agent { channel: Some(c), chat_id: Some(id), .. }, _) => (c.as_str(), id.as_str()),
+        (_, Some((c, id))) => (c.as_str(), id.as_str()),
+        _ => ("", ""),
+    };
+    let action = match &due.job.action {
+        Action::Agent { .. } => "agent",
+        Action::Cap { .. } => "cap",
+        Action::Emit { .. } => "emit",
+    };
+    let text = chela_core::text::prefix(&outcome.message, chela_core::router::MAX_TEXT);
+    Event::new(SCHEDULER_EVENT)
+        .and_then(|e| e.with_source("scheduler"))
+        .and_then(|e| e.with_chat(channel, chat_id))
+        .and_then(|e| e.with_text(text))
+        .and_then(|e| e.with("job", Value::Str(due.job.id.clone())))
+        .and_then(|e| e.with("name", Value::Str(due.job.name.clone())))
+        .and_then(|e| e.with("action", Value::Str(action.to_owned())))
+        .and_then(|e| e.with("ok", Value::Bool(outcome.ok)))
+        .map(|e| e.with_depth(due.depth))
+        .map_err(|e| e.to_string())
 }
 
 async fn run_job(daemon: &Arc<Daemon>, due: &Due) -> Result<String, String> {
     let job = &due.job;
     match &job.action {
         Action::Agent { message, channel, chat_id } => {
-            let (Some(channel), Some(chat_id)) = (channel, chat_id) else {
+            // An `on_event` job without a chat of its own talks in the event's.
+            let event_chat = due.chat.as_ref().map(|(c, id)| (c, id));
+            let Some((channel, chat_id)) = channel.as_ref().zip(chat_id.as_ref()).or(event_chat) else {
                 return Err("the job names no channel and chat to talk in".to_owned());
             };
             let label = if job.name.is_empty() { job.id.clone() } else { format!("{} ({})", job.name, job.id) };
             let text = format!("[Scheduled job {label}] {message}");
-            talk(daemon, channel, chat_id, text).await
+            talk_answer(daemon, channel, chat_id, text, due.depth).await?;
+            Ok(format!("answer sent to {channel}/{chat_id}"))
         }
         Action::Cap { name, args } => {
             // A job written without `args` calls the tool with none.
             let input = if args.is_null() { "{}".to_owned() } else { args.to_string() };
-            let out = call_cap(daemon, name, &input).await?;
+            let out = call_cap(daemon, name, &input, due.depth).await?;
             Ok(format!("{name} answered {} bytes", out.len()))
         }
-        Action::Emit { .. } => Err("emit actions need the event router, which this Chela does not have yet".to_owned()),
+        Action::Emit { event, .. } => {
+            let ev = super::emit_event(job, due.depth)?;
+            if !daemon.listens(event) {
+                return Ok(format!("raised a {event} event; no rule or job listens to it"));
+            }
+            if !daemon.rules().raise(ev) {
+                return Err(format!("the {event} event was dropped: the router's queue is full"));
+            }
+            Ok(format!("raised a {event} event"))
+        }
     }
 }
 
 /// Calls the tool `name` with `input` as Chela itself (`Caller::Internal`), with the
 /// settings of now; its output.
-pub(crate) async fn call_cap(daemon: &Arc<Daemon>, name: &str, input: &str) -> Result<String, String> {
+/// `depth`: how many automation steps led to the call (its `cap_result` event carries it).
+pub(crate) async fn call_cap(daemon: &Arc<Daemon>, name: &str, input: &str, depth: u8) -> Result<String, String> {
     let cfg = daemon.config();
     let skills = Arc::new(crate::skills::Skills::new(&cfg));
     let base = crate::app::Base::with_config(Arc::clone(daemon.workspace()), Arc::clone(daemon.toolbox()), skills, cfg)
         .map_err(|e| format!("{e:#}"))?;
-    let ctx = base.tool_ctx();
+    let mut ctx = base.tool_ctx();
+    ctx.depth = depth;
     daemon
         .toolbox()
         .call(&ctx, name, input, Caller::Internal, Scope::default())
@@ -139,7 +202,7 @@ pub(crate) async fn call_cap(daemon: &Arc<Daemon>, name: &str, input: &str) -> R
 /// The chat must be one Chela may write to (`Gate::may_send`, as for the send tools), and its
 /// channel running.
 async fn talk(daemon: &Arc<Daemon>, channel: &str, chat_id: &str, text: String) -> Result<String, String> {
-    talk_answer(daemon, channel, chat_id, text).await?;
+    talk_answer(daemon, channel, chat_id, text, 0).await?;
     Ok(format!("answer sent to {channel}/{chat_id}"))
 }
 
@@ -149,6 +212,7 @@ pub(crate) async fn talk_answer(
     channel: &str,
     chat_id: &str,
     text: String,
+    depth: u8,
 ) -> Result<String, String> {
     let outlet = daemon
         .outlets()
@@ -157,19 +221,20 @@ pub(crate) async fn talk_answer(
     if !daemon.gate().may_send(&daemon.config(), channel, chat_id) {
         return Err(format!("{channel}/{chat_id} is not a chat allowed to talk to Chela (unpaired or gone)"));
     }
-    let answer = turn(daemon, channel, chat_id, text).await?;
+    let answer = turn(daemon, channel, chat_id, text, depth).await?;
     outlet.send_text(chat_id, &answer).await.map_err(|e| format!("the answer could not be sent: {e}"))?;
     Ok(answer)
 }
 
 /// One turn in `(channel, chat_id)`, queued behind that chat's other turns; its answer.
-async fn turn(daemon: &Arc<Daemon>, channel: &str, chat_id: &str, text: String) -> Result<String, String> {
+async fn turn(daemon: &Arc<Daemon>, channel: &str, chat_id: &str, text: String, depth: u8) -> Result<String, String> {
     let req = TurnRequest {
         channel: channel.to_owned(),
         chat_id: chat_id.to_owned(),
         user: Message::user_text(text),
         scope: Vec::new(),
         caller: Caller::Internal,
+        depth,
         cancel: Cancel::default(),
         observer: Box::new(Quiet),
     };
@@ -267,7 +332,7 @@ pub async fn beat(daemon: &Arc<Daemon>, now: i64, by_hand: bool) -> Result<Strin
     let channel = cfg.get(chela_core::config::HEARTBEAT_CHANNEL).to_owned();
     let chat_id = cfg.get(chela_core::config::HEARTBEAT_CHAT_ID).to_owned();
     if channel.is_empty() || chat_id.is_empty() {
-        let answer = turn(daemon, HEARTBEAT_SESSION.0, HEARTBEAT_SESSION.1, prompt).await?;
+        let answer = turn(daemon, HEARTBEAT_SESSION.0, HEARTBEAT_SESSION.1, prompt, 0).await?;
         return Ok(format!("{} items; the answer (no heartbeat.channel set): {answer}", items.len()));
     }
     talk(daemon, &channel, &chat_id, prompt).await.map(|s| format!("{} items; {s}", items.len()))

@@ -174,3 +174,86 @@ fn a_flood_of_requests_is_taken_in_bounded_batches_and_unknown_jobs_are_ignored(
     let due = s.take_due(T0 + 1);
     assert_eq!(due.iter().filter(|d| d.manual).map(|d| d.job.id.as_str()).collect::<Vec<_>>(), ["ok"]);
 }
+
+const ON_EVENT: &str = r#"{"version": 1, "jobs": [
+  {"id": "hello", "trigger": {"type": "on_event", "event": "message", "match": {"channel": "telegram", "text": "hi"}},
+   "action": {"type": "agent", "message": "greet"}},
+  {"id": "any", "trigger": {"type": "on_event", "event": "message"}, "action": {"type": "emit", "event": "seen"}},
+  {"id": "off", "enabled": false, "trigger": {"type": "on_event", "event": "message"}, "action": {"type": "emit", "event": "x"}}
+]}
+"#;
+
+fn message(text: &str, depth: u8) -> Event {
+    Event::new("message").unwrap().with_chat("telegram", "42").unwrap().with_text(text).unwrap().with_depth(depth)
+}
+
+#[test]
+fn on_event_jobs_fire_on_matching_events_and_stop_at_the_depth_bound() {
+    let fx = Fixture::new(&[]);
+    write(&fx, ON_EVENT);
+    let s = Scheduler::open(&fx.ws, settings(&fx), T0);
+    assert!(s.problems().is_empty(), "{:?}", s.problems().lines());
+    assert!(s.listens("message"));
+    assert!(!s.listens("seen"));
+    let due = s.take_event(&message("hi", 0), T0 + 5);
+    let ids: Vec<&str> = due.iter().map(|d| d.job.id.as_str()).collect();
+    assert_eq!(ids, ["hello", "any"], "the disabled job stays quiet");
+    assert!(due.iter().all(|d| d.depth == 1 && d.chat == Some(("telegram".into(), "42".into()))));
+    assert_eq!(s.get("hello", T0 + 5).unwrap().job.last_run, Some(T0 + 5));
+    let ids: Vec<String> = s.take_event(&message("hi there", 2), T0 + 6).into_iter().map(|d| d.job.id).collect();
+    assert_eq!(ids, ["any"], "the match is exact");
+    assert_eq!(s.take_event(&message("hi", 2), T0 + 7)[0].depth, 3);
+    // An event as deep as the router lets emits go fires no job: a job answering what it
+    // raised itself ends there.
+    assert!(s.take_event(&message("hi", chela_core::router::MAX_EMIT_DEPTH), T0 + 8).is_empty());
+    // On-event jobs never fire on the clock.
+    assert!(s.take_due(T0 + 100_000).is_empty());
+}
+
+#[test]
+fn emit_jobs_build_their_event_from_data_and_refuse_what_cannot_be_one() {
+    let job: Job = serde_json::from_value(serde_json::json!({"id": "e", "trigger": {"type": "interval", "every_s": 60},
+        "action": {"type": "emit", "event": "kitchen", "data": {"text": "hot", "channel": "telegram", "chat_id": "42", "temp": 31, "ok": true, "room": "k"}}}))
+    .unwrap();
+    let e = emit_event(&job, 2).unwrap();
+    assert_eq!(
+        (e.kind(), e.source(), e.text(), e.channel(), e.chat_id()),
+        ("kitchen", "scheduler", "hot", "telegram", "42")
+    );
+    assert_eq!(e.get("temp"), Some(&Value::Int(31)));
+    assert_eq!(e.get("ok"), Some(&Value::Bool(true)));
+    assert_eq!(e.get("room"), Some(&Value::Str("k".into())));
+    assert_eq!(e.get("job"), Some(&Value::Str("e".into())));
+    assert_eq!(e.depth(), 2);
+    let fx = Fixture::new(&[]);
+    let s = Scheduler::open(&fx.ws, settings(&fx), T0);
+    let mut bad = job.clone();
+    bad.action = Action::Emit { event: "k".into(), data: serde_json::json!({"list": [1]}) };
+    let err = format!("{:#}", s.upsert(bad, T0).unwrap_err());
+    assert!(err.contains("action.data.list"), "{err}");
+    s.upsert(job, T0).unwrap();
+}
+
+#[test]
+fn outcomes_are_kept_across_restarts_and_shown_in_the_listing() {
+    let fx = Fixture::new(&[]);
+    write(&fx, GOOD_AND_BAD);
+    let s = Scheduler::open(&fx.ws, settings(&fx), T0);
+    s.set_outcome("ok", Outcome::new(T0 + 60, false, "telegram/42 is not a chat allowed to talk to Chela", false));
+    s.set_outcome("gone", Outcome::new(T0 + 60, true, "ran", false));
+    let v = s.get("ok", T0).unwrap();
+    assert_eq!(v.last_outcome.as_ref().map(|o| o.ok), Some(false));
+    assert!(v.status.unwrap().starts_with("not run at 1800000060: telegram/42"));
+    // The person's broken cron.json is not rewritten for an outcome.
+    assert_eq!(fs::read_to_string(fx.root().join(FILE)).unwrap(), GOOD_AND_BAD);
+    let again = Scheduler::open(&fx.ws, settings(&fx), T0 + 100);
+    let o = again.get("ok", T0 + 100).unwrap().last_outcome.unwrap();
+    assert_eq!((o.at, o.ok), (T0 + 60, false));
+    let stored = fs::read_to_string(fx.root().join(outcomes::FILE)).unwrap();
+    assert!(!stored.contains("gone"), "only jobs that exist are kept: {stored}");
+    // A long message is cut; a broken file is read as no outcomes.
+    again.set_outcome("ok", Outcome::new(T0, true, &"m".repeat(5000), true));
+    assert_eq!(again.get("ok", T0).unwrap().last_outcome.unwrap().message.len(), outcomes::MAX_MESSAGE);
+    fs::write(fx.root().join(outcomes::FILE), "{not json").unwrap();
+    assert!(Scheduler::open(&fx.ws, settings(&fx), T0).get("ok", T0).unwrap().last_outcome.is_none());
+}

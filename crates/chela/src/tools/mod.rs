@@ -78,6 +78,10 @@ pub struct ToolCtx {
     /// The tools themselves: Lua's `cap.call` runs tools through it, and the file tools stop
     /// the Lua jobs of a script they delete.
     pub toolbox: Arc<Toolbox>,
+    /// How many automation steps led to this call (0: a person or a clock; a rule's `cap`
+    /// action fired by a message: 1). The `cap_result` event of the call carries it, so rules
+    /// reacting to results with more calls stop at the router's depth bound.
+    pub depth: u8,
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
@@ -296,7 +300,12 @@ pub struct Toolbox {
     /// The Lua scripts' states and jobs, shared by the `lua` tools and the file tools.
     #[cfg(feature = "lua")]
     lua: Arc<crate::lua::Host>,
+    /// Told of every finished call (the daemon raises `cap_result` events with it).
+    on_result: std::sync::OnceLock<ResultHook>,
 }
+
+/// What [`Toolbox::on_result`] calls after each call: the context, the tool's id and its result.
+pub type ResultHook = Box<dyn Fn(&ToolCtx, &str, &ToolResult) + Send + Sync>;
 
 impl Toolbox {
     /// Registers every group compiled into this build, then applies the persisted switches.
@@ -323,6 +332,7 @@ impl Toolbox {
             state: RwLock::new(Arc::default()),
             #[cfg(feature = "lua")]
             lua,
+            on_result: std::sync::OnceLock::new(),
         };
         for g in groups {
             // Two built-in tools with one name is a programming error caught by the tests.
@@ -411,6 +421,21 @@ impl Toolbox {
     /// Runs tool `id` with JSON `input` after checking that `caller` may use it in `scope`,
     /// for at most `tools.timeout_secs`.
     pub async fn call(&self, ctx: &ToolCtx, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> ToolResult {
+        let result = self.call_inner(ctx, id, input, caller, scope).await;
+        if let Some(hook) = self.on_result.get() {
+            hook(ctx, id, &result);
+        }
+        result
+    }
+
+    /// Sets what is told of every finished call (once; the daemon's `cap_result` events). The
+    /// hook runs on the caller's task after each call, so it must be cheap: it returns at once
+    /// when nothing listens.
+    pub fn on_result(&self, hook: ResultHook) -> Result<(), String> {
+        self.on_result.set(hook).map_err(|_| "the toolbox already reports its results".to_owned())
+    }
+
+    async fn call_inner(&self, ctx: &ToolCtx, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> ToolResult {
         let handler = {
             let state = self.current();
             state.registry.authorize(id, caller, scope).map_err(|e| refusal(e, ctx))?;

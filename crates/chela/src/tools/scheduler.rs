@@ -44,8 +44,9 @@ fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string_pretty(v).unwrap_or_default()
 }
 
-/// Fills an `agent` action's missing channel and chat from the conversation.
-fn default_target(ctx: &ToolCtx, action: &mut Action) -> Result<(), ToolError> {
+/// Fills an `agent` action's missing channel and chat from the conversation. `on_event`: the
+/// job may go without one (it then talks in the chat of the event that fired it).
+fn default_target(ctx: &ToolCtx, action: &mut Action, on_event: bool) -> Result<(), ToolError> {
     if let Action::Agent { channel, chat_id, .. } = action {
         if let Some((c, id)) = &ctx.conversation
             && channel.is_none()
@@ -55,7 +56,7 @@ fn default_target(ctx: &ToolCtx, action: &mut Action) -> Result<(), ToolError> {
                 *chat_id = Some(id.clone());
             }
         }
-        if channel.is_none() || chat_id.is_none() {
+        if (channel.is_none() || chat_id.is_none()) && !on_event {
             return Err(ToolError::invalid_args(
                 "an agent job needs action.channel and action.chat_id (there is no current conversation to default to)",
             ));
@@ -85,13 +86,13 @@ pub struct AddArgs {
 impl Tool for AddJob {
     const NAME: &'static str = "scheduler_add_job";
     const DESCRIPTION: &'static str = "Add a scheduled job, or replace the job with the same id.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"id":{"type":"string","description":"Letters, digits, _ - . (at most 64)"},"name":{"type":"string"},"trigger":{"type":"object","description":"{\"type\":\"once\",\"at\":UNIX_SECONDS} | {\"type\":\"interval\",\"every_s\":N} | {\"type\":\"cron\",\"expr\":\"0 8 * * 1-5\",\"tz\":\"optional IANA zone\"}"},"action":{"type":"object","description":"{\"type\":\"agent\",\"message\":\"...\",\"channel\":\"optional\",\"chat_id\":\"optional\"} (default: this chat) | {\"type\":\"cap\",\"name\":\"tool\",\"args\":{}}"},"enabled":{"type":"boolean"},"grace_s":{"type":"integer","description":"How late a run missed while Chela was down may still happen"},"delete_after_run":{"type":"boolean","description":"Remove a once job after it ran"}},"required":["id","trigger","action"]}"#;
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"id":{"type":"string","description":"Letters, digits, _ - . (at most 64)"},"name":{"type":"string"},"trigger":{"type":"object","description":"{\"type\":\"once\",\"at\":UNIX_SECONDS} | {\"type\":\"interval\",\"every_s\":N} | {\"type\":\"cron\",\"expr\":\"0 8 * * 1-5\",\"tz\":\"optional IANA zone\"} | {\"type\":\"on_event\",\"event\":\"message\",\"match\":{\"field\":\"exact value\"}}"},"action":{"type":"object","description":"{\"type\":\"agent\",\"message\":\"...\",\"channel\":\"optional\",\"chat_id\":\"optional\"} (default: this chat) | {\"type\":\"cap\",\"name\":\"tool\",\"args\":{}} | {\"type\":\"emit\",\"event\":\"type\",\"data\":{\"text\":\"...\",\"field\":\"value\"}} (an event for the router's rules)"},"enabled":{"type":"boolean"},"grace_s":{"type":"integer","description":"How late a run missed while Chela was down may still happen"},"delete_after_run":{"type":"boolean","description":"Remove a once job after it ran"}},"required":["id","trigger","action"]}"#;
     const BLOCKING: bool = true;
     type Args = AddArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: AddArgs) -> ToolResult {
         let mut action = a.action;
-        default_target(ctx, &mut action)?;
+        default_target(ctx, &mut action, matches!(a.trigger, Trigger::OnEvent { .. }))?;
         let job = Job {
             id: a.id,
             name: a.name,
@@ -275,7 +276,7 @@ impl Tool for CronAdd {
             }
         };
         let mut action = Action::Agent { message: a.message, channel: a.channel, chat_id: a.chat_id };
-        default_target(ctx, &mut action)?;
+        default_target(ctx, &mut action, false)?;
         let id = free_id(&self.0, now);
         let job = Job {
             id: id.clone(),

@@ -54,6 +54,7 @@ impl Fixture {
             skills: Arc::clone(&self.skills),
             session: self.session.clone(),
             toolbox: Arc::clone(&self.toolbox),
+            depth: 0,
         }
     }
 

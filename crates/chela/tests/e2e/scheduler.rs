@@ -92,3 +92,81 @@ fn chela_heartbeat_trigger_reaches_the_running_daemon_and_the_answer_the_chat() 
     let asked = String::from_utf8_lossy(&llm.requests()[0].body).into_owned();
     assert!(asked.contains("[Heartbeat]") && asked.contains("water the plants") && !asked.contains("feed the cat"));
 }
+
+/// `rules.json` for the automation test: a rule on the `emit` job's event, one on the result of
+/// the `cap` job's call, one on the `scheduler` event of that job's run.
+const RULES: &str = r#"{"rules": [
+  {"id": "hot", "match": {"type": "kitchen"}, "actions": [{"type": "send", "text": "Kitchen at {{event.text}}°C ({{event.job}})"}]},
+  {"id": "clock-result", "match": {"type": "cap_result"}, "only_if": [{"field": "cap", "op": "eq", "value": "get_current_time"}],
+   "actions": [{"type": "send", "channel": "telegram", "chat_id": "42", "text": "time tool ok: {{event.ok}}"}]},
+  {"id": "clock-done", "match": {"type": "scheduler", "source": "scheduler"}, "only_if": [{"field": "job", "op": "eq", "value": "clock"}],
+   "actions": [{"type": "send", "channel": "telegram", "chat_id": "42", "text": "job {{event.job}} ran: {{event.ok}}"}]}
+]}
+"#;
+
+#[test]
+fn emit_on_event_cap_result_and_scheduler_events_drive_rules_in_the_real_daemon() {
+    // The first answer is the agent's to the message; the second the on_event job's turn, which
+    // queues behind it in the same chat.
+    let llm = FakeLlm::start(vec![Step::text("hi there"), Step::text("greeting from the job")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 4;
+    let cron = json!({"version": 1, "jobs": [
+        {"id": "heat", "trigger": {"type": "once", "at": at},
+         "action": {"type": "emit", "event": "kitchen", "data": {"text": "31", "channel": "telegram", "chat_id": "42"}}},
+        {"id": "clock", "trigger": {"type": "once", "at": at}, "action": {"type": "cap", "name": "get_current_time"}},
+        {"id": "greet", "trigger": {"type": "on_event", "event": "message", "match": {"text": "hello"}},
+         "action": {"type": "agent", "message": "say hi to the new person"}}
+    ]});
+    std::fs::write(ws.path().join("cron.json"), cron.to_string()).unwrap();
+    std::fs::write(ws.path().join("rules.json"), RULES).unwrap();
+    let child = start(&ws, &tg);
+    tg.push_text(OWNER, OWNER, "hello");
+    let sent = tg.wait_sent(WAIT, |s| s.len() >= 5);
+    let out = stop(child);
+    out.expect_ok();
+    let mut texts: Vec<&str> = sent.iter().filter(|s| s.chat_id == OWNER).map(|s| s.text.as_str()).collect();
+    texts.sort_unstable();
+    assert_eq!(
+        texts,
+        ["Kitchen at 31°C (heat)", "greeting from the job", "hi there", "job clock ran: true", "time tool ok: true"],
+        "{}",
+        out.stderr
+    );
+    let job_turn = String::from_utf8_lossy(&llm.requests()[1].body).into_owned();
+    assert!(job_turn.contains("[Scheduled job greet] say hi to the new person"), "{job_turn}");
+
+    // The outcomes were kept, and another process shows them.
+    let list = ws.run(&["cron", "list"]);
+    list.expect_ok();
+    for line in ["last: ran at", "raised a kitchen event", "get_current_time answered", "answer sent to telegram/42"] {
+        assert!(list.stdout.contains(line), "{line:?} in {}", list.stdout);
+    }
+    let kept: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ws.path().join("state/jobs.json")).unwrap()).unwrap();
+    assert_eq!(kept["jobs"]["greet"]["ok"], true, "{kept}");
+}
+
+#[test]
+fn a_job_for_a_chat_that_may_not_be_written_to_is_recorded_as_an_error() {
+    let llm = FakeLlm::start(vec![Step::text("never asked")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let at = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3;
+    let cron = json!({"version": 1, "jobs": [
+        {"id": "stranger", "trigger": {"type": "once", "at": at},
+         "action": {"type": "agent", "message": "hello", "channel": "telegram", "chat_id": "777"}}
+    ]});
+    std::fs::write(ws.path().join("cron.json"), cron.to_string()).unwrap();
+    let child = start(&ws, &tg);
+    crate::wait_for("the job's outcome", WAIT, || {
+        std::fs::read_to_string(ws.path().join("state/jobs.json")).is_ok_and(|t| t.contains("stranger"))
+    });
+    let out = stop(child);
+    out.expect_ok();
+    let list = ws.run(&["cron", "list"]);
+    assert!(list.stdout.contains("last: not run at") && list.stdout.contains("unpaired or gone"), "{}", list.stdout);
+    assert!(llm.requests().is_empty(), "the model was not asked");
+    assert!(tg.sent().is_empty(), "nothing went to the stranger");
+}

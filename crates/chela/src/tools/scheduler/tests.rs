@@ -106,8 +106,13 @@ async fn bad_jobs_get_errors_naming_the_field() {
     let e =
         add(json!({"id": "a b", "trigger": {"type": "interval", "every_s": 5}, "action": agent})).await.unwrap_err();
     assert!(e.0.contains("id:"), "{e}");
-    let e = add(json!({"id": "a", "trigger": {"type": "on_event", "event": "x"}, "action": agent})).await.unwrap_err();
-    assert!(e.0.contains("event router"), "{e}");
+    let emit = |data: Value| json!({"id": "e", "trigger": {"type": "interval", "every_s": 5}, "action": {"type": "emit", "event": "x", "data": data}});
+    let e = add(emit(json!({"nested": {"a": 1}}))).await.unwrap_err();
+    assert!(e.0.contains("action.data.nested"), "{e}");
+    let e = add(emit(json!({"type": "y"}))).await.unwrap_err();
+    assert!(e.0.contains("action.data") && e.0.contains("`type`"), "{e}");
+    let e = add(emit(json!("just text"))).await.unwrap_err();
+    assert!(e.0.contains("action.data: expected an object"), "{e}");
     // No conversation to default to, and none named.
     let e = Arc::new(AddJob(Arc::clone(&s)))
         .call_json(
@@ -175,4 +180,21 @@ async fn the_job_count_is_bounded_by_the_setting() {
     // Replacing one is not adding one.
     let v = json!({"id": "j2", "trigger": {"type": "interval", "every_s": 30}, "action": {"type": "cap", "name": "get_current_time"}});
     call(&fx, AddJob(Arc::clone(&s)), v).await.unwrap();
+}
+
+#[tokio::test]
+async fn on_event_and_emit_jobs_are_accepted_and_an_on_event_agent_job_needs_no_chat() {
+    let fx = Fixture::new(&[]);
+    let s = open(&fx);
+    let on_event = json!({"id": "greet", "trigger": {"type": "on_event", "event": "message", "match": {"text": "hello"}},
+        "action": {"type": "agent", "message": "say hi"}});
+    // Outside a conversation: no chat to default to, and none is needed.
+    Arc::new(AddJob(Arc::clone(&s))).call_json(fx.ctx(), on_event.to_string()).await.unwrap();
+    let emit = json!({"id": "heat", "trigger": {"type": "interval", "every_s": 60},
+        "action": {"type": "emit", "event": "kitchen", "data": {"temp": 31}}});
+    call(&fx, AddJob(Arc::clone(&s)), emit).await.unwrap();
+    assert!(s.listens("message"));
+    let got = job(&s, "greet");
+    assert!(got["next_fire"].is_null(), "an on_event job has no time of its own: {got}");
+    assert!(got["action"].get("channel").is_none(), "{got}");
 }
