@@ -18,7 +18,8 @@
 //!
 //! Run: `cargo build --profile release-small -p chela && cargo bench -p chela --bench daemon`.
 //! The binary is `$CHELA_BIN`, else the first argument, else `target/release-small/chela`
-//! (under `$CARGO_TARGET_DIR` when set).
+//! (under `$CARGO_TARGET_DIR` when set). `CHELA_BENCH_PHASES=ready,idle` runs only the phases
+//! named (`ready`, `idle`, `warm turn`, `websocket`, `soak`).
 // Unsafe only for `libc::sysconf`, to turn /proc's clock ticks into time.
 #![allow(unsafe_code)]
 
@@ -158,6 +159,27 @@ impl Daemon {
                 .unwrap_or(0)
         };
         (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// What the resident pages are, from `/proc/PID/smaps_rollup` and `status`: anonymous
+    /// (heap, stacks), file-backed (the binary's and the libraries' pages touched so far), and
+    /// the number of threads.
+    fn rss_parts(&self) -> String {
+        let read = |f: &str| std::fs::read_to_string(format!("/proc/{}/{f}", self.pid())).unwrap_or_default();
+        let (rollup, status) = (read("smaps_rollup"), read("status"));
+        let field = |s: &str, k: &str| -> u64 {
+            s.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+                .unwrap_or(0)
+        };
+        let (rss, anon) = (field(&rollup, "Rss:"), field(&rollup, "Anonymous:"));
+        format!(
+            "anonymous {:.2} MiB, file-backed {:.2} MiB, {} threads",
+            mib(anon),
+            mib(rss.saturating_sub(anon)),
+            field(&status, "Threads:")
+        )
     }
 
     /// User plus system CPU time of every thread so far.
@@ -400,10 +422,11 @@ fn idle(bin: &Path, llm: &FakeLlm) -> Res<()> {
         let (rss, hwm) = d.rss_kib();
         figures.push(rss);
         println!(
-            "2. idle after 1 s, gateway{}: VmRSS {:.2} MiB, VmHWM {:.2} MiB",
+            "2. idle after 1 s, gateway{}: VmRSS {:.2} MiB, VmHWM {:.2} MiB ({})",
             if with_telegram { " + Telegram" } else { "" },
             mib(rss),
-            mib(hwm)
+            mib(hwm),
+            d.rss_parts()
         );
     }
     println!("   target <= 3.5 MiB idle RSS with gateway and Telegram: {}", verdict(figures[1] <= 3584));
@@ -637,7 +660,13 @@ fn main() -> ExitCode {
     let llm = FakeLlm::start_with(Options { max_recorded: 64, ..Options::default() });
     let phases: [(&str, Phase); 5] =
         [("ready", ready), ("idle", idle), ("warm turn", warm_turns), ("websocket", ws_chats), ("soak", soak)];
+    // `CHELA_BENCH_PHASES=idle,ready` runs only the phases named (all when unset).
+    let only = std::env::var("CHELA_BENCH_PHASES").unwrap_or_default();
+    let wanted = |name: &str| only.is_empty() || only.split(',').any(|p| p.trim() == name);
     for (name, phase) in phases {
+        if !wanted(name) {
+            continue;
+        }
         if let Err(e) = phase(&bin, &llm) {
             eprintln!("daemon: the {name} phase failed: {e}");
             return ExitCode::FAILURE;

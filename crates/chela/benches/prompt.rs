@@ -18,14 +18,12 @@ use std::path::Path;
 use std::time::Instant;
 
 use chela::config::Config;
+use chela::localtime::{Date, Local};
 use chela::memory;
 use chela::workspace::Workspace;
 use chela_core::cap::{Capability, GroupSpec, Registry, Scope};
 use chela_core::memory::Entries;
 use chela_core::prompt::{self, Bounds, Inputs, TurnContext};
-use jiff::Timestamp;
-use jiff::civil::Date;
-use jiff::tz::TimeZone;
 
 const WARMUP: usize = 1_000;
 /// `memory.recent_days`'s default.
@@ -53,7 +51,7 @@ fn workspace(dir: &Path, today: Date) {
     std::fs::write(dir.join("USER.md"), filled("User", 4096)).unwrap();
     std::fs::write(dir.join("MEMORY.md"), filled("Memory", 8192)).unwrap();
     for back in 0..RECENT_DAYS {
-        let date = today.checked_sub(jiff::Span::new().days(back)).unwrap();
+        let date = today.days_before(back);
         let mut note = format!("# {date}\n\n");
         let mut n = 0;
         while note.len() < 2048 {
@@ -117,10 +115,10 @@ fn quantile(sorted: &[u64], q: f64) -> u64 {
 
 fn main() {
     let iters = std::env::var("CHELA_BENCH_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000usize);
-    let tz = TimeZone::get("Europe/Paris").expect("the system has tzdata");
+    let tz = chela::scheduler::named_zone("Europe/Paris").expect("the system has tzdata");
     // Fixed, so the daily notes picked do not depend on when the benchmark runs.
-    let now: Timestamp = "2026-11-30T11:25:20Z".parse().unwrap();
-    let today = now.to_zoned(tz.clone()).date();
+    let now = 1_796_037_920; // 2026-11-30T11:25:20Z
+    let today = Local::at(&tz, now).date();
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::locate(Some(dir.path().to_path_buf())).unwrap();
     let root = ws.root().to_path_buf();

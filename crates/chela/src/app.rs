@@ -6,8 +6,6 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use chela_core::agent::Limits;
 use chela_core::config as keys;
-use jiff::Timestamp;
-use jiff::tz::TimeZone;
 
 use crate::config::Config;
 use crate::net::{ClientOptions, HttpClient, Proxy};
@@ -22,7 +20,7 @@ pub struct Base {
     pub cfg: Arc<Config>,
     pub http: HttpClient,
     pub toolbox: Arc<Toolbox>,
-    pub tz: TimeZone,
+    pub tz: crate::localtime::Tz,
     /// The workspace's skills, with their cache: kept across configuration reloads.
     pub skills: Arc<crate::skills::Skills>,
 }
@@ -54,7 +52,7 @@ impl Base {
         cfg: Arc<Config>,
     ) -> Result<Base> {
         let http = http_client(&cfg)?;
-        let tz = crate::tools::time::zone(cfg.get(keys::TIMEZONE));
+        let tz = crate::localtime::zone(cfg.get(keys::TIMEZONE));
         Ok(Base { ws, cfg, http, toolbox, tz, skills })
     }
 
@@ -104,7 +102,7 @@ impl App {
     pub fn with_config(&self, cfg: Arc<Config>) -> Result<App> {
         let old = &self.base;
         let base = if cfg.get(keys::PROXY_URL) == old.cfg.get(keys::PROXY_URL) {
-            let tz = crate::tools::time::zone(cfg.get(keys::TIMEZONE));
+            let tz = crate::localtime::zone(cfg.get(keys::TIMEZONE));
             Base {
                 ws: Arc::clone(&old.ws),
                 cfg,
@@ -141,7 +139,15 @@ impl App {
     /// The system prompt for a turn now.
     pub fn system_prompt(&self, channel: &str, chat_id: &str) -> String {
         let b = &self.base;
-        crate::memory::system_prompt(&b.ws, &b.cfg, &b.toolbox.registry(), &b.tz, Timestamp::now(), channel, chat_id)
+        crate::memory::system_prompt(
+            &b.ws,
+            &b.cfg,
+            &b.toolbox.registry(),
+            &b.tz,
+            crate::localtime::now_secs(),
+            channel,
+            chat_id,
+        )
     }
 
     pub fn explain(&self, e: &ProviderError) -> String {

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
 use chela_core::zone::{Zone, check_zone_name};
-use jiff::tz::TimeZone;
 
 /// What a tolerant reader of `cron.json` or `rules.json` found wrong: one type for both stores.
 #[derive(Clone, Debug)]
@@ -55,7 +54,7 @@ impl<B: BadLine> Problems<B> {
     }
 }
 
-/// Where zones are read from, unless `TZDIR` says otherwise (as for the C library and jiff).
+/// Where zones are read from, unless `TZDIR` says otherwise (as for the C library).
 const ZONEINFO: &str = "/usr/share/zoneinfo";
 /// The largest zone file read (the database's largest is under 4 KiB).
 const MAX_ZONE_FILE: u64 = 64 * 1024;
@@ -86,18 +85,67 @@ pub(crate) fn read_zone_file(name: &str, path: &Path) -> Result<Zone> {
     Zone::from_tzif(name, &bytes).with_context(|| format!("time zone {name:?} ({})", path.display()))
 }
 
-/// The zone named `name` (an IANA name), or the system's when `name` is empty.
+/// The zone named `name` (an IANA name, in any case, as the tz database's lookup allows), or the
+/// system's when `name` is empty (see [`system_zone`]).
 pub fn load_zone(name: &str) -> Result<Zone> {
     if name.is_empty() {
-        let system = TimeZone::system();
-        return match system.iana_name() {
-            Some(iana) if check_zone_name(iana).is_ok() => load_zone(iana),
-            // No name (a copied /etc/localtime): its bytes are the zone.
-            _ => read_zone_file("localtime", Path::new("/etc/localtime")).or_else(|_| Ok(Zone::utc())),
-        };
+        return system_zone();
     }
     check_zone_name(name)?;
-    read_zone_file(name, &zoneinfo_dir().join(name))
+    let dir = zoneinfo_dir();
+    let path = dir.join(name);
+    if !path.exists()
+        && let Some(real) = find_ignoring_case(&dir, name)
+    {
+        return read_zone_file(&real, &dir.join(&real));
+    }
+    read_zone_file(name, &path)
+}
+
+/// The system's zone: `TZ` (an IANA name, a zone file's absolute path, or a POSIX rule such as
+/// `CET-1CEST,M3.5.0,M10.5.0/3`), else `/etc/localtime` (named after the zone its link points
+/// to, `local` when it is a copy), else UTC. A `TZ` that is none of these is an error.
+pub fn system_zone() -> Result<Zone> {
+    if let Ok(tz) = std::env::var("TZ")
+        && !tz.is_empty()
+    {
+        let tz = tz.strip_prefix(':').unwrap_or(&tz);
+        if tz.starts_with('/') {
+            return read_zone_file(tz, Path::new(tz));
+        }
+        if tz == "UTC" {
+            return Ok(Zone::utc());
+        }
+        return load_zone(tz).or_else(|_| Zone::from_posix(tz).map_err(|e| anyhow::anyhow!("TZ={tz:?}: {e}")));
+    }
+    let local = Path::new("/etc/localtime");
+    if !local.exists() {
+        return Ok(Zone::utc());
+    }
+    let name = std::fs::read_link(local)
+        .ok()
+        .and_then(|t| t.to_str().and_then(|t| t.rsplit_once("zoneinfo/").map(|(_, n)| n.to_owned())))
+        .filter(|n| check_zone_name(n).is_ok())
+        .unwrap_or_else(|| "local".to_owned());
+    read_zone_file(&name, local)
+}
+
+/// The database's spelling of `name` when it differs only in case (`europe/berlin`): each part
+/// looked up in its folder, at most [`MAX_DIR_ENTRIES`] entries read per folder.
+fn find_ignoring_case(dir: &Path, name: &str) -> Option<String> {
+    const MAX_DIR_ENTRIES: usize = 4096;
+    let mut at = dir.to_path_buf();
+    let mut real = Vec::new();
+    for part in name.split('/') {
+        let found = std::fs::read_dir(&at)
+            .ok()?
+            .take(MAX_DIR_ENTRIES)
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .find(|n| n.eq_ignore_ascii_case(part))?;
+        at.push(&found);
+        real.push(found);
+    }
+    Some(real.join("/"))
 }
 
 #[cfg(test)]
@@ -116,5 +164,8 @@ mod tests {
         let err = format!("{:#}", load_zone("leapseconds").unwrap_err());
         assert!(err.contains("TZif"), "{err}");
         load_zone("").unwrap();
+        // The database's lookup ignores case; the zone gets its real name.
+        let berlin2 = load_zone("europe/BERLIN").unwrap();
+        assert_eq!((berlin2.name(), berlin2.offset_at(1_782_000_000)), ("Europe/Berlin", 7200));
     }
 }

@@ -11,11 +11,10 @@ use chela_core::cap::{Registry, Scope};
 use chela_core::config as keys;
 use chela_core::memory::{AGENTS_DEFAULT, Entries, MEMORY_DEFAULT, SOUL_DEFAULT, USER_DEFAULT};
 use chela_core::prompt::{self, Bounds, Inputs, TurnContext};
-use jiff::Timestamp;
-use jiff::civil::Date;
-use jiff::tz::TimeZone;
+use chela_core::zone::Zone;
 
 use crate::config::Config;
+use crate::localtime::{Date, Local};
 use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic, write_atomic_at};
 
 /// The memory files and what a fresh workspace gets.
@@ -119,7 +118,7 @@ pub fn update_entries<T, E: From<io::Error>>(
 pub fn recent_daily(ws: &Workspace, today: Date, days: i64) -> String {
     let mut out = String::new();
     for back in (0..days).rev() {
-        let Ok(date) = today.checked_sub(jiff::Span::new().days(back)) else { continue };
+        let date = today.days_before(back);
         let path = daily_path(ws, date);
         if !path.exists() {
             continue;
@@ -143,8 +142,8 @@ pub fn system_prompt(
     ws: &Workspace,
     cfg: &Config,
     registry: &Registry,
-    tz: &TimeZone,
-    now: Timestamp,
+    tz: &Zone,
+    now: i64,
     channel: &str,
     chat_id: &str,
 ) -> String {
@@ -152,11 +151,11 @@ pub fn system_prompt(
     let (soul, agents, user, memory) = (read("SOUL.md"), read("AGENTS.md"), read("USER.md"), read("MEMORY.md"));
     let bounds = bounds(cfg);
     let entries = recent_entries(ws, bounds.entries);
-    let z = now.to_zoned(tz.clone());
+    let z = Local::at(tz, now);
     let daily = recent_daily(ws, z.date(), cfg.int(keys::MEMORY_RECENT_DAYS));
     let guidance = registry.guidance_for(Scope::default());
-    let local_time = z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string();
-    let weekday = z.strftime("%A").to_string();
+    let local_time = z.rfc3339();
+    let weekday = z.weekday();
     let inputs = Inputs {
         soul: &soul,
         agents: &agents,
@@ -165,13 +164,7 @@ pub fn system_prompt(
         entries: &entries,
         daily: &daily,
         tool_guidance: &guidance,
-        context: TurnContext {
-            channel,
-            chat_id,
-            local_time: &local_time,
-            weekday: &weekday,
-            timezone: tz.iana_name().unwrap_or("local"),
-        },
+        context: TurnContext { channel, chat_id, local_time: &local_time, weekday, timezone: tz.name() },
     };
     prompt::build(&inputs, &bounds)
 }
@@ -235,8 +228,8 @@ mod tests {
     fn daily_notes_are_dated_in_the_users_zone() {
         let (_d, ws) = ws();
         // 23:30 UTC on the 29th is already the 30th in Shanghai.
-        let now: Timestamp = "2026-11-29T23:30:00Z".parse().unwrap();
-        let tz = TimeZone::get("Asia/Shanghai").unwrap();
+        let now = 1_795_995_000; // 2026-11-29T23:30:00Z
+        let tz = crate::automation::load_zone("Asia/Shanghai").unwrap();
         let p = crate::tools::memory::append_today(&ws, &tz, now, "Booked dentist\nfor Friday").unwrap();
         assert!(p.ends_with("memory/2026-11-30.md"), "{}", p.display());
         crate::tools::memory::append_today(&ws, &tz, now, "Second note").unwrap();

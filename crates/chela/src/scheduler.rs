@@ -59,22 +59,7 @@ pub fn user_zone(cfg: &Config) -> Result<Zone> {
     if let Some(name) = name {
         return named_zone(name);
     }
-    if let Ok(tz) = std::env::var("TZ")
-        && !tz.is_empty()
-    {
-        let tz = tz.strip_prefix(':').unwrap_or(&tz);
-        // A name (`Europe/Berlin`) or a POSIX rule (`CET-1CEST,M3.5.0,M10.5.0/3`).
-        return named_zone(tz).or_else(|_| Zone::from_posix(tz).map_err(|e| anyhow::anyhow!("TZ={tz:?}: {e}")));
-    }
-    let local = Path::new("/etc/localtime");
-    if !local.exists() {
-        return Ok(Zone::utc());
-    }
-    let name = std::fs::read_link(local)
-        .ok()
-        .and_then(|t| t.to_str().and_then(|t| t.split_once("zoneinfo/").map(|(_, n)| n.to_owned())))
-        .unwrap_or_else(|| "localtime".to_owned());
-    crate::automation::read_zone_file(&name, local)
+    crate::automation::system_zone()
 }
 
 /// The zone called `name` from the system's zone database (`automation::load_zone`, which

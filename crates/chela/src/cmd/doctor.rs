@@ -77,11 +77,8 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     };
     if let Some(cfg) = &cfg {
         let tz = cfg.get(keys::TIMEZONE);
-        let tz_name = if tz.is_empty() {
-            format!("{} (the system's)", crate::tools::time::zone("").iana_name().unwrap_or("local"))
-        } else {
-            tz.to_owned()
-        };
+        let tz_name =
+            if tz.is_empty() { format!("{} (the system's)", crate::localtime::zone("").name()) } else { tz.to_owned() };
         r.ok(&format!("time zone: {tz_name}"));
         check_settings(cfg, &mut r);
         check_cron(&ws, cfg, &mut r);

@@ -69,8 +69,13 @@ fn list(l: &Listing, cfg: &Config, now: u64) -> String {
     } else {
         out.push_str("Approved (take back with `chela pairing revoke CHANNEL:SENDER`):\n");
         for p in &l.allowed {
-            let since = jiff::Timestamp::from_second(i64::try_from(p.since).unwrap_or(0))
-                .map_or_else(|_| "?".to_owned(), |t| t.strftime("%Y-%m-%d %H:%M UTC").to_string());
+            let since = i64::try_from(p.since).map_or_else(
+                |_| "?".to_owned(),
+                |t| {
+                    let l = crate::localtime::Local::at(&chela_core::zone::Zone::utc(), t);
+                    format!("{} {} UTC", l.date(), l.hour_minute())
+                },
+            );
             let _ = writeln!(out, "  {}:{}  since {since}", p.channel, p.sender);
         }
     }

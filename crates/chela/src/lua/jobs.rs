@@ -60,7 +60,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 fn now_ms() -> i64 {
-    jiff::Timestamp::now().as_millisecond()
+    crate::localtime::now_millis()
 }
 
 impl Job {

@@ -526,9 +526,7 @@ impl Tool for FileStat {
             Kind::Missing => ("missing", None),
         };
         #[allow(clippy::unnecessary_cast)] // The field types differ between targets.
-        let modified = jiff::Timestamp::new(st.st_mtime as i64, st.st_mtime_nsec as i32)
-            .ok()
-            .map(|t| t.to_zoned(ctx.tz.clone()).strftime("%Y-%m-%dT%H:%M:%S%:z").to_string());
+        let modified = Some(crate::localtime::Local::at(&ctx.tz, st.st_mtime as i64).rfc3339());
         let mut out = serde_json::json!({"path": a.path, "type": kind, "size": size_of(&st), "modified": modified});
         // More than one link: the other tools refuse this file; saying so here explains why.
         if let Some(n) = links.filter(|n| *n > 1) {

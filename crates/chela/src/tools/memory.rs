@@ -4,14 +4,13 @@
 //! in `memory/YYYY-MM-DD.md` (appended). `MEMORY.md` is the person's file; the model can edit
 //! it with the file tools when asked.
 
-use jiff::Timestamp;
 use serde::Deserialize;
 
 use std::io;
 use std::path::PathBuf;
 
 use chela_core::memory::{Entries, MAX_ENTRY_BYTES, render_line};
-use jiff::tz::TimeZone;
+use chela_core::zone::Zone;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::memory::{daily_path, load_entries, memory_dir, update_entries};
@@ -35,7 +34,7 @@ pub fn group() -> Group {
 }
 
 fn now() -> u64 {
-    Timestamp::now().as_second().unsigned_abs()
+    crate::localtime::now_secs().unsigned_abs()
 }
 
 fn io_err(e: io::Error) -> ToolError {
@@ -82,8 +81,8 @@ fn change_entries<T>(
 }
 
 /// Appends a timestamped line to today's note, creating it with a heading.
-pub fn append_today(ws: &Workspace, tz: &TimeZone, now: Timestamp, text: &str) -> io::Result<PathBuf> {
-    let z = now.to_zoned(tz.clone());
+pub fn append_today(ws: &Workspace, tz: &Zone, now: i64, text: &str) -> io::Result<PathBuf> {
+    let z = crate::localtime::Local::at(tz, now);
     let path = daily_path(ws, z.date());
     std::fs::create_dir_all(memory_dir(ws))?;
     let mut out = String::new();
@@ -92,7 +91,7 @@ pub fn append_today(ws: &Workspace, tz: &TimeZone, now: Timestamp, text: &str) -
     }
     for (i, line) in text.trim().lines().enumerate() {
         if i == 0 {
-            out.push_str(&format!("- {} {}\n", z.strftime("%H:%M"), line));
+            out.push_str(&format!("- {} {}\n", z.hour_minute(), line));
         } else {
             out.push_str(&format!("  {line}\n"));
         }
@@ -259,7 +258,7 @@ impl Tool for MemoryAppendToday {
         if text.len() > MAX_ENTRY_BYTES {
             return Err(ToolError::new(format!("The note is over {MAX_ENTRY_BYTES} bytes; write a shorter one.")));
         }
-        let path = append_today(&ctx.ws, &ctx.tz, Timestamp::now(), text).map_err(io_err)?;
+        let path = append_today(&ctx.ws, &ctx.tz, crate::localtime::now_secs(), text).map_err(io_err)?;
         Ok(format!("noted in {}", path.strip_prefix(ctx.ws.root()).unwrap_or(&path).display()))
     }
 }
@@ -328,7 +327,7 @@ mod tests {
     async fn daily_notes_append() {
         let fx = Fixture::new(&[]);
         let r = fx.call(MemoryAppendToday, serde_json::json!({"content": "Called the plumber"})).await.unwrap();
-        let today = Timestamp::now().to_zoned(jiff::tz::TimeZone::UTC).date();
+        let today = crate::localtime::Local::at(&Zone::utc(), crate::localtime::now_secs()).date();
         assert_eq!(r, format!("noted in memory/{today}.md"));
         let text = std::fs::read_to_string(fx.root().join(format!("memory/{today}.md"))).unwrap();
         assert!(text.starts_with(&format!("# {today}\n\n- ")) && text.ends_with(" Called the plumber\n"), "{text}");

@@ -66,8 +66,7 @@ pub struct ToolCtx {
     pub cfg: Arc<Config>,
     /// Already a shared handle inside.
     pub http: HttpClient,
-    /// jiff's `TimeZone` is itself a reference-counted handle, so it needs no `Arc` of its own.
-    pub tz: jiff::tz::TimeZone,
+    pub tz: crate::localtime::Tz,
     /// The conversation the call is made from (`channel`, `chat_id`), when there is one: the
     /// default target of what a tool sets up for later (a scheduled job).
     pub conversation: Option<(String, String)>,

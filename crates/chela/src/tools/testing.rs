@@ -16,7 +16,7 @@ pub struct Fixture {
     pub ws: Arc<Workspace>,
     pub cfg: Arc<Config>,
     pub http: HttpClient,
-    pub tz: jiff::tz::TimeZone,
+    pub tz: crate::localtime::Tz,
     pub skills: Arc<crate::skills::Skills>,
     /// The conversation tool calls are made in; `None` as for `chela cap call`.
     pub session: Option<Arc<crate::skills::SessionRef>>,
@@ -37,7 +37,16 @@ impl Fixture {
         let http = HttpClient::new(ClientOptions::default());
         let skills = Arc::new(crate::skills::Skills::new(&cfg));
         let toolbox = Arc::new(super::Toolbox::new(&cfg));
-        Fixture { _dir: dir, ws: Arc::new(ws), cfg, http, tz: jiff::tz::TimeZone::UTC, skills, session: None, toolbox }
+        Fixture {
+            _dir: dir,
+            ws: Arc::new(ws),
+            cfg,
+            http,
+            tz: std::sync::Arc::new(chela_core::zone::Zone::utc()),
+            skills,
+            session: None,
+            toolbox,
+        }
     }
 
     pub fn root(&self) -> &Path {

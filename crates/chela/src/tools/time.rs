@@ -1,10 +1,10 @@
 //! The `time` group: what time it is, in the person's zone.
 
-use jiff::Timestamp;
-use jiff::tz::TimeZone;
+use chela_core::zone::Zone;
 use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use crate::localtime::{Local, now_secs};
 
 pub fn group() -> Group {
     Group::new("time", "The current date and time.").core().with(GetCurrentTime)
@@ -26,35 +26,25 @@ impl Tool for GetCurrentTime {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, args: TimeArgs) -> ToolResult {
         let tz = match args.timezone.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
-            Some(name) => TimeZone::get(name).map_err(|_| {
+            Some(name) => std::sync::Arc::new(crate::scheduler::named_zone(name).map_err(|_| {
                 ToolError::invalid_args(format!("`{name}` is not an IANA time zone name (try e.g. Europe/Paris)."))
-            })?,
+            })?),
             None => ctx.tz.clone(),
         };
-        Ok(describe(Timestamp::now(), &tz))
+        Ok(describe(now_secs(), &tz))
     }
 }
 
-/// The tool's answer for instant `now` in `tz`, as JSON.
-pub fn describe(now: Timestamp, tz: &TimeZone) -> String {
-    let z = now.to_zoned(tz.clone());
+/// The tool's answer for instant `now` (Unix seconds) in `tz`, as JSON.
+pub fn describe(now: i64, tz: &Zone) -> String {
+    let z = Local::at(tz, now);
     serde_json::json!({
-        "iso": z.strftime("%Y-%m-%dT%H:%M:%S%:z").to_string(),
-        "unix": now.as_second(),
-        "timezone": tz.iana_name().unwrap_or("local"),
-        "weekday": z.strftime("%A").to_string(),
+        "iso": z.rfc3339(),
+        "unix": now,
+        "timezone": tz.name(),
+        "weekday": z.weekday(),
     })
     .to_string()
-}
-
-/// The zone named in the config, or the system's.
-pub fn zone(name: &str) -> TimeZone {
-    if name.is_empty() {
-        TimeZone::system()
-    } else {
-        // Config values were checked when loaded; an unknown name cannot reach here.
-        TimeZone::get(name).unwrap_or_else(|_| TimeZone::system())
-    }
 }
 
 #[cfg(test)]
@@ -63,15 +53,15 @@ mod tests {
 
     #[test]
     fn iso_with_offset_and_unix_seconds() {
-        let t: Timestamp = "2026-11-30T11:25:20Z".parse().unwrap();
+        let t = 1_796_037_920; // 2026-11-30T11:25:20Z
         let out: serde_json::Value =
-            serde_json::from_str(&describe(t, &TimeZone::get("Asia/Shanghai").unwrap())).unwrap();
+            serde_json::from_str(&describe(t, &crate::automation::load_zone("Asia/Shanghai").unwrap())).unwrap();
         assert_eq!(out["iso"], "2026-11-30T19:25:20+08:00");
         assert_eq!(out["unix"], 1_796_037_920);
         assert_eq!(out["timezone"], "Asia/Shanghai");
         assert_eq!(out["weekday"], "Monday");
         let out: serde_json::Value =
-            serde_json::from_str(&describe(t, &TimeZone::get("America/New_York").unwrap())).unwrap();
+            serde_json::from_str(&describe(t, &crate::automation::load_zone("America/New_York").unwrap())).unwrap();
         assert_eq!(out["iso"], "2026-11-30T06:25:20-05:00");
     }
 }

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Idle RSS of `chela run` with the gateway and Telegram started, and what its pages are.
+#
+#   scripts/idle-rss.sh [BIN ...]      (default: target/release-small/chela)
+#
+# For each binary, ROUNDS times (default 3, the binaries alternated): a fresh workspace, one
+# start to write its default files, then `chela run` again; after 1.2 s idle it prints VmRSS
+# and the parts from /proc/PID/smaps_rollup and smaps: anonymous memory, the binary's own file
+# pages, and the shared libraries' file pages (a page counts once). Telegram is a stand-in on 127.0.0.1 (python3) that
+# answers getMe and holds getUpdates for 2 s, as a long poll does. The model is never called.
+# Each binary is evicted from the page cache first (fsync + POSIX_FADV_DONTNEED), so a freshly
+# copied file (dirty pages) and an old one are read back alike. Loopback only.
+set -euo pipefail
+[ $# -gt 0 ] || set -- "${CARGO_TARGET_DIR:-target}/release-small/chela"
+ROUNDS=${ROUNDS:-3}
+work=$(mktemp -d)
+tg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+gw_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$work/tg.py" <<'PY'
+import http.server, json, socketserver, sys, time
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def do_POST(self): self.go()
+    def do_GET(self): self.go()
+    def go(self):
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        if "getUpdates" in self.path: time.sleep(2)
+        res = {"id": 1, "is_bot": True, "first_name": "b", "username": "b"} if "getMe" in self.path else []
+        body = json.dumps({"ok": True, "result": res}).encode()
+        self.send_response(200); self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body))); self.end_headers()
+        try: self.wfile.write(body)
+        except OSError: pass
+    def log_message(self, *a): pass
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer): daemon_threads = True
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
+PY
+python3 "$work/tg.py" "$tg_port" & tg=$!
+trap 'kill $tg 2>/dev/null; rm -rf "$work"' EXIT
+for b in "$@"; do
+  python3 -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$b"
+done
+kib() { awk -v k="$1" '$1==k {print $2}' "$2"; }
+for round in $(seq "$ROUNDS"); do
+  for b in "$@"; do
+    home="$work/home-$round-$(basename "$b")"; mkdir -p "$home"
+    printf '[llm]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "x"\nmodel = "m"\n[channels.telegram]\ntoken = "123:abc"\napi_base = "http://127.0.0.1:%s"\n' "$tg_port" > "$home/chela.toml"
+    for pass in first measured; do
+      env -i HOME="$home" CHELA_HOME="$home" CHELA_GATEWAY__LISTEN="127.0.0.1:$gw_port" "$b" run 2>"$home/log" & pid=$!
+      sleep 1.2
+      if [ $pass = measured ]; then
+        cp "/proc/$pid/smaps_rollup" "$work/rollup"; cp "/proc/$pid/status" "$work/status"
+        # File pages only: a mapping's Rss less its anonymous (copied-on-write) pages.
+        own=$(awk -v f="$(readlink -f "$b")" '/^[0-9a-f]+-/{m=($6==f)} m&&/^Rss:/{s+=$2} m&&/^Anonymous:/{s-=$2} END{print s+0}' "/proc/$pid/smaps")
+        libs=$(awk '/^[0-9a-f]+-/{m=($6 ~ /\.so/)} m&&/^Rss:/{s+=$2} m&&/^Anonymous:/{s-=$2} END{print s+0}' "/proc/$pid/smaps")
+        printf '%s round %s: VmRSS %s KiB = anonymous %s + binary %s + libraries %s (file pages); threads %s\n' \
+          "$b" "$round" "$(kib VmRSS: "$work/status")" "$(kib Anonymous: "$work/rollup")" "$own" "$libs" "$(kib Threads: "$work/status")"
+      fi
+      kill "$pid"; wait "$pid" 2>/dev/null || true
+    done
+  done
+done
