@@ -76,7 +76,8 @@ pub async fn run<F: Flash, B: Board, L: Link, X: Toolbox<F, B>>(
     let system = system_prompt(chip, toolbox, origin);
     let limits = Limits { history_budget: HISTORY_BYTES, max_tool_output: 4 * 1024, ..Limits::default() };
     let mut run = AgentRun::new(history, Message::user_text(user), system, limits);
-    let specs: Vec<ToolSpec<'static>> = tools::MEMORY.iter().chain(toolbox.specs()).copied().collect();
+    let specs: Vec<ToolSpec<'static>> =
+        tools::MEMORY.iter().chain([&tools::TIME]).chain(toolbox.specs()).copied().collect();
     let (mut model_calls, mut tool_calls) = (0u32, 0u32);
     loop {
         // Each arm ends the borrow of `run` that `next_step` took before feeding it.
