@@ -22,6 +22,7 @@ pub mod agent;
 pub mod cap;
 pub mod compaction;
 pub mod config;
+pub mod console;
 pub mod exchange;
 pub mod flash;
 pub mod heartbeat;

@@ -6,6 +6,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
+use chela_core::console::{BootGuard, BootMode, BootPolicy, ChipConfig, ChipDefaults};
 use chela_core::flash::{Flash, FlashStore};
 use chela_core::memory::Entries;
 use chela_core::session::{self, Budget};
@@ -16,9 +17,26 @@ use crate::tools::ENTRIES;
 use crate::turn::{Chip, HISTORY_BYTES, Turn};
 use crate::{Board, say};
 
-/// Boots on `flash`: scans it and loads the memory entries.
-pub fn power_on<F: Flash, B: Board>(flash: F, board: B, seed: u64) -> Result<Chip<F, B>, String> {
-    let store = FlashStore::open(flash).map_err(|e| alloc::format!("the flash store did not open: {e}"))?;
+/// Boots on `flash`: scans it, counts the boot (safe mode after a crash loop: the core's
+/// `console::BootGuard`), loads the settings (`defaults` are the build's, overridden by what
+/// the serial console stored) and the memory entries.
+pub fn power_on<F: Flash, B: Board>(
+    flash: F,
+    board: B,
+    seed: u64,
+    defaults: ChipDefaults,
+) -> Result<Chip<F, B>, String> {
+    let mut store = FlashStore::open(flash).map_err(|e| alloc::format!("the flash store did not open: {e}"))?;
+    let guard = BootGuard::boot(&mut store, BootPolicy::default())
+        .map_err(|e| alloc::format!("the boot counter could not be written: {e}"))?;
+    let (config, report) =
+        ChipConfig::load(&store, defaults).map_err(|e| alloc::format!("the settings could not be read: {e}"))?;
+    if let BootMode::Safe { quick_resets } = guard.mode() {
+        say!(&board, "[boot] safe mode: {quick_resets} quick resets in a row; channels stay off");
+    }
+    if report.loaded > 0 || report.skipped > 0 {
+        say!(&board, "[boot] settings: {} from flash, {} unreadable skipped", report.loaded, report.skipped);
+    }
     let s = store.stats();
     say!(
         &board,
@@ -43,7 +61,7 @@ pub fn power_on<F: Flash, B: Board>(flash: F, board: B, seed: u64) -> Result<Chi
     if skipped > 0 {
         say!(&board, "[boot] {skipped} unreadable memory lines skipped");
     }
-    Ok(Chip { store, entries, board, seed, last_answer_bytes: 0 })
+    Ok(Chip { store, entries, board, seed, last_answer_bytes: 0, config, guard })
 }
 
 /// Powers off: everything but the flash is lost.

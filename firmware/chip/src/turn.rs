@@ -8,6 +8,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use chela_core::agent::{AgentRun, Limits, ModelCall, Step};
+use chela_core::console::{BootGuard, ChipConfig};
 use chela_core::exchange::{Context, Endpoint, Exchange, ModelError, Options, Outcome};
 use chela_core::flash::{Flash, FlashStore};
 use chela_core::memory::{self, Entries};
@@ -39,6 +40,10 @@ pub struct Chip<F: Flash, B: Board> {
     pub seed: u64,
     /// Response bytes the last model call read.
     pub last_answer_bytes: usize,
+    /// The settings in force: the build's, overridden by those set over the console.
+    pub config: ChipConfig,
+    /// The boot counter; its mode says whether channels may start.
+    pub guard: BootGuard,
 }
 
 /// Where the turn comes from, for the system prompt.

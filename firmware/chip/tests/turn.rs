@@ -9,12 +9,23 @@ use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
 use chela_chip::tools::Toolbox;
 use chela_chip::turn::{self, Chip, Origin};
 use chela_chip::{Board, boot};
+use chela_core::console::ChipDefaults;
 use chela_core::exchange::{Endpoint, Head, Kind, NetFailure};
 use chela_core::flash::RamFlash;
 use chela_proto::chat::ToolSpec;
 
 const ANSWER: &[u8] = include_bytes!("../../qemu/fixtures/anthropic_answer.sse");
 const STORE: &[u8] = include_bytes!("../../qemu/fixtures/anthropic_store.sse");
+const DEFAULTS: ChipDefaults = ChipDefaults {
+    wifi_ssid: "",
+    wifi_password: "",
+    tg_token: "",
+    tg_allow: "42",
+    provider: "anthropic",
+    api_key: "sk-ant-test",
+    model: "",
+    base_url: "",
+};
 const ORIGIN: Origin<'static> = Origin { channel: "telegram", chat_id: "42" };
 
 #[derive(Clone, Default)]
@@ -113,7 +124,7 @@ fn endpoint() -> Endpoint {
 
 fn chip() -> (Chip<RamFlash, TestBoard>, TestBoard) {
     let board = TestBoard::default();
-    let chip = boot::power_on(RamFlash::new(4096, 8), board.clone(), 7).unwrap();
+    let chip = boot::power_on(RamFlash::new(4096, 8), board.clone(), 7, DEFAULTS).unwrap();
     (chip, board)
 }
 
@@ -211,7 +222,7 @@ fn toolbox_tools_are_offered_and_memory_tools_persist() {
     assert!(link.bodies[0].contains("telegram"));
     boot::persist(&mut chip, "tg_42", &t).unwrap();
     let (flash, board, seed) = boot::power_off(chip);
-    let chip = boot::power_on(flash, board, seed).unwrap();
+    let chip = boot::power_on(flash, board, seed, DEFAULTS).unwrap();
     assert!(chip.entries.get("m1").is_some(), "the stored entry came back from flash");
     let (history, skipped) = boot::history(&chip, "tg_42").unwrap();
     assert_eq!((history.len(), skipped), (4, 0));

@@ -27,6 +27,7 @@ use alloc::string::String;
 use chela_chip::telegram::{self, Access, Polled, Update};
 use chela_chip::turn::{self, Chip, Origin};
 use chela_chip::{boot, say};
+use chela_core::console::{BootMode, ChipDefaults};
 use chela_core::exchange::{Endpoint, Kind};
 use embassy_executor::Spawner;
 use embassy_net::dns::{DnsQueryType, DnsSocket};
@@ -87,7 +88,7 @@ struct Settings {
 
 const SETTINGS: Settings = Settings {
     ssid: setting!("CHELA_WIFI_SSID"),
-    password: setting!("CHELA_WIFI_PASS"),
+    password: setting!("CHELA_WIFI_PASSWORD"),
     tg_token: setting!("CHELA_TG_TOKEN"),
     tg_owner: setting!("CHELA_TG_OWNER"),
     tg_allow: setting!("CHELA_TG_ALLOW"),
@@ -128,6 +129,21 @@ impl Settings {
         })
     }
 
+    /// The build's settings as the core's console keeps them (the console's overrides in
+    /// flash are loaded over them at boot).
+    fn defaults(&self) -> ChipDefaults {
+        ChipDefaults {
+            wifi_ssid: self.ssid,
+            wifi_password: self.password,
+            tg_token: self.tg_token,
+            tg_allow: self.tg_allow,
+            provider: if self.provider.is_empty() { "anthropic" } else { self.provider },
+            api_key: self.api_key,
+            model: self.model,
+            base_url: "",
+        }
+    }
+
     fn show(&self, board: &Esp) {
         say!(board, "[config] wifi ssid: {}", if self.ssid.is_empty() { "(not set)" } else { self.ssid });
         say!(board, "[config] wifi password: {}", masked(self.password));
@@ -165,10 +181,13 @@ async fn main(spawner: Spawner) -> ! {
         Ok(p) => p,
         Err(e) => park(&board, e).await,
     };
-    let mut chip = match boot::power_on(partition, board, seed) {
+    let mut chip = match boot::power_on(partition, board, seed, SETTINGS.defaults()) {
         Ok(c) => c,
         Err(e) => park(&board, &e).await,
     };
+    if let BootMode::Safe { quick_resets } = chip.guard.mode() {
+        park(&board, &format!("safe mode after {quick_resets} quick resets in a row: channels stay off")).await;
+    }
     let endpoint = match SETTINGS.endpoint() {
         Ok(e) => e,
         Err(e) => park(&board, &e).await,

@@ -23,20 +23,42 @@ extern crate alloc;
 mod clock;
 mod console;
 mod heap;
+mod serial;
 mod stack;
 mod wire;
 
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use chela_chip::turn::{self, Chip, Origin, Turn};
 use chela_chip::{Board, boot};
+use chela_core::console::{BootMode, ChipDefaults, Console, Effect, Field, Source};
 use chela_core::exchange::{Endpoint, Kind};
 use chela_core::flash::RamFlash;
 use chela_proto::chat::Message;
 
 use crate::clock::Clock;
 use crate::wire::{Answer, Call, Server, block_on};
+
+/// The build's settings: from the environment at build time (`build.rs` rebuilds when they
+/// change), else the emulator's own. The console's overrides in flash win over them.
+pub const DEFAULTS: ChipDefaults = ChipDefaults {
+    wifi_ssid: env_or(option_env!("CHELA_WIFI_SSID"), "Build Default Net"),
+    wifi_password: env_or(option_env!("CHELA_WIFI_PASSWORD"), ""),
+    tg_token: env_or(option_env!("CHELA_TG_TOKEN"), ""),
+    tg_allow: env_or(option_env!("CHELA_TG_ALLOW"), ""),
+    provider: env_or(option_env!("CHELA_PROVIDER"), "anthropic"),
+    api_key: env_or(option_env!("CHELA_API_KEY"), ""),
+    model: env_or(option_env!("CHELA_MODEL"), ""),
+    base_url: env_or(option_env!("CHELA_BASE_URL"), ""),
+};
+
+const fn env_or(v: Option<&'static str>, or: &'static str) -> &'static str {
+    match v {
+        Some(v) => v,
+        None => or,
+    }
+}
 
 /// The serial console's session.
 const SESSION: &str = "serial_console.jsonl";
@@ -49,7 +71,7 @@ const FLASH_SECTOR: u32 = 4096;
 const FLASH_SECTORS: u32 = 8;
 
 /// The receive buffer of the scripted server: the largest request body it takes.
-const WIRE_BYTES: usize = 24 * 1024;
+const WIRE_BYTES: usize = 8 * 1024;
 static mut WIRE: [u8; WIRE_BYTES] = [0; WIRE_BYTES];
 
 const REMEMBER: &str = "Please remember: the spare key is under the blue flowerpot by the back door.";
@@ -57,6 +79,10 @@ const ASK: &str = "Where is the spare key?";
 const STORED: &str = "Saved: the spare key is under the blue flowerpot by the back door.";
 const FOUND: &str = "It is under the blue flowerpot by the back door.";
 const ENTRY_LINE: &str = "[m1] The spare key is under the blue flowerpot by the back door. (tags: home)";
+
+/// The secrets typed in `fixtures/console_setup.txt`: never printed whole.
+const SECRETS: [&str; 3] =
+    ["sk-ant-api03-qemu-console-SECRET-0042", "8123456789:AAHqemuConsoleSecretToken0042", "solder-and-flux-42"];
 
 const SSE: &str = "text/event-stream; charset=utf-8";
 
@@ -226,11 +252,51 @@ fn run() -> Result<(), String> {
     let wire: &'static mut [u8] = unsafe { &mut *(&raw mut WIRE) };
     // The flash partition: 8 sectors of 4 KiB, in RAM here (its bytes count in the arena).
     let flash = RamFlash::new(FLASH_SECTOR, FLASH_SECTORS);
-    let mut chip = boot::power_on(flash, Clock::default(), 0x5eed)?;
+    let mut chip = boot::power_on(flash, Clock::default(), 0x5eed, DEFAULTS)?;
     check(
         "a blank flash boots with no history and no memory",
         load_history(&chip)?.is_empty() && chip.entries.is_empty(),
     )?;
+
+    // The serial console, before any turn: MimiClaw's commands set the settings, kept in flash.
+    println!("--- serial console: settings (fixtures/console_setup.txt)");
+    let setup = serial::type_in(&mut chip, serial::SETUP);
+    for want in [
+        "wifi_ssid = Chela Workshop (saved)\nwifi_password = sold****42 (saved)\n",
+        "api_key = sk-a****42 (saved)\n",
+        "tg_token = 8123****42 (saved)\n",
+        "tg_allow = 5551234 (saved)\n",
+        "model = gpt-4.1-mini (saved)\n",
+        "error: provider must be anthropic or openai\n",
+        "error: unknown command wifi_sett; did you mean wifi_set?\n",
+        "error: unknown command; type help for the list\n",
+        "api_key        flash  sk-a****42\n",
+    ] {
+        check(&alloc::format!("the console printed {want:?}"), setup.printed.contains(want))?;
+    }
+    check("no secret was printed whole", SECRETS.iter().all(|s| !setup.printed.contains(s)))?;
+    check(
+        "the WiFi is to reconnect and the settings to reload",
+        setup.effects.contains(&Effect::ReconnectWifi) && setup.effects.contains(&Effect::ConfigChanged),
+    )?;
+    check(
+        "only Telegram chat 5551234 gets answers",
+        chip.config.telegram_allows(5_551_234) && !chip.config.telegram_allows(1),
+    )?;
+    // Garbage on the wire and a line longer than the console takes: short errors, no reset.
+    let mut noise = alloc::vec![b'x'; 3000];
+    noise.extend_from_slice(b"\n\x1b[A\x00\xff\n\xc3\x28\nheap_info\n");
+    let noisy = serial::type_in(&mut chip, &noise);
+    check(
+        "garbage and an over-long line got short errors, and the console went on",
+        noisy.printed.starts_with(
+            "error: line too long (at most 1024 bytes); nothing was done\n\
+             error: control characters in the line; nothing was done\n\
+             error: the line is not UTF-8 text; nothing was done\nheap: ",
+        ),
+    )?;
+    // The transcripts are the test's, not the chip's: free them before the turns are measured.
+    drop((setup, noisy));
     let at_boot = heap::stats();
 
     // Turn 1: Anthropic Messages, streamed; the model calls memory_store.
@@ -262,13 +328,34 @@ fn run() -> Result<(), String> {
     // Reboot: only the flash survives. The session and the memory entry must come back from it.
     let (flash, clock, seed) = boot::power_off(chip);
     println!("--- reboot");
-    let mut chip = boot::power_on(flash, clock, seed)?;
+    let mut chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
     let history: Vec<Message> = load_history(&chip)?;
     check("the session survived the reboot", history == t1.messages)?;
     check(
         "the memory entry survived the reboot",
         chip.entries.get("m1").is_some_and(|e| e.content.starts_with("The spare key")),
     )?;
+    check(
+        "the settings survived the reboot",
+        chip.config.get(Field::WifiSsid) == "Chela Workshop" && chip.config.source(Field::ApiKey) == Source::Flash,
+    )?;
+    println!("--- serial console after the reboot (fixtures/console_after.txt)");
+    let after = serial::type_in(&mut chip, serial::AFTER);
+    for want in [
+        "wifi_ssid      flash  \"Chela Workshop\"\n",
+        "wifi_password  flash  sold****42\n",
+        "tg_token       flash  8123****42\n",
+        "api_key        flash  sk-a****42\n",
+        "provider       flash  openai\n",
+        "wifi: off; \"Chela Workshop\"\n",
+        "serial_console.jsonl  4 lines, ",
+        "# Memory\n- The workshop is in the garage.\n",
+        "heap: ",
+    ] {
+        check(&alloc::format!("the console printed {want:?} after the reboot"), after.printed.contains(want))?;
+    }
+    check("no secret was printed whole after the reboot", SECRETS.iter().all(|s| !after.printed.contains(s)))?;
+    check("memory_write asked for the prompt's memory to be rebuilt", after.effects == [Effect::MemoryChanged])?;
     drop(t1);
 
     // Turn 2: OpenAI Chat Completions, streamed, with turn 1 as history; the model calls memory_recall.
@@ -339,7 +426,7 @@ fn run() -> Result<(), String> {
     // A last reboot: all four turns are in the session, the refused ones closed by their notes.
     let (flash, clock, seed) = boot::power_off(chip);
     println!("--- reboot");
-    let chip = boot::power_on(flash, clock, seed)?;
+    let chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
     let session = load_history(&chip)?;
     check("the session holds the four turns", session.len() == 12)?;
     check("the last message is turn 4's note", session.last().is_some_and(|m| m.text() == note4))?;
@@ -356,13 +443,45 @@ fn run() -> Result<(), String> {
     let at = at.ok_or("turn 4's note is not in the flash")?;
     flash.rot(at as u32, 2);
     println!("--- a bit of turn 4's note rots; reboot");
-    let chip = boot::power_on(flash, clock, seed)?;
+    let chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
     let rotted = chip.store.stats();
     let session = load_history(&chip)?;
     check("the boot skipped the damaged record", rotted.corrupt == 1)?;
     check("the session ends with turn 3", session.len() == 10 && session.last().is_some_and(|m| m.text() == note3))?;
     check("the memory entry is intact", chip.entries.get("m1").is_some())?;
     drop(session);
+    check("four boots so far, three quick resets: still a normal boot", chip.guard.mode() == BootMode::Normal)?;
+
+    // The boot guard (§7): a minute up clears the counter; then the chip crashes right after
+    // every boot. The fifth boot in a row starts in safe mode, with the console on.
+    let mut chip = chip;
+    chip.board.advance(60_000);
+    let settled = chip.guard.handle_uptime(&mut chip.store, 60_000).map_err(|e| e.to_string())?;
+    check("a minute up clears the boot counter", settled)?;
+    println!("--- a crash loop: five resets, each right after boot");
+    let mut modes = Vec::new();
+    for _ in 0..5 {
+        let (flash, clock, seed) = boot::power_off(chip);
+        chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
+        modes.push(chip.guard.mode());
+    }
+    check(
+        "four quick resets in a row, then safe mode",
+        modes[..4].iter().all(|m| *m == BootMode::Normal) && modes[4] == BootMode::Safe { quick_resets: 4 },
+    )?;
+    print!("{}", Console::banner(chip.guard.mode()));
+    let safe = serial::type_in(&mut chip, b"config_show\nrestart\n");
+    check(
+        "the console works in safe mode, and restart asks for a reboot",
+        safe.effects == [Effect::Restart]
+            && safe.printed.contains("\"Chela Workshop\"")
+            && safe.printed.ends_with("restarting\n"),
+    )?;
+    let (flash, clock, seed) = boot::power_off(chip);
+    println!("--- restart");
+    let chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
+    check("a restart asked for on the console is not a crash", chip.guard.mode() == BootMode::Normal)?;
+    drop(chip);
 
     let s = heap::stats();
     check("no allocation failed", s.failures == 0)?;
