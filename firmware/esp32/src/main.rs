@@ -155,6 +155,13 @@ impl Settings {
     }
 }
 
+/// After a panic, once esp-backtrace has printed the reason and the backtrace on the serial
+/// console: reboot rather than hang (issue 9 §7).
+#[unsafe(no_mangle)]
+pub fn custom_halt() -> ! {
+    esp_hal::system::software_reset()
+}
+
 /// Stops here for good, saying why every minute: a setting is missing or the flash is unusable.
 async fn park(board: &Esp, why: &str) -> ! {
     loop {
