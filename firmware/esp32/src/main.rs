@@ -26,7 +26,7 @@ use alloc::string::String;
 
 use chela_chip::telegram::{self, Access, Polled, Update};
 use chela_chip::turn::{self, Chip, Origin};
-use chela_chip::{boot, say};
+use chela_chip::{Board, boot, say};
 use chela_core::console::{BootMode, ChipDefaults};
 use chela_core::exchange::{Endpoint, Kind};
 use embassy_executor::Spawner;
@@ -289,6 +289,12 @@ async fn serve(
     let mut offset = 0i64;
     let mut failures = 0u32;
     loop {
+        // Up long enough: this boot was not part of a crash loop (the boot guard's counter
+        // goes back to 0, once).
+        let uptime = chip.board.now_ms();
+        if let Err(e) = chip.guard.handle_uptime(&mut chip.store, uptime) {
+            say!(&chip.board, "[boot] the boot counter could not be reset: {e}");
+        }
         let url = format!("{base}{}", telegram::updates_path(SETTINGS.tg_token, offset));
         let polled = match https.get(&url, telegram::MAX_UPDATES_BYTES).await {
             Ok(c) if c.status == 200 || c.truncated => telegram::parse_updates(&c.body, c.truncated, access),
