@@ -20,32 +20,58 @@
 
 extern crate alloc;
 
-mod boot;
 mod clock;
 mod console;
 mod heap;
 mod serial;
 mod stack;
-mod turn;
 mod wire;
 
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use chela_core::console::{BootMode, Console, Effect, Field, Source};
+use chela_chip::turn::{self, Chip, Origin, Turn};
+use chela_chip::{Board, boot};
+use chela_core::console::{BootMode, ChipDefaults, Console, Effect, Field, Source};
 use chela_core::exchange::{Endpoint, Kind};
 use chela_core::flash::RamFlash;
 use chela_proto::chat::Message;
 
 use crate::clock::Clock;
-use crate::wire::{Answer, Call, Server};
+use crate::wire::{Answer, Call, Server, block_on};
+
+/// The build's settings: from the environment at build time (`build.rs` rebuilds when they
+/// change), else the emulator's own. The console's overrides in flash win over them.
+pub const DEFAULTS: ChipDefaults = ChipDefaults {
+    wifi_ssid: env_or(option_env!("CHELA_WIFI_SSID"), "Build Default Net"),
+    wifi_password: env_or(option_env!("CHELA_WIFI_PASSWORD"), ""),
+    tg_token: env_or(option_env!("CHELA_TG_TOKEN"), ""),
+    tg_allow: env_or(option_env!("CHELA_TG_ALLOW"), ""),
+    provider: env_or(option_env!("CHELA_PROVIDER"), "anthropic"),
+    api_key: env_or(option_env!("CHELA_API_KEY"), ""),
+    model: env_or(option_env!("CHELA_MODEL"), ""),
+    base_url: env_or(option_env!("CHELA_BASE_URL"), ""),
+};
+
+const fn env_or(v: Option<&'static str>, or: &'static str) -> &'static str {
+    match v {
+        Some(v) => v,
+        None => or,
+    }
+}
+
+/// The serial console's session.
+const SESSION: &str = "serial_console.jsonl";
+
+/// Where the emulator's turns come from, for the system prompt.
+const ORIGIN: Origin<'static> = Origin { channel: "serial", chat_id: "console" };
 
 /// The emulated flash partition: 8 sectors of 4 KiB.
 const FLASH_SECTOR: u32 = 4096;
 const FLASH_SECTORS: u32 = 8;
 
 /// The receive buffer of the scripted server: the largest request body it takes.
-const WIRE_BYTES: usize = 24 * 1024;
+const WIRE_BYTES: usize = 8 * 1024;
 static mut WIRE: [u8; WIRE_BYTES] = [0; WIRE_BYTES];
 
 const REMEMBER: &str = "Please remember: the spare key is under the blue flowerpot by the back door.";
@@ -198,15 +224,38 @@ fn check(what: &str, ok: bool) -> Result<(), String> {
     if ok { Ok(()) } else { Err(alloc::format!("check failed: {what}")) }
 }
 
+/// The chip this emulates: the RAM model of flash and the fake clock.
+type Emulated = Chip<RamFlash, Clock>;
+
+/// The session as a turn starts with it; an unreadable line is a failure here.
+fn load_history(chip: &Emulated) -> Result<Vec<Message>, String> {
+    let (messages, skipped) = boot::history(chip, SESSION)?;
+    if skipped > 0 {
+        return Err(alloc::format!("the session has {skipped} unreadable lines"));
+    }
+    Ok(messages)
+}
+
+/// One turn on the scripted server.
+fn turn(
+    chip: &mut Emulated,
+    kind: Kind,
+    server: &mut Server,
+    history: Vec<Message>,
+    user: &str,
+) -> Result<Turn, String> {
+    block_on(turn::run(chip, &endpoint(kind), server, &mut (), ORIGIN, history, user))?
+}
+
 fn run() -> Result<(), String> {
     // SAFETY: the only reference to WIRE ever made; main runs once on the single hart.
     let wire: &'static mut [u8] = unsafe { &mut *(&raw mut WIRE) };
     // The flash partition: 8 sectors of 4 KiB, in RAM here (its bytes count in the arena).
     let flash = RamFlash::new(FLASH_SECTOR, FLASH_SECTORS);
-    let mut chip = boot::power_on(flash, Clock::default(), 0x5eed)?;
+    let mut chip = boot::power_on(flash, Clock::default(), 0x5eed, DEFAULTS)?;
     check(
         "a blank flash boots with no history and no memory",
-        boot::history(&chip)?.is_empty() && chip.entries.is_empty(),
+        load_history(&chip)?.is_empty() && chip.entries.is_empty(),
     )?;
 
     // The serial console, before any turn: MimiClaw's commands set the settings, kept in flash.
@@ -251,11 +300,11 @@ fn run() -> Result<(), String> {
     let at_boot = heap::stats();
 
     // Turn 1: Anthropic Messages, streamed; the model calls memory_store.
-    let mut server = Server::new(wire, &ANTHROPIC_SCRIPT);
+    let mut server = Server::new(wire, &ANTHROPIC_SCRIPT, chip.board.clone());
     heap::reset_peak();
     let before1 = heap::stats().live;
     println!("--- turn 1: Anthropic Messages (SSE)\n> {REMEMBER}");
-    let t1 = turn::run(&mut chip, &endpoint(Kind::Anthropic), &mut server, Vec::new(), REMEMBER)?;
+    let t1 = turn(&mut chip, Kind::Anthropic, &mut server, Vec::new(), REMEMBER)?;
     let peak1 = heap::stats().peak - before1;
     check("turn 1 answer", t1.text == STORED)?;
     check(
@@ -270,17 +319,17 @@ fn run() -> Result<(), String> {
         "entry m1 as the model asked, at the clock's time",
         stored.content == "The spare key is under the blue flowerpot by the back door."
             && stored.tags == ["home"]
-            && stored.created == chip.clock.unix(),
+            && stored.created == chip.board.unix().unwrap_or(0),
     )?;
     let (received1, largest1) = (server.received, server.largest);
     let wire = server.into_wire();
-    boot::persist(&mut chip, &t1)?;
+    boot::persist(&mut chip, SESSION, &t1)?;
 
     // Reboot: only the flash survives. The session and the memory entry must come back from it.
     let (flash, clock, seed) = boot::power_off(chip);
     println!("--- reboot");
-    let mut chip = boot::power_on(flash, clock, seed)?;
-    let history: Vec<Message> = boot::history(&chip)?;
+    let mut chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
+    let history: Vec<Message> = load_history(&chip)?;
     check("the session survived the reboot", history == t1.messages)?;
     check(
         "the memory entry survived the reboot",
@@ -310,11 +359,11 @@ fn run() -> Result<(), String> {
     drop(t1);
 
     // Turn 2: OpenAI Chat Completions, streamed, with turn 1 as history; the model calls memory_recall.
-    let mut server = Server::new(wire, &OPENAI_SCRIPT);
+    let mut server = Server::new(wire, &OPENAI_SCRIPT, chip.board.clone());
     heap::reset_peak();
     let before = heap::stats().live;
     println!("--- turn 2: OpenAI Chat Completions (SSE)\n> {ASK}");
-    let t2 = turn::run(&mut chip, &endpoint(Kind::OpenAi), &mut server, history, ASK)?;
+    let t2 = turn(&mut chip, Kind::OpenAi, &mut server, history, ASK)?;
     let peak2 = heap::stats().peak - before;
     check("turn 2 answer", t2.text == FOUND)?;
     check(
@@ -324,17 +373,17 @@ fn run() -> Result<(), String> {
     check("turn 2 used the whole script", server.calls_left() == 0)?;
     check("turn 2 usage summed", t2.usage.input_tokens == 2114 + 2163 && t2.usage.output_tokens == 17 + 11)?;
     let (received2, largest2) = (server.received, server.largest);
-    boot::persist(&mut chip, &t2)?;
+    boot::persist(&mut chip, SESSION, &t2)?;
     drop(t2);
     let wire = server.into_wire();
 
     // Turn 3: a reply that never ends. Refused at the chip's reply bound with a short reply.
-    let mut server = Server::new(wire, &ENDLESS_SCRIPT);
+    let mut server = Server::new(wire, &ENDLESS_SCRIPT, chip.board.clone());
     heap::reset_peak();
     let before3 = heap::stats().live;
     println!("--- turn 3: a server that never stops sending (Anthropic SSE)\n> {STORY}");
-    let history = boot::history(&chip)?;
-    let t3 = turn::run(&mut chip, &endpoint(Kind::Anthropic), &mut server, history, STORY)?;
+    let history = load_history(&chip)?;
+    let t3 = turn(&mut chip, Kind::Anthropic, &mut server, history, STORY)?;
     let peak3 = heap::stats().peak - before3;
     println!("{}", t3.text);
     check("turn 3 was stopped", t3.aborted && t3.model_calls == 1 && t3.tool_calls == 0)?;
@@ -348,17 +397,17 @@ fn run() -> Result<(), String> {
     check("turn 3 was refused by the bound, not ended by the server", chip.last_answer_bytes < ENDLESS_LIMIT / 2)?;
     check("turn 3 keeps a well-formed exchange", t3.messages.len() == 2)?;
     let endless_bytes = chip.last_answer_bytes;
-    boot::persist(&mut chip, &t3)?;
+    boot::persist(&mut chip, SESSION, &t3)?;
     drop(t3);
     let wire = server.into_wire();
 
     // Turn 4: a whole JSON body that never ends. Refused at the chip's body bound.
-    let mut server = Server::new(wire, &WHOLE_SCRIPT);
+    let mut server = Server::new(wire, &WHOLE_SCRIPT, chip.board.clone());
     heap::reset_peak();
     let before4 = heap::stats().live;
     println!("--- turn 4: a server that sends one endless JSON body (OpenAI, not streamed)\n> {WHOLE}");
-    let history = boot::history(&chip)?;
-    let t4 = turn::run(&mut chip, &endpoint(Kind::OpenAi), &mut server, history, WHOLE)?;
+    let history = load_history(&chip)?;
+    let t4 = turn(&mut chip, Kind::OpenAi, &mut server, history, WHOLE)?;
     let peak4 = heap::stats().peak - before4;
     println!("{}", t4.text);
     check("turn 4 was stopped", t4.aborted && t4.model_calls == 1 && t4.tool_calls == 0)?;
@@ -370,15 +419,15 @@ fn run() -> Result<(), String> {
     )?;
     check("turn 4 was refused by the bound, not ended by the server", chip.last_answer_bytes < ENDLESS_LIMIT / 2)?;
     let whole_bytes = chip.last_answer_bytes;
-    boot::persist(&mut chip, &t4)?;
+    boot::persist(&mut chip, SESSION, &t4)?;
     let note4 = t4.text.clone();
     drop(t4);
 
     // A last reboot: all four turns are in the session, the refused ones closed by their notes.
     let (flash, clock, seed) = boot::power_off(chip);
     println!("--- reboot");
-    let chip = boot::power_on(flash, clock, seed)?;
-    let session = boot::history(&chip)?;
+    let chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
+    let session = load_history(&chip)?;
     check("the session holds the four turns", session.len() == 12)?;
     check("the last message is turn 4's note", session.last().is_some_and(|m| m.text() == note4))?;
     let flash_stats = chip.store.stats();
@@ -394,9 +443,9 @@ fn run() -> Result<(), String> {
     let at = at.ok_or("turn 4's note is not in the flash")?;
     flash.rot(at as u32, 2);
     println!("--- a bit of turn 4's note rots; reboot");
-    let chip = boot::power_on(flash, clock, seed)?;
+    let chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
     let rotted = chip.store.stats();
-    let session = boot::history(&chip)?;
+    let session = load_history(&chip)?;
     check("the boot skipped the damaged record", rotted.corrupt == 1)?;
     check("the session ends with turn 3", session.len() == 10 && session.last().is_some_and(|m| m.text() == note3))?;
     check("the memory entry is intact", chip.entries.get("m1").is_some())?;
@@ -406,14 +455,14 @@ fn run() -> Result<(), String> {
     // The boot guard (§7): a minute up clears the counter; then the chip crashes right after
     // every boot. The fifth boot in a row starts in safe mode, with the console on.
     let mut chip = chip;
-    chip.clock.advance(60_000);
+    chip.board.advance(60_000);
     let settled = chip.guard.handle_uptime(&mut chip.store, 60_000).map_err(|e| e.to_string())?;
     check("a minute up clears the boot counter", settled)?;
     println!("--- a crash loop: five resets, each right after boot");
     let mut modes = Vec::new();
     for _ in 0..5 {
         let (flash, clock, seed) = boot::power_off(chip);
-        chip = boot::power_on(flash, clock, seed)?;
+        chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
         modes.push(chip.guard.mode());
     }
     check(
@@ -430,7 +479,7 @@ fn run() -> Result<(), String> {
     )?;
     let (flash, clock, seed) = boot::power_off(chip);
     println!("--- restart");
-    let chip = boot::power_on(flash, clock, seed)?;
+    let chip = boot::power_on(flash, clock, seed, DEFAULTS)?;
     check("a restart asked for on the console is not a crash", chip.guard.mode() == BootMode::Normal)?;
     drop(chip);
 

@@ -7,7 +7,9 @@ use alloc::vec::Vec;
 
 use chela_core::console::{Console, Ctx, Effect, Heap, Status, Wifi};
 
-use crate::turn::Chip;
+use chela_chip::Board;
+
+use crate::Emulated as Chip;
 use crate::{heap, print, println};
 
 /// Typed before the first turn: settings, a typo, a refused value, a pasted key.
@@ -45,7 +47,7 @@ pub fn type_in(chip: &mut Chip, bytes: &[u8]) -> Transcript {
                 free: heap::arena_size() - h.live,
                 min_free: heap::arena_size() - h.high_water,
             },
-            uptime_ms: chip.clock.now_ms(),
+            uptime_ms: chip.board.now_ms(),
             mode: Some(chip.guard.mode()),
         };
         let mut ctx = Ctx { store: &mut chip.store, config: &mut chip.config, status };

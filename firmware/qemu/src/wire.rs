@@ -4,14 +4,24 @@
 //! Here the bytes the driver "sends" land in a fixed receive buffer outside the heap (as the
 //! peer's memory would be), each request is checked against the script (the URL, the headers,
 //! that the body is exactly `Content-Length` bytes of valid JSON, and the pieces it must
-//! contain), and the scripted answer goes back as the recorded SSE bytes of the real wire format.
+//! contain), and the scripted answer goes back as the recorded SSE bytes of the real wire format,
+//! in uneven pieces so SSE lines and UTF-8 split anywhere. It is the emulator's [`Link`].
 
 use alloc::format;
 use alloc::string::String;
+use alloc::vec::Vec;
 
+use chela_chip::link::{Answer as Sink, BodyWriter, Link, LinkError};
 use chela_core::exchange::Head;
 
+use crate::clock::Clock;
 use crate::heap;
+
+/// Response pieces as the socket hands them out: uneven, so SSE lines and UTF-8 split anywhere.
+const PIECES: [usize; 5] = [1, 7, 64, 300, 29];
+
+/// Bytes of request body taken at a time: the chip's socket write buffer.
+const WINDOW: usize = chela_chip::turn::WINDOW;
 
 /// One scripted model call: what the request must carry and the answer to stream back.
 #[derive(Debug)]
@@ -49,11 +59,6 @@ impl Body {
         Body { answer, pos: 0 }
     }
 
-    /// Bytes sent so far.
-    pub fn sent(&self) -> usize {
-        self.pos
-    }
-
     /// The next piece, at most `n` bytes; `None` once the body is over.
     pub fn next_piece(&mut self, n: usize) -> Option<&'static [u8]> {
         let piece = match self.answer {
@@ -80,11 +85,12 @@ pub struct Server {
     pub received: usize,
     /// Largest single request body.
     pub largest: usize,
+    clock: Clock,
 }
 
 impl Server {
-    pub fn new(wire: &'static mut [u8], script: &'static [Call]) -> Server {
-        Server { wire, len: 0, expected_len: 0, script, next: 0, received: 0, largest: 0 }
+    pub fn new(wire: &'static mut [u8], script: &'static [Call], clock: Clock) -> Server {
+        Server { wire, len: 0, expected_len: 0, script, next: 0, received: 0, largest: 0, clock }
     }
 
     /// Gives the receive buffer back, for the next script.
@@ -159,6 +165,59 @@ impl Server {
         self.largest = self.largest.max(self.len);
         self.next += 1;
         Ok((call.content_type, Body::new(call.answer)))
+    }
+}
+
+impl Link for Server {
+    async fn post(
+        &mut self,
+        head: &Head,
+        length: usize,
+        body: &mut BodyWriter<'_>,
+        answer: &mut dyn Sink,
+    ) -> Result<(), LinkError> {
+        self.handle_head(head, length).map_err(LinkError::Broken)?;
+        let mut buf = Vec::with_capacity(WINDOW);
+        let mut sent = 0;
+        while sent < length {
+            buf.clear();
+            body(sent, &mut buf);
+            if buf.is_empty() {
+                return Err(LinkError::Broken(format!("the body encoder stopped at byte {sent} of {length}")));
+            }
+            self.handle_body(&buf).map_err(LinkError::Broken)?;
+            sent += buf.len();
+        }
+        drop(buf);
+        let (content_type, mut reply) = self.respond().map_err(LinkError::Broken)?;
+        self.clock.advance(350);
+        answer.head(200, &[("content-type", content_type)]);
+        for &n in PIECES.iter().cycle() {
+            let Some(piece) = reply.next_piece(n) else {
+                answer.end();
+                break;
+            };
+            self.clock.advance(3);
+            if !answer.body(piece) {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    async fn wait_until(&mut self, ms: u64) -> Result<(), LinkError> {
+        Err(LinkError::Broken(format!("the model call wants a retry at {ms} ms; the script has none")))
+    }
+}
+
+/// Runs `f` to its end on this single hart: the scripted server never waits, so the future
+/// completes on its first poll.
+pub fn block_on<T>(f: impl core::future::Future<Output = T>) -> Result<T, String> {
+    let mut f = core::pin::pin!(f);
+    let mut cx = core::task::Context::from_waker(core::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        core::task::Poll::Ready(v) => Ok(v),
+        core::task::Poll::Pending => Err("the turn waited on a server that never waits".into()),
     }
 }
 

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Builds Chela's release firmware for one chip and proves the image is valid (issue 9 §5):
+#   firmware/build.sh esp32c3|esp32c6
+# Builds firmware/esp32 (Debian rustc-web + build-std + lld-16, shared/docs/firmware-build.md),
+# converts the ELF with `esptool elf2image` (esptool from PyPI, pinned, in a venv under
+# firmware/target/), prints the image size, the static RAM (IRAM + DRAM + BSS from `size -A`),
+# the heap and the stack left, checks the C3's targets, and prints the ELF's path last.
+# Settings are baked in from CHELA_* variables (see the README's firmware section).
+# Bounded: the build by 40 min.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+fail() {
+  echo "chela-firmware: FAILED: $*" >&2
+  exit 1
+}
+
+chip=${1:-}
+case $chip in
+  esp32c3) target=riscv32imc-unknown-none-elf ;;
+  esp32c6) target=riscv32imac-unknown-none-elf ;;
+  *) fail "usage: firmware/build.sh esp32c3|esp32c6 (got '${chip}'; the S3 is Xtensa, which this toolchain cannot build)" ;;
+esac
+
+ESPTOOL_VERSION=5.6.0
+size_tool=riscv64-unknown-elf-size
+nm_tool=riscv64-unknown-elf-nm
+for tool in /usr/bin/rustc ld.lld-16 "$size_tool" "$nm_tool" python3; do
+  command -v "$tool" >/dev/null ||
+    fail "$tool is missing: apt-get install rustc-web cargo-web rust-web-src lld-16 binutils-riscv64-unknown-elf python3-venv"
+done
+[ -d /usr/lib/rustlib/src/rust/library ] || fail "the Rust sources for build-std are missing: apt-get install rust-web-src"
+
+export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
+export CARGO_TARGET_DIR="$PWD/target"
+cargo=cargo
+[ -x /usr/bin/cargo ] && cargo=/usr/bin/cargo
+
+start=$(date +%s)
+(cd esp32 && timeout 2400 "$cargo" build --release --locked --quiet --features "$chip" --target "$target") ||
+  fail "the $chip build failed (status $?)"
+elf="$CARGO_TARGET_DIR/$target/release/chela-esp32"
+[ -f "$elf" ] || fail "the build made no ELF at $elf"
+echo "chela-firmware: $chip built in $(($(date +%s) - start)) s"
+
+# esptool from PyPI, pinned, kept under firmware/target/ between runs.
+venv="$CARGO_TARGET_DIR/esptool-$ESPTOOL_VERSION"
+if [ ! -x "$venv/bin/esptool" ]; then
+  python3 -m venv "$venv" || fail "python3 -m venv failed (apt-get install python3-venv)"
+  "$venv/bin/pip" install --quiet "esptool==$ESPTOOL_VERSION" || fail "pip could not install esptool==$ESPTOOL_VERSION"
+fi
+bin="$CARGO_TARGET_DIR/chela-$chip.bin"
+"$venv/bin/esptool" --chip "$chip" elf2image --flash-mode dio --flash-size 4MB -o "$bin" "$elf" >"$bin.log" 2>&1 ||
+  { cat "$bin.log" >&2; fail "esptool elf2image refused the $chip ELF"; }
+grep -q "Successfully created" "$bin.log" || { cat "$bin.log" >&2; fail "esptool elf2image did not say it created the image"; }
+image=$(stat -c %s "$bin")
+
+# Static RAM: the sections loaded into or reserved in SRAM (IRAM code, data, bss), from
+# `size -A`; not the stack, the bootloader's reclaimed RAM or the linker's address-space fillers.
+sections=$("$size_tool" -A "$elf")
+static=$(awk '
+  $1 ~ /^\.(trap|rwtext|rwtext\.wifi|iram|iram_[a-z.]*|data|data\.wifi|bss|noinit|rtc_fast_[a-z.]*)$/ { sum += $2 }
+  END { print sum + 0 }' <<<"$sections")
+stack=$(awk '$1 == ".stack" { print $2 }' <<<"$sections")
+[ -n "$stack" ] || fail "the ELF has no .stack section; the linker script changed"
+# The heap: esp-alloc's regions, the `HEAP` statics of `heap_allocator!`.
+heap=$("$nm_tool" -S -C -t d "$elf" | awk '$3 ~ /^[bBdD]$/ && $NF ~ /::HEAP$/ && $2 + 0 >= 1024 { sum += $2 } END { print sum + 0 }')
+[ "$heap" -gt 0 ] || fail "found no heap regions (HEAP symbols) in the ELF"
+reclaimed=$(awk '$1 == ".dram2_uninit" { print $2 }' <<<"$sections")
+
+echo "chela-firmware: $chip sections (size -A):"
+grep -E '^\.(trap|rwtext|rwtext\.wifi|data|data\.wifi|bss|noinit|stack|dram2_uninit|text|rodata|rodata\.wifi) ' <<<"$sections" | sed 's/^/    /'
+echo "chela-firmware: $chip image $image B ($bin)"
+echo "chela-firmware: $chip static RAM $static B ($((static / 1024)) KiB: IRAM + DRAM + BSS, the heap's .bss part included)"
+echo "chela-firmware: $chip heap $heap B ($((heap / 1024)) KiB; ${reclaimed:-0} B of it in RAM reclaimed from the bootloader)"
+echo "chela-firmware: $chip stack $stack B; heap + stack $((heap + stack)) B ($(((heap + stack) / 1024)) KiB)"
+
+if [ "$chip" = esp32c3 ]; then
+  [ "$image" -le 1000000 ] || fail "the C3 image is $image B, over 1,000,000 B"
+  [ "$static" -le $((200 * 1024)) ] || fail "the C3's static RAM is $static B, over 200 KiB"
+  [ $((heap + stack)) -ge $((120 * 1024)) ] || fail "the C3 leaves $((heap + stack)) B for heap and stack, under 120 KiB"
+  echo "chela-firmware: esp32c3 within its targets (image <= 1,000,000 B, static RAM <= 200 KiB, heap + stack >= 120 KiB)"
+fi
+echo "$elf"

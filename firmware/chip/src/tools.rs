@@ -1,0 +1,143 @@
+//! The chip's tools: the memory tools (always there, with the host's names and schemas), the
+//! clock, and whatever the board adds through a [`Toolbox`] (GPIO, the LED, cron).
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use chela_core::agent::{ToolCall, ToolResult};
+use chela_core::flash::Flash;
+use chela_core::memory;
+use chela_proto::chat::ToolSpec;
+use serde::Deserialize;
+
+use crate::turn::Chip;
+use crate::{Board, say};
+
+/// Where memory entries are kept in the store (a kept key: never dropped for room).
+pub const ENTRIES: &str = "entries.jsonl";
+
+/// The memory tools, with the host's names, descriptions and schemas.
+pub const MEMORY: [ToolSpec<'static>; 2] = [
+    ToolSpec {
+        name: "memory_store",
+        description: "Remember a fact for future conversations. Returns its id.",
+        input_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"One self-contained fact."},"tags":{"type":"array","items":{"type":"string"}},"source":{"type":"string","description":"Where it came from, e.g. chat."}},"required":["content"]}"#,
+    },
+    ToolSpec {
+        name: "memory_recall",
+        description: "Search remembered facts by keywords, best matches first.",
+        input_schema: r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":50}},"required":["query"]}"#,
+    },
+];
+
+/// `get_current_time`, answered from the board's clock (SNTP on the chip).
+pub const TIME: ToolSpec<'static> = ToolSpec {
+    name: "get_current_time",
+    description: "The current date and time (UTC), from the device's network-synchronised clock.",
+    input_schema: r#"{"type":"object","properties":{}}"#,
+};
+
+/// The tools a board adds to the memory tools.
+pub trait Toolbox<F: Flash, B: Board> {
+    /// Their specs, offered to the model.
+    fn specs(&self) -> &[ToolSpec<'static>];
+    /// A sentence for the system prompt about them (empty or starting with a space).
+    fn guidance(&self) -> &str {
+        ""
+    }
+    /// Runs `name` if it is one of this box's tools.
+    fn run(&mut self, chip: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>>;
+}
+
+/// No tools beyond memory (the emulator turn).
+impl<F: Flash, B: Board> Toolbox<F, B> for () {
+    fn specs(&self) -> &[ToolSpec<'static>] {
+        &[]
+    }
+
+    fn run(&mut self, _: &mut Chip<F, B>, _: &str, _: &str) -> Option<Result<String, String>> {
+        None
+    }
+}
+
+#[derive(Deserialize)]
+struct StoreArgs {
+    content: String,
+    #[serde(default)]
+    tags: Vec<String>,
+    #[serde(default)]
+    source: String,
+}
+
+#[derive(Deserialize)]
+struct RecallArgs {
+    query: String,
+    #[serde(default)]
+    max_results: Option<usize>,
+}
+
+/// Runs one tool call: memory here, the rest by the toolbox.
+pub fn run<F: Flash, B: Board, X: Toolbox<F, B>>(
+    chip: &mut Chip<F, B>,
+    toolbox: &mut X,
+    call: &ToolCall,
+) -> ToolResult {
+    say!(&chip.board, "[tool] {} {}", call.name, call.input.as_str());
+    let input = call.input.as_str();
+    let out = match call.name.as_str() {
+        "memory_store" => serde_json::from_str::<StoreArgs>(input).map_err(bad_args).and_then(|a| store(chip, a)),
+        "memory_recall" => serde_json::from_str::<RecallArgs>(input).map_err(bad_args).map(|a| {
+            let hits = chip.entries.recall(&a.query, a.max_results.unwrap_or(8).clamp(1, 50));
+            if hits.is_empty() {
+                format!("Nothing remembered matches \"{}\".", a.query)
+            } else {
+                hits.iter().map(|(_, e)| memory::render_line(e)).collect::<Vec<_>>().join("\n")
+            }
+        }),
+        "get_current_time" => current_time(&chip.board),
+        other => match toolbox.run(chip, other, input) {
+            Some(out) => out,
+            None => Err(format!("There is no tool `{other}` on this device.")),
+        },
+    };
+    match out {
+        Ok(content) => {
+            say!(&chip.board, "[tool] -> {content}");
+            ToolResult::ok(call.id.clone(), content)
+        }
+        Err(e) => {
+            say!(&chip.board, "[tool] failed: {e}");
+            ToolResult::error(call.id.clone(), e)
+        }
+    }
+}
+
+fn store<F: Flash, B: Board>(chip: &mut Chip<F, B>, a: StoreArgs) -> Result<String, String> {
+    let source = if a.source.is_empty() { "chat" } else { a.source.as_str() };
+    let now = chip.board.unix().unwrap_or(0);
+    let id = chip.entries.store(&a.content, &a.tags, source, now).map_err(|e| e.to_string())?.id.clone();
+    // Durable before the model hears it is stored; if flash refuses, it is not stored.
+    match chip.store.replace(ENTRIES, chip.entries.to_jsonl().as_bytes()) {
+        Ok(()) => Ok(format!("stored as {id}")),
+        Err(e) => {
+            let _ = chip.entries.forget(&id);
+            Err(format!("The entry could not be saved to flash: {e}"))
+        }
+    }
+}
+
+/// The clock's answer, or why there is none.
+pub fn current_time<B: Board>(board: &B) -> Result<String, String> {
+    match board.unix() {
+        Some(secs) => {
+            let (iso, weekday) = crate::time::utc(secs);
+            Ok(format!("{iso} ({weekday}, UTC)"))
+        }
+        None => Err("The clock is not set yet: the device has not reached a time server.".into()),
+    }
+}
+
+fn bad_args(e: serde_json::Error) -> String {
+    format!("The arguments do not fit the tool's schema: {e}")
+}

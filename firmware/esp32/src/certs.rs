@@ -1,0 +1,24 @@
+//! The root CAs pinned in the image, per API host. A server's chain must lead to one of its
+//! host's roots; a host that is not listed is not called at all. The DER files are Debian's
+//! `ca-certificates` roots (see `firmware/esp32/certs/SHA256SUMS`); update them here when a
+//! provider changes its CA.
+
+/// Google Trust Services Root R1 (RSA) and R4 (ECDSA): Cloudflare's and Google's edges.
+const GTS_R1: &[u8] = include_bytes!("../certs/gts_root_r1.der");
+const GTS_R4: &[u8] = include_bytes!("../certs/gts_root_r4.der");
+/// ISRG Root X1 (Let's Encrypt), the other CA Cloudflare issues from.
+const ISRG_X1: &[u8] = include_bytes!("../certs/isrg_root_x1.der");
+/// Go Daddy Root Certificate Authority G2: api.telegram.org.
+const GODADDY_G2: &[u8] = include_bytes!("../certs/godaddy_root_g2.der");
+
+const CLOUDFLARE: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X1];
+const TELEGRAM: &[&[u8]] = &[GODADDY_G2];
+
+/// The roots to try for `host`, most likely first; `None` for a host the chip does not call.
+pub fn roots(host: &str) -> Option<&'static [&'static [u8]]> {
+    match host {
+        "api.anthropic.com" | "api.openai.com" => Some(CLOUDFLARE),
+        "api.telegram.org" => Some(TELEGRAM),
+        _ => None,
+    }
+}

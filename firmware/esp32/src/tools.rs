@@ -1,0 +1,119 @@
+//! The firmware's own tools, beside the memory and time tools every chip build has: GPIO
+//! pins on an allowlist set at build time.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use chela_chip::Board;
+use chela_chip::tools::Toolbox;
+use chela_chip::turn::Chip;
+use chela_core::flash::Flash;
+use chela_proto::chat::ToolSpec;
+use esp_hal::gpio::{AnyPin, Input, InputConfig, Level, Output, OutputConfig};
+use serde::Deserialize;
+
+const SPECS: [ToolSpec<'static>; 2] = [
+    ToolSpec {
+        name: "gpio_write",
+        description: "Drive a GPIO pin high or low. Only the pins the owner allowed can be used.",
+        input_schema: r#"{"type":"object","properties":{"pin":{"type":"integer","minimum":0,"maximum":30},"level":{"type":"string","enum":["high","low"]}},"required":["pin","level"]}"#,
+    },
+    ToolSpec {
+        name: "gpio_read",
+        description: "Read a GPIO pin's level. Only the pins the owner allowed can be used.",
+        input_schema: r#"{"type":"object","properties":{"pin":{"type":"integer","minimum":0,"maximum":30}},"required":["pin"]}"#,
+    },
+];
+
+/// The GPIO tools with their allowlist.
+pub struct Gpio {
+    allowed: Vec<u8>,
+    guidance: String,
+}
+
+impl Gpio {
+    /// `allow` is a comma-separated list of pin numbers (`CHELA_GPIO_ALLOW`).
+    pub fn new(allow: &str) -> Result<Gpio, String> {
+        let allowed = allow
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| s.trim().parse::<u8>().map_err(|_| format!("`{}` is not a GPIO number", s.trim())))
+            .collect::<Result<Vec<u8>, String>>()?;
+        if let Some(pin) = allowed.iter().find(|p| !usable(**p)) {
+            return Err(format!(
+                "GPIO {pin} cannot be offered: it does not exist on this chip or drives the SPI flash"
+            ));
+        }
+        let guidance = if allowed.is_empty() {
+            String::new()
+        } else {
+            format!(" GPIO pins you may use with gpio_write/gpio_read: {allowed:?}.")
+        };
+        Ok(Gpio { allowed, guidance })
+    }
+}
+
+/// Pins a tool may drive: those the chip has, minus the SPI flash's.
+fn usable(pin: u8) -> bool {
+    #[cfg(feature = "esp32c3")]
+    return pin <= 21 && !(12..=17).contains(&pin);
+    #[cfg(feature = "esp32c6")]
+    return pin <= 30 && !(24..=30).contains(&pin);
+}
+
+#[derive(Deserialize)]
+struct WriteArgs {
+    pin: u8,
+    level: String,
+}
+
+#[derive(Deserialize)]
+struct ReadArgs {
+    pin: u8,
+}
+
+impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
+    fn specs(&self) -> &[ToolSpec<'static>] {
+        if self.allowed.is_empty() { &[] } else { &SPECS }
+    }
+
+    fn guidance(&self) -> &str {
+        &self.guidance
+    }
+
+    fn run(&mut self, _: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
+        let bad = |e: serde_json::Error| format!("The arguments do not fit the tool's schema: {e}");
+        let allowed = |pin: u8| {
+            if self.allowed.contains(&pin) {
+                Ok(())
+            } else {
+                Err(format!("GPIO {pin} is not on this device's allowlist {:?}.", self.allowed))
+            }
+        };
+        Some(match name {
+            "gpio_write" => serde_json::from_str::<WriteArgs>(input).map_err(bad).and_then(|a| {
+                allowed(a.pin)?;
+                let level = match a.level.as_str() {
+                    "high" => Level::High,
+                    "low" => Level::Low,
+                    other => return Err(format!("`{other}` is not a level: use high or low.")),
+                };
+                // SAFETY: the pin is on the owner's allowlist, which names pins nothing else
+                // in the firmware drives; the driver lives only for this call.
+                let pin = unsafe { AnyPin::steal(a.pin) };
+                let out = Output::new(pin, level, OutputConfig::default());
+                core::mem::forget(out); // keep driving the level after the call
+                Ok(format!("GPIO {} is {}.", a.pin, a.level))
+            }),
+            "gpio_read" => serde_json::from_str::<ReadArgs>(input).map_err(bad).and_then(|a| {
+                allowed(a.pin)?;
+                // SAFETY: as above.
+                let pin = unsafe { AnyPin::steal(a.pin) };
+                let input = Input::new(pin, InputConfig::default());
+                Ok(format!("GPIO {} reads {}.", a.pin, if input.is_high() { "high" } else { "low" }))
+            }),
+            _ => return None,
+        })
+    }
+}
