@@ -122,7 +122,9 @@ impl Clients {
     pub async fn shutdown(&self) {
         let mut set = tokio::task::JoinSet::new();
         for s in &self.servers {
-            if let Some(c) = s.state().conn.take() {
+            // The connection stays in place, dead: `mcp list` shows it stopped, and the next
+            // call starts the server again.
+            if let Some(c) = s.state().conn.clone() {
                 set.spawn(async move { c.shutdown(STOP_GRACE).await });
             }
         }
@@ -305,7 +307,7 @@ impl Server {
             Some(era) => era,
             None => {
                 let (method, params) = wire::discover();
-                let answer = conn.request(method, params, PROBE_TIMEOUT.min(self.cfg.timeout)).await;
+                let answer = conn.request(method, params, PROBE_TIMEOUT).await;
                 match answer {
                     Ok(v) if wire::probe_outcome(&Ok(v.clone())) => Era::Modern,
                     Err(CallError::Rpc(e)) if wire::probe_outcome(&Err(e.clone())) => Era::Modern,
@@ -324,7 +326,7 @@ impl Server {
             Era::Modern => Era::Modern,
             Era::Legacy(_) => {
                 let (method, params) = wire::initialize();
-                match conn.request(method, params, self.cfg.timeout).await {
+                match conn.request(method, params, self.setup_timeout()).await {
                     Ok(result) => {
                         let version = wire::agreed_version(&result)?;
                         conn.notify("notifications/initialized", json!({}))
@@ -353,7 +355,7 @@ impl Server {
                 None => json!({}),
             };
             let result = conn
-                .request("tools/list", wire::params(Some(era), params), self.cfg.timeout)
+                .request("tools/list", wire::params(Some(era), params), self.setup_timeout())
                 .await
                 .map_err(|e| self.explain("tools/list", &e))?;
             wire::check_result_type(&result)?;
@@ -402,6 +404,12 @@ impl Server {
             return;
         }
         self.state().registered = true;
+    }
+
+    /// The handshake and the tool list may take longer than a call's `timeout_secs` allows:
+    /// a short call limit must not keep a slow-starting server from connecting.
+    fn setup_timeout(&self) -> Duration {
+        self.cfg.timeout.max(PROBE_TIMEOUT)
     }
 
     fn explain(&self, method: &str, e: &CallError) -> String {
@@ -472,6 +480,9 @@ impl crate::tools::Dynamic for McpTool {
         Box::pin(Arc::clone(&self.server).call(self.name.clone(), input))
     }
 }
+
+#[cfg(test)]
+mod tests_peers;
 
 #[cfg(test)]
 mod tests {
