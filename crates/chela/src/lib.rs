@@ -33,7 +33,8 @@ mod compact;
 pub mod daemon;
 mod gateway;
 mod keyrule;
-mod mcp;
+// Public for benches/mcp.rs (the connection and the wire decisions).
+pub mod mcp;
 pub mod net;
 mod provider;
 mod session;

@@ -106,8 +106,8 @@ async fn legacy_fixture_lists_every_page_and_converts_results() {
     s.clients.ensure(&s.fx.toolbox).await;
     assert_eq!(s.era("fx").as_deref(), Some("2025-11-25 (initialize)"), "{:?}", s.clients.status());
     let ids = s.tool_ids("mcp_fx");
-    // 14 tools come 4 to a page: every page was read.
-    assert_eq!(ids.len(), 14, "{ids:?}");
+    // 15 tools come 4 to a page: every page was read.
+    assert_eq!(ids.len(), 15, "{ids:?}");
     assert!(ids.contains(&"mcp_fx_many_t6".to_owned()), "dotted names are mapped: {ids:?}");
 
     let out = s.call("mcp_fx_echo", json!({"text": "hi"})).await.unwrap();
@@ -127,7 +127,7 @@ async fn dual_era_fixture_speaks_the_stateless_revision() {
     let s = Setup::new(|d| vec![("fx", fixture("dual", &d.join("fixture.log"), 60))]);
     s.clients.ensure(&s.fx.toolbox).await;
     assert_eq!(s.era("fx").as_deref(), Some("2026-07-28 (stateless)"), "{:?}", s.clients.status());
-    assert_eq!(s.tool_ids("mcp_fx").len(), 14);
+    assert_eq!(s.tool_ids("mcp_fx").len(), 15);
     assert_eq!(s.call("mcp_fx_echo", json!({"text": "hi"})).await.unwrap(), "echo: hi (era 2026-07-28)");
     assert!(s.call("mcp_fx_fail", json!({})).await.is_err());
     // The era is kept: a restart goes straight to it (no probe), and still works.
