@@ -31,6 +31,8 @@ pub enum Command {
     Cron(CronCmd),
     /// `chela heartbeat trigger`.
     Heartbeat,
+    /// `chela mcp …`: the MCP servers Chela uses.
+    Mcp(McpCmd),
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -66,6 +68,9 @@ pub enum Topic {
     Run,
     Cron,
     Heartbeat,
+    Mcp,
+    McpList,
+    McpTest,
 }
 
 impl Topic {
@@ -81,6 +86,9 @@ impl Topic {
             ("run", _) => Topic::Run,
             ("cron", _) => Topic::Cron,
             ("heartbeat", _) => Topic::Heartbeat,
+            ("mcp", Some("list")) => Topic::McpList,
+            ("mcp", Some("test")) => Topic::McpTest,
+            ("mcp", _) => Topic::Mcp,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -125,7 +133,8 @@ impl Topic {
             | Topic::Service
             | Topic::Run
             | Topic::Cron
-            | Topic::Heartbeat => 1,
+            | Topic::Heartbeat
+            | Topic::Mcp => 1,
             _ => 2,
         }
     }
@@ -166,6 +175,15 @@ pub enum ServiceCmd {
     Install,
     Uninstall,
     Status,
+}
+
+/// `chela mcp …`.
+#[derive(Debug, PartialEq, Eq)]
+pub enum McpCmd {
+    /// The configured servers: state, era, tool count.
+    List,
+    /// Connect to one server, list its tools, print them.
+    Test(String),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -307,6 +325,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cap", ["disable", g]) => Command::Cap(CapCmd::Enable((*g).to_owned(), false)),
         ("cap", ["show", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), true)),
         ("cap", ["hide", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), false)),
+        ("mcp", ["list"] | []) => Command::Mcp(McpCmd::List),
+        ("mcp", ["test", name]) => Command::Mcp(McpCmd::Test((*name).to_owned())),
         ("skill", ["list"] | []) => Command::Skill(SkillCmd::List),
         ("skill", ["show", name]) => Command::Skill(SkillCmd::Show((*name).to_owned())),
         ("skill", ["activate", name]) => {
@@ -450,6 +470,8 @@ mod tests {
             (&["doctor", "--help"], Topic::Doctor),
             (&["cron", "list", "--help"], Topic::Cron),
             (&["help", "cron"], Topic::Cron),
+            (&["mcp", "test", "--help"], Topic::McpTest),
+            (&["help", "mcp"], Topic::Mcp),
             (&["pairing", "-h"], Topic::Pairing),
             (&["pairing", "list", "-h"], Topic::PairingList),
             (&["pairing", "approve", "X", "--help"], Topic::PairingApprove),

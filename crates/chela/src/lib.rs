@@ -34,6 +34,8 @@ mod compact;
 pub mod daemon;
 mod gateway;
 mod keyrule;
+// Public for benches/mcp.rs (the connection and the wire decisions).
+pub mod mcp;
 pub mod net;
 mod provider;
 mod session;

@@ -200,6 +200,9 @@ pub async fn run_turn(
     let mut ctx = agent.ctx.clone();
     ctx.conversation = Some((req.channel.clone(), req.chat_id.clone()));
     ctx.depth = req.depth;
+    // MCP servers not connected yet (lazy ones, or the first turn of a one-shot command)
+    // connect before the model is shown the tools; a no-op once they are.
+    ctx.toolbox.mcp().ensure(&ctx.toolbox).await;
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
     let system = crate::compact::system_with_summary(system, history.summary.as_ref());

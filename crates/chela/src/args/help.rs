@@ -35,6 +35,9 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::Run => "chela run",
         Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume> [args]",
         Topic::Heartbeat => "chela heartbeat trigger",
+        Topic::Mcp => "chela mcp <list|test> [NAME]",
+        Topic::McpList => "chela mcp list",
+        Topic::McpTest => "chela mcp test NAME",
     }
 }
 
@@ -68,6 +71,9 @@ pub fn text(topic: Topic) -> String {
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
         Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
         Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
+        Topic::Mcp => ("the MCP servers whose tools Chela uses ([mcp.servers.NAME]).", MCP),
+        Topic::McpList => ("the configured MCP servers: state, protocol era, tool count.", MCP_LIST),
+        Topic::McpTest => ("connect to one MCP server and list its tools.", MCP_TEST),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -112,6 +118,7 @@ Commands:
   cron list|add|remove|trigger|pause|resume [JSON|ID]
                           The scheduled jobs (cron.json)
   heartbeat trigger       Ask the running daemon for a heartbeat now
+  mcp list|test NAME      The MCP servers (state, era, tools), or connect to one and list its tools
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -231,6 +238,33 @@ scripts/main.lua. A workspace skill overrides a built-in one of the same name.
 
 Example:
   chela skill activate chela_settings --session work
+";
+
+const MCP: &str = "\
+Each server in [mcp.servers.NAME] of chela.toml is the capability group mcp_NAME: its tools
+are listed by `chela cap list` and called by the model or with `chela cap call`.
+
+Example:
+  chela mcp test time
+";
+
+const MCP_LIST: &str = "\
+Prints each configured server: how it is reached, whether it is connected (this command
+connects the enabled ones), the protocol revision it speaks and how many tools it offers.
+
+Example:
+  chela mcp list
+";
+
+const MCP_TEST: &str = "\
+Arguments:
+  NAME                    A server's name, as in [mcp.servers.NAME]
+
+Starts the server, finds its protocol era, lists its tools and prints them with the names
+the model sees.
+
+Example:
+  chela mcp test time
 ";
 
 const CAP_LIST: &str = "\

@@ -11,9 +11,17 @@ use crate::args::CapCmd;
 use crate::config::edit_list_override;
 
 pub async fn run(base: Base, cmd: CapCmd) -> Result<ExitCode> {
+    // The MCP servers' tools are groups too: connect them first, stop them at the end.
+    base.toolbox.mcp().ensure(&base.toolbox).await;
+    let out = run_cmd(&base, cmd).await;
+    base.toolbox.mcp().shutdown().await;
+    out
+}
+
+async fn run_cmd(base: &Base, cmd: CapCmd) -> Result<ExitCode> {
     match cmd {
         CapCmd::List => {
-            print!("{}", list(&base));
+            print!("{}", list(base));
             Ok(ExitCode::SUCCESS)
         }
         CapCmd::Call { id, json } => {

@@ -55,6 +55,8 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     if crate::channels::feishu::configured(&daemon.config()) {
         services.spawn("feishu", crate::channels::feishu::serve(Arc::clone(&daemon)));
     }
+    // MCP servers with `connect = "start"` connect in the background; lazy ones on first need.
+    daemon.toolbox().mcp().start(daemon.toolbox());
     tracing::info!("chela run: serving from {}", daemon.workspace().root().display());
 
     let mut failed = false;
@@ -104,6 +106,8 @@ async fn stop(daemon: &Daemon, mut services: Services) {
         tracing::warn!("some work did not finish within {STOP_WITHIN:?}; stopping anyway");
         services.set.abort_all();
     }
+    // The MCP servers last: a turn that was finishing may still have called one.
+    daemon.toolbox().mcp().shutdown().await;
 }
 
 /// Applies `chela config set` and `chela cap` from other processes to the running daemon.

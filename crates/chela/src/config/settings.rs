@@ -113,6 +113,13 @@ pub struct McpServer {
     pub env: BTreeMap<String, String>,
     pub url: String,
     pub headers: BTreeMap<String, String>,
+    /// The folder a local server runs in (default: Chela's own).
+    pub cwd: String,
+    /// `start`: the daemon connects it when it starts; `lazy`: when a turn or command first
+    /// needs its tools.
+    pub connect: String,
+    /// Longest wait for one answer (a tool call, a page of the tool list), in seconds.
+    pub timeout_secs: u64,
     /// Off: configured but not started.
     pub enabled: bool,
     #[serde(flatten)]
@@ -127,6 +134,9 @@ impl Default for McpServer {
             env: BTreeMap::new(),
             url: String::new(),
             headers: BTreeMap::new(),
+            cwd: String::new(),
+            connect: "start".into(),
+            timeout_secs: 60,
             enabled: true,
             unknown: BTreeMap::new(),
         }
@@ -187,7 +197,7 @@ fn blame(leaves: &[(Vec<String>, toml::Value, Layer)], base: &toml::Table, whole
 }
 
 /// The fields of an MCP server, for "did you mean".
-const MCP_FIELDS: &[&str] = &["command", "args", "env", "url", "headers", "enabled"];
+const MCP_FIELDS: &[&str] = &["command", "args", "env", "url", "headers", "cwd", "connect", "timeout_secs", "enabled"];
 
 /// Builds the typed sections from the typed leaves of the file layers (merged by path, later
 /// layers winning) and the flat entries (which carry defaults and the environment). Returns
@@ -225,6 +235,12 @@ pub(super) fn build(
             (true, true) => bail!("mcp.servers.{name} needs `command` (a program to run) or `url` (a remote server)"),
             (false, false) => bail!("mcp.servers.{name} has both `command` and `url`; keep the one you mean"),
             _ => {}
+        }
+        if !matches!(s.connect.as_str(), "start" | "lazy") {
+            bail!("mcp.servers.{name}.connect must be \"start\" or \"lazy\", not {:?}", s.connect);
+        }
+        if s.timeout_secs == 0 || s.timeout_secs > 3600 {
+            bail!("mcp.servers.{name}.timeout_secs must be between 1 and 3600 seconds");
         }
         let url = s.url.as_str();
         if !url.is_empty() {

@@ -166,7 +166,33 @@ pub trait Tool: Send + Sync + 'static {
     fn call<'a>(&'a self, ctx: &'a ToolCtx, args: Self::Args) -> impl Future<Output = ToolResult> + Send + 'a;
 }
 
-type ToolFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
+pub(crate) type ToolFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
+
+/// A tool known only at run time (an MCP server's): its name, description and schema come in
+/// a [`Capability`] given to [`Group::with_dynamic`], and it takes its arguments as JSON text.
+pub(crate) trait Dynamic: Send + Sync + 'static {
+    fn call(&self, input: String) -> ToolFuture;
+}
+
+struct DynTool(Arc<dyn Dynamic>);
+
+impl Erased for DynTool {
+    fn call_json(self: Arc<Self>, _ctx: ToolCtx, input: String) -> ToolFuture {
+        self.0.call(input)
+    }
+
+    #[cfg(test)]
+    fn check_args(&self, input: &str) -> Result<(), ToolError> {
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(input)
+            .map(drop)
+            .map_err(|e| ToolError::invalid_args(e.to_string()))
+    }
+
+    #[cfg(test)]
+    fn arg_fields(&self) -> Option<&'static [&'static str]> {
+        None
+    }
+}
 
 /// A tool with its argument type erased, so a group can hold different tools. The future owns
 /// what it uses: a call can finish even after its group is unregistered.
@@ -267,6 +293,12 @@ impl Group {
         self.tools.push((cap, Arc::new(tool)));
         self
     }
+
+    /// Adds a tool described at run time; `cap.group` must be this group.
+    pub(crate) fn with_dynamic(mut self, cap: Capability, tool: Arc<dyn Dynamic>) -> Group {
+        self.tools.push((cap, Arc::new(DynTool(tool))));
+        self
+    }
 }
 
 /// One consistent view of the registered tools: the registry and the handlers that go with it.
@@ -301,6 +333,8 @@ pub struct Toolbox {
     lua: Arc<crate::lua::Host>,
     /// Told of every finished call (the daemon raises `cap_result` events with it).
     on_result: std::sync::OnceLock<ResultHook>,
+    /// The configured MCP servers; each connected one is a group `mcp_NAME`.
+    mcp: crate::mcp::client::Clients,
 }
 
 /// What [`Toolbox::on_result`] calls after each call: the context, the tool's id and its result.
@@ -332,6 +366,7 @@ impl Toolbox {
             #[cfg(feature = "lua")]
             lua,
             on_result: std::sync::OnceLock::new(),
+            mcp: crate::mcp::client::Clients::new(&cfg.settings().mcp.servers),
         };
         for g in groups {
             // Two built-in tools with one name is a programming error caught by the tests.
@@ -347,6 +382,11 @@ impl Toolbox {
     #[cfg(feature = "lua")]
     pub fn lua(&self) -> &Arc<crate::lua::Host> {
         &self.lua
+    }
+
+    /// The MCP servers of the configuration the toolbox was made with.
+    pub fn mcp(&self) -> &crate::mcp::client::Clients {
+        &self.mcp
     }
 
     /// The current registry, to list tools or build a prompt from.
@@ -377,6 +417,26 @@ impl Toolbox {
             s.registry.add_group(g.spec, caps)?;
             s.handlers.extend(names.into_iter().zip(handlers));
             s.reapply();
+            Ok(())
+        })
+    }
+
+    /// Registers `g`, replacing a group of the same id in one step (an MCP server's changed
+    /// tool list): a turn sees the old tools or the new ones, never none.
+    pub fn replace(&self, g: Group) -> Result<(), ControlError> {
+        self.change(|s| {
+            let mut next = s.clone();
+            let ids: Vec<String> = next.registry.in_group(&g.spec.id).map(|c| c.id.to_string()).collect();
+            for id in &ids {
+                next.handlers.remove(id);
+            }
+            next.registry.remove_group(&g.spec.id);
+            let (caps, handlers): (Vec<_>, Vec<_>) = g.tools.into_iter().unzip();
+            let names: Vec<String> = caps.iter().map(|c| c.id.to_string()).collect();
+            next.registry.add_group(g.spec, caps)?;
+            next.handlers.extend(names.into_iter().zip(handlers));
+            next.reapply();
+            *s = next;
             Ok(())
         })
     }

@@ -22,6 +22,7 @@ mod gateway;
 mod interactive;
 #[cfg(feature = "lua")]
 mod lua;
+mod mcp;
 mod router;
 mod run;
 #[cfg(feature = "files")]

@@ -1,0 +1,497 @@
+//! The MCP client: every configured server (`[mcp.servers.NAME]`) becomes the capability group
+//! `mcp_NAME`, whose tools call the server's tools.
+//!
+//! Why not `rmcp`: the official Rust SDK (3.x) speaks the handshake era only (its newest
+//! revision is 2025-11-25), so the 2026-07-28 stateless revision would have to be written
+//! beside it anyway, and its transports bring a second HTTP stack (reqwest) next to the one
+//! Chela has. The protocol Chela needs as a client is small: line-delimited JSON-RPC over a
+//! child's pipes, four methods. So this is our own: [`wire`] decides (no IO, unit-tested),
+//! [`conn`] moves bytes for one process, and this module keeps the servers' lifecycles.
+//!
+//! Lifecycle of a server: not connected → (first need, or daemon start when `connect =
+//! "start"`) spawn, find the era (probe `server/discover`, else `initialize`; kept per server),
+//! list tools page by page, register the group → calls. A server that dies is started again
+//! on the next call, with a backoff that doubles while it keeps failing (1 s … 60 s). Handshake
+//! servers that send `notifications/tools/list_changed` are listed again and their group
+//! replaced. [`Clients::shutdown`] stops every server in order.
+
+pub mod conn;
+pub mod names;
+pub mod wire;
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use chela_core::cap::Capability;
+use serde_json::{Value, json};
+
+use self::conn::{CallError, Conn, Spawn};
+use self::names::Names;
+use self::wire::{Era, ToolDef};
+use crate::config::McpServer;
+use crate::tools::{Group, ToolError, ToolResult, Toolbox};
+
+/// How long the era probe may take before the server is taken for a handshake-era one. Long,
+/// because the probe is also the server's first request: a Python server on a busy machine
+/// takes seconds just to import its SDK.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Most `tools/list` pages read from one server.
+const MAX_PAGES: usize = 64;
+/// Most tools taken from one server.
+const MAX_TOOLS: usize = 512;
+/// Longest tool description kept (characters).
+const MAX_DESCRIPTION: usize = 2048;
+/// Largest input schema kept (bytes); a tool with a larger one is left out.
+const MAX_SCHEMA: usize = 64 * 1024;
+/// Longest wait between restarts of a failing server.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Each step of a stop (closed stdin, SIGTERM) waits this long before the next.
+const STOP_GRACE: Duration = Duration::from_secs(1);
+
+/// Wait before attempt number `n` (0: the first) after failures.
+pub fn backoff(n: u32) -> Duration {
+    match n {
+        0 => Duration::ZERO,
+        n => Duration::from_secs(1u64 << (n - 1).min(6)).min(MAX_BACKOFF),
+    }
+}
+
+/// Every configured server. Lives in the [`Toolbox`]; connects nothing until asked.
+#[derive(Default)]
+pub struct Clients {
+    servers: Vec<Arc<Server>>,
+}
+
+/// One line of `chela mcp list`.
+#[derive(Clone, Debug)]
+pub struct Status {
+    pub name: String,
+    pub transport: String,
+    pub state: String,
+    pub era: Option<String>,
+    pub tools: usize,
+}
+
+impl Clients {
+    pub fn new(servers: &std::collections::BTreeMap<String, McpServer>) -> Clients {
+        Clients { servers: servers.iter().map(|(name, cfg)| Arc::new(Server::new(name, cfg))).collect() }
+    }
+
+    /// Connects, at the daemon's start, the servers configured with `connect = "start"`; in
+    /// the background, so a slow server delays nothing.
+    pub fn start(&self, toolbox: &Arc<Toolbox>) {
+        for s in self.servers.iter().filter(|s| s.cfg.enabled && !s.cfg.lazy) {
+            let (s, tb) = (Arc::clone(s), Arc::downgrade(toolbox));
+            tokio::spawn(async move { s.ensure(&tb).await });
+        }
+    }
+
+    /// Connects every enabled server that has no tools registered yet (and whose backoff
+    /// allows a new try), all at once; returns when each is connected or failed. Cheap when
+    /// all are up: what a turn calls before it builds the tool list.
+    pub async fn ensure(&self, toolbox: &Arc<Toolbox>) {
+        let mut set = tokio::task::JoinSet::new();
+        for s in self.servers.iter().filter(|s| s.cfg.enabled && s.wants_connect()) {
+            let (s, tb) = (Arc::clone(s), Arc::downgrade(toolbox));
+            set.spawn(async move { s.ensure(&tb).await });
+        }
+        while set.join_next().await.is_some() {}
+    }
+
+    /// The servers, their state, era and tool count.
+    pub fn status(&self) -> Vec<Status> {
+        self.servers.iter().map(|s| s.status()).collect()
+    }
+
+    /// Connects server `name` now (again, if it was) and returns its era and tools.
+    pub async fn test(&self, name: &str, toolbox: &Arc<Toolbox>) -> Result<(Era, Vec<(String, ToolDef)>), String> {
+        let s = self.servers.iter().find(|s| s.name == name).ok_or_else(|| {
+            let names: Vec<&str> = self.servers.iter().map(|s| s.name.as_str()).collect();
+            format!(
+                "no MCP server is called `{name}` (configured: {})",
+                if names.is_empty() { "none".into() } else { names.join(", ") }
+            )
+        })?;
+        s.connect(&Arc::downgrade(toolbox)).await?;
+        let st = s.state();
+        let era = st.era.clone().ok_or("the server has no era")?;
+        Ok((era, st.tools.clone()))
+    }
+
+    /// Stops every server: stdin closed, then SIGTERM, then SIGKILL, each after a grace time.
+    pub async fn shutdown(&self) {
+        let mut set = tokio::task::JoinSet::new();
+        for s in &self.servers {
+            // The connection stays in place, dead: `mcp list` shows it stopped, and the next
+            // call starts the server again.
+            if let Some(c) = s.state().conn.clone() {
+                set.spawn(async move { c.shutdown(STOP_GRACE).await });
+            }
+        }
+        while set.join_next().await.is_some() {}
+    }
+}
+
+/// A server's settings, as the connection needs them.
+struct ServerCfg {
+    spawn: Spawn,
+    enabled: bool,
+    lazy: bool,
+    timeout: Duration,
+    /// Why this server cannot be used, found when the configuration was read.
+    unusable: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    conn: Option<Arc<Conn>>,
+    era: Option<Era>,
+    tools: Vec<(String, ToolDef)>,
+    /// Tries since the last success.
+    failures: u32,
+    last_try: Option<Instant>,
+    last_error: Option<String>,
+    registered: bool,
+}
+
+pub struct Server {
+    name: String,
+    group: String,
+    cfg: ServerCfg,
+    state: Mutex<State>,
+    /// One connect at a time.
+    connecting: tokio::sync::Mutex<()>,
+    names: Mutex<Names>,
+    toolbox: OnceLock<Weak<Toolbox>>,
+}
+
+impl Server {
+    fn new(name: &str, cfg: &McpServer) -> Server {
+        let unusable = (!cfg.url.is_empty()).then(|| {
+            "remote MCP servers (url) are not supported by this build yet; run the server locally with `command`"
+                .to_owned()
+        });
+        Server {
+            name: name.to_owned(),
+            group: format!("mcp_{name}"),
+            cfg: ServerCfg {
+                spawn: Spawn {
+                    server: name.to_owned(),
+                    command: cfg.command.clone(),
+                    args: cfg.args.clone(),
+                    env: cfg.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    cwd: (!cfg.cwd.is_empty()).then(|| cfg.cwd.clone().into()),
+                },
+                enabled: cfg.enabled,
+                lazy: cfg.connect == "lazy",
+                timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
+                unusable,
+            },
+            state: Mutex::new(State::default()),
+            connecting: tokio::sync::Mutex::new(()),
+            names: Mutex::new(Names::default()),
+            toolbox: OnceLock::new(),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether a connect should be tried now: no tools registered and the backoff elapsed.
+    fn wants_connect(&self) -> bool {
+        let st = self.state();
+        !st.registered && self.backoff_left(&st).is_none()
+    }
+
+    fn backoff_left(&self, st: &State) -> Option<Duration> {
+        let wait = backoff(st.failures);
+        let since = st.last_try?.elapsed();
+        (since < wait).then(|| wait - since)
+    }
+
+    fn status(&self) -> Status {
+        let st = self.state();
+        let transport = if self.cfg.spawn.command.is_empty() { "http".into() } else { "stdio".into() };
+        let state = if !self.cfg.enabled {
+            "off (enabled = false)".to_owned()
+        } else if let Some(why) = &self.cfg.unusable {
+            format!("unusable: {why}")
+        } else {
+            match (&st.conn, &st.last_error) {
+                (Some(c), _) if c.dead().is_none() => "connected".to_owned(),
+                (Some(c), _) => format!("stopped: {}", c.dead().unwrap_or_default()),
+                (None, Some(e)) => format!("failed: {e}"),
+                (None, None) if self.cfg.lazy => "not connected (connects when first needed)".to_owned(),
+                (None, None) => "not connected".to_owned(),
+            }
+        };
+        Status {
+            name: self.name.clone(),
+            transport,
+            state,
+            era: st.era.as_ref().map(Era::label),
+            tools: st.tools.len(),
+        }
+    }
+
+    async fn ensure(self: &Arc<Self>, tb: &Weak<Toolbox>) {
+        if let Err(e) = self.connect(tb).await {
+            tracing::warn!(target: "chela::mcp", "MCP server {}: {e}", self.name);
+        }
+    }
+
+    /// A live connection, started (again) if needed and the backoff allows.
+    async fn conn(self: &Arc<Self>) -> Result<Arc<Conn>, String> {
+        if let Some(c) = self.state().conn.clone().filter(|c| c.dead().is_none()) {
+            return Ok(c);
+        }
+        let tb = self.toolbox.get().cloned().unwrap_or_default();
+        self.connect(&tb).await?;
+        self.state().conn.clone().ok_or_else(|| format!("MCP server {} is not connected", self.name))
+    }
+
+    /// Starts the server, finds its era, lists its tools and (re)registers its group.
+    async fn connect(self: &Arc<Self>, tb: &Weak<Toolbox>) -> Result<(), String> {
+        let _one = self.connecting.lock().await;
+        let _ = self.toolbox.set(tb.clone());
+        let old = {
+            let mut st = self.state();
+            if st.conn.as_ref().is_some_and(|c| c.dead().is_none()) {
+                return Ok(());
+            }
+            if let Some(left) = self.backoff_left(&st) {
+                let why = st.last_error.clone().unwrap_or_else(|| "it stopped".into());
+                return Err(format!(
+                    "MCP server {} is down ({why}); the next start is tried in {} s",
+                    self.name,
+                    left.as_secs().max(1)
+                ));
+            }
+            st.last_try = Some(Instant::now());
+            st.failures = st.failures.saturating_add(1);
+            st.conn.take()
+        };
+        if let Some(old) = old {
+            old.shutdown(STOP_GRACE).await;
+        }
+        match self.open().await {
+            Ok((conn, era, tools)) => {
+                self.install(tb, &tools);
+                let mut st = self.state();
+                st.conn = Some(Arc::clone(&conn));
+                st.era = Some(era.clone());
+                st.tools = tools;
+                st.last_error = None;
+                drop(st);
+                if matches!(era, Era::Legacy(_)) {
+                    tokio::spawn(watch_list(Arc::downgrade(self), conn));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                self.state().last_error = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Spawns the process and does the handshake (or not, in the stateless era).
+    async fn open(&self) -> Result<(Arc<Conn>, Era, Vec<(String, ToolDef)>), String> {
+        if let Some(why) = &self.cfg.unusable {
+            return Err(why.clone());
+        }
+        let cached = self.state().era.clone();
+        let mut conn = Conn::spawn(&self.cfg.spawn)?;
+        let era = match cached {
+            Some(era) => era,
+            None => {
+                let (method, params) = wire::discover();
+                let answer = conn.request(method, params, PROBE_TIMEOUT).await;
+                match answer {
+                    Ok(v) if wire::probe_outcome(&Ok(v.clone())) => Era::Modern,
+                    Err(CallError::Rpc(e)) if wire::probe_outcome(&Err(e.clone())) => Era::Modern,
+                    Err(CallError::Broken(_)) => {
+                        // Some handshake-era servers quit on a request before `initialize`:
+                        // start it again and go straight to the handshake.
+                        conn.shutdown(STOP_GRACE).await;
+                        conn = Conn::spawn(&self.cfg.spawn)?;
+                        Era::Legacy(String::new())
+                    }
+                    _ => Era::Legacy(String::new()),
+                }
+            }
+        };
+        let era = match era {
+            Era::Modern => Era::Modern,
+            Era::Legacy(_) => {
+                let (method, params) = wire::initialize();
+                match conn.request(method, params, self.setup_timeout()).await {
+                    Ok(result) => {
+                        let version = wire::agreed_version(&result)?;
+                        conn.notify("notifications/initialized", json!({}))
+                            .await
+                            .map_err(|e| self.explain("initialize", &e))?;
+                        Era::Legacy(version)
+                    }
+                    // The probe's answer came after its timeout and opened a stateless
+                    // connection: the server says so, and it speaks the newer revision.
+                    Err(CallError::Rpc(e)) if wire::probe_outcome(&Err(e.clone())) => Era::Modern,
+                    Err(e) => return Err(self.explain("initialize", &e)),
+                }
+            }
+        };
+        let tools = self.list(&conn, &era).await?;
+        Ok((conn, era, tools))
+    }
+
+    /// Every page of `tools/list`, each tool with its id.
+    async fn list(&self, conn: &Conn, era: &Era) -> Result<Vec<(String, ToolDef)>, String> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let result = conn
+                .request("tools/list", wire::params(Some(era), params), self.setup_timeout())
+                .await
+                .map_err(|e| self.explain("tools/list", &e))?;
+            wire::check_result_type(&result)?;
+            let (tools, next) = wire::tools_page(&result)?;
+            for mut t in tools {
+                if out.len() >= MAX_TOOLS {
+                    tracing::warn!(target: "chela::mcp", "MCP server {} offers more than {MAX_TOOLS} tools; the rest are left out", self.name);
+                    return Ok(out);
+                }
+                if t.schema.len() > MAX_SCHEMA {
+                    tracing::warn!(target: "chela::mcp", "MCP server {}: tool {} has an input schema over {MAX_SCHEMA} bytes; left out", self.name, t.name);
+                    continue;
+                }
+                if let Some((i, _)) = t.description.char_indices().nth(MAX_DESCRIPTION) {
+                    t.description.truncate(i);
+                }
+                let id = self.names.lock().unwrap_or_else(PoisonError::into_inner).insert(&self.name, &t.name);
+                out.push((id, t));
+            }
+            match next {
+                // A server that hands back the cursor it was given would loop forever.
+                Some(n) if Some(&n) != cursor.as_ref() => cursor = Some(n),
+                _ => return Ok(out),
+            }
+        }
+        tracing::warn!(target: "chela::mcp", "MCP server {} has more than {MAX_PAGES} pages of tools; the rest are left out", self.name);
+        Ok(out)
+    }
+
+    /// Registers (or replaces) the group with `tools`.
+    fn install(self: &Arc<Self>, tb: &Weak<Toolbox>, tools: &[(String, ToolDef)]) {
+        let Some(tb) = tb.upgrade() else { return };
+        let mut group = Group::new(self.group.clone(), format!("Tools of the MCP server {}", self.name));
+        for (id, t) in tools {
+            let cap = Capability {
+                id: id.clone().into(),
+                group: self.group.clone().into(),
+                description: t.description.clone().into(),
+                input_schema: t.schema.clone().into(),
+                llm_callable: true,
+            };
+            group = group.with_dynamic(cap, Arc::new(McpTool { server: Arc::clone(self), name: t.name.clone() }));
+        }
+        if let Err(e) = tb.replace(group) {
+            tracing::warn!(target: "chela::mcp", "MCP server {}: its tools cannot be registered: {e}", self.name);
+            return;
+        }
+        self.state().registered = true;
+    }
+
+    /// The handshake and the tool list may take longer than a call's `timeout_secs` allows:
+    /// a short call limit must not keep a slow-starting server from connecting.
+    fn setup_timeout(&self) -> Duration {
+        self.cfg.timeout.max(PROBE_TIMEOUT)
+    }
+
+    fn explain(&self, method: &str, e: &CallError) -> String {
+        format!("MCP server {} ({method}): {e}", self.name)
+    }
+
+    /// Calls MCP tool `name` with `input` (a JSON object as text).
+    async fn call(self: Arc<Self>, name: String, input: String) -> ToolResult {
+        let args: Value = serde_json::from_str(&input)
+            .ok()
+            .filter(Value::is_object)
+            .ok_or_else(|| ToolError::invalid_args("The arguments must be a JSON object."))?;
+        let conn = self.conn().await.map_err(ToolError::new)?;
+        let era = self.state().era.clone();
+        let params = wire::params(era.as_ref(), json!({"name": name, "arguments": args}));
+        match conn.request("tools/call", params, self.cfg.timeout).await {
+            Ok(result) => {
+                self.state().failures = 0;
+                wire::check_result_type(&result).map_err(ToolError::new)?;
+                wire::tool_output(&result).map_err(ToolError::new)
+            }
+            Err(CallError::Rpc(e)) if e.code == Some(-32602) => Err(ToolError::invalid_args(format!(
+                "MCP server {} refused the call to {name}: {}",
+                self.name, e.message
+            ))),
+            Err(e @ CallError::Rpc(_)) => Err(ToolError::new(self.explain(&format!("tools/call {name}"), &e))),
+            Err(CallError::TimedOut(s)) => Err(ToolError::timed_out(format!(
+                "{s}; the call was cancelled. The limit is mcp.servers.{}.timeout_secs.",
+                self.name
+            ))),
+            Err(CallError::Broken(s)) => Err(ToolError::new(format!(
+                "{s}. The call to {name} failed; the server is started again on the next call."
+            ))),
+        }
+    }
+}
+
+/// Lists the tools again whenever the server says they changed, until the connection ends.
+async fn watch_list(server: Weak<Server>, conn: Arc<Conn>) {
+    loop {
+        tokio::select! {
+            () = conn.list_changed() => {}
+            () = conn.closed() => return,
+        }
+        let Some(s) = server.upgrade() else { return };
+        let Some(era) = s.state().era.clone() else { return };
+        match s.list(&conn, &era).await {
+            Ok(tools) => {
+                let tb = s.toolbox.get().cloned().unwrap_or_default();
+                s.install(&tb, &tools);
+                s.state().tools = tools;
+            }
+            Err(e) => {
+                tracing::warn!(target: "chela::mcp", "MCP server {}: listing its changed tools failed: {e}", s.name)
+            }
+        }
+    }
+}
+
+/// One MCP tool as a Chela tool.
+struct McpTool {
+    server: Arc<Server>,
+    name: String,
+}
+
+impl crate::tools::Dynamic for McpTool {
+    fn call(&self, input: String) -> crate::tools::ToolFuture {
+        Box::pin(Arc::clone(&self.server).call(self.name.clone(), input))
+    }
+}
+
+#[cfg(test)]
+mod tests_peers;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_up_to_a_minute() {
+        let secs: Vec<u64> = (0..9).map(|n| backoff(n).as_secs()).collect();
+        assert_eq!(secs, [0, 1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(backoff(u32::MAX), MAX_BACKOFF);
+    }
+}
