@@ -31,6 +31,8 @@ pub enum Command {
     Cron(CronCmd),
     /// `chela heartbeat trigger`.
     Heartbeat,
+    /// `chela mcp serve`: Chela as an MCP server on stdio.
+    McpServe,
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -66,6 +68,7 @@ pub enum Topic {
     Run,
     Cron,
     Heartbeat,
+    McpServe,
 }
 
 impl Topic {
@@ -81,6 +84,7 @@ impl Topic {
             ("run", _) => Topic::Run,
             ("cron", _) => Topic::Cron,
             ("heartbeat", _) => Topic::Heartbeat,
+            ("mcp", Some("serve")) => Topic::McpServe,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -338,6 +342,7 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
         ("run", []) => Command::Run,
+        ("mcp", ["serve"]) => Command::McpServe,
         ("cron", ["list"] | []) => Command::Cron(CronCmd::List),
         ("cron", ["add", json]) => Command::Cron(CronCmd::Add((*json).to_owned())),
         ("cron", ["remove", id]) => Command::Cron(CronCmd::Remove((*id).to_owned())),

@@ -33,6 +33,7 @@ mod compact;
 pub mod daemon;
 mod gateway;
 mod keyrule;
+pub mod mcp;
 pub mod net;
 mod provider;
 mod session;

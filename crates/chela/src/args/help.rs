@@ -35,6 +35,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::Run => "chela run",
         Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume> [args]",
         Topic::Heartbeat => "chela heartbeat trigger",
+        Topic::McpServe => "chela mcp serve",
     }
 }
 
@@ -68,6 +69,9 @@ pub fn text(topic: Topic) -> String {
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
         Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
         Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
+        Topic::McpServe => {
+            ("Chela as an MCP server on stdin/stdout, for Claude Desktop, Cursor and other MCP clients.", MCP_SERVE)
+        }
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -413,4 +417,17 @@ it takes no new messages, lets running turns finish for a moment, saves, and exi
 
 Example:
   chela run
+";
+
+const MCP_SERVE: &str = "\
+Speaks the Model Context Protocol on stdin and stdout (one JSON-RPC message per line; logs go
+to stderr), so an MCP client can use Chela's tools and a `chat` tool that runs a whole turn.
+Both the initialize handshake (2024-11-05 to 2025-11-25) and 2026-07-28 are answered. The
+running daemon (`chela run`) serves the same over HTTP at http://127.0.0.1:18789/mcp.
+
+Settings:
+  mcp.serve.groups   capability groups offered (default: memory,chat); disabled ones never are
+
+Example (Claude Desktop's claude_desktop_config.json):
+  {\"mcpServers\": {\"chela\": {\"command\": \"chela\", \"args\": [\"mcp\", \"serve\"]}}}
 ";

@@ -12,6 +12,7 @@ mod cap;
 pub(crate) mod config;
 mod cron;
 pub(crate) mod doctor;
+mod mcp_serve;
 mod pairing;
 mod run;
 mod service;
@@ -33,6 +34,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run => run::run(ws).await,
         Command::Cron(c) => cron::run(&ws, c),
         Command::Heartbeat => cron::heartbeat(&ws),
+        Command::McpServe => mcp_serve::run(ws).await,
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }
