@@ -19,4 +19,6 @@ if [ "$(cat "$dir/node/node_modules/@modelcontextprotocol/sdk/package.json" 2>/d
   (cd "$dir/node" && [ -f package.json ] || echo '{"name":"chela-mcp-serve-peers","private":true}' >package.json)
   (cd "$dir/node" && npm install --silent --no-audit --no-fund "@modelcontextprotocol/sdk@$TS_SDK" >/dev/null)
 fi
+# ESM resolves packages beside the script, so the TypeScript client runs from there.
+cp tests/mcp-serve/client.mjs "$dir/node/client.mjs"
 echo "$dir"

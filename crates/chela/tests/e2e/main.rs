@@ -22,6 +22,8 @@ mod gateway;
 mod interactive;
 #[cfg(feature = "lua")]
 mod lua;
+#[cfg(feature = "memory")]
+mod mcp_serve;
 mod run;
 #[cfg(feature = "files")]
 mod saved;
