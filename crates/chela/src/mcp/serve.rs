@@ -152,9 +152,6 @@ enum Era {
     Modern,
 }
 
-/// A request's cancellation, shared with the driver that may receive `notifications/cancelled`.
-pub type CancelSwitch = Cancel;
-
 /// The server: what it exposes, and the daemon whose tools and turns it uses.
 pub struct Server {
     daemon: Arc<Daemon>,
