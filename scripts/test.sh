@@ -10,6 +10,9 @@ need=()
 for bin in tinyproxy microsocks tmux; do
   command -v "$bin" >/dev/null 2>&1 || need+=("$bin")
 done
+# The MCP server's tests drive the official TypeScript SDK client (tests/mcp-serve/install.sh).
+command -v node >/dev/null 2>&1 || need+=(nodejs)
+command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 if ((${#need[@]})); then

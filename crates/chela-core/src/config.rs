@@ -255,6 +255,8 @@ keys! {
         "Capability groups the model does not see (`chela cap hide GROUP`).";
     CAPS_SHOWN = "caps.shown", Kind::List, "",
         "Groups hidden by default that the model sees (`chela cap show GROUP`).";
+    MCP_SERVE_GROUPS = "mcp.serve.groups", Kind::List, "memory,chat",
+        "Capability groups `chela mcp serve` and the gateway's /mcp offer to MCP clients; `chat` is a tool that runs a whole turn.";
     TELEGRAM_TOKEN = "channels.telegram.token", Kind::Secret, "",
         "Telegram bot token from @BotFather. Empty: the Telegram channel is off.";
     TELEGRAM_ALLOW_FROM = "channels.telegram.allow_from", Kind::List, "",

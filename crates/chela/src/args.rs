@@ -33,6 +33,8 @@ pub enum Command {
     Heartbeat,
     /// `chela mcp …`: the MCP servers Chela uses.
     Mcp(McpCmd),
+    /// `chela mcp serve`: Chela as an MCP server on stdio.
+    McpServe,
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -71,6 +73,7 @@ pub enum Topic {
     Mcp,
     McpList,
     McpTest,
+    McpServe,
 }
 
 impl Topic {
@@ -88,6 +91,7 @@ impl Topic {
             ("heartbeat", _) => Topic::Heartbeat,
             ("mcp", Some("list")) => Topic::McpList,
             ("mcp", Some("test")) => Topic::McpTest,
+            ("mcp", Some("serve")) => Topic::McpServe,
             ("mcp", _) => Topic::Mcp,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
@@ -358,6 +362,7 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
         ("run", []) => Command::Run,
+        ("mcp", ["serve"]) => Command::McpServe,
         ("cron", ["list"] | []) => Command::Cron(CronCmd::List),
         ("cron", ["add", json]) => Command::Cron(CronCmd::Add((*json).to_owned())),
         ("cron", ["remove", id]) => Command::Cron(CronCmd::Remove((*id).to_owned())),

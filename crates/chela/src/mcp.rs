@@ -1,7 +1,9 @@
 //! The Model Context Protocol, both ways: [`client`] turns each configured MCP server into a
-//! capability group `mcp_<name>`.
+//! capability group `mcp_<name>`; [`serve`] is Chela as an MCP server, so other assistants
+//! (Claude Desktop, Cursor, the MCP Inspector) can use its tools and talk to it.
 //!
 //! Wire facts and gotchas are in `shared/docs/protocols.md` §4; the design is in
-//! `docs/DESIGN.md` ("MCP client").
+//! `docs/DESIGN.md` ("MCP client" and the server's section).
 
 pub mod client;
+pub mod serve;

@@ -35,9 +35,10 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::Run => "chela run",
         Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume> [args]",
         Topic::Heartbeat => "chela heartbeat trigger",
-        Topic::Mcp => "chela mcp <list|test> [NAME]",
+        Topic::Mcp => "chela mcp <list|test|serve> [NAME]",
         Topic::McpList => "chela mcp list",
         Topic::McpTest => "chela mcp test NAME",
+        Topic::McpServe => "chela mcp serve",
     }
 }
 
@@ -74,6 +75,9 @@ pub fn text(topic: Topic) -> String {
         Topic::Mcp => ("the MCP servers whose tools Chela uses ([mcp.servers.NAME]).", MCP),
         Topic::McpList => ("the configured MCP servers: state, protocol era, tool count.", MCP_LIST),
         Topic::McpTest => ("connect to one MCP server and list its tools.", MCP_TEST),
+        Topic::McpServe => {
+            ("Chela as an MCP server on stdin/stdout, for Claude Desktop, Cursor and other MCP clients.", MCP_SERVE)
+        }
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -243,6 +247,7 @@ Example:
 const MCP: &str = "\
 Each server in [mcp.servers.NAME] of chela.toml is the capability group mcp_NAME: its tools
 are listed by `chela cap list` and called by the model or with `chela cap call`.
+`chela mcp serve` is the other direction: Chela's own tools for other MCP clients.
 
 Example:
   chela mcp test time
@@ -447,4 +452,17 @@ it takes no new messages, lets running turns finish for a moment, saves, and exi
 
 Example:
   chela run
+";
+
+const MCP_SERVE: &str = "\
+Speaks the Model Context Protocol on stdin and stdout (one JSON-RPC message per line; logs go
+to stderr), so an MCP client can use Chela's tools and a `chat` tool that runs a whole turn.
+Both the initialize handshake (2024-11-05 to 2025-11-25) and 2026-07-28 are answered. The
+running daemon (`chela run`) serves the same over HTTP at http://127.0.0.1:18789/mcp.
+
+Settings:
+  mcp.serve.groups   capability groups offered (default: memory,chat); disabled ones never are
+
+Example (Claude Desktop's claude_desktop_config.json):
+  {\"mcpServers\": {\"chela\": {\"command\": \"chela\", \"args\": [\"mcp\", \"serve\"]}}}
 ";

@@ -13,6 +13,7 @@ pub(crate) mod config;
 mod cron;
 pub(crate) mod doctor;
 mod mcp;
+mod mcp_serve;
 mod pairing;
 mod run;
 mod service;
@@ -35,6 +36,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cron(c) => cron::run(&ws, c),
         Command::Heartbeat => cron::heartbeat(&ws),
         Command::Mcp(c) => mcp::run(Base::load(ws)?, c).await,
+        Command::McpServe => mcp_serve::run(ws).await,
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }

@@ -99,6 +99,18 @@ pub struct Feishu {
 #[serde(default)]
 pub struct Mcp {
     pub servers: BTreeMap<String, McpServer>,
+    /// `[mcp.serve]`: what Chela offers as an MCP server (`groups`, a flat key).
+    pub serve: McpServe,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// `[mcp.serve]`: what `chela mcp serve` and `/mcp` offer (also the flat key `mcp.serve.groups`).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct McpServe {
+    /// Capability groups served, plus `chat`.
+    pub groups: Vec<String>,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
@@ -276,7 +288,8 @@ pub(super) fn build(
     unknown("channels.", &settings.channels.unknown, &["telegram", "feishu"]);
     unknown("channels.telegram.", &settings.channels.telegram.unknown, &flat("channels.telegram."));
     unknown("channels.feishu.", &settings.channels.feishu.unknown, &flat("channels.feishu."));
-    unknown("mcp.", &settings.mcp.unknown, &["servers"]);
+    unknown("mcp.", &settings.mcp.unknown, &["servers", "serve"]);
+    unknown("mcp.serve.", &settings.mcp.serve.unknown, &flat("mcp.serve."));
     for (name, s) in &settings.mcp.servers {
         unknown(&format!("mcp.servers.{name}."), &s.unknown, MCP_FIELDS);
     }

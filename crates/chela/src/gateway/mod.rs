@@ -101,6 +101,8 @@ pub struct Gateway {
     pub(crate) token: Option<String>,
     pub(crate) limits: Limits,
     pub(crate) clients: Arc<ws::Clients>,
+    /// `/mcp`: the MCP server and its handshake-era sessions.
+    pub(crate) mcp: crate::mcp::serve::http::Endpoint,
     connections: Arc<Semaphore>,
 }
 
@@ -127,6 +129,7 @@ impl Gateway {
             tracing::warn!("gateway: the {} tool group is not available: {e}", tool::GROUP);
         }
         Arc::new(Gateway {
+            mcp: crate::mcp::serve::http::Endpoint::new(Arc::clone(&daemon)),
             daemon,
             listen,
             token,
@@ -221,6 +224,7 @@ impl Gateway {
                 openai::completions(self, &parts.headers, &body).await
             }
             (&Method::GET, "/v1/models") => Ok(openai::models()),
+            (_, "/mcp") => crate::mcp::serve::http::handle(self, &self.mcp, req).await,
             (_, p) if p.starts_with("/api/") => {
                 let (_, body) = req.into_parts();
                 let body = if matches!(method, Method::GET | Method::HEAD) {
@@ -238,7 +242,7 @@ impl Gateway {
     }
 
     /// Reads a request body whole, within [`Limits::body`] bytes and [`Limits::body_timeout`].
-    async fn read_body<B>(&self, body: B) -> Result<Bytes, ApiError>
+    pub(crate) async fn read_body<B>(&self, body: B) -> Result<Bytes, ApiError>
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,

@@ -23,6 +23,8 @@ mod interactive;
 #[cfg(feature = "lua")]
 mod lua;
 mod mcp;
+#[cfg(feature = "memory")]
+mod mcp_serve;
 mod router;
 mod run;
 #[cfg(feature = "files")]

@@ -1,0 +1,256 @@
+//! The stdio transport: one JSON-RPC message per line on stdin, one per line on stdout.
+//!
+//! Three tasks: a reader that cuts stdin into lines of at most [`MAX_LINE`] bytes (a longer
+//! one is skipped to its end and answered with an error, never buffered whole), the loop here
+//! that answers them, and a writer that owns stdout. Requests run concurrently, at most
+//! [`MAX_IN_FLIGHT`] at once; past that the loop stops reading, so a flood waits in the pipe
+//! rather than in memory. `notifications/cancelled` stops the named call. Every second the
+//! settings files are looked at (as `chela run` does); when the served tools changed, an
+//! initialized handshake-era client is sent `notifications/tools/list_changed`.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use super::{INVALID_REQUEST, Kind, MAX_BATCH, PARSE_ERROR, Server, Session, classify, error};
+use crate::daemon::Daemon;
+use crate::turn::Cancel;
+
+/// Longest line read; a longer one is answered with an error and skipped.
+pub const MAX_LINE: usize = 4 * 1024 * 1024;
+/// Requests answered at once.
+pub const MAX_IN_FLIGHT: usize = 32;
+/// Lines read ahead of the answering loop.
+const READ_AHEAD: usize = 8;
+/// Lines waiting for stdout.
+const WRITE_QUEUE: usize = 64;
+/// How often the settings are looked at for switched groups.
+const RELOAD_EVERY: Duration = Duration::from_secs(1);
+/// How long calls still running may go on once stdin closed.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// One line from the reader.
+enum Line {
+    Text(Vec<u8>),
+    /// A line over [`MAX_LINE`] bytes, skipped; how many bytes it had.
+    TooLong(usize),
+}
+
+/// Serves MCP on `input`/`output` until `input` ends.
+pub async fn serve<R, W>(daemon: Arc<Daemon>, input: R, output: W) -> anyhow::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let server = Arc::new(Server::new(Arc::clone(&daemon)));
+    let (line_tx, mut lines) = mpsc::channel(READ_AHEAD);
+    let reader = tokio::spawn(read_lines(input, line_tx));
+    let (out, out_rx) = mpsc::channel::<String>(WRITE_QUEUE);
+    let writer = tokio::spawn(write_lines(output, out_rx));
+
+    let mut session = Session::default();
+    let mut tasks: JoinSet<String> = JoinSet::new();
+    let mut running: HashMap<String, Cancel> = HashMap::new();
+    let mut served = server.tool_names();
+    let mut tick = tokio::time::interval(RELOAD_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let full = tasks.len() >= MAX_IN_FLIGHT;
+        tokio::select! {
+            line = lines.recv(), if !full => {
+                let Some(line) = line else { break };
+                let msg = match line {
+                    Line::TooLong(n) => {
+                        let e = error(Value::Null, INVALID_REQUEST, &format!("a message of {n} bytes is over the {MAX_LINE}-byte limit"));
+                        send(&out, &e).await;
+                        continue;
+                    }
+                    Line::Text(t) => t,
+                };
+                let msg = match serde_json::from_slice::<Value>(&msg) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        send(&out, &error(Value::Null, PARSE_ERROR, &format!("the line is not JSON: {e}"))).await;
+                        continue;
+                    }
+                };
+                if let Value::Array(batch) = msg {
+                    batch_task(&server, &session, batch, &out, &mut tasks).await;
+                    continue;
+                }
+                match classify(msg) {
+                    Kind::Request { id, method, params } if method == "initialize" && session.version.is_none() => {
+                        let (reply, new) = server.initialize(id, &params);
+                        tracing::info!(client = ?new.client, version = ?new.version, "mcp: a client connected");
+                        session = new;
+                        send(&out, &reply).await;
+                    }
+                    Kind::Request { id, method, params } => {
+                        let cancel = Cancel::default();
+                        let key = id.to_string();
+                        running.insert(key.clone(), cancel.clone());
+                        let (server, session, out) = (Arc::clone(&server), session.clone(), out.clone());
+                        tasks.spawn(async move {
+                            let reply = server.request(&session, id, &method, params, &cancel).await;
+                            // A cancelled request gets no answer (the client forgot it).
+                            if !cancel.is_cancelled() {
+                                send(&out, &reply).await;
+                            }
+                            key
+                        });
+                    }
+                    Kind::Notification { method, params } => {
+                        if let Some(id) = server.notification(&mut session, &method, &params)
+                            && let Some(c) = running.get(&id.to_string())
+                        {
+                            c.cancel();
+                        }
+                    }
+                    Kind::Response => {}
+                    Kind::Invalid(e) => send(&out, &e).await,
+                }
+            }
+            Some(done) = tasks.join_next() => {
+                if let Ok(key) = done {
+                    running.remove(&key);
+                }
+            }
+            _ = tick.tick() => {
+                if let Err(e) = daemon.reload() {
+                    tracing::warn!("the settings files changed but cannot be used ({e:#}); keeping the previous ones");
+                }
+                let now = server.tool_names();
+                if now != served {
+                    served = now;
+                    if session.initialized {
+                        send(&out, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})).await;
+                    }
+                }
+            }
+        }
+    }
+    // stdin closed: the client is done. Calls still running may finish within DRAIN.
+    let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
+    tasks.abort_all();
+    reader.abort();
+    drop(out);
+    let _ = writer.await;
+    daemon.shutdown().trigger();
+    if tokio::time::timeout(DRAIN, daemon.hub().drained()).await.is_err() {
+        daemon.hub().stop();
+    }
+    Ok(())
+}
+
+/// A batch (only before 2025-06-18): its requests answered in order, as one array.
+async fn batch_task(
+    server: &Arc<Server>,
+    session: &Session,
+    batch: Vec<Value>,
+    out: &mpsc::Sender<String>,
+    tasks: &mut JoinSet<String>,
+) {
+    if !session.allows_batches() {
+        let v = session.version.as_deref().unwrap_or("none yet");
+        let why = format!("JSON-RPC batches are not accepted (protocol version {v}; batches ended with 2025-06-18)");
+        send(out, &error(Value::Null, INVALID_REQUEST, &why)).await;
+        return;
+    }
+    if batch.is_empty() || batch.len() > MAX_BATCH {
+        send(out, &error(Value::Null, INVALID_REQUEST, &format!("a batch holds 1 to {MAX_BATCH} messages"))).await;
+        return;
+    }
+    let (server, mut session, out) = (Arc::clone(server), session.clone(), out.clone());
+    tasks.spawn(async move {
+        let mut replies = Vec::new();
+        for msg in batch {
+            match classify(msg) {
+                Kind::Request { id, method, .. } if method == "initialize" => {
+                    replies.push(error(id, INVALID_REQUEST, "initialize may not be sent in a batch"));
+                }
+                Kind::Request { id, method, params } => {
+                    replies.push(server.request(&session, id, &method, params, &Cancel::default()).await);
+                }
+                Kind::Notification { method, params } => {
+                    server.notification(&mut session, &method, &params);
+                }
+                Kind::Response => {}
+                Kind::Invalid(e) => replies.push(e),
+            }
+        }
+        if !replies.is_empty() {
+            send(&out, &Value::Array(replies)).await;
+        }
+        String::new()
+    });
+}
+
+async fn send(out: &mpsc::Sender<String>, msg: &Value) {
+    // The writer stops only when stdout is gone; nothing is left to tell then.
+    let _ = out.send(msg.to_string()).await;
+}
+
+/// Cuts `input` into lines, each at most [`MAX_LINE`] bytes; a longer line is read to its end
+/// without keeping it.
+async fn read_lines<R: AsyncRead + Unpin>(input: R, lines: mpsc::Sender<Line>) {
+    let mut input = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::new();
+    let mut skipped: Option<usize> = None;
+    loop {
+        let chunk = match input.fill_buf().await {
+            Ok([]) => break,
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("mcp: stdin cannot be read: {e}");
+                break;
+            }
+        };
+        let (part, ended) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (&chunk[..i], Some(i + 1)),
+            None => (chunk, None),
+        };
+        match &mut skipped {
+            Some(n) => *n += part.len(),
+            None if line.len() + part.len() > MAX_LINE => {
+                skipped = Some(line.len() + part.len());
+                line = Vec::new();
+            }
+            None => line.extend_from_slice(part),
+        }
+        let used = ended.unwrap_or(chunk.len());
+        input.consume(used);
+        if ended.is_none() {
+            continue;
+        }
+        let next = match skipped.take() {
+            Some(n) => Line::TooLong(n),
+            None if line.iter().all(u8::is_ascii_whitespace) => {
+                line.clear();
+                continue;
+            }
+            None => Line::Text(std::mem::take(&mut line)),
+        };
+        if lines.send(next).await.is_err() {
+            return;
+        }
+    }
+    // A last message without its newline still counts.
+    if skipped.is_none() && !line.iter().all(u8::is_ascii_whitespace) {
+        let _ = lines.send(Line::Text(line)).await;
+    }
+}
+
+async fn write_lines<W: AsyncWrite + Unpin>(mut output: W, mut lines: mpsc::Receiver<String>) {
+    while let Some(mut line) = lines.recv().await {
+        line.push('\n');
+        if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
+            tracing::warn!("mcp: stdout is closed; no more answers can be sent");
+            return;
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The MCP server driven as its clients drive it: the stdio transport over an in-memory pipe,
+//! and `/mcp` as a service of the gateway, each over a real daemon whose model is the scripted
+//! fake LLM on 127.0.0.1.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chela_testkit::{FakeLlm, Step};
+use http_body_util::{BodyExt, Full};
+use hyper::{Request, StatusCode};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+
+use super::*;
+use crate::gateway::{Gateway, Limits};
+use crate::workspace::Workspace;
+
+const WAIT: Duration = Duration::from_secs(20);
+const PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 50000);
+
+fn daemon(llm: &FakeLlm, dir: &tempfile::TempDir, settings: &[(&str, &str)]) -> Arc<Daemon> {
+    let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+    ws.ensure().unwrap();
+    let base = llm.anthropic_base_url();
+    let mut all = vec![
+        ("llm.provider", "anthropic"),
+        ("llm.base_url", base.as_str()),
+        ("llm.api_key", "test-key"),
+        ("llm.max_retries", "0"),
+    ];
+    all.extend_from_slice(settings);
+    for (k, v) in all {
+        crate::config::set_override(&ws, k, v).unwrap();
+    }
+    Arc::new(Daemon::load(ws).unwrap())
+}
+
+/// A client's end of `chela mcp serve`'s stdin and stdout.
+struct Pipe {
+    to: DuplexStream,
+    from: BufReader<DuplexStream>,
+    served: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Pipe {
+    fn start(daemon: Arc<Daemon>) -> Pipe {
+        let (to, server_in) = tokio::io::duplex(64 * 1024);
+        let (server_out, from) = tokio::io::duplex(64 * 1024);
+        let served = tokio::spawn(stdio::serve(daemon, server_in, server_out));
+        Pipe { to, from: BufReader::new(from), served }
+    }
+
+    async fn send(&mut self, msg: &Value) {
+        self.to.write_all(format!("{msg}\n").as_bytes()).await.unwrap();
+    }
+
+    async fn recv(&mut self) -> Value {
+        let mut line = String::new();
+        tokio::time::timeout(WAIT, self.from.read_line(&mut line)).await.expect("an answer in time").unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    async fn ask(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
+        self.recv().await
+    }
+
+    async fn handshake(&mut self, version: &str) -> Value {
+        let init = self
+            .ask(
+                0,
+                "initialize",
+                json!({"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "unit client", "version": "1"}}),
+            )
+            .await;
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+        init
+    }
+}
+
+fn names(list: &Value) -> Vec<String> {
+    let mut n: Vec<String> =
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
+    n.sort();
+    n
+}
+
+fn modern(params: Value) -> Value {
+    let mut p = params;
+    p["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {"name": "modern-unit", "version": "1"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    p
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_client_lists_calls_and_chats_in_its_own_conversation() {
+    let llm = FakeLlm::start(vec![Step::text("hello, MCP caller")]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut pipe = Pipe::start(daemon(&llm, &dir, &[]));
+    let init = pipe.handshake("2025-06-18").await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(init["result"]["serverInfo"]["name"], "chela");
+    assert_eq!(init["result"]["capabilities"]["tools"]["listChanged"], true);
+
+    let list = pipe.ask(1, "tools/list", json!({})).await;
+    let served = names(&list);
+    assert!(served.contains(&"memory_store".to_owned()) && served.contains(&"chat".to_owned()), "{served:?}");
+    // Only the default groups: no file or web tools.
+    assert!(!served.iter().any(|n| n.starts_with("file_") || n.starts_with("web_")), "{served:?}");
+    let schema =
+        &list["result"]["tools"].as_array().unwrap().iter().find(|t| t["name"] == "chat").unwrap()["inputSchema"];
+    assert_eq!(schema["required"], json!(["message"]));
+
+    let stored =
+        pipe.ask(2, "tools/call", json!({"name": "memory_store", "arguments": {"content": "tea, no sugar"}})).await;
+    assert_eq!(stored["result"]["isError"], false, "{stored}");
+    let recalled = pipe.ask(3, "tools/call", json!({"name": "memory_recall", "arguments": {"query": "tea"}})).await;
+    assert!(recalled["result"]["content"][0]["text"].as_str().unwrap().contains("tea, no sugar"), "{recalled}");
+
+    let chat =
+        pipe.ask(4, "tools/call", json!({"name": "chat", "arguments": {"message": "hi from an MCP client"}})).await;
+    assert_eq!(chat["result"], json!({"content": [{"type": "text", "text": "hello, MCP caller"}], "isError": false}));
+    let asked = llm.requests()[0].json.clone().unwrap().to_string();
+    assert!(asked.contains("hi from an MCP client"), "{asked}");
+    // The conversation is the client's: channel `mcp`, its name made a chat id.
+    let ws = dir.path().join("ws/sessions");
+    let files: Vec<String> =
+        std::fs::read_dir(&ws).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert!(files.iter().any(|f| f.starts_with("mcp_unit_client")), "{files:?}");
+
+    drop(pipe.to);
+    tokio::time::timeout(WAIT, pipe.served).await.expect("stops when stdin closes").unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_switched_off_while_serving_disappears_with_a_notification() {
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(&llm, &dir, &[]);
+    let mut pipe = Pipe::start(Arc::clone(&d));
+    pipe.handshake("2025-11-25").await;
+    assert!(names(&pipe.ask(1, "tools/list", json!({})).await).contains(&"memory_list".to_owned()));
+
+    crate::config::set_override(d.workspace(), "caps.disabled", "memory").unwrap();
+    let note = pipe.recv().await;
+    assert_eq!(note, json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    assert_eq!(names(&pipe.ask(2, "tools/list", json!({})).await), ["chat"]);
+    let refused = pipe.ask(3, "tools/call", json!({"name": "memory_list", "arguments": {}})).await;
+    assert_eq!(refused["error"]["code"], INVALID_PARAMS, "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stateless_requests_are_answered_without_a_handshake() {
+    let llm = FakeLlm::start(vec![Step::text("stateless hello")]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut pipe = Pipe::start(daemon(&llm, &dir, &[]));
+    let found = pipe.ask(1, "server/discover", modern(json!({}))).await;
+    assert_eq!(found["result"]["supportedVersions"], json!([MODERN]));
+    assert_eq!(found["result"]["resultType"], "complete");
+    assert_eq!(found["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "chela");
+
+    let list = pipe.ask(2, "tools/list", modern(json!({}))).await;
+    assert_eq!(list["result"]["resultType"], "complete");
+    assert!(list["result"]["ttlMs"].as_u64().is_some(), "{list}");
+    let chat = pipe.ask(3, "tools/call", modern(json!({"name": "chat", "arguments": {"message": "hi"}}))).await;
+    assert_eq!(chat["result"]["content"][0]["text"], "stateless hello");
+    assert_eq!(chat["result"]["resultType"], "complete");
+
+    let mut old = modern(json!({}));
+    old["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+    let refused = pipe.ask(4, "tools/list", old).await;
+    assert_eq!(refused["error"]["code"], UNSUPPORTED_VERSION);
+    assert_eq!(refused["error"]["data"], json!({"supported": [MODERN], "requested": "2099-01-01"}));
+    // Without `_meta` and without a handshake there is no version to answer in.
+    let bare = pipe.ask(5, "tools/list", json!({})).await;
+    assert_eq!(bare["error"]["code"], INVALID_REQUEST);
+    // 2026-07-28 has no ping.
+    assert_eq!(pipe.ask(6, "ping", modern(json!({}))).await["error"]["code"], METHOD_NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batches_only_before_2025_06_18_and_unknown_versions_get_the_newest() {
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut pipe = Pipe::start(daemon(&llm, &dir, &[]));
+    pipe.handshake("2025-03-26").await;
+    pipe.send(&json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+        {"jsonrpc": "2.0", "id": 2, "method": "nope/nothing"},
+    ]))
+    .await;
+    let replies = pipe.recv().await;
+    assert_eq!(replies[0], json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+    assert_eq!(replies[1]["error"]["code"], METHOD_NOT_FOUND);
+    assert_eq!(replies.as_array().unwrap().len(), 2);
+
+    let mut newer = Pipe::start(daemon(&llm, &tempfile::tempdir().unwrap(), &[]));
+    let init = newer.handshake("1999-01-01").await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    newer.send(&json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}])).await;
+    let refused = newer.recv().await;
+    assert_eq!(refused["error"]["code"], INVALID_REQUEST);
+    assert!(refused["error"]["message"].as_str().unwrap().contains("batches"), "{refused}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_chat_gets_no_answer_and_other_requests_go_on() {
+    let llm = FakeLlm::start(vec![Step::text("too late").delay_ms(15_000)]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut pipe = Pipe::start(daemon(&llm, &dir, &[]));
+    pipe.handshake("2025-11-25").await;
+    pipe.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "chat", "arguments": {"message": "slow"}}}))
+        .await;
+    // Answered while the chat runs.
+    assert_eq!(pipe.ask(8, "ping", json!({})).await["id"], 8);
+    pipe.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})).await;
+    // The next line is the ping's, not the cancelled call's.
+    assert_eq!(pipe.ask(9, "ping", json!({})).await["id"], 9);
+    let started = std::time::Instant::now();
+    drop(pipe.to);
+    tokio::time::timeout(WAIT, pipe.served).await.expect("stops").unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "the cancelled turn did not hold the exit");
+    let mut rest = String::new();
+    pipe.from.read_to_string_bounded(&mut rest).await;
+    assert!(!rest.contains("too late"), "{rest}");
+}
+
+trait ReadRest {
+    async fn read_to_string_bounded(&mut self, out: &mut String);
+}
+
+impl ReadRest for BufReader<DuplexStream> {
+    async fn read_to_string_bounded(&mut self, out: &mut String) {
+        use tokio::io::AsyncReadExt;
+        let mut buf = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(2), self.take(1 << 20).read_to_end(&mut buf)).await;
+        out.push_str(&String::from_utf8_lossy(&buf));
+    }
+}
+
+// ---- /mcp on the gateway, as a service ----
+
+fn gateway(llm: &FakeLlm, dir: &tempfile::TempDir, listen: &str, token: Option<&str>) -> Arc<Gateway> {
+    let d = daemon(llm, dir, &[]);
+    Gateway::new(d, listen.parse().unwrap(), token.map(str::to_owned), Limits::default())
+}
+
+fn post(body: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
+    let mut b = Request::builder().method("POST").uri("/mcp");
+    let defaults = [
+        ("host", "127.0.0.1:18789"),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    for (k, v) in defaults {
+        if !headers.iter().any(|(h, _)| *h == k) {
+            b = b.header(k, v);
+        }
+    }
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    b.body(Full::new(Bytes::from(body.to_string()))).unwrap()
+}
+
+async fn call(gw: &Arc<Gateway>, req: Request<Full<Bytes>>) -> (StatusCode, hyper::HeaderMap, String) {
+    let resp = gw.handle(PEER, req).await;
+    let (parts, body) = resp.into_parts();
+    let body = tokio::time::timeout(WAIT, body.collect()).await.unwrap().unwrap().to_bytes();
+    (parts.status, parts.headers, String::from_utf8(body.to_vec()).unwrap())
+}
+
+fn init_body(version: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+           "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "http-unit", "version": "1"}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_sessions_are_opened_checked_and_ended() {
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(&llm, &dir, "127.0.0.1:18789", None);
+    let (status, headers, body) = call(&gw, post(&init_body("2025-06-18"), &[])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let sid = headers.get("mcp-session-id").unwrap().to_str().unwrap().to_owned();
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["result"]["protocolVersion"], "2025-06-18");
+
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, body) = call(&gw, post(&note, &[("mcp-session-id", &sid)])).await;
+    assert_eq!((status, body.as_str()), (StatusCode::ACCEPTED, ""));
+
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let with = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", "2025-06-18")];
+    let (status, _, body) = call(&gw, post(&list, &with)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(names(&serde_json::from_str(&body).unwrap()).contains(&"memory_store".to_owned()));
+
+    // No session id: 400; an unknown one: 404; a version the session did not agree on: 400.
+    assert_eq!(call(&gw, post(&list, &[])).await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(call(&gw, post(&list, &[("mcp-session-id", "feedface")])).await.0, StatusCode::NOT_FOUND);
+    let wrong = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", "2025-03-26")];
+    assert_eq!(call(&gw, post(&list, &wrong)).await.0, StatusCode::BAD_REQUEST);
+    let bogus = [("mcp-session-id", sid.as_str()), ("mcp-protocol-version", "banana")];
+    assert_eq!(call(&gw, post(&list, &bogus)).await.0, StatusCode::BAD_REQUEST);
+    // Batches ended with 2025-06-18.
+    let batch = json!([{"jsonrpc": "2.0", "id": 3, "method": "ping"}]);
+    assert_eq!(call(&gw, post(&batch, &with)).await.0, StatusCode::BAD_REQUEST);
+
+    let get = Request::builder().method("GET").uri("/mcp").header("host", "127.0.0.1:18789");
+    assert_eq!(call(&gw, get.body(Full::new(Bytes::new())).unwrap()).await.0, StatusCode::METHOD_NOT_ALLOWED);
+    let delete = || {
+        Request::builder()
+            .method("DELETE")
+            .uri("/mcp")
+            .header("host", "127.0.0.1:18789")
+            .header("mcp-session-id", sid.as_str())
+            .body(Full::new(Bytes::new()))
+            .unwrap()
+    };
+    assert_eq!(call(&gw, delete()).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(call(&gw, delete()).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(call(&gw, post(&list, &with)).await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_stateless_requests_sse_answers_and_the_session_bound() {
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let gw = gateway(&llm, &dir, "127.0.0.1:18789", None);
+    let list = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": modern(json!({}))});
+    let (status, _, body) = call(&gw, post(&list, &[("mcp-protocol-version", MODERN)])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["result"]["resultType"], "complete");
+    // The header and `_meta` must agree.
+    assert_eq!(call(&gw, post(&list, &[("mcp-protocol-version", "2025-11-25")])).await.0, StatusCode::BAD_REQUEST);
+    let mut old = list.clone();
+    old["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2030-01-01");
+    let (status, _, body) = call(&gw, post(&old, &[])).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"]["code"], UNSUPPORTED_VERSION);
+
+    // A client that takes only a stream gets one event.
+    let (status, headers, body) = call(&gw, post(&list, &[("accept", "text/event-stream")])).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers.get("content-type").unwrap(), "text/event-stream");
+    let data = body.strip_prefix("event: message\ndata: ").unwrap().trim_end();
+    assert_eq!(serde_json::from_str::<Value>(data).unwrap()["id"], 5);
+
+    for _ in 0..http::MAX_SESSIONS {
+        assert_eq!(call(&gw, post(&init_body("2025-11-25"), &[])).await.0, StatusCode::OK);
+    }
+    let (status, _, body) = call(&gw, post(&init_body("2025-11-25"), &[])).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_off_loopback_needs_the_token_and_a_foreign_origin_is_refused() {
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing is bound: the gateway only believes it listens there.
+    let gw = gateway(&llm, &dir, "192.0.2.10:18789", Some("s3cret"));
+    let host = [("host", "192.0.2.10:18789")];
+    assert_eq!(call(&gw, post(&init_body("2025-11-25"), &host)).await.0, StatusCode::UNAUTHORIZED);
+    let wrong = [("host", "192.0.2.10:18789"), ("authorization", "Bearer nope")];
+    assert_eq!(call(&gw, post(&init_body("2025-11-25"), &wrong)).await.0, StatusCode::UNAUTHORIZED);
+    let right = [("host", "192.0.2.10:18789"), ("authorization", "Bearer s3cret")];
+    assert_eq!(call(&gw, post(&init_body("2025-11-25"), &right)).await.0, StatusCode::OK);
+
+    let local = gateway(&llm, &tempfile::tempdir().unwrap(), "127.0.0.1:18789", None);
+    let foreign = [("origin", "https://evil.example")];
+    assert_eq!(call(&local, post(&init_body("2025-11-25"), &foreign)).await.0, StatusCode::FORBIDDEN);
+    let own = [("origin", "http://127.0.0.1:18789")];
+    assert_eq!(call(&local, post(&init_body("2025-11-25"), &own)).await.0, StatusCode::OK);
+}

@@ -1,0 +1,326 @@
+//! The abuse corpus of Chela's MCP server: what a broken or hostile MCP client can send to the
+//! real `chela mcp serve` (stdio) and to `/mcp` of the real `chela run` (on an ephemeral
+//! 127.0.0.1 port). Each case checks that the input is refused with a clear error within a
+//! bound, and that the server still answers afterwards.
+//!
+//! The token on a non-loopback address is a service-level test (`src/mcp/serve/tests.rs`),
+//! since tests bind loopback only.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use chela_testkit::FakeLlm;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Ws {
+    dir: tempfile::TempDir,
+    home: tempfile::TempDir,
+    _llm: FakeLlm,
+}
+
+impl Ws {
+    fn new(extra: &str) -> Ws {
+        let llm = FakeLlm::start(vec![]);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let config = dir.path().join("chela.toml");
+        let text = format!(
+            "[llm]\nprovider = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"sk-ant-abuse\"\n{extra}",
+            llm.anthropic_base_url()
+        );
+        std::fs::write(&config, text).unwrap();
+        std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+        Ws { dir, home: tempfile::tempdir().unwrap(), _llm: llm }
+    }
+
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
+        c.args(args).env_clear().env("HOME", self.home.path()).env("CHELA_HOME", self.dir.path());
+        c.env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
+        if let Some(path) = std::env::var_os("PATH") {
+            c.env("PATH", path);
+        }
+        c
+    }
+}
+
+/// `chela mcp serve` with its stdout read line by line on a thread.
+struct Served {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Served {
+    fn start(ws: &Ws) -> Served {
+        let mut child = ws
+            .cmd(&["mcp", "serve"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cannot start chela mcp serve");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Served { stdin: child.stdin.take(), child, lines }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        self.stdin.as_mut().unwrap().write_all(bytes).unwrap();
+        self.stdin.as_mut().unwrap().flush().unwrap();
+    }
+
+    fn send(&mut self, msg: &Value) {
+        self.write(format!("{msg}\n").as_bytes());
+    }
+
+    fn recv(&self) -> Value {
+        let line = self.lines.recv_timeout(WAIT).expect("an answer in time");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
+    fn handshake(&mut self, version: &str) {
+        self.send(&json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "abuser", "version": "0"}}}));
+        assert_eq!(self.recv()["result"]["protocolVersion"], version);
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    }
+
+    /// A ping answered: the server is still up and in step.
+    fn still_answers(&mut self) {
+        self.send(&json!({"jsonrpc": "2.0", "id": "alive", "method": "ping"}));
+        assert_eq!(self.recv(), json!({"jsonrpc": "2.0", "id": "alive", "result": {}}));
+    }
+
+    /// The peak resident memory of the server, in KiB.
+    fn peak_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn garbage_lines_get_errors_and_the_server_goes_on() {
+    let ws = Ws::new("");
+    let mut s = Served::start(&ws);
+    s.write(b"this is not json\n");
+    assert_eq!(s.recv()["error"]["code"], -32700);
+    s.write(b"\xff\xfe\x00binary\n");
+    assert_eq!(s.recv()["error"]["code"], -32700);
+    for bad in
+        [json!(42), json!({"id": 1, "method": "ping"}), json!({"jsonrpc": "2.0", "id": {"x": 1}, "method": "ping"})]
+    {
+        s.send(&bad);
+        assert_eq!(s.recv()["error"]["code"], -32600, "{bad}");
+    }
+    // Blank lines are nothing.
+    s.write(b"\n   \n");
+    s.handshake("2025-11-25");
+    s.send(&json!({"jsonrpc": "2.0", "id": 5, "method": "resources/list"}));
+    let unknown = s.recv();
+    assert_eq!((unknown["id"].clone(), unknown["error"]["code"].clone()), (json!(5), json!(-32601)));
+    s.send(
+        &json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "chat", "arguments": "text"}}),
+    );
+    assert_eq!(s.recv()["error"]["code"], -32602);
+    s.still_answers();
+}
+
+#[test]
+fn a_50_mb_line_is_refused_without_being_kept() {
+    let ws = Ws::new("");
+    let mut s = Served::start(&ws);
+    s.handshake("2025-11-25");
+    let mut line = Vec::with_capacity(50 * 1024 * 1024 + 64);
+    line.extend_from_slice(
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"chat","arguments":{"message":""#,
+    );
+    line.resize(50 * 1024 * 1024, b'a');
+    line.extend_from_slice(b"\"}}}\n");
+    s.write(&line);
+    let refused = s.recv();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap().contains("limit"), "{refused}");
+    s.still_answers();
+    // Read in pieces and dropped: the process never held the 50 MB.
+    let peak = s.peak_kib();
+    assert!(peak < 40 * 1024, "peak RSS {peak} KiB");
+}
+
+#[test]
+fn a_flood_of_requests_is_answered_in_full_with_bounded_memory() {
+    let ws = Ws::new("");
+    let mut s = Served::start(&ws);
+    s.handshake("2025-11-25");
+    const N: usize = 5000;
+    let mut stdin = s.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let mut all = String::new();
+        for i in 0..N {
+            all.push_str(&format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"tools/list\"}}\n"));
+        }
+        stdin.write_all(all.as_bytes()).unwrap();
+        stdin
+    });
+    let started = Instant::now();
+    let mut seen = vec![false; N];
+    for _ in 0..N {
+        let reply = s.recv();
+        let id = usize::try_from(reply["id"].as_u64().unwrap()).unwrap();
+        assert!(reply["result"]["tools"].is_array(), "{reply}");
+        seen[id] = true;
+    }
+    assert!(seen.iter().all(|&b| b), "every request answered once");
+    s.stdin = Some(writer.join().unwrap());
+    s.still_answers();
+    assert!(started.elapsed() < WAIT);
+    assert!(s.peak_kib() < 60 * 1024, "peak RSS {} KiB", s.peak_kib());
+}
+
+#[test]
+fn batches_after_2025_06_18_and_a_disabled_groups_tools_are_refused() {
+    let ws = Ws::new("[mcp.serve]\ngroups = [\"memory\", \"files\", \"chat\"]\n[caps]\ndisabled = [\"memory\"]\n");
+    let mut s = Served::start(&ws);
+    s.handshake("2025-06-18");
+    s.send(&json!([{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "ping"}]));
+    let refused = s.recv();
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    s.send(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}));
+    let list = s.recv();
+    let names: Vec<&str> =
+        list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"file_read") && names.contains(&"chat"), "{names:?}");
+    assert!(!names.iter().any(|n| n.starts_with("memory_")), "{names:?}");
+    s.send(&json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "memory_store", "arguments": {"content": "x"}}}));
+    let refused = s.recv();
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(!ws.dir.path().join("memory/entries.jsonl").exists(), "nothing was stored");
+    s.still_answers();
+}
+
+// ---- /mcp of the real daemon ----
+
+struct Run {
+    child: Child,
+    addr: SocketAddr,
+}
+
+impl Run {
+    fn start(ws: &Ws) -> Run {
+        let mut child = ws
+            .cmd(&["run"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot start chela run");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("listens on http://").nth(1) {
+                    let _ = tx.send(rest.trim().to_owned());
+                }
+            }
+        });
+        let addr = rx.recv_timeout(WAIT).expect("the gateway's address").parse().unwrap();
+        Run { child, addr }
+    }
+
+    /// One request on its own connection; the status and the body.
+    fn post(&self, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+        let mut c = TcpStream::connect(self.addr).unwrap();
+        c.set_read_timeout(Some(WAIT)).unwrap();
+        let mut head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+            self.addr,
+            body.len()
+        );
+        for (k, v) in headers {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        c.write_all(head.as_bytes()).unwrap();
+        // The server may answer (413) and close before taking the whole body.
+        let _ = c.write_all(body);
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        (status, body)
+    }
+
+    fn ping(&self) -> u16 {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+        self.post(&[], body.to_string().as_bytes()).0
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn hostile_http_clients_are_refused_and_the_daemon_goes_on() {
+    let ws = Ws::new("");
+    let d = Run::start(&ws);
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "x", "version": "0"}}})
+    .to_string();
+    // Another site's page posting to the loopback server.
+    assert_eq!(d.post(&[("Origin", "https://evil.example")], init.as_bytes()).0, 403);
+    // A version header nobody defined.
+    assert_eq!(d.post(&[("MCP-Protocol-Version", "1.0-evil")], init.as_bytes()).0, 400);
+    // Not JSON, and not JSON-RPC.
+    assert_eq!(d.post(&[], b"{{{{").0, 400);
+    assert_eq!(d.post(&[], b"[1, 2, 3]").0, 400);
+    // Over the body bound.
+    let big = vec![b' '; 2 * 1024 * 1024];
+    assert_eq!(d.post(&[], &big).0, 413);
+    // A request that names no session and no version.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    assert_eq!(d.post(&[], list.as_bytes()).0, 400);
+    assert_eq!(d.post(&[("Mcp-Session-Id", "0000")], list.as_bytes()).0, 404);
+    // An unknown method in a real session.
+    let (status, _) = d.post(&[], init.as_bytes());
+    assert_eq!(status, 200);
+    let odd = json!({"jsonrpc": "2.0", "id": 3, "method": "sampling/createMessage",
+        "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let (status, body) = d.post(&[], odd.to_string().as_bytes());
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["error"]["code"], -32601);
+    // A flood of sessions stops at the bound.
+    let mut codes = Vec::new();
+    for _ in 0..80 {
+        codes.push(d.post(&[], init.as_bytes()).0);
+    }
+    assert!(codes.contains(&503) && codes.iter().all(|c| *c == 200 || *c == 503), "{codes:?}");
+    assert_eq!(d.ping(), 200, "the daemon still answers");
+}
