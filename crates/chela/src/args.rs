@@ -31,6 +31,8 @@ pub enum Command {
     Cron(CronCmd),
     /// `chela heartbeat trigger`.
     Heartbeat,
+    /// `chela board check [FILE]`: validate a board.json.
+    Board(Option<PathBuf>),
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -66,6 +68,7 @@ pub enum Topic {
     Run,
     Cron,
     Heartbeat,
+    Board,
 }
 
 impl Topic {
@@ -81,6 +84,7 @@ impl Topic {
             ("run", _) => Topic::Run,
             ("cron", _) => Topic::Cron,
             ("heartbeat", _) => Topic::Heartbeat,
+            ("board", _) => Topic::Board,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -125,7 +129,8 @@ impl Topic {
             | Topic::Service
             | Topic::Run
             | Topic::Cron
-            | Topic::Heartbeat => 1,
+            | Topic::Heartbeat
+            | Topic::Board => 1,
             _ => 2,
         }
     }
@@ -345,7 +350,9 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cron", ["pause", id]) => Command::Cron(CronCmd::Pause((*id).to_owned())),
         ("cron", ["resume", id]) => Command::Cron(CronCmd::Resume((*id).to_owned())),
         ("heartbeat", ["trigger"]) => Command::Heartbeat,
-        ("config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat", _) => {
+        ("board", ["check"]) => Command::Board(None),
+        ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
+        ("config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat" | "board", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))

@@ -35,6 +35,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::Run => "chela run",
         Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume> [args]",
         Topic::Heartbeat => "chela heartbeat trigger",
+        Topic::Board => "chela board check [FILE]",
     }
 }
 
@@ -68,6 +69,7 @@ pub fn text(topic: Topic) -> String {
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
         Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
         Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
+        Topic::Board => ("check a board description (board.json).", BOARD),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -112,6 +114,7 @@ Commands:
   cron list|add|remove|trigger|pause|resume [JSON|ID]
                           The scheduled jobs (cron.json)
   heartbeat trigger       Ask the running daemon for a heartbeat now
+  board check [FILE]      Check board.json (the board's devices and GPIO allowlist)
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -413,4 +416,15 @@ it takes no new messages, lets running turns finish for a moment, saves, and exi
 
 Example:
   chela run
+";
+
+const BOARD: &str = "\
+Checks the workspace's board.json (or FILE): its syntax, the chip, the device types, pins the
+chip does not have or reserves, a pin used twice, duplicate ids and addresses. Each problem is
+printed with its line; the exit status is 1 when there are any. Without a board.json Chela
+uses the built-in simulated board.
+
+Examples:
+  chela board check
+  chela board check crates/chela-board/boards/esp32c3-devkit.json
 ";

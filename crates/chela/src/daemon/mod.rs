@@ -123,6 +123,9 @@ impl Daemon {
         toolbox
             .register(crate::tools::router::group(Arc::clone(&rules)))
             .map_err(|e| anyhow::anyhow!("cannot add the router tools: {e}"))?;
+        // Sensor readings become router events.
+        #[cfg(feature = "board")]
+        toolbox.board().connect(Arc::clone(&rules));
         Ok(Daemon {
             ws,
             toolbox,

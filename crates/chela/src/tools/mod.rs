@@ -30,6 +30,8 @@ use crate::config::Config;
 use crate::net::HttpClient;
 use crate::workspace::Workspace;
 
+#[cfg(feature = "board")]
+pub mod board;
 #[cfg(feature = "files")]
 pub mod files;
 #[cfg(feature = "http")]
@@ -296,6 +298,9 @@ pub struct Toolbox {
     /// The Lua scripts' states and jobs, shared by the `lua` tools and the file tools.
     #[cfg(feature = "lua")]
     lua: Arc<crate::lua::Host>,
+    /// The board (board.json and its live devices), shared by the `board` tools and the poller.
+    #[cfg(feature = "board")]
+    board: Arc<crate::board::Host>,
 }
 
 impl Toolbox {
@@ -303,6 +308,8 @@ impl Toolbox {
     pub fn new(cfg: &Config) -> Toolbox {
         #[cfg(feature = "lua")]
         let lua = Arc::new(crate::lua::Host::new());
+        #[cfg(feature = "board")]
+        let board = Arc::new(crate::board::Host::default());
         // Each optional group is a cargo feature: a build without it has none of its code.
         let groups = vec![
             time::group(),
@@ -318,11 +325,15 @@ impl Toolbox {
             http::group(),
             #[cfg(feature = "lua")]
             crate::lua::group(&lua),
+            #[cfg(feature = "board")]
+            board::group(&board),
         ];
         let tb = Toolbox {
             state: RwLock::new(Arc::default()),
             #[cfg(feature = "lua")]
             lua,
+            #[cfg(feature = "board")]
+            board,
         };
         for g in groups {
             // Two built-in tools with one name is a programming error caught by the tests.
@@ -338,6 +349,12 @@ impl Toolbox {
     #[cfg(feature = "lua")]
     pub fn lua(&self) -> &Arc<crate::lua::Host> {
         &self.lua
+    }
+
+    /// The board host: board.json, the live devices and the readings' events.
+    #[cfg(feature = "board")]
+    pub fn board(&self) -> &Arc<crate::board::Host> {
+        &self.board
     }
 
     /// The current registry, to list tools or build a prompt from.
