@@ -319,6 +319,8 @@ keys! {
         "Channel whose chat gets the heartbeat's answer (telegram, feishu, ws). Empty: the answer is only logged.";
     HEARTBEAT_CHAT_ID = "heartbeat.chat_id", Kind::Text, "",
         "Chat of heartbeat.channel that gets the heartbeat's answer.";
+    BOARD_POLL_SECS = "board.poll_secs", Kind::Int { min: 0, max: 86_400 }, "0",
+        "Seconds between readings of every board sensor in `chela run`, each raised as a sensor.reading event for the router; 0: only when sensor_read runs.";
 }
 
 /// Top-level tables holding typed sections, which nest deeper than `section.key`:

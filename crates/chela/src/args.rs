@@ -35,6 +35,8 @@ pub enum Command {
     Mcp(McpCmd),
     /// `chela mcp serve`: Chela as an MCP server on stdio.
     McpServe,
+    /// `chela board check [FILE]`: validate a board.json.
+    Board(Option<PathBuf>),
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -74,6 +76,7 @@ pub enum Topic {
     McpList,
     McpTest,
     McpServe,
+    Board,
 }
 
 impl Topic {
@@ -93,6 +96,7 @@ impl Topic {
             ("mcp", Some("test")) => Topic::McpTest,
             ("mcp", Some("serve")) => Topic::McpServe,
             ("mcp", _) => Topic::Mcp,
+            ("board", _) => Topic::Board,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -139,6 +143,7 @@ impl Topic {
             | Topic::Cron
             | Topic::Heartbeat
             | Topic::Mcp => 1,
+            | Topic::Board => 1,
             _ => 2,
         }
     }
@@ -370,7 +375,9 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cron", ["pause", id]) => Command::Cron(CronCmd::Pause((*id).to_owned())),
         ("cron", ["resume", id]) => Command::Cron(CronCmd::Resume((*id).to_owned())),
         ("heartbeat", ["trigger"]) => Command::Heartbeat,
-        ("config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat", _) => {
+        ("board", ["check"]) => Command::Board(None),
+        ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
+        ("config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat" | "board", _) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))

@@ -27,6 +27,8 @@ pub mod workspace;
 
 mod app;
 mod automation;
+#[cfg(feature = "board")]
+pub mod board;
 mod channels;
 mod chat;
 mod compact;

@@ -30,7 +30,11 @@ use crate::tools::sandbox::{Access, How, Kind, Opened, Sandbox, kind_of, refuse_
 use crate::workspace::{Replace, Workspace, read_bounded, write_atomic, write_atomic_at};
 
 /// The built-in skills: name and `SKILL.md` text.
-const BUILT_IN: &[(&str, &str)] = &[("chela_settings", include_str!("skills/chela_settings.md"))];
+const BUILT_IN: &[(&str, &str)] = &[
+    ("chela_settings", include_str!("skills/chela_settings.md")),
+    #[cfg(feature = "board")]
+    ("board_hardware_info", include_str!("skills/board_hardware_info.md")),
+];
 
 /// Most folders under `skills/` looked at when listing; the rest are reported as left out.
 const MAX_LISTED: usize = 1000;

@@ -21,6 +21,7 @@ fn cap_list_has_exactly_the_groups_this_build_includes() {
         (cfg!(feature = "web"), "web", "web_search"),
         (cfg!(feature = "http"), "http", "http_request"),
         (cfg!(feature = "lua"), "lua", "lua_run"),
+        (cfg!(feature = "board"), "board", "sensor_read"),
     ] {
         let has = list.lines().any(|l| l.starts_with(&format!("{group}  ["))) && list.contains(tool);
         assert_eq!(

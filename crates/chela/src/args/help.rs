@@ -39,6 +39,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::McpList => "chela mcp list",
         Topic::McpTest => "chela mcp test NAME",
         Topic::McpServe => "chela mcp serve",
+        Topic::Board => "chela board check [FILE]",
     }
 }
 
@@ -78,6 +79,7 @@ pub fn text(topic: Topic) -> String {
         Topic::McpServe => {
             ("Chela as an MCP server on stdin/stdout, for Claude Desktop, Cursor and other MCP clients.", MCP_SERVE)
         }
+        Topic::Board => ("check a board description (board.json).", BOARD),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -123,6 +125,7 @@ Commands:
                           The scheduled jobs (cron.json)
   heartbeat trigger       Ask the running daemon for a heartbeat now
   mcp list|test NAME      The MCP servers (state, era, tools), or connect to one and list its tools
+  board check [FILE]      Check board.json (the board's devices and GPIO allowlist)
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -465,4 +468,13 @@ Settings:
 
 Example (Claude Desktop's claude_desktop_config.json):
   {\"mcpServers\": {\"chela\": {\"command\": \"chela\", \"args\": [\"mcp\", \"serve\"]}}}
+const BOARD: &str = "\
+Checks the workspace's board.json (or FILE): its syntax, the chip, the device types, pins the
+chip does not have or reserves, a pin used twice, duplicate ids and addresses. Each problem is
+printed with its line; the exit status is 1 when there are any. Without a board.json Chela
+uses the built-in simulated board.
+
+Examples:
+  chela board check
+  chela board check crates/chela-board/boards/esp32c3-devkit.json
 ";

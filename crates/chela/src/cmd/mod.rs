@@ -37,6 +37,19 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Heartbeat => cron::heartbeat(&ws),
         Command::Mcp(c) => mcp::run(Base::load(ws)?, c).await,
         Command::McpServe => mcp_serve::run(ws).await,
+        #[cfg(feature = "board")]
+        Command::Board(file) => {
+            let (ok, text) = crate::board::check(&ws, file)?;
+            if ok {
+                println!("{text}");
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("{text}");
+                Ok(ExitCode::FAILURE)
+            }
+        }
+        #[cfg(not(feature = "board"))]
+        Command::Board(_) => anyhow::bail!("this build has no board support (the `board` cargo feature is off)"),
         // Handled before the runtime starts.
         Command::Help(_) | Command::Version => Ok(ExitCode::SUCCESS),
     }

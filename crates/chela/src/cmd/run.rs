@@ -48,6 +48,8 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     services.spawn("gateway", crate::gateway::serve(Arc::clone(&daemon)));
     services.spawn("scheduler", crate::scheduler::task::serve(Arc::clone(&daemon)));
     services.spawn("router", crate::router::task::serve(Arc::clone(&daemon)));
+    #[cfg(feature = "board")]
+    services.spawn("board", crate::board::serve(Arc::clone(&daemon)));
 
     if crate::channels::telegram::configured(&daemon.config()) {
         services.spawn("telegram", crate::channels::telegram::serve(Arc::clone(&daemon)));

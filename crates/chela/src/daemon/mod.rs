@@ -126,6 +126,9 @@ impl Daemon {
         toolbox
             .on_result(crate::router::cap_results(Arc::clone(&rules), Arc::clone(&scheduler)))
             .map_err(anyhow::Error::msg)?;
+        // Sensor readings become router events.
+        #[cfg(feature = "board")]
+        toolbox.board().connect(Arc::clone(&rules));
         Ok(Daemon {
             ws,
             toolbox,

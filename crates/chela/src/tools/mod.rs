@@ -30,6 +30,8 @@ use crate::config::Config;
 use crate::net::HttpClient;
 use crate::workspace::Workspace;
 
+#[cfg(feature = "board")]
+pub mod board;
 #[cfg(feature = "files")]
 pub mod files;
 #[cfg(feature = "http")]
@@ -335,6 +337,9 @@ pub struct Toolbox {
     on_result: std::sync::OnceLock<ResultHook>,
     /// The configured MCP servers; each connected one is a group `mcp_NAME`.
     mcp: crate::mcp::client::Clients,
+    /// The board (board.json and its live devices), shared by the `board` tools and the poller.
+    #[cfg(feature = "board")]
+    board: Arc<crate::board::Host>,
 }
 
 /// What [`Toolbox::on_result`] calls after each call: the context, the tool's id and its result.
@@ -345,6 +350,8 @@ impl Toolbox {
     pub fn new(cfg: &Config) -> Toolbox {
         #[cfg(feature = "lua")]
         let lua = Arc::new(crate::lua::Host::new());
+        #[cfg(feature = "board")]
+        let board = Arc::new(crate::board::Host::default());
         // Each optional group is a cargo feature: a build without it has none of its code.
         let groups = vec![
             time::group(),
@@ -360,6 +367,8 @@ impl Toolbox {
             http::group(),
             #[cfg(feature = "lua")]
             crate::lua::group(&lua),
+            #[cfg(feature = "board")]
+            board::group(&board),
         ];
         let tb = Toolbox {
             state: RwLock::new(Arc::default()),
@@ -367,6 +376,8 @@ impl Toolbox {
             lua,
             on_result: std::sync::OnceLock::new(),
             mcp: crate::mcp::client::Clients::new(&cfg.settings().mcp.servers),
+            #[cfg(feature = "board")]
+            board,
         };
         for g in groups {
             // Two built-in tools with one name is a programming error caught by the tests.
@@ -387,6 +398,10 @@ impl Toolbox {
     /// The MCP servers of the configuration the toolbox was made with.
     pub fn mcp(&self) -> &crate::mcp::client::Clients {
         &self.mcp
+    /// The board host: board.json, the live devices and the readings' events.
+    #[cfg(feature = "board")]
+    pub fn board(&self) -> &Arc<crate::board::Host> {
+        &self.board
     }
 
     /// The current registry, to list tools or build a prompt from.

@@ -108,6 +108,7 @@ fn sample(schema: &Value) -> Value {
     match schema["type"].as_str() {
         Some("string") => json!("x"),
         Some("integer") => json!(schema["minimum"].as_i64().unwrap_or(1).max(1)),
+        Some("number") => json!(schema["minimum"].as_f64().unwrap_or(1.5)),
         Some("boolean") => json!(true),
         Some("array") => json!([sample(&schema["items"])]),
         Some("object") => json!({}),
@@ -119,7 +120,7 @@ fn sample(schema: &Value) -> Value {
 fn wrong(schema: &Value) -> Value {
     match schema["type"].as_str() {
         Some("string") => json!(true),
-        Some("integer" | "boolean") => json!("not-this-type"),
+        Some("integer" | "number" | "boolean") => json!("not-this-type"),
         // Not a string either: some list arguments also take one comma-separated string.
         _ => json!(42),
     }

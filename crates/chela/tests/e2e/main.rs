@@ -9,6 +9,7 @@
 
 // These two use the optional tool groups (files, memory, web, http): the default build's.
 #[cfg(all(feature = "files", feature = "memory", feature = "web", feature = "http"))]
+mod board;
 mod cap;
 #[cfg(feature = "files")]
 mod chat;

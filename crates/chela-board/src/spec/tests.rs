@@ -1,0 +1,120 @@
+use super::*;
+
+fn problems(text: &str) -> Vec<Problem> {
+    parse(text).expect_err("the file should be refused")
+}
+
+#[test]
+fn every_example_board_is_valid() {
+    for (name, text) in crate::EXAMPLES {
+        let spec = parse(text).unwrap_or_else(|p| panic!("{name}: {p:?}"));
+        assert!(!spec.devices.is_empty(), "{name}");
+    }
+    let sim = parse(crate::EXAMPLES[0].1).unwrap();
+    let kinds: Vec<&str> = sim.devices.iter().map(|d| d.kind.name()).collect();
+    assert_eq!(kinds, ["aht20", "sgp30", "bh1750", "ws2812", "servo"]);
+    assert_eq!(sim.seed, 42);
+    assert_eq!(sim.device("light").unwrap().address, Some(0x23));
+}
+
+#[test]
+fn a_syntax_error_names_its_line() {
+    let p = problems("{\n  \"name\": \"x\",\n  \"chip\": \"simulated\"\n  \"devices\": []\n}");
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].line, 4, "{p:?}");
+}
+
+#[test]
+fn an_unknown_field_is_refused_with_its_line() {
+    let p = problems("{\n\"name\": \"x\",\n\"chip\": \"simulated\",\n\"devise\": []\n}");
+    assert_eq!(p[0].line, 4, "{p:?}");
+    assert!(p[0].message.contains("devise"), "{p:?}");
+}
+
+const BAD: &str = r#"{
+  "name": "bad",
+  "chip": "esp32c3",
+  "buses": [{ "id": "i2c0", "type": "i2c", "pins": { "sda": 4, "scl": 5 } }],
+  "devices": [
+    { "id": "t1", "type": "aht20", "bus": "i2c0" },
+    { "id": "t2", "type": "aht20", "bus": "i2c0", "address": "0x38" },
+    { "id": "x", "type": "thermocouple" },
+    { "id": "strip", "type": "ws2812",
+      "pins": { "data": 4 } },
+    { "id": "arm", "type": "servo", "pins": { "pwm": 40 } }
+  ],
+  "gpio": [
+    { "pin": 13, "direction": "output" },
+    { "pin": 7, "direction": "sideways" }
+  ]
+}"#;
+
+#[test]
+fn wiring_problems_each_name_their_line() {
+    let p = problems(BAD);
+    let find = |needle: &str| {
+        p.iter().find(|x| x.message.contains(needle)).unwrap_or_else(|| panic!("no `{needle}` in {p:?}")).clone()
+    };
+    let dup = find("already taken by `t1`");
+    assert_eq!(dup.line, 7, "{dup}");
+    let unknown = find("unknown type `thermocouple`");
+    assert_eq!(unknown.line, 8);
+    let overlap = find("GPIO4 is used twice");
+    assert_eq!(overlap.line, 10, "the pins line of the strip: {overlap}");
+    assert!(overlap.message.contains("bus i2c0 (sda)"));
+    let missing = find("GPIO40 does not exist");
+    assert_eq!(missing.line, 11);
+    let reserved = find("GPIO13 is reserved");
+    assert_eq!(reserved.line, 14);
+    let dir = find("sideways");
+    assert_eq!(dir.line, 15);
+    assert_eq!(p.len(), 6, "{p:?}");
+}
+
+#[test]
+fn other_refusals() {
+    let base = |devices: &str| {
+        format!(r#"{{"name":"b","chip":"simulated","buses":[{{"id":"i2c0","type":"i2c"}}],"devices":[{devices}]}}"#)
+    };
+    let msg = |d: &str| problems(&base(d)).iter().map(|p| p.message.clone()).collect::<Vec<_>>().join(" | ");
+    assert!(msg(r#"{"id":"a","type":"bh1750","bus":"i2c0","address":"0x40"}"#).contains("0x23 or 0x5c"));
+    assert!(msg(r#"{"id":"a","type":"aht20","bus":"i2c9"}"#).contains("no bus `i2c9`"));
+    assert!(msg(r#"{"id":"a","type":"aht20"}"#).contains("needs a bus"));
+    assert!(msg(r#"{"id":"a","type":"aht20","bus":"i2c0","address":"0x1ff"}"#).contains("7-bit"));
+    assert!(msg(r#"{"id":"a","type":"ws2812","pins":{"data":1},"params":{"count":0}}"#).contains("count"));
+    assert!(msg(r#"{"id":"a","type":"ws2812","pins":{"data":1},"params":{"speed":2}}"#).contains("unknown parameter"));
+    assert!(
+        msg(r#"{"id":"a","type":"servo","pins":{"pwm":1},"params":{"min_angle":90,"max_angle":10}}"#)
+            .contains("servo limits")
+    );
+    assert!(msg(r#"{"id":"a","type":"servo"}"#).contains("needs pins.pwm"));
+    assert!(msg(r#"{"id":"a b","type":"aht20","bus":"i2c0"}"#).contains("letters"));
+    assert!(
+        msg(r#"{"id":"a","type":"aht20","bus":"i2c0"},{"id":"a","type":"sgp30","bus":"i2c0"}"#).contains("used twice")
+    );
+    let chip = problems(r#"{"name":"b","chip":"esp8266"}"#);
+    assert!(chip[0].message.contains("unknown chip `esp8266`"), "{chip:?}");
+}
+
+#[test]
+fn oversize_and_garbage_are_refused_not_panicking() {
+    let big = format!(r#"{{"name":"{}","chip":"simulated"}}"#, "x".repeat(MAX_BYTES));
+    assert!(problems(&big)[0].message.contains("limit"));
+    for garbage in ["", "[", "\u{0}", "{\"name\":", "nul", "{\"name\":1,\"chip\":2}", &"[".repeat(10_000)] {
+        let p = problems(garbage);
+        assert!(!p.is_empty() && p[0].line >= 1);
+    }
+    let many: Vec<String> = (0..65).map(|i| format!(r#"{{"pin":{i},"direction":"input"}}"#)).collect();
+    let p = problems(&format!(r#"{{"name":"b","chip":"simulated","gpio":[{}]}}"#, many.join(",")));
+    assert!(p.iter().any(|x| x.message.contains("limit")), "{p:?}");
+}
+
+proptest::proptest! {
+    /// Whatever bytes come in, parse answers (Ok or problems with a line), never panics.
+    #[test]
+    fn parse_never_panics(text in ".{0,300}") {
+        if let Err(p) = parse(&text) {
+            proptest::prop_assert!(p.iter().all(|x| x.line >= 1));
+        }
+    }
+}

@@ -1,0 +1,273 @@
+//! The board on the host: `board.json` from the workspace (or the built-in simulated board when
+//! there is none), the live devices, and the `sensor.reading` events for the router.
+//!
+//! Loading never fails the caller: a bad file is kept as its problems, which the `board` tools
+//! report (with the line of each) until it is fixed and reloaded. The file is read lazily, on
+//! the first board tool call, and again on `board_reload`.
+//!
+//! On a PC only the simulated chip is driven (its devices are the real drivers talking to the
+//! bus model in `chela_board::sim`). A board.json for another chip (an ESP32, a Raspberry Pi)
+//! is checked and described, and the acting tools say which build drives it.
+//!
+//! Events: every reading (a `sensor_read`, or the poll every `board.poll_secs` in `chela run`)
+//! is raised as a `sensor.reading` event with fields `device`, `sensor` (its type) and one per
+//! quantity (`temperature`, `humidity`, …); thresholds are the rules' `only_if` conditions.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::Instant;
+
+use chela_board::board::{Board, BoardError, Quantity};
+use chela_board::sim::Sim;
+use chela_board::spec::{self, Problem, Spec};
+use chela_core::router::{Event, Value};
+
+use crate::router::Rules;
+use crate::workspace::{Workspace, read_bounded};
+
+/// The board description's file name in the workspace.
+pub const FILE: &str = "board.json";
+/// Where the built-in board comes from when the workspace has no board.json.
+pub const BUILT_IN: &str = "built-in simulated board (no board.json in the workspace)";
+
+/// A board as loaded: its description, and the live devices when this host can drive them.
+pub struct Loaded {
+    pub source: String,
+    pub spec: Result<Spec, Vec<Problem>>,
+    live: Result<Live, String>,
+}
+
+struct Live {
+    board: Board<Sim>,
+    sim: Sim,
+}
+
+impl Loaded {
+    fn from_text(source: String, text: &str) -> Loaded {
+        let spec = spec::parse(text);
+        let live = match &spec {
+            Err(_) => Err(String::new()),
+            Ok(s) if s.chip.name == "simulated" => {
+                let mut sim = Sim::new(s);
+                Board::open(s.clone(), &mut sim).map(|board| Live { board, sim }).map_err(|e| e.to_string())
+            }
+            Ok(s) => Err(format!(
+                "This board is a {} ({}). Its devices are driven by Chela's firmware on that chip, or by a \
+                 Linux build on a Raspberry Pi; this program drives only the simulated board. board_list_devices \
+                 and board_get_device still describe it.",
+                s.chip.name, s.chip.summary
+            )),
+        };
+        Loaded { source, spec, live }
+    }
+
+    /// What is wrong with the file, for the model or a person.
+    pub fn problems_text(&self) -> Option<String> {
+        let p = self.spec.as_ref().err()?;
+        let lines: Vec<String> = p.iter().map(|x| format!("{}:{x}", self.source)).collect();
+        Some(format!(
+            "The board description has problems, so the board tools are off until it is fixed:\n{}\nFix the file \
+             (`chela board check` shows the same list) and call board_reload.",
+            lines.join("\n")
+        ))
+    }
+}
+
+/// Reads the workspace's board.json; the built-in simulated board when there is none.
+pub fn load(ws: &Workspace) -> Loaded {
+    let path = ws.root().join(FILE);
+    load_path(&path).unwrap_or_else(|| Loaded::from_text(BUILT_IN.into(), chela_board::EXAMPLES[0].1))
+}
+
+/// `None` when the file does not exist.
+pub fn load_path(path: &Path) -> Option<Loaded> {
+    let source = path.display().to_string();
+    match read_bounded(path, spec::MAX_BYTES as u64) {
+        Ok(Some(text)) => Some(Loaded::from_text(source, &text)),
+        Ok(None) => None,
+        Err(e) => Some(Loaded {
+            source,
+            spec: Err(vec![Problem { line: 1, message: format!("cannot read it: {e}") }]),
+            live: Err(String::new()),
+        }),
+    }
+}
+
+/// One reading, with its time.
+pub struct Reading {
+    pub device: String,
+    pub sensor: &'static str,
+    pub values: Vec<Quantity>,
+    pub at: jiff::Timestamp,
+}
+
+impl Reading {
+    pub fn to_json(&self) -> serde_json::Value {
+        let values: serde_json::Map<String, serde_json::Value> = self
+            .values
+            .iter()
+            .map(|q| {
+                let v = if q.unit == "bool" {
+                    serde_json::json!(q.value != 0.0)
+                } else {
+                    serde_json::json!({ "value": round(q.value), "unit": q.unit })
+                };
+                (q.name.to_owned(), v)
+            })
+            .collect();
+        serde_json::json!({ "device": self.device, "type": self.sensor, "values": values, "at": self.at.to_string() })
+    }
+
+    /// The router event for this reading.
+    pub fn event(&self) -> Option<Event> {
+        let mut e = Event::new("sensor.reading").ok()?.with_source("board").ok()?;
+        e.set("device", Value::Str(self.device.clone())).ok()?;
+        e.set("sensor", Value::Str(self.sensor.to_owned())).ok()?;
+        for q in &self.values {
+            let v =
+                if q.unit == "bool" { Value::Bool(q.value != 0.0) } else { Value::Float(f64::from(round(q.value))) };
+            e.set(q.name, v).ok()?;
+        }
+        Some(e)
+    }
+}
+
+/// Two decimals: the sensors are not more precise, and the model reads less.
+fn round(v: f32) -> f32 {
+    (v * 100.0).round() / 100.0
+}
+
+/// The board of one Chela process: loaded on first use, shared by the tools and the poller.
+pub struct Host {
+    loaded: Mutex<Option<Loaded>>,
+    started: Instant,
+    rules: OnceLock<Arc<Rules>>,
+}
+
+impl Default for Host {
+    fn default() -> Self {
+        Host { loaded: Mutex::new(None), started: Instant::now(), rules: OnceLock::new() }
+    }
+}
+
+impl Host {
+    /// Readings are raised as events on `rules` from now on (the daemon calls this once).
+    pub fn connect(&self, rules: Arc<Rules>) {
+        let _ = self.rules.set(rules);
+    }
+
+    /// Runs `f` on the loaded board, loading it first if needed.
+    pub fn with<R>(&self, ws: &Workspace, f: impl FnOnce(&mut Loaded) -> R) -> R {
+        let mut g = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let loaded = g.get_or_insert_with(|| load(ws));
+        // The simulated room follows the wall clock, so readings change as time passes.
+        if let Ok(live) = &loaded.live {
+            let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+            let behind = elapsed.saturating_sub(live.sim.now_ms());
+            live.sim.advance_ms(behind);
+        }
+        f(loaded)
+    }
+
+    /// Reads board.json again; the new board replaces the old one (actuators start afresh).
+    pub fn reload(&self, ws: &Workspace) {
+        *self.loaded.lock().unwrap_or_else(PoisonError::into_inner) = Some(load(ws));
+    }
+
+    /// Runs `f` on the live board, or says why there is none.
+    pub fn act<R>(
+        &self,
+        ws: &Workspace,
+        f: impl FnOnce(&mut Board<Sim>) -> Result<R, BoardError>,
+    ) -> Result<R, String> {
+        self.with(ws, |l| {
+            if let Some(p) = l.problems_text() {
+                return Err(p);
+            }
+            match &mut l.live {
+                Ok(live) => f(&mut live.board).map_err(|e| e.to_string()),
+                Err(why) => Err(why.clone()),
+            }
+        })
+    }
+
+    /// Reads sensor `device` and raises the reading as an event.
+    pub fn read(&self, ws: &Workspace, device: &str) -> Result<Reading, String> {
+        let reading = self.act(ws, |b| {
+            let values = b.read_sensor(device)?;
+            let sensor = b.spec().device(device).map_or("sensor", |d| d.kind.name());
+            Ok(Reading { device: device.to_owned(), sensor, values, at: jiff::Timestamp::now() })
+        })?;
+        self.raise(&reading);
+        Ok(reading)
+    }
+
+    fn raise(&self, reading: &Reading) {
+        if let (Some(rules), Some(event)) = (self.rules.get(), reading.event()) {
+            rules.raise(event);
+        }
+    }
+
+    /// Reads every sensor once (the poller); a failing one is logged and skipped.
+    pub fn poll(&self, ws: &Workspace) -> usize {
+        let ids: Vec<String> = self.with(ws, |l| match (&l.spec, &l.live) {
+            (Ok(s), Ok(_)) => s.devices.iter().filter(|d| d.kind.is_sensor()).map(|d| d.id.clone()).collect(),
+            _ => Vec::new(),
+        });
+        let mut n = 0;
+        for id in ids {
+            match self.read(ws, &id) {
+                Ok(_) => n += 1,
+                Err(e) => tracing::warn!(device = %id, "board poll: {e}"),
+            }
+        }
+        n
+    }
+}
+
+/// `chela run`'s poller: every `board.poll_secs` (0: off) reads each sensor and raises its
+/// readings for the router.
+pub async fn serve(daemon: Arc<crate::daemon::Daemon>) -> anyhow::Result<()> {
+    let secs = daemon.config().int(chela_core::config::BOARD_POLL_SECS).unsigned_abs();
+    if secs == 0 {
+        return Ok(());
+    }
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(secs));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let (host, ws) = (Arc::clone(daemon.toolbox().board()), Arc::clone(daemon.workspace()));
+                tokio::task::spawn_blocking(move || host.poll(&ws)).await?;
+            }
+            () = daemon.shutdown().wait() => return Ok(()),
+        }
+    }
+}
+
+/// `chela board check [FILE]`: the problems of a board.json, one per line; `Ok(true)` when
+/// there are none.
+pub fn check(ws: &Workspace, file: Option<PathBuf>) -> anyhow::Result<(bool, String)> {
+    let path = file.unwrap_or_else(|| ws.root().join(FILE));
+    let Some(loaded) = load_path(&path) else {
+        anyhow::bail!(
+            "{} does not exist. Without it Chela uses the built-in simulated board; start from one of the \
+             example boards in the repository (crates/chela-board/boards/).",
+            path.display()
+        );
+    };
+    Ok(match (&loaded.spec, loaded.problems_text()) {
+        (Ok(s), _) => (
+            true,
+            format!(
+                "{}: ok: \"{}\" ({}), {} device(s), {} allowlisted pin(s)",
+                loaded.source,
+                s.name,
+                s.chip.name,
+                s.devices.len(),
+                s.gpio.len()
+            ),
+        ),
+        (Err(p), _) => (false, p.iter().map(|x| format!("{}:{x}", loaded.source)).collect::<Vec<_>>().join("\n")),
+    })
+}
