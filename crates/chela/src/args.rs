@@ -143,7 +143,7 @@ impl Topic {
             | Topic::Cron
             | Topic::Heartbeat
             | Topic::Mcp => 1,
-            | Topic::Board => 1,
+            Topic::Board => 1,
             _ => 2,
         }
     }

@@ -98,7 +98,13 @@ pub struct Reading {
     pub device: String,
     pub sensor: &'static str,
     pub values: Vec<Quantity>,
-    pub at: jiff::Timestamp,
+    /// Unix seconds.
+    pub at: i64,
+}
+
+/// A reading's time as RFC 3339 in UTC: readings go to rules and tools, which compare them.
+pub fn at_text(unix_secs: i64) -> String {
+    crate::localtime::Local::at(&chela_core::zone::Zone::utc(), unix_secs).rfc3339()
 }
 
 impl Reading {
@@ -115,7 +121,7 @@ impl Reading {
                 (q.name.to_owned(), v)
             })
             .collect();
-        serde_json::json!({ "device": self.device, "type": self.sensor, "values": values, "at": self.at.to_string() })
+        serde_json::json!({ "device": self.device, "type": self.sensor, "values": values, "at": at_text(self.at) })
     }
 
     /// The router event for this reading.
@@ -196,7 +202,7 @@ impl Host {
         let reading = self.act(ws, |b| {
             let values = b.read_sensor(device)?;
             let sensor = b.spec().device(device).map_or("sensor", |d| d.kind.name());
-            Ok(Reading { device: device.to_owned(), sensor, values, at: jiff::Timestamp::now() })
+            Ok(Reading { device: device.to_owned(), sensor, values, at: crate::localtime::now_secs() })
         })?;
         self.raise(&reading);
         Ok(reading)

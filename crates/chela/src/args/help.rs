@@ -468,6 +468,8 @@ Settings:
 
 Example (Claude Desktop's claude_desktop_config.json):
   {\"mcpServers\": {\"chela\": {\"command\": \"chela\", \"args\": [\"mcp\", \"serve\"]}}}
+";
+
 const BOARD: &str = "\
 Checks the workspace's board.json (or FILE): its syntax, the chip, the device types, pins the
 chip does not have or reserves, a pin used twice, duplicate ids and addresses. Each problem is

@@ -398,6 +398,8 @@ impl Toolbox {
     /// The MCP servers of the configuration the toolbox was made with.
     pub fn mcp(&self) -> &crate::mcp::client::Clients {
         &self.mcp
+    }
+
     /// The board host: board.json, the live devices and the readings' events.
     #[cfg(feature = "board")]
     pub fn board(&self) -> &Arc<crate::board::Host> {
