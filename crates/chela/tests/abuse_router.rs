@@ -206,7 +206,7 @@ fn a_fifo_at_rules_json_or_cron_json_stops_neither_the_daemon_nor_doctor() {
     // Opening a FIFO for reading waits for a writer that never comes, unless it is refused.
     let doctor = ws.doctor();
     assert!(doctor.contains("FAIL  rules.json: is not a regular file"), "{doctor}");
-    assert!(doctor.contains("cron.json is not a regular file; no scheduled job runs"), "{doctor}");
+    assert!(doctor.contains("FAIL  cron.json: is not a regular file; no scheduled job runs"), "{doctor}");
     let d = ws.start();
     assert_eq!(d.talk("c", "hello", |g| !g.is_empty()), ["still here"]);
     assert!(d.log().contains("rules.json: is not a regular file"), "{}", d.log());
