@@ -45,6 +45,11 @@ fn run(pieces: &[&[u8]]) -> Run {
 fuzz_target!(|data: &[u8]| {
     let whole = run(&[data]);
     for secret in SECRETS {
+        // Typed in as the value of a setting that is not secret (`set_model <the key>`), it is
+        // the person's own text and may be shown; a secret the input never holds must not be.
+        if data.windows(secret.len()).any(|w| w == secret.as_bytes()) {
+            continue;
+        }
         assert!(!whole.printed.contains(secret), "{secret} printed: {}", whole.printed);
     }
     let split = run(&chunks(data));

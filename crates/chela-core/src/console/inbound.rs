@@ -59,6 +59,10 @@ fn number_after(hay: &[u8], key: &[u8]) -> Option<i64> {
     if n == 0 || n == digits.len() || n > 19 {
         return None;
     }
+    // JSON numbers have no leading zero: `007` is not something Telegram sent.
+    if n > 1 && digits[0] == b'0' {
+        return None;
+    }
     let mut v: i64 = 0;
     for &d in &digits[..n] {
         v = v.checked_mul(10)?.checked_add(i64::from(d - b'0'))?;
@@ -107,6 +111,8 @@ mod tests {
         assert_eq!(overflowed_update(&UPDATE.as_bytes()[..cut_in_update]), None);
         assert_eq!(overflowed_update(b""), None);
         assert_eq!(overflowed_update(b"\"update_id\":99999999999999999999999,"), None, "overflow");
+        assert_eq!(overflowed_update(b"\"update_id\": -06172,"), None, "not a JSON number");
+        assert_eq!(overflowed_update(b"\"update_id\":0,"), Some(Overflowed { update_id: 0, chat_id: None }));
         assert_eq!(
             overflowed_update(br#""update_id":5,"chat":{"x":{"id":3},"id":4}"#),
             Some(Overflowed { update_id: 5, chat_id: None }),
