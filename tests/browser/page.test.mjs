@@ -3,7 +3,7 @@
 // Run it with scripts/browser-test.sh, which builds and installs what it needs.
 
 import assert from "node:assert/strict";
-import { readFile, writeFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, test } from "node:test";
 
@@ -251,6 +251,11 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
     '  {"id": "broken", "trigger": {"type": "cron", "expr": "0 25 * * *"}, "action": {"type": "cap", "name": "get_current_time"}}\n' +
     "]}\n";
   await writeFile(path.join(ws, "cron.json"), handWritten);
+  // What the last run of "tea" came to, as the daemon keeps it across restarts: it failed at
+  // 2027-01-15 08:01 UTC.
+  await mkdir(path.join(ws, "state"), { recursive: true });
+  await writeFile(path.join(ws, "state", "jobs.json"), JSON.stringify({ jobs: { tea:
+    { at: 1800000060, ok: false, message: "telegram/42 is not a chat allowed to talk to Chela" } } }));
   const chela = await startChela(ws, port);
   const browser = await launchBrowser();
   try {
@@ -267,8 +272,12 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
     const teaJob = api.jobs.find((j) => j.id === "tea");
     assert.match(teaJob.next_fire_local, /^\d{4}-\d\d-\d\d 16:00:00 \+0[12]:00$/);
     assert.deepEqual(teaJob.trigger, { type: "cron", expr: "0 16 * * 1-5" });
+    // The last outcome in the user's clock (09:01 in Berlin), marked as a failure.
+    const outcome = "not run at 2027-01-15 09:01:00 +01:00: telegram/42 is not a chat allowed to talk to Chela";
+    assert.equal(teaJob.status, outcome);
     assert.deepEqual(await tea.getByRole("cell").allInnerTexts(),
-      ["tea", "active", teaJob.next_fire_local, JSON.stringify(teaJob.trigger), ""]);
+      ["tea", "active", teaJob.next_fire_local, JSON.stringify(teaJob.trigger), outcome]);
+    assert.equal(await tea.getByRole("cell").nth(4).getAttribute("class"), "danger");
     assert.equal(await jobs.getByRole("row").filter({ hasText: "broken" }).count(), 0, "a bad job is listed as a job");
     const problem = page.locator("#jobs-problems li");
     await problem.first().waitFor();

@@ -623,7 +623,7 @@ fn view(g: &Inner, j: &LoadedJob, now: i64) -> JobView {
         job: j.job.clone(),
         next_fire: next,
         next_fire_local: next.map(|t| local_time(t, &g.settings.zone)),
-        status: g.outcomes.get(&j.job.id).map(Outcome::line),
+        status: g.outcomes.get(&j.job.id).map(|o| o.line(&local_time(o.at, &g.settings.zone))),
         last_outcome: g.outcomes.get(&j.job.id).cloned(),
     }
 }

@@ -39,14 +39,15 @@ impl Outcome {
         Outcome { at, ok, message, manual }
     }
 
-    /// One line for the listings: `ok at 1800000060: answer sent to telegram/42`.
-    pub fn line(&self) -> String {
+    /// One line for the listings, `at` being the end time as the reader's clock shows it:
+    /// `ran at 2027-01-15 08:01:00 +01:00: answer sent to telegram/42`.
+    pub fn line(&self, at: &str) -> String {
         let what = match (self.ok, self.manual) {
             (true, false) => "ran",
             (true, true) => "ran by hand",
             (false, _) => "not run",
         };
-        format!("{what} at {}: {}", self.at, self.message)
+        format!("{what} at {at}: {}", self.message)
     }
 }
 

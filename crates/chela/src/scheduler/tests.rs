@@ -236,14 +236,15 @@ fn emit_jobs_build_their_event_from_data_and_refuse_what_cannot_be_one() {
 
 #[test]
 fn outcomes_are_kept_across_restarts_and_shown_in_the_listing() {
-    let fx = Fixture::new(&[]);
+    let fx = Fixture::new(&[("scheduler.timezone", "Asia/Tokyo")]);
     write(&fx, GOOD_AND_BAD);
     let s = Scheduler::open(&fx.ws, settings(&fx), T0);
     s.set_outcome("ok", Outcome::new(T0 + 60, false, "telegram/42 is not a chat allowed to talk to Chela", false));
     s.set_outcome("gone", Outcome::new(T0 + 60, true, "ran", false));
     let v = s.get("ok", T0).unwrap();
     assert_eq!(v.last_outcome.as_ref().map(|o| o.ok), Some(false));
-    assert!(v.status.unwrap().starts_with("not run at 1800000060: telegram/42"));
+    // The end time as the user's clock shows it (08:01 UTC is 17:01 in Tokyo).
+    assert!(v.status.unwrap().starts_with("not run at 2027-01-15 17:01:00 +09:00: telegram/42"));
     // The person's broken cron.json is not rewritten for an outcome.
     assert_eq!(fs::read_to_string(fx.root().join(FILE)).unwrap(), GOOD_AND_BAD);
     let again = Scheduler::open(&fx.ws, settings(&fx), T0 + 100);
