@@ -29,14 +29,7 @@ fn spawn(args: Vec<String>, command: String) -> Arc<Conn> {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let dest = repo().join("target/mcp-peers");
-    let ok = std::process::Command::new("bash")
-        .arg(repo().join("tests/mcp/install-peers.sh"))
-        .arg(&dest)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "installing the MCP peers failed");
-    let python = dest.join("venv/bin/python").display().to_string();
+    let python = chela_testkit::peers::mcp_python();
     let fixture = repo().join("tests/mcp/fixtures/server.py").display().to_string();
     let long = Duration::from_secs(60);
 
