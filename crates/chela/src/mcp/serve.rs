@@ -6,7 +6,8 @@
 //! Both eras of the protocol are answered on both transports:
 //! - the handshake era (2024-11-05 … 2025-11-25): `initialize` negotiates a version, the
 //!   connection (or HTTP session, `Mcp-Session-Id`) remembers it, and a change of the served
-//!   tools is announced with `notifications/tools/list_changed` (stdio);
+//!   tools is announced with `notifications/tools/list_changed` (on stdio, and on an HTTP
+//!   session's GET stream);
 //! - the stateless revision 2026-07-28: no `initialize`; every request names its version in
 //!   `params._meta`, `server/discover` says what the server speaks, every result carries
 //!   `resultType`, and an unsupported version is error -32022 listing the supported ones.
@@ -20,7 +21,8 @@
 //!
 //! How to drive it: classify each incoming message with [`classify`]; answer `initialize` with
 //! [`Server::initialize`] (which yields the connection's new [`Session`]), any other request
-//! with [`Server::request`], and keep what [`Server::notification`] says. [`Server::tool_names`]
+//! with [`Server::request`], a batch with [`Server::batch`] (the one batch path of both
+//! transports), and keep what [`Server::notification`] says. [`Server::tool_names`]
 //! tells a driver when the served tools changed.
 
 use std::sync::Arc;
