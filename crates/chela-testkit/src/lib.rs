@@ -43,6 +43,7 @@ mod fake;
 pub mod feishu;
 mod hostile;
 mod openai;
+pub mod peers;
 pub mod script;
 mod server;
 pub mod telegram;

@@ -3,6 +3,10 @@
 //! same server's own handling time as it reports it; calls per second over one connection
 //! (sequential and 8 in flight); Chela's memory per connected stdio server.
 //!
+//! Server figures (docs/BENCHMARKS.md, "MCP server"): a cheap `tools/call` (memory_list)
+//! through the real `chela mcp serve` over stdio and the real `chela run`'s `/mcp` over one
+//! keep-alive HTTP connection: round trip and calls per second.
+//!
 //! Run: `cargo bench -p chela --bench mcp` (installs the peers under target/ on first run).
 
 use std::path::PathBuf;
@@ -27,16 +31,147 @@ fn spawn(args: Vec<String>, command: String) -> Arc<Conn> {
     Conn::spawn(&Spawn { server: "bench".into(), command, args, env: Vec::new(), cwd: None }).expect("spawn")
 }
 
+/// A workspace for the server figures: the fake LLM named as the model (no turn runs).
+fn serve_workspace(llm: &chela_testkit::FakeLlm) -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    let config = dir.path().join("chela.toml");
+    let text = format!(
+        "[llm]\nprovider = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"sk-ant-bench\"\n",
+        llm.anthropic_base_url()
+    );
+    std::fs::write(&config, text).expect("config");
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    dir
+}
+
+fn chela(ws: &std::path::Path, home: &std::path::Path, args: &[&str]) -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_chela"));
+    c.args(args).env_clear().env("HOME", home).env("CHELA_HOME", ws).env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
+    c.env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    c
+}
+
+fn report(what: &str, mut rtt: Vec<f64>, per_sec: f64) {
+    rtt.sort_by(f64::total_cmp);
+    let p = |q: f64| rtt[((rtt.len() - 1) as f64 * q) as usize];
+    println!("  {what:<28} p50 {:>6.0} us   p99 {:>6.0} us   {per_sec:>6.0} calls/s", p(0.5), p(0.99));
+}
+
+/// `tools/call memory_list` through `chela mcp serve` (stdio) and `/mcp` (HTTP), sequential
+/// on one connection: the round trip as the client sees it, and calls per second.
+fn serve_figures() {
+    use std::io::{BufRead, BufReader, Read, Write};
+    const N: usize = 2000;
+    let llm = chela_testkit::FakeLlm::start(vec![]);
+    let ws = serve_workspace(&llm);
+    let home = tempfile::tempdir().expect("tempdir");
+    println!("chela as an MCP server: tools/call memory_list, {N} sequential calls on one connection:");
+
+    let mut child = chela(ws.path(), home.path(), &["mcp", "serve"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chela mcp serve");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    let mut ask = |msg: &serde_json::Value| {
+        writeln!(stdin, "{msg}").expect("write");
+        line.clear();
+        stdout.read_line(&mut line).expect("read");
+        assert!(!line.contains("\"error\""), "{line}");
+    };
+    ask(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}}));
+    let call = |i: usize| json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "memory_list", "arguments": {}}});
+    for i in 0..200 {
+        ask(&call(i));
+    }
+    let mut rtt = Vec::with_capacity(N);
+    let started = Instant::now();
+    for i in 0..N {
+        let t = Instant::now();
+        ask(&call(i));
+        rtt.push(t.elapsed().as_secs_f64() * 1e6);
+    }
+    report("stdio (chela mcp serve)", rtt, N as f64 / started.elapsed().as_secs_f64());
+    drop(stdin);
+    let _ = child.wait();
+
+    let mut run = chela(ws.path(), home.path(), &["run"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("chela run");
+    let stderr = BufReader::new(run.stderr.take().expect("stderr"));
+    let mut addr = String::new();
+    for l in stderr.lines().map_while(Result::ok) {
+        if let Some(rest) = l.split("listens on http://").nth(1) {
+            addr = rest.trim().to_owned();
+            break;
+        }
+    }
+    assert!(!addr.is_empty(), "the gateway's address");
+    let mut conn = std::net::TcpStream::connect(&addr).expect("connect");
+    conn.set_nodelay(true).expect("nodelay");
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut post = |msg: &serde_json::Value, sid: &str| -> String {
+        let body = msg.to_string();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nMcp-Session-Id: {sid}\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        conn.write_all(head.as_bytes()).expect("write");
+        // One response: its head, then Content-Length bytes.
+        let mut got = Vec::new();
+        loop {
+            let n = conn.read(&mut buf).expect("read");
+            assert!(n > 0, "the connection closed");
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got);
+            if let Some((head, rest)) = text.split_once("\r\n\r\n") {
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse().unwrap_or(0))
+                    })
+                    .unwrap_or(0);
+                if rest.len() >= len {
+                    return head.to_owned();
+                }
+            }
+        }
+    };
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}}});
+    let head = post(&init, "none");
+    let sid = head
+        .lines()
+        .find_map(|l| l.to_ascii_lowercase().strip_prefix("mcp-session-id:").map(|v| v.trim().to_owned()))
+        .expect("a session id");
+    for i in 0..200 {
+        post(&call(i), &sid);
+    }
+    let mut rtt = Vec::with_capacity(N);
+    let started = Instant::now();
+    for i in 0..N {
+        let t = Instant::now();
+        let head = post(&call(i), &sid);
+        rtt.push(t.elapsed().as_secs_f64() * 1e6);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    }
+    report("HTTP /mcp (chela run)", rtt, N as f64 / started.elapsed().as_secs_f64());
+    let _ = run.kill();
+    let _ = run.wait();
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let dest = repo().join("target/mcp-peers");
-    let ok = std::process::Command::new("bash")
-        .arg(repo().join("tests/mcp/install-peers.sh"))
-        .arg(&dest)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "installing the MCP peers failed");
-    let python = dest.join("venv/bin/python").display().to_string();
+    let python = chela_testkit::peers::mcp_python();
     let fixture = repo().join("tests/mcp/fixtures/server.py").display().to_string();
     let long = Duration::from_secs(60);
 
@@ -111,4 +246,5 @@ async fn main() {
     for c in conns {
         c.shutdown(Duration::from_secs(1)).await;
     }
+    serve_figures();
 }

@@ -251,26 +251,7 @@ impl Run {
 
     /// One request on its own connection; the status and the body.
     fn post(&self, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
-        let mut c = TcpStream::connect(self.addr).unwrap();
-        c.set_read_timeout(Some(WAIT)).unwrap();
-        let mut head = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
-            self.addr,
-            body.len()
-        );
-        for (k, v) in headers {
-            head.push_str(&format!("{k}: {v}\r\n"));
-        }
-        head.push_str("\r\n");
-        c.write_all(head.as_bytes()).unwrap();
-        // The server may answer (413) and close before taking the whole body.
-        let _ = c.write_all(body);
-        let mut out = Vec::new();
-        let _ = c.read_to_end(&mut out);
-        let text = String::from_utf8_lossy(&out).into_owned();
-        let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
-        (status, body)
+        post_to(self.addr, headers, body)
     }
 
     fn ping(&self) -> u16 {
@@ -278,6 +259,30 @@ impl Run {
             "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
         self.post(&[], body.to_string().as_bytes()).0
     }
+}
+
+/// One POST to `/mcp` at `addr` on its own connection; the status and the body.
+fn post_to(addr: SocketAddr, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(WAIT)).unwrap();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        addr,
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    c.write_all(head.as_bytes()).unwrap();
+    // The server may answer (413) and close before taking the whole body.
+    let _ = c.write_all(body);
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
 }
 
 impl Drop for Run {
@@ -322,5 +327,160 @@ fn hostile_http_clients_are_refused_and_the_daemon_goes_on() {
         codes.push(d.post(&[], init.as_bytes()).0);
     }
     assert!(codes.contains(&503) && codes.iter().all(|c| *c == 200 || *c == 503), "{codes:?}");
+    assert_eq!(d.ping(), 200, "the daemon still answers");
+}
+
+// ---- the GET stream and cancellation on /mcp ----
+
+impl Run {
+    /// Opens a handshake-era session; its id.
+    fn session(&self) -> String {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "streamer", "version": "0"}}});
+        let mut c = TcpStream::connect(self.addr).unwrap();
+        c.set_read_timeout(Some(WAIT)).unwrap();
+        let body = init.to_string();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.addr,
+            body.len()
+        );
+        c.write_all(head.as_bytes()).unwrap();
+        let mut out = String::new();
+        let _ = c.read_to_string(&mut out);
+        let line = out.lines().find(|l| l.to_ascii_lowercase().starts_with("mcp-session-id:")).expect(&out);
+        line.split_once(':').unwrap().1.trim().to_owned()
+    }
+
+    /// A GET stream of session `sid`, its head read; the connection stays open.
+    fn stream(&self, sid: &str) -> TcpStream {
+        let mut c = TcpStream::connect(self.addr).unwrap();
+        c.set_read_timeout(Some(WAIT)).unwrap();
+        let head = format!(
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n",
+            self.addr
+        );
+        c.write_all(head.as_bytes()).unwrap();
+        let mut seen = Vec::new();
+        let mut byte = [0u8];
+        while !seen.ends_with(b"\r\n\r\n") {
+            assert_eq!(c.read(&mut byte).unwrap(), 1, "the head of the stream");
+            seen.push(byte[0]);
+        }
+        assert!(seen.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&seen));
+        c
+    }
+
+    fn rss_kib(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    }
+}
+
+/// Reads what a stream sends until it ends (the response's last chunk) or WAIT passes.
+fn ends(mut c: TcpStream) -> bool {
+    let started = Instant::now();
+    let mut all = Vec::new();
+    let mut buf = [0u8; 4096];
+    while started.elapsed() < WAIT {
+        match c.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(n) => all.extend_from_slice(&buf[..n]),
+            Err(_) => return false,
+        }
+        if all.ends_with(b"0\r\n\r\n") {
+            return true;
+        }
+    }
+    false
+}
+
+#[test]
+fn many_get_streams_keep_one_per_session_and_unread_ones_cost_nothing() {
+    let ws = Ws::new("");
+    let d = Run::start(&ws);
+    // One session opening stream after stream: each new one ends the one before.
+    let sid = d.session();
+    let mut last = d.stream(&sid);
+    for _ in 0..50 {
+        let next = d.stream(&sid);
+        assert!(ends(std::mem::replace(&mut last, next)), "the older stream ended");
+    }
+    // Many sessions, each with a stream nobody ever reads.
+    let before = d.rss_kib();
+    let mut unread = Vec::new();
+    for _ in 0..60 {
+        let sid = d.session();
+        let c = d.stream(&sid);
+        unread.push(c);
+    }
+    // Switching groups makes every stream get a message it will never read.
+    for disabled in ["memory", "chat", "memory", "chat"] {
+        std::fs::write(ws.dir.path().join("chela.toml"), {
+            let text = std::fs::read_to_string(ws.dir.path().join("chela.toml")).unwrap();
+            let kept: String = text
+                .lines()
+                .filter(|l| !l.starts_with("[caps]") && !l.starts_with("disabled"))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            format!("{kept}[caps]\ndisabled = [\"{disabled}\"]\n")
+        })
+        .unwrap();
+        std::thread::sleep(Duration::from_millis(1200));
+    }
+    assert_eq!(d.ping(), 200, "the daemon still answers");
+    let grown = d.rss_kib().saturating_sub(before);
+    assert!(grown < 16 * 1024, "60 unread streams grew the daemon by {grown} KiB");
+    // The stream of the first session, read now, got the changes.
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("notifications/tools/list_changed") {
+        let n = last.read(&mut buf).expect("a change announced in time");
+        assert!(n > 0, "the stream ended: {}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn cancels_of_unknown_ids_and_cancels_racing_results_break_nothing() {
+    let ws = Ws::new("");
+    let d = Run::start(&ws);
+    let sid = d.session();
+    let headers = [("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+    for id in [json!("never-sent"), json!(12345), json!(null), json!({"x": 1})] {
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+        assert_eq!(d.post(&headers, cancel.to_string().as_bytes()).0, 202, "{id}");
+    }
+    // A cheap call and its cancel sent at the same time, many times: each call is either
+    // answered whole with its own id or, cancelled, answered 202 with no body.
+    let (mut answered, mut cancelled) = (0, 0);
+    for i in 0..40 {
+        let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "memory_list", "arguments": {}}});
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": i}});
+        let racer = {
+            let (addr, sid, cancel) = (d.addr, sid.clone(), cancel.to_string());
+            std::thread::spawn(move || {
+                let h = [("Mcp-Session-Id", sid.as_str()), ("MCP-Protocol-Version", "2025-11-25")];
+                post_to(addr, &h, cancel.as_bytes()).0
+            })
+        };
+        let (status, body) = d.post(&headers, call.to_string().as_bytes());
+        assert_eq!(racer.join().unwrap(), 202);
+        match status {
+            200 => {
+                let reply: Value = serde_json::from_str(&body).unwrap();
+                assert_eq!(reply["id"], i, "{reply}");
+                assert_eq!(reply["result"]["isError"], false, "{reply}");
+                answered += 1;
+            }
+            202 => {
+                assert_eq!(body, "");
+                cancelled += 1;
+            }
+            other => panic!("status {other}: {body}"),
+        }
+    }
+    assert_eq!(answered + cancelled, 40);
     assert_eq!(d.ping(), 200, "the daemon still answers");
 }

@@ -6,7 +6,8 @@
 //! Both eras of the protocol are answered on both transports:
 //! - the handshake era (2024-11-05 … 2025-11-25): `initialize` negotiates a version, the
 //!   connection (or HTTP session, `Mcp-Session-Id`) remembers it, and a change of the served
-//!   tools is announced with `notifications/tools/list_changed` (stdio);
+//!   tools is announced with `notifications/tools/list_changed` (on stdio, and on an HTTP
+//!   session's GET stream);
 //! - the stateless revision 2026-07-28: no `initialize`; every request names its version in
 //!   `params._meta`, `server/discover` says what the server speaks, every result carries
 //!   `resultType`, and an unsupported version is error -32022 listing the supported ones.
@@ -20,7 +21,8 @@
 //!
 //! How to drive it: classify each incoming message with [`classify`]; answer `initialize` with
 //! [`Server::initialize`] (which yields the connection's new [`Session`]), any other request
-//! with [`Server::request`], and keep what [`Server::notification`] says. [`Server::tool_names`]
+//! with [`Server::request`], a batch with [`Server::batch`] (the one batch path of both
+//! transports), and keep what [`Server::notification`] says. [`Server::tool_names`]
 //! tells a driver when the served tools changed.
 
 use std::sync::Arc;
@@ -297,6 +299,38 @@ impl Server {
         }
     }
 
+    /// Takes a JSON-RPC batch on a connection in state `session`, the one path both transports
+    /// use. Refused whole (the error response to send) when the session may not send batches
+    /// or the batch is empty or too long. Otherwise its notifications take effect on `session`
+    /// at once, as they would one by one, and the [`Batch`] returned answers its requests.
+    pub fn batch(&self, session: &mut Session, msgs: Vec<Value>) -> Result<Batch, Value> {
+        if !session.allows_batches() {
+            let v = session.version.as_deref().unwrap_or("none yet");
+            let why = format!(
+                "JSON-RPC batches are not accepted (protocol version {v}): only sessions of 2024-11-05 or \
+                 2025-03-26 may send them"
+            );
+            return Err(error(Value::Null, INVALID_REQUEST, &why));
+        }
+        if msgs.is_empty() || msgs.len() > MAX_BATCH {
+            return Err(error(Value::Null, INVALID_REQUEST, &format!("a batch holds 1 to {MAX_BATCH} messages")));
+        }
+        let mut slots = Vec::with_capacity(msgs.len());
+        let mut cancels = Vec::new();
+        for msg in msgs {
+            match classify(msg) {
+                Kind::Request { id, method, .. } if method == "initialize" => {
+                    slots.push(Slot::Ready(error(id, INVALID_REQUEST, "initialize may not be sent in a batch")));
+                }
+                Kind::Request { id, method, params } => slots.push(Slot::Ask { id, method, params }),
+                Kind::Notification { method, params } => cancels.extend(self.notification(session, &method, &params)),
+                Kind::Response => {}
+                Kind::Invalid(e) => slots.push(Slot::Ready(e)),
+            }
+        }
+        Ok(Batch { session: session.clone(), slots, cancels })
+    }
+
     fn list(&self, params: &Value) -> Result<Value, (i64, String)> {
         // One page holds every tool; a cursor can only come from someone else.
         if params.get("cursor").is_some_and(|c| !c.is_null()) {
@@ -391,6 +425,35 @@ impl Server {
             Submitted::Answer(a) => tool_result(&a, true),
             Submitted::Drop => tool_result("a router rule took this message; there is no answer", true),
         }
+    }
+}
+
+/// A batch taken by [`Server::batch`]: its requests, still to be answered.
+pub struct Batch {
+    session: Session,
+    slots: Vec<Slot>,
+    /// The ids of the requests its `notifications/cancelled` named: the transport stops those
+    /// that are in flight.
+    pub cancels: Vec<Value>,
+}
+
+enum Slot {
+    Ready(Value),
+    Ask { id: Value, method: String, params: Value },
+}
+
+impl Batch {
+    /// Answers the requests one after another; the replies in the batch's order, or `None`
+    /// when it held no request (nothing is sent back then).
+    pub async fn answer(self, server: &Server, cancel: &Cancel) -> Option<Value> {
+        let mut replies = Vec::with_capacity(self.slots.len());
+        for slot in self.slots {
+            replies.push(match slot {
+                Slot::Ready(v) => v,
+                Slot::Ask { id, method, params } => server.request(&self.session, id, &method, params, cancel).await,
+            });
+        }
+        (!replies.is_empty()).then_some(Value::Array(replies))
     }
 }
 

@@ -9,22 +9,9 @@ use serde_json::json;
 
 use crate::{Provider, Ws, body, tool_names};
 
-/// The venv with the SDK, installed under target/ by the peers' script on first use.
-fn python() -> String {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dest = repo.join("target/mcp-peers");
-    let ok = std::process::Command::new("bash")
-        .arg(repo.join("tests/mcp/install-peers.sh"))
-        .arg(&dest)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "installing the MCP test peers failed (needs python3 with venv, npm, and the registries)");
-    dest.join("venv/bin/python").display().to_string()
-}
-
 #[test]
 fn the_model_calls_an_mcp_tool_and_sees_its_result() {
-    let python = python();
+    let python = chela_testkit::peers::mcp_python();
     let server = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/fixtures/server.py");
     for provider in Provider::BOTH {
         let llm = FakeLlm::start(vec![

@@ -139,3 +139,45 @@ fn the_typescript_sdk_over_stdio_and_http() {
     }
     assert!(crate::body(&llm, 1).to_string().contains("hello from typescript"));
 }
+
+/// What tests/mcp-serve/cancel.py printed, checked: the slow call was given up, and the turn
+/// behind it was not kept waiting for it.
+fn check_cancel(out: &std::process::Output, answer: &str, context: &str) {
+    let got = lines(out, context);
+    assert_eq!(got["ABANDONED"], "true", "{got:?}");
+    assert_eq!(got["SECOND"], answer, "{got:?}");
+    let secs: f64 = got["SECOND_SECS"].parse().unwrap();
+    // The slow answer would take 20 s; the second turn waits behind it unless it was stopped.
+    assert!(secs < 8.0, "the cancelled turn held the next one for {secs} s: {context}");
+}
+
+fn cancel_py(mode: &str, target: &[String], ws: &Ws) -> std::process::Output {
+    Command::new(peers().join("venv/bin/python"))
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp-serve/cancel.py"))
+        .arg(mode)
+        .args(target)
+        .env_clear()
+        .env("HOME", ws.home())
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .output()
+        .expect("cannot run the Python client")
+}
+
+#[test]
+fn the_python_sdk_cancels_a_call_over_stdio_and_http_in_both_eras() {
+    let mut steps = Vec::new();
+    for i in 0..4 {
+        steps.push(Step::text("far too late").delay_ms(20_000));
+        steps.push(Step::text(format!("quick answer {i}")));
+    }
+    let llm = FakeLlm::start(steps);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let mut stdio = vec!["stdio".to_owned()];
+    stdio.extend(stdio_args(&ws));
+    check_cancel(&cancel_py("legacy", &stdio, &ws), "quick answer 0", "stdio legacy");
+    check_cancel(&cancel_py("2026-07-28", &stdio, &ws), "quick answer 1", "stdio 2026-07-28");
+    let d = Running::start(&ws);
+    let url = vec![format!("http://{}/mcp", d.addr)];
+    check_cancel(&cancel_py("legacy", &url, &ws), "quick answer 2", &d.stderr());
+    check_cancel(&cancel_py("2026-07-28", &url, &ws), "quick answer 3", &d.stderr());
+}

@@ -16,25 +16,10 @@ use crate::config::McpServer;
 use crate::tools::testing::Fixture;
 use crate::tools::{ToolErrorKind, ToolResult};
 
-/// The peers' folder, installed once (the script takes a lock and keeps a stamp).
-pub fn peers() -> PathBuf {
-    static ONCE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    ONCE.get_or_init(|| {
-        let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let dest = repo.join("target/mcp-peers");
-        let ok = std::process::Command::new("bash")
-            .arg(repo.join("tests/mcp/install-peers.sh"))
-            .arg(&dest)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "installing the MCP test peers failed (needs python3 with venv, npm, and the registries)");
-        dest
-    })
-    .clone()
-}
+use chela_testkit::peers::mcp_peers as peers;
 
 fn python() -> String {
-    peers().join("venv/bin/python").display().to_string()
+    chela_testkit::peers::mcp_python()
 }
 
 fn fixture_path() -> String {

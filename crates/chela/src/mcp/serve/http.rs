@@ -4,31 +4,50 @@
 //!
 //! - `POST` one JSON-RPC message (or, before 2025-06-18, a batch). Notifications and
 //!   responses get 202 and no body; a request gets its response as `application/json`, or as
-//!   one SSE event when the client accepts only `text/event-stream`.
+//!   one SSE event when the client accepts only `text/event-stream`. Chela sends nothing about
+//!   a request before its response (no progress, no requests of its own), so a stream per
+//!   POST would carry one event: JSON is what both SDKs take and what is simplest to bound.
 //! - Handshake era: `initialize` opens a session and its id comes back in `Mcp-Session-Id`;
 //!   every later request carries it (missing: 400, unknown or expired: 404) and
 //!   `MCP-Protocol-Version` (missing: 2025-03-26 is assumed; unknown or not the negotiated
 //!   one: 400). At most [`MAX_SESSIONS`] live at once; one unused for [`IDLE`] is dropped.
 //!   `DELETE` ends one.
+//! - Cancellation: `notifications/cancelled` on the session stops the named call in flight
+//!   (its tool future is dropped, its turn stopped) and its POST is answered 202 with no body:
+//!   no response is sent for it. A client that closes the connection of a POST in flight
+//!   cancels that call the same way (hyper drops the handler; [`InFlight`] cancels on drop);
+//!   that is how a 2026-07-28 client cancels, having no session to name the call in.
+//! - `GET` (a handshake-era session's server-initiated stream, `text/event-stream`): one per
+//!   session (a new GET takes over and the older stream ends). It carries
+//!   `notifications/tools/list_changed` when the served tools change (groups switched, MCP or
+//!   Lua tools come and go; looked at every [`RELIST`]), through a queue of
+//!   [`STREAM_QUEUE`] messages: a client that does not read loses the newest (a change it
+//!   will see on its next list) and holds no more memory. A comment every [`KEEP_ALIVE`]
+//!   keeps proxies from closing it and finds a client that went away. It ends on DELETE, when
+//!   the session expires, and when the daemon stops. Without a session (2026-07-28 clients
+//!   re-list after `ttlMs`) a GET is 405.
 //! - 2026-07-28: no session; each request names its version in `params._meta`, and the
 //!   `MCP-Protocol-Version` header, when sent, must agree. Errors carry the HTTP status the
 //!   revision gives them (-32022 and invalid params: 400, unknown method: 404).
-//! - `GET`: 405, since no server-initiated stream is offered (the served tools' changes are
-//!   announced on stdio; HTTP clients of 2026-07-28 re-list after `ttlMs`).
 
 use std::collections::HashMap;
+use std::convert::Infallible;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use hyper::body::Body;
+use http_body_util::BodyExt;
+use hyper::body::{Body, Frame};
 use hyper::header::{ACCEPT, ALLOW, CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use serde_json::Value;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 use super::{
-    INVALID_PARAMS, INVALID_REQUEST, Kind, LEGACY_VERSIONS, MAX_BATCH, METHOD_NOT_FOUND, MODERN, PARSE_ERROR, Server,
-    Session, UNSUPPORTED_VERSION, classify, error, meta_version,
+    INVALID_PARAMS, INVALID_REQUEST, Kind, LEGACY_VERSIONS, METHOD_NOT_FOUND, MODERN, PARSE_ERROR, Server, Session,
+    UNSUPPORTED_VERSION, classify, error, meta_version,
 };
 use crate::daemon::Daemon;
 use crate::gateway::{ApiError, Gateway, Resp, full};
@@ -38,51 +57,167 @@ use crate::turn::Cancel;
 pub const MAX_SESSIONS: usize = 64;
 /// A session unused this long is forgotten.
 pub const IDLE: Duration = Duration::from_secs(30 * 60);
+/// Messages waiting for one GET stream; more are dropped.
+pub const STREAM_QUEUE: usize = 16;
+/// How often an idle GET stream gets a comment.
+pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How often the served tools are compared while a GET stream is open.
+pub const RELIST: Duration = Duration::from_secs(1);
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 
+/// One handshake-era session.
+struct Live {
+    session: Session,
+    used: Instant,
+    /// Its requests in flight, by id (as JSON text), each with the serial of its [`InFlight`].
+    running: HashMap<String, (u64, Cancel)>,
+    /// The sending end of its GET stream, if one is open.
+    stream: Option<mpsc::Sender<Bytes>>,
+}
+
+#[derive(Default)]
+struct State {
+    sessions: HashMap<String, Live>,
+    /// A task compares the served tools (only while some GET stream is open).
+    watching: bool,
+    serial: u64,
+}
+
+impl State {
+    fn expire(&mut self) {
+        let now = Instant::now();
+        self.sessions.retain(|_, live| now.duration_since(live.used) < IDLE);
+    }
+}
+
 /// The server and its sessions, one per gateway.
 pub struct Endpoint {
-    server: Server,
-    sessions: Mutex<HashMap<String, (Session, Instant)>>,
+    server: Arc<Server>,
+    state: Arc<Mutex<State>>,
+}
+
+fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
+    state.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Endpoint {
     pub fn new(daemon: Arc<Daemon>) -> Endpoint {
-        Endpoint { server: Server::new(daemon), sessions: Mutex::new(HashMap::new()) }
+        Endpoint { server: Arc::new(Server::new(daemon)), state: Arc::default() }
     }
 
-    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Session, Instant)>> {
-        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        lock(&self.state)
     }
 
     /// The session `id`, if it lives; touching it keeps it alive.
     fn session(&self, id: &str) -> Option<Session> {
-        let mut map = self.sessions();
-        let now = Instant::now();
-        map.retain(|_, (_, used)| now.duration_since(*used) < IDLE);
-        map.get_mut(id).map(|(s, used)| {
-            *used = now;
-            s.clone()
+        let mut state = self.state();
+        state.expire();
+        state.sessions.get_mut(id).map(|live| {
+            live.used = Instant::now();
+            live.session.clone()
         })
     }
 
     fn open(&self, session: Session) -> Option<String> {
-        let mut map = self.sessions();
-        let now = Instant::now();
-        map.retain(|_, (_, used)| now.duration_since(*used) < IDLE);
-        if map.len() >= MAX_SESSIONS {
+        let mut state = self.state();
+        state.expire();
+        if state.sessions.len() >= MAX_SESSIONS {
             return None;
         }
         let id = new_id()?;
-        map.insert(id.clone(), (session, now));
+        let live = Live { session, used: Instant::now(), running: HashMap::new(), stream: None };
+        state.sessions.insert(id.clone(), live);
         Some(id)
     }
 
     fn update(&self, id: &str, session: Session) {
-        if let Some(entry) = self.sessions().get_mut(id) {
-            entry.0 = session;
+        if let Some(live) = self.state().sessions.get_mut(id) {
+            live.session = session;
+        }
+    }
+
+    /// Stops the calls of session `sid` that `ids` name.
+    fn cancel(&self, sid: &str, ids: &[Value]) {
+        let state = self.state();
+        let Some(live) = state.sessions.get(sid) else { return };
+        for id in ids {
+            if let Some((_, c)) = live.running.get(&id.to_string()) {
+                c.cancel();
+            }
+        }
+    }
+
+    /// [`notify_all`] on this endpoint's streams (for tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn notify_all(&self, msg: &Value) -> usize {
+        notify_all(&self.state, msg)
+    }
+
+    /// The messages waiting in the GET stream of `sid` (for tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn queued(&self, sid: &str) -> Option<usize> {
+        let state = self.state();
+        let tx = state.sessions.get(sid)?.stream.as_ref()?;
+        Some(tx.max_capacity() - tx.capacity())
+    }
+}
+
+/// Sends `msg` on every open GET stream; a stream whose queue is full misses it, a closed
+/// one is forgotten. How many streams are open afterwards.
+fn notify_all(state: &Mutex<State>, msg: &Value) -> usize {
+    let event = Bytes::from(format!("event: message\ndata: {msg}\n\n"));
+    let mut state = lock(state);
+    let mut open = 0;
+    for live in state.sessions.values_mut() {
+        if let Some(tx) = &live.stream {
+            match tx.try_send(event.clone()) {
+                Err(mpsc::error::TrySendError::Closed(_)) => live.stream = None,
+                // Full: the client does not read; it will see the change when it lists again.
+                Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => open += 1,
+            }
+        }
+    }
+    open
+}
+
+/// While a GET stream is open: every [`RELIST`], compares the served tools with the last
+/// look and announces a change. Ends the streams when the daemon stops, and itself when no
+/// stream is left.
+async fn watch(server: Arc<Server>, state: Arc<Mutex<State>>) {
+    let shutdown = server.daemon.shutdown().clone();
+    let mut served = server.tool_names();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(RELIST) => {}
+            () = shutdown.wait() => {
+                let mut state = lock(&state);
+                for live in state.sessions.values_mut() {
+                    live.stream = None;
+                }
+                state.watching = false;
+                return;
+            }
+        }
+        let now = server.tool_names();
+        if now != served {
+            served = now;
+            notify_all(&state, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        }
+        let mut state = lock(&state);
+        state.expire();
+        let mut open = false;
+        for live in state.sessions.values_mut() {
+            if live.stream.as_ref().is_some_and(mpsc::Sender::is_closed) {
+                live.stream = None;
+            }
+            open |= live.stream.is_some();
+        }
+        if !open {
+            state.watching = false;
+            return;
         }
     }
 }
@@ -105,14 +240,7 @@ where
     match parts.method {
         Method::POST => {}
         Method::DELETE => return Ok(delete(mcp, headers)),
-        Method::GET => {
-            let mut resp = rpc_status(
-                StatusCode::METHOD_NOT_ALLOWED,
-                &error(Value::Null, INVALID_REQUEST, "this server offers no GET stream; POST requests to /mcp"),
-            );
-            resp.headers_mut().insert(ALLOW, HeaderValue::from_static("POST, DELETE"));
-            return Ok(resp);
-        }
+        Method::GET => return Ok(get(mcp, headers)),
         ref m => return Err(ApiError::MethodNotAllowed(format!("{m} is not used on /mcp; POST JSON-RPC messages"))),
     }
     let accept = header(headers, ACCEPT.as_str()).unwrap_or("").to_ascii_lowercase();
@@ -152,11 +280,12 @@ where
     }
     match classify(msg) {
         Kind::Notification { method, params } => {
-            if let Some(id) = header(headers, SESSION_HEADER)
-                && let Some(mut s) = mcp.session(id)
+            if let Some(sid) = header(headers, SESSION_HEADER)
+                && let Some(mut s) = mcp.session(sid)
             {
-                mcp.server.notification(&mut s, &method, &params);
-                mcp.update(id, s);
+                let cancels: Vec<Value> = mcp.server.notification(&mut s, &method, &params).into_iter().collect();
+                mcp.update(sid, s);
+                mcp.cancel(sid, &cancels);
             }
             Ok(accepted())
         }
@@ -176,23 +305,69 @@ where
         }
         Kind::Request { id, method, params } => {
             let modern = meta_version(&params).is_some() || (method == "server/discover");
-            let session = if modern {
+            let (session, sid) = if modern {
                 if let (Some(h), Some(m)) = (header_version, meta_version(&params))
                     && h != m
                 {
                     let e = error(id, INVALID_PARAMS, "MCP-Protocol-Version and params._meta name different versions");
                     return Ok(rpc_status(StatusCode::BAD_REQUEST, &e));
                 }
-                Session::default()
+                (Session::default(), None)
             } else {
                 match legacy_session(mcp, headers, &id) {
-                    Ok(s) => s,
+                    Ok(s) => (s, header(headers, SESSION_HEADER)),
                     Err((status, e)) => return Ok(rpc_status(status, &e)),
                 }
             };
-            let reply = mcp.server.request(&session, id, &method, params, &Cancel::default()).await;
+            let flight = InFlight::start(mcp, sid, &id);
+            let reply = mcp.server.request(&session, id, &method, params, &flight.cancel).await;
+            if flight.cancel.is_cancelled() {
+                // The client cancelled it: no response is sent for it.
+                return Ok(accepted());
+            }
             let status = if modern { status_of(&reply) } else { StatusCode::OK };
             Ok(reply_response(&reply, sse, status))
+        }
+    }
+}
+
+/// A request in flight: its cancel, known to its session by id while it runs. Dropped, it
+/// cancels: when the handler is dropped because the client went away, the call stops too.
+struct InFlight<'a> {
+    cancel: Cancel,
+    state: &'a Mutex<State>,
+    /// The session and the key it is filed under there, with this flight's serial.
+    filed: Option<(String, String, u64)>,
+}
+
+impl<'a> InFlight<'a> {
+    fn start(mcp: &'a Endpoint, sid: Option<&str>, id: &Value) -> InFlight<'a> {
+        let cancel = Cancel::default();
+        let mut filed = None;
+        if let Some(sid) = sid {
+            let mut state = mcp.state();
+            state.serial += 1;
+            let serial = state.serial;
+            if let Some(live) = state.sessions.get_mut(sid) {
+                live.running.insert(id.to_string(), (serial, cancel.clone()));
+                filed = Some((sid.to_owned(), id.to_string(), serial));
+            }
+        }
+        InFlight { cancel, state: &mcp.state, filed }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        // After an answer this changes nothing; before one, it stops the call's turn.
+        self.cancel.cancel();
+        if let Some((sid, key, serial)) = &self.filed {
+            let mut state = lock(self.state);
+            if let Some(live) = state.sessions.get_mut(sid)
+                && live.running.get(key).is_some_and(|(s, _)| s == serial)
+            {
+                live.running.remove(key);
+            }
         }
     }
 }
@@ -228,45 +403,113 @@ fn legacy_session(mcp: &Endpoint, headers: &HeaderMap, id: &Value) -> Result<Ses
 }
 
 async fn batch_reply(mcp: &Endpoint, headers: &HeaderMap, batch: Vec<Value>, sse: bool) -> Resp {
-    let session = header(headers, SESSION_HEADER).and_then(|id| mcp.session(id));
-    let Some(session) = session.filter(Session::allows_batches) else {
-        let e = error(
-            Value::Null,
-            INVALID_REQUEST,
-            "JSON-RPC batches are not accepted here: only sessions of 2024-11-05 or 2025-03-26 may send them",
-        );
-        return rpc_status(StatusCode::BAD_REQUEST, &e);
+    let sid = header(headers, SESSION_HEADER);
+    let mut session = sid.and_then(|id| mcp.session(id)).unwrap_or_default();
+    let batch = match mcp.server.batch(&mut session, batch) {
+        Ok(b) => b,
+        Err(refused) => return rpc_status(StatusCode::BAD_REQUEST, &refused),
     };
-    if batch.is_empty() || batch.len() > MAX_BATCH {
-        let e = error(Value::Null, INVALID_REQUEST, &format!("a batch holds 1 to {MAX_BATCH} messages"));
-        return rpc_status(StatusCode::BAD_REQUEST, &e);
+    // The batch was taken, so the session exists.
+    if let Some(sid) = sid {
+        mcp.update(sid, session);
+        mcp.cancel(sid, &batch.cancels);
     }
-    let mut replies = Vec::new();
-    for msg in batch {
-        match classify(msg) {
-            Kind::Request { id, method, .. } if method == "initialize" => {
-                replies.push(error(id, INVALID_REQUEST, "initialize may not be sent in a batch"));
-            }
-            Kind::Request { id, method, params } => {
-                replies.push(mcp.server.request(&session, id, &method, params, &Cancel::default()).await);
-            }
-            Kind::Notification { .. } | Kind::Response => {}
-            Kind::Invalid(e) => replies.push(e),
+    let flight = InFlight::start(mcp, None, &Value::Null);
+    match batch.answer(&mcp.server, &flight.cancel).await {
+        Some(replies) => reply_response(&replies, sse, StatusCode::OK),
+        None => accepted(),
+    }
+}
+
+/// Opens the GET stream of a handshake-era session.
+fn get(mcp: &Endpoint, headers: &HeaderMap) -> Resp {
+    let accept = header(headers, ACCEPT.as_str()).unwrap_or("").to_ascii_lowercase();
+    if !accept.contains("text/event-stream") {
+        let e = error(Value::Null, INVALID_REQUEST, "a GET on /mcp opens an event stream: accept text/event-stream");
+        return rpc_status(StatusCode::NOT_ACCEPTABLE, &e);
+    }
+    if header(headers, SESSION_HEADER).is_none() {
+        let mut resp = rpc_status(
+            StatusCode::METHOD_NOT_ALLOWED,
+            &error(
+                Value::Null,
+                INVALID_REQUEST,
+                "the GET stream belongs to a session: initialize first and send its Mcp-Session-Id \
+                 (2026-07-28 has no stream; POST requests to /mcp)",
+            ),
+        );
+        resp.headers_mut().insert(ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+        return resp;
+    }
+    let session = match legacy_session(mcp, headers, &Value::Null) {
+        Ok(s) => s,
+        Err((status, e)) => return rpc_status(status, &e),
+    };
+    let Some(sid) = header(headers, SESSION_HEADER) else { return accepted() };
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    {
+        let mut state = mcp.state();
+        let Some(live) = state.sessions.get_mut(sid) else {
+            let e = error(Value::Null, INVALID_REQUEST, "no such session (it ended or expired); initialize again");
+            return rpc_status(StatusCode::NOT_FOUND, &e);
+        };
+        // One stream per session: this one takes over, and the older one ends.
+        live.stream = Some(tx);
+        if !state.watching {
+            state.watching = true;
+            tokio::spawn(watch(Arc::clone(&mcp.server), Arc::clone(&mcp.state)));
         }
     }
-    if replies.is_empty() {
-        return accepted();
+    tracing::debug!(client = ?session.client, "mcp: a GET stream opened");
+    let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
+    keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut resp = Response::new(EventStream { rx, keep_alive }.boxed());
+    let h = resp.headers_mut();
+    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// A GET stream's body: the session's queued messages, and a comment when it was quiet for
+/// [`KEEP_ALIVE`]. Both are made only when hyper asks for the next frame, so a client that
+/// does not read holds at most the queue. Ends when the sending end is dropped.
+struct EventStream {
+    rx: mpsc::Receiver<Bytes>,
+    keep_alive: tokio::time::Interval,
+}
+
+impl Body for EventStream {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.rx.poll_recv(cx) {
+            Poll::Ready(Some(event)) => {
+                self.keep_alive.reset();
+                return Poll::Ready(Some(Ok(Frame::data(event))));
+            }
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => {}
+        }
+        match self.keep_alive.poll_tick(cx) {
+            Poll::Ready(_) => Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b": keep-alive\n\n"))))),
+            Poll::Pending => Poll::Pending,
+        }
     }
-    reply_response(&Value::Array(replies), sse, StatusCode::OK)
 }
 
 fn delete(mcp: &Endpoint, headers: &HeaderMap) -> Resp {
     let Some(sid) = header(headers, SESSION_HEADER) else {
         return rpc_status(StatusCode::BAD_REQUEST, &error(Value::Null, INVALID_REQUEST, "name the session to end"));
     };
-    if mcp.sessions().remove(sid).is_none() {
+    let Some(live) = mcp.state().sessions.remove(sid) else {
         return rpc_status(StatusCode::NOT_FOUND, &error(Value::Null, INVALID_REQUEST, "no such session"));
+    };
+    // Its calls in flight stop, and its GET stream ends with `live`.
+    for (_, c) in live.running.values() {
+        c.cancel();
     }
+    drop(live);
     let mut resp = Response::new(full(Bytes::new()));
     *resp.status_mut() = StatusCode::NO_CONTENT;
     resp

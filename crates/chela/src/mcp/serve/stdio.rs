@@ -4,7 +4,8 @@
 //! one is skipped to its end and answered with an error, never buffered whole), the loop here
 //! that answers them, and a writer that owns stdout. Requests run concurrently, at most
 //! [`MAX_IN_FLIGHT`] at once; past that the loop stops reading, so a flood waits in the pipe
-//! rather than in memory. `notifications/cancelled` stops the named call. Every second the
+//! rather than in memory. `notifications/cancelled` stops the named call, and so does the
+//! end of stdin (the client is gone). Batches are taken by [`Server::batch`]. Every second the
 //! settings files are looked at (as `chela run` does); when the served tools changed, an
 //! initialized handshake-era client is sent `notifications/tools/list_changed`.
 
@@ -17,7 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::{INVALID_REQUEST, Kind, MAX_BATCH, PARSE_ERROR, Server, Session, classify, error};
+use super::{INVALID_REQUEST, Kind, PARSE_ERROR, Server, Session, classify, error};
 use crate::daemon::Daemon;
 use crate::turn::Cancel;
 
@@ -80,7 +81,19 @@ where
                     }
                 };
                 if let Value::Array(batch) = msg {
-                    batch_task(&server, &session, batch, &out, &mut tasks).await;
+                    match server.batch(&mut session, batch) {
+                        Err(refused) => send(&out, &refused).await,
+                        Ok(batch) => {
+                            cancel_each(&running, &batch.cancels);
+                            let (server, out) = (Arc::clone(&server), out.clone());
+                            tasks.spawn(async move {
+                                if let Some(replies) = batch.answer(&server, &Cancel::default()).await {
+                                    send(&out, &replies).await;
+                                }
+                                String::new()
+                            });
+                        }
+                    }
                     continue;
                 }
                 match classify(msg) {
@@ -105,11 +118,8 @@ where
                         });
                     }
                     Kind::Notification { method, params } => {
-                        if let Some(id) = server.notification(&mut session, &method, &params)
-                            && let Some(c) = running.get(&id.to_string())
-                        {
-                            c.cancel();
-                        }
+                        let cancels: Vec<Value> = server.notification(&mut session, &method, &params).into_iter().collect();
+                        cancel_each(&running, &cancels);
                     }
                     Kind::Response => {}
                     Kind::Invalid(e) => send(&out, &e).await,
@@ -134,7 +144,11 @@ where
             }
         }
     }
-    // stdin closed: the client is done. Calls still running may finish within DRAIN.
+    // stdin closed: the client is gone, and so is whoever would read an answer. The calls
+    // still running are stopped; they get DRAIN to wind down.
+    for c in running.values() {
+        c.cancel();
+    }
     let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
     tasks.abort_all();
     reader.abort();
@@ -147,47 +161,13 @@ where
     Ok(())
 }
 
-/// A batch (only before 2025-06-18): its requests answered in order, as one array.
-async fn batch_task(
-    server: &Arc<Server>,
-    session: &Session,
-    batch: Vec<Value>,
-    out: &mpsc::Sender<String>,
-    tasks: &mut JoinSet<String>,
-) {
-    if !session.allows_batches() {
-        let v = session.version.as_deref().unwrap_or("none yet");
-        let why = format!("JSON-RPC batches are not accepted (protocol version {v}; batches ended with 2025-06-18)");
-        send(out, &error(Value::Null, INVALID_REQUEST, &why)).await;
-        return;
-    }
-    if batch.is_empty() || batch.len() > MAX_BATCH {
-        send(out, &error(Value::Null, INVALID_REQUEST, &format!("a batch holds 1 to {MAX_BATCH} messages"))).await;
-        return;
-    }
-    let (server, mut session, out) = (Arc::clone(server), session.clone(), out.clone());
-    tasks.spawn(async move {
-        let mut replies = Vec::new();
-        for msg in batch {
-            match classify(msg) {
-                Kind::Request { id, method, .. } if method == "initialize" => {
-                    replies.push(error(id, INVALID_REQUEST, "initialize may not be sent in a batch"));
-                }
-                Kind::Request { id, method, params } => {
-                    replies.push(server.request(&session, id, &method, params, &Cancel::default()).await);
-                }
-                Kind::Notification { method, params } => {
-                    server.notification(&mut session, &method, &params);
-                }
-                Kind::Response => {}
-                Kind::Invalid(e) => replies.push(e),
-            }
+/// Stops the running requests named by `ids` (a cancelled request is answered no more).
+fn cancel_each(running: &HashMap<String, Cancel>, ids: &[Value]) {
+    for id in ids {
+        if let Some(c) = running.get(&id.to_string()) {
+            c.cancel();
         }
-        if !replies.is_empty() {
-            send(&out, &Value::Array(replies)).await;
-        }
-        String::new()
-    });
+    }
 }
 
 async fn send(out: &mpsc::Sender<String>, msg: &Value) {

@@ -311,8 +311,10 @@ async fn http_sessions_are_opened_checked_and_ended() {
     let batch = json!([{"jsonrpc": "2.0", "id": 3, "method": "ping"}]);
     assert_eq!(call(&gw, post(&batch, &with)).await.0, StatusCode::BAD_REQUEST);
 
+    // A GET is for an event stream only.
     let get = Request::builder().method("GET").uri("/mcp").header("host", "127.0.0.1:18789");
-    assert_eq!(call(&gw, get.body(Full::new(Bytes::new())).unwrap()).await.0, StatusCode::METHOD_NOT_ALLOWED);
+    let get = get.header("mcp-session-id", sid.as_str()).body(Full::new(Bytes::new())).unwrap();
+    assert_eq!(call(&gw, get).await.0, StatusCode::NOT_ACCEPTABLE);
     let delete = || {
         Request::builder()
             .method("DELETE")
@@ -376,4 +378,243 @@ async fn http_off_loopback_needs_the_token_and_a_foreign_origin_is_refused() {
     assert_eq!(call(&local, post(&init_body("2025-11-25"), &foreign)).await.0, StatusCode::FORBIDDEN);
     let own = [("origin", "http://127.0.0.1:18789")];
     assert_eq!(call(&local, post(&init_body("2025-11-25"), &own)).await.0, StatusCode::OK);
+}
+
+// ---- one batch path, cancellation and the GET stream ----
+
+fn with_session<'a>(sid: &'a str, version: &'a str) -> [(&'a str, &'a str); 2] {
+    [("mcp-session-id", sid), ("mcp-protocol-version", version)]
+}
+
+async fn http_session(gw: &Arc<Gateway>, version: &str) -> String {
+    let (status, headers, body) = call(gw, post(&init_body(version), &[])).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let sid = headers.get("mcp-session-id").unwrap().to_str().unwrap().to_owned();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(call(gw, post(&note, &with_session(&sid, version))).await.0, StatusCode::ACCEPTED);
+    sid
+}
+
+fn slow_chat(id: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "chat", "arguments": {"message": "slow"}}})
+}
+
+/// The batch every transport must answer alike: a ping, a cancel of the slow chat (id 7), an
+/// `initialize` (refused in a batch), an unknown method and a non-message.
+fn mixed_batch() -> Value {
+    json!([
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+        {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}},
+        {"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {"protocolVersion": "2025-03-26"}},
+        {"jsonrpc": "2.0", "id": 3, "method": "nope/nothing"},
+        42,
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_transports_take_a_batch_alike_and_apply_its_cancel() {
+    // stdio
+    let llm = FakeLlm::start(vec![Step::text("too late").delay_ms(15_000)]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut pipe = Pipe::start(daemon(&llm, &dir, &[]));
+    pipe.handshake("2025-03-26").await;
+    let started = std::time::Instant::now();
+    pipe.send(&slow_chat(7)).await;
+    // The chat has reached the model before the cancel comes.
+    tokio::time::timeout(WAIT, async {
+        while llm.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await
+        }
+    })
+    .await
+    .unwrap();
+    pipe.send(&mixed_batch()).await;
+    let on_stdio = pipe.recv().await;
+    // The cancelled chat is answered no more: the next line is this ping's.
+    assert_eq!(pipe.ask(9, "ping", json!({})).await["id"], 9);
+    drop(pipe.to);
+    tokio::time::timeout(WAIT, pipe.served).await.expect("stops").unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(10), "the cancelled turn was stopped");
+
+    // HTTP
+    let llm = FakeLlm::start(vec![Step::text("too late").delay_ms(15_000)]);
+    let gw = gateway(&llm, &tempfile::tempdir().unwrap(), "127.0.0.1:18789", None);
+    let sid = http_session(&gw, "2025-03-26").await;
+    let started = std::time::Instant::now();
+    let chat = tokio::spawn({
+        let (gw, sid) = (Arc::clone(&gw), sid.clone());
+        async move { call(&gw, post(&slow_chat(7), &with_session(&sid, "2025-03-26"))).await }
+    });
+    tokio::time::timeout(WAIT, async {
+        while llm.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await
+        }
+    })
+    .await
+    .unwrap();
+    let (status, _, body) = call(&gw, post(&mixed_batch(), &with_session(&sid, "2025-03-26"))).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let on_http: Value = serde_json::from_str(&body).unwrap();
+    // No response for the cancelled call: 202 and no body, long before the model's answer.
+    let (status, _, body) = tokio::time::timeout(WAIT, chat).await.unwrap().unwrap();
+    assert_eq!((status, body.as_str()), (StatusCode::ACCEPTED, ""));
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    assert_eq!(on_stdio, on_http, "the transports answer a batch alike");
+    let replies = on_http.as_array().unwrap();
+    assert_eq!(replies.len(), 4, "{on_http}");
+    assert_eq!(replies[0], json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+    assert_eq!((replies[1]["id"].clone(), replies[1]["error"]["code"].clone()), (json!(2), json!(INVALID_REQUEST)));
+    assert_eq!(replies[2]["error"]["code"], METHOD_NOT_FOUND);
+    assert_eq!(replies[3]["error"]["code"], INVALID_REQUEST);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_a_cancelled_or_abandoned_call_stops_its_turn() {
+    let llm = FakeLlm::start(vec![
+        Step::text("too late").delay_ms(15_000),
+        Step::text("also too late").delay_ms(15_000),
+        Step::text("the third answer"),
+    ]);
+    let gw = gateway(&llm, &tempfile::tempdir().unwrap(), "127.0.0.1:18789", None);
+    let sid = http_session(&gw, "2025-11-25").await;
+    let headers = with_session(&sid, "2025-11-25");
+    let started = std::time::Instant::now();
+
+    // Cancelled by a notification: its POST ends with 202 and no response.
+    let first = tokio::spawn({
+        let (gw, sid) = (Arc::clone(&gw), sid.clone());
+        async move { call(&gw, post(&slow_chat(1), &with_session(&sid, "2025-11-25"))).await }
+    });
+    tokio::time::timeout(WAIT, async {
+        while llm.requests().is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await
+        }
+    })
+    .await
+    .unwrap();
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 1, "reason": "changed my mind"}});
+    assert_eq!(call(&gw, post(&cancel, &headers)).await.0, StatusCode::ACCEPTED);
+    let (status, _, body) = tokio::time::timeout(WAIT, first).await.unwrap().unwrap();
+    assert_eq!((status, body.as_str()), (StatusCode::ACCEPTED, ""));
+
+    // Abandoned: the client goes away, so hyper drops the handler.
+    let second = tokio::spawn({
+        let (gw, sid) = (Arc::clone(&gw), sid.clone());
+        async move { call(&gw, post(&slow_chat(2), &with_session(&sid, "2025-11-25"))).await }
+    });
+    tokio::time::timeout(WAIT, async {
+        while llm.requests().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(20)).await
+        }
+    })
+    .await
+    .unwrap();
+    second.abort();
+    assert!(second.await.unwrap_err().is_cancelled());
+
+    // Both turns were stopped: the third call, in the same conversation and so queued behind
+    // them otherwise, is answered at once.
+    let (status, _, body) = call(&gw, post(&slow_chat(3), &headers)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["result"]["content"][0]["text"], "the third answer");
+    assert!(started.elapsed() < Duration::from_secs(12), "{:?}", started.elapsed());
+    // A cancel naming nothing in flight changes nothing.
+    let stray = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "never-sent"}});
+    assert_eq!(call(&gw, post(&stray, &headers)).await.0, StatusCode::ACCEPTED);
+    let ping = json!({"jsonrpc": "2.0", "id": 4, "method": "ping"});
+    let pong: Value = serde_json::from_str(&call(&gw, post(&ping, &headers)).await.2).unwrap();
+    assert_eq!(pong, json!({"jsonrpc": "2.0", "id": 4, "result": {}}));
+}
+
+fn get_stream(sid: Option<&str>) -> Request<Full<Bytes>> {
+    let mut b = Request::builder()
+        .method("GET")
+        .uri("/mcp")
+        .header("host", "127.0.0.1:18789")
+        .header("accept", "text/event-stream");
+    if let Some(sid) = sid {
+        b = b.header("mcp-session-id", sid);
+    }
+    b.body(Full::new(Bytes::new())).unwrap()
+}
+
+/// The next data chunk of a stream that is not a keep-alive comment; `None` when it ended.
+async fn next_event(
+    body: &mut http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>,
+) -> Option<String> {
+    loop {
+        let frame = tokio::time::timeout(WAIT, body.frame()).await.expect("a frame in time")?.unwrap();
+        let text = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
+        if !text.starts_with(':') {
+            return Some(text);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_the_get_stream_announces_changes_one_per_session_and_ends() {
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(&llm, &dir, &[]);
+    let gw = Gateway::new(Arc::clone(&d), "127.0.0.1:18789".parse().unwrap(), None, Limits::default());
+    // Without a session there is no stream; an unknown one is 404.
+    assert_eq!(call(&gw, get_stream(None)).await.0, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(call(&gw, get_stream(Some("feedface"))).await.0, StatusCode::NOT_FOUND);
+    let sid = http_session(&gw, "2025-11-25").await;
+
+    let resp = gw.handle(PEER, get_stream(Some(&sid))).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut stream = resp.into_body();
+    crate::config::set_override(d.workspace(), "caps.disabled", "memory").unwrap();
+    d.reload().unwrap();
+    let event = next_event(&mut stream).await.unwrap();
+    let data = event.strip_prefix("event: message\ndata: ").unwrap().trim_end();
+    assert_eq!(
+        serde_json::from_str::<Value>(data).unwrap(),
+        json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+    );
+
+    // A second GET takes over; the first stream ends.
+    let mut second = gw.handle(PEER, get_stream(Some(&sid))).await.into_body();
+    assert_eq!(next_event(&mut stream).await, None);
+    crate::config::set_override(d.workspace(), "caps.disabled", "chat").unwrap();
+    d.reload().unwrap();
+    assert!(next_event(&mut second).await.unwrap().contains("list_changed"));
+
+    // DELETE ends the session's stream.
+    let delete = Request::builder()
+        .method("DELETE")
+        .uri("/mcp")
+        .header("host", "127.0.0.1:18789")
+        .header("mcp-session-id", sid.as_str())
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    assert_eq!(call(&gw, delete).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(next_event(&mut second).await, None);
+
+    // The daemon stopping ends every stream.
+    let other = http_session(&gw, "2025-06-18").await;
+    let mut third = gw.handle(PEER, get_stream(Some(&other))).await.into_body();
+    d.shutdown().trigger();
+    assert_eq!(next_event(&mut third).await, None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_a_get_stream_nobody_reads_holds_at_most_its_queue() {
+    let llm = FakeLlm::start(vec![]);
+    let gw = gateway(&llm, &tempfile::tempdir().unwrap(), "127.0.0.1:18789", None);
+    let sid = http_session(&gw, "2025-11-25").await;
+    let stream = gw.handle(PEER, get_stream(Some(&sid))).await;
+    let big = json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"data": "x".repeat(64 * 1024)}});
+    // 1000 messages of 64 KiB: 64 MiB if they were kept.
+    for _ in 0..1000 {
+        assert_eq!(gw.mcp.notify_all(&big), 1, "the stream stays open");
+    }
+    assert_eq!(gw.mcp.queued(&sid), Some(http::STREAM_QUEUE));
+    // Once the client is gone the stream is forgotten at the next message.
+    drop(stream);
+    assert_eq!(gw.mcp.notify_all(&big), 0);
+    assert_eq!(gw.mcp.queued(&sid), None);
 }
