@@ -32,7 +32,8 @@ done
 [ -d /usr/lib/rustlib/src/rust/library ] || fail "the Rust sources for build-std are missing: apt-get install rust-web-src"
 
 export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
-export CARGO_TARGET_DIR="$PWD/target"
+# CHELA_FIRMWARE_TARGET_DIR: another target dir (to build both chips at once); firmware/target by default.
+export CARGO_TARGET_DIR="${CHELA_FIRMWARE_TARGET_DIR:-$PWD/target}"
 cargo=cargo
 [ -x /usr/bin/cargo ] && cargo=/usr/bin/cargo
 

@@ -13,6 +13,8 @@
 extern crate alloc;
 
 pub mod boot;
+pub mod console;
+pub mod cron;
 pub mod link;
 pub mod telegram;
 pub mod time;

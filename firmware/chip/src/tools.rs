@@ -141,3 +141,42 @@ pub fn current_time<B: Board>(board: &B) -> Result<String, String> {
 fn bad_args(e: serde_json::Error) -> String {
     format!("The arguments do not fit the tool's schema: {e}")
 }
+
+/// Two toolboxes offered as one (the firmware's GPIO, LED and cron tools together). A name the
+/// first does not run goes to the second.
+pub struct Join<A, C> {
+    pub first: A,
+    pub second: C,
+    specs: Vec<ToolSpec<'static>>,
+    guidance: String,
+}
+
+impl<A, C> Join<A, C> {
+    /// Joins `first` and `second`; their specs and guidance are taken once, here.
+    pub fn new<F: Flash, B: Board>(first: A, second: C) -> Join<A, C>
+    where
+        A: Toolbox<F, B>,
+        C: Toolbox<F, B>,
+    {
+        let specs = first.specs().iter().chain(second.specs()).copied().collect();
+        let guidance = format!("{}{}", first.guidance(), second.guidance());
+        Join { first, second, specs, guidance }
+    }
+}
+
+impl<F: Flash, B: Board, A: Toolbox<F, B>, C: Toolbox<F, B>> Toolbox<F, B> for Join<A, C> {
+    fn specs(&self) -> &[ToolSpec<'static>] {
+        &self.specs
+    }
+
+    fn guidance(&self) -> &str {
+        &self.guidance
+    }
+
+    fn run(&mut self, chip: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
+        match self.first.run(chip, name, input) {
+            Some(out) => Some(out),
+            None => self.second.run(chip, name, input),
+        }
+    }
+}

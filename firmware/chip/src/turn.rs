@@ -8,9 +8,9 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use chela_core::agent::{AgentRun, Limits, ModelCall, Step};
-use chela_core::console::{BootGuard, ChipConfig};
+use chela_core::console::{BootGuard, ChipConfig, MEMORY_FILE};
 use chela_core::exchange::{Context, Endpoint, Exchange, ModelError, Options, Outcome};
-use chela_core::flash::{Flash, FlashStore};
+use chela_core::flash::{self, Flash, FlashStore, Order};
 use chela_core::memory::{self, Entries};
 use chela_core::prompt;
 use chela_proto::chat::{Message, Reply, StopReason, ToolSpec, Update, Usage};
@@ -126,7 +126,28 @@ pub async fn run<F: Flash, B: Board, L: Link, X: Toolbox<F, B>>(
     }
 }
 
-/// The system prompt from the default memory files and the remembered entries.
+/// `MEMORY.md` as the serial console's `memory_write` left it in flash, read up to the prompt's
+/// bound; `None` when it was never written (or is unreadable: the default stands in).
+fn memory_file<F: Flash, B: Board>(chip: &Chip<F, B>) -> Option<String> {
+    let bound = prompt::Bounds::default().memory;
+    let mut content = Vec::new();
+    chip.store
+        .read(MEMORY_FILE, Order::OldestFirst, &mut |r| {
+            if r.kind == flash::Kind::Replace {
+                content.clear();
+            }
+            if content.len() <= bound {
+                content.extend_from_slice(r.payload);
+            }
+            core::ops::ControlFlow::Continue(())
+        })
+        .ok()?;
+    let text = String::from_utf8_lossy(&content);
+    (!text.trim().is_empty()).then(|| chela_core::text::truncate_visibly(&text, bound).into_owned())
+}
+
+/// The system prompt from the default memory files, `MEMORY.md` from flash and the remembered
+/// entries.
 fn system_prompt<F: Flash, B: Board, X: Toolbox<F, B>>(chip: &Chip<F, B>, toolbox: &X, origin: Origin<'_>) -> String {
     let entries = chip.entries.render(prompt::Bounds::default().entries);
     let (local_time, weekday) = match chip.board.unix() {
@@ -137,11 +158,12 @@ fn system_prompt<F: Flash, B: Board, X: Toolbox<F, B>>(chip: &Chip<F, B>, toolbo
         "Save what the user asks you to remember with memory_store; look it up with memory_recall.{}",
         toolbox.guidance()
     );
+    let written = memory_file(chip);
     let inputs = prompt::Inputs {
         soul: memory::SOUL_DEFAULT,
         agents: memory::AGENTS_DEFAULT,
         user: memory::USER_DEFAULT,
-        memory: memory::MEMORY_DEFAULT,
+        memory: written.as_deref().unwrap_or(memory::MEMORY_DEFAULT),
         entries: &entries,
         daily: "",
         tool_guidance: &guidance,

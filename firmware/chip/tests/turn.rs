@@ -227,3 +227,27 @@ fn toolbox_tools_are_offered_and_memory_tools_persist() {
     let (history, skipped) = boot::history(&chip, "tg_42").unwrap();
     assert_eq!((history.len(), skipped), (4, 0));
 }
+
+#[test]
+fn memory_written_on_the_console_reaches_the_next_prompt() {
+    let (mut chip, board) = chip();
+    let mut link = Scripted {
+        steps: vec![Step::Answer(200, SSE, ANSWER)],
+        clock: board.clone(),
+        bodies: Vec::new(),
+        waits: Vec::new(),
+    };
+    block_on(turn::run(&mut chip, &endpoint(), &mut link, &mut (), ORIGIN, Vec::new(), "hi")).unwrap();
+    assert!(!link.bodies[0].contains("The workshop is in the garage."));
+    let mut con = chela_core::console::Console::new();
+    let effects = chela_chip::console::feed(
+        &mut chip,
+        &mut con,
+        b"memory_write \"# Memory\\n- The workshop is in the garage.\"\n",
+        Default::default(),
+    );
+    assert_eq!(effects, [chela_core::console::Effect::MemoryChanged]);
+    link.steps.push(Step::Answer(200, SSE, ANSWER));
+    block_on(turn::run(&mut chip, &endpoint(), &mut link, &mut (), ORIGIN, Vec::new(), "hi")).unwrap();
+    assert!(link.bodies[1].contains("The workshop is in the garage."), "{}", &link.bodies[1][..600]);
+}

@@ -244,7 +244,13 @@ fn turn(
     history: Vec<Message>,
     user: &str,
 ) -> Result<Turn, String> {
-    block_on(turn::run(chip, &endpoint(kind), server, &mut (), ORIGIN, history, user))?
+    let ep = endpoint(kind);
+    let mut no_tools = ();
+    let fut = turn::run(chip, &ep, server, &mut no_tools, ORIGIN, history, user);
+    // The turn's whole state machine sits on this stack while block_on polls it: the
+    // largest single item on the emulator's stack (on the chip it lives in the task arena).
+    println!("chela-qemu: turn future {} B on the stack", core::mem::size_of_val(&fut));
+    block_on(fut)?
 }
 
 fn run() -> Result<(), String> {

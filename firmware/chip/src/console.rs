@@ -1,0 +1,71 @@
+//! The serial console on the chip: bytes from the UART go to the core's MimiClaw console
+//! (`chela_core::console`) with the chip's flash store and settings; its replies go to the
+//! board's console and its effects back to the firmware. The settings in force are read from
+//! [`ChipConfig`] here too, so the console's changes reach the next request.
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use chela_core::console::{ChipConfig, Console, Ctx, Effect, Field, Status};
+use chela_core::exchange::Endpoint;
+use chela_core::flash::Flash;
+
+use crate::Board;
+use crate::telegram::Access;
+use crate::turn::Chip;
+
+/// Feeds `bytes` read from the UART to `console`; prints each reply; returns the effects the
+/// firmware must carry out, in order. Bounded by the console's line length.
+pub fn feed<F: Flash, B: Board>(
+    chip: &mut Chip<F, B>,
+    console: &mut Console,
+    bytes: &[u8],
+    status: Status,
+) -> Vec<Effect> {
+    let mut effects = Vec::new();
+    let board = &chip.board;
+    let mut ctx = Ctx { store: &mut chip.store, config: &mut chip.config, status };
+    console.handle_bytes(bytes, &mut ctx, &mut |reply| {
+        board.print(format_args!("{}", reply.text));
+        effects.extend(reply.effects);
+    });
+    effects
+}
+
+/// The model endpoint the settings give, or what is missing.
+pub fn endpoint(config: &ChipConfig) -> Result<Endpoint, String> {
+    let api_key = config.get(Field::ApiKey);
+    if api_key.is_empty() {
+        return Err("no API key: set one on the serial console with set_api_key".into());
+    }
+    Ok(Endpoint {
+        kind: config.provider(),
+        base_url: config.base_url().trim_end_matches('/').into(),
+        api_key: api_key.into(),
+        model: config.model().into(),
+        max_tokens: 1024,
+        stream: true,
+    })
+}
+
+/// Who may talk to the device over Telegram: `tg_allow`, the owner first. Nobody when unset.
+pub fn access(config: &ChipConfig) -> Result<Access, String> {
+    let allow = config.get(Field::TgAllow);
+    let (owner, rest) = allow.split_once(',').unwrap_or((allow, ""));
+    Access::parse(owner, rest).map_err(|e| format!("tg_allow: {e}"))
+}
+
+/// The Telegram bot token and the WiFi network, when both are set: what channels need.
+pub fn channels_ready(config: &ChipConfig) -> Result<(), String> {
+    let missing: Vec<&str> = [Field::WifiSsid, Field::TgToken, Field::TgAllow, Field::ApiKey]
+        .into_iter()
+        .filter(|f| config.get(*f).is_empty())
+        .map(Field::name)
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("not set: {} (set them on the serial console; type help)", missing.join(", ")))
+    }
+}

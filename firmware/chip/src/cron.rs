@@ -1,0 +1,315 @@
+//! Scheduled jobs on the chip: `cron_add`, `cron_list` and `cron_remove` for the model, the jobs
+//! kept in flash, and the jobs that are due handed to the main loop, which runs each as a turn.
+//!
+//! The maths are the host's: every job is a `chela_core::schedule::Job` (interval, one-shot or
+//! cron expression), validated by `Job::validate`, and a job is due when `Job::catch_up` says a
+//! firing instant passed since its last run (or its creation) within its grace window, so a
+//! device that was off runs a missed job once at most, and not at all past the window. The
+//! chip keeps UTC: cron expressions are read in UTC.
+//!
+//! The jobs are one replace record (`chela_core::schedule::file`'s `cron.json` text) under
+//! [`CRON_KEY`]: a power cut leaves the old list or the new one. A job that no longer reads is
+//! skipped at boot and reported, never fatal.
+
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::ops::ControlFlow;
+
+use chela_core::flash::{Flash, Order};
+use chela_core::schedule::file::{self, LoadedJob};
+use chela_core::schedule::{Action, Job, Trigger};
+use chela_core::zone::Zone;
+use chela_proto::chat::ToolSpec;
+use serde::Deserialize;
+
+use crate::Board;
+use crate::tools::Toolbox;
+use crate::turn::Chip;
+
+/// The store key of the job list (under `chip/`: not a chat session).
+pub const CRON_KEY: &str = "chip/cron";
+/// Jobs the device keeps, at most.
+pub const MAX_JOBS: usize = 16;
+/// The shortest interval: one model call a minute is already a lot for a battery and a bill.
+pub const MIN_INTERVAL_S: u64 = 60;
+/// The longest message a job may carry.
+pub const MAX_MESSAGE: usize = 1024;
+
+/// The cron tools' specs.
+pub const SPECS: [ToolSpec<'static>; 3] = [
+    ToolSpec {
+        name: "cron_add",
+        description: "Schedule a message to yourself: it arrives as a new turn in this chat when the job fires. \
+                      Give exactly one of every_s (repeat every N seconds, at least 60), in_s (once, N seconds from now), \
+                      at (once, at a Unix time) or cron (a 5-field cron expression, read in UTC).",
+        input_schema: r#"{"type":"object","properties":{"message":{"type":"string","description":"What to do when the job fires."},"every_s":{"type":"integer","minimum":60},"in_s":{"type":"integer","minimum":1},"at":{"type":"integer","description":"Unix seconds"},"cron":{"type":"string","description":"minute hour day-of-month month day-of-week, UTC"},"name":{"type":"string"}},"required":["message"]}"#,
+    },
+    ToolSpec {
+        name: "cron_list",
+        description: "List the scheduled jobs with their next run (UTC).",
+        input_schema: r#"{"type":"object","properties":{}}"#,
+    },
+    ToolSpec {
+        name: "cron_remove",
+        description: "Remove a scheduled job by its id.",
+        input_schema: r#"{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}"#,
+    },
+];
+
+/// A job that is due: run `message` as a turn in `chat_id` of `channel`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fired {
+    pub id: String,
+    pub message: String,
+    pub channel: String,
+    pub chat_id: String,
+}
+
+/// The device's jobs. See the module docs.
+#[derive(Debug, Default)]
+pub struct Cron {
+    jobs: Vec<LoadedJob>,
+    /// The chat the current turn comes from: a job added in it fires there.
+    origin: Option<(String, String)>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AddArgs {
+    message: String,
+    #[serde(default)]
+    name: String,
+    every_s: Option<u64>,
+    in_s: Option<u64>,
+    at: Option<i64>,
+    cron: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RemoveArgs {
+    id: String,
+}
+
+impl Cron {
+    /// The jobs kept in `chip`'s flash, and a line for each entry that could not be read.
+    pub fn load<F: Flash, B: Board>(chip: &Chip<F, B>) -> (Cron, Vec<String>) {
+        let mut record = Vec::new();
+        let read = chip.store.read(CRON_KEY, Order::OldestFirst, &mut |r| {
+            record.clear();
+            record.extend_from_slice(r.payload);
+            ControlFlow::Continue(())
+        });
+        if let Err(e) = read {
+            return (Cron::default(), alloc::vec![format!("the jobs could not be read: {e}")]);
+        }
+        if record.is_empty() {
+            return (Cron::default(), Vec::new());
+        }
+        let text = String::from_utf8_lossy(&record);
+        match file::load(&text) {
+            Ok(f) => {
+                let mut bad: Vec<String> = f.bad.iter().map(ToString::to_string).collect();
+                let mut jobs = f.jobs;
+                if jobs.len() > MAX_JOBS {
+                    bad.push(format!("{} jobs beyond the device's {MAX_JOBS} were ignored", jobs.len() - MAX_JOBS));
+                    jobs.truncate(MAX_JOBS);
+                }
+                (Cron { jobs, origin: None }, bad)
+            }
+            Err(e) => (Cron::default(), alloc::vec![format!("the job list is unreadable and was ignored: {e}")]),
+        }
+    }
+
+    /// Where jobs added from now on fire: the chat the turn about to run comes from.
+    pub fn set_origin(&mut self, channel: &str, chat_id: &str) {
+        self.origin = Some((channel.into(), chat_id.into()));
+    }
+
+    pub fn len(&self) -> usize {
+        self.jobs.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.jobs.is_empty()
+    }
+
+    /// The jobs due at `now` (Unix seconds), each marked as run and one-shots removed, the list
+    /// saved. Nothing is due before the clock is set. If flash refuses the save, the jobs still
+    /// fire (they are marked in RAM) and the error is returned beside them.
+    pub fn due<F: Flash, B: Board>(&mut self, chip: &mut Chip<F, B>) -> (Vec<Fired>, Option<String>) {
+        let Some(now) = chip.board.unix().and_then(|s| i64::try_from(s).ok()) else {
+            return (Vec::new(), None);
+        };
+        let zone = Zone::utc();
+        let mut fired = Vec::new();
+        for j in &mut self.jobs {
+            if j.job.catch_up(&j.schedule, now, &zone).is_none() {
+                continue;
+            }
+            j.job.record_run(now);
+            if let Action::Agent { message, channel, chat_id } = &j.job.action {
+                fired.push(Fired {
+                    id: j.job.id.clone(),
+                    message: message.clone(),
+                    channel: channel.clone().unwrap_or_default(),
+                    chat_id: chat_id.clone().unwrap_or_default(),
+                });
+            }
+        }
+        if fired.is_empty() {
+            return (fired, None);
+        }
+        self.jobs.retain(|j| !j.job.finished(&j.schedule));
+        let err = self.save(chip).err();
+        (fired, err)
+    }
+
+    /// Seconds from `now` to the earliest next run, if any job will run.
+    pub fn next_in(&self, now: u64) -> Option<u64> {
+        let now = i64::try_from(now).ok()?;
+        let zone = Zone::utc();
+        self.jobs
+            .iter()
+            .filter_map(|j| j.job.next_fire(&j.schedule, now, &zone))
+            .min()
+            .map(|at| at.saturating_sub(now).max(0) as u64)
+    }
+
+    fn save<F: Flash, B: Board>(&self, chip: &mut Chip<F, B>) -> Result<(), String> {
+        let jobs: Vec<Job> = self.jobs.iter().map(|j| j.job.clone()).collect();
+        chip.store
+            .replace(CRON_KEY, file::to_json(&jobs).as_bytes())
+            .map_err(|e| format!("The jobs could not be saved to flash: {e}"))
+    }
+
+    fn add<F: Flash, B: Board>(&mut self, chip: &mut Chip<F, B>, a: AddArgs) -> Result<String, String> {
+        let now = chip
+            .board
+            .unix()
+            .and_then(|s| i64::try_from(s).ok())
+            .ok_or("The clock is not set yet (no time server reached), so nothing can be scheduled.")?;
+        if self.jobs.len() >= MAX_JOBS {
+            return Err(format!("The device keeps at most {MAX_JOBS} jobs; remove one first."));
+        }
+        if a.message.trim().is_empty() || a.message.len() > MAX_MESSAGE {
+            return Err(format!("The message must be 1 to {MAX_MESSAGE} bytes."));
+        }
+        let given = [a.every_s.is_some(), a.in_s.is_some(), a.at.is_some(), a.cron.is_some()];
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Err("Give exactly one of every_s, in_s, at or cron.".into());
+        }
+        let (trigger, once) = if let Some(every_s) = a.every_s {
+            if every_s < MIN_INTERVAL_S {
+                return Err(format!("every_s is {every_s}; the shortest interval is {MIN_INTERVAL_S} s."));
+            }
+            (Trigger::Interval { every_s, anchor: now }, false)
+        } else if let Some(in_s) = a.in_s {
+            let at = i64::try_from(in_s).ok().and_then(|s| now.checked_add(s)).ok_or("in_s is too large.")?;
+            (Trigger::Once { at }, true)
+        } else if let Some(at) = a.at {
+            if at <= now {
+                return Err(format!("at ({at}) is not in the future; now is {now}."));
+            }
+            (Trigger::Once { at }, true)
+        } else {
+            (Trigger::Cron { expr: a.cron.unwrap_or_default(), tz: None }, false)
+        };
+        let (channel, chat_id) = self.origin.clone().ok_or("This turn has no chat for the job to report to.")?;
+        let id = self.fresh_id();
+        let job = Job {
+            id: id.clone(),
+            name: a.name,
+            enabled: true,
+            paused: false,
+            trigger,
+            action: Action::Agent { message: a.message, channel: Some(channel), chat_id: Some(chat_id) },
+            grace_s: None,
+            delete_after_run: once,
+            created_at: Some(now),
+            last_run: None,
+        };
+        let schedule = job.validate().map_err(|e| format!("The job is not valid: {e}"))?;
+        let next = job.next_fire(&schedule, now, &Zone::utc());
+        self.jobs.push(LoadedJob { job, schedule, line: 0 });
+        if let Err(e) = self.save(chip) {
+            self.jobs.pop();
+            return Err(e);
+        }
+        Ok(match next {
+            Some(at) => format!("Scheduled {id}; next run {}.", utc(at)),
+            None => format!("Scheduled {id}, but it will never run (its time cannot come)."),
+        })
+    }
+
+    fn list<B: Board>(&self, board: &B) -> String {
+        if self.jobs.is_empty() {
+            return "No jobs are scheduled.".into();
+        }
+        let now = board.unix().and_then(|s| i64::try_from(s).ok());
+        let zone = Zone::utc();
+        let mut out = String::new();
+        for j in &self.jobs {
+            let when = match &j.job.trigger {
+                Trigger::Interval { every_s, .. } => format!("every {every_s} s"),
+                Trigger::Once { at } => format!("once at {}", utc(*at)),
+                Trigger::Cron { expr, .. } => format!("cron `{expr}` UTC"),
+                Trigger::OnEvent { event, .. } => format!("on {event}"),
+            };
+            let next = now.and_then(|n| j.job.next_fire(&j.schedule, n, &zone)).map_or_else(|| "none".into(), utc);
+            let message = match &j.job.action {
+                Action::Agent { message, .. } => message.as_str(),
+                _ => "",
+            };
+            out.push_str(&format!("{}: {when}; next {next}; \"{message}\"\n", j.job.id));
+        }
+        out.pop();
+        out
+    }
+
+    fn remove<F: Flash, B: Board>(&mut self, chip: &mut Chip<F, B>, id: &str) -> Result<String, String> {
+        let Some(i) = self.jobs.iter().position(|j| j.job.id == id) else {
+            return Err(format!("There is no job `{id}`; cron_list shows the ids."));
+        };
+        let gone = self.jobs.remove(i);
+        if let Err(e) = self.save(chip) {
+            self.jobs.insert(i, gone);
+            return Err(e);
+        }
+        Ok(format!("Removed {id}."))
+    }
+
+    fn fresh_id(&self) -> String {
+        let n = self.jobs.iter().filter_map(|j| j.job.id.strip_prefix("job-")?.parse::<u32>().ok()).max().unwrap_or(0);
+        format!("job-{}", n + 1)
+    }
+}
+
+fn utc(at: i64) -> String {
+    match u64::try_from(at) {
+        Ok(s) => crate::time::utc(s).0,
+        Err(_) => format!("{at} (before 1970)"),
+    }
+}
+
+impl<F: Flash, B: Board> Toolbox<F, B> for Cron {
+    fn specs(&self) -> &[ToolSpec<'static>] {
+        &SPECS
+    }
+
+    fn guidance(&self) -> &str {
+        " Schedule reminders and recurring checks with cron_add (times are UTC); cron_list and cron_remove manage them."
+    }
+
+    fn run(&mut self, chip: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
+        let bad = |e: serde_json::Error| format!("The arguments do not fit the tool's schema: {e}");
+        Some(match name {
+            "cron_add" => serde_json::from_str::<AddArgs>(input).map_err(bad).and_then(|a| self.add(chip, a)),
+            "cron_list" => Ok(self.list(&chip.board)),
+            "cron_remove" => {
+                serde_json::from_str::<RemoveArgs>(input).map_err(bad).and_then(|a| self.remove(chip, &a.id))
+            }
+            _ => return None,
+        })
+    }
+}

@@ -1,0 +1,120 @@
+//! The serial console as the firmware drives it, on the host: bytes in, masked replies out,
+//! settings in flash across a reboot, and the settings in force reaching the endpoint and the
+//! Telegram allowlist.
+
+use std::cell::RefCell;
+use std::fmt;
+use std::rc::Rc;
+
+use chela_chip::turn::Chip;
+use chela_chip::{Board, boot, console};
+use chela_core::console::{ChipDefaults, Console, Effect, Status};
+use chela_core::exchange::Kind;
+use chela_core::flash::RamFlash;
+
+const BUILD: ChipDefaults = ChipDefaults {
+    wifi_ssid: "Build Net",
+    wifi_password: "",
+    tg_token: "",
+    tg_allow: "",
+    provider: "",
+    api_key: "",
+    model: "",
+    base_url: "",
+};
+const KEY: &str = "sk-ant-api03-console-test-SECRET-99";
+const TOKEN: &str = "8123456789:AAHconsoleTestSecretToken99";
+
+#[derive(Clone, Default)]
+struct Serial {
+    out: Rc<RefCell<String>>,
+}
+
+impl Board for Serial {
+    fn now_ms(&self) -> u64 {
+        0
+    }
+    fn unix(&self) -> Option<u64> {
+        None
+    }
+    fn print(&self, args: fmt::Arguments<'_>) {
+        self.out.borrow_mut().push_str(&args.to_string());
+    }
+}
+
+fn take(serial: &Serial) -> String {
+    std::mem::take(&mut *serial.out.borrow_mut())
+}
+
+#[test]
+fn settings_typed_on_the_console_reach_the_endpoint_and_survive_a_reboot() {
+    let serial = Serial::default();
+    let mut chip: Chip<RamFlash, Serial> = boot::power_on(RamFlash::new(4096, 8), serial.clone(), 1, BUILD).unwrap();
+    let e = console::channels_ready(&chip.config).unwrap_err();
+    assert_eq!(e, "not set: tg_token, tg_allow, api_key (set them on the serial console; type help)");
+    assert!(console::endpoint(&chip.config).unwrap_err().contains("set_api_key"));
+    assert_eq!(console::access(&chip.config).unwrap(), Default::default(), "nobody by default");
+    take(&serial);
+
+    let mut con = Console::new();
+    let typed = format!(
+        "wifi_set \"Chela Workshop\" solder-and-flux-42\r\nset_tg_token {TOKEN}\nset_tg_allow 42,7\nset_api_key {KEY}\nset_model_provider openai\nset_model gpt-4.1-mini\n"
+    );
+    // Fed in small pieces, as a UART delivers them.
+    let mut effects = Vec::new();
+    for piece in typed.as_bytes().chunks(7) {
+        effects.extend(console::feed(&mut chip, &mut con, piece, Status::default()));
+    }
+    assert_eq!(effects[0], Effect::ReconnectWifi);
+    assert!(effects[1..].iter().all(|e| *e == Effect::ConfigChanged), "{effects:?}");
+    assert_eq!(effects.len(), 6);
+    console::feed(&mut chip, &mut con, b"config_show\n", Status::default());
+    let shown = take(&serial);
+    for secret in [KEY, TOKEN, "solder-and-flux-42"] {
+        assert!(!shown.contains(secret), "a secret shown whole: {shown}");
+    }
+    assert!(shown.contains("\"Chela Workshop\"") && shown.contains("gpt-4.1-mini"), "{shown}");
+
+    console::channels_ready(&chip.config).unwrap();
+    let ep = console::endpoint(&chip.config).unwrap();
+    assert_eq!((ep.kind, ep.base_url.as_str(), ep.api_key.as_str()), (Kind::OpenAi, "https://api.openai.com/v1", KEY));
+    let access = console::access(&chip.config).unwrap();
+    assert!(access.admits(42) && access.admits(7) && !access.admits(1));
+    assert_eq!(access.owner, Some(42));
+
+    let (flash, board, seed) = boot::power_off(chip);
+    let chip = boot::power_on(flash, board, seed, BUILD).unwrap();
+    assert_eq!(console::endpoint(&chip.config).unwrap().model, "gpt-4.1-mini", "kept in flash");
+    let mut chip = chip;
+    let effects = console::feed(&mut chip, &mut con, b"config_reset\n", Status::default());
+    assert_eq!(effects, [Effect::ReconnectWifi, Effect::ConfigChanged]);
+    assert!(console::endpoint(&chip.config).is_err(), "back to the build's: no key");
+}
+
+#[test]
+fn garbage_and_overlong_lines_get_short_errors_and_change_nothing() {
+    let serial = Serial::default();
+    let mut chip: Chip<RamFlash, Serial> = boot::power_on(RamFlash::new(4096, 8), serial.clone(), 1, BUILD).unwrap();
+    take(&serial);
+    let before = chip.config.clone();
+    let mut con = Console::new();
+    let mut long = b"set_model ".repeat(1000);
+    long.push(b'\n');
+    assert!(console::feed(&mut chip, &mut con, &long, Status::default()).is_empty());
+    let out = take(&serial);
+    assert!(out.starts_with("error: ") && out.len() < 300, "{out}");
+    let mut junk: Vec<u8> = (0..=255u8).cycle().take(10_000).filter(|b| *b != b'\n' && *b != b'\r').collect();
+    junk.push(b'\n');
+    let effects = console::feed(&mut chip, &mut con, &junk, Status::default());
+    assert!(effects.is_empty());
+    let out = take(&serial);
+    assert!(out.starts_with("error: ") && out.len() < 300, "{out}");
+    console::feed(&mut chip, &mut con, b"set_api_key\nset_tg_allow abc\nfrobnicate\n", Status::default());
+    let out = take(&serial);
+    assert_eq!(out.matches("error: ").count(), 3, "{out}");
+    assert_eq!(chip.config, before);
+    // The console still works after all that.
+    console::feed(&mut chip, &mut con, b"set_model claude-haiku-4-5\n", Status::default());
+    assert_eq!(console::endpoint(&chip.config).map(|e| e.model).unwrap_err(), console::endpoint(&before).unwrap_err());
+    assert_eq!(chip.config.model(), "claude-haiku-4-5");
+}

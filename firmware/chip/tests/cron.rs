@@ -1,0 +1,238 @@
+//! Cron on the chip, on the host: the tools, the jobs in flash across power cycles, the due
+//! rule (the core's schedule maths) and the bad input the model or the flash can give.
+
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::rc::Rc;
+
+use chela_chip::cron::{CRON_KEY, Cron, Fired, MAX_JOBS};
+use chela_chip::tools::{Join, Toolbox};
+use chela_chip::turn::Chip;
+use chela_chip::{Board, boot};
+use chela_core::console::ChipDefaults;
+use chela_core::flash::RamFlash;
+use chela_proto::chat::ToolSpec;
+
+/// 2026-12-03T12:00:00+00:00.
+const NOON: u64 = 1_796_299_200;
+
+#[derive(Clone, Default)]
+struct Clock {
+    unix: Rc<Cell<Option<u64>>>,
+    out: Rc<RefCell<String>>,
+}
+
+impl Board for Clock {
+    fn now_ms(&self) -> u64 {
+        0
+    }
+    fn unix(&self) -> Option<u64> {
+        self.unix.get()
+    }
+    fn print(&self, args: fmt::Arguments<'_>) {
+        self.out.borrow_mut().push_str(&args.to_string());
+    }
+}
+
+fn chip(at: Option<u64>) -> (Chip<RamFlash, Clock>, Clock) {
+    let clock = Clock::default();
+    clock.unix.set(at);
+    let chip = boot::power_on(RamFlash::new(4096, 8), clock.clone(), 1, ChipDefaults::default()).unwrap();
+    (chip, clock)
+}
+
+fn reboot(chip: Chip<RamFlash, Clock>) -> Chip<RamFlash, Clock> {
+    let (flash, board, seed) = boot::power_off(chip);
+    boot::power_on(flash, board, seed, ChipDefaults::default()).unwrap()
+}
+
+fn call(cron: &mut Cron, chip: &mut Chip<RamFlash, Clock>, name: &str, input: &str) -> Result<String, String> {
+    Toolbox::run(cron, chip, name, input).expect("a cron tool")
+}
+
+fn fired(id: &str, message: &str) -> Fired {
+    Fired { id: id.into(), message: message.into(), channel: "telegram".into(), chat_id: "42".into() }
+}
+
+#[test]
+fn an_interval_job_fires_each_period_and_survives_a_reboot() {
+    let (mut chip, clock) = chip(Some(NOON));
+    let (mut cron, bad) = Cron::load(&chip);
+    assert!(cron.is_empty() && bad.is_empty());
+    cron.set_origin("telegram", "42");
+    let out = call(&mut cron, &mut chip, "cron_add", r#"{"message":"water the plants","every_s":3600}"#).unwrap();
+    assert_eq!(out, "Scheduled job-1; next run 2026-12-03T13:00:00+00:00.");
+    assert_eq!(cron.next_in(NOON), Some(3600));
+
+    clock.unix.set(Some(NOON + 3599));
+    assert_eq!(cron.due(&mut chip), (vec![], None), "not before its time");
+    clock.unix.set(Some(NOON + 3600));
+    assert_eq!(cron.due(&mut chip), (vec![fired("job-1", "water the plants")], None));
+    assert_eq!(cron.due(&mut chip), (vec![], None), "once per period");
+
+    // Powered off and on: the job and its last run come back from flash.
+    let chip = reboot(chip);
+    let (mut cron, bad) = Cron::load(&chip);
+    let mut chip = chip;
+    assert!(bad.is_empty(), "{bad:?}");
+    assert_eq!(cron.len(), 1);
+    assert_eq!(cron.due(&mut chip), (vec![], None), "the run before the reboot counts");
+    clock.unix.set(Some(NOON + 7200));
+    assert_eq!(cron.due(&mut chip).0, vec![fired("job-1", "water the plants")]);
+    let listed = call(&mut cron, &mut chip, "cron_list", "{}").unwrap();
+    assert_eq!(listed, "job-1: every 3600 s; next 2026-12-03T15:00:00+00:00; \"water the plants\"");
+}
+
+#[test]
+fn a_one_shot_fires_once_and_is_gone() {
+    let (mut chip, clock) = chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    cron.set_origin("telegram", "42");
+    call(&mut cron, &mut chip, "cron_add", r#"{"message":"tea is ready","in_s":300}"#).unwrap();
+    call(&mut cron, &mut chip, "cron_add", r#"{"message":"call mum","at":1796310000}"#).unwrap();
+    assert_eq!(cron.len(), 2);
+    clock.unix.set(Some(NOON + 301));
+    assert_eq!(cron.due(&mut chip).0, vec![fired("job-1", "tea is ready")]);
+    assert_eq!(cron.len(), 1, "a one-shot is removed once it ran");
+    clock.unix.set(Some(1_796_310_000));
+    assert_eq!(cron.due(&mut chip).0, vec![fired("job-2", "call mum")]);
+    assert!(cron.is_empty());
+    clock.unix.set(Some(1_796_310_000 + 86_400));
+    assert_eq!(cron.due(&mut chip).0, vec![]);
+    let chip = reboot(chip);
+    assert!(Cron::load(&chip).0.is_empty(), "the removal reached flash");
+}
+
+#[test]
+fn a_cron_expression_fires_at_its_utc_minute() {
+    let (mut chip, clock) = chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    cron.set_origin("serial", "console");
+    let out = call(&mut cron, &mut chip, "cron_add", r#"{"message":"morning report","cron":"30 8 * * 1-5"}"#).unwrap();
+    // 2026-12-03 is a Thursday: the next weekday 08:30 UTC is Friday's.
+    assert_eq!(out, "Scheduled job-1; next run 2026-12-04T08:30:00+00:00.");
+    clock.unix.set(Some(NOON + 20 * 3600 + 29 * 60));
+    assert!(cron.due(&mut chip).0.is_empty());
+    clock.unix.set(Some(NOON + 20 * 3600 + 30 * 60 + 5));
+    let f = cron.due(&mut chip).0;
+    assert_eq!(f.len(), 1);
+    assert_eq!((f[0].channel.as_str(), f[0].chat_id.as_str()), ("serial", "console"));
+}
+
+#[test]
+fn a_device_that_was_off_runs_a_missed_job_once_and_only_within_the_grace_window() {
+    let (mut chip, clock) = chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    cron.set_origin("telegram", "42");
+    call(&mut cron, &mut chip, "cron_add", r#"{"message":"hourly","every_s":3600}"#).unwrap();
+    call(&mut cron, &mut chip, "cron_add", r#"{"message":"soon","in_s":60}"#).unwrap();
+    // Off for five and a half hours: the hourly job missed five runs, runs once now (its last
+    // instant is within the hour's grace); the one-shot is past the grace and never runs.
+    let chip = reboot(chip);
+    let mut chip = chip;
+    let (mut cron, _) = Cron::load(&chip);
+    clock.unix.set(Some(NOON + 5 * 3600 + 1800));
+    assert_eq!(cron.due(&mut chip).0, vec![fired("job-1", "hourly")]);
+    assert!(cron.due(&mut chip).0.is_empty());
+}
+
+#[test]
+fn bad_requests_get_clear_refusals_and_change_nothing() {
+    let (mut chip, clock) = chip(None);
+    let (mut cron, _) = Cron::load(&chip);
+    cron.set_origin("telegram", "42");
+    let e = call(&mut cron, &mut chip, "cron_add", r#"{"message":"x","every_s":600}"#).unwrap_err();
+    assert!(e.contains("clock is not set"), "{e}");
+    clock.unix.set(Some(NOON));
+    for (input, want) in [
+        (r#"{"message":"x","every_s":30}"#, "the shortest interval is 60 s"),
+        (r#"{"message":"x","every_s":600,"in_s":5}"#, "exactly one of"),
+        (r#"{"message":"x"}"#, "exactly one of"),
+        (r#"{"message":"","in_s":5}"#, "1 to 1024 bytes"),
+        (r#"{"message":"x","at":1}"#, "not in the future"),
+        (r#"{"message":"x","cron":"61 * * * *"}"#, "trigger.expr"),
+        (r#"{"message":"x","in_s":18446744073709551615}"#, "too large"),
+        (r#"{"message":"x","in_s":5,"tz":"Europe/Paris"}"#, "schema"),
+        ("not json", "schema"),
+    ] {
+        let e = call(&mut cron, &mut chip, "cron_add", input).unwrap_err();
+        assert!(e.contains(want), "{input}: {e}");
+    }
+    let long = format!(r#"{{"message":"{}","in_s":5}}"#, "a".repeat(1025));
+    assert!(call(&mut cron, &mut chip, "cron_add", &long).is_err());
+    let e = call(&mut cron, &mut chip, "cron_remove", r#"{"id":"job-9"}"#).unwrap_err();
+    assert!(e.contains("no job `job-9`"), "{e}");
+    assert!(cron.is_empty());
+    assert_eq!(call(&mut cron, &mut chip, "cron_list", "{}").unwrap(), "No jobs are scheduled.");
+
+    for i in 0..MAX_JOBS {
+        call(&mut cron, &mut chip, "cron_add", &format!(r#"{{"message":"m{i}","every_s":3600}}"#)).unwrap();
+    }
+    let e = call(&mut cron, &mut chip, "cron_add", r#"{"message":"one too many","every_s":3600}"#).unwrap_err();
+    assert!(e.contains("at most 16 jobs"), "{e}");
+    assert_eq!(call(&mut cron, &mut chip, "cron_remove", r#"{"id":"job-3"}"#).unwrap(), "Removed job-3.");
+    let chip = reboot(chip);
+    let (cron, bad) = Cron::load(&chip);
+    assert!(bad.is_empty());
+    assert_eq!(cron.len(), MAX_JOBS - 1);
+}
+
+#[test]
+fn a_job_without_a_chat_is_refused() {
+    let (mut chip, _) = chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    let e = call(&mut cron, &mut chip, "cron_add", r#"{"message":"x","in_s":60}"#).unwrap_err();
+    assert!(e.contains("no chat"), "{e}");
+}
+
+#[test]
+fn a_damaged_job_list_costs_the_bad_entries_only() {
+    let (mut chip, _) = chip(Some(NOON));
+    let good = r#"{"id":"job-1","trigger":{"type":"interval","every_s":600},"action":{"type":"agent","message":"ok","channel":"telegram","chat_id":"42"}}"#;
+    let text = format!(
+        "{{\"version\": 1, \"jobs\": [\n  {good},\n  {{\"id\":\"job-2\",\"trigger\":{{\"type\":\"cron\",\"expr\":\"nope\"}},\"action\":{{\"type\":\"agent\",\"message\":\"x\"}}}}\n]}}\n"
+    );
+    chip.store.replace(CRON_KEY, text.as_bytes()).unwrap();
+    let chip = reboot(chip);
+    let (cron, bad) = Cron::load(&chip);
+    assert_eq!(cron.len(), 1);
+    assert_eq!(bad.len(), 1);
+    assert!(bad[0].contains("job-2") && bad[0].contains("trigger.expr"), "{bad:?}");
+
+    let mut chip = chip;
+    chip.store.replace(CRON_KEY, b"\xff\x00garbage").unwrap();
+    let (cron, bad) = Cron::load(&chip);
+    assert!(cron.is_empty());
+    assert!(bad[0].contains("unreadable"), "{bad:?}");
+}
+
+/// A toolbox with one tool, to check that `Join` offers and routes both sides.
+struct Echo;
+
+const ECHO: [ToolSpec<'static>; 1] =
+    [ToolSpec { name: "echo", description: "echo", input_schema: r#"{"type":"object"}"# }];
+
+impl<F: chela_core::flash::Flash, B: Board> Toolbox<F, B> for Echo {
+    fn specs(&self) -> &[ToolSpec<'static>] {
+        &ECHO
+    }
+    fn guidance(&self) -> &str {
+        " Echo."
+    }
+    fn run(&mut self, _: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
+        (name == "echo").then(|| Ok(input.to_string()))
+    }
+}
+
+#[test]
+fn joined_toolboxes_offer_and_run_both() {
+    let (mut chip, _) = chip(Some(NOON));
+    let (cron, _) = Cron::load(&chip);
+    let mut tools = Join::new::<RamFlash, Clock>(Echo, cron);
+    let names: Vec<&str> = Toolbox::<RamFlash, Clock>::specs(&tools).iter().map(|s| s.name).collect();
+    assert_eq!(names, ["echo", "cron_add", "cron_list", "cron_remove"]);
+    assert!(Toolbox::<RamFlash, Clock>::guidance(&tools).starts_with(" Echo. Schedule"));
+    assert_eq!(tools.run(&mut chip, "echo", "hi"), Some(Ok("hi".into())));
+    assert_eq!(tools.run(&mut chip, "cron_list", "{}"), Some(Ok("No jobs are scheduled.".into())));
+    assert_eq!(tools.run(&mut chip, "nope", "{}"), None);
+}
