@@ -10,7 +10,7 @@ use serde_json::json;
 use crate::{Provider, Ws, body, tool_names};
 
 /// The venv with the SDK, installed under target/ by the peers' script on first use.
-fn python() -> String {
+pub fn python() -> String {
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
     let dest = repo.join("target/mcp-peers");
     let ok = std::process::Command::new("bash")
