@@ -21,7 +21,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use chela_proto::chat::{Block, Json, Message, Reply, Role, StopReason, ToolChoice, Usage};
+use chela_proto::chat::{Block, Image, Json, Message, Reply, Role, StopReason, ToolChoice, Usage};
 
 use crate::history;
 use crate::text;
@@ -54,21 +54,31 @@ pub struct ToolCall {
     pub input: Json,
 }
 
-/// What a tool call produced.
+/// What a tool call produced: text, and the images the tool returned beside it. The driver
+/// decides which images the model may see (its bounds, whether the model takes images); the
+/// run sends what it is given and keeps it for the turn.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ToolResult {
     pub id: String,
     pub content: String,
+    pub images: Vec<Image>,
     pub is_error: bool,
 }
 
 impl ToolResult {
     pub fn ok(id: impl Into<String>, content: impl Into<String>) -> ToolResult {
-        ToolResult { id: id.into(), content: content.into(), is_error: false }
+        ToolResult { id: id.into(), content: content.into(), images: Vec::new(), is_error: false }
     }
 
     pub fn error(id: impl Into<String>, content: impl Into<String>) -> ToolResult {
-        ToolResult { id: id.into(), content: content.into(), is_error: true }
+        ToolResult { id: id.into(), content: content.into(), images: Vec::new(), is_error: true }
+    }
+
+    /// Adds images to a result.
+    #[must_use]
+    pub fn with_images(mut self, images: Vec<Image>) -> ToolResult {
+        self.images = images;
+        self
     }
 }
 
@@ -383,7 +393,7 @@ impl AgentRun {
                     alloc::borrow::Cow::Borrowed(_) => r.content,
                     alloc::borrow::Cow::Owned(cut) => cut,
                 };
-                Block::ToolResult { tool_use_id: r.id, content, is_error: r.is_error }
+                Block::ToolResult { tool_use_id: r.id.into(), content, images: r.images.into(), is_error: r.is_error }
             })
             .collect();
         self.pending.clear();

@@ -319,6 +319,12 @@ keys! {
         "Channel whose chat gets the heartbeat's answer (telegram, feishu, ws). Empty: the answer is only logged.";
     HEARTBEAT_CHAT_ID = "heartbeat.chat_id", Kind::Text, "",
         "Chat of heartbeat.channel that gets the heartbeat's answer.";
+    MODEL_VISION = "model.vision", Kind::Bool, "true",
+        "The model takes images (photos, images tools return). Off (a text-only model): each image is a short note like [image: image/png, 1.2 KiB].";
+    TOOLS_MAX_IMAGE_BYTES = "tools.max_image_bytes", Kind::Int { min: 0, max: 20_971_520 }, "1048576",
+        "Bytes of images one tool result may show the model; an image past it is a note naming this setting.";
+    TOOLS_MAX_TURN_IMAGE_BYTES = "tools.max_turn_image_bytes", Kind::Int { min: 0, max: 104_857_600 }, "4194304",
+        "Bytes of tool images one turn may show the model in all; later images are notes naming this setting.";
     BOARD_POLL_SECS = "board.poll_secs", Kind::Int { min: 0, max: 86_400 }, "0",
         "Seconds between readings of every board sensor in `chela run`, each raised as a sensor.reading event for the router; 0: only when sensor_read runs.";
 }

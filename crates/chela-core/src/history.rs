@@ -138,7 +138,7 @@ fn pair_ok(messages: &[Message], i: usize) -> bool {
             };
             prev.role == Role::Assistant
                 && m.content.iter().all(|b| match b {
-                    Block::ToolResult { tool_use_id, .. } => prev.tool_use_ids().any(|id| id == tool_use_id),
+                    Block::ToolResult { tool_use_id, .. } => prev.tool_use_ids().any(|id| id == &**tool_use_id),
                     _ => true,
                 })
         }
@@ -146,7 +146,7 @@ fn pair_ok(messages: &[Message], i: usize) -> bool {
 }
 
 fn answers(m: &Message, id: &str) -> bool {
-    m.content.iter().any(|b| matches!(b, Block::ToolResult { tool_use_id, .. } if tool_use_id == id))
+    m.content.iter().any(|b| matches!(b, Block::ToolResult { tool_use_id, .. } if &**tool_use_id == id))
 }
 
 #[cfg(test)]
@@ -165,7 +165,12 @@ mod tests {
     fn result(id: &str, body: &str) -> Message {
         Message {
             role: Role::User,
-            content: vec![Block::ToolResult { tool_use_id: id.into(), content: body.into(), is_error: false }],
+            content: vec![Block::ToolResult {
+                tool_use_id: id.into(),
+                content: body.into(),
+                images: Default::default(),
+                is_error: false,
+            }],
         }
     }
 

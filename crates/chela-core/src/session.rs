@@ -383,7 +383,12 @@ mod tests {
             },
             Message {
                 role: Role::User,
-                content: vec![Block::ToolResult { tool_use_id: "t1".into(), content: "12:00".into(), is_error: false }],
+                content: vec![Block::ToolResult {
+                    tool_use_id: "t1".into(),
+                    content: "12:00".into(),
+                    images: Default::default(),
+                    is_error: false,
+                }],
             },
             Message::assistant_text("Noon.\nLunch?"),
         ]
@@ -535,22 +540,30 @@ mod tests {
         })
     }
 
+    /// A tool result's images: usually none, sometimes one or two (a line written before they
+    /// existed has none, and one written with them must load the same).
+    fn any_images() -> impl Strategy<Value = chela_proto::chat::Images> {
+        let image = ("image/(png|jpeg|webp)", "[A-Za-z0-9+/]{0,24}={0,2}")
+            .prop_map(|(media_type, data)| chela_proto::chat::Image { media_type, data });
+        proptest::collection::vec(image, 0..3).prop_map(chela_proto::chat::Images::from)
+    }
+
     /// One turn: the person's text, 0..3 rounds of tool calls (with text or not) and their
     /// results, then the answer. Tool ids are unique across the session.
     fn any_turn(k: usize) -> impl Strategy<Value = Vec<Message>> {
         let round = (
             proptest::option::of(any_text()),
-            proptest::collection::vec((any_input(), any_text(), any::<bool>()), 1..4),
+            proptest::collection::vec((any_input(), any_text(), any::<bool>(), any_images()), 1..4),
         );
         (any_text(), proptest::collection::vec(round, 0..3), any_text()).prop_map(move |(question, rounds, answer)| {
             let mut turn = vec![Message::user_text(question)];
             for (r, (text, calls)) in rounds.into_iter().enumerate() {
                 let mut uses: Vec<Block> = text.into_iter().map(Block::text).collect();
                 let mut results = Vec::new();
-                for (i, (input, output, is_error)) in calls.into_iter().enumerate() {
+                for (i, (input, output, is_error, images)) in calls.into_iter().enumerate() {
                     let id = alloc::format!("toolu_{k}_{r}_{i}");
                     uses.push(Block::ToolUse { id: id.clone(), name: "get_current_time".into(), input });
-                    results.push(Block::ToolResult { tool_use_id: id, content: output, is_error });
+                    results.push(Block::ToolResult { tool_use_id: id.into(), content: output, images, is_error });
                 }
                 turn.push(Message { role: Role::Assistant, content: uses });
                 turn.push(Message { role: Role::User, content: results });

@@ -77,24 +77,38 @@ fn write_block<S: Sink + ?Sized>(w: &mut Writer<'_, S>, b: &Block) {
         Block::Text { text } => {
             w.begin_object().field_str("type", "text").field_str("text", text).end_object();
         }
-        Block::Image { media_type, data } => {
-            w.begin_object().field_str("type", "image").key("source").begin_object();
-            w.field_str("type", "base64").field_str("media_type", media_type).field_str("data", data);
-            w.end_object().end_object();
-        }
+        Block::Image { media_type, data } => write_image(w, media_type, data),
         Block::ToolUse { id, name, input } => {
             w.begin_object().field_str("type", "tool_use").field_str("id", id).field_str("name", name);
             w.field_raw("input", input.as_str()).end_object();
         }
-        Block::ToolResult { tool_use_id, content, is_error } => {
+        Block::ToolResult { tool_use_id, content, images, is_error } => {
             w.begin_object().field_str("type", "tool_result").field_str("tool_use_id", tool_use_id);
-            w.field_str("content", content);
+            if images.is_empty() {
+                w.field_str("content", content);
+            } else {
+                // With images, `content` is a list of text and image blocks, the text first.
+                w.key("content").begin_array();
+                if !content.is_empty() {
+                    w.begin_object().field_str("type", "text").field_str("text", content).end_object();
+                }
+                for image in images.as_slice() {
+                    write_image(w, &image.media_type, &image.data);
+                }
+                w.end_array();
+            }
             if *is_error {
                 w.field_bool("is_error", true);
             }
             w.end_object();
         }
     }
+}
+
+fn write_image<S: Sink + ?Sized>(w: &mut Writer<'_, S>, media_type: &str, data: &str) {
+    w.begin_object().field_str("type", "image").key("source").begin_object();
+    w.field_str("type", "base64").field_str("media_type", media_type).field_str("data", data);
+    w.end_object().end_object();
 }
 
 #[derive(Deserialize, Default)]

@@ -99,13 +99,105 @@ pub enum Block {
         name: String,
         input: Json,
     },
-    /// What a tool returned, answering the `ToolUse` with the same id.
+    /// What a tool returned, answering the `ToolUse` with the same id: its text, and the
+    /// images it returned beside it (an MCP server's screenshot), in that order.
     ToolResult {
-        tool_use_id: String,
+        /// A `Box<str>`, not a `String`: with the images beside it the block still fits in 64 bytes.
+        tool_use_id: Box<str>,
         content: String,
+        #[serde(skip_serializing_if = "Images::is_empty")]
+        images: Images,
         #[serde(skip_serializing_if = "is_false")]
         is_error: bool,
     },
+}
+
+/// An image as both wire formats take it: base64 text and its media type (`image/png`). The
+/// same two fields as [`Block::Image`], which a person's photo uses.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Image {
+    pub media_type: String,
+    /// Standard base64, no line breaks.
+    pub data: String,
+}
+
+impl Image {
+    /// The decoded size, from the base64 length (padding aside): what a person would call
+    /// the image's size.
+    pub fn byte_len(&self) -> usize {
+        let pad = self.data.bytes().rev().take_while(|&b| b == b'=').count().min(2);
+        (self.data.len() / 4 * 3).saturating_sub(pad)
+    }
+
+    /// What stands for the image where it is not sent: `[image: image/png, 1.2 KiB]`.
+    pub fn placeholder(&self) -> String {
+        placeholder(&self.media_type, self.byte_len())
+    }
+}
+
+/// `[image: TYPE, SIZE]`, the note that stands for an image the model is not shown.
+pub fn placeholder(media_type: &str, bytes: usize) -> String {
+    alloc::format!("[image: {media_type}, {}]", size_words(bytes))
+}
+
+/// A size as a person reads it: `512 B`, `1.2 KiB`, `5.5 MiB` (tenths cut, not rounded).
+pub fn size_words(bytes: usize) -> String {
+    if bytes < 1024 {
+        alloc::format!("{bytes} B")
+    } else if bytes < 1024 * 1024 {
+        alloc::format!("{}.{} KiB", bytes / 1024, bytes % 1024 * 10 / 1024)
+    } else {
+        alloc::format!("{}.{} MiB", bytes >> 20, ((bytes & 0xF_FFFF) * 10) >> 20)
+    }
+}
+
+/// The images of a tool result, usually none. One thin pointer, so a [`Block`] stays 64 bytes:
+/// the chip holds its history as blocks (docs/BENCHMARKS.md §2) and never has images.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+// A `Box<[Image]>` would be a fat pointer and make every block 8 bytes larger.
+#[allow(clippy::box_collection)]
+pub struct Images(Option<Box<Vec<Image>>>);
+
+impl Images {
+    pub const fn none() -> Images {
+        Images(None)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.as_ref().is_none_or(|v| v.is_empty())
+    }
+
+    pub fn as_slice(&self) -> &[Image] {
+        self.0.as_deref().map_or(&[], Vec::as_slice)
+    }
+
+    /// Takes the images out, leaving none.
+    pub fn take(&mut self) -> Vec<Image> {
+        self.0.take().map(|b| *b).unwrap_or_default()
+    }
+
+    /// Encoded (base64) bytes of all the images.
+    pub fn data_bytes(&self) -> usize {
+        self.as_slice().iter().map(|i| i.media_type.len() + i.data.len()).sum()
+    }
+}
+
+impl From<Vec<Image>> for Images {
+    fn from(v: Vec<Image>) -> Images {
+        if v.is_empty() { Images(None) } else { Images(Some(Box::new(v))) }
+    }
+}
+
+impl Serialize for Images {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.as_slice().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Images {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Images, D::Error> {
+        Vec::<Image>::deserialize(d).map(Images::from)
+    }
 }
 
 // Deserialised through a flat struct: serde buffers internally tagged enums, and a buffered
@@ -122,6 +214,8 @@ struct BlockRepr {
     input: Option<Json>,
     tool_use_id: Option<String>,
     content: Option<String>,
+    #[serde(default)]
+    images: Images,
     #[serde(default)]
     is_error: bool,
 }
@@ -140,8 +234,9 @@ impl<'de> Deserialize<'de> for Block {
                 input: r.input.ok_or_else(|| D::Error::missing_field("input"))?,
             },
             "tool_result" => Block::ToolResult {
-                tool_use_id: need(r.tool_use_id, "tool_use_id")?,
+                tool_use_id: need(r.tool_use_id, "tool_use_id")?.into(),
                 content: need(r.content, "content")?,
+                images: r.images,
                 is_error: r.is_error,
             },
             other => {
@@ -170,10 +265,27 @@ impl Block {
                 Block::Text { text } => text.len(),
                 Block::Image { media_type, data } => media_type.len() + data.len(),
                 Block::ToolUse { id, name, input } => id.len() + name.len() + input.as_str().len(),
-                Block::ToolResult { tool_use_id, content, .. } => tool_use_id.len() + content.len(),
+                Block::ToolResult { tool_use_id, content, images, .. } => {
+                    tool_use_id.len() + content.len() + images.as_slice().len() * IMAGE_COST
+                }
             }
     }
+
+    /// A tool result with text only.
+    pub fn tool_result(tool_use_id: impl Into<String>, content: impl Into<String>, is_error: bool) -> Block {
+        Block::ToolResult {
+            tool_use_id: tool_use_id.into().into_boxed_str(),
+            content: content.into(),
+            images: Images::none(),
+            is_error,
+        }
+    }
 }
+
+/// What one tool-result image counts for in the history budget. The budget stands for the
+/// model's context, and an image costs tokens by its pixels, not its base64 length: about
+/// 1,600 tokens at most for an image the vendors do not scale down, some 6 KB of text.
+pub const IMAGE_COST: usize = 6 * 1024;
 
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq)]
@@ -209,6 +321,38 @@ impl Message {
     /// Whether this message carries tool results (and so is not something the person said).
     pub fn has_tool_results(&self) -> bool {
         self.content.iter().any(|b| matches!(b, Block::ToolResult { .. }))
+    }
+
+    /// Replaces the images of this message's tool results with notes in their text
+    /// (`[image: image/png, 1.2 KiB]`); returns whether there were any. What a session file
+    /// keeps: an image is shown to the model in the turn its tool returned it, and no line of
+    /// history carries it for ever after.
+    pub fn tool_images_to_notes(&mut self) -> bool {
+        let mut any = false;
+        for b in &mut self.content {
+            if let Block::ToolResult { content, images, .. } = b {
+                for image in images.take() {
+                    any = true;
+                    if !content.is_empty() {
+                        content.push('\n');
+                    }
+                    content.push_str(&image.placeholder());
+                }
+            }
+        }
+        any
+    }
+
+    /// Replaces every image of this message (a person's photo, a tool's image) with a note:
+    /// for a model that takes text only.
+    pub fn images_to_notes(&mut self) {
+        self.tool_images_to_notes();
+        for b in &mut self.content {
+            if let Block::Image { media_type, data } = b {
+                let image = Image { media_type: core::mem::take(media_type), data: core::mem::take(data) };
+                *b = Block::Text { text: image.placeholder() };
+            }
+        }
     }
 
     /// Ids of the tool calls in this message.
@@ -430,10 +574,20 @@ mod tests {
         let s = serde_json::to_string(&line).unwrap();
         assert!(s.contains(r#""input":{"zone":"UTC"}"#), "{s}");
         assert_eq!(serde_json::from_str::<Line>(&s).unwrap(), line);
-        let err = Block::ToolResult { tool_use_id: "t1".into(), content: "boom".into(), is_error: true };
+        let err = Block::ToolResult {
+            tool_use_id: "t1".into(),
+            content: "boom".into(),
+            images: Default::default(),
+            is_error: true,
+        };
         let s = serde_json::to_string(&err).unwrap();
         assert_eq!(s, r#"{"type":"tool_result","tool_use_id":"t1","content":"boom","is_error":true}"#);
-        let ok = Block::ToolResult { tool_use_id: "t1".into(), content: "x".into(), is_error: false };
+        let ok = Block::ToolResult {
+            tool_use_id: "t1".into(),
+            content: "x".into(),
+            images: Default::default(),
+            is_error: false,
+        };
         assert!(!serde_json::to_string(&ok).unwrap().contains("is_error"));
     }
 
@@ -453,5 +607,92 @@ mod tests {
         assert_eq!(StopReason::from_wire("length"), StopReason::MaxTokens);
         assert_eq!(StopReason::from_wire("stop"), StopReason::EndTurn);
         assert_eq!(StopReason::from_wire("pause_turn"), StopReason::Other("pause_turn".into()));
+    }
+
+    #[test]
+    fn a_block_stays_64_bytes_with_tool_images() {
+        // The chip holds its history as blocks; images must not make every block larger.
+        assert!(core::mem::size_of::<Block>() <= 64, "{}", core::mem::size_of::<Block>());
+    }
+
+    #[test]
+    fn tool_images_round_trip_and_old_lines_still_load() {
+        let with = Block::ToolResult {
+            tool_use_id: "t1".into(),
+            content: "shot".into(),
+            images: alloc::vec![Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() }].into(),
+            is_error: false,
+        };
+        let s = serde_json::to_string(&with).unwrap();
+        assert_eq!(
+            s,
+            r#"{"type":"tool_result","tool_use_id":"t1","content":"shot","images":[{"media_type":"image/png","data":"iVBORw0KGgo="}]}"#
+        );
+        assert_eq!(serde_json::from_str::<Block>(&s).unwrap(), with);
+        // A line written before tool results had images.
+        let old: Block = serde_json::from_str(r#"{"type":"tool_result","tool_use_id":"t1","content":"x"}"#).unwrap();
+        assert_eq!(old, Block::tool_result("t1", "x", false));
+        assert!(!serde_json::to_string(&old).unwrap().contains("images"));
+        // An image without its data is refused, not taken as empty.
+        assert!(
+            serde_json::from_str::<Block>(
+                r#"{"type":"tool_result","tool_use_id":"t","content":"","images":[{"media_type":"image/png"}]}"#
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn notes_stand_for_images_with_their_type_and_size() {
+        let img = |n: usize| Image { media_type: "image/png".into(), data: "A".repeat(n) };
+        assert_eq!(img(8).byte_len(), 6);
+        assert_eq!(Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() }.byte_len(), 8);
+        assert_eq!(img(8).placeholder(), "[image: image/png, 6 B]");
+        assert_eq!(img(1640).placeholder(), "[image: image/png, 1.2 KiB]");
+        assert_eq!(placeholder("image/jpeg", 5 * 1024 * 1024 + 512 * 1024), "[image: image/jpeg, 5.5 MiB]");
+
+        let mut m = Message {
+            role: Role::User,
+            content: alloc::vec![
+                Block::ToolResult {
+                    tool_use_id: "a".into(),
+                    content: "seen".into(),
+                    images: alloc::vec![img(8), img(1640)].into(),
+                    is_error: false
+                },
+                Block::ToolResult {
+                    tool_use_id: "b".into(),
+                    content: String::new(),
+                    images: alloc::vec![img(4)].into(),
+                    is_error: false
+                },
+                Block::Image { media_type: "image/jpeg".into(), data: "/9j/4A==".into() },
+            ],
+        };
+        let mut text_only = m.clone();
+        assert!(m.tool_images_to_notes());
+        assert!(!m.tool_images_to_notes(), "nothing left to replace");
+        assert_eq!(
+            m.content[0],
+            Block::tool_result("a", "seen\n[image: image/png, 6 B]\n[image: image/png, 1.2 KiB]", false)
+        );
+        assert_eq!(m.content[1], Block::tool_result("b", "[image: image/png, 3 B]", false));
+        assert!(matches!(m.content[2], Block::Image { .. }), "a person's photo is not a tool's image");
+        text_only.images_to_notes();
+        assert_eq!(text_only.content[2], Block::text("[image: image/jpeg, 4 B]"));
+        assert_eq!(text_only.content[0], m.content[0]);
+    }
+
+    #[test]
+    fn a_tool_image_counts_for_its_cost_not_its_length() {
+        let big = Image { media_type: "image/png".into(), data: "A".repeat(1 << 20) };
+        let b = Block::ToolResult {
+            tool_use_id: "t".into(),
+            content: "x".into(),
+            images: alloc::vec![big].into(),
+            is_error: false,
+        };
+        assert!(b.approx_bytes() < IMAGE_COST + 64, "{}", b.approx_bytes());
+        assert!(b.approx_bytes() > IMAGE_COST);
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! Mapping from the neutral model: the system prompt is the first message; an assistant
 //! message's tool uses become `tool_calls` with their input as the `arguments` string; each tool
-//! result becomes a `tool` message (errors are prefixed with `Error: `, the format has no flag).
+//! result becomes a `tool` message (errors are prefixed with `Error: `, the format has no flag);
+//! a tool's images, which a `tool` message cannot hold, follow in a `user` message.
 //!
 //! Servers vary; the decoder accepts what the common ones send: arguments as a string or as an
 //! object, tool-call deltas without an `index` or `id`, `content: null`, a missing `[DONE]`.
@@ -93,7 +94,7 @@ pub fn write_request_for<S: Sink + ?Sized>(req: &Request<'_>, dialect: Dialect, 
 fn write_user<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {
     // Tool results must directly follow the assistant message that asked for them.
     for b in blocks {
-        if let Block::ToolResult { tool_use_id, content, is_error } = b {
+        if let Block::ToolResult { tool_use_id, content, is_error, .. } = b {
             w.begin_object().field_str("role", "tool").field_str("tool_call_id", tool_use_id);
             if *is_error {
                 w.key("content").string_parts(&["Error: ", content]);
@@ -103,32 +104,53 @@ fn write_user<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {
             w.end_object();
         }
     }
+    // A `tool` message's content is text only in Chat Completions, so a tool's images travel
+    // in a `user` message after all the tool messages, each series introduced by a text part
+    // naming the call it came from; the person's own text and images follow in the same message.
+    let tool_images = || {
+        blocks.iter().filter_map(|b| match b {
+            Block::ToolResult { tool_use_id, images, .. } if !images.is_empty() => Some((tool_use_id, images)),
+            _ => None,
+        })
+    };
     let rest = || blocks.iter().filter(|b| matches!(b, Block::Text { .. } | Block::Image { .. }));
+    let has_tool_images = tool_images().next().is_some();
     match rest().count() {
-        0 => {}
-        1 if matches!(rest().next(), Some(Block::Text { .. })) => {
+        0 if !has_tool_images => {}
+        1 if !has_tool_images && matches!(rest().next(), Some(Block::Text { .. })) => {
             if let Some(Block::Text { text }) = rest().next() {
                 w.begin_object().field_str("role", "user").field_str("content", text).end_object();
             }
         }
         _ => {
             w.begin_object().field_str("role", "user").key("content").begin_array();
+            for (id, images) in tool_images() {
+                w.begin_object().field_str("type", "text");
+                w.key("text").string_parts(&["The image(s) the tool call ", id, " returned:"]);
+                w.end_object();
+                for image in images.as_slice() {
+                    write_image_url(w, &image.media_type, &image.data);
+                }
+            }
             for b in rest() {
                 match b {
                     Block::Text { text } => {
                         w.begin_object().field_str("type", "text").field_str("text", text).end_object();
                     }
-                    Block::Image { media_type, data } => {
-                        w.begin_object().field_str("type", "image_url").key("image_url").begin_object();
-                        w.key("url").string_parts(&["data:", media_type, ";base64,", data]);
-                        w.end_object().end_object();
-                    }
+                    Block::Image { media_type, data } => write_image_url(w, media_type, data),
                     _ => {}
                 }
             }
             w.end_array().end_object();
         }
     }
+}
+
+/// An `image_url` part with the image inline as a `data:` URL.
+fn write_image_url<S: Sink + ?Sized>(w: &mut Writer<'_, S>, media_type: &str, data: &str) {
+    w.begin_object().field_str("type", "image_url").key("image_url").begin_object();
+    w.key("url").string_parts(&["data:", media_type, ";base64,", data]);
+    w.end_object().end_object();
 }
 
 fn write_assistant<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {

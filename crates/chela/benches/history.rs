@@ -42,8 +42,9 @@ fn turn(i: usize) -> Vec<Message> {
         Message {
             role: Role::User,
             content: vec![Block::ToolResult {
-                tool_use_id: format!("call_{i}"),
+                tool_use_id: format!("call_{i}").into(),
                 content: "Flights booked for the 12th; hotel near the river; \"bring the adapter\".\n".repeat(20),
+                images: Default::default(),
                 is_error: false,
             }],
         },

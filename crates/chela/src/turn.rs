@@ -16,6 +16,7 @@ use chela_proto::chat::{Message, Update};
 use crate::provider::{Provider, ProviderError};
 use crate::storage::FileStorage;
 use crate::tools::{ToolCtx, Toolbox};
+use crate::vision::ImageBudget;
 use crate::workspace::archive_target;
 
 /// A session file is archived and restarted from its recent part when it grows past this; the
@@ -206,7 +207,13 @@ pub async fn run_turn(
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
     let system = crate::compact::system_with_summary(system, history.summary.as_ref());
-    let mut run = AgentRun::new(history.messages.clone(), req.user.clone(), system, agent.limits);
+    let mut images = ImageBudget::for_turn(&ctx.cfg);
+    let mut user = req.user.clone();
+    if !images.vision() {
+        // A photo to a text-only model: a note says one was sent.
+        user.images_to_notes();
+    }
+    let mut run = AgentRun::new(history.messages.clone(), user, system, agent.limits);
     // A "context too long" is answered by shrinking the window and asking again, once a turn.
     let mut shrunk = false;
     let end = loop {
@@ -253,14 +260,17 @@ pub async fn run_turn(
                     let extra = scope_with_skills(agent, &agent.toolbox.registry(), &req.scope);
                     let scope = Scope { extra_visible: &extra };
                     let outcome = tokio::select! {
-                        r = agent.toolbox.call(&ctx, &call.name, call.input.as_str(), Caller::Model, scope) => r,
+                        r = agent.toolbox.call_output(&ctx, &call.name, call.input.as_str(), Caller::Model, scope) => r,
                         () = cancel.cancelled() => {
                             cancelled = true;
                             break;
                         }
                     };
                     let result = match outcome {
-                        Ok(out) => ToolResult::ok(call.id.clone(), out),
+                        Ok(out) => {
+                            let (text, images) = images.admit(out);
+                            ToolResult::ok(call.id.clone(), text).with_images(images)
+                        }
                         Err(e) => {
                             tracing::debug!(tool = %call.name, kind = ?e.kind(), "tool call failed");
                             ToolResult::error(call.id.clone(), e.0)
@@ -311,11 +321,23 @@ fn scope_with_skills(agent: &Agent<'_>, registry: &chela_core::cap::Registry, ba
 
 /// Appends a finished turn to the session file (where `files` says: it fsyncs) and then to the
 /// history in memory, which keeps only as much as a fresh load would read.
+/// A tool's images are kept as notes (`[image: image/png, 1.2 KiB]`): the model saw them in
+/// this turn, and no line of the file or of the history carries them for ever after.
 async fn keep(history: &mut History, turn: &[Message], budget: usize, files: FileWork) -> anyhow::Result<()> {
-    let (path, messages) = (history.path.clone(), turn.to_vec());
-    files.run("saving the conversation", move || persist(&path, &messages)).await?;
+    let mut messages = turn.to_vec();
+    for m in &mut messages {
+        m.tool_images_to_notes();
+    }
+    let path = history.path.clone();
+    // The file work gets the messages and hands them back, so they are copied once.
+    let messages = files
+        .run("saving the conversation", move || {
+            persist(&path, &messages)?;
+            Ok(messages)
+        })
+        .await?;
     let kept = &mut history.messages;
-    kept.extend_from_slice(turn);
+    kept.extend(messages);
     let bound = usize::try_from(tail_bytes(budget)).unwrap_or(usize::MAX);
     let start = chela_core::history::trim_start(kept, bound, kept.len());
     kept.drain(..start);

@@ -245,7 +245,12 @@ pub fn history(max_messages: usize, max_bytes: usize) -> Vec<Message> {
             });
             exchange.push(Message {
                 role: Role::User,
-                content: vec![Block::ToolResult { tool_use_id: id, content: rng.text(40, 120), is_error: false }],
+                content: vec![Block::ToolResult {
+                    tool_use_id: id.into(),
+                    content: rng.text(40, 120),
+                    images: Default::default(),
+                    is_error: false,
+                }],
             });
         }
         exchange.push(Message::assistant_text(rng.text(30, 90)));

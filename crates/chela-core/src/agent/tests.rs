@@ -87,7 +87,7 @@ fn check_well_formed(messages: &[Message]) -> Result<(), String> {
             .content
             .iter()
             .filter_map(|b| match b {
-                Block::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+                Block::ToolResult { tool_use_id, .. } => Some(&**tool_use_id),
                 _ => None,
             })
             .collect();
@@ -121,7 +121,7 @@ fn check_well_formed(messages: &[Message]) -> Result<(), String> {
                     .content
                     .iter()
                     .filter_map(|b| match b {
-                        Block::ToolResult { tool_use_id, .. } => Some(tool_use_id.as_str()),
+                        Block::ToolResult { tool_use_id, .. } => Some(&**tool_use_id),
                         _ => None,
                     })
                     .collect(),
@@ -151,7 +151,7 @@ fn call(id: &str) -> Block {
 }
 
 fn result(id: &str) -> Block {
-    Block::ToolResult { tool_use_id: id.into(), content: "r".into(), is_error: false }
+    Block::ToolResult { tool_use_id: id.into(), content: "r".into(), images: Default::default(), is_error: false }
 }
 
 fn msg(role: Role, content: Vec<Block>) -> Message {
@@ -250,8 +250,18 @@ fn two_tool_iterations_then_an_answer() {
     assert_eq!(
         msgs[4].content,
         vec![
-            Block::ToolResult { tool_use_id: "b".into(), content: "B failed".into(), is_error: true },
-            Block::ToolResult { tool_use_id: "c".into(), content: "C".into(), is_error: false },
+            Block::ToolResult {
+                tool_use_id: "b".into(),
+                content: "B failed".into(),
+                images: Default::default(),
+                is_error: true
+            },
+            Block::ToolResult {
+                tool_use_id: "c".into(),
+                content: "C".into(),
+                images: Default::default(),
+                is_error: false
+            },
         ]
     );
     assert!(well_formed(msgs));
@@ -432,7 +442,12 @@ fn reused_tool_ids_are_renamed() {
         },
         Message {
             role: Role::User,
-            content: vec![Block::ToolResult { tool_use_id: "call_0".into(), content: "r".into(), is_error: false }],
+            content: vec![Block::ToolResult {
+                tool_use_id: "call_0".into(),
+                content: "r".into(),
+                images: Default::default(),
+                is_error: false,
+            }],
         },
         Message::assistant_text("ok"),
     ];

@@ -18,7 +18,12 @@ fn call(id: &str) -> Message {
 fn result(id: &str, body: &str) -> Message {
     Message {
         role: Role::User,
-        content: vec![Block::ToolResult { tool_use_id: id.into(), content: body.into(), is_error: false }],
+        content: vec![Block::ToolResult {
+            tool_use_id: id.into(),
+            content: body.into(),
+            images: Default::default(),
+            is_error: false,
+        }],
     }
 }
 

@@ -34,8 +34,9 @@ fn turn(k: u32) -> Vec<Message> {
         Message {
             role: Role::User,
             content: vec![Block::ToolResult {
-                tool_use_id: format!("t{k}"),
+                tool_use_id: format!("t{k}").into(),
                 content: format!("output of {k}: {}", "o".repeat(90)),
+                images: Default::default(),
                 is_error: false,
             }],
         },

@@ -50,8 +50,18 @@ fn request_with_every_block_kind() {
         Message {
             role: Role::User,
             content: vec![
-                Block::ToolResult { tool_use_id: "toolu_1".into(), content: "18°C".into(), is_error: false },
-                Block::ToolResult { tool_use_id: "toolu_2".into(), content: "no such tool".into(), is_error: true },
+                Block::ToolResult {
+                    tool_use_id: "toolu_1".into(),
+                    content: "18°C".into(),
+                    images: Default::default(),
+                    is_error: false,
+                },
+                Block::ToolResult {
+                    tool_use_id: "toolu_2".into(),
+                    content: "no such tool".into(),
+                    images: Default::default(),
+                    is_error: true,
+                },
                 Block::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() },
                 Block::text(""),
             ],
@@ -299,5 +309,93 @@ proptest! {
         let (split, split_shown) = decode(&chunks);
         prop_assert_eq!(whole, split);
         prop_assert_eq!(whole_shown, split_shown);
+    }
+}
+
+fn tool_images_turn() -> Vec<Message> {
+    vec![
+        Message::user_text("Show me the tiny image."),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::ToolUse {
+                    id: "toolu_1".into(),
+                    name: "mcp_everything_get-tiny-image".into(),
+                    input: Json::empty_object(),
+                },
+                Block::ToolUse { id: "toolu_2".into(), name: "screenshot".into(), input: Json::empty_object() },
+            ],
+        },
+        Message {
+            role: Role::User,
+            content: vec![
+                Block::ToolResult {
+                    tool_use_id: "toolu_1".into(),
+                    content: "Here it is.".into(),
+                    images: vec![crate::chat::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() }]
+                        .into(),
+                    is_error: false,
+                },
+                Block::ToolResult {
+                    tool_use_id: "toolu_2".into(),
+                    content: String::new(),
+                    images: vec![crate::chat::Image { media_type: "image/jpeg".into(), data: "/9j/4A==".into() }]
+                        .into(),
+                    is_error: true,
+                },
+            ],
+        },
+    ]
+}
+
+#[test]
+fn tool_result_images_are_image_blocks_in_its_content() {
+    let messages = tool_images_turn();
+    let req = Request {
+        model: "m",
+        max_tokens: 5,
+        system: "",
+        messages: &messages,
+        tools: &[],
+        tool_choice: ToolChoice::Auto,
+        stream: false,
+    };
+    let mut body = String::new();
+    write_request(&req, &mut body);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v["messages"][2],
+        json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                {"type": "text", "text": "Here it is."},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+            ]},
+            {"type": "tool_result", "tool_use_id": "toolu_2", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg", "data": "/9j/4A=="}}
+            ], "is_error": true}
+        ]})
+    );
+}
+
+proptest! {
+    // The chip's driver sends a body as windows of a re-encoding; with images in tool results
+    // the pieces put together must still be the body, byte for byte.
+    #[test]
+    fn windows_of_a_request_with_tool_images_are_the_body(len in 1usize..300, data in "[A-Za-z0-9+/]{0,600}") {
+        let mut messages = tool_images_turn();
+        if let Block::ToolResult { images, .. } = &mut messages[2].content[0] {
+            *images = vec![crate::chat::Image { media_type: "image/png".into(), data }].into();
+        }
+        let req = Request { model: "m", max_tokens: 5, system: "s", messages: &messages, tools: &[], tool_choice: ToolChoice::Auto, stream: true };
+        let mut whole = String::new();
+        write_request(&req, &mut whole);
+        let mut joined = Vec::new();
+        let mut buf = Vec::new();
+        loop {
+            write_request(&req, &mut crate::json::Window::new(joined.len(), len, &mut buf));
+            if buf.is_empty() { break; }
+            joined.extend_from_slice(&buf);
+        }
+        prop_assert_eq!(joined, whole.into_bytes());
     }
 }

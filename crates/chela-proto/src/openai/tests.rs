@@ -49,8 +49,18 @@ fn request_maps_tools_results_and_images() {
         Message {
             role: Role::User,
             content: vec![
-                Block::ToolResult { tool_use_id: "call_1".into(), content: "18°C".into(), is_error: false },
-                Block::ToolResult { tool_use_id: "call_2".into(), content: "clock broken".into(), is_error: true },
+                Block::ToolResult {
+                    tool_use_id: "call_1".into(),
+                    content: "18°C".into(),
+                    images: Default::default(),
+                    is_error: false,
+                },
+                Block::ToolResult {
+                    tool_use_id: "call_2".into(),
+                    content: "clock broken".into(),
+                    images: Default::default(),
+                    is_error: true,
+                },
             ],
         },
         Message::assistant_text("It is 18°C."),
@@ -271,4 +281,66 @@ proptest! {
         prop_assert_eq!(whole, split);
         prop_assert_eq!(whole_shown, split_shown);
     }
+}
+
+#[test]
+fn tool_result_images_follow_the_tool_messages_in_a_user_message() {
+    let image = |t: &str, d: &str| crate::chat::Image { media_type: t.into(), data: d.into() };
+    let messages = vec![
+        Message::user_text("Show me."),
+        Message {
+            role: Role::Assistant,
+            content: vec![
+                Block::ToolUse { id: "call_1".into(), name: "tiny".into(), input: Json::empty_object() },
+                Block::ToolUse { id: "call_2".into(), name: "plain".into(), input: Json::empty_object() },
+                Block::ToolUse { id: "call_3".into(), name: "shot".into(), input: Json::empty_object() },
+            ],
+        },
+        Message {
+            role: Role::User,
+            content: vec![
+                Block::ToolResult {
+                    tool_use_id: "call_1".into(),
+                    content: "Here it is.".into(),
+                    images: vec![image("image/png", "iVBORw0KGgo=")].into(),
+                    is_error: false,
+                },
+                Block::tool_result("call_2", "plain text", false),
+                Block::ToolResult {
+                    tool_use_id: "call_3".into(),
+                    content: String::new(),
+                    images: vec![image("image/jpeg", "/9j/4A=="), image("image/webp", "UklGRg==")].into(),
+                    is_error: false,
+                },
+            ],
+        },
+    ];
+    let req = Request {
+        model: "m",
+        max_tokens: 5,
+        system: "",
+        messages: &messages,
+        tools: &[],
+        tool_choice: ToolChoice::Auto,
+        stream: false,
+    };
+    let mut body = String::new();
+    write_request(&req, &mut body);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let url = |u: &str| json!({"type": "image_url", "image_url": {"url": u}});
+    assert_eq!(
+        v["messages"].as_array().unwrap()[2..],
+        [
+            json!({"role": "tool", "tool_call_id": "call_1", "content": "Here it is."}),
+            json!({"role": "tool", "tool_call_id": "call_2", "content": "plain text"}),
+            json!({"role": "tool", "tool_call_id": "call_3", "content": ""}),
+            json!({"role": "user", "content": [
+                {"type": "text", "text": "The image(s) the tool call call_1 returned:"},
+                url("data:image/png;base64,iVBORw0KGgo="),
+                {"type": "text", "text": "The image(s) the tool call call_3 returned:"},
+                url("data:image/jpeg;base64,/9j/4A=="),
+                url("data:image/webp;base64,UklGRg==")
+            ]}),
+        ]
+    );
 }

@@ -29,7 +29,7 @@ use self::conn::{CallError, Conn, Spawn};
 use self::names::Names;
 use self::wire::{Era, ToolDef};
 use crate::config::McpServer;
-use crate::tools::{Group, ToolError, ToolResult, Toolbox};
+use crate::tools::{Group, ToolError, Toolbox};
 
 /// How long the era probe may take before the server is taken for a handshake-era one. Long,
 /// because the probe is also the server's first request: a Python server on a busy machine
@@ -417,7 +417,7 @@ impl Server {
     }
 
     /// Calls MCP tool `name` with `input` (a JSON object as text).
-    async fn call(self: Arc<Self>, name: String, input: String) -> ToolResult {
+    async fn call(self: Arc<Self>, name: String, input: String) -> crate::tools::OutputResult {
         let args: Value = serde_json::from_str(&input)
             .ok()
             .filter(Value::is_object)

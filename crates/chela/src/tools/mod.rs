@@ -151,6 +151,38 @@ impl From<CallError> for ToolError {
 
 pub type ToolResult = Result<String, ToolError>;
 
+/// What a tool gave back when it can give more than text: its text and the images it returned
+/// (an MCP server's screenshot). Built-in tools return text; MCP tools return this.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub text: String,
+    pub images: Vec<chela_proto::chat::Image>,
+}
+
+impl From<String> for ToolOutput {
+    fn from(text: String) -> ToolOutput {
+        ToolOutput { text, images: Vec::new() }
+    }
+}
+
+impl ToolOutput {
+    /// The text with a note for each image (`[image: image/png, 1.2 KiB]`): for callers that
+    /// show text only (`chela cap call`, Lua's `cap.call`, the MCP server, router events).
+    pub fn into_text(self) -> String {
+        let mut text = self.text;
+        for image in &self.images {
+            if !text.is_empty() {
+                text.push('\n');
+            }
+            text.push_str(&image.placeholder());
+        }
+        text
+    }
+}
+
+/// A call's result with its images, as [`Toolbox::call_output`] gives it.
+pub type OutputResult = Result<ToolOutput, ToolError>;
+
 /// One tool.
 pub trait Tool: Send + Sync + 'static {
     const NAME: &'static str;
@@ -168,10 +200,11 @@ pub trait Tool: Send + Sync + 'static {
     fn call<'a>(&'a self, ctx: &'a ToolCtx, args: Self::Args) -> impl Future<Output = ToolResult> + Send + 'a;
 }
 
-pub(crate) type ToolFuture = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
+pub(crate) type ToolFuture = Pin<Box<dyn Future<Output = OutputResult> + Send>>;
 
 /// A tool known only at run time (an MCP server's): its name, description and schema come in
 /// a [`Capability`] given to [`Group::with_dynamic`], and it takes its arguments as JSON text.
+/// Its output may carry images.
 pub(crate) trait Dynamic: Send + Sync + 'static {
     fn call(&self, input: String) -> ToolFuture;
 }
@@ -215,7 +248,7 @@ impl<T: Tool> Erased for T {
         Box::pin(async move {
             let args = parse_args::<T>(&input)?;
             if !T::BLOCKING {
-                return self.call(&ctx, args).await;
+                return self.call(&ctx, args).await.map(ToolOutput::from);
             }
             // The tool's future is driven on a blocking-pool thread; IO and timers it uses still
             // work because the runtime keeps running on its own threads.
@@ -223,6 +256,7 @@ impl<T: Tool> Erased for T {
             tokio::task::spawn_blocking(move || rt.block_on(self.call(&ctx, args)))
                 .await
                 .map_err(|e| ToolError::new(format!("{} stopped unexpectedly: {e}", T::NAME)))?
+                .map(ToolOutput::from)
         })
     }
 
@@ -496,12 +530,35 @@ impl Toolbox {
 
     /// Runs tool `id` with JSON `input` after checking that `caller` may use it in `scope`,
     /// for at most `tools.timeout_secs`.
+    /// Images come back as notes in the text; [`Toolbox::call_output`] keeps them.
     pub async fn call(&self, ctx: &ToolCtx, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> ToolResult {
+        self.call_output(ctx, id, input, caller, scope).await.map(ToolOutput::into_text)
+    }
+
+    /// [`Toolbox::call`] with the images the tool returned kept apart from its text: what a
+    /// turn uses, so the model can see them.
+    pub async fn call_output(
+        &self,
+        ctx: &ToolCtx,
+        id: &str,
+        input: &str,
+        caller: Caller,
+        scope: Scope<'_>,
+    ) -> OutputResult {
         let result = self.call_inner(ctx, id, input, caller, scope).await;
-        if let Some(hook) = self.on_result.get() {
-            hook(ctx, id, &result);
+        let Some(hook) = self.on_result.get() else { return result };
+        // The hook (router events) reads text; an image is a note there.
+        match result {
+            Ok(out) if !out.images.is_empty() => {
+                hook(ctx, id, &Ok(out.clone().into_text()));
+                Ok(out)
+            }
+            other => {
+                let text = other.map(|out| out.text);
+                hook(ctx, id, &text);
+                text.map(ToolOutput::from)
+            }
         }
-        result
     }
 
     /// Sets what is told of every finished call (once; the daemon's `cap_result` events). The
@@ -511,7 +568,7 @@ impl Toolbox {
         self.on_result.set(hook).map_err(|_| "the toolbox already reports its results".to_owned())
     }
 
-    async fn call_inner(&self, ctx: &ToolCtx, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> ToolResult {
+    async fn call_inner(&self, ctx: &ToolCtx, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> OutputResult {
         let handler = {
             let state = self.current();
             state.registry.authorize(id, caller, scope).map_err(|e| refusal(e, ctx))?;

@@ -97,7 +97,7 @@ mod tests {
     use crate::tools::testing::Fixture;
 
     async fn call<T: Tool>(fx: &Fixture, tool: T, args: Value) -> ToolResult {
-        Arc::new(tool).call_json(fx.ctx(), args.to_string()).await
+        Arc::new(tool).call_json(fx.ctx(), args.to_string()).await.map(crate::tools::ToolOutput::into_text)
     }
 
     #[tokio::test]

@@ -69,7 +69,7 @@ impl Fixture {
 
     /// Calls `tool` with `args` as the model would: JSON text in, result or error out.
     pub async fn call<T: Tool>(&self, tool: T, args: serde_json::Value) -> ToolResult {
-        Arc::new(tool).call_json(self.ctx(), args.to_string()).await
+        Arc::new(tool).call_json(self.ctx(), args.to_string()).await.map(super::ToolOutput::into_text)
     }
 }
 

@@ -24,6 +24,7 @@ mod interactive;
 #[cfg(feature = "lua")]
 mod lua;
 mod mcp;
+mod mcp_image;
 #[cfg(feature = "memory")]
 mod mcp_serve;
 mod router;

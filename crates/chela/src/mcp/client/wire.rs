@@ -2,7 +2,10 @@
 //! era, how to read what comes back, which era a server speaks, and how a `tools/call` result
 //! becomes a tool output. `conn.rs` moves the bytes.
 
+use chela_proto::chat::{Image, placeholder};
 use serde_json::{Value, json};
+
+use crate::tools::ToolOutput;
 
 /// The newest handshake-era revision we ask for in `initialize`.
 pub const LEGACY_VERSION: &str = "2025-11-25";
@@ -182,20 +185,29 @@ pub fn tools_page(result: &Value) -> Result<(Vec<ToolDef>, Option<String>), Stri
     Ok((out, next))
 }
 
-/// A `tools/call` result as the tool output the model reads: text as it is, images as a note
-/// with their type and size, `structuredContent` as JSON, links as links. `isError: true` is
-/// an `Err` with the same text, which the model sees as a failed tool.
-pub fn tool_output(result: &Value) -> Result<String, String> {
+/// Image types both wire formats take (Anthropic's list; OpenAI's is the same).
+const IMAGE_TYPES: &[&str] = &["image/png", "image/jpeg", "image/gif", "image/webp"];
+
+/// A `tools/call` result as the tool output the model reads: text as it is, images as images
+/// (when their type is one the models take and their data is base64), audio and binary
+/// resources as a note with their type and size, `structuredContent` as JSON, links as links.
+/// `isError: true` is an `Err` with the same text (images as notes), which the model sees as a
+/// failed tool.
+pub fn tool_output(result: &Value) -> Result<ToolOutput, String> {
     let mut parts: Vec<String> = Vec::new();
+    let mut images = Vec::new();
     for c in result.get("content").and_then(Value::as_array).into_iter().flatten() {
         let s = |k: &str| c.get(k).and_then(Value::as_str).unwrap_or("");
         match s("type") {
             "text" => parts.push(s("text").to_owned()),
-            "image" | "audio" => {
-                let kind = s("type");
+            "image" => match image(s("mimeType"), s("data")) {
+                Ok(img) => images.push(img),
+                Err(note) => parts.push(note),
+            },
+            "audio" => {
                 // base64: 4 characters carry 3 bytes.
                 let bytes = s("data").len() / 4 * 3;
-                parts.push(format!("[{kind}: {}, {bytes} bytes]", s("mimeType")));
+                parts.push(format!("[audio: {}, {bytes} bytes]", s("mimeType")));
             }
             "resource_link" => {
                 let name = if s("name").is_empty() { s("uri") } else { s("name") };
@@ -222,12 +234,31 @@ pub fn tool_output(result: &Value) -> Result<String, String> {
             parts.push(json);
         }
     }
-    let text = parts.join("\n");
+    let out = ToolOutput { text: parts.join("\n"), images };
     if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        let text = out.into_text();
         Err(if text.is_empty() { "the tool failed and gave no reason".into() } else { text })
     } else {
-        Ok(text)
+        Ok(out)
     }
+}
+
+/// An MCP image content as an image the model can be shown, or the note that stands for it.
+fn image(mime: &str, data: &str) -> Result<Image, String> {
+    let media_type = mime.trim().to_ascii_lowercase();
+    let size = placeholder(&media_type, data.len() / 4 * 3);
+    let why = if !IMAGE_TYPES.contains(&media_type.as_str()) {
+        "not a type the model takes"
+    } else if data.is_empty()
+        || !data.len().is_multiple_of(4)
+        || !data.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+    {
+        "its data is not base64"
+    } else {
+        return Ok(Image { media_type, data: data.to_owned() });
+    };
+    // `[image: TYPE, SIZE]` with the reason inside the brackets.
+    Err(format!("{}; {why}]", &size[..size.len() - 1]))
 }
 
 #[cfg(test)]
@@ -308,18 +339,43 @@ mod tests {
         let r = json!({"content": [
             {"type": "text", "text": "hello"},
             {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+            {"type": "audio", "data": "AAAAAAAA", "mimeType": "audio/wav"},
             {"type": "resource_link", "uri": "file:///x.txt", "name": "x.txt"},
             {"type": "resource", "resource": {"uri": "mem://a", "text": "body"}},
+            {"type": "resource", "resource": {"uri": "mem://b", "blob": "AAAA", "mimeType": "application/pdf"}},
         ], "structuredContent": {"n": 1}});
+        let out = tool_output(&r).unwrap();
         assert_eq!(
-            tool_output(&r).unwrap(),
-            "hello\n[image: image/png, 3 bytes]\n[link: x.txt](file:///x.txt)\n[resource mem://a]\nbody\n{\"n\":1}"
+            out.text,
+            "hello\n[audio: audio/wav, 6 bytes]\n[link: x.txt](file:///x.txt)\n[resource mem://a]\nbody\n\
+             [resource mem://b: application/pdf binary]\n{\"n\":1}"
         );
+        assert_eq!(out.images, [Image { media_type: "image/png".into(), data: "AAAA".into() }]);
         // Structured content repeated as text is shown once.
         let r = json!({"content": [{"type": "text", "text": "{\"n\": 1}"}], "structuredContent": {"n": 1}});
-        assert_eq!(tool_output(&r).unwrap(), "{\"n\": 1}");
+        assert_eq!(tool_output(&r).unwrap().text, "{\"n\": 1}");
         let r = json!({"content": [{"type": "text", "text": "disk full"}], "isError": true});
         assert_eq!(tool_output(&r).unwrap_err(), "disk full");
         assert!(tool_output(&json!({"isError": true})).is_err());
+    }
+
+    #[test]
+    fn images_the_models_cannot_take_become_notes() {
+        let one = |mime: &str, data: &str| {
+            tool_output(&json!({"content": [{"type": "image", "mimeType": mime, "data": data}]})).unwrap()
+        };
+        // Types are compared without case.
+        assert_eq!(one("Image/JPEG", "/9j/4A==").images[0].media_type, "image/jpeg");
+        let svg = one("image/svg+xml", "PHN2Zz4=");
+        assert!(svg.images.is_empty());
+        assert_eq!(svg.text, "[image: image/svg+xml, 6 B; not a type the model takes]");
+        for bad in ["", "AAA", "AA AA===", "{\"x\":1}", "AAA\n"] {
+            let out = one("image/png", bad);
+            assert!(out.images.is_empty(), "{bad:?}");
+            assert!(out.text.ends_with("; its data is not base64]"), "{bad:?}: {}", out.text);
+        }
+        // A failed call's images are notes in its error.
+        let r = json!({"content": [{"type": "text", "text": "half done"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}], "isError": true});
+        assert_eq!(tool_output(&r).unwrap_err(), "half done\n[image: image/png, 3 B]");
     }
 }

@@ -15,7 +15,7 @@ fn open(fx: &Fixture) -> Arc<Scheduler> {
 async fn call<T: Tool>(fx: &Fixture, tool: T, args: Value) -> ToolResult {
     let mut ctx = fx.ctx();
     ctx.conversation = Some(("telegram".to_owned(), "42".to_owned()));
-    Arc::new(tool).call_json(ctx, args.to_string()).await
+    Arc::new(tool).call_json(ctx, args.to_string()).await.map(crate::tools::ToolOutput::into_text)
 }
 
 fn job(s: &Scheduler, id: &str) -> Value {
