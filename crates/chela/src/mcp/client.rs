@@ -555,6 +555,8 @@ impl crate::tools::Dynamic for McpTool {
 }
 
 #[cfg(test)]
+mod tests_hostile;
+#[cfg(test)]
 mod tests_http;
 #[cfg(test)]
 mod tests_peers;
