@@ -94,7 +94,7 @@ pub fn is_secret_name(name: &str) -> bool {
         || words.iter().any(|w| {
             (w.contains("token") && *w != "tokens")
                 || ["secret", "password", "passwd", "credential"].iter().any(|s| w.contains(s))
-                || matches!(*w, "authorization" | "cookie")
+                || matches!(*w, "authorization" | "cookie" | "bearer")
         })
 }
 
@@ -593,6 +593,7 @@ mod tests {
             "Authorization",
             "x.access_token",
             "x.apikey",
+            "mcp.servers.remote.bearer",
         ] {
             assert!(is_secret_name(name), "{name}");
         }

@@ -125,6 +125,8 @@ pub struct McpServer {
     pub env: BTreeMap<String, String>,
     pub url: String,
     pub headers: BTreeMap<String, String>,
+    /// A token sent as `Authorization: Bearer …` to a remote (`url`) server.
+    pub bearer: String,
     /// The folder a local server runs in (default: Chela's own).
     pub cwd: String,
     /// `start`: the daemon connects it when it starts; `lazy`: when a turn or command first
@@ -146,6 +148,7 @@ impl Default for McpServer {
             env: BTreeMap::new(),
             url: String::new(),
             headers: BTreeMap::new(),
+            bearer: String::new(),
             cwd: String::new(),
             connect: "start".into(),
             timeout_secs: 60,
@@ -209,7 +212,8 @@ fn blame(leaves: &[(Vec<String>, toml::Value, Layer)], base: &toml::Table, whole
 }
 
 /// The fields of an MCP server, for "did you mean".
-const MCP_FIELDS: &[&str] = &["command", "args", "env", "url", "headers", "cwd", "connect", "timeout_secs", "enabled"];
+const MCP_FIELDS: &[&str] =
+    &["command", "args", "env", "url", "headers", "bearer", "cwd", "connect", "timeout_secs", "enabled"];
 
 /// Builds the typed sections from the typed leaves of the file layers (merged by path, later
 /// layers winning) and the flat entries (which carry defaults and the environment). Returns

@@ -135,7 +135,7 @@ listen = "0.0.0.0:8080"
 
 #[test]
 fn typed_sections_are_read_once_with_provenance() {
-    let overrides = "[mcp.servers.remote]\nurl = \"https://mcp.example.com/mcp\"\nheaders = { Authorization = \"Bearer hdr-secret\" }\n";
+    let overrides = "[mcp.servers.remote]\nurl = \"https://mcp.example.com/mcp\"\nheaders = { Authorization = \"Bearer hdr-secret\" }\nbearer = \"bearer-secret\"\n";
     let cfg = Config::from_layers(Some(TYPED), Some(overrides), &env(&[("CHELA_GATEWAY__TOKEN", "gw-secret-1234567")]))
         .unwrap();
     assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
@@ -147,6 +147,7 @@ fn typed_sections_are_read_once_with_provenance() {
     assert_eq!((gh.command.as_str(), gh.args.len(), gh.enabled), ("github-mcp-server", 2, true));
     assert_eq!(gh.env["GITHUB_TOKEN"], "ghp_mcp-env-secret");
     assert_eq!(s.mcp.servers["remote"].headers["Authorization"], "Bearer hdr-secret");
+    assert_eq!(s.mcp.servers["remote"].bearer, "bearer-secret");
     assert!(s.lua.enabled);
     assert_eq!(s.lua.timeout_ms, 5000, "defaults come from the key table");
     assert_eq!(
@@ -163,7 +164,9 @@ fn typed_sections_are_read_once_with_provenance() {
     for (path, value, _) in cfg.extra() {
         let shown = shown_extra(path, value);
         assert!(!shown.contains("mcp-env-secret") && !shown.contains("hdr-secret"), "{path} = {shown}");
+        assert!(!shown.contains("bearer-secret"), "{path} = {shown}");
     }
+    assert!(cfg.extra().iter().any(|(path, _, _)| path.ends_with("remote.bearer")), "the bearer is listed, masked");
 }
 
 #[test]

@@ -16,6 +16,7 @@
 //! replaced. [`Clients::shutdown`] stops every server in order.
 
 pub mod conn;
+pub mod http;
 pub mod names;
 pub mod wire;
 
@@ -26,9 +27,11 @@ use chela_core::cap::Capability;
 use serde_json::{Value, json};
 
 use self::conn::{CallError, Conn, Spawn};
+use self::http::{HttpConn, Remote};
 use self::names::Names;
 use self::wire::{Era, ToolDef};
 use crate::config::McpServer;
+use crate::net::HttpClient;
 use crate::tools::{Group, ToolError, Toolbox};
 
 /// How long the era probe may take before the server is taken for a handshake-era one. Long,
@@ -73,8 +76,9 @@ pub struct Status {
 }
 
 impl Clients {
-    pub fn new(servers: &std::collections::BTreeMap<String, McpServer>) -> Clients {
-        Clients { servers: servers.iter().map(|(name, cfg)| Arc::new(Server::new(name, cfg))).collect() }
+    /// `http` carries the remote (`url`) servers' requests.
+    pub fn new(servers: &std::collections::BTreeMap<String, McpServer>, http: &HttpClient) -> Clients {
+        Clients { servers: servers.iter().map(|(name, cfg)| Arc::new(Server::new(name, cfg, http))).collect() }
     }
 
     /// Connects, at the daemon's start, the servers configured with `connect = "start"`; in
@@ -135,16 +139,60 @@ impl Clients {
 /// A server's settings, as the connection needs them.
 struct ServerCfg {
     spawn: Spawn,
+    /// A remote server (`url`), and the client its requests go through.
+    remote: Option<(Remote, HttpClient)>,
     enabled: bool,
     lazy: bool,
     timeout: Duration,
-    /// Why this server cannot be used, found when the configuration was read.
-    unusable: Option<String>,
+}
+
+/// A connection to a local (stdio) or a remote (HTTP) server.
+#[derive(Clone)]
+enum Link {
+    Stdio(Arc<Conn>),
+    Http(Arc<HttpConn>),
+}
+
+impl Link {
+    fn dead(&self) -> Option<String> {
+        match self {
+            Link::Stdio(c) => c.dead(),
+            Link::Http(c) => c.dead(),
+        }
+    }
+
+    async fn request(&self, method: &str, params: Value, timeout: Duration) -> Result<Value, CallError> {
+        match self {
+            Link::Stdio(c) => c.request(method, params, timeout).await,
+            Link::Http(c) => c.request(method, params, timeout).await,
+        }
+    }
+
+    async fn list_changed(&self) {
+        match self {
+            Link::Stdio(c) => c.list_changed().await,
+            Link::Http(c) => c.list_changed().await,
+        }
+    }
+
+    async fn closed(&self) {
+        match self {
+            Link::Stdio(c) => c.closed().await,
+            Link::Http(c) => c.closed().await,
+        }
+    }
+
+    async fn shutdown(&self, grace: Duration) {
+        match self {
+            Link::Stdio(c) => c.shutdown(grace).await,
+            Link::Http(c) => c.shutdown().await,
+        }
+    }
 }
 
 #[derive(Default)]
 struct State {
-    conn: Option<Arc<Conn>>,
+    conn: Option<Link>,
     era: Option<Era>,
     tools: Vec<(String, ToolDef)>,
     /// Tries since the last success.
@@ -166,10 +214,13 @@ pub struct Server {
 }
 
 impl Server {
-    fn new(name: &str, cfg: &McpServer) -> Server {
-        let unusable = (!cfg.url.is_empty()).then(|| {
-            "remote MCP servers (url) are not supported by this build yet; run the server locally with `command`"
-                .to_owned()
+    fn new(name: &str, cfg: &McpServer, http: &HttpClient) -> Server {
+        let remote = (!cfg.url.is_empty()).then(|| {
+            let mut headers: Vec<(String, String)> = cfg.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            if !cfg.bearer.is_empty() {
+                headers.push(("authorization".into(), format!("Bearer {}", cfg.bearer)));
+            }
+            (Remote { server: name.to_owned(), url: cfg.url.clone(), headers }, http.clone())
         });
         Server {
             name: name.to_owned(),
@@ -182,10 +233,10 @@ impl Server {
                     env: cfg.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                     cwd: (!cfg.cwd.is_empty()).then(|| cfg.cwd.clone().into()),
                 },
+                remote,
                 enabled: cfg.enabled,
                 lazy: cfg.connect == "lazy",
                 timeout: Duration::from_secs(cfg.timeout_secs.max(1)),
-                unusable,
             },
             state: Mutex::new(State::default()),
             connecting: tokio::sync::Mutex::new(()),
@@ -212,11 +263,13 @@ impl Server {
 
     fn status(&self) -> Status {
         let st = self.state();
-        let transport = if self.cfg.spawn.command.is_empty() { "http".into() } else { "stdio".into() };
+        let transport = match (&st.conn, &self.cfg.remote) {
+            (Some(Link::Http(c)), _) => c.transport().to_owned(),
+            (_, Some(_)) => "http".to_owned(),
+            (_, None) => "stdio".to_owned(),
+        };
         let state = if !self.cfg.enabled {
             "off (enabled = false)".to_owned()
-        } else if let Some(why) = &self.cfg.unusable {
-            format!("unusable: {why}")
         } else {
             match (&st.conn, &st.last_error) {
                 (Some(c), _) if c.dead().is_none() => "connected".to_owned(),
@@ -242,7 +295,7 @@ impl Server {
     }
 
     /// A live connection, started (again) if needed and the backoff allows.
-    async fn conn(self: &Arc<Self>) -> Result<Arc<Conn>, String> {
+    async fn conn(self: &Arc<Self>) -> Result<Link, String> {
         if let Some(c) = self.state().conn.clone().filter(|c| c.dead().is_none()) {
             return Ok(c);
         }
@@ -279,12 +332,14 @@ impl Server {
             Ok((conn, era, tools)) => {
                 self.install(tb, &tools);
                 let mut st = self.state();
-                st.conn = Some(Arc::clone(&conn));
+                st.conn = Some(conn.clone());
                 st.era = Some(era.clone());
                 st.tools = tools;
                 st.last_error = None;
                 drop(st);
-                if matches!(era, Era::Legacy(_)) {
+                // Handshake-era servers say so with a notification; stateless ones over HTTP on
+                // their `subscriptions/listen` stream.
+                if matches!(era, Era::Legacy(_)) || matches!(conn, Link::Http(_)) {
                     tokio::spawn(watch_list(Arc::downgrade(self), conn));
                 }
                 Ok(())
@@ -296,12 +351,29 @@ impl Server {
         }
     }
 
-    /// Spawns the process and does the handshake (or not, in the stateless era).
-    async fn open(&self) -> Result<(Arc<Conn>, Era, Vec<(String, ToolDef)>), String> {
-        if let Some(why) = &self.cfg.unusable {
-            return Err(why.clone());
-        }
+    /// Spawns the process (or reaches the remote server) and does the handshake (or not, in
+    /// the stateless era).
+    async fn open(&self) -> Result<(Link, Era, Vec<(String, ToolDef)>), String> {
         let cached = self.state().era.clone();
+        if let Some((remote, http)) = &self.cfg.remote {
+            let conn = HttpConn::new(remote.clone(), http.clone());
+            let link = Link::Http(Arc::clone(&conn));
+            let era = match conn.open(cached.as_ref(), self.setup_timeout()).await {
+                Ok(era) => era,
+                Err(e) => {
+                    link.shutdown(STOP_GRACE).await;
+                    return Err(e);
+                }
+            };
+            let tools = match self.list(&link, &era).await {
+                Ok(t) => t,
+                Err(e) => {
+                    link.shutdown(STOP_GRACE).await;
+                    return Err(e);
+                }
+            };
+            return Ok((link, era, tools));
+        }
         let mut conn = Conn::spawn(&self.cfg.spawn)?;
         let era = match cached {
             Some(era) => era,
@@ -341,12 +413,13 @@ impl Server {
                 }
             }
         };
-        let tools = self.list(&conn, &era).await?;
-        Ok((conn, era, tools))
+        let link = Link::Stdio(conn);
+        let tools = self.list(&link, &era).await?;
+        Ok((link, era, tools))
     }
 
     /// Every page of `tools/list`, each tool with its id.
-    async fn list(&self, conn: &Conn, era: &Era) -> Result<Vec<(String, ToolDef)>, String> {
+    async fn list(&self, conn: &Link, era: &Era) -> Result<Vec<(String, ToolDef)>, String> {
         let mut out = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
@@ -448,7 +521,7 @@ impl Server {
 }
 
 /// Lists the tools again whenever the server says they changed, until the connection ends.
-async fn watch_list(server: Weak<Server>, conn: Arc<Conn>) {
+async fn watch_list(server: Weak<Server>, conn: Link) {
     loop {
         tokio::select! {
             () = conn.list_changed() => {}
@@ -481,6 +554,10 @@ impl crate::tools::Dynamic for McpTool {
     }
 }
 
+#[cfg(test)]
+mod tests_hostile;
+#[cfg(test)]
+mod tests_http;
 #[cfg(test)]
 mod tests_peers;
 

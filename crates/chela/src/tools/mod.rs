@@ -376,6 +376,13 @@ pub struct Toolbox {
     board: Arc<crate::board::Host>,
 }
 
+/// The HTTP client of the remote MCP servers: the configured proxy applies. A proxy setting
+/// that cannot be read stops the daemon and every command earlier (`app::http_client`), so the
+/// fallback here only serves code that builds a toolbox without it (tests).
+fn mcp_http(cfg: &Config) -> HttpClient {
+    crate::app::http_client(cfg).unwrap_or_else(|_| HttpClient::new(crate::net::ClientOptions::default()))
+}
+
 /// What [`Toolbox::on_result`] calls after each call: the context, the tool's id and its result.
 pub type ResultHook = Box<dyn Fn(&ToolCtx, &str, &ToolResult) + Send + Sync>;
 
@@ -409,7 +416,7 @@ impl Toolbox {
             #[cfg(feature = "lua")]
             lua,
             on_result: std::sync::OnceLock::new(),
-            mcp: crate::mcp::client::Clients::new(&cfg.settings().mcp.servers),
+            mcp: crate::mcp::client::Clients::new(&cfg.settings().mcp.servers, &mcp_http(cfg)),
             #[cfg(feature = "board")]
             board,
         };

@@ -52,7 +52,11 @@ impl Setup {
         let dir = tempfile::tempdir().unwrap();
         let map: BTreeMap<String, McpServer> =
             servers(dir.path()).into_iter().map(|(n, s)| (n.to_owned(), s)).collect();
-        Setup { fx: Fixture::new(&[("tools.timeout_secs", "120")]), clients: Clients::new(&map), dir }
+        Setup {
+            fx: Fixture::new(&[("tools.timeout_secs", "120")]),
+            clients: Clients::new(&map, &crate::net::HttpClient::new(crate::net::ClientOptions::default())),
+            dir,
+        }
     }
 
     fn log(&self) -> PathBuf {
