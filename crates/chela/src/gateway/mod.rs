@@ -121,7 +121,10 @@ pub async fn serve(daemon: Arc<Daemon>) -> anyhow::Result<()> {
     })?;
     // Said on stderr, not only in the log: it is where the page is (and with port 0, which port).
     eprintln!("chela: the gateway listens on http://{}", listener.local_addr().unwrap_or(listen));
-    let gw = Gateway::new(daemon, listen, token, Limits::default());
+    // The bound address, so anything that names it (the OTA answer's WebSocket URL) has the
+    // real port when `gateway.listen` asked for port 0.
+    let bound = listener.local_addr().unwrap_or(listen);
+    let gw = Gateway::new(daemon, bound, token, Limits::default());
     gw.run(listener).await;
     Ok(())
 }
