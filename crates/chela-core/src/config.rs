@@ -327,6 +327,30 @@ keys! {
         "Bytes of tool images one turn may show the model in all; later images are notes naming this setting.";
     BOARD_POLL_SECS = "board.poll_secs", Kind::Int { min: 0, max: 86_400 }, "0",
         "Seconds between readings of every board sensor in `chela run`, each raised as a sensor.reading event for the router; 0: only when sensor_read runs.";
+    XIAOZHI_ENABLED = "xiaozhi.enabled", Kind::Bool, "true",
+        "Serve xiaozhi devices on the gateway (/xiaozhi/ota/, /xiaozhi/v1/). Safe on: a new device only gets an activation code until you run `chela device approve CODE`.";
+    XIAOZHI_PUBLIC_URL = "xiaozhi.public_url", Kind::Text, "",
+        "WebSocket URL the OTA answer tells devices to dial (ws:// or wss://). Empty: ws://<gateway.listen>/xiaozhi/v1/.";
+    XIAOZHI_MAX_PENDING = "xiaozhi.max_pending", Kind::Int { min: 1, max: 1000 }, "16",
+        "Unapproved devices remembered with their activation codes; when more ask, the oldest is forgotten.";
+    VOICE_ASR_PROVIDER = "voice.asr_provider", Kind::Choice(&["openai"]), "openai",
+        "Speech recognition for voice devices: openai (any server with OpenAI's /v1/audio/transcriptions: OpenAI, Groq, SiliconFlow, faster-whisper, FunASR).";
+    VOICE_ASR_BASE_URL = "voice.asr_base_url", Kind::Url, "",
+        "Speech recognition server URL, including /v1. Empty: https://api.openai.com/v1.";
+    VOICE_ASR_API_KEY = "voice.asr_api_key", Kind::Secret, "",
+        "API key of the speech recognition server.";
+    VOICE_ASR_MODEL = "voice.asr_model", Kind::Text, "whisper-1",
+        "Speech recognition model name.";
+    VOICE_TTS_PROVIDER = "voice.tts_provider", Kind::Choice(&["openai", "espeak"]), "openai",
+        "Speech synthesis for voice devices: openai (any server with OpenAI's /v1/audio/speech) or espeak (local espeak-ng, no cloud).";
+    VOICE_TTS_BASE_URL = "voice.tts_base_url", Kind::Url, "",
+        "Speech synthesis server URL, including /v1. Empty: https://api.openai.com/v1.";
+    VOICE_TTS_API_KEY = "voice.tts_api_key", Kind::Secret, "",
+        "API key of the speech synthesis server.";
+    VOICE_TTS_MODEL = "voice.tts_model", Kind::Text, "tts-1",
+        "Speech synthesis model name (openai provider).";
+    VOICE_TTS_VOICE = "voice.tts_voice", Kind::Text, "",
+        "Voice name. Empty: alloy (openai) or en (espeak).";
 }
 
 /// Top-level tables holding typed sections, which nest deeper than `section.key`:

@@ -4,7 +4,8 @@
 //! ([`json`]), an incremental Server-Sent Events parser ([`sse`]), and the two LLM wire formats:
 //! Anthropic Messages ([`anthropic`]) and OpenAI Chat Completions ([`openai`]), each with a
 //! request encoder, a response decoder and a stream accumulator. Also Telegram's message text
-//! ([`telegram`]): Markdown to the Bot API's HTML subset, split within its length limit.
+//! ([`telegram`]): Markdown to the Bot API's HTML subset, split within its length limit. And
+//! xiaozhi-esp32's device protocol ([`xiaozhi`]): its JSON messages, binary audio frames and OTA.
 //!
 //! What it is not: a client. Nothing here opens a socket, reads a clock or allocates without
 //! bound; the host (tokio) and the firmware (embassy) own the IO and feed bytes in.
@@ -29,6 +30,7 @@ pub mod sse;
 pub mod stream;
 pub mod telegram;
 pub mod websocket;
+pub mod xiaozhi;
 
 /// The Anthropic API version header value Chela speaks.
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";

@@ -37,6 +37,8 @@ pub enum Command {
     McpServe,
     /// `chela board check [FILE]`: validate a board.json.
     Board(Option<PathBuf>),
+    /// `chela device …`: xiaozhi voice devices.
+    Device(DeviceCmd),
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -77,6 +79,7 @@ pub enum Topic {
     McpTest,
     McpServe,
     Board,
+    Device,
 }
 
 impl Topic {
@@ -97,6 +100,7 @@ impl Topic {
             ("mcp", Some("serve")) => Topic::McpServe,
             ("mcp", _) => Topic::Mcp,
             ("board", _) => Topic::Board,
+            ("device", _) => Topic::Device,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -143,7 +147,7 @@ impl Topic {
             | Topic::Cron
             | Topic::Heartbeat
             | Topic::Mcp => 1,
-            Topic::Board => 1,
+            Topic::Board | Topic::Device => 1,
             _ => 2,
         }
     }
@@ -226,6 +230,20 @@ pub enum CronCmd {
 }
 
 #[derive(Debug, PartialEq, Eq)]
+pub enum DeviceCmd {
+    List,
+    Approve(String),
+    Revoke(String),
+    /// Offer `file` as `version` to devices running an older one (or to one device).
+    FirmwareSet {
+        file: PathBuf,
+        version: String,
+        device: Option<String>,
+    },
+    FirmwareClear,
+}
+
+#[derive(Debug, PartialEq, Eq)]
 pub enum PairingCmd {
     List,
     Approve(String),
@@ -243,6 +261,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     let mut message = None;
     let mut session = None;
     let mut new = false;
+    let mut device = None;
     let mut help = false;
     let mut version = false;
     let mut words: Vec<String> = Vec::new();
@@ -277,6 +296,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
                 new = true;
                 Ok(())
             }
+            Long("device") => p.value().and_then(|v| v.string()).map(|v| device = Some(v)),
             Value(v) => v.string().map(|v| words.push(v)),
             other => Err(other.unexpected()),
         };
@@ -298,7 +318,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     if words.is_empty() {
         return Ok(Cli { workspace, verbose, command: Command::Help(Topic::Main) });
     }
-    let command = command(&words, message, session, new)?;
+    let firmware_set = words.len() >= 3 && words[..3] == ["device", "firmware", "set"];
+    if device.is_some() && !firmware_set {
+        bail!("--device only goes with `chela device firmware set FILE VERSION --device ID`. {}", pointer(&words));
+    }
+    let mut command = command(&words, message, session, new)?;
+    if let Command::Device(DeviceCmd::FirmwareSet { device: d, .. }) = &mut command {
+        *d = device;
+    }
     Ok(Cli { workspace, verbose, command })
 }
 
@@ -375,9 +402,22 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cron", ["pause", id]) => Command::Cron(CronCmd::Pause((*id).to_owned())),
         ("cron", ["resume", id]) => Command::Cron(CronCmd::Resume((*id).to_owned())),
         ("heartbeat", ["trigger"]) => Command::Heartbeat,
+        ("device", ["list"] | []) => Command::Device(DeviceCmd::List),
+        ("device", ["approve", code]) => Command::Device(DeviceCmd::Approve((*code).to_owned())),
+        ("device", ["revoke", id]) => Command::Device(DeviceCmd::Revoke((*id).to_owned())),
+        ("device", ["firmware", "set", file, version]) => Command::Device(DeviceCmd::FirmwareSet {
+            file: PathBuf::from(file),
+            version: (*version).to_owned(),
+            device: None,
+        }),
+        ("device", ["firmware", "clear"]) => Command::Device(DeviceCmd::FirmwareClear),
         ("board", ["check"]) => Command::Board(None),
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
-        ("config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat" | "board", _) => {
+        (
+            "config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat" | "board"
+            | "device",
+            _,
+        ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))

@@ -250,6 +250,17 @@ pub fn check(key: &'static Key, value: &str) -> Result<String> {
                 bail!("{e}");
             }
         }
+        Kind::Text
+            if key.name == model::XIAOZHI_PUBLIC_URL.name
+                && !v.is_empty()
+                && (!(v.starts_with("ws://") || v.starts_with("wss://")) || v.contains(char::is_whitespace)) =>
+        {
+            bail!(
+                "`{}` is not a valid value for `{}`: expected a ws:// or wss:// URL such as ws://192.168.1.10:18789/xiaozhi/v1/",
+                key.shown(&v),
+                key.name
+            );
+        }
         Kind::Proxy if !v.is_empty() => {
             if let Err(e) = crate::net::Proxy::parse(&v) {
                 // The parser's message is masked too: the one mechanism covers every output.

@@ -13,6 +13,7 @@ pub mod access;
 pub mod args;
 pub mod cmd;
 pub mod config;
+pub mod devices;
 pub mod localtime;
 pub mod lock;
 pub mod log;

@@ -40,6 +40,9 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::McpTest => "chela mcp test NAME",
         Topic::McpServe => "chela mcp serve",
         Topic::Board => "chela board check [FILE]",
+        Topic::Device => {
+            "chela device <list|approve CODE|revoke ID|firmware set FILE VERSION [--device ID]|firmware clear>"
+        }
     }
 }
 
@@ -80,6 +83,7 @@ pub fn text(topic: Topic) -> String {
             ("Chela as an MCP server on stdin/stdout, for Claude Desktop, Cursor and other MCP clients.", MCP_SERVE)
         }
         Topic::Board => ("check a board description (board.json).", BOARD),
+        Topic::Device => ("xiaozhi voice devices: approve, revoke, offer firmware.", DEVICE),
     };
     let name = synopsis(topic).split(" [").next().unwrap_or_default();
     let name = name.split(" <").next().unwrap_or(name);
@@ -126,6 +130,10 @@ Commands:
   heartbeat trigger       Ask the running daemon for a heartbeat now
   mcp list|test NAME      The MCP servers (state, era, tools), or connect to one and list its tools
   board check [FILE]      Check board.json (the board's devices and GPIO allowlist)
+  device list|approve CODE|revoke ID
+                          xiaozhi voice devices: those waiting with a code, approved, revoked
+  device firmware set FILE VERSION [--device ID] | firmware clear
+                          Offer a firmware image to older devices, or stop offering it
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -479,4 +487,23 @@ uses the built-in simulated board.
 Examples:
   chela board check
   chela board check crates/chela-board/boards/esp32c3-devkit.json
+";
+
+const DEVICE: &str = "\
+xiaozhi-esp32 devices dial Chela's OTA URL, http://<gateway.listen>/xiaozhi/ota/. A device
+Chela has not seen gets a 6-digit code, which it shows and says; nothing else until you approve
+that code. An approved device gets the WebSocket URL and its own token on each OTA check.
+
+Verbs:
+  list                    Waiting devices with their codes, approved and revoked devices
+  approve CODE            Bind the device showing CODE (its next OTA check gets a token)
+  revoke ID               Take a device's access away (ID is its MAC, aa:bb:cc:dd:ee:ff)
+  firmware set FILE VERSION [--device ID]
+                          Copy FILE (a .bin) into the workspace and offer it to devices running
+                          a version older than VERSION (or to one device)
+  firmware clear          Stop offering firmware
+
+Examples:
+  chela device approve 123456
+  chela device firmware set build/xiaozhi.bin 2.0.6
 ";

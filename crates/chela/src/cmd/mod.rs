@@ -11,6 +11,7 @@ use crate::workspace::Workspace;
 mod cap;
 pub(crate) mod config;
 mod cron;
+mod device;
 pub(crate) mod doctor;
 mod mcp;
 mod mcp_serve;
@@ -30,6 +31,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
         Command::Skill(c) => skill::run(&Base::load(ws)?, c),
         Command::Pairing(c) => pairing::run(&ws, c),
+        Command::Device(c) => device::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,

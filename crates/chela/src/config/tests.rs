@@ -236,3 +236,25 @@ fn keys_inside_typed_sections_are_set_and_unset_like_any_other() {
         "{text}"
     );
 }
+
+#[test]
+fn xiaozhi_and_voice_keys_are_checked_and_secrets_masked() {
+    use chela_core::config as keys;
+    let cfg = Config::from_layers(None, None, &[]).unwrap();
+    assert!(cfg.bool(keys::XIAOZHI_ENABLED));
+    assert_eq!(cfg.get(keys::VOICE_TTS_PROVIDER), "openai");
+    let cfg =
+        Config::from_layers(Some("[xiaozhi]\npublic_url = \"wss://chela.example/xiaozhi/v1/\""), None, &[]).unwrap();
+    assert_eq!(cfg.get(keys::XIAOZHI_PUBLIC_URL), "wss://chela.example/xiaozhi/v1/");
+    let e = Config::from_layers(Some("[xiaozhi]\npublic_url = \"http://x/\""), None, &[]).unwrap_err();
+    assert!(format!("{e:#}").contains("ws://"), "{e:#}");
+    let e = Config::from_layers(Some("[voice]\ntts_provider = \"say\""), None, &[]).unwrap_err();
+    assert!(format!("{e:#}").contains("openai, espeak"), "{e:#}");
+    let text = "[voice]\nasr_api_key = \"sk-asr-0123456789-secret\"\ntts_api_key = \"sk-tts-0123456789-secret\"";
+    let cfg = Config::from_layers(Some(text), None, &[]).unwrap();
+    for key in [keys::VOICE_ASR_API_KEY, keys::VOICE_TTS_API_KEY] {
+        assert!(key.is_secret());
+        let shown = cfg.entry(key).shown();
+        assert!(!shown.contains("0123456789") && shown.contains("****"), "{shown}");
+    }
+}

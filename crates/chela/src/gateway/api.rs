@@ -69,6 +69,7 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
             let peer = d.gate().revoke(&r.channel, &r.sender).map_err(gate_error)?;
             ok(json!({"channel": peer.channel, "sender": peer.sender}))
         }
+        (_, p) if p == "/devices" || p.starts_with("/devices/") => super::xiaozhi::api(gw, method, p, body).await,
         (&Method::GET, "/setup") => ok(setup_state(d)),
         (&Method::GET, "/scheduler/jobs") => ok(blocking(d, scheduler_jobs).await?),
         (&Method::POST, "/setup") => ok(setup(d, parse(body)?).await?),

@@ -41,6 +41,7 @@ mod page;
 mod stream;
 mod tool;
 pub(crate) mod ws;
+mod xiaozhi;
 
 #[cfg(test)]
 mod tests;
@@ -48,6 +49,8 @@ mod tests;
 mod tests_abuse;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_xiaozhi;
 
 pub use error::ApiError;
 pub use ws::WsOutlet;
@@ -103,6 +106,8 @@ pub struct Gateway {
     pub(crate) clients: Arc<ws::Clients>,
     /// `/mcp`: the MCP server and its handshake-era sessions.
     pub(crate) mcp: crate::mcp::serve::http::Endpoint,
+    /// xiaozhi devices: the rate of new activation codes.
+    pub(crate) onboarding: xiaozhi::Onboarding,
     connections: Arc<Semaphore>,
 }
 
@@ -116,7 +121,10 @@ pub async fn serve(daemon: Arc<Daemon>) -> anyhow::Result<()> {
     })?;
     // Said on stderr, not only in the log: it is where the page is (and with port 0, which port).
     eprintln!("chela: the gateway listens on http://{}", listener.local_addr().unwrap_or(listen));
-    let gw = Gateway::new(daemon, listen, token, Limits::default());
+    // The bound address, so anything that names it (the OTA answer's WebSocket URL) has the
+    // real port when `gateway.listen` asked for port 0.
+    let bound = listener.local_addr().unwrap_or(listen);
+    let gw = Gateway::new(daemon, bound, token, Limits::default());
     gw.run(listener).await;
     Ok(())
 }
@@ -135,6 +143,7 @@ impl Gateway {
             token,
             limits,
             clients,
+            onboarding: xiaozhi::Onboarding::default(),
             connections: Arc::new(Semaphore::new(limits.connections)),
         })
     }
@@ -208,7 +217,14 @@ impl Gateway {
         let method = req.method().clone();
         // The page asks for the token itself, so it is served to anyone (it holds no data).
         let page = method == Method::GET && path == "/" && !upgrade;
-        let who = auth::check(self, peer, &req, page)?;
+        // Devices cannot send gateway.token: the device store authorises them (see `xiaozhi`).
+        let device = xiaozhi::is_device_path(&path) && !upgrade;
+        let who = auth::check(self, peer, &req, page || device)?;
+        if device {
+            let (parts, body) = req.into_parts();
+            let body = if method == Method::GET { Bytes::new() } else { self.read_body(body).await? };
+            return xiaozhi::route(self, &method, &path, &parts.headers, body).await;
+        }
         if upgrade {
             return match path.as_str() {
                 "/" | "/ws" => ws::accept(self, who, req),

@@ -1,0 +1,515 @@
+//! The xiaozhi device store, `state/devices.json`: which voice devices may talk to Chela.
+//!
+//! Deny by default. A device Chela has not seen gets a 6-digit activation code from its OTA
+//! check ([`DeviceState::ota`]) and nothing else; it is bound only when the owner approves the
+//! code (`chela device approve CODE`, or the dashboard). From then on each OTA check of that
+//! device (same `Device-Id` MAC and `Client-Id`) issues a fresh WebSocket token, shown in that
+//! answer only: the file keeps its SHA-256, compared in constant time. Revoking clears it.
+//!
+//! Bounds: at most `xiaozhi.max_pending` unapproved devices are remembered (the oldest is
+//! forgotten when more ask, so a flood of made-up MACs cannot grow the file), at most
+//! [`MAX_DEVICES`] bound ones, and every string a device reports is clipped.
+//!
+//! The rules are plain functions of [`DeviceState`] with `now` and random bytes passed in; the
+//! file side ([`Devices`]) applies them under the file's lock with an atomic write, as the
+//! pairing store does. A file that is not JSON (or over [`MAX_STORE_BYTES`], or not a regular
+//! file) is never overwritten: owner commands report it and the OTA endpoint answers 503. One
+//! entry that does not read is skipped with a warning; the others still work.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use ring::digest::{SHA256, digest};
+use serde::{Deserialize, Serialize};
+
+use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_at};
+
+/// The store's file name, in the workspace's `state/` folder.
+pub const STORE_FILE: &str = "devices.json";
+/// Largest store read.
+pub const MAX_STORE_BYTES: u64 = 1 << 20;
+/// Most bound (approved or revoked) devices; approving one more is refused.
+pub const MAX_DEVICES: usize = 256;
+/// How long an activation code stays valid.
+pub const CODE_TTL_SECS: u64 = 30 * 60;
+/// `activation.timeout_ms` of the OTA answer: how long the device polls `…/activate`.
+pub const ACTIVATION_TIMEOUT_MS: u64 = 30_000;
+/// Largest firmware image offered and served (ESP32 OTA partitions are a few MiB).
+pub const MAX_FIRMWARE_BYTES: u64 = 16 * 1024 * 1024;
+/// Longest `Client-Id`; the firmware's is a 36-character UUID.
+pub const MAX_CLIENT_ID: usize = 64;
+/// Longest reported string kept (board name, app version…).
+const MAX_INFO: usize = 64;
+
+/// What a device reports about itself, for `chela device list`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Info {
+    pub board: String,
+    pub name: String,
+    pub app_version: String,
+    pub chip: String,
+    pub language: String,
+    pub serial: String,
+}
+
+impl Info {
+    /// Every field clipped and stripped of control characters.
+    pub fn clipped(self) -> Info {
+        let c = |s: String| -> String { s.chars().filter(|c| !c.is_control()).take(MAX_INFO).collect() };
+        Info {
+            board: c(self.board),
+            name: c(self.name),
+            app_version: c(self.app_version),
+            chip: c(self.chip),
+            language: c(self.language),
+            serial: c(self.serial),
+        }
+    }
+}
+
+/// A bound device.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Device {
+    /// The Wi-Fi MAC, lowercase `aa:bb:cc:dd:ee:ff`.
+    pub id: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub info: Info,
+    pub state: State,
+    /// SHA-256 (hex) of the WebSocket token last issued; empty until the first OTA check after
+    /// approval, and after a revoke.
+    #[serde(default)]
+    pub token_sha256: String,
+    pub created: u64,
+    pub last_seen: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Approved,
+    Revoked,
+}
+
+/// A device waiting for the owner.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub id: String,
+    pub client_id: String,
+    #[serde(default)]
+    pub info: Info,
+    pub code: String,
+    /// Random hex the device may sign (HMAC) in `…/activate`.
+    pub challenge: String,
+    pub expires_at: u64,
+    pub created: u64,
+    pub last_seen: u64,
+}
+
+/// A firmware image offered to devices older than `version`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirmwareOffer {
+    /// The file's name in `firmware/` of the workspace: `<version>.bin`, checked plain.
+    pub file: String,
+    pub version: String,
+    /// Only this device (a MAC), or every device when empty.
+    #[serde(default)]
+    pub device: String,
+    pub size: u64,
+}
+
+/// The whole store.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DeviceState {
+    pub devices: Vec<Device>,
+    pub pending: Vec<Pending>,
+    pub firmware: Option<FirmwareOffer>,
+}
+
+/// What an OTA check gives a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Bound: here is its new token (shown this once).
+    Bound { token: String },
+    /// Waiting for the owner: show this code.
+    Waiting { code: String, challenge: String },
+}
+
+/// What `…/activate` answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Activation {
+    /// 200: approved.
+    Done,
+    /// 202: still waiting.
+    Waiting,
+    /// Not waiting at all (never asked, expired, revoked, or another Client-Id).
+    Unknown,
+    /// The challenge is not the one this device was given.
+    WrongChallenge,
+}
+
+/// Why an owner's action or a device's request failed.
+#[derive(Debug)]
+pub enum DeviceError {
+    /// The request itself (HTTP 4xx).
+    Rule(String),
+    /// Too many requests at once; try again later (HTTP 503).
+    Busy(String),
+    /// The store could not be read or written (HTTP 5xx).
+    Store(String),
+}
+
+impl fmt::Display for DeviceError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceError::Rule(m) | DeviceError::Busy(m) | DeviceError::Store(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for DeviceError {}
+
+impl From<io::Error> for DeviceError {
+    fn from(e: io::Error) -> Self {
+        DeviceError::Store(e.to_string())
+    }
+}
+
+/// A `Device-Id` as the store keeps it: a MAC, lowercased. Anything else is refused.
+pub fn normalize_id(raw: &str) -> Option<String> {
+    let id = raw.trim().to_ascii_lowercase();
+    let parts: Vec<&str> = id.split(':').collect();
+    let ok = parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()));
+    ok.then_some(id)
+}
+
+/// A `Client-Id` the store accepts: 1 to [`MAX_CLIENT_ID`] visible ASCII characters.
+pub fn valid_client_id(raw: &str) -> bool {
+    !raw.is_empty() && raw.len() <= MAX_CLIENT_ID && raw.bytes().all(|b| b.is_ascii_graphic())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The hex SHA-256 of a token.
+pub fn token_hash(token: &str) -> String {
+    hex(digest(&SHA256, token.as_bytes()).as_ref())
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+impl DeviceState {
+    /// Whether an OTA check from `id`/`client_id` would make a new activation code (the
+    /// gateway rate-limits those).
+    pub fn needs_code(&self, id: &str, client_id: &str, now: u64) -> bool {
+        let bound = self.devices.iter().any(|d| d.id == id && d.client_id == client_id && d.state == State::Approved);
+        let waiting = self.pending.iter().any(|p| p.id == id && p.client_id == client_id && p.expires_at > now);
+        !bound && !waiting
+    }
+
+    /// An OTA check from a device. `random` supplies the token, code and challenge.
+    pub fn ota(
+        &mut self,
+        id: &str,
+        client_id: &str,
+        info: Info,
+        now: u64,
+        max_pending: usize,
+        random: &[u8; 48],
+    ) -> Admission {
+        if let Some(d) =
+            self.devices.iter_mut().find(|d| d.id == id && d.client_id == client_id && d.state == State::Approved)
+        {
+            let token = hex(&random[..32]);
+            d.token_sha256 = token_hash(&token);
+            d.info = info;
+            d.last_seen = now;
+            return Admission::Bound { token };
+        }
+        self.pending.retain(|p| p.expires_at > now);
+        if let Some(p) = self.pending.iter_mut().find(|p| p.id == id && p.client_id == client_id) {
+            p.last_seen = now;
+            p.info = info;
+            return Admission::Waiting { code: p.code.clone(), challenge: p.challenge.clone() };
+        }
+        // One waiting request per device: a new Client-Id (the flash was erased) replaces it.
+        self.pending.retain(|p| p.id != id);
+        let code = self.fresh_code(&random[32..40]);
+        let challenge = hex(&random[40..48]);
+        while self.pending.len() >= max_pending.max(1) {
+            // The oldest is forgotten: a flood of made-up devices cannot grow the file.
+            let oldest = self.pending.iter().enumerate().min_by_key(|(_, p)| p.created).map_or(0, |(i, _)| i);
+            self.pending.remove(oldest);
+        }
+        self.pending.push(Pending {
+            id: id.to_owned(),
+            client_id: client_id.to_owned(),
+            info,
+            code: code.clone(),
+            challenge: challenge.clone(),
+            expires_at: now + CODE_TTL_SECS,
+            created: now,
+            last_seen: now,
+        });
+        Admission::Waiting { code, challenge }
+    }
+
+    /// A 6-digit code no waiting device has. Eight tries from the random bytes, then a
+    /// deterministic walk from the last one (at most `max_pending` codes are taken).
+    fn fresh_code(&self, random: &[u8]) -> String {
+        let taken = |c: &str| self.pending.iter().any(|p| p.code == c);
+        let mut n = 0u32;
+        for b in random {
+            n = (n << 8 | u32::from(*b)) % 1_000_000;
+            let c = format!("{n:06}");
+            if !taken(&c) {
+                return c;
+            }
+        }
+        (1..=1_000_000u32).map(|i| format!("{:06}", (n + i) % 1_000_000)).find(|c| !taken(c)).unwrap_or_default()
+    }
+
+    /// A poll of `…/activate`.
+    pub fn activate(&self, id: &str, client_id: &str, challenge: Option<&str>, now: u64) -> Activation {
+        if self.devices.iter().any(|d| d.id == id && d.client_id == client_id && d.state == State::Approved) {
+            return Activation::Done;
+        }
+        match self.pending.iter().find(|p| p.id == id && p.client_id == client_id && p.expires_at > now) {
+            Some(p) if challenge.is_some_and(|c| !c.is_empty() && c != p.challenge) => Activation::WrongChallenge,
+            Some(_) => Activation::Waiting,
+            None => Activation::Unknown,
+        }
+    }
+
+    /// The owner approves a code. A device bound before under the same MAC is replaced.
+    pub fn approve(&mut self, code: &str, now: u64) -> Result<Device, DeviceError> {
+        let code = code.trim();
+        if code.len() != 6 || !code.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(DeviceError::Rule(format!(
+                "`{}` is not an activation code: it is the 6 digits the device shows and says",
+                code.chars().take(20).collect::<String>()
+            )));
+        }
+        let Some(at) = self.pending.iter().position(|p| p.code == code) else {
+            return Err(DeviceError::Rule(format!(
+                "no device is waiting with code {code}; `chela device list` shows the codes waiting"
+            )));
+        };
+        if self.pending[at].expires_at <= now {
+            self.pending.remove(at);
+            return Err(DeviceError::Rule(format!("code {code} has expired; restart the device to get a new one")));
+        }
+        self.devices.retain(|d| d.id != self.pending[at].id);
+        if self.devices.len() >= MAX_DEVICES {
+            // Revoked devices are history; the oldest of them goes first.
+            if let Some(i) = self
+                .devices
+                .iter()
+                .enumerate()
+                .filter(|(_, d)| d.state == State::Revoked)
+                .min_by_key(|(_, d)| d.last_seen)
+                .map(|(i, _)| i)
+            {
+                self.devices.remove(i);
+            } else {
+                return Err(DeviceError::Rule(format!(
+                    "{MAX_DEVICES} devices are bound, the most Chela keeps; revoke one first"
+                )));
+            }
+        }
+        let p = self.pending.remove(at);
+        let device = Device {
+            id: p.id,
+            client_id: p.client_id,
+            info: p.info,
+            state: State::Approved,
+            token_sha256: String::new(),
+            created: now,
+            last_seen: p.last_seen,
+        };
+        self.devices.push(device.clone());
+        Ok(device)
+    }
+
+    /// The owner takes a device's access away: its token stops working at once.
+    pub fn revoke(&mut self, id: &str) -> Result<Device, DeviceError> {
+        let norm = normalize_id(id).unwrap_or_else(|| id.trim().to_owned());
+        let was_waiting = self.pending.len();
+        self.pending.retain(|p| p.id != norm);
+        let Some(d) = self.devices.iter_mut().find(|d| d.id == norm && d.state == State::Approved) else {
+            if self.pending.len() < was_waiting {
+                return Ok(Device {
+                    id: norm,
+                    client_id: String::new(),
+                    info: Info::default(),
+                    state: State::Revoked,
+                    token_sha256: String::new(),
+                    created: 0,
+                    last_seen: 0,
+                });
+            }
+            return Err(DeviceError::Rule(format!(
+                "no approved device has the id {}; `chela device list` shows them",
+                norm.chars().take(40).collect::<String>()
+            )));
+        };
+        d.state = State::Revoked;
+        d.token_sha256.clear();
+        Ok(d.clone())
+    }
+
+    /// Whether `token` is the current token of the approved device `id` (for the WebSocket).
+    pub fn token_ok(&self, id: &str, token: &str) -> bool {
+        let Some(d) = self.devices.iter().find(|d| d.id == id && d.state == State::Approved) else { return false };
+        !d.token_sha256.is_empty() && constant_time_eq(token_hash(token).as_bytes(), d.token_sha256.as_bytes())
+    }
+
+    /// The firmware offered to `id`, running `current`: the offer when it is for this device
+    /// (or all) and newer.
+    pub fn firmware_for(&self, id: &str, current: &str) -> Option<&FirmwareOffer> {
+        self.firmware.as_ref().filter(|f| {
+            (f.device.is_empty() || f.device == id) && chela_proto::xiaozhi::ota::newer(&f.version, current)
+        })
+    }
+}
+
+/// The file as read: each entry on its own, so one bad entry does not lose the others.
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(default)]
+    devices: Vec<serde_json::Value>,
+    #[serde(default)]
+    pending: Vec<serde_json::Value>,
+    #[serde(default)]
+    firmware: Option<serde_json::Value>,
+}
+
+/// Parses the store's text. Entries that do not read, or break a rule (an id that is not a
+/// MAC, a duplicate), are dropped and counted in the second value.
+pub fn parse(text: &str) -> Result<(DeviceState, usize), String> {
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if !value.is_object() {
+        return Err("it is not a JSON object".to_owned());
+    }
+    let raw: Raw = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    let mut skipped = 0;
+    let mut state = DeviceState::default();
+    for v in raw.devices {
+        match serde_json::from_value::<Device>(v) {
+            Ok(d)
+                if normalize_id(&d.id).as_deref() == Some(d.id.as_str())
+                    && valid_client_id(&d.client_id)
+                    && state.devices.len() < MAX_DEVICES
+                    && !state.devices.iter().any(|o| o.id == d.id) =>
+            {
+                state.devices.push(Device { info: d.info.clone().clipped(), ..d });
+            }
+            _ => skipped += 1,
+        }
+    }
+    for v in raw.pending {
+        match serde_json::from_value::<Pending>(v) {
+            Ok(p)
+                if normalize_id(&p.id).as_deref() == Some(p.id.as_str())
+                    && valid_client_id(&p.client_id)
+                    && p.code.len() == 6
+                    && state.pending.len() < 1000
+                    && !state.pending.iter().any(|o| o.id == p.id || o.code == p.code) =>
+            {
+                state.pending.push(Pending { info: p.info.clone().clipped(), ..p });
+            }
+            _ => skipped += 1,
+        }
+    }
+    if let Some(v) = raw.firmware.filter(|v| !v.is_null()) {
+        match serde_json::from_value::<FirmwareOffer>(v) {
+            Ok(f) if plain_bin_name(&f.file) => state.firmware = Some(f),
+            _ => skipped += 1,
+        }
+    }
+    Ok((state, skipped))
+}
+
+/// A firmware file name Chela writes: `[A-Za-z0-9._-]+.bin`, no leading dot.
+pub fn plain_bin_name(name: &str) -> bool {
+    name.len() <= 80
+        && name.ends_with(".bin")
+        && !name.starts_with('.')
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// The store on disk.
+#[derive(Clone, Debug)]
+pub struct Devices {
+    path: PathBuf,
+}
+
+impl Devices {
+    pub fn open(ws: &Workspace) -> Devices {
+        Devices { path: ws.root().join("state").join(STORE_FILE) }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The folder firmware images are kept in.
+    pub fn firmware_dir(&self) -> PathBuf {
+        self.path.parent().and_then(Path::parent).unwrap_or(Path::new(".")).join("firmware")
+    }
+
+    /// Reads the store; a missing file is empty.
+    pub fn load(&self) -> Result<DeviceState, DeviceError> {
+        let left = "Chela left it as it is: fix it, or move it away to start over with no devices";
+        let text = match read_bounded(&self.path, MAX_STORE_BYTES) {
+            Ok(None) => return Ok(DeviceState::default()),
+            Ok(Some(text)) => text,
+            Err(e) => return Err(DeviceError::Store(format!("cannot read the device store: {e}. {left}."))),
+        };
+        let (state, skipped) = parse(&text).map_err(|e| {
+            DeviceError::Store(format!("{} is not a valid device store ({e}). {left}.", self.path.display()))
+        })?;
+        if skipped > 0 {
+            tracing::warn!("{}: {skipped} entries could not be read and are left out", self.path.display());
+        }
+        Ok(state)
+    }
+
+    /// Applies `change` under the file's lock and writes the result atomically if it succeeds.
+    pub fn edit<T>(&self, change: impl FnOnce(&mut DeviceState) -> Result<T, DeviceError>) -> Result<T, DeviceError> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| DeviceError::Store(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        crate::lock::with_file_lock(&self.path, || {
+            let mut state = self.load()?;
+            let out = change(&mut state)?;
+            let json = serde_json::to_vec_pretty(&state).map_err(|e| DeviceError::Store(e.to_string()))?;
+            let written = open_dir(dir).and_then(|fd| write_atomic_at(&fd, STORE_FILE.as_ref(), &json, Replace::Yes));
+            written.map_err(|e| DeviceError::Store(format!("cannot write {}: {e}", self.path.display())))?;
+            Ok(out)
+        })
+    }
+}
+
+/// `N` random bytes from the kernel.
+pub fn random<const N: usize>() -> Result<[u8; N], DeviceError> {
+    let mut bytes = [0u8; N];
+    rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty())
+        .map_err(|e| DeviceError::Store(format!("cannot read random bytes: {e}")))?;
+    Ok(bytes)
+}
+
+#[cfg(test)]
+#[path = "devices_tests.rs"]
+mod tests;

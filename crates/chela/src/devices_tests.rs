@@ -1,0 +1,128 @@
+use super::*;
+
+const MAC: &str = "aa:bb:cc:dd:ee:01";
+const CLIENT: &str = "3f1c2a4e-0000-4000-8000-000000000001";
+
+fn rnd(seed: u8) -> [u8; 48] {
+    let mut r = [0u8; 48];
+    for (i, b) in r.iter_mut().enumerate() {
+        *b = seed.wrapping_mul(31).wrapping_add(i as u8);
+    }
+    r
+}
+
+#[test]
+fn a_new_device_waits_with_a_code_until_approved_then_gets_a_token() {
+    let mut s = DeviceState::default();
+    assert!(s.needs_code(MAC, CLIENT, 100));
+    let Admission::Waiting { code, challenge } = s.ota(MAC, CLIENT, Info::default(), 100, 16, &rnd(1)) else {
+        panic!("a new device is bound")
+    };
+    assert_eq!(code.len(), 6);
+    assert!(!s.needs_code(MAC, CLIENT, 101));
+    // The same device asking again keeps its code.
+    assert_eq!(
+        s.ota(MAC, CLIENT, Info::default(), 101, 16, &rnd(2)),
+        Admission::Waiting { code: code.clone(), challenge: challenge.clone() }
+    );
+    assert_eq!(s.activate(MAC, CLIENT, None, 102), Activation::Waiting);
+    assert_eq!(s.activate(MAC, CLIENT, Some("not-it"), 102), Activation::WrongChallenge);
+    assert_eq!(s.activate(MAC, "other", None, 102), Activation::Unknown);
+    let d = s.approve(&code, 103).unwrap();
+    assert_eq!((d.id.as_str(), d.state, d.token_sha256.as_str()), (MAC, State::Approved, ""));
+    assert_eq!(s.activate(MAC, CLIENT, Some(&challenge), 104), Activation::Done);
+    let Admission::Bound { token } = s.ota(MAC, CLIENT, Info::default(), 105, 16, &rnd(3)) else { panic!("not bound") };
+    assert!(s.token_ok(MAC, &token));
+    assert!(!s.devices[0].token_sha256.contains(&token), "only the hash is kept");
+    // The next check rotates it; the old one stops working.
+    let Admission::Bound { token: second } = s.ota(MAC, CLIENT, Info::default(), 106, 16, &rnd(4)) else { panic!() };
+    assert_ne!(token, second);
+    assert!(!s.token_ok(MAC, &token) && s.token_ok(MAC, &second));
+    // Another Client-Id with the same MAC (an erased flash, or someone else) is not bound.
+    assert!(matches!(s.ota(MAC, "someone-else", Info::default(), 107, 16, &rnd(5)), Admission::Waiting { .. }));
+    s.revoke(MAC).unwrap();
+    assert!(!s.token_ok(MAC, &second));
+    assert!(matches!(s.ota(MAC, CLIENT, Info::default(), 108, 16, &rnd(6)), Admission::Waiting { .. }));
+}
+
+#[test]
+fn codes_expire_and_bad_codes_are_explained() {
+    let mut s = DeviceState::default();
+    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 0, 16, &rnd(1)) else { panic!() };
+    let e = s.approve("12345", 1).unwrap_err().to_string();
+    assert!(e.contains("6 digits"), "{e}");
+    let other = if code == "000000" { "000001" } else { "000000" };
+    assert!(s.approve(other, 1).unwrap_err().to_string().contains("chela device list"));
+    let e = s.approve(&code, CODE_TTL_SECS + 1).unwrap_err().to_string();
+    assert!(e.contains("expired"), "{e}");
+    assert_eq!(s.activate(MAC, CLIENT, None, CODE_TTL_SECS + 1), Activation::Unknown);
+}
+
+#[test]
+fn a_flood_of_made_up_devices_keeps_only_the_newest_pending() {
+    let mut s = DeviceState::default();
+    for i in 0..10_000u32 {
+        let b = i.to_be_bytes();
+        let mac = format!("02:00:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3]);
+        let mut r = rnd(b[3]);
+        r[32..36].copy_from_slice(&b);
+        s.ota(&mac, CLIENT, Info::default(), u64::from(i), 16, &r);
+        assert!(s.pending.len() <= 16);
+    }
+    assert_eq!(s.pending.len(), 16);
+    let mut codes: Vec<&str> = s.pending.iter().map(|p| p.code.as_str()).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    assert_eq!(codes.len(), 16, "codes are unique");
+    assert!(s.pending.iter().all(|p| p.created >= 10_000 - 16));
+}
+
+#[test]
+fn ids_and_names_are_checked() {
+    assert_eq!(normalize_id(" AA:bb:CC:dd:EE:ff ").as_deref(), Some("aa:bb:cc:dd:ee:ff"));
+    for bad in ["", "aa:bb", "../../etc/passwd", "aa:bb:cc:dd:ee:fg", "aa:bb:cc:dd:ee:ff:00"] {
+        assert_eq!(normalize_id(bad), None, "{bad}");
+    }
+    assert!(
+        valid_client_id(CLIENT) && !valid_client_id("") && !valid_client_id("a b") && !valid_client_id(&"x".repeat(65))
+    );
+    assert!(plain_bin_name("2.0.6.bin"));
+    for bad in ["../x.bin", ".bin", "a/b.bin", "x.elf", "a\0.bin"] {
+        assert!(!plain_bin_name(bad), "{bad}");
+    }
+    let i = Info { board: format!("{}\u{1b}[31m", "b".repeat(200)), ..Info::default() }.clipped();
+    assert_eq!(i.board.len(), 64);
+}
+
+#[test]
+fn the_reader_skips_bad_entries_and_refuses_garbage() {
+    let mut s = DeviceState::default();
+    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 0, 16, &rnd(1)) else { panic!() };
+    s.approve(&code, 1).unwrap();
+    let mut v = serde_json::to_value(&s).unwrap();
+    v["devices"].as_array_mut().unwrap().push(serde_json::json!({"id": "../../x", "client_id": "c"}));
+    v["devices"].as_array_mut().unwrap().push(serde_json::json!(7));
+    let (back, skipped) = parse(&v.to_string()).unwrap();
+    assert_eq!((back.devices.len(), skipped), (1, 2));
+    assert_eq!(back.devices[0], s.devices[0]);
+    assert!(parse("not json").is_err());
+    assert!(parse("[]").is_err());
+}
+
+#[test]
+fn the_file_store_writes_atomically_and_leaves_a_broken_file_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::locate(Some(dir.path().to_path_buf())).unwrap();
+    let store = Devices::open(&ws);
+    let code = store
+        .edit(|s| match s.ota(MAC, CLIENT, Info::default(), 0, 16, &rnd(1)) {
+            Admission::Waiting { code, .. } => Ok(code),
+            Admission::Bound { .. } => Err(DeviceError::Rule("bound".into())),
+        })
+        .unwrap();
+    assert_eq!(store.load().unwrap().pending[0].code, code);
+    std::fs::write(store.path(), "{ garbage").unwrap();
+    let e = store.edit(|s| s.approve(&code, 1)).unwrap_err().to_string();
+    assert!(e.contains("not a valid device store"), "{e}");
+    assert_eq!(std::fs::read_to_string(store.path()).unwrap(), "{ garbage");
+}

@@ -1,0 +1,369 @@
+//! xiaozhi device onboarding on the gateway's listener: `/xiaozhi/ota/` (the firmware's boot
+//! check, POST or GET), `/xiaozhi/ota/activate` (its activation poll) and
+//! `/xiaozhi/ota/download/<name>.bin` (a firmware image the owner offers).
+//!
+//! Devices cannot present `gateway.token`, so these paths pass the gateway's host and origin
+//! checks but not its token check: a device is authorised by the device store instead (see
+//! [`crate::devices`]). An unknown device learns only its own activation code; the WebSocket
+//! URL and a token go to a device the owner approved, matched by MAC and `Client-Id`. New codes
+//! are rate-limited ([`NEW_CODES_PER_MINUTE`]) so a flood of made-up MACs costs neither disk
+//! writes nor the codes of real devices waiting.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use chela_core::config as keys;
+use chela_proto::xiaozhi::ota::{self, ActivateRequest, SystemInfo};
+use http_body_util::BodyExt;
+use hyper::header::{CONTENT_LENGTH, CONTENT_TYPE, HOST, HeaderMap, HeaderValue, USER_AGENT};
+use hyper::{Method, Response, StatusCode};
+
+use super::{ApiError, Gateway, Resp, json};
+use crate::devices::{
+    Activation, Admission, DeviceError, Devices, Info, MAX_FIRMWARE_BYTES, normalize_id, random, valid_client_id,
+};
+
+/// New activation codes issued per minute, across all devices.
+pub const NEW_CODES_PER_MINUTE: u32 = 20;
+/// The WebSocket binary protocol version the OTA answer asks devices to use.
+pub const WS_PROTOCOL_VERSION: u8 = 1;
+
+/// The gateway's in-memory state for devices: the new-code rate window.
+#[derive(Debug, Default)]
+pub struct Onboarding {
+    window: Mutex<Option<(Instant, u32)>>,
+}
+
+impl Onboarding {
+    /// Takes one new-code slot; false when this minute's are used up.
+    fn take_code_slot(&self, now: Instant) -> bool {
+        let mut w = self.window.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &mut *w {
+            Some((start, n)) if now.duration_since(*start) < Duration::from_secs(60) => {
+                if *n >= NEW_CODES_PER_MINUTE {
+                    return false;
+                }
+                *n += 1;
+            }
+            slot => *slot = Some((now, 1)),
+        }
+        true
+    }
+}
+
+/// Whether `path` is one of the device endpoints.
+pub fn is_device_path(path: &str) -> bool {
+    path == "/xiaozhi/ota" || path.starts_with("/xiaozhi/ota/")
+}
+
+/// Answers a request to a device endpoint.
+pub async fn route(
+    gw: &std::sync::Arc<Gateway>,
+    method: &Method,
+    path: &str,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<Resp, ApiError> {
+    let cfg = gw.daemon.config();
+    if !cfg.bool(keys::XIAOZHI_ENABLED) {
+        return Err(ApiError::NotFound("xiaozhi devices are off here (xiaozhi.enabled = false)".into()));
+    }
+    let store = Devices::open(gw.daemon.workspace());
+    match (method, path) {
+        (&Method::GET | &Method::POST, "/xiaozhi/ota" | "/xiaozhi/ota/") => {
+            let (id, client_id) = device_headers(headers)?;
+            let info: SystemInfo = ota::parse_body(&body).map_err(body_error)?;
+            let info = device_info(headers, info);
+            let current = info.app_version.clone();
+            let version = current.clone();
+            let max_pending = cfg.usize(keys::XIAOZHI_MAX_PENDING);
+            let now = crate::access::now_secs();
+            let rand = random::<48>().map_err(store_error)?;
+            let limiter = std::sync::Arc::clone(gw);
+            let edit = move || {
+                store.edit(|s| {
+                    if s.needs_code(&id, &client_id, now) && !limiter.onboarding.take_code_slot(Instant::now()) {
+                        // Nothing is written for a refused request.
+                        return Err(DeviceError::Busy(format!(
+                            "more than {NEW_CODES_PER_MINUTE} new devices asked for a code this minute; try again in a minute"
+                        )));
+                    }
+                    let admission = s.ota(&id, &client_id, info, now, max_pending, &rand);
+                    Ok((admission, s.firmware_for(&id, &current).cloned(), id.clone()))
+                })
+            };
+            let (admission, firmware, id) = tokio::task::spawn_blocking(edit)
+                .await
+                .map_err(|e| ApiError::internal("the device store", e))?
+                .map_err(store_error)?;
+            let body = answer(gw, headers, &id, admission, firmware.as_ref(), &version);
+            Ok(json(StatusCode::OK, &serde_json::to_value(body).unwrap_or_default()))
+        }
+        (&Method::POST, "/xiaozhi/ota/activate") => {
+            let (id, client_id) = device_headers(headers)?;
+            let req: ActivateRequest = ota::parse_body(&body).map_err(body_error)?;
+            let state = blocking(store.clone(), Devices::load).await?;
+            match state.activate(&id, &client_id, req.challenge.as_deref(), crate::access::now_secs()) {
+                Activation::Done => Ok(json(StatusCode::OK, &serde_json::json!({"status": "activated"}))),
+                Activation::Waiting => Ok(json(
+                    StatusCode::ACCEPTED,
+                    &serde_json::json!({"status": "waiting", "message": "waiting for the owner to approve the code"}),
+                )),
+                Activation::WrongChallenge => {
+                    Err(ApiError::BadRequest("the challenge is not the one this device was given".into()))
+                }
+                Activation::Unknown => Err(ApiError::Forbidden(
+                    "this device is not waiting for activation; run the OTA check (restart the device) to get a code"
+                        .into(),
+                )),
+            }
+        }
+        (&Method::GET, p) if p.starts_with("/xiaozhi/ota/download/") => {
+            download(store, &p["/xiaozhi/ota/download/".len()..]).await
+        }
+        _ => Err(ApiError::NotFound(format!("there is nothing at {path}; devices use /xiaozhi/ota/"))),
+    }
+}
+
+/// The device's `Device-Id` (a MAC) and `Client-Id`, both required.
+fn device_headers(headers: &HeaderMap) -> Result<(String, String), ApiError> {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim).unwrap_or("");
+    let raw = get("device-id");
+    let id = normalize_id(raw).ok_or_else(|| {
+        ApiError::BadRequest(if raw.is_empty() {
+            "the Device-Id header is missing: a xiaozhi device sends its Wi-Fi MAC there".into()
+        } else {
+            format!(
+                "the Device-Id header `{}` is not a MAC address like aa:bb:cc:dd:ee:ff",
+                raw.chars().take(40).collect::<String>()
+            )
+        })
+    })?;
+    let client_id = get("client-id");
+    if !valid_client_id(client_id) {
+        return Err(ApiError::BadRequest(
+            "the Client-Id header is missing or not 1 to 64 visible characters (the firmware sends a UUID)".into(),
+        ));
+    }
+    Ok((id, client_id.to_owned()))
+}
+
+/// What the device says about itself, from its body and `User-Agent` (`<board>/<version>`).
+fn device_info(headers: &HeaderMap, body: SystemInfo) -> Info {
+    let ua = headers.get(USER_AGENT).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let (ua_board, ua_version) = ua.split_once('/').unwrap_or((ua, ""));
+    let lang = headers.get("accept-language").and_then(|v| v.to_str().ok()).unwrap_or("");
+    let board = body.board.unwrap_or_default();
+    let app = body.application.unwrap_or_default();
+    Info {
+        board: board.kind.filter(|s| !s.is_empty()).unwrap_or_else(|| ua_board.to_owned()),
+        name: board.name.unwrap_or_default(),
+        app_version: app.version.filter(|s| !s.is_empty()).unwrap_or_else(|| ua_version.to_owned()),
+        chip: body.chip_model_name.unwrap_or_default(),
+        language: body.language.filter(|s| !s.is_empty()).unwrap_or_else(|| lang.to_owned()),
+        serial: headers.get("serial-number").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned(),
+    }
+    .clipped()
+}
+
+/// `scheme://authority` the device reached this gateway at: from `xiaozhi.public_url` when set
+/// (`ws` → `http`), else `gateway.listen`, or the `Host` the device used when the listen
+/// address is a wildcard (0.0.0.0), which no device can dial.
+fn base(gw: &Gateway, headers: &HeaderMap) -> (String, String) {
+    let cfg = gw.daemon.config();
+    let public = cfg.get(keys::XIAOZHI_PUBLIC_URL);
+    if let Some((scheme, rest)) = public.split_once("://") {
+        let authority = rest.split('/').next().unwrap_or(rest);
+        let http = if scheme == "wss" { "https" } else { "http" };
+        return (public.to_owned(), format!("{http}://{authority}"));
+    }
+    let authority = if gw.listen.ip().is_unspecified() {
+        headers
+            .get(HOST)
+            .and_then(|v| v.to_str().ok())
+            .filter(|h| !h.is_empty())
+            .map_or_else(|| gw.listen.to_string(), str::to_owned)
+    } else {
+        gw.listen.to_string()
+    };
+    (format!("ws://{authority}/xiaozhi/v1/"), format!("http://{authority}"))
+}
+
+/// The OTA answer.
+fn answer(
+    gw: &Gateway,
+    headers: &HeaderMap,
+    id: &str,
+    admission: Admission,
+    firmware: Option<&crate::devices::FirmwareOffer>,
+    current: &str,
+) -> ota::Response {
+    let (ws_url, http_base) = base(gw, headers);
+    let now_ms = crate::localtime::now_millis();
+    let zone = crate::scheduler::user_zone(&gw.daemon.config()).unwrap_or_else(|_| chela_core::zone::Zone::utc());
+    let offset_min = zone.offset_at(now_ms / 1000) / 60;
+    let firmware = match firmware {
+        Some(f) => ota::Firmware {
+            version: f.version.clone(),
+            url: format!("{http_base}/xiaozhi/ota/download/{}", f.file),
+            force: 0,
+        },
+        None => ota::Firmware { version: current.to_owned(), url: String::new(), force: 0 },
+    };
+    let mut out = ota::Response {
+        server_time: Some(ota::ServerTime {
+            timestamp: u64::try_from(now_ms).unwrap_or(0),
+            timezone_offset: offset_min,
+        }),
+        firmware: Some(firmware),
+        websocket: None,
+        activation: None,
+    };
+    match admission {
+        Admission::Bound { token } => {
+            out.websocket = Some(ota::Websocket { url: ws_url, token, version: WS_PROTOCOL_VERSION });
+        }
+        Admission::Waiting { code, challenge } => {
+            tracing::info!(device = id, "xiaozhi: a device waits for approval (`chela device approve {code}`)");
+            out.activation = Some(ota::Activation {
+                message: format!("Chela\n{code}"),
+                code,
+                challenge,
+                timeout_ms: crate::devices::ACTIVATION_TIMEOUT_MS,
+            });
+        }
+    }
+    out
+}
+
+fn body_error(e: ota::BodyError) -> ApiError {
+    match e {
+        ota::BodyError::TooLarge { .. } => ApiError::TooLarge(e.to_string()),
+        ota::BodyError::NotJson(_) => ApiError::BadRequest(e.to_string()),
+    }
+}
+
+fn store_error(e: DeviceError) -> ApiError {
+    match e {
+        DeviceError::Rule(m) => ApiError::BadRequest(m),
+        DeviceError::Busy(m) => ApiError::Busy(m),
+        DeviceError::Store(m) => {
+            tracing::error!("xiaozhi: {m}");
+            ApiError::Busy("the device store cannot be read; the owner has been told in the log".into())
+        }
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    store: Devices,
+    f: impl FnOnce(&Devices) -> Result<T, DeviceError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(move || f(&store))
+        .await
+        .map_err(|e| ApiError::internal("the device store", e))?
+        .map_err(store_error)
+}
+
+/// Serves the offered firmware image, if `name` is exactly its file name, as a stream of
+/// chunks through a bounded queue.
+async fn download(store: Devices, name: &str) -> Result<Resp, ApiError> {
+    let missing = || ApiError::NotFound("no firmware of that name is offered".into());
+    if !crate::devices::plain_bin_name(name) {
+        return Err(missing());
+    }
+    let state = blocking(store.clone(), Devices::load).await?;
+    let Some(offer) = state.firmware.filter(|f| f.file == name) else { return Err(missing()) };
+    let path = store.firmware_dir().join(&offer.file);
+    let file = tokio::fs::File::open(&path).await.map_err(|_| missing())?;
+    let meta = file.metadata().await.map_err(|e| ApiError::internal("the firmware file", e))?;
+    if !meta.is_file() || meta.len() > MAX_FIRMWARE_BYTES {
+        return Err(ApiError::internal("the firmware file", "not a regular file within the size limit"));
+    }
+    let len = meta.len();
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
+    tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut file = file.take(len);
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match file.read(&mut buf).await {
+                Ok(0) => break,
+                Ok(n) => {
+                    if tx.send(Bytes::copy_from_slice(&buf[..n])).await.is_err() {
+                        break;
+                    }
+                }
+                // A short body against its Content-Length: the device sees the download failed.
+                Err(e) => {
+                    tracing::warn!("xiaozhi: reading the firmware image failed: {e}");
+                    break;
+                }
+            }
+        }
+    });
+    let mut resp = Response::new(super::stream::ChannelBody(rx).boxed());
+    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
+    resp.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(len));
+    Ok(resp)
+}
+
+/// The dashboard's `/api/devices` (behind the gateway's auth): the list, approve, revoke.
+pub async fn api(gw: &std::sync::Arc<Gateway>, method: &Method, path: &str, body: &[u8]) -> Result<Resp, ApiError> {
+    #[derive(serde::Deserialize)]
+    struct CodeReq {
+        code: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct IdReq {
+        id: String,
+    }
+    let parse = |what: &str| -> Result<serde_json::Value, ApiError> {
+        serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the body must be {what}: {e}")))
+    };
+    let store = Devices::open(gw.daemon.workspace());
+    let now = crate::access::now_secs();
+    let value = match (method, path) {
+        (&Method::GET, "/devices") => listing(&blocking(store, Devices::load).await?, now),
+        (&Method::POST, "/devices/approve") => {
+            let r: CodeReq = serde_json::from_value(parse(r#"{"code": "123456"}"#)?)
+                .map_err(|e| ApiError::BadRequest(format!(r#"the body must be {{"code": "123456"}}: {e}"#)))?;
+            let d = blocking(store, move |s| s.edit(|st| st.approve(&r.code, now))).await?;
+            serde_json::json!({"id": d.id, "board": d.info.board, "state": "approved"})
+        }
+        (&Method::POST, "/devices/revoke") => {
+            let r: IdReq = serde_json::from_value(parse(r#"{"id": "aa:bb:cc:dd:ee:ff"}"#)?)
+                .map_err(|e| ApiError::BadRequest(format!(r#"the body must be {{"id": "aa:bb:cc:dd:ee:ff"}}: {e}"#)))?;
+            let d = blocking(store, move |s| s.edit(|st| st.revoke(&r.id))).await?;
+            serde_json::json!({"id": d.id, "state": "revoked"})
+        }
+        _ => return Err(ApiError::NotFound(format!("there is nothing at /api{path} for {method}"))),
+    };
+    Ok(json(StatusCode::OK, &value))
+}
+
+/// The store as the dashboard and `chela device list` show it: no token hashes.
+pub fn listing(s: &crate::devices::DeviceState, now: u64) -> serde_json::Value {
+    let devices: Vec<serde_json::Value> = s
+        .devices
+        .iter()
+        .map(|d| {
+            serde_json::json!({
+                "id": d.id, "board": d.info.board, "name": d.info.name, "app_version": d.info.app_version,
+                "state": d.state, "token_issued": !d.token_sha256.is_empty(), "created": d.created, "last_seen": d.last_seen,
+            })
+        })
+        .collect();
+    let pending: Vec<serde_json::Value> = s
+        .pending
+        .iter()
+        .filter(|p| p.expires_at > now)
+        .map(|p| {
+            serde_json::json!({
+                "id": p.id, "board": p.info.board, "app_version": p.info.app_version, "code": p.code,
+                "expires_at": p.expires_at, "last_seen": p.last_seen,
+            })
+        })
+        .collect();
+    serde_json::json!({"devices": devices, "pending": pending, "firmware": s.firmware})
+}
