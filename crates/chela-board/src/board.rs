@@ -67,6 +67,8 @@ impl fmt::Display for BoardError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BoardError::NoDevice { id, known } => {
+                // The id is the caller's: shown bounded and with its control characters escaped.
+                let id = crate::spec::printable(id);
                 write!(f, "There is no device `{id}` on this board. Devices: {}.", known.join(", "))
             }
             BoardError::WrongKind { id, kind, wanted } => write!(f, "`{id}` is a {kind}, not a {wanted}."),
@@ -192,7 +194,8 @@ impl<B: Backend> Board<B> {
         };
         let colors = crate::led::render(pattern, color, brightness, strip.len()).ok_or_else(|| {
             BoardError::BadValue(alloc::format!(
-                "Unknown pattern `{pattern}`; use one of: {}.",
+                "Unknown pattern `{}`; use one of: {}.",
+                crate::spec::printable(pattern),
                 crate::led::PATTERNS.join(", ")
             ))
         })?;

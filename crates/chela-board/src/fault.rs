@@ -27,6 +27,8 @@ pub enum Fault {
     OutOfRange { what: &'static str, value: f32, min: f32, max: f32 },
     /// The device answered something its protocol does not allow.
     Protocol { device: &'static str, what: &'static str },
+    /// The host could not open a device file (the Linux backend): `why` says what to do.
+    Open { path: alloc::string::String, why: alloc::string::String },
 }
 
 impl fmt::Display for Fault {
@@ -51,6 +53,7 @@ impl fmt::Display for Fault {
                 write!(f, "{what} {value} is outside the allowed range {min} to {max}")
             }
             Fault::Protocol { device, what } => write!(f, "the {device} answered out of protocol: {what}"),
+            Fault::Open { path, why } => write!(f, "cannot open {path}: {why}"),
         }
     }
 }

@@ -39,6 +39,8 @@ pub mod fault;
 pub mod gpio;
 pub mod led;
 pub mod light;
+#[cfg(feature = "linux")]
+pub mod linux;
 pub mod servo;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -20,7 +20,7 @@ use smart_leds_trait::RGB8;
 use crate::board::Backend;
 use crate::crc::crc8;
 use crate::fault::Fault;
-use crate::spec::{Bus, Device, Kind, Spec};
+use crate::spec::{Bus, Device, Kind, SimFault, Spec};
 
 /// A fault to inject into one simulated device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -69,6 +69,8 @@ struct Chip {
 #[derive(Default)]
 struct World {
     seed: u64,
+    humidity: f64,
+    celsius: f64,
     now_ms: u64,
     chips: BTreeMap<(String, u8), Chip>,
     busy_buses: Vec<String>,
@@ -103,11 +105,11 @@ impl World {
     }
 
     fn celsius(&self) -> f64 {
-        21.5 + 1.5 * self.wave(3600.0, 1) + 0.1 * self.noise(1)
+        self.celsius + 1.5 * self.wave(3600.0, 1) + 0.1 * self.noise(1)
     }
 
     fn humidity(&self) -> f64 {
-        (48.0 + 8.0 * self.wave(7200.0, 2) + 0.5 * self.noise(2)).clamp(0.0, 100.0)
+        (self.humidity + 8.0 * self.wave(7200.0, 2) + 0.5 * self.noise(2)).clamp(0.0, 100.0)
     }
 
     /// Daylight plus what the LEDs add.
@@ -131,7 +133,12 @@ impl World {
 impl Sim {
     /// A simulated board with `seed`, holding the devices `spec` names.
     pub fn new(spec: &Spec) -> Sim {
-        let mut w = World { seed: spec.seed, ..World::default() };
+        let mut w = World {
+            seed: spec.seed,
+            humidity: spec.simulate.humidity.map_or(48.0, f64::from),
+            celsius: spec.simulate.celsius.map_or(21.5, f64::from),
+            ..World::default()
+        };
         for d in &spec.devices {
             let model = match d.kind {
                 Kind::Aht20 => Model::Aht20(Aht20Model::default()),
@@ -153,7 +160,24 @@ impl Sim {
             // Inputs start at a level the seed decides, so a read is not always "low".
             w.levels.insert(g.pin, splitmix(spec.seed ^ u64::from(g.pin)) & 1 == 1);
         }
-        Sim(Arc::new(Mutex::new(w)))
+        let sim = Sim(Arc::new(Mutex::new(w)));
+        for (id, fault) in &spec.simulate.faults {
+            let inject = match fault {
+                SimFault::Busy => {
+                    sim.set_bus_busy(id, true);
+                    continue;
+                }
+                SimFault::Nack => Inject::Nack,
+                SimFault::BadCrc => Inject::BadCrc,
+                SimFault::StuckBusy => Inject::StuckBusy,
+            };
+            if let Some(d) = spec.device(id)
+                && let (Some(bus), Some(addr)) = (&d.bus, d.address)
+            {
+                sim.inject(bus, addr, Some(inject));
+            }
+        }
+        sim
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut World) -> R) -> R {

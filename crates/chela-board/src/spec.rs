@@ -160,10 +160,100 @@ pub struct Gpio {
     pub label: String,
 }
 
+/// What drives the board's devices (board.json `backend`; by default the chip decides: the
+/// simulated chip is simulated, a Raspberry Pi's chip is Linux, an ESP32 runs the firmware).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Driven {
+    /// The bus model in [`crate::sim`] (any chip may be simulated).
+    Simulated,
+    /// A Linux single-board computer's device files ([`crate::linux`], feature `linux`).
+    Linux(LinuxPaths),
+    /// Chela's firmware on the chip itself; the host only describes the board.
+    Firmware,
+}
+
+impl Driven {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Driven::Simulated => "simulated",
+            Driven::Linux(_) => "linux",
+            Driven::Firmware => "firmware",
+        }
+    }
+}
+
+/// A fault the simulated backend plays (board.json `simulate.faults`), so a person or a test
+/// can see how Chela behaves when the hardware misbehaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SimFault {
+    /// A sensor: it does not acknowledge its address, as if unplugged.
+    Nack,
+    /// A sensor: every CRC byte it sends is wrong.
+    BadCrc,
+    /// A sensor (AHT20): its busy bit never clears.
+    StuckBusy,
+    /// A bus: another controller holds it.
+    Busy,
+}
+
+/// The simulated backend's room and faults (board.json `simulate`).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Simulate {
+    /// The room's mean relative humidity, %RH (48 when not given).
+    pub humidity: Option<f32>,
+    /// The room's mean temperature, °C (21.5 when not given).
+    pub celsius: Option<f32>,
+    /// Device or bus id, and the fault it plays.
+    pub faults: Vec<(String, SimFault)>,
+}
+
+/// The chips whose boards run Linux (the `linux` backend is refused for the others).
+pub const LINUX_CHIPS: &[&str] = &["bcm2711"];
+
+/// Where the Linux backend finds its devices (board.json `linux`); each has a default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinuxPaths {
+    /// The GPIO character device; allowlisted pin N is line N on it.
+    pub gpiochip: String,
+    /// The SPI device a WS2812 strip's data line is the MOSI of.
+    pub spidev: String,
+    /// The sysfs PWM chip directory a servo's channel is exported from.
+    pub pwmchip: String,
+}
+
+impl Default for LinuxPaths {
+    fn default() -> Self {
+        LinuxPaths {
+            gpiochip: "/dev/gpiochip0".into(),
+            spidev: "/dev/spidev0.0".into(),
+            pwmchip: "/sys/class/pwm/pwmchip0".into(),
+        }
+    }
+}
+
+/// The PWM channel a servo on `pin` uses on the Linux backend: `params.pwm_channel`, or the
+/// channel the chip wires to that pin (BCM GPIO12/18: channel 0, GPIO13/19: channel 1).
+pub fn pwm_channel(chip: &Chip, device: &Device) -> Option<u32> {
+    if let Some(v) = device.params.get("pwm_channel") {
+        return v.as_u64().and_then(|c| u32::try_from(c).ok());
+    }
+    let pin = *device.pins.get("pwm")?;
+    match (chip.name, pin) {
+        ("bcm2711", 12 | 18) => Some(0),
+        ("bcm2711", 13 | 19) => Some(1),
+        _ => None,
+    }
+}
+
+/// The longest device path board.json may name.
+pub const MAX_PATH: usize = 256;
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Spec {
     pub name: String,
     pub chip: &'static Chip,
+    pub backend: Driven,
+    pub simulate: Simulate,
     /// The simulated board's seed: the same seed gives the same readings.
     pub seed: u64,
     pub buses: Vec<Bus>,
@@ -215,11 +305,39 @@ struct RawSpec {
     #[serde(default)]
     seed: Option<u64>,
     #[serde(default)]
+    backend: Option<String>,
+    #[serde(default)]
+    linux: Option<RawLinux>,
+    #[serde(default)]
+    simulate: Option<RawSimulate>,
+    #[serde(default)]
     buses: Vec<RawBus>,
     #[serde(default)]
     devices: Vec<RawDevice>,
     #[serde(default)]
     gpio: Vec<RawGpio>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSimulate {
+    #[serde(default)]
+    humidity: Option<f64>,
+    #[serde(default)]
+    celsius: Option<f64>,
+    #[serde(default)]
+    faults: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLinux {
+    #[serde(default)]
+    gpiochip: Option<String>,
+    #[serde(default)]
+    spidev: Option<String>,
+    #[serde(default)]
+    pwmchip: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -268,7 +386,7 @@ pub fn parse(text: &str) -> Result<Spec, Vec<Problem>> {
         }]);
     }
     let raw: RawSpec = serde_json::from_str(text)
-        .map_err(|e| alloc::vec![Problem { line: e.line().max(1), message: e.to_string() }])?;
+        .map_err(|e| alloc::vec![Problem { line: e.line().max(1), message: printable(&e.to_string()) }])?;
     let mut c = Checker { text, problems: Vec::new() };
     let spec = c.check(raw);
     if c.problems.is_empty() { Ok(spec) } else { Err(c.problems) }
@@ -281,7 +399,7 @@ struct Checker<'t> {
 
 impl Checker<'_> {
     fn err(&mut self, line: usize, message: String) {
-        self.problems.push(Problem { line, message });
+        self.problems.push(Problem { line, message: printable(&message) });
     }
 
     /// The line of entry `i` of top-level array `key`, or of its field `field` when present.
@@ -340,6 +458,9 @@ impl Checker<'_> {
         let mut buses = Vec::new();
         for (i, b) in raw.buses.into_iter().enumerate() {
             let line = self.line("buses", i, None);
+            if !valid_id(&b.id) {
+                self.err(line, format!("bus id `{}`: use 1-64 letters, digits, - and _", b.id));
+            }
             if b.kind != "i2c" {
                 self.err(line, format!("bus `{}`: unknown bus type `{}`; known: i2c", b.id, b.kind));
             }
@@ -364,10 +485,7 @@ impl Checker<'_> {
         let mut devices: Vec<Device> = Vec::new();
         for (i, d) in raw.devices.into_iter().enumerate() {
             let line = self.line("devices", i, None);
-            if d.id.is_empty()
-                || d.id.len() > 64
-                || !d.id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
-            {
+            if !valid_id(&d.id) {
                 self.err(line, format!("device id `{}`: use 1-64 letters, digits, - and _", d.id));
             }
             if devices.iter().any(|x| x.id == d.id) {
@@ -417,7 +535,163 @@ impl Checker<'_> {
             }
         }
 
-        Spec { name: raw.name, chip, seed: raw.seed.unwrap_or(1), buses, devices, gpio }
+        let backend = self.backend(chip, raw.backend.as_deref(), raw.linux, &buses, &devices);
+        let simulate = raw.simulate.map(|s| self.simulate(s, &backend, &buses, &devices)).unwrap_or_default();
+        Spec { name: raw.name, chip, backend, simulate, seed: raw.seed.unwrap_or(1), buses, devices, gpio }
+    }
+
+    fn simulate(&mut self, raw: RawSimulate, backend: &Driven, buses: &[Bus], devices: &[Device]) -> Simulate {
+        let at = top_key_value(self.text, "simulate").unwrap_or_default();
+        let line_of =
+            |c: &Self, key: &str| find_key(&c.text[at..], key).map_or(line_at(c.text, at), |o| line_at(c.text, at + o));
+        if *backend != Driven::Simulated {
+            self.err(
+                line_at(self.text, at),
+                format!("`simulate` is only used by the simulated backend, not {}", backend.name()),
+            );
+        }
+        let mut out = Simulate::default();
+        for (key, given, slot, range) in [
+            ("humidity", raw.humidity, &mut out.humidity, 0.0..=100.0),
+            ("celsius", raw.celsius, &mut out.celsius, -40.0..=85.0),
+        ] {
+            if let Some(v) = given {
+                if range.contains(&v) {
+                    *slot = Some(v as f32);
+                } else {
+                    let l = line_of(self, key);
+                    self.err(l, format!("simulate.{key} must be from {} to {}", range.start(), range.end()));
+                }
+            }
+        }
+        for (id, fault) in raw.faults {
+            let l = line_of(self, &id);
+            let is_bus = buses.iter().any(|b| b.id == id);
+            let sensor = devices.iter().find(|d| d.id == id).map(|d| d.kind.is_sensor());
+            let f = match (fault.as_str(), is_bus, sensor) {
+                ("busy", true, _) => SimFault::Busy,
+                ("nack", _, Some(true)) => SimFault::Nack,
+                ("bad_crc", _, Some(true)) => SimFault::BadCrc,
+                ("stuck_busy", _, Some(true)) => SimFault::StuckBusy,
+                (_, false, None) => {
+                    self.err(l, format!("simulate.faults: there is no sensor or bus `{}`", id.escape_debug()));
+                    continue;
+                }
+                _ => {
+                    self.err(
+                        l,
+                        format!(
+                            "simulate.faults `{}`: `{}` is not a fault it can play; a sensor plays nack, bad_crc or stuck_busy, a bus plays busy",
+                            id.escape_debug(),
+                            fault.escape_debug()
+                        ),
+                    );
+                    continue;
+                }
+            };
+            out.faults.push((id, f));
+        }
+        out
+    }
+
+    /// The backend board.json asks for (or the chip's default), and what it needs: on Linux,
+    /// device paths for every bus and a PWM channel for every servo.
+    fn backend(
+        &mut self,
+        chip: &Chip,
+        asked: Option<&str>,
+        linux: Option<RawLinux>,
+        buses: &[Bus],
+        devices: &[Device],
+    ) -> Driven {
+        let line = top_key_line(self.text, "backend");
+        let is_linux_chip = LINUX_CHIPS.contains(&chip.name);
+        let kind = match asked {
+            None if chip.name == "simulated" => "simulated",
+            None if is_linux_chip => "linux",
+            None => "firmware",
+            Some(k @ ("simulated" | "linux" | "firmware")) => k,
+            Some(other) => {
+                self.err(line, format!("unknown backend `{other}`; use simulated, linux or firmware"));
+                "simulated"
+            }
+        };
+        if linux.is_some() && kind != "linux" {
+            self.err(
+                top_key_line(self.text, "linux"),
+                format!("`linux` paths are only used by the linux backend, not {kind}"),
+            );
+        }
+        match kind {
+            "simulated" => Driven::Simulated,
+            "firmware" => {
+                if chip.name == "simulated" || is_linux_chip {
+                    self.err(
+                        line,
+                        format!("the {} does not run Chela's firmware; use the simulated or linux backend", chip.name),
+                    );
+                }
+                Driven::Firmware
+            }
+            _ => {
+                if !is_linux_chip {
+                    self.err(
+                        line,
+                        format!(
+                            "the {} does not run Linux; the linux backend is for: {}",
+                            chip.name,
+                            LINUX_CHIPS.join(", ")
+                        ),
+                    );
+                }
+                let mut paths = LinuxPaths::default();
+                if let Some(l) = linux {
+                    for (key, given, slot) in [
+                        ("gpiochip", l.gpiochip, &mut paths.gpiochip),
+                        ("spidev", l.spidev, &mut paths.spidev),
+                        ("pwmchip", l.pwmchip, &mut paths.pwmchip),
+                    ] {
+                        if let Some(p) = given {
+                            if let Err(why) = check_path(&p) {
+                                let at = top_key_value(self.text, "linux")
+                                    .and_then(|v| find_key(&self.text[v..], key).map(|o| v + o))
+                                    .map_or(line, |b| line_at(self.text, b));
+                                self.err(at, format!("linux.{key}: {why}"));
+                            }
+                            *slot = p;
+                        }
+                    }
+                }
+                for (i, b) in buses.iter().enumerate() {
+                    let l = self.line("buses", i, Some("path"));
+                    match &b.path {
+                        None => self.err(
+                            self.line("buses", i, None),
+                            format!("bus `{}` needs a path (like \"/dev/i2c-1\") on the linux backend", b.id),
+                        ),
+                        Some(p) => {
+                            if let Err(why) = check_path(p) {
+                                self.err(l, format!("bus `{}` path: {why}", b.id));
+                            }
+                        }
+                    }
+                }
+                for d in devices {
+                    if matches!(d.kind, Kind::Servo(_)) && pwm_channel(chip, d).is_none() {
+                        let pin = d.pins.get("pwm").copied().unwrap_or_default();
+                        self.err(
+                            d.line,
+                            format!(
+                                "device `{}`: GPIO{pin} has no hardware PWM channel on {}; use GPIO12/18 (channel 0) \
+                                 or GPIO13/19 (channel 1), or set params.pwm_channel",
+                                d.id, chip.name
+                            ),
+                        );
+                    }
+                }
+                Driven::Linux(paths)
+            }
+        }
     }
 
     fn kind(&mut self, d: &RawDevice, i: usize) -> Option<Kind> {
@@ -426,7 +700,7 @@ impl Checker<'_> {
         let known: &[&str] = match d.kind.as_str() {
             "aht20" | "sgp30" | "bh1750" => &[],
             "ws2812" => &["count"],
-            "servo" => &["min_angle", "max_angle", "min_pulse_us", "max_pulse_us", "range_deg"],
+            "servo" => &["min_angle", "max_angle", "min_pulse_us", "max_pulse_us", "range_deg", "pwm_channel"],
             other => {
                 let names: Vec<&str> = TYPES.iter().map(|t| t.0).collect();
                 self.err(line, format!("device `{}`: unknown type `{other}`; known: {}", d.id, names.join(", ")));
@@ -466,6 +740,12 @@ impl Checker<'_> {
                     range_deg: num(self, "range_deg", 180.0, 1.0, 360.0) as f32,
                     period_us: 20_000,
                 };
+                if let Some(v) = param("pwm_channel")
+                    && v.as_u64().is_none_or(|c| c >= 64)
+                {
+                    let pl = self.line("devices", i, Some("pwm_channel"));
+                    self.err(pl, format!("device `{}`: pwm_channel must be a whole number from 0 to 63", d.id));
+                }
                 if l.min_angle > l.max_angle || l.max_angle > l.range_deg || l.min_pulse_us >= l.max_pulse_us {
                     self.err(
                         self.line("devices", i, None),
@@ -529,6 +809,42 @@ impl Checker<'_> {
         }
         Some(addr)
     }
+}
+
+/// The longest problem message, in characters (a message quotes what the file says).
+pub const MAX_MESSAGE: usize = 300;
+
+/// `message` as one printable line: control characters escaped (a file's names may hold
+/// terminal escapes), at most [`MAX_MESSAGE`] characters.
+pub fn printable(message: &str) -> String {
+    let mut out = String::new();
+    for (n, c) in message.chars().enumerate() {
+        if n == MAX_MESSAGE {
+            out.push('…');
+            break;
+        }
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A device path board.json may name: absolute, printable, not too long.
+fn check_path(p: &str) -> Result<(), String> {
+    if p.len() > MAX_PATH {
+        return Err(format!("a path of {} bytes; the limit is {MAX_PATH}", p.len()));
+    }
+    if !p.starts_with('/') || p.chars().any(char::is_control) || p.split('/').any(|c| c == "..") {
+        return Err(format!("`{}` is not an absolute path without `..` or control characters", p.escape_debug()));
+    }
+    Ok(())
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 64 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 fn parse_address(v: &Value) -> Option<u8> {
@@ -675,7 +991,10 @@ pub fn schema() -> Value {
         "fields": {
             "name": "the board's name",
             "chip": CHIPS.iter().map(|c| (c.name, c.summary)).collect::<BTreeMap<_, _>>(),
-            "seed": "simulated chip only: the seed of the virtual sensors' readings",
+            "seed": "simulated backend only: the seed of the virtual sensors' readings",
+            "simulate": "simulated backend only: {humidity: %RH, celsius: °C (the room's means), faults: {sensor id: \"nack\"|\"bad_crc\"|\"stuck_busy\", bus id: \"busy\"}}",
+            "backend": "\"simulated\" | \"linux\" | \"firmware\"; by default the chip decides (simulated chip: simulated, bcm2711: linux, ESP32: firmware)",
+            "linux": "linux backend: {gpiochip: \"/dev/gpiochip0\", spidev: \"/dev/spidev0.0\" (WS2812 data on MOSI), pwmchip: \"/sys/class/pwm/pwmchip0\"}",
             "buses": "[{id, type: \"i2c\", pins: {sda, scl}, path: \"/dev/i2c-1\" (Linux)}]",
             "devices": "[{id, type, bus, address, pins, params}]",
             "gpio": "[{pin, direction: \"input\"|\"output\", label}]: the only pins gpio_read/gpio_write may touch",
@@ -686,6 +1005,7 @@ pub fn schema() -> Value {
             "no pin is used twice (buses, devices and the allowlist together)",
             "ids are unique; two devices on one bus never share an address",
             "each sensor is at an address it can have",
+            "on the linux backend every bus has a path (/dev/i2c-N) and every servo a hardware PWM channel (params.pwm_channel)",
         ],
     })
 }

@@ -5,22 +5,26 @@
 //! report (with the line of each) until it is fixed and reloaded. The file is read lazily, on
 //! the first board tool call, and again on `board_reload`.
 //!
-//! On a PC only the simulated chip is driven (its devices are the real drivers talking to the
-//! bus model in `chela_board::sim`). A board.json for another chip (an ESP32, a Raspberry Pi)
-//! is checked and described, and the acting tools say which build drives it.
+//! board.json's backend decides what drives the devices: the simulated backend (the real
+//! drivers talking to the bus model in `chela_board::sim`), or, in a build with the
+//! `board-linux` feature, the Linux backend (`chela_board::linux`: /dev/gpiochipN, /dev/i2c-N,
+//! spidev, sysfs PWM). A board for the firmware (an ESP32) is checked and described, and the
+//! acting tools say which build drives it.
 //!
 //! Events: every reading (a `sensor_read`, or the poll every `board.poll_secs` in `chela run`)
 //! is raised as a `sensor.reading` event with fields `device`, `sensor` (its type) and one per
 //! quantity (`temperature`, `humidity`, …); thresholds are the rules' `only_if` conditions.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
-use chela_board::board::{Board, BoardError, Quantity};
+use chela_board::board::{Backend, Board, BoardError, Quantity};
 use chela_board::sim::Sim;
-use chela_board::spec::{self, Problem, Spec};
+use chela_board::spec::{self, Driven, Problem, Spec};
 use chela_core::router::{Event, Value};
+use smart_leds_trait::RGB8;
 
 use crate::router::Rules;
 use crate::workspace::{Workspace, read_bounded};
@@ -38,8 +42,83 @@ pub struct Loaded {
 }
 
 struct Live {
-    board: Board<Sim>,
-    sim: Sim,
+    board: Box<dyn Ops>,
+    /// The simulated hardware, whose clock follows the wall clock; `None` on real hardware.
+    sim: Option<Sim>,
+}
+
+/// What the tools do with a board, whatever backend drives it: [`Board`]'s operations as a
+/// trait object, so one host holds a simulated or a Linux board.
+pub trait Ops: Send {
+    fn spec(&self) -> &Spec;
+    fn read_sensor(&mut self, id: &str) -> Result<Vec<Quantity>, BoardError>;
+    fn set_led(&mut self, id: &str, color: RGB8, brightness: u8, pattern: &str) -> Result<Vec<RGB8>, BoardError>;
+    fn led_state(&self, id: &str) -> Option<&[RGB8]>;
+    fn set_servo(&mut self, id: &str, angle: f32) -> Result<(), BoardError>;
+    fn servo_angle(&self, id: &str) -> Option<f32>;
+    fn gpio_read(&mut self, pin: u8) -> Result<bool, BoardError>;
+    fn gpio_write(&mut self, pin: u8, high: bool) -> Result<(), BoardError>;
+}
+
+impl<B: Backend> Ops for Board<B>
+where
+    Board<B>: Send,
+{
+    fn spec(&self) -> &Spec {
+        Board::spec(self)
+    }
+    fn read_sensor(&mut self, id: &str) -> Result<Vec<Quantity>, BoardError> {
+        Board::read_sensor(self, id)
+    }
+    fn set_led(&mut self, id: &str, color: RGB8, brightness: u8, pattern: &str) -> Result<Vec<RGB8>, BoardError> {
+        Board::set_led(self, id, color, brightness, pattern)
+    }
+    fn led_state(&self, id: &str) -> Option<&[RGB8]> {
+        Board::led_state(self, id)
+    }
+    fn set_servo(&mut self, id: &str, angle: f32) -> Result<(), BoardError> {
+        Board::set_servo(self, id, angle)
+    }
+    fn servo_angle(&self, id: &str) -> Option<f32> {
+        Board::servo_angle(self, id)
+    }
+    fn gpio_read(&mut self, pin: u8) -> Result<bool, BoardError> {
+        Board::gpio_read(self, pin)
+    }
+    fn gpio_write(&mut self, pin: u8, high: bool) -> Result<(), BoardError> {
+        Board::gpio_write(self, pin, high)
+    }
+}
+
+/// The live board for `s`, or why this program cannot drive it.
+fn open(s: &Spec) -> Result<Live, String> {
+    match &s.backend {
+        Driven::Simulated => {
+            let mut sim = Sim::new(s);
+            Board::open(s.clone(), &mut sim)
+                .map(|board| Live { board: Box::new(board), sim: Some(sim) })
+                .map_err(|e| e.to_string())
+        }
+        #[cfg(feature = "board-linux")]
+        Driven::Linux(_) => {
+            let mut linux = chela_board::linux::Linux::new(s);
+            Board::open(s.clone(), &mut linux)
+                .map(|board| Live { board: Box::new(board) as Box<dyn Ops>, sim: None })
+                .map_err(|e| format!("The Linux board could not be opened: {e}"))
+        }
+        #[cfg(not(feature = "board-linux"))]
+        Driven::Linux(_) => Err(format!(
+            "This board ({}) uses the linux backend, which this build of Chela leaves out. Build it with \
+             `cargo build --features board-linux`, or set \"backend\": \"simulated\" in board.json to try it \
+             simulated. board_list_devices and board_get_device still describe it.",
+            s.chip.summary
+        )),
+        Driven::Firmware => Err(format!(
+            "This board is a {} ({}). Its devices are driven by Chela's firmware on that chip; this program \
+             drives simulated and Linux boards. board_list_devices and board_get_device still describe it.",
+            s.chip.name, s.chip.summary
+        )),
+    }
 }
 
 impl Loaded {
@@ -47,16 +126,7 @@ impl Loaded {
         let spec = spec::parse(text);
         let live = match &spec {
             Err(_) => Err(String::new()),
-            Ok(s) if s.chip.name == "simulated" => {
-                let mut sim = Sim::new(s);
-                Board::open(s.clone(), &mut sim).map(|board| Live { board, sim }).map_err(|e| e.to_string())
-            }
-            Ok(s) => Err(format!(
-                "This board is a {} ({}). Its devices are driven by Chela's firmware on that chip, or by a \
-                 Linux build on a Raspberry Pi; this program drives only the simulated board. board_list_devices \
-                 and board_get_device still describe it.",
-                s.chip.name, s.chip.summary
-            )),
+            Ok(s) => open(s),
         };
         Loaded { source, spec, live }
     }
@@ -130,8 +200,7 @@ impl Reading {
         e.set("device", Value::Str(self.device.clone())).ok()?;
         e.set("sensor", Value::Str(self.sensor.to_owned())).ok()?;
         for q in &self.values {
-            let v =
-                if q.unit == "bool" { Value::Bool(q.value != 0.0) } else { Value::Float(f64::from(round(q.value))) };
+            let v = if q.unit == "bool" { Value::Bool(q.value != 0.0) } else { Value::Float(round(q.value)) };
             e.set(q.name, v).ok()?;
         }
         Some(e)
@@ -139,8 +208,9 @@ impl Reading {
 }
 
 /// Two decimals: the sensors are not more precise, and the model reads less.
-fn round(v: f32) -> f32 {
-    (v * 100.0).round() / 100.0
+fn round(v: f32) -> f64 {
+    // In f64: an f32 rounded to two decimals and widened would print as 47.720001220703125.
+    (f64::from(v) * 100.0).round() / 100.0
 }
 
 /// The board of one Chela process: loaded on first use, shared by the tools and the poller.
@@ -148,11 +218,19 @@ pub struct Host {
     loaded: Mutex<Option<Loaded>>,
     started: Instant,
     rules: OnceLock<Arc<Rules>>,
+    /// The poller's failing sensors and their last error: a fault is logged when it starts or
+    /// changes and when it ends, not on every poll.
+    failing: Mutex<BTreeMap<String, String>>,
 }
 
 impl Default for Host {
     fn default() -> Self {
-        Host { loaded: Mutex::new(None), started: Instant::now(), rules: OnceLock::new() }
+        Host {
+            loaded: Mutex::new(None),
+            started: Instant::now(),
+            rules: OnceLock::new(),
+            failing: Mutex::new(BTreeMap::new()),
+        }
     }
 }
 
@@ -167,10 +245,10 @@ impl Host {
         let mut g = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         let loaded = g.get_or_insert_with(|| load(ws));
         // The simulated room follows the wall clock, so readings change as time passes.
-        if let Ok(live) = &loaded.live {
+        if let Ok(Live { sim: Some(sim), .. }) = &loaded.live {
             let elapsed = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
-            let behind = elapsed.saturating_sub(live.sim.now_ms());
-            live.sim.advance_ms(behind);
+            let behind = elapsed.saturating_sub(sim.now_ms());
+            sim.advance_ms(behind);
         }
         f(loaded)
     }
@@ -178,20 +256,17 @@ impl Host {
     /// Reads board.json again; the new board replaces the old one (actuators start afresh).
     pub fn reload(&self, ws: &Workspace) {
         *self.loaded.lock().unwrap_or_else(PoisonError::into_inner) = Some(load(ws));
+        self.failing.lock().unwrap_or_else(PoisonError::into_inner).clear();
     }
 
     /// Runs `f` on the live board, or says why there is none.
-    pub fn act<R>(
-        &self,
-        ws: &Workspace,
-        f: impl FnOnce(&mut Board<Sim>) -> Result<R, BoardError>,
-    ) -> Result<R, String> {
+    pub fn act<R>(&self, ws: &Workspace, f: impl FnOnce(&mut dyn Ops) -> Result<R, BoardError>) -> Result<R, String> {
         self.with(ws, |l| {
             if let Some(p) = l.problems_text() {
                 return Err(p);
             }
             match &mut l.live {
-                Ok(live) => f(&mut live.board).map_err(|e| e.to_string()),
+                Ok(live) => f(live.board.as_mut()).map_err(|e| e.to_string()),
                 Err(why) => Err(why.clone()),
             }
         })
@@ -214,17 +289,43 @@ impl Host {
         }
     }
 
-    /// Reads every sensor once (the poller); a failing one is logged and skipped.
+    /// Reads every sensor once (the poller); a failing one is skipped. A sensor's fault is
+    /// logged once when it starts (or its sentence changes) and once when it clears, so a
+    /// sensor unplugged for a day is one line, not one per poll.
     pub fn poll(&self, ws: &Workspace) -> usize {
-        let ids: Vec<String> = self.with(ws, |l| match (&l.spec, &l.live) {
-            (Ok(s), Ok(_)) => s.devices.iter().filter(|d| d.kind.is_sensor()).map(|d| d.id.clone()).collect(),
-            _ => Vec::new(),
+        let ids: Result<Vec<String>, String> = self.with(ws, |l| match (&l.spec, &l.live) {
+            (Ok(s), Ok(_)) => Ok(s.devices.iter().filter(|d| d.kind.is_sensor()).map(|d| d.id.clone()).collect()),
+            _ => Err(l.problems_text().or_else(|| l.live.as_ref().err().cloned()).unwrap_or_default()),
         });
+        // The whole board unavailable is logged like one failing sensor, under the file's name.
+        let (ids, board_error) = match ids {
+            Ok(ids) => (ids, None),
+            Err(why) => (Vec::new(), Some(why)),
+        };
+        let results = ids.into_iter().map(|id| {
+            let r = self.read(ws, &id).map(drop);
+            (id, r)
+        });
+        let results: Vec<(String, Result<(), String>)> = match board_error {
+            Some(why) => vec![(FILE.to_owned(), Err(why))],
+            None => results.collect(),
+        };
         let mut n = 0;
-        for id in ids {
-            match self.read(ws, &id) {
-                Ok(_) => n += 1,
-                Err(e) => tracing::warn!(device = %id, "board poll: {e}"),
+        for (id, result) in results {
+            let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+            match result {
+                Ok(_) => {
+                    n += 1;
+                    if failing.remove(&id).is_some() {
+                        tracing::info!(device = %id, "board poll: the sensor reads again");
+                    }
+                }
+                Err(e) => {
+                    if failing.get(&id) != Some(&e) {
+                        tracing::warn!(device = %id, "board poll: {e} (logged once until it changes or clears)");
+                        failing.insert(id, e);
+                    }
+                }
             }
         }
         n

@@ -118,3 +118,54 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn the_backend_follows_the_chip_unless_board_json_names_it() {
+    let b = |text: &str| parse(text).unwrap_or_else(|p| panic!("{p:?}")).backend;
+    assert_eq!(b(r#"{"name": "x", "chip": "simulated"}"#), Driven::Simulated);
+    assert_eq!(b(r#"{"name": "x", "chip": "esp32c3"}"#), Driven::Firmware);
+    assert_eq!(b(r#"{"name": "x", "chip": "bcm2711"}"#), Driven::Linux(LinuxPaths::default()));
+    assert_eq!(b(r#"{"name": "x", "chip": "bcm2711", "backend": "simulated"}"#), Driven::Simulated);
+    let pi = parse(crate::EXAMPLES[1].1).unwrap();
+    assert_eq!(pi.backend.name(), "linux");
+    assert_eq!(pwm_channel(pi.chip, pi.device("arm").unwrap()), Some(0));
+}
+
+const BAD_LINUX: &str = r#"{
+  "name": "pi",
+  "chip": "bcm2711",
+  "backend": "linux",
+  "linux": {
+    "gpiochip": "/dev/../etc/passwd",
+    "spidev": "dev/spidev0.0"
+  },
+  "buses": [{ "id": "i2c1", "type": "i2c", "pins": { "sda": 2, "scl": 3 } }],
+  "devices": [
+    { "id": "arm", "type": "servo", "pins": { "pwm": 4 } },
+    { "id": "arm2", "type": "servo", "pins": { "pwm": 5 }, "params": { "pwm_channel": -1 } }
+  ]
+}"#;
+
+#[test]
+fn linux_wiring_problems_each_name_their_line() {
+    let p = problems(BAD_LINUX);
+    let line =
+        |needle: &str| p.iter().find(|x| x.message.contains(needle)).unwrap_or_else(|| panic!("{needle}: {p:?}")).line;
+    assert_eq!(line("linux.gpiochip"), 6);
+    assert_eq!(line("linux.spidev"), 7);
+    assert_eq!(line("bus `i2c1` needs a path"), 9);
+    assert_eq!(line("GPIO4 has no hardware PWM channel"), 11);
+    assert_eq!(line("pwm_channel must be a whole number"), 12);
+}
+
+#[test]
+fn a_backend_the_chip_cannot_have_is_refused() {
+    let p = problems("{\"name\": \"x\",\n \"chip\": \"esp32c6\",\n \"backend\": \"linux\"}");
+    assert!(p.iter().any(|x| x.line == 3 && x.message.contains("the esp32c6 does not run Linux")), "{p:?}");
+    let p = problems("{\"name\": \"x\", \"chip\": \"simulated\",\n \"backend\": \"firmware\"}");
+    assert!(p.iter().any(|x| x.line == 2 && x.message.contains("does not run Chela's firmware")), "{p:?}");
+    let p = problems("{\"name\": \"x\", \"chip\": \"simulated\",\n \"backend\": \"fpga\"}");
+    assert!(p.iter().any(|x| x.line == 2 && x.message.contains("unknown backend `fpga`")), "{p:?}");
+    let p = problems("{\"name\": \"x\", \"chip\": \"simulated\",\n \"linux\": {}}");
+    assert!(p.iter().any(|x| x.line == 2 && x.message.contains("only used by the linux backend")), "{p:?}");
+}

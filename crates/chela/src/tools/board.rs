@@ -102,7 +102,11 @@ impl Tool for GetDevice {
             let s = l.spec.as_ref().map_err(|_| failed(l.problems_text().unwrap_or_default()))?;
             let d = s.device(&a.device).ok_or_else(|| {
                 let ids: Vec<&str> = s.devices.iter().map(|d| d.id.as_str()).collect();
-                ToolError::invalid_args(format!("There is no device `{}`. Devices: {}.", a.device, ids.join(", ")))
+                ToolError::invalid_args(format!(
+                    "There is no device `{}`. Devices: {}.",
+                    chela_board::spec::printable(&a.device),
+                    ids.join(", ")
+                ))
             })?;
             let mut v = device_json(d);
             v["chip"] = s.chip.name.into();
@@ -319,7 +323,10 @@ impl Tool for LedSet {
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: LedArgs) -> ToolResult {
         let color_text = a.color.as_deref().unwrap_or("white");
         let color = chela_board::led::parse_color(color_text).ok_or_else(|| {
-            ToolError::invalid_args(format!("`{color_text}` is not a colour; use #rrggbb or a name like red."))
+            ToolError::invalid_args(format!(
+                "`{}` is not a colour; use #rrggbb or a name like red.",
+                chela_board::spec::printable(color_text)
+            ))
         })?;
         let percent = a.brightness.unwrap_or(100);
         if percent > 100 {

@@ -49,3 +49,65 @@ fn board_check_names_the_line_of_each_problem() {
     std::fs::write(&file, "{\n  \"name\": \"desk\",\n  \"chip\": \"simulated\"\n}\n").unwrap();
     ws.run(&["board", "check"]).expect_ok().stdout_has("ok: \"desk\" (simulated)");
 }
+
+/// The poller in the real `chela run`: every `board.poll_secs` the simulated board's sensors are
+/// read and raised as `sensor.reading` events; a rule with a humidity threshold tells the
+/// Telegram chat without the model, a rule whose threshold is not crossed stays quiet, and a
+/// sensor that does not answer is logged once, not once per poll.
+#[test]
+fn a_humidity_rule_tells_telegram_from_the_poller_and_a_faulty_sensor_is_logged_once() {
+    use chela_testkit::telegram::FakeTelegram;
+
+    use crate::telegram::{OWNER, TOKEN};
+
+    let llm = FakeLlm::start(vec![Step::text("the model should not be asked")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let mut ws = Ws::for_llm(
+        Provider::Anthropic,
+        &llm,
+        &format!(
+            "[board]\npoll_secs = 1\n\n[channels.telegram]\ntoken = \"{TOKEN}\"\napi_base = \"{}\"\nallow_from = [\"{OWNER}\"]\n",
+            tg.base_url()
+        ),
+    );
+    ws.set_env("CHELA_LOG", "info");
+    // The simulated room is damp (its humidity swings 8 %RH around 80), and the SGP30 is unplugged.
+    let board = include_str!("../../../chela-board/boards/simulated.json");
+    let board = board.replacen(
+        "\"seed\": 42,",
+        "\"seed\": 42,\n  \"simulate\": { \"humidity\": 80, \"faults\": { \"air\": \"nack\" } },",
+        1,
+    );
+    std::fs::write(ws.path().join("board.json"), board).unwrap();
+    let rule = |id: &str, above: u32, text: &str| {
+        json!({"id": id, "match": {"type": "sensor.reading"},
+               "only_if": [{"field": "humidity", "op": "gt", "value": above}],
+               "actions": [{"type": "send", "channel": "telegram", "chat_id": OWNER.to_string(), "text": text}]})
+    };
+    let rules = json!({"rules": [
+        rule("damp", 70, "Humidity in {{event.device}} is {{event.humidity}} %"),
+        rule("flood", 99, "flooded"),
+    ]});
+    std::fs::write(ws.path().join("rules.json"), rules.to_string()).unwrap();
+
+    let mut child = ws.cmd(&["run"]).spawn().unwrap();
+    let stderr = crate::Capture::start(child.stderr.take());
+    // Three messages: three polls at least.
+    let sent =
+        tg.wait_sent(std::time::Duration::from_secs(30), |s| s.iter().filter(|m| m.chat_id == OWNER).count() >= 3);
+    let out = crate::telegram::stop(child);
+    let log = stderr.finish();
+    let texts: Vec<&str> = sent.iter().filter(|m| m.chat_id == OWNER).map(|m| m.text.as_str()).collect();
+    assert!(texts.len() >= 3, "{texts:?}\n{log}\n{}", out.stderr);
+    for t in &texts {
+        let value: f64 = t
+            .strip_prefix("Humidity in climate is ")
+            .and_then(|r| r.strip_suffix(" %"))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{t:?}"));
+        assert!((70.0..=99.0).contains(&value), "{t}");
+    }
+    assert!(llm.requests().is_empty(), "the model was asked");
+    let faults = log.matches("no device answered at I2C address 0x58").count();
+    assert_eq!(faults, 1, "the unplugged SGP30 is logged once over {} polls:\n{log}", texts.len());
+}
