@@ -23,6 +23,8 @@ mod router;
 pub mod scheduler;
 pub mod skills;
 pub mod storage;
+// The voice pipeline's parts; public for benches/voice.rs and the xiaozhi endpoint.
+pub mod voice;
 pub mod workspace;
 
 mod app;
