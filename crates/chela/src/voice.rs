@@ -41,7 +41,7 @@ pub const DOWNLINK_FRAME_SAMPLES: usize = (DOWNLINK_RATE * FRAME_MS / 1000) as u
 
 /// Where the speech recognition goes: an OpenAI-compatible `/audio/transcriptions` endpoint
 /// (`voice.asr_base_url`, `voice.asr_api_key`, `voice.asr_model`).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct AsrConfig {
     /// Up to and including the version, e.g. `https://api.openai.com/v1`.
     pub base_url: String,
@@ -52,13 +52,50 @@ pub struct AsrConfig {
 }
 
 /// Which speech synthesis speaks the replies (`voice.tts_provider`).
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub enum TtsConfig {
     /// An OpenAI-compatible `/audio/speech` endpoint (`voice.tts_base_url`, `voice.tts_api_key`,
     /// `voice.tts_model`, `voice.tts_voice`).
     OpenAi { base_url: String, api_key: String, model: String, voice: String, timeout: Duration },
     /// Debian's `espeak-ng`, run locally (`voice.tts_voice` is its voice name, e.g. `en` or `cmn`).
     Espeak { program: PathBuf, voice: String, timeout: Duration },
+}
+
+/// Keys never reach a log: `Debug` says only whether one is set.
+fn key_state(key: &str) -> &'static str {
+    if key.is_empty() { "(none)" } else { "(set)" }
+}
+
+impl fmt::Debug for AsrConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsrConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &key_state(&self.api_key))
+            .field("model", &self.model)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl fmt::Debug for TtsConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TtsConfig::OpenAi { base_url, api_key, model, voice, timeout } => f
+                .debug_struct("OpenAi")
+                .field("base_url", base_url)
+                .field("api_key", &key_state(api_key))
+                .field("model", model)
+                .field("voice", voice)
+                .field("timeout", timeout)
+                .finish(),
+            TtsConfig::Espeak { program, voice, timeout } => f
+                .debug_struct("Espeak")
+                .field("program", program)
+                .field("voice", voice)
+                .field("timeout", timeout)
+                .finish(),
+        }
+    }
 }
 
 /// Everything a device's pipeline needs. The endpoint builds it from the `voice.*` settings;
@@ -130,3 +167,27 @@ impl fmt::Display for VoiceError {
 }
 
 impl std::error::Error for VoiceError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_masks_the_keys() {
+        let asr = AsrConfig {
+            base_url: "http://x/v1".into(),
+            api_key: "sk-secret-asr".into(),
+            model: "m".into(),
+            timeout: Duration::from_secs(1),
+        };
+        let tts = TtsConfig::OpenAi {
+            base_url: "http://x/v1".into(),
+            api_key: "sk-secret-tts".into(),
+            model: "m".into(),
+            voice: "v".into(),
+            timeout: Duration::from_secs(1),
+        };
+        let shown = format!("{:?}", VoiceConfig::new(asr, tts));
+        assert!(!shown.contains("secret") && shown.contains("(set)"), "{shown}");
+    }
+}
