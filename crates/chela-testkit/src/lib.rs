@@ -37,6 +37,7 @@
 
 mod answer;
 mod anthropic;
+pub mod audio;
 mod body;
 mod demo;
 mod fake;
@@ -48,6 +49,7 @@ pub mod script;
 mod server;
 pub mod telegram;
 
+pub use audio::FakeAudio;
 pub use fake::{DEFAULT_MAX_RECORDED, FakeLlm, Options, Recorded};
 pub use script::{Action, Step, ToolCall, parse_script};
 pub use server::{MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_HEAD_BYTES};

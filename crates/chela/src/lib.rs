@@ -24,6 +24,9 @@ mod router;
 pub mod scheduler;
 pub mod skills;
 pub mod storage;
+// The voice pipeline's parts; public for benches/voice.rs and the xiaozhi endpoint.
+#[cfg(feature = "voice")]
+pub mod voice;
 pub mod workspace;
 
 mod app;
