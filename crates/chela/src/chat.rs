@@ -186,7 +186,7 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
             () = ctrl_c.interrupted() => Line::End,
         };
         let Line::Text(line) = line else {
-            println!();
+            outln!();
             return Ok(ExitCode::SUCCESS);
         };
         let line = line.trim();
@@ -313,7 +313,7 @@ impl Terminal {
 
     fn end_line(&mut self) {
         if !self.at_line_start {
-            println!();
+            outln!();
             self.at_line_start = true;
         }
         let _ = std::io::stdout().flush();
@@ -324,7 +324,7 @@ impl Observer for Terminal {
     fn text(&mut self, text: &str) {
         self.round.push_str(text);
         if self.live {
-            print!("{text}");
+            out!("{text}");
             let _ = std::io::stdout().flush();
             self.at_line_start = text.ends_with('\n');
         }

@@ -9,6 +9,9 @@
 //! `benches/history.rs` loads a session through [`storage::FileStorage`]); only what
 //! they and `main` need is public, so the compiler still reports dead code everywhere else.
 
+// First, so its `outln!`/`out!` macros are in scope for every module below.
+#[macro_use]
+pub mod out;
 pub mod access;
 pub mod args;
 pub mod cmd;

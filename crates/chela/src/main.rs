@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use chela::args::{self, Command};
 use chela::cmd;
+use chela::{out, outln};
 
 fn main() -> ExitCode {
     let cli = match args::parse(std::env::args_os().skip(1)) {
@@ -16,11 +17,11 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Help(topic) => {
-            print!("{}", topic.help());
+            out!("{}", topic.help());
             return ExitCode::SUCCESS;
         }
         Command::Version => {
-            println!("chela {}", env!("CARGO_PKG_VERSION"));
+            outln!("chela {}", env!("CARGO_PKG_VERSION"));
             return ExitCode::SUCCESS;
         }
         _ => {}

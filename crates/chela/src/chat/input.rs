@@ -63,7 +63,7 @@ impl Input {
                 answers.recv().await.unwrap_or(Line::End)
             }
             Input::Plain(lines) => {
-                print!("{prompt}");
+                out!("{prompt}");
                 let _ = std::io::stdout().flush();
                 lines.recv().await.map_or(Line::End, Line::Text)
             }

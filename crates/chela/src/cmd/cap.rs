@@ -21,7 +21,7 @@ pub async fn run(base: Base, cmd: CapCmd) -> Result<ExitCode> {
 async fn run_cmd(base: &Base, cmd: CapCmd) -> Result<ExitCode> {
     match cmd {
         CapCmd::List => {
-            print!("{}", list(base));
+            out!("{}", list(base));
             Ok(ExitCode::SUCCESS)
         }
         CapCmd::Call { id, json } => {
@@ -31,7 +31,7 @@ async fn run_cmd(base: &Base, cmd: CapCmd) -> Result<ExitCode> {
             let ctx = base.tool_ctx();
             match base.toolbox.call(&ctx, &id, &json, Caller::Manual, Scope::default()).await {
                 Ok(out) => {
-                    println!("{out}");
+                    outln!("{out}");
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {
@@ -44,7 +44,7 @@ async fn run_cmd(base: &Base, cmd: CapCmd) -> Result<ExitCode> {
             let mut reg = chela_core::cap::Registry::clone(&base.toolbox.registry());
             reg.set_enabled(&group, on).map_err(explain)?;
             edit_list_override(&base.ws, CAPS_DISABLED, &group, !on)?;
-            println!("{group}: {}", if on { "enabled" } else { "disabled for every caller" });
+            outln!("{group}: {}", if on { "enabled" } else { "disabled for every caller" });
             Ok(ExitCode::SUCCESS)
         }
         CapCmd::Show(group, visible) => {
@@ -54,7 +54,7 @@ async fn run_cmd(base: &Base, cmd: CapCmd) -> Result<ExitCode> {
             // Record only what differs from the group's default, so defaults can change later.
             edit_list_override(&base.ws, CAPS_HIDDEN, &group, !visible && default_visible)?;
             edit_list_override(&base.ws, CAPS_SHOWN, &group, visible && !default_visible)?;
-            println!("{group}: {}", if visible { "visible to the model" } else { "hidden from the model" });
+            outln!("{group}: {}", if visible { "visible to the model" } else { "hidden from the model" });
             Ok(ExitCode::SUCCESS)
         }
     }

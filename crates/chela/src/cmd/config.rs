@@ -14,8 +14,8 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
     match cmd {
         ConfigCmd::Show => {
             let cfg = Config::load(ws)?;
-            print!("{}", show(&cfg));
-            println!("\n# workspace: {}", ws.root().display());
+            out!("{}", show(&cfg));
+            outln!("\n# workspace: {}", ws.root().display());
             for w in &cfg.warnings {
                 eprintln!("warning: {w}");
             }
@@ -23,13 +23,13 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
         ConfigCmd::Get(key) => {
             let k = model::key(&key)?;
             let cfg = Config::load(ws)?;
-            println!("{}", k.shown(cfg.effective(k)));
+            outln!("{}", k.shown(cfg.effective(k)));
         }
         ConfigCmd::Set(key, value) => {
             let value = if value == "-" { read_value_from_stdin(&key)? } else { value };
             let stored = set_override(ws, &key, &value)?;
             let k = model::key(&key)?;
-            println!("{key} = {:?} (runtime override)", k.shown(&stored));
+            outln!("{key} = {:?} (runtime override)", k.shown(&stored));
             if let Ok(v) = std::env::var(k.env_var()) {
                 eprintln!(
                     "note: the environment variable {} ({:?}) still overrides this value",
@@ -43,19 +43,19 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
         }
         ConfigCmd::Unset(key) => {
             if unset_override(ws, &key)? {
-                println!("{key}: runtime override removed");
+                outln!("{key}: runtime override removed");
                 if let Some(note) = restart_note(&key) {
                     eprintln!("{note}");
                 }
             } else {
-                println!("{key}: had no runtime override");
+                outln!("{key}: had no runtime override");
             }
         }
         ConfigCmd::Reset => {
             if reset_overrides(ws)? {
-                println!("runtime overrides cleared");
+                outln!("runtime overrides cleared");
             } else {
-                println!("there were no runtime overrides");
+                outln!("there were no runtime overrides");
             }
         }
     }

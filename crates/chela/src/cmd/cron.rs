@@ -49,7 +49,7 @@ pub fn run(ws: &Workspace, cmd: CronCmd) -> Result<ExitCode> {
             format!("Asked the running daemon to run job {id} now (`chela run` picks it up within a second).\n")
         }
     };
-    print!("{out}");
+    out!("{out}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -88,6 +88,6 @@ fn list(sched: &Scheduler, now: i64) -> String {
 pub fn heartbeat(ws: &Workspace) -> Result<ExitCode> {
     ws.ensure()?;
     request(ws, "heartbeat")?;
-    println!("Asked the running daemon for a heartbeat now (`chela run` picks it up within a second).");
+    outln!("Asked the running daemon for a heartbeat now (`chela run` picks it up within a second).");
     Ok(ExitCode::SUCCESS)
 }

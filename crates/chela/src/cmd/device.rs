@@ -41,7 +41,7 @@ pub fn run(ws: &Workspace, cmd: DeviceCmd) -> Result<ExitCode> {
             }
         }
     };
-    print!("{out}");
+    out!("{out}");
     Ok(ExitCode::SUCCESS)
 }
 

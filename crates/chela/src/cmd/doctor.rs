@@ -50,7 +50,7 @@ impl Report {
     }
 
     fn line(&mut self, line: String) {
-        println!("{line}");
+        outln!("{line}");
         #[cfg(test)]
         self.lines.push(line);
     }
@@ -92,12 +92,12 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         }
         check_feishu(cfg, &mut r).await;
     }
-    println!();
+    outln!();
     if r.failures == 0 {
-        println!("{} warning(s); Chela is ready.", r.warnings);
+        outln!("{} warning(s); Chela is ready.", r.warnings);
         Ok(ExitCode::SUCCESS)
     } else {
-        println!("{} problem(s), {} warning(s).", r.failures, r.warnings);
+        outln!("{} problem(s), {} warning(s).", r.failures, r.warnings);
         Ok(ExitCode::FAILURE)
     }
 }

@@ -14,20 +14,20 @@ pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
             tb.mcp().ensure(tb).await;
             let list = tb.mcp().status();
             if list.is_empty() {
-                println!("No MCP servers are configured. Add one to chela.toml, e.g.\n\n{EXAMPLE}");
+                outln!("No MCP servers are configured. Add one to chela.toml, e.g.\n\n{EXAMPLE}");
             }
             for s in list {
                 let era = s.era.as_deref().unwrap_or("-");
-                println!("{}  [{}]  {}  era: {era}  tools: {}", s.name, s.transport, s.state, s.tools);
+                outln!("{}  [{}]  {}  era: {era}  tools: {}", s.name, s.transport, s.state, s.tools);
             }
             ExitCode::SUCCESS
         }
         McpCmd::Test(name) => match tb.mcp().test(&name, tb).await {
             Ok((era, tools)) => {
-                println!("{name}: connected, protocol {}, {} tools", era.label(), tools.len());
+                outln!("{name}: connected, protocol {}, {} tools", era.label(), tools.len());
                 for (id, t) in tools {
                     let shown = if id.ends_with(&t.name) { String::new() } else { format!(" (MCP name: {})", t.name) };
-                    println!("    {id}{shown}: {}", t.description.lines().next().unwrap_or(""));
+                    outln!("    {id}{shown}: {}", t.description.lines().next().unwrap_or(""));
                 }
                 ExitCode::SUCCESS
             }

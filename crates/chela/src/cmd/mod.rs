@@ -43,7 +43,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Board(file) => {
             let (ok, text) = crate::board::check(&ws, file)?;
             if ok {
-                println!("{text}");
+                outln!("{text}");
                 Ok(ExitCode::SUCCESS)
             } else {
                 eprintln!("{text}");

@@ -48,7 +48,7 @@ pub fn run(ws: &Workspace, cmd: PairingCmd) -> Result<ExitCode> {
             }
         }
     };
-    print!("{out}");
+    out!("{out}");
     Ok(ExitCode::SUCCESS)
 }
 

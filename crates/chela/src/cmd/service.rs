@@ -150,12 +150,12 @@ fn install(ws: &Workspace, path: &Path) -> Result<ExitCode> {
         systemctl.must(&["restart", UNIT])?;
     }
     let verb = if before.is_some() { "Updated" } else { "Installed" };
-    println!("{verb} {}", path.display());
-    println!("`chela run` on {} now runs, and starts again at each login.", root.display());
-    println!("  status:  chela service status");
-    println!("  logs:    journalctl --user -u chela");
-    println!("  to keep it running while you are logged out: loginctl enable-linger \"$USER\"");
-    println!(
+    outln!("{verb} {}", path.display());
+    outln!("`chela run` on {} now runs, and starts again at each login.", root.display());
+    outln!("  status:  chela service status");
+    outln!("  logs:    journalctl --user -u chela");
+    outln!("  to keep it running while you are logged out: loginctl enable-linger \"$USER\"");
+    outln!(
         "Environment variables of this shell do not reach the service: keep API keys in the workspace \
          (`chela config set llm.api_key -`)."
     );
@@ -170,7 +170,7 @@ fn print_by_hand(path: &Path, text: &str, why: &str) {
     eprintln!("  systemctl --user daemon-reload");
     eprintln!("  systemctl --user enable --now {UNIT}");
     eprintln!("Without systemd, start `chela run` from your own supervisor instead.");
-    print!("{text}");
+    out!("{text}");
 }
 
 fn uninstall(path: &Path) -> Result<ExitCode> {
@@ -181,17 +181,17 @@ fn uninstall(path: &Path) -> Result<ExitCode> {
                 systemctl.must(&["disable", "--now", UNIT])?;
                 remove(path)?;
                 systemctl.must(&["daemon-reload"])?;
-                println!("Stopped and removed {}", path.display());
+                outln!("Stopped and removed {}", path.display());
             } else {
-                println!("There is no Chela unit at {}; nothing to remove.", path.display());
+                outln!("There is no Chela unit at {}; nothing to remove.", path.display());
             }
         }
         Err(why) => {
             if exists {
                 remove(path)?;
-                println!("Removed {}", path.display());
+                outln!("Removed {}", path.display());
             } else {
-                println!("There is no Chela unit at {}; nothing to remove.", path.display());
+                outln!("There is no Chela unit at {}; nothing to remove.", path.display());
             }
             eprintln!("note: systemd's user manager cannot be reached here ({why}), so nothing was stopped.");
             eprintln!("Where it runs, stop the service with: systemctl --user disable --now {UNIT}");
@@ -207,14 +207,14 @@ fn remove(path: &Path) -> Result<()> {
 fn status(ws: &Workspace, path: &Path) -> Result<ExitCode> {
     let installed = std::fs::read_to_string(path).ok();
     match &installed {
-        None => println!("unit:    not installed ({} does not exist); `chela service install` adds it", path.display()),
+        None => outln!("unit:    not installed ({} does not exist); `chela service install` adds it", path.display()),
         Some(text) => {
-            println!("unit:    {}", path.display());
+            outln!("unit:    {}", path.display());
             let (exe, root) = targets(ws)?;
             let exec = text.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap_or("(none)");
-            println!("command: {exec}");
+            outln!("command: {exec}");
             if unit_text(&exe, &root).ok().as_deref() != Some(text.as_str()) {
-                println!(
+                outln!(
                     "note:    the unit is not the one this binary writes for {}; \
                      `chela service install` replaces it",
                     root.display()
@@ -227,13 +227,13 @@ fn status(ws: &Workspace, path: &Path) -> Result<ExitCode> {
             // These two answer with a word on stdout and a status that is non-zero for "no".
             let enabled = systemctl.word(&["is-enabled", UNIT])?;
             let active = systemctl.word(&["is-active", UNIT])?;
-            println!("enabled: {enabled}");
-            println!("active:  {active}");
+            outln!("enabled: {enabled}");
+            outln!("active:  {active}");
             if installed.is_some() && active != "active" {
-                println!("logs:    journalctl --user -u chela");
+                outln!("logs:    journalctl --user -u chela");
             }
         }
-        Err(why) => println!("systemd: its user manager cannot be reached here ({why})"),
+        Err(why) => outln!("systemd: its user manager cannot be reached here ({why})"),
     }
     Ok(ExitCode::SUCCESS)
 }

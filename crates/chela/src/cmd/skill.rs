@@ -40,7 +40,7 @@ pub fn run(base: &Base, cmd: SkillCmd) -> Result<ExitCode> {
                 if f.skill.always {
                     notes.push("always on".to_owned());
                 }
-                println!("{:width$}  [{}]  {}", f.skill.name, notes.join("; "), f.skill.description);
+                outln!("{:width$}  [{}]  {}", f.skill.name, notes.join("; "), f.skill.description);
             }
             for p in &problems {
                 eprintln!("warning: {p}");
@@ -50,15 +50,15 @@ pub fn run(base: &Base, cmd: SkillCmd) -> Result<ExitCode> {
             let f =
                 skills.lookup(ws, cfg, &name).map_err(fail)?.ok_or_else(|| anyhow!("there is no skill `{name}`"))?;
             let s = &f.skill;
-            println!("name: {}\ndescription: {}", s.name, s.description);
+            outln!("name: {}\ndescription: {}", s.name, s.description);
             if !s.groups.is_empty() {
-                println!("groups: [{}]", s.groups.join(", "));
+                outln!("groups: [{}]", s.groups.join(", "));
             }
             if s.always {
-                println!("always: true");
+                outln!("always: true");
             }
             let origin = if f.origin == Origin::BuiltIn { "built-in" } else { "workspace" };
-            println!("origin: {origin}\n\n{}", s.body);
+            outln!("origin: {origin}\n\n{}", s.body);
         }
         SkillCmd::Activate { name, session } => {
             let (channel, chat) = session_of(&session);
@@ -69,13 +69,13 @@ pub fn run(base: &Base, cmd: SkillCmd) -> Result<ExitCode> {
             } else {
                 format!("; unlocks {}", f.skill.groups.join(", "))
             };
-            println!("{name}: active in {channel}/{chat}{unlocks}");
+            outln!("{name}: active in {channel}/{chat}{unlocks}");
         }
         SkillCmd::Deactivate { name, session } => {
             let (channel, chat) = session_of(&session);
             let r = SessionRef::new(channel, chat, Vec::new());
             let was = skills.deactivate(ws, cfg, &r, &name).map_err(fail)?;
-            println!("{name}: {} in {channel}/{chat}", if was { "deactivated" } else { "was not active" });
+            outln!("{name}: {} in {channel}/{chat}", if was { "deactivated" } else { "was not active" });
         }
         SkillCmd::New(name) => {
             if let Some(f) = skills.lookup(ws, cfg, &name).map_err(fail)?
@@ -84,9 +84,9 @@ pub fn run(base: &Base, cmd: SkillCmd) -> Result<ExitCode> {
                 return Err(anyhow!("the skill `{name}` exists already in skills/{name}/; edit its SKILL.md"));
             }
             skills.save(ws, cfg, &name, &template(&name), None).map_err(fail)?;
-            println!("{}", ws.root().join("skills").join(&name).join("SKILL.md").display());
+            outln!("{}", ws.root().join("skills").join(&name).join("SKILL.md").display());
         }
-        SkillCmd::Delete(name) => println!("{}", skills.delete(ws, &name).map_err(fail)?),
+        SkillCmd::Delete(name) => outln!("{}", skills.delete(ws, &name).map_err(fail)?),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -37,3 +37,54 @@ fn the_model_calls_an_mcp_tool_and_sees_its_result() {
         assert!(second.contains("echo: from the model (era 2025-11-25)"), "{provider:?}: {second}");
     }
 }
+
+/// A child process killed when the test ends, pass or fail.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_model_calls_a_tool_of_a_remote_server_over_http() {
+    // Installs the peers on first use (npm's server-everything among them).
+    let everything =
+        chela_testkit::peers::mcp_peers().join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let _server = Killed(
+        std::process::Command::new("node")
+            .arg(&everything)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(std::time::Instant::now() < deadline, "server-everything did not listen on {port}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    for provider in Provider::BOTH {
+        let llm = FakeLlm::start(vec![
+            Step::tool_call("mcp_ev_echo", json!({"message": "from the model"})),
+            Step::text("The remote server said it."),
+        ]);
+        let ws = Ws::for_llm(provider, &llm, "");
+        let config = std::fs::read_to_string(ws.path().join("chela.toml")).unwrap();
+        ws.write_config(&format!(
+            "{config}\n[mcp.servers.ev]\nurl = \"http://127.0.0.1:{port}/mcp\"\nbearer = \"e2e-bearer-secret\"\n"
+        ));
+        let out = ws.chat("Ask the remote server to echo.", &[]);
+        out.expect_ok();
+        assert_eq!(out.stdout, "The remote server said it.\n", "{provider:?}");
+        assert!(tool_names(provider, &body(&llm, 0)).contains(&"mcp_ev_echo".to_owned()));
+        let second = body(&llm, 1).to_string();
+        assert!(second.contains("Echo: from the model"), "{provider:?}: {second}");
+        assert!(!out.stderr.contains("e2e-bearer-secret"), "{}", out.stderr);
+    }
+}
