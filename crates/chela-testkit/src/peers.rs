@@ -32,3 +32,27 @@ pub fn mcp_peers() -> PathBuf {
 pub fn mcp_python() -> String {
     mcp_peers().join("venv/bin/python").display().to_string()
 }
+
+/// The venv with the official `openai` Python SDK, made once as `openai-venv` under `tmp` (the
+/// test's `CARGO_TARGET_TMPDIR`, so every test that checks a fake against the SDK shares it).
+/// CI must be able to make it: a missing python3 or pip fails the test with what to install,
+/// never skips it.
+pub fn openai_python(tmp: &std::path::Path) -> PathBuf {
+    use std::path::Path;
+    use std::process::Command;
+    let venv = tmp.join("openai-venv");
+    let python = venv.join("bin/python");
+    let ready = |p: &Path| Command::new(p).args(["-c", "import openai"]).status().is_ok_and(|s| s.success());
+    if ready(&python) {
+        return python;
+    }
+    let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status();
+    assert!(
+        made.is_ok_and(|s| s.success()),
+        "this test needs python3 with venv (Debian: apt-get install python3 python3-venv); scripts/test.sh installs them"
+    );
+    let pip = Command::new(venv.join("bin/pip")).args(["install", "--quiet", "openai"]).status();
+    assert!(pip.is_ok_and(|s| s.success()), "`pip install openai` failed in {}; it needs PyPI", venv.display());
+    assert!(ready(&python), "the openai package does not import after installing it");
+    python
+}

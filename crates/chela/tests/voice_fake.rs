@@ -7,25 +7,8 @@ use std::process::Command;
 
 use chela_testkit::audio::{FakeAudio, MS_PER_CHAR, SPEECH_RATE};
 
-/// The venv with the official `openai` SDK, made once under the target folder (shared with the
-/// gateway's SDK test). CI must be able to make it: a missing python3 or pip fails the test with
-/// what to install, never skips it.
 fn openai_python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("openai-venv");
-    let python = venv.join("bin/python");
-    let ready = |p: &Path| Command::new(p).args(["-c", "import openai"]).status().is_ok_and(|s| s.success());
-    if ready(&python) {
-        return python;
-    }
-    let made = Command::new("python3").arg("-m").arg("venv").arg(&venv).status();
-    assert!(
-        made.is_ok_and(|s| s.success()),
-        "this test needs python3 with venv (Debian: apt-get install python3 python3-venv); scripts/test.sh installs them"
-    );
-    let pip = Command::new(venv.join("bin/pip")).args(["install", "--quiet", "openai"]).status();
-    assert!(pip.is_ok_and(|s| s.success()), "`pip install openai` failed in {}; it needs PyPI", venv.display());
-    assert!(ready(&python), "the openai package does not import after installing it");
-    python
+    chela_testkit::peers::openai_python(Path::new(env!("CARGO_TARGET_TMPDIR")))
 }
 
 const SDK_SCRIPT: &str = r#"
