@@ -259,19 +259,13 @@ impl DeviceState {
         Admission::Waiting { code, challenge }
     }
 
-    /// A 6-digit code no waiting device has. Eight tries from the random bytes, then a
-    /// deterministic walk from the last one (at most `max_pending` codes are taken).
+    /// A 6-digit code no waiting device has: all of `random` (8 bytes, 64 bits) folded into one
+    /// number taken modulo a million (the bias of 2^64 mod 10^6 is below one in 10^13), then the
+    /// next free code after it when that one is taken.
     fn fresh_code(&self, random: &[u8]) -> String {
         let taken = |c: &str| self.pending.iter().any(|p| p.code == c);
-        let mut n = 0u32;
-        for b in random {
-            n = (n << 8 | u32::from(*b)) % 1_000_000;
-            let c = format!("{n:06}");
-            if !taken(&c) {
-                return c;
-            }
-        }
-        (1..=1_000_000u32).map(|i| format!("{:06}", (n + i) % 1_000_000)).find(|c| !taken(c)).unwrap_or_default()
+        let n = random.iter().fold(0u64, |n, b| n << 8 | u64::from(*b)) % 1_000_000;
+        (0..1_000_000u64).map(|i| format!("{:06}", (n + i) % 1_000_000)).find(|c| !taken(c)).unwrap_or_default()
     }
 
     /// A poll of `…/activate`.

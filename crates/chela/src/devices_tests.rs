@@ -126,3 +126,28 @@ fn the_file_store_writes_atomically_and_leaves_a_broken_file_alone() {
     assert!(e.contains("not a valid device store"), "{e}");
     assert_eq!(std::fs::read_to_string(store.path()).unwrap(), "{ garbage");
 }
+
+#[test]
+fn an_activation_code_comes_from_all_eight_random_bytes() {
+    // Eight bytes make the code, not the first alone (which gave only 000000..000255:
+    // 8 bits, guessable by anyone on the network while a device waits).
+    let mut random = [0u8; 48];
+    random[32..40].copy_from_slice(&[0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef]);
+    let mut s = DeviceState::default();
+    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 1_000, 8, &random) else {
+        panic!("a new device waits")
+    };
+    assert_eq!(code, format!("{:06}", 0x0123_4567_89ab_cdefu64 % 1_000_000));
+    // Taken codes are skipped: the next device with the same bytes gets the next number.
+    let Admission::Waiting { code: next, .. } = s.ota("aa:bb:cc:dd:ee:02", CLIENT, Info::default(), 1_000, 8, &random)
+    else {
+        panic!("a second device waits")
+    };
+    assert_eq!(next, format!("{:06}", (0x0123_4567_89ab_cdefu64 + 1) % 1_000_000));
+    // Codes spread over the whole range.
+    let high = (0..64u8).filter(|&i| {
+        let mut st = DeviceState::default();
+        matches!(st.ota(MAC, CLIENT, Info::default(), 1_000, 8, &rnd(i)), Admission::Waiting { code, .. } if code.parse::<u32>().unwrap() > 255)
+    });
+    assert!(high.count() > 60);
+}
