@@ -126,3 +126,25 @@ fn the_file_store_writes_atomically_and_leaves_a_broken_file_alone() {
     assert!(e.contains("not a valid device store"), "{e}");
     assert_eq!(std::fs::read_to_string(store.path()).unwrap(), "{ garbage");
 }
+
+#[test]
+fn a_denied_code_is_forgotten_and_the_device_is_no_longer_waiting() {
+    let mut s = DeviceState::default();
+    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 100, 16, &rnd(1)) else {
+        panic!("a new device is bound")
+    };
+    let other = "aa:bb:cc:dd:ee:02";
+    let Admission::Waiting { code: kept, .. } = s.ota(other, CLIENT, Info::default(), 100, 16, &rnd(2)) else {
+        panic!("a new device is bound")
+    };
+    let denied = s.deny(&format!(" {code} ")).unwrap();
+    assert_eq!(denied.id, MAC);
+    assert_eq!(s.activate(MAC, CLIENT, None, 101), Activation::Unknown);
+    assert!(s.approve(&code, 101).is_err(), "a denied code cannot be approved afterwards");
+    assert_eq!(s.activate(other, CLIENT, None, 101), Activation::Waiting, "the other device still waits");
+    let e = s.deny(&code).unwrap_err().to_string();
+    assert!(e.contains("no device is waiting with code") && e.contains("chela device list"), "{e}");
+    assert!(s.devices.is_empty(), "denying binds nothing");
+    assert_eq!(s.pending.len(), 1);
+    assert_eq!(s.pending[0].code, kept);
+}
