@@ -307,3 +307,113 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
     await browser.close();
   }
 });
+
+// A device's OTA check or activation poll, with the headers the xiaozhi firmware sends
+// (ota.cc); `board` lands in the body's board.type, which the dashboard shows.
+async function device(base, mac, route, { board = "bread-compact-wifi", name = "b", version = "1.9.0", body } = {}) {
+  const client = "3f1c2a4e-7777-4000-8000-" + mac.replace(/:/g, "");
+  const info = { version: 2, language: "en-US", mac_address: mac, uuid: client, chip_model_name: "esp32s3",
+    application: { name: "xiaozhi", version }, board: { type: board, name } };
+  const res = await fetch(base + "/xiaozhi/ota/" + route, {
+    method: "POST",
+    headers: { "Device-Id": mac, "Client-Id": client, "Activation-Version": "1", "User-Agent": "bread-compact-wifi/" + version,
+      "Content-Type": "application/json" },
+    body: JSON.stringify(body === undefined ? info : body),
+    signal: AbortSignal.timeout(5000),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : null };
+}
+
+test("devices tab: a waiting device is approved and activates, one is denied, a hostile board name stays text", { timeout: 120_000 }, async () => {
+  const port = await freePort();
+  // A model is configured (so the page opens on its tabs) but never called.
+  const ws = await workspaceWith(port, [
+    'provider = "anthropic"', 'base_url = "http://127.0.0.1:9"', 'model = "fake-model"', 'api_key = "sk-browser-devices"',
+  ]);
+  const config = path.join(ws, "chela.toml");
+  await writeFile(config, 'timezone = "Europe/Berlin"\n' + await readFile(config, "utf8"));
+  const chela = await startChela(ws, port);
+  const browser = await launchBrowser();
+  try {
+    const good = "aa:bb:cc:dd:ee:01", evil = "aa:bb:cc:dd:ee:02";
+    const hostile = { board: '<img src=x onerror="window.hit=1">', name: "<script>window.hit=2</script>", version: '"><svg onload=window.hit=3>' };
+    const first = await device(chela.base, good, "");
+    assert.equal(first.status, 200, JSON.stringify(first.json));
+    const code = first.json.activation.code;
+    assert.equal(first.json.websocket, undefined, "an unknown device got a URL");
+    const second = await device(chela.base, evil, "", hostile);
+    assert.equal(second.status, 200, JSON.stringify(second.json));
+    const evilCode = second.json.activation.code;
+    assert.equal((await device(chela.base, good, "activate", { body: {} })).status, 202, "waits before approval");
+
+    const page = await browser.newPage();
+    const problems = watchPage(page);
+    await page.goto(chela.base + "/");
+    await page.getByRole("tab", { name: "Devices" }).click();
+    const waiting = page.getByRole("table", { name: "Devices waiting for approval" });
+    const goodRow = waiting.getByRole("row").filter({ hasText: good });
+    await goodRow.waitFor();
+    // The row shows what the API computed, in the user's zone, and the code the device shows.
+    const api = await getJson(chela.base, "/api/devices");
+    assert.equal(api.zone, "Europe/Berlin");
+    const p = api.pending.find((x) => x.id === good);
+    assert.match(p.last_seen_local, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \+0[12]:00$/);
+    const goodCells = await goodRow.getByRole("cell").allInnerTexts();
+    assert.deepEqual(goodCells.slice(0, 6), [good, "bread-compact-wifi (b)", "1.9.0", code, p.last_seen_local, p.expires_local]);
+    assert.match(await page.locator("#devices-zone").innerText(), /Europe\/Berlin/);
+
+    // What the hostile device reported is shown as the text it is: no element was made of it.
+    const evilRow = waiting.getByRole("row").filter({ hasText: evil });
+    await evilRow.waitFor();
+    const cells = await evilRow.getByRole("cell").allInnerTexts();
+    assert.equal(cells[1], `${hostile.board} (${hostile.name})`);
+    assert.equal(cells[2], hostile.version);
+    assert.equal(cells[3], evilCode);
+    assert.equal(await page.locator("#devices img, #devices script, #devices svg").count(), 0);
+    assert.equal(await page.evaluate(() => window.hit), undefined);
+
+    // Approve binds the device: its activation poll now answers 200 and it is listed as bound.
+    await page.getByRole("button", { name: `Approve device ${good} (code ${code})` }).click();
+    const bound = page.getByRole("table", { name: "Bound devices" });
+    await bound.getByRole("button", { name: `Revoke device ${good}` }).waitFor();
+    assert.equal((await device(chela.base, good, "activate", { body: {} })).status, 200);
+    const again = await device(chela.base, good, "");
+    assert.equal(again.json.websocket.url, `ws://127.0.0.1:${port}/xiaozhi/v1/`);
+    assert.equal(again.json.websocket.token.length, 64);
+
+    // Deny forgets the hostile device's code: its poll is refused, and nothing is waiting.
+    await page.getByRole("button", { name: `Deny device ${evil} (code ${evilCode})` }).click();
+    await waiting.getByRole("cell", { name: "No device is waiting." }).waitFor();
+    assert.equal((await device(chela.base, evil, "activate", { body: {} })).status, 403);
+
+    // The bound row, read again: approved with its token fetched, seen in the user's zone.
+    await page.getByRole("button", { name: "Refresh" }).click();
+    const goodBound = bound.getByRole("row").filter({ hasText: good });
+    await goodBound.getByRole("cell", { name: "approved", exact: true }).waitFor();
+    const d = (await getJson(chela.base, "/api/devices")).devices.find((x) => x.id === good);
+    assert.equal(await goodBound.getByRole("cell").nth(4).innerText(), d.last_seen_local);
+    assert.match(await page.locator("#devices-firmware").innerText(), /No firmware is offered/);
+
+    // Revoke: the token stops working and the device must ask again.
+    await page.getByRole("button", { name: `Revoke device ${good}` }).click();
+    await goodBound.getByRole("cell", { name: "revoked", exact: true }).waitFor();
+    assert.equal(await bound.getByRole("button", { name: `Revoke device ${good}` }).count(), 0);
+    assert.equal((await device(chela.base, good, "activate", { body: {} })).status, 403);
+    const after = await device(chela.base, good, "");
+    assert.ok(after.json.activation && !after.json.websocket, JSON.stringify(after.json));
+
+    // A firmware offer made from the terminal shows on the tab.
+    const image = path.join(ws, "new.bin");
+    await writeFile(image, Buffer.concat([Buffer.from([0xe9]), Buffer.alloc(2047, 7)]));
+    await runChela(ws, ["device", "firmware", "set", image, "2.0.6"]);
+    await page.getByRole("button", { name: "Refresh" }).click();
+    await page.locator("#devices-firmware", { hasText: "Version 2.0.6 (2.0 KiB) is offered to every device" }).waitFor();
+    assert.deepEqual(problems, []);
+  } catch (e) {
+    e.message += `\n--- chela run said:\n${chela.log.text}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});

@@ -29,7 +29,6 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -181,28 +180,8 @@ impl Drop for FakeAudio {
     }
 }
 
-async fn serve(listener: TcpListener, state: Arc<Mutex<State>>, mut stop: oneshot::Receiver<()>) {
-    loop {
-        let stream = tokio::select! {
-            _ = &mut stop => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        let state = Arc::clone(&state);
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| handle(req, Arc::clone(&state)));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+async fn serve(listener: TcpListener, state: Arc<Mutex<State>>, stop: oneshot::Receiver<()>) {
+    crate::accept::serve_http1(listener, stop, move |req| handle(req, Arc::clone(&state))).await;
 }
 
 fn error(status: u16, message: &str, kind: &str) -> Response<ReplyBody> {

@@ -34,11 +34,15 @@
 //!
 //! The `chela-fake-llm` binary serves the same fake from the command line with a script file
 //! (format in [`script`]).
+//!
+//! [`daemon`] starts the real `chela run` for integration tests and benchmarks.
 
+mod accept;
 mod answer;
 mod anthropic;
 pub mod audio;
 mod body;
+pub mod daemon;
 mod demo;
 mod fake;
 pub mod feishu;

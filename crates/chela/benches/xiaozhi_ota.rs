@@ -10,9 +10,9 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use chela_testkit::daemon::{Running, command};
 
 const BODY: &str = r#"{"version":2,"language":"en-US","mac_address":"aa:bb:cc:dd:ee:01","chip_model_name":"esp32s3",
 "application":{"name":"xiaozhi","version":"1.9.0","elf_sha256":"00"},"board":{"type":"bread-compact-wifi","name":"b"}}"#;
@@ -77,43 +77,11 @@ fn main() {
     let bin = std::env::var("CHELA_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_chela").to_owned());
     let dir = tempfile::tempdir().unwrap();
     let home = tempfile::tempdir().unwrap();
-    let chela = |root: &Path| {
-        let mut c = Command::new(&bin);
-        c.env_clear().env("HOME", home.path()).env("CHELA_HOME", root);
-        c
-    };
-    let mut child = chela(dir.path())
-        .arg("run")
-        .env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let seen = Arc::new(Mutex::new(String::new()));
-    let sink = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = stderr.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let marker = "the gateway listens on http://";
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let addr: SocketAddr = loop {
-        let text = seen.lock().unwrap().clone();
-        if let Some(i) = text.find(marker)
-            && let Some(line) = text[i + marker.len()..].split_once('\n')
-        {
-            break line.0.trim().parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "chela run did not start:\n{text}");
-        std::thread::sleep(Duration::from_millis(5));
-    };
+    let chela = |root: &Path| command(&bin, root, home.path());
+    let mut run = chela(dir.path());
+    run.arg("run").env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
+    let daemon = Running::start(run, Duration::from_secs(60));
+    let addr = daemon.addr();
     let waiting = series(addr, "aa:bb:cc:dd:ee:0a", iters);
     let s = TcpStream::connect(addr).unwrap();
     let (_, body) =
@@ -123,8 +91,7 @@ fn main() {
     let out = chela(dir.path()).args(["device", "approve", code]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let bound = series(addr, "aa:bb:cc:dd:ee:0b", iters);
-    let _ = child.kill();
-    let _ = child.wait();
+    drop(daemon);
     println!("{iters} OTA requests per series, one keep-alive connection:\n");
     println!("| device | median | p99 | max |\n|---|---|---|---|");
     show("waiting (activation code)", &waiting);

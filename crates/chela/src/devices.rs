@@ -357,6 +357,19 @@ impl DeviceState {
         Ok(d.clone())
     }
 
+    /// The owner turns a waiting device away: its code is forgotten at once, so its activation
+    /// poll gets 403 and it must run the OTA check again (a new code) to ask once more.
+    pub fn deny(&mut self, code: &str) -> Result<Pending, DeviceError> {
+        let code = code.trim();
+        let Some(at) = self.pending.iter().position(|p| p.code == code) else {
+            return Err(DeviceError::Rule(format!(
+                "no device is waiting with code {}; `chela device list` shows the codes waiting",
+                code.chars().take(20).collect::<String>()
+            )));
+        };
+        Ok(self.pending.remove(at))
+    }
+
     /// Whether `token` is the current token of the approved device `id` (for the WebSocket).
     pub fn token_ok(&self, id: &str, token: &str) -> bool {
         let Some(d) = self.devices.iter().find(|d| d.id == id && d.state == State::Approved) else { return false };

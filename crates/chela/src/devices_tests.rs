@@ -150,4 +150,23 @@ fn an_activation_code_comes_from_all_eight_random_bytes() {
         matches!(st.ota(MAC, CLIENT, Info::default(), 1_000, 8, &rnd(i)), Admission::Waiting { code, .. } if code.parse::<u32>().unwrap() > 255)
     });
     assert!(high.count() > 60);
+fn a_denied_code_is_forgotten_and_the_device_is_no_longer_waiting() {
+    let mut s = DeviceState::default();
+    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 100, 16, &rnd(1)) else {
+        panic!("a new device is bound")
+    };
+    let other = "aa:bb:cc:dd:ee:02";
+    let Admission::Waiting { code: kept, .. } = s.ota(other, CLIENT, Info::default(), 100, 16, &rnd(2)) else {
+        panic!("a new device is bound")
+    };
+    let denied = s.deny(&format!(" {code} ")).unwrap();
+    assert_eq!(denied.id, MAC);
+    assert_eq!(s.activate(MAC, CLIENT, None, 101), Activation::Unknown);
+    assert!(s.approve(&code, 101).is_err(), "a denied code cannot be approved afterwards");
+    assert_eq!(s.activate(other, CLIENT, None, 101), Activation::Waiting, "the other device still waits");
+    let e = s.deny(&code).unwrap_err().to_string();
+    assert!(e.contains("no device is waiting with code") && e.contains("chela device list"), "{e}");
+    assert!(s.devices.is_empty(), "denying binds nothing");
+    assert_eq!(s.pending.len(), 1);
+    assert_eq!(s.pending[0].code, kept);
 }

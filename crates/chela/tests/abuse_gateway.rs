@@ -9,10 +9,9 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use chela_testkit::daemon::{Running, command};
 use chela_testkit::{FakeLlm, Step};
 use futures_util::{SinkExt, StreamExt};
 use tokio_tungstenite::tungstenite::Message;
@@ -24,10 +23,11 @@ const SECRET: &str = "sk-ant-abuse-gateway-secret";
 
 /// `chela run` on a fresh workspace, killed when dropped.
 struct Daemon {
+    // First, so the daemon is killed before its folders and its model go.
+    _run: Running,
     _dir: tempfile::TempDir,
     _home: tempfile::TempDir,
     _llm: FakeLlm,
-    child: Child,
     addr: SocketAddr,
     root: std::path::PathBuf,
 }
@@ -45,41 +45,11 @@ impl Daemon {
         std::fs::write(&config, text).unwrap();
         std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
         let home = tempfile::tempdir().unwrap();
-        let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
-        c.arg("run").env_clear().env("HOME", home.path()).env("CHELA_HOME", dir.path());
-        c.env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
-        if let Some(path) = std::env::var_os("PATH") {
-            c.env("PATH", path);
-        }
-        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = c.spawn().expect("cannot start chela run");
-        let mut stderr = child.stderr.take().unwrap();
-        // Read stderr on a thread until the address line is whole, then keep draining it.
-        let seen = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let marker = "the gateway listens on http://";
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let addr = loop {
-            let text = seen.lock().unwrap().clone();
-            if let Some(i) = text.find(marker)
-                && let Some(line) = text[i + marker.len()..].split_once('\n')
-            {
-                break line.0.trim().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "chela run did not start its gateway:\n{text}");
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        let root = dir.path().to_path_buf();
-        Daemon { _dir: dir, _home: home, _llm: llm, child, addr, root }
+        let mut c = command(env!("CARGO_BIN_EXE_chela"), dir.path(), home.path());
+        c.arg("run").env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
+        let run = Running::start(c, Duration::from_secs(20));
+        let (addr, root) = (run.addr(), dir.path().to_path_buf());
+        Daemon { _run: run, _dir: dir, _home: home, _llm: llm, addr, root }
     }
 
     /// One raw HTTP/1.1 request (closing the connection); the status and the body.
@@ -106,13 +76,6 @@ impl Daemon {
     /// Still serving.
     fn healthy(&self) {
         assert_eq!(self.get("/health"), (200, r#"{"status":"ok"}"#.to_owned()));
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -4,14 +4,12 @@
 //! a rule that re-raises its own event, and a huge message interpolated many times. Each
 //! attack is bounded, reported, and leaves the daemon answering.
 
-use std::io::Read;
-use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use chela_testkit::daemon::{Running, command};
 use chela_testkit::{FakeLlm, Step};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -50,12 +48,8 @@ impl Ws {
     }
 
     fn cmd(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
-        c.args(args).env_clear().env("HOME", self.home.path()).env("CHELA_HOME", self.path());
-        c.env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0").env("CHELA_LOG", "info");
-        if let Some(path) = std::env::var_os("PATH") {
-            c.env("PATH", path);
-        }
+        let mut c = command(env!("CARGO_BIN_EXE_chela"), self.path(), self.home.path());
+        c.args(args).env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0").env("CHELA_LOG", "info");
         c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         c
     }
@@ -80,45 +74,18 @@ impl Ws {
     }
 
     fn start(&self) -> Daemon {
-        let mut child = self.cmd(&["run"]).spawn().expect("cannot start chela run");
-        let mut stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let marker = "the gateway listens on http://";
-        let deadline = Instant::now() + WAIT;
-        let addr = loop {
-            let text = log.lock().unwrap().clone();
-            if let Some(i) = text.find(marker)
-                && let Some(line) = text[i + marker.len()..].split_once('\n')
-            {
-                break line.0.trim().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "chela run did not start its gateway:\n{text}");
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        Daemon { child, addr, log }
+        Daemon { run: Running::start(self.cmd(&["run"]), WAIT) }
     }
 }
 
 /// `chela run`, killed when dropped.
 struct Daemon {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<String>>,
+    run: Running,
 }
 
 impl Daemon {
     fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.run.log()
     }
 
     #[track_caller]
@@ -135,8 +102,9 @@ impl Daemon {
     fn talk(&self, chat: &str, content: &str, done: impl Fn(&[String]) -> bool) -> Vec<String> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
-            let stream = tokio::net::TcpStream::connect(self.addr).await.unwrap();
-            let (mut c, _) = tokio_tungstenite::client_async(format!("ws://{}/ws", self.addr), stream).await.unwrap();
+            let stream = tokio::net::TcpStream::connect(self.run.addr()).await.unwrap();
+            let (mut c, _) =
+                tokio_tungstenite::client_async(format!("ws://{}/ws", self.run.addr()), stream).await.unwrap();
             let msg = json!({"type": "message", "content": content, "chat_id": chat}).to_string();
             c.send(Message::text(msg)).await.unwrap();
             let mut got = Vec::new();
@@ -152,13 +120,6 @@ impl Daemon {
             }
             got
         })
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -8,10 +8,10 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use chela_testkit::daemon::{Running, command};
 use serde_json::Value;
 
 const MAC: &str = "aa:bb:cc:dd:ee:01";
@@ -19,9 +19,10 @@ const CLIENT: &str = "3f1c2a4e-2222-4000-8000-000000000001";
 
 /// `chela run` on a fresh workspace (no model needed), killed when dropped.
 struct Daemon {
+    // First, so the daemon is killed before its folders go.
+    run: Running,
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
-    child: Child,
     addr: SocketAddr,
 }
 
@@ -36,33 +37,9 @@ impl Daemon {
         let home = tempfile::tempdir().unwrap();
         let mut c = chela(dir.path(), home.path());
         c.arg("run").env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
-        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = c.spawn().expect("cannot start chela run");
-        let mut stderr = child.stderr.take().unwrap();
-        let seen = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let marker = "the gateway listens on http://";
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            let text = seen.lock().unwrap().clone();
-            if let Some(i) = text.find(marker)
-                && let Some(line) = text[i + marker.len()..].split_once('\n')
-            {
-                break line.0.trim().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "chela run did not start its gateway:\n{text}");
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        Daemon { dir, home, child, addr }
+        let run = Running::start(c, Duration::from_secs(30));
+        let addr = run.addr();
+        Daemon { run, dir, home, addr }
     }
 
     fn root(&self) -> &Path {
@@ -82,24 +59,12 @@ impl Daemon {
 
     fn healthy(&self) {
         let mut c = Conn::open(self.addr);
-        assert_eq!(c.request("GET", "/health", &[], b"").0, 200);
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        assert_eq!(c.request("GET", "/health", &[], b"").0, 200, "{}", self.run.log());
     }
 }
 
 fn chela(root: &Path, home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
-    c.env_clear().env("HOME", home).env("CHELA_HOME", root);
-    if let Some(path) = std::env::var_os("PATH") {
-        c.env("PATH", path);
-    }
-    c
+    command(env!("CARGO_BIN_EXE_chela"), root, home)
 }
 
 /// One keep-alive HTTP/1.1 connection, as a device's HTTP client holds it.

@@ -10,7 +10,6 @@ use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Map, Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -26,28 +25,8 @@ const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 /// Telegram caps a long poll's `timeout` at 50 s.
 const MAX_POLL: Duration = Duration::from_secs(50);
 
-pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
-    loop {
-        let stream = tokio::select! {
-            _ = &mut stop => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |req| handle(req, Arc::clone(&shared)));
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>, stop: oneshot::Receiver<()>) {
+    crate::accept::serve_http1(listener, stop, move |req| handle(req, Arc::clone(&shared))).await;
 }
 
 fn reply(status: u16, body: &Value) -> Response<ReplyBody> {

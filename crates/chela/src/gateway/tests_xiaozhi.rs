@@ -133,3 +133,71 @@ async fn the_public_url_and_the_off_switch_are_honoured() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert!(e["error"].as_str().unwrap().contains("xiaozhi.enabled"), "{e}");
 }
+
+#[tokio::test]
+async fn the_dashboard_denies_a_waiting_code_and_shows_times_in_the_users_zone() {
+    let h = harness_with_settings(vec![], &[("timezone", "Etc/GMT-3")]);
+    let (_, a) = call(&h, device_req("POST", "/xiaozhi/ota/", MAC, BODY)).await;
+    let code = a["activation"]["code"].as_str().unwrap().to_owned();
+    let other = "aa:bb:cc:dd:ee:02";
+    let (_, b) = call(&h, device_req("POST", "/xiaozhi/ota/", other, BODY)).await;
+    let kept = b["activation"]["code"].as_str().unwrap().to_owned();
+
+    let (status, list) = h.get("/api/devices").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(list["zone"], "Etc/GMT-3");
+    let p = list["pending"].as_array().unwrap().iter().find(|p| p["code"] == code.as_str()).unwrap().clone();
+    // The zone from the settings, not the machine's: three hours east of UTC, no DST.
+    let plus3 = chela_core::zone::Zone::fixed("UTC+3", 3 * 3600);
+    let at = |v: &Value| crate::scheduler::local_time(v.as_i64().unwrap(), &plus3);
+    assert_eq!(p["last_seen_local"], at(&p["last_seen"]).as_str(), "{p}");
+    assert_eq!(p["expires_local"], at(&p["expires_at"]).as_str(), "{p}");
+    assert!(p["last_seen_local"].as_str().unwrap().ends_with(" +03:00"), "{p}");
+    assert_eq!(p["name"], "b");
+    assert_eq!(p["chip"], "esp32s3");
+
+    let (status, d) = h.send("POST", "/api/devices/deny", &json!({"code": code}).to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{d}");
+    assert_eq!(d, json!({"id": "aa:bb:cc:dd:ee:01", "board": "bread-compact-wifi", "state": "denied"}));
+    let (status, _) = call(&h, device_req("POST", "/xiaozhi/ota/activate", MAC, "{}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "a denied device is no longer waiting");
+    let (_, list) = h.get("/api/devices").await;
+    let codes: Vec<&str> = list["pending"].as_array().unwrap().iter().map(|p| p["code"].as_str().unwrap()).collect();
+    assert_eq!(codes, [kept.as_str()], "only the denied request is gone");
+    assert_eq!(list["devices"], json!([]));
+
+    let (status, e) = h.send("POST", "/api/devices/deny", &json!({"code": code}).to_string()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains("no device is waiting with code"), "{e}");
+    let (status, e) = h.send("POST", "/api/devices/deny", r#"{"id": "aa:bb:cc:dd:ee:02"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains(r#"{"code": "123456"}"#), "{e}");
+    let (status, e) = h.send("POST", "/api/devices/deny", "not json").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{e}");
+
+    // An approved device shows its last OTA check in the zone too, and revoking it is a sentence
+    // when it is not approved.
+    h.send("POST", "/api/devices/approve", &json!({"code": kept}).to_string()).await;
+    let (_, list) = h.get("/api/devices").await;
+    let d = &list["devices"][0];
+    assert_eq!(d["state"], "approved");
+    assert_eq!(d["last_seen_local"], at(&d["last_seen"]).as_str(), "{d}");
+    let (status, e) = h.send("POST", "/api/devices/revoke", r#"{"id":"aa:bb:cc:dd:ee:99"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(e["error"].as_str().unwrap().contains("no approved device has the id"), "{e}");
+    let (status, e) = h.get("/api/devices/nothing").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{e}");
+}
+
+#[tokio::test]
+async fn the_deny_endpoint_needs_the_gateway_token_like_the_rest_of_the_dashboard() {
+    let h = harness(vec![], "0.0.0.0:18789", Some("gw-token"));
+    let mut req = device_req("POST", "/xiaozhi/ota/", MAC, BODY);
+    req.headers_mut().insert("host", "192.168.1.10:18789".parse().unwrap());
+    let (_, a) = call(&h, req).await;
+    let code = a["activation"]["code"].as_str().unwrap().to_owned();
+    let (status, _) = h.send("POST", "/api/devices/deny", &json!({"code": code}).to_string()).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let stored = std::fs::read_to_string(h.daemon.workspace().root().join("state/devices.json")).unwrap();
+    assert!(stored.contains(&code), "a refused deny forgot the code");
+}

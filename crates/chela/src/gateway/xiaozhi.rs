@@ -308,7 +308,8 @@ async fn download(store: Devices, name: &str) -> Result<Resp, ApiError> {
     Ok(resp)
 }
 
-/// The dashboard's `/api/devices` (behind the gateway's auth): the list, approve, revoke.
+/// The dashboard's `/api/devices` (behind the gateway's auth): the list, approve, deny (a
+/// waiting code), revoke.
 pub async fn api(gw: &std::sync::Arc<Gateway>, method: &Method, path: &str, body: &[u8]) -> Result<Resp, ApiError> {
     #[derive(serde::Deserialize)]
     struct CodeReq {
@@ -324,12 +325,22 @@ pub async fn api(gw: &std::sync::Arc<Gateway>, method: &Method, path: &str, body
     let store = Devices::open(gw.daemon.workspace());
     let now = crate::access::now_secs();
     let value = match (method, path) {
-        (&Method::GET, "/devices") => listing(&blocking(store, Devices::load).await?, now),
+        (&Method::GET, "/devices") => {
+            let zone =
+                crate::scheduler::user_zone(&gw.daemon.config()).unwrap_or_else(|_| chela_core::zone::Zone::utc());
+            listing(&blocking(store, Devices::load).await?, now, &zone)
+        }
         (&Method::POST, "/devices/approve") => {
             let r: CodeReq = serde_json::from_value(parse(r#"{"code": "123456"}"#)?)
                 .map_err(|e| ApiError::BadRequest(format!(r#"the body must be {{"code": "123456"}}: {e}"#)))?;
             let d = blocking(store, move |s| s.edit(|st| st.approve(&r.code, now))).await?;
             serde_json::json!({"id": d.id, "board": d.info.board, "state": "approved"})
+        }
+        (&Method::POST, "/devices/deny") => {
+            let r: CodeReq = serde_json::from_value(parse(r#"{"code": "123456"}"#)?)
+                .map_err(|e| ApiError::BadRequest(format!(r#"the body must be {{"code": "123456"}}: {e}"#)))?;
+            let p = blocking(store, move |s| s.edit(|st| st.deny(&r.code))).await?;
+            serde_json::json!({"id": p.id, "board": p.info.board, "state": "denied"})
         }
         (&Method::POST, "/devices/revoke") => {
             let r: IdReq = serde_json::from_value(parse(r#"{"id": "aa:bb:cc:dd:ee:ff"}"#)?)
@@ -342,8 +353,10 @@ pub async fn api(gw: &std::sync::Arc<Gateway>, method: &Method, path: &str, body
     Ok(json(StatusCode::OK, &value))
 }
 
-/// The store as the dashboard and `chela device list` show it: no token hashes.
-pub fn listing(s: &crate::devices::DeviceState, now: u64) -> serde_json::Value {
+/// The store as the dashboard shows it: no token hashes; times also as wall-clock time in the
+/// user's zone (`*_local`, as the jobs listing gives them), so the page does no zone maths.
+pub fn listing(s: &crate::devices::DeviceState, now: u64, zone: &chela_core::zone::Zone) -> serde_json::Value {
+    let local = |t: u64| crate::scheduler::local_time(i64::try_from(t).unwrap_or(i64::MAX), zone);
     let devices: Vec<serde_json::Value> = s
         .devices
         .iter()
@@ -351,6 +364,7 @@ pub fn listing(s: &crate::devices::DeviceState, now: u64) -> serde_json::Value {
             serde_json::json!({
                 "id": d.id, "board": d.info.board, "name": d.info.name, "app_version": d.info.app_version,
                 "state": d.state, "token_issued": !d.token_sha256.is_empty(), "created": d.created, "last_seen": d.last_seen,
+                "chip": d.info.chip, "last_seen_local": local(d.last_seen),
             })
         })
         .collect();
@@ -361,9 +375,10 @@ pub fn listing(s: &crate::devices::DeviceState, now: u64) -> serde_json::Value {
         .map(|p| {
             serde_json::json!({
                 "id": p.id, "board": p.info.board, "app_version": p.info.app_version, "code": p.code,
-                "expires_at": p.expires_at, "last_seen": p.last_seen,
+                "expires_at": p.expires_at, "last_seen": p.last_seen, "name": p.info.name, "chip": p.info.chip,
+                "expires_local": local(p.expires_at), "last_seen_local": local(p.last_seen),
             })
         })
         .collect();
-    serde_json::json!({"devices": devices, "pending": pending, "firmware": s.firmware})
+    serde_json::json!({"devices": devices, "pending": pending, "firmware": s.firmware, "zone": zone.name()})
 }
