@@ -229,26 +229,28 @@ fn main() {
             .to_string();
     // The first downlink frame is 60 ms of 24 kHz s16 speech.
     let first_frame_bytes = chela::voice::DOWNLINK_FRAME_SAMPLES * 2;
-    let (mut totals, mut providers_time, mut added) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut totals, mut providers_time, mut added, mut cpu) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..iters + 3 {
-        let total = rt.block_on(async {
+        let (total, on_cpu) = rt.block_on(async {
             let mut p = Pipeline::new(providers.clone(), cfg.clone()).unwrap();
             p.handle_listen_start(Mode::Auto);
             let mut ended_at = None;
             for packet in &uplink {
                 if p.handle_audio(packet).unwrap() == Heard::SpeechEnded {
-                    ended_at = Some(Instant::now());
+                    ended_at = Some((Instant::now(), thread_cpu()));
                     break;
                 }
             }
-            let ended_at = ended_at.expect("the VAD ends the utterance");
+            let (ended_at, cpu_at) = ended_at.expect("the VAD ends the utterance");
             let Output::Heard(_) = p.next_output().await else { panic!("no transcript") };
             // The instant "LLM": the reply's first sentence is there at once.
             let mut w = p.start_reply();
             w.push(sentence).await.unwrap();
+            // The whole pipeline runs on this thread (the fakes have their own): its CPU time
+            // over the window is Chela's work on the path, whatever the machine's load.
             let total = loop {
                 if let Output::Frame(_) = p.next_output().await {
-                    break ended_at.elapsed();
+                    break (ended_at.elapsed(), thread_cpu() - cpu_at);
                 }
             };
             // Play the reply out, as a conversation would, so its connection goes back to the pool.
@@ -275,9 +277,10 @@ fn main() {
             totals.push(total);
             providers_time.push(asr + tts_first);
             added.push(total.saturating_sub(asr + tts_first));
+            cpu.push(on_cpu);
         }
     }
-    for v in [&mut totals, &mut providers_time, &mut added] {
+    for v in [&mut totals, &mut providers_time, &mut added, &mut cpu] {
         v.sort();
     }
     println!("end of speech → first downlink frame ({iters} rounds, fake ASR+TTS on 127.0.0.1):");
@@ -299,6 +302,12 @@ fn main() {
         ms(percentile(&added, 0.5)),
         ms(percentile(&added, 0.99)),
         ms(*added.last().unwrap())
+    );
+    println!(
+        "  chela's CPU time on that path    p50 {} p99 {} max {}",
+        ms(percentile(&cpu, 0.5)),
+        ms(percentile(&cpu, 0.99)),
+        ms(*cpu.last().unwrap())
     );
 
     // 2. Pacing jitter over a 30 s reply.
