@@ -3,6 +3,10 @@
 //! same server's own handling time as it reports it; calls per second over one connection
 //! (sequential and 8 in flight); Chela's memory per connected stdio server.
 //!
+//! Transports (docs/BENCHMARKS.md, "MCP: release figures"): the same fixture server reached by
+//! Chela's client over stdio and over Streamable HTTP (the fixture's `--http` mode), calls
+//! interleaved; what each transport adds beyond the handler's own time, p50/p99, and the ratio.
+//!
 //! Server figures (docs/BENCHMARKS.md, "MCP server"): a cheap `tools/call` (memory_list)
 //! through the real `chela mcp serve` over stdio and the real `chela run`'s `/mcp` over one
 //! keep-alive HTTP connection: round trip and calls per second.
@@ -14,7 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chela::mcp::client::conn::{Conn, Spawn};
+use chela::mcp::client::http::{HttpConn, Remote};
 use chela::mcp::client::wire;
+use chela::net::{ClientOptions, HttpClient};
 use serde_json::json;
 
 fn repo() -> PathBuf {
@@ -25,6 +31,15 @@ fn rss_kib() -> u64 {
     let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
     let pages: u64 = s.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
     pages * 4
+}
+
+/// Bytes malloc has handed out and not taken back (glibc's `mallinfo2`: every arena, mmapped
+/// chunks included).
+fn malloc_in_use() -> i64 {
+    // SAFETY: mallinfo2 only reads the allocator's statistics.
+    #[allow(unsafe_code)]
+    let m = unsafe { libc::mallinfo2() };
+    (m.uordblks + m.hblkhd) as i64
 }
 
 fn spawn(args: Vec<String>, command: String) -> Arc<Conn> {
@@ -53,10 +68,107 @@ fn chela(ws: &std::path::Path, home: &std::path::Path, args: &[&str]) -> std::pr
     c
 }
 
-fn report(what: &str, mut rtt: Vec<f64>, per_sec: f64) {
+/// The `q` quantile of sorted values.
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * q).round() as usize]
+}
+
+/// The fixture's own handler time from a `timed_echo` result.
+fn handler_us(result: &serde_json::Value) -> f64 {
+    result["structuredContent"]["handler_us"].as_f64().expect("timed_echo reports handler_us")
+}
+
+/// Prints the round trip's p50/p99 and the rate; returns (p50, p99).
+fn report(what: &str, mut rtt: Vec<f64>, per_sec: f64) -> (f64, f64) {
     rtt.sort_by(f64::total_cmp);
-    let p = |q: f64| rtt[((rtt.len() - 1) as f64 * q) as usize];
-    println!("  {what:<28} p50 {:>6.0} us   p99 {:>6.0} us   {per_sec:>6.0} calls/s", p(0.5), p(0.99));
+    let (p50, p99) = (pct(&rtt, 0.5), pct(&rtt, 0.99));
+    println!("  {what:<28} p50 {p50:>6.0} us   p99 {p99:>6.0} us   {per_sec:>6.0} calls/s");
+    (p50, p99)
+}
+
+/// The same server over both transports: the Python SDK fixture (2026-07-28 era offered) once
+/// as a child on stdio and once serving Streamable HTTP on a loopback port, both reached
+/// through Chela's client. Calls alternate between the two (which goes first alternates too),
+/// so the machine's load falls on both alike. Added = Chela's round trip − the handler's time.
+async fn transport_figures(python: &str, fixture: &str) {
+    const N: usize = 1000;
+    let long = Duration::from_secs(60);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        l.local_addr().expect("its address").port()
+    };
+    let _server = tokio::process::Command::new(python)
+        .args([fixture, "--era", "dual", "--http", &port.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the fixture over HTTP");
+    // Python imports its SDK for seconds on a busy machine: wait (bounded) until it listens.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(Instant::now() < deadline, "the fixture did not listen on {port}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let remote = Remote { server: "bench-http".into(), url: format!("http://127.0.0.1:{port}/mcp"), headers: vec![] };
+    let http = HttpConn::new(remote, HttpClient::new(ClientOptions::default()));
+    let http_era = http.open(None, long).await.expect("open the HTTP fixture");
+    let stdio = spawn(vec![fixture.to_owned(), "--era".into(), "dual".into()], python.to_owned());
+    let (m, p) = wire::discover();
+    stdio.request(m, p, long).await.expect("discover");
+    let stdio_era = wire::Era::Modern;
+    let args = json!({"name": "timed_echo", "arguments": {"text": "x"}});
+    for _ in 0..50 {
+        stdio.request("tools/call", wire::params(Some(&stdio_era), args.clone()), long).await.expect("call");
+        http.request("tools/call", wire::params(Some(&http_era), args.clone()), long).await.expect("call");
+    }
+    let (mut s_rtt, mut s_add, mut h_rtt, mut h_add) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..N {
+        for k in 0..2 {
+            let t = Instant::now();
+            if (i + k) % 2 == 0 {
+                let r = stdio.request("tools/call", wire::params(Some(&stdio_era), args.clone()), long).await;
+                let took = t.elapsed().as_secs_f64() * 1e6;
+                s_rtt.push(took);
+                s_add.push(took - handler_us(&r.expect("stdio call")));
+            } else {
+                let r = http.request("tools/call", wire::params(Some(&http_era), args.clone()), long).await;
+                let took = t.elapsed().as_secs_f64() * 1e6;
+                h_rtt.push(took);
+                h_add.push(took - handler_us(&r.expect("HTTP call")));
+            }
+        }
+    }
+    for v in [&mut s_rtt, &mut s_add, &mut h_rtt, &mut h_add] {
+        v.sort_by(f64::total_cmp);
+    }
+    println!(
+        "one server, two transports (Python SDK fixture, timed_echo, {N} calls each, interleaved; stdio era {}, HTTP era {}):",
+        stdio_era.label(),
+        http_era.label()
+    );
+    println!(
+        "  stdio            round trip p50 {:>6.0} us p99 {:>7.0} us   added p50 {:>6.0} us p99 {:>7.0} us",
+        pct(&s_rtt, 0.5),
+        pct(&s_rtt, 0.99),
+        pct(&s_add, 0.5),
+        pct(&s_add, 0.99)
+    );
+    println!(
+        "  Streamable HTTP  round trip p50 {:>6.0} us p99 {:>7.0} us   added p50 {:>6.0} us p99 {:>7.0} us",
+        pct(&h_rtt, 0.5),
+        pct(&h_rtt, 0.99),
+        pct(&h_add, 0.5),
+        pct(&h_add, 0.99)
+    );
+    println!(
+        "  added, HTTP / stdio: p50 {:.2}x   p99 {:.2}x",
+        pct(&h_add, 0.5) / pct(&s_add, 0.5),
+        pct(&h_add, 0.99) / pct(&s_add, 0.99)
+    );
+    stdio.shutdown(Duration::from_secs(1)).await;
+    http.shutdown().await;
 }
 
 /// `tools/call memory_list` through `chela mcp serve` (stdio) and `/mcp` (HTTP), sequential
@@ -97,7 +209,7 @@ fn serve_figures() {
         ask(&call(i));
         rtt.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    report("stdio (chela mcp serve)", rtt, N as f64 / started.elapsed().as_secs_f64());
+    let stdio = report("stdio (chela mcp serve)", rtt, N as f64 / started.elapsed().as_secs_f64());
     drop(stdin);
     let _ = child.wait();
 
@@ -164,7 +276,8 @@ fn serve_figures() {
         rtt.push(t.elapsed().as_secs_f64() * 1e6);
         assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     }
-    report("HTTP /mcp (chela run)", rtt, N as f64 / started.elapsed().as_secs_f64());
+    let http = report("HTTP /mcp (chela run)", rtt, N as f64 / started.elapsed().as_secs_f64());
+    println!("  round trip, HTTP / stdio: p50 {:.2}x   p99 {:.2}x", http.0 / stdio.0, http.1 / stdio.1);
     let _ = run.kill();
     let _ = run.wait();
 }
@@ -187,19 +300,23 @@ async fn main() {
     let n = 500;
     let mut rtt = Vec::with_capacity(n);
     let mut own = Vec::with_capacity(n);
+    let mut added = Vec::with_capacity(n);
     for _ in 0..n {
         let t = Instant::now();
         let r = conn.request("tools/call", call("x"), long).await.expect("call");
-        rtt.push(t.elapsed().as_secs_f64() * 1e6);
-        let us: f64 = r["structuredContent"]["handler_us"].as_f64().unwrap_or(f64::NAN);
+        let took = t.elapsed().as_secs_f64() * 1e6;
+        let us = handler_us(&r);
+        rtt.push(took);
         own.push(us);
+        added.push(took - us);
     }
-    rtt.sort_by(f64::total_cmp);
-    own.sort_by(f64::total_cmp);
-    let p = |v: &[f64], q: f64| v[((v.len() - 1) as f64 * q) as usize];
+    for v in [&mut rtt, &mut own, &mut added] {
+        v.sort_by(f64::total_cmp);
+    }
     println!("tools/call round trip over stdio (Python SDK fixture, {n} calls):");
-    println!("  chela-measured round trip   p50 {:>7.0} us   p99 {:>7.0} us", p(&rtt, 0.5), p(&rtt, 0.99));
-    println!("  server's own time (handler) p50 {:>7.0} us   p99 {:>7.0} us", p(&own, 0.5), p(&own, 0.99));
+    println!("  chela-measured round trip   p50 {:>7.0} us   p99 {:>7.0} us", pct(&rtt, 0.5), pct(&rtt, 0.99));
+    println!("  server's own time (handler) p50 {:>7.0} us   p99 {:>7.0} us", pct(&own, 0.5), pct(&own, 0.99));
+    println!("  added (round trip - handler) p50 {:>6.0} us   p99 {:>7.0} us", pct(&added, 0.5), pct(&added, 0.99));
 
     let t = Instant::now();
     let mut done = 0u32;
@@ -224,11 +341,13 @@ async fn main() {
     }
     println!("  8 in flight: {:.0} calls/s", f64::from(done) / t2.elapsed().as_secs_f64());
     conn.shutdown(Duration::from_secs(1)).await;
+    transport_figures(&python, &fixture).await;
 
     // Memory: Chela's side of 16 connected stdio servers (the tasks, pipes and buffers), the
     // servers themselves not counted. The peer is the stdlib-only bad peer in its quiet mode.
     let peer = repo().join("tests/mcp/fixtures/bad_peer.py").display().to_string();
     let before = rss_kib();
+    let heap_before = malloc_in_use();
     let mut conns = Vec::new();
     for _ in 0..16 {
         let c = spawn(vec![peer.clone(), "silent".into()], "python3".into());
@@ -238,10 +357,12 @@ async fn main() {
         conns.push(c);
     }
     let after = rss_kib();
+    let heap = malloc_in_use() - heap_before;
     println!(
-        "memory: {} KiB RSS for 16 connected stdio servers: {:.0} KiB each (Chela's side)",
+        "memory: {} KiB RSS for 16 connected stdio servers: {:.0} KiB each (Chela's side); malloc in use {:.1} KiB each",
         after.saturating_sub(before),
-        after.saturating_sub(before) as f64 / 16.0
+        after.saturating_sub(before) as f64 / 16.0,
+        heap as f64 / 16.0 / 1024.0
     );
     for c in conns {
         c.shutdown(Duration::from_secs(1)).await;
