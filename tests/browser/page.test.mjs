@@ -245,9 +245,15 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
   // The zone is a top-level setting: it goes before the tables.
   const config = path.join(ws, "chela.toml");
   await writeFile(config, 'timezone = "Europe/Berlin"\n' + await readFile(config, "utf8"));
-  // Hand-written: one good job, and one whose cron expression names hour 25 (line 3).
+  // Hand-written: one good job, and one whose cron expression names hour 25 (line 3). The good
+  // one fires at an hour twelve hours away in Berlin, so it neither fires nor is caught up
+  // (the grace is an hour) while the test runs: its planted last outcome stays what the page shows.
+  const berlinHour = Number(new Intl.DateTimeFormat("en-GB", { timeZone: "Europe/Berlin", hour: "2-digit", hourCycle: "h23" })
+    .format(new Date()));
+  const teaHour = String((berlinHour + 12) % 24).padStart(2, "0");
+  const teaExpr = `0 ${Number(teaHour)} * * 1-5`;
   const handWritten = '{"version": 1, "jobs": [\n' +
-    '  {"id": "tea", "trigger": {"type": "cron", "expr": "0 16 * * 1-5"}, "action": {"type": "cap", "name": "get_current_time"}},\n' +
+    `  {"id": "tea", "trigger": {"type": "cron", "expr": "${teaExpr}"}, "action": {"type": "cap", "name": "get_current_time"}},\n` +
     '  {"id": "broken", "trigger": {"type": "cron", "expr": "0 25 * * *"}, "action": {"type": "cap", "name": "get_current_time"}}\n' +
     "]}\n";
   await writeFile(path.join(ws, "cron.json"), handWritten);
@@ -266,12 +272,12 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
     const jobs = page.getByRole("table", { name: "Scheduled jobs" });
     const tea = jobs.getByRole("row").filter({ hasText: "tea" });
     await tea.waitFor();
-    // The page shows what the API computed, in the configured zone: 16:00 Berlin time.
+    // The page shows what the API computed, in the configured zone: that hour, Berlin time.
     const api = await getJson(chela.base, "/api/scheduler/jobs");
     assert.equal(api.zone, "Europe/Berlin");
     const teaJob = api.jobs.find((j) => j.id === "tea");
-    assert.match(teaJob.next_fire_local, /^\d{4}-\d\d-\d\d 16:00:00 \+0[12]:00$/);
-    assert.deepEqual(teaJob.trigger, { type: "cron", expr: "0 16 * * 1-5" });
+    assert.match(teaJob.next_fire_local, new RegExp(`^\\d{4}-\\d\\d-\\d\\d ${teaHour}:00:00 \\+0[12]:00$`));
+    assert.deepEqual(teaJob.trigger, { type: "cron", expr: teaExpr });
     // The last outcome in the user's clock (09:01 in Berlin), marked as a failure.
     const outcome = "not run at 2027-01-15 09:01:00 +01:00: telegram/42 is not a chat allowed to talk to Chela";
     assert.equal(teaJob.status, outcome);
