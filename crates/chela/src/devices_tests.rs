@@ -150,6 +150,9 @@ fn an_activation_code_comes_from_all_eight_random_bytes() {
         matches!(st.ota(MAC, CLIENT, Info::default(), 1_000, 8, &rnd(i)), Admission::Waiting { code, .. } if code.parse::<u32>().unwrap() > 255)
     });
     assert!(high.count() > 60);
+}
+
+#[test]
 fn a_denied_code_is_forgotten_and_the_device_is_no_longer_waiting() {
     let mut s = DeviceState::default();
     let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 100, 16, &rnd(1)) else {
