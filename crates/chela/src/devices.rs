@@ -369,6 +369,24 @@ impl DeviceState {
         !d.token_sha256.is_empty() && constant_time_eq(token_hash(token).as_bytes(), d.token_sha256.as_bytes())
     }
 
+    /// The bearer the camera tool of the approved device `id` sends to `/mcp/vision/explain`
+    /// (handed over in the MCP `initialize`): an HMAC of the id keyed by the hash of the
+    /// device's current WebSocket token. Nothing more is stored, and it stops working when the
+    /// device is revoked or gets a new token.
+    pub fn vision_token(&self, id: &str) -> Option<String> {
+        let d = self.devices.iter().find(|d| d.id == id && d.state == State::Approved)?;
+        if d.token_sha256.is_empty() {
+            return None;
+        }
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, d.token_sha256.as_bytes());
+        Some(hex(ring::hmac::sign(&key, format!("chela vision|{id}").as_bytes()).as_ref()))
+    }
+
+    /// Whether `token` is the current vision bearer of device `id`.
+    pub fn vision_token_ok(&self, id: &str, token: &str) -> bool {
+        self.vision_token(id).is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
+    }
+
     /// The firmware offered to `id`, running `current`: the offer when it is for this device
     /// (or all) and newer.
     pub fn firmware_for(&self, id: &str, current: &str) -> Option<&FirmwareOffer> {

@@ -40,6 +40,7 @@ mod openai;
 mod page;
 mod stream;
 mod tool;
+pub(crate) mod vision;
 pub(crate) mod ws;
 mod xiaozhi;
 
@@ -49,6 +50,8 @@ mod tests;
 mod tests_abuse;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_vision;
 #[cfg(test)]
 mod tests_xiaozhi;
 
@@ -219,7 +222,13 @@ impl Gateway {
         let page = method == Method::GET && path == "/" && !upgrade;
         // Devices cannot send gateway.token: the device store authorises them (see `xiaozhi`).
         let device = xiaozhi::is_device_path(&path) && !upgrade;
-        let who = auth::check(self, peer, &req, page || device)?;
+        // The camera's bearer is checked against the device store (see `vision`).
+        let camera = path == vision::PATH && !upgrade;
+        let who = auth::check(self, peer, &req, page || device || camera)?;
+        if camera {
+            let (parts, body) = req.into_parts();
+            return Ok(vision::explain(self, &method, &parts.headers, body).await);
+        }
         if device {
             let (parts, body) = req.into_parts();
             let body = if method == Method::GET { Bytes::new() } else { self.read_body(body).await? };
