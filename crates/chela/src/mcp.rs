@@ -7,4 +7,5 @@
 
 pub mod client;
 pub mod device;
+pub mod endpoint;
 pub mod serve;

@@ -36,6 +36,7 @@ use crate::daemon::Daemon;
 mod api;
 mod auth;
 mod error;
+mod mcp_endpoint;
 mod openai;
 mod page;
 mod stream;
@@ -224,7 +225,12 @@ impl Gateway {
         let device = xiaozhi::is_device_path(&path) && !upgrade;
         // The camera's bearer is checked against the device store (see `vision`).
         let camera = path == vision::PATH && !upgrade;
-        let who = auth::check(self, peer, &req, page || device || camera)?;
+        // Tool hosts on the MCP endpoint hold only their own token (see `mcp_endpoint`).
+        let host = upgrade && crate::mcp::endpoint::is_endpoint_path(&path);
+        let who = auth::check(self, peer, &req, page || device || camera || host)?;
+        if host {
+            return mcp_endpoint::accept(self, req).await;
+        }
         if camera {
             let (parts, body) = req.into_parts();
             return Ok(vision::explain(self, &method, &parts.headers, body).await);
