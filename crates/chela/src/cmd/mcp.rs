@@ -1,4 +1,5 @@
-//! `chela mcp list|test`: the MCP servers Chela uses as capability groups.
+//! `chela mcp list|test|endpoint`: the MCP servers Chela uses as capability groups, and the
+//! tokens of tool hosts that dial the MCP endpoint.
 
 use std::process::ExitCode;
 
