@@ -4,6 +4,23 @@
 # The tests call this themselves; a second run finds the stamp and returns at once.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
+# `--endpoint DEST`: only the MCP endpoint's peer (mcp2xiaozhi), in its own venv in DEST.
+if [ "${1:-}" = "--endpoint" ]; then
+  dest="${2:?install-peers.sh --endpoint DEST}"
+  mkdir -p "$dest"
+  exec 9>"$dest/.lock"
+  flock 9
+  want="$(sha256sum <"$here/endpoint-requirements.txt" | cut -d' ' -f1)"
+  if [ -f "$dest/.stamp" ] && [ "$(cat "$dest/.stamp")" = "$want" ]; then
+    exit 0
+  fi
+  started=$(date +%s)
+  [ -x "$dest/venv/bin/pip" ] || python3 -m venv "$dest/venv"
+  "$dest/venv/bin/pip" install -q --disable-pip-version-check -r "$here/endpoint-requirements.txt"
+  echo "$want" >"$dest/.stamp"
+  echo "MCP endpoint peer installed in $dest in $(( $(date +%s) - started ))s" >&2
+  exit 0
+fi
 dest="${1:-$here/../../target/mcp-peers}"
 mkdir -p "$dest"
 dest="$(cd "$dest" && pwd)"

@@ -197,6 +197,12 @@ pub enum McpCmd {
     List,
     /// Connect to one server, list its tools, print them.
     Test(String),
+    /// Issue (or reissue) a token for a tool host on the MCP endpoint; print it once.
+    EndpointAdd(String),
+    /// The endpoint names tokens were issued for.
+    EndpointList,
+    /// Take a host's token away.
+    EndpointRemove(String),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -363,6 +369,9 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cap", ["hide", g]) => Command::Cap(CapCmd::Show((*g).to_owned(), false)),
         ("mcp", ["list"] | []) => Command::Mcp(McpCmd::List),
         ("mcp", ["test", name]) => Command::Mcp(McpCmd::Test((*name).to_owned())),
+        ("mcp", ["endpoint", "add", name]) => Command::Mcp(McpCmd::EndpointAdd((*name).to_owned())),
+        ("mcp", ["endpoint", "list"] | ["endpoint"]) => Command::Mcp(McpCmd::EndpointList),
+        ("mcp", ["endpoint", "remove", name]) => Command::Mcp(McpCmd::EndpointRemove((*name).to_owned())),
         ("skill", ["list"] | []) => Command::Skill(SkillCmd::List),
         ("skill", ["show", name]) => Command::Skill(SkillCmd::Show((*name).to_owned())),
         ("skill", ["activate", name]) => {

@@ -190,13 +190,13 @@ pub fn valid_client_id(raw: &str) -> bool {
     !raw.is_empty() && raw.len() <= MAX_CLIENT_ID && raw.bytes().all(|b| b.is_ascii_graphic())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub fn hex_of(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The hex SHA-256 of a token.
 pub fn token_hash(token: &str) -> String {
-    hex(digest(&SHA256, token.as_bytes()).as_ref())
+    hex_of(digest(&SHA256, token.as_bytes()).as_ref())
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
@@ -225,7 +225,7 @@ impl DeviceState {
         if let Some(d) =
             self.devices.iter_mut().find(|d| d.id == id && d.client_id == client_id && d.state == State::Approved)
         {
-            let token = hex(&random[..32]);
+            let token = hex_of(&random[..32]);
             d.token_sha256 = token_hash(&token);
             d.info = info;
             d.last_seen = now;
@@ -240,7 +240,7 @@ impl DeviceState {
         // One waiting request per device: a new Client-Id (the flash was erased) replaces it.
         self.pending.retain(|p| p.id != id);
         let code = self.fresh_code(&random[32..40]);
-        let challenge = hex(&random[40..48]);
+        let challenge = hex_of(&random[40..48]);
         while self.pending.len() >= max_pending.max(1) {
             // The oldest is forgotten: a flood of made-up devices cannot grow the file.
             let oldest = self.pending.iter().enumerate().min_by_key(|(_, p)| p.created).map_or(0, |(i, _)| i);
@@ -374,6 +374,24 @@ impl DeviceState {
     pub fn token_ok(&self, id: &str, token: &str) -> bool {
         let Some(d) = self.devices.iter().find(|d| d.id == id && d.state == State::Approved) else { return false };
         !d.token_sha256.is_empty() && constant_time_eq(token_hash(token).as_bytes(), d.token_sha256.as_bytes())
+    }
+
+    /// The bearer the camera tool of the approved device `id` sends to `/mcp/vision/explain`
+    /// (handed over in the MCP `initialize`): an HMAC of the id keyed by the hash of the
+    /// device's current WebSocket token. Nothing more is stored, and it stops working when the
+    /// device is revoked or gets a new token.
+    pub fn vision_token(&self, id: &str) -> Option<String> {
+        let d = self.devices.iter().find(|d| d.id == id && d.state == State::Approved)?;
+        if d.token_sha256.is_empty() {
+            return None;
+        }
+        let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, d.token_sha256.as_bytes());
+        Some(hex_of(ring::hmac::sign(&key, format!("chela vision|{id}").as_bytes()).as_ref()))
+    }
+
+    /// Whether `token` is the current vision bearer of device `id`.
+    pub fn vision_token_ok(&self, id: &str, token: &str) -> bool {
+        self.vision_token(id).is_some_and(|t| constant_time_eq(t.as_bytes(), token.as_bytes()))
     }
 
     /// The firmware offered to `id`, running `current`: the offer when it is for this device

@@ -50,9 +50,7 @@ mod provider;
 mod session;
 mod tools;
 mod turn;
-// Images and the model: the bounds of a turn, and one-shot questions about an image
-// (`describe_image` has no caller until issue 14 mounts `/mcp/vision/explain`).
-#[allow(dead_code)]
+// Images and the model: the bounds of a turn, and one-shot questions about an image.
 mod vision;
 
 /// For the escape-and-abuse corpus of the file tools (`tests/abuse_files.rs`) only.

@@ -6,4 +6,6 @@
 //! `docs/DESIGN.md` ("MCP client" and the server's section).
 
 pub mod client;
+pub mod device;
+pub mod endpoint;
 pub mod serve;

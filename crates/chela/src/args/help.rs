@@ -129,6 +129,8 @@ Commands:
                           The scheduled jobs (cron.json)
   heartbeat trigger       Ask the running daemon for a heartbeat now
   mcp list|test NAME      The MCP servers (state, era, tools), or connect to one and list its tools
+  mcp endpoint add|list|remove [NAME]
+                          Tokens for tool hosts (mcp2xiaozhi) dialling ws://…/xiaozhi/mcp/
   board check [FILE]      Check board.json (the board's devices and GPIO allowlist)
   device list|approve CODE|revoke ID
                           xiaozhi voice devices: those waiting with a code, approved, revoked

@@ -1,4 +1,5 @@
-//! `chela mcp list|test`: the MCP servers Chela uses as capability groups.
+//! `chela mcp list|test|endpoint`: the MCP servers Chela uses as capability groups, and the
+//! tokens of tool hosts that dial the MCP endpoint.
 
 use std::process::ExitCode;
 
@@ -10,6 +11,39 @@ use crate::args::McpCmd;
 pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
     let tb = &base.toolbox;
     let code = match cmd {
+        McpCmd::EndpointAdd(name) => {
+            let store = crate::mcp::endpoint::Endpoints::open(&base.ws);
+            let token = store.add(&name, crate::access::now_secs()).map_err(anyhow::Error::msg)?;
+            outln!(
+                "MCP endpoint `{name}`: token {token}\n(shown once; kept hashed). A tool host dials \
+                 ws://<gateway.listen>{}?token={token} and its tools become the group endpoint_{name}, e.g.\n\
+                 MCP_ENDPOINT='ws://127.0.0.1:18789{}?token={token}' mcp2xiaozhi run time",
+                crate::mcp::endpoint::PATH,
+                crate::mcp::endpoint::PATH
+            );
+            ExitCode::SUCCESS
+        }
+        McpCmd::EndpointList => {
+            let state = crate::mcp::endpoint::Endpoints::open(&base.ws).load().map_err(anyhow::Error::msg)?;
+            if state.endpoints.is_empty() {
+                outln!("No MCP endpoint tokens are issued. Issue one with `chela mcp endpoint add NAME`.");
+            }
+            for e in state.endpoints {
+                outln!("{}  group endpoint_{}  issued {}", e.name, e.name, e.created);
+            }
+            ExitCode::SUCCESS
+        }
+        McpCmd::EndpointRemove(name) => {
+            if crate::mcp::endpoint::Endpoints::open(&base.ws).remove(&name).map_err(anyhow::Error::msg)? {
+                outln!(
+                    "The token of MCP endpoint `{name}` no longer works (a connected host stays until it reconnects)."
+                );
+                ExitCode::SUCCESS
+            } else {
+                outln!("No MCP endpoint is called `{name}` (see `chela mcp endpoint list`).");
+                ExitCode::FAILURE
+            }
+        }
         McpCmd::List => {
             tb.mcp().ensure(tb).await;
             let list = tb.mcp().status();

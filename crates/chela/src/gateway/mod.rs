@@ -36,10 +36,12 @@ use crate::daemon::Daemon;
 mod api;
 mod auth;
 mod error;
+mod mcp_endpoint;
 mod openai;
 mod page;
 mod stream;
 mod tool;
+pub(crate) mod vision;
 pub(crate) mod ws;
 mod xiaozhi;
 
@@ -49,6 +51,8 @@ mod tests;
 mod tests_abuse;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_vision;
 #[cfg(test)]
 mod tests_xiaozhi;
 
@@ -219,7 +223,18 @@ impl Gateway {
         let page = method == Method::GET && path == "/" && !upgrade;
         // Devices cannot send gateway.token: the device store authorises them (see `xiaozhi`).
         let device = xiaozhi::is_device_path(&path) && !upgrade;
-        let who = auth::check(self, peer, &req, page || device)?;
+        // The camera's bearer is checked against the device store (see `vision`).
+        let camera = path == vision::PATH && !upgrade;
+        // Tool hosts on the MCP endpoint hold only their own token (see `mcp_endpoint`).
+        let host = upgrade && crate::mcp::endpoint::is_endpoint_path(&path);
+        let who = auth::check(self, peer, &req, page || device || camera || host)?;
+        if host {
+            return mcp_endpoint::accept(self, req).await;
+        }
+        if camera {
+            let (parts, body) = req.into_parts();
+            return Ok(vision::explain(self, &method, &parts.headers, body).await);
+        }
         if device {
             let (parts, body) = req.into_parts();
             let body = if method == Method::GET { Bytes::new() } else { self.read_body(body).await? };

@@ -23,8 +23,14 @@ pub fn valid(id: &str) -> bool {
 
 /// The id for MCP tool `name` of server `server`, before collisions are considered.
 pub fn map(server: &str, name: &str) -> String {
+    map_in(&format!("mcp_{server}"), name)
+}
+
+/// The id for tool `name` in a group whose ids start with `prefix` (`mcp_time`,
+/// `device_aabbccddeeff`), before collisions are considered.
+pub fn map_in(prefix: &str, name: &str) -> String {
     let clean: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
-    let id = format!("mcp_{server}_{clean}");
+    let id = format!("{prefix}_{clean}");
     if id.len() <= MAX_ID && !clean.is_empty() { id } else { hashed(&id, name) }
 }
 
@@ -46,7 +52,12 @@ impl Names {
     /// Adds MCP tool `name` and returns its id. A second name that maps to an id already
     /// taken gets the hashed form; the same name twice gets the same id.
     pub fn insert(&mut self, server: &str, name: &str) -> String {
-        let mut id = map(server, name);
+        self.insert_in(&format!("mcp_{server}"), name)
+    }
+
+    /// [`Names::insert`] for a group whose ids start with `prefix` (see [`map_in`]).
+    pub fn insert_in(&mut self, prefix: &str, name: &str) -> String {
+        let mut id = map_in(prefix, name);
         if self.back.get(&id).is_some_and(|n| n != name) {
             id = hashed(&id, name);
         }

@@ -92,6 +92,12 @@ pub enum Incoming {
 /// Reads one line. Errors say what is wrong in words the tool result can carry.
 pub fn decode(line: &[u8]) -> Result<Incoming, String> {
     let v: Value = serde_json::from_slice(line).map_err(|e| format!("the server sent invalid JSON ({e})"))?;
+    decode_value(&v)
+}
+
+/// Reads one message already parsed as JSON (a transport that frames messages itself: the
+/// xiaozhi channel, a WebSocket).
+pub fn decode_value(v: &Value) -> Result<Incoming, String> {
     let Some(obj) = v.as_object() else { return Err("the server sent JSON that is not a JSON-RPC message".into()) };
     let method = obj.get("method").and_then(Value::as_str);
     match (obj.get("id"), method) {

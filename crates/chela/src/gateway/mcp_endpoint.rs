@@ -1,0 +1,68 @@
+//! The MCP endpoint's WebSocket on the gateway's listener (see [`crate::mcp::endpoint`]): the
+//! upgrade, checked against the endpoint's own tokens (`?token=` or a bearer), not
+//! `gateway.token`, since a tool host holds only the token it was issued.
+
+use std::sync::Arc;
+
+use hyper::header::{AUTHORIZATION, CONNECTION, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
+
+use super::{ApiError, Gateway, Resp, full};
+use crate::mcp::endpoint::{Endpoints, MAX_MESSAGE, serve};
+
+/// Checks the token and answers the upgrade; the host is served on its own task.
+pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Result<Resp, ApiError> {
+    if req.method() != hyper::Method::GET {
+        return Err(ApiError::BadRequest("a WebSocket is opened with GET".to_owned()));
+    }
+    let query = super::auth::query_param(req.uri().query().unwrap_or(""), "token");
+    let bearer = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_owned());
+    let Some(token) = query.or(bearer).filter(|t| !t.is_empty()) else {
+        return Err(ApiError::Unauthorized);
+    };
+    let store = Endpoints::open(gw.daemon.workspace());
+    let name = tokio::task::spawn_blocking(move || store.load().map(|s| s.check(&token)))
+        .await
+        .map_err(|e| ApiError::internal("the endpoint store", e))?
+        .map_err(|e| {
+            tracing::error!("MCP endpoint: {e}");
+            ApiError::Busy("the endpoint store cannot be read; the owner has been told in the log".into())
+        })?;
+    let Some(name) = name else { return Err(ApiError::Unauthorized) };
+    let Some(key) = req.headers().get(SEC_WEBSOCKET_KEY) else {
+        return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
+    };
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let (toolbox, shutdown) = (Arc::clone(gw.daemon.toolbox()), gw.daemon.shutdown().clone());
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => {
+                let config = WebSocketConfig::default()
+                    .max_message_size(Some(MAX_MESSAGE))
+                    .max_frame_size(Some(MAX_MESSAGE))
+                    .read_buffer_size(4096)
+                    .write_buffer_size(0)
+                    .max_write_buffer_size(MAX_MESSAGE * 2);
+                let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
+                tracing::info!(target: "chela::mcp", "MCP endpoint host {name} connected");
+                serve(toolbox, name, ws, shutdown).await;
+            }
+            Err(e) => tracing::debug!("MCP endpoint: WebSocket upgrade failed: {e}"),
+        }
+    });
+    let mut resp = Response::new(full(""));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(SEC_WEBSOCKET_ACCEPT, HeaderValue::from_str(&accept).map_err(|e| ApiError::internal("accept key", e))?);
+    Ok(resp)
+}

@@ -1,0 +1,344 @@
+//! The device MCP client against an in-process fake device that speaks the firmware's quirks
+//! (protocols.md §0, §1.4): integer ids only, pages cut by the next tool's name, errors
+//! without `code`, user-only tools, a camera call that never ends.
+
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use chela_core::agent::{ToolCall, ToolResult};
+use chela_core::cap::{Caller, Scope};
+use chela_proto::chat::Message;
+use chela_testkit::{FakeLlm, Step};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::daemon::{Daemon, Incoming as Inbound, Submitted};
+use crate::tools::testing::Fixture;
+use crate::turn::{Cancel, Observer};
+
+/// How the fake device behaves.
+#[derive(Clone)]
+struct Behaviour {
+    /// Tools per `tools/list` page.
+    per_page: usize,
+    /// How many `self.extra.tN` tools it has besides the usual ones.
+    extra: usize,
+    /// Answers `initialize` at all.
+    answers_initialize: bool,
+    /// Sends every page's cursor as the same name (a broken device).
+    stuck_cursor: bool,
+}
+
+impl Default for Behaviour {
+    fn default() -> Behaviour {
+        Behaviour { per_page: 2, extra: 0, answers_initialize: true, stuck_cursor: false }
+    }
+}
+
+fn tools(b: &Behaviour) -> Vec<Value> {
+    let mut t = vec![
+        json!({"name": "self.get_device_status", "description": "Status of the device", "inputSchema": {"type": "object", "properties": {}}}),
+        json!({"name": "self.audio_speaker.set_volume", "description": "Set the volume",
+               "inputSchema": {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["volume"]}}),
+        // Sent although `withUserTools` was false: the client must still keep it from the model.
+        json!({"name": "self.reboot", "description": "Reboot", "inputSchema": {"type": "object", "properties": {}},
+               "annotations": {"audience": ["user"]}}),
+        json!({"name": "self.camera.take_photo", "description": "Take a photo and ask about it",
+               "inputSchema": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}}),
+        json!({"name": "self.screen.set_theme", "description": "Theme", "inputSchema": {"type": "object", "properties": {"theme": {"type": "string"}}}}),
+    ];
+    for i in 0..b.extra {
+        t.push(json!({"name": format!("self.extra.t{i}"), "description": "x", "inputSchema": {"type": "object"}}));
+    }
+    t
+}
+
+/// Everything the fake device received, in order.
+type Seen = Arc<Mutex<Vec<Value>>>;
+
+/// Runs the fake device: reads what the client sends and answers through `deliver`.
+fn fake_device(b: Behaviour, mut rx: mpsc::Receiver<Value>, peer: Weak<Peer>, seen: Seen) {
+    tokio::spawn(async move {
+        let all = tools(&b);
+        while let Some(m) = rx.recv().await {
+            seen.lock().unwrap().push(m.clone());
+            let method = m["method"].as_str().unwrap_or("").to_owned();
+            // The firmware silently drops requests whose id is not an integer, and notifications.
+            let Some(id) = m.get("id").and_then(Value::as_u64) else { continue };
+            let answer = match method.as_str() {
+                "initialize" => {
+                    // xiaozhi-sdk refuses an initialize without the vision capability.
+                    if !b.answers_initialize || m.pointer("/params/capabilities/vision/url").is_none() {
+                        continue;
+                    }
+                    json!({"result": {"protocolVersion": "2024-11-05", "capabilities": {"tools": {}},
+                                      "serverInfo": {"name": "fake-board", "version": "2.0.5"}}})
+                }
+                "tools/list" => {
+                    let cursor = m.pointer("/params/cursor").and_then(Value::as_str).unwrap_or("");
+                    let start = if cursor.is_empty() {
+                        0
+                    } else {
+                        all.iter().position(|t| t["name"] == cursor).unwrap_or(all.len())
+                    };
+                    let page: Vec<Value> = all.iter().skip(start).take(b.per_page).cloned().collect();
+                    let mut r = json!({"tools": page});
+                    if let Some(next) = all.get(start + b.per_page) {
+                        r["nextCursor"] = if b.stuck_cursor { all[1]["name"].clone() } else { next["name"].clone() };
+                    }
+                    json!({"result": r})
+                }
+                "tools/call" => match m.pointer("/params/name").and_then(Value::as_str).unwrap_or("") {
+                    "self.audio_speaker.set_volume" => {
+                        match m.pointer("/params/arguments/volume").and_then(Value::as_i64) {
+                            Some(v) if (0..=100).contains(&v) => {
+                                json!({"result": {"content": [{"type": "text", "text": "true"}], "isError": false}})
+                            }
+                            _ => json!({"error": {"message": "Missing valid argument: volume"}}),
+                        }
+                    }
+                    "self.get_device_status" => {
+                        json!({"result": {"content": [{"type": "text", "text": "{\"battery\":{\"level\":80}}"}], "isError": false}})
+                    }
+                    // Slow: never answers within a test.
+                    "self.camera.take_photo" => continue,
+                    other => json!({"error": {"message": format!("Unknown tool: {other}")}}),
+                },
+                // Devices error on ping.
+                other => json!({"error": {"message": format!("Method not implemented: {other}")}}),
+            };
+            let mut msg = json!({"jsonrpc": "2.0", "id": id});
+            msg.as_object_mut().unwrap().extend(answer.as_object().unwrap().clone());
+            let Some(p) = peer.upgrade() else { return };
+            p.deliver(msg);
+        }
+    });
+}
+
+struct Rig {
+    fx: Fixture,
+    peer: Option<Arc<Peer>>,
+    seen: Seen,
+}
+
+fn vision() -> Option<(String, String)> {
+    Some(("http://127.0.0.1:1/mcp/vision/explain".into(), "tok".into()))
+}
+
+fn rig(b: Behaviour, toolbox: Option<&Arc<Toolbox>>) -> Rig {
+    let fx = Fixture::new(&[("tools.timeout_secs", "600")]);
+    let tb = toolbox.unwrap_or(&fx.toolbox);
+    let (tx, rx) = mpsc::channel(16);
+    let peer = Arc::new(attach(tb, "aa:bb:cc:dd:ee:01", vision(), tx));
+    let seen = Seen::default();
+    fake_device(b, rx, Arc::downgrade(&peer), Arc::clone(&seen));
+    Rig { fx, peer: Some(peer), seen }
+}
+
+impl Rig {
+    fn peer(&self) -> &Peer {
+        self.peer.as_ref().unwrap()
+    }
+
+    fn ids(&self) -> Vec<String> {
+        self.fx.toolbox.registry().in_group("device_aabbccddee01").map(|c| c.id.to_string()).collect()
+    }
+
+    async fn call(&self, id: &str, args: Value) -> crate::tools::ToolResult {
+        self.fx.toolbox.call(&self.fx.ctx(), id, &args.to_string(), Caller::Model, Scope::default()).await
+    }
+
+    fn methods(&self) -> Vec<String> {
+        self.seen.lock().unwrap().iter().map(|m| m["method"].as_str().unwrap_or("").to_owned()).collect()
+    }
+}
+
+#[test]
+fn short_ids_are_stable_and_safe() {
+    assert_eq!(short_id("aa:bb:cc:dd:ee:01"), "aabbccddee01");
+    assert_eq!(short_id("AA-BB-CC-DD-EE-01"), "aabbccddee01");
+    let odd = short_id("../a device/é");
+    assert_eq!(odd.len(), 16);
+    assert!(odd.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_eq!(odd, short_id("../a device/é"), "the same id gives the same group");
+}
+
+#[tokio::test]
+async fn every_page_is_listed_and_user_tools_stay_hidden() {
+    let r = rig(Behaviour::default(), None);
+    assert_eq!(r.peer().ready().await, Ok(4));
+    let mut ids = r.ids();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            "device_aabbccddee01_self_audio_speaker_set_volume",
+            "device_aabbccddee01_self_camera_take_photo",
+            "device_aabbccddee01_self_get_device_status",
+            "device_aabbccddee01_self_screen_set_theme",
+        ]
+    );
+    let seen = r.seen.lock().unwrap().clone();
+    // The handshake as the firmware expects it, integer ids only, and no ping.
+    assert_eq!(seen[0]["method"], "initialize");
+    assert_eq!(seen[0]["params"]["protocolVersion"], "2024-11-05");
+    assert_eq!(seen[0]["params"]["capabilities"]["vision"]["token"], "tok");
+    assert_eq!(seen[1]["method"], "notifications/initialized");
+    assert!(seen.iter().all(|m| m.get("id").is_none_or(Value::is_u64)), "{seen:?}");
+    let pages: Vec<&Value> = seen.iter().filter(|m| m["method"] == "tools/list").collect();
+    assert_eq!(pages.len(), 3, "5 tools, 2 to a page");
+    assert_eq!(pages[0]["params"], json!({"cursor": "", "withUserTools": false}));
+    assert_eq!(pages[1]["params"]["cursor"], "self.reboot", "the cursor is the next tool's name");
+    assert!(!r.methods().contains(&"ping".to_owned()));
+}
+
+#[tokio::test]
+async fn calls_map_names_back_and_errors_without_code_read_well() {
+    let r = rig(Behaviour::default(), None);
+    r.peer().ready().await.unwrap();
+    let out = r.call("device_aabbccddee01_self_audio_speaker_set_volume", json!({"volume": 50})).await;
+    assert_eq!(out.unwrap(), "true");
+    let call = r.seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(call["params"], json!({"name": "self.audio_speaker.set_volume", "arguments": {"volume": 50}}));
+    let e = r.call("device_aabbccddee01_self_audio_speaker_set_volume", json!({"volume": 500})).await.unwrap_err();
+    assert_eq!(
+        e.0,
+        "The xiaozhi device aa:bb:cc:dd:ee:01 answered the call to self.audio_speaker.set_volume with an error: \
+         Missing valid argument: volume"
+    );
+    let e = r.call("device_aabbccddee01_self_audio_speaker_set_volume", json!([1])).await.unwrap_err();
+    assert_eq!(e.kind(), crate::tools::ToolErrorKind::InvalidArgs);
+    // The user-only tool is not callable by its would-be id either.
+    assert!(r.call("device_aabbccddee01_self_reboot", json!({})).await.is_err());
+}
+
+#[tokio::test]
+async fn answers_with_string_ids_or_for_nothing_are_ignored_and_requests_get_errors() {
+    let r = rig(Behaviour::default(), None);
+    r.peer().ready().await.unwrap();
+    // Neither of these may be taken for the answer to a call.
+    r.peer().deliver(json!({"jsonrpc": "2.0", "id": "1", "result": {}}));
+    r.peer().deliver(json!({"jsonrpc": "2.0", "id": 99, "result": {}}));
+    r.peer().deliver(json!({"jsonrpc": "2.0", "method": "notifications/state_changed", "params": {"state": "idle"}}));
+    r.peer().deliver(json!("garbage"));
+    let out = r.call("device_aabbccddee01_self_get_device_status", json!({})).await.unwrap();
+    assert_eq!(out, "{\"battery\":{\"level\":80}}");
+    // The notification got no answer: nothing was sent but the call.
+    let last: Vec<String> = r.methods().into_iter().rev().take(2).collect();
+    assert_eq!(last, ["tools/call", "tools/list"]);
+}
+
+#[tokio::test]
+async fn disconnecting_mid_call_fails_the_call_at_once_and_removes_the_group() {
+    let mut r = rig(Behaviour::default(), None);
+    r.peer().ready().await.unwrap();
+    let tb = Arc::clone(&r.fx.toolbox);
+    let ctx = r.fx.ctx();
+    let call = tokio::spawn(async move {
+        tb.call(
+            &ctx,
+            "device_aabbccddee01_self_camera_take_photo",
+            r#"{"question":"what?"}"#,
+            Caller::Model,
+            Scope::default(),
+        )
+        .await
+    });
+    // The call is on its way to the device.
+    for _ in 0..200 {
+        if r.methods().last().map(String::as_str) == Some("tools/call") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(r.methods().last().map(String::as_str), Some("tools/call"));
+    drop(r.peer.take());
+    let e = tokio::time::timeout(Duration::from_secs(5), call).await.expect("failed at once").unwrap().unwrap_err();
+    assert!(e.0.contains("xiaozhi device aa:bb:cc:dd:ee:01: the connection closed"), "{}", e.0);
+    assert!(r.ids().is_empty(), "the group went with the device");
+}
+
+#[tokio::test]
+async fn a_reconnected_device_keeps_its_group_when_the_old_connection_goes() {
+    let mut old = rig(Behaviour::default(), None);
+    old.peer().ready().await.unwrap();
+    let tb = Arc::clone(&old.fx.toolbox);
+    let new = rig(Behaviour::default(), Some(&tb));
+    new.peer().ready().await.unwrap();
+    drop(old.peer.take());
+    assert_eq!(old.ids().len(), 4, "the new connection's group stays");
+}
+
+#[tokio::test]
+async fn tool_lists_are_bounded() {
+    let r = rig(Behaviour { per_page: 50, extra: 2000, ..Behaviour::default() }, None);
+    assert_eq!(r.peer().ready().await, Ok(MAX_TOOLS));
+    // A device that hands back a cursor already used is read no further.
+    let r = rig(Behaviour { stuck_cursor: true, ..Behaviour::default() }, None);
+    // Page 1: status, volume; page 2 (from volume again): volume, reboot (user-only).
+    assert_eq!(r.peer().ready().await, Ok(2));
+    let pages = r.methods().iter().filter(|m| *m == "tools/list").count();
+    assert_eq!(pages, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_device_that_never_answers_initialize_times_out() {
+    let r = rig(Behaviour { answers_initialize: false, ..Behaviour::default() }, None);
+    let e = r.peer().ready().await.unwrap_err();
+    assert!(e.contains("did not answer initialize within 30 s"), "{e}");
+    assert!(r.ids().is_empty());
+}
+
+struct Quiet;
+
+impl Observer for Quiet {
+    fn text(&mut self, _: &str) {}
+    fn reply_done(&mut self, _: bool) {}
+    fn tool_started(&mut self, _: &ToolCall) {}
+    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_calls_a_device_tool_in_a_turn() {
+    let llm = FakeLlm::start(vec![
+        Step::tool_call("device_aabbccddee01_self_audio_speaker_set_volume", json!({"volume": 30})),
+        Step::text("Volume set."),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let ws = crate::workspace::Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+    ws.ensure().unwrap();
+    for (k, v) in [
+        ("llm.provider", "anthropic".to_owned()),
+        ("llm.base_url", llm.anthropic_base_url()),
+        ("llm.api_key", "k".to_owned()),
+        ("llm.max_retries", "0".to_owned()),
+    ] {
+        crate::config::set_override(&ws, k, &v).unwrap();
+    }
+    let d = Daemon::load(ws).unwrap();
+    let (tx, rx) = mpsc::channel(16);
+    let peer = Arc::new(attach(d.toolbox(), "aa:bb:cc:dd:ee:01", vision(), tx));
+    let seen = Seen::default();
+    fake_device(Behaviour::default(), rx, Arc::downgrade(&peer), Arc::clone(&seen));
+    peer.ready().await.unwrap();
+    let msg = Inbound {
+        channel: "ws".into(),
+        chat_id: "owner-chat".into(),
+        sender: "owner".into(),
+        user: Message::user_text("turn it down"),
+        cancel: Cancel::default(),
+    };
+    let Submitted::Queued(p) = d.submit(msg, Box::new(Quiet)) else { panic!("not queued") };
+    let end = tokio::time::timeout(Duration::from_secs(30), p.finish()).await.unwrap();
+    assert_eq!(d.reply_text(&end), "Volume set.");
+    let call = seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(call["params"], json!({"name": "self.audio_speaker.set_volume", "arguments": {"volume": 30}}));
+    let reqs = llm.requests();
+    let offered = reqs[0].json.as_ref().unwrap()["tools"].to_string();
+    assert!(offered.contains("device_aabbccddee01_self_get_device_status"), "{offered}");
+    assert!(!offered.contains("reboot"), "user-only tools are never shown: {offered}");
+    let second = reqs[1].json.as_ref().unwrap()["messages"].to_string();
+    assert!(second.contains("\"tool_result\""), "{second}");
+    assert!(second.contains("true"), "{second}");
+}

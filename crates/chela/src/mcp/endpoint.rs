@@ -1,0 +1,239 @@
+//! The MCP endpoint (protocols.md §1.5): a tool host (`mcp2xiaozhi`, `mcp_pipe.py`) dials
+//! `ws://<gateway>/xiaozhi/mcp/?token=…` and Chela is the MCP client on that socket. Each text
+//! frame is one bare JSON-RPC message; the host's tools become the group `endpoint_<name>`
+//! (through [`super::device`], the same client as a device's) and go when it hangs up.
+//!
+//! Tokens are issued by `chela mcp endpoint add NAME`, shown once and kept as SHA-256 hashes in
+//! `state/mcp_endpoints.json` (written atomically under a lock); `remove` takes one away (a
+//! connected host keeps its socket until it reconnects). Bounds: one message is at most
+//! [`MAX_MESSAGE`] bytes (a bigger one closes the socket), [`OUTBOUND`] messages wait for the
+//! host, a host that does not finish the handshake and listing within
+//! [`super::device::SETUP_TIMEOUT`] per step is hung up on, one connection per name (a new one
+//! replaces the old).
+
+use std::path::{Path, PathBuf};
+
+use futures_util::{SinkExt, StreamExt};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::devices::{hex_of, random, token_hash};
+use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_at};
+
+/// The path hosts dial (with or without the trailing slash).
+pub const PATH: &str = "/xiaozhi/mcp/";
+/// The largest message taken from a host: a `tools/list` page or a result with an image.
+pub const MAX_MESSAGE: usize = 1024 * 1024;
+/// Messages waiting to be written to a host.
+pub const OUTBOUND: usize = 32;
+const STORE_FILE: &str = "mcp_endpoints.json";
+const MAX_STORE_BYTES: u64 = 1024 * 1024;
+/// Most endpoint names kept.
+const MAX_ENDPOINTS: usize = 64;
+
+/// Whether `path` is the endpoint's.
+pub fn is_endpoint_path(path: &str) -> bool {
+    path == PATH || path == "/xiaozhi/mcp"
+}
+
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct EndpointState {
+    #[serde(default)]
+    pub endpoints: Vec<Issued>,
+}
+
+/// One issued token.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Issued {
+    pub name: String,
+    pub token_sha256: String,
+    pub created: u64,
+}
+
+/// Whether `name` can be an endpoint name (it becomes the group `endpoint_<name>`).
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 24
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+impl EndpointState {
+    /// The name a presented token was issued under.
+    pub fn check(&self, token: &str) -> Option<String> {
+        let h = token_hash(token);
+        self.endpoints
+            .iter()
+            .find(|e| {
+                e.token_sha256.len() == h.len()
+                    && e.token_sha256.bytes().zip(h.bytes()).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0
+            })
+            .map(|e| e.name.clone())
+    }
+}
+
+/// The token store on disk.
+#[derive(Clone, Debug)]
+pub struct Endpoints {
+    path: PathBuf,
+}
+
+impl Endpoints {
+    pub fn open(ws: &Workspace) -> Endpoints {
+        Endpoints { path: ws.root().join("state").join(STORE_FILE) }
+    }
+
+    /// Reads the store; a missing file is empty.
+    pub fn load(&self) -> Result<EndpointState, String> {
+        match read_bounded(&self.path, MAX_STORE_BYTES) {
+            Ok(None) => Ok(EndpointState::default()),
+            Ok(Some(text)) => serde_json::from_str(&text).map_err(|e| {
+                format!("{} is not a valid endpoint store ({e}); fix it or move it away", self.path.display())
+            }),
+            Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
+        }
+    }
+
+    fn edit<T>(&self, change: impl FnOnce(&mut EndpointState) -> Result<T, String>) -> Result<T, String> {
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        {
+            use std::os::unix::fs::DirBuilderExt;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        }
+        crate::lock::with_file_lock(&self.path, || {
+            let mut state = self.load()?;
+            let out = change(&mut state)?;
+            let json = serde_json::to_vec_pretty(&state).map_err(|e| e.to_string())?;
+            open_dir(dir)
+                .and_then(|fd| write_atomic_at(&fd, STORE_FILE.as_ref(), &json, Replace::Yes))
+                .map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
+            Ok(out)
+        })
+        .map_err(|e: LockOr| e.0)
+    }
+
+    /// Issues a token for `name` (a new one replaces the old) and returns it: shown this once.
+    pub fn add(&self, name: &str, now: u64) -> Result<String, String> {
+        if !valid_name(name) {
+            return Err(format!("`{name}` is not an endpoint name: use 1 to 24 of a-z, 0-9, _ and -"));
+        }
+        let token = hex_of(&random::<32>().map_err(|e| e.to_string())?);
+        let hash = token_hash(&token);
+        let name = name.to_owned();
+        self.edit(move |s| {
+            s.endpoints.retain(|e| e.name != name);
+            if s.endpoints.len() >= MAX_ENDPOINTS {
+                return Err(format!("there are already {MAX_ENDPOINTS} endpoints; remove one first"));
+            }
+            s.endpoints.push(Issued { name, token_sha256: hash, created: now });
+            Ok(())
+        })?;
+        Ok(token)
+    }
+
+    /// Takes the token of `name` away; whether there was one.
+    pub fn remove(&self, name: &str) -> Result<bool, String> {
+        self.edit(|s| {
+            let before = s.endpoints.len();
+            s.endpoints.retain(|e| e.name != name);
+            Ok(s.endpoints.len() != before)
+        })
+    }
+}
+
+/// `with_file_lock` wants an error type that takes an `io::Error`.
+struct LockOr(String);
+
+impl From<std::io::Error> for LockOr {
+    fn from(e: std::io::Error) -> LockOr {
+        LockOr(format!("the endpoint store's lock: {e}"))
+    }
+}
+
+impl From<String> for LockOr {
+    fn from(e: String) -> LockOr {
+        LockOr(e)
+    }
+}
+
+/// Serves one host's socket until it closes: frames in to the client, the client's messages
+/// out as frames. The group goes when this returns.
+pub async fn serve<S>(
+    toolbox: std::sync::Arc<crate::tools::Toolbox>,
+    name: String,
+    ws: S,
+    shutdown: crate::daemon::Shutdown,
+) where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
+        + futures_util::Sink<Message>
+        + Unpin,
+{
+    let (mut sink, mut stream) = ws.split();
+    let (tx, mut rx) = mpsc::channel::<Value>(OUTBOUND);
+    let peer = super::device::attach_endpoint(&toolbox, &name, tx);
+    let ready = peer.ready();
+    tokio::pin!(ready);
+    let mut setup_done = false;
+    loop {
+        tokio::select! {
+            r = &mut ready, if !setup_done => {
+                setup_done = true;
+                if let Err(e) = r {
+                    tracing::warn!(target: "chela::mcp", "{e}; the connection is closed");
+                    break;
+                }
+            }
+            out = rx.recv() => {
+                let Some(v) = out else { break };
+                if sink.send(Message::text(v.to_string())).await.is_err() {
+                    break;
+                }
+            }
+            frame = stream.next() => match frame {
+                Some(Ok(Message::Text(t))) => match serde_json::from_str::<Value>(t.as_str()) {
+                    Ok(v) => peer.deliver(v),
+                    Err(e) => tracing::debug!(target: "chela::mcp", "MCP endpoint host {name}: a frame that is not JSON ({e})"),
+                },
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
+                // Pings are answered by the codec; binary frames mean nothing here.
+                Some(Ok(_)) => {}
+            },
+            () = shutdown.wait() => break,
+        }
+    }
+    peer.close("the host hung up");
+    tracing::info!(target: "chela::mcp", "MCP endpoint host {name} disconnected; its tools are gone");
+    let _ = sink.close().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_kept_hashed_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+        ws.ensure().unwrap();
+        let store = Endpoints::open(&ws);
+        let t = store.add("time", 1).unwrap();
+        assert_eq!(t.len(), 64);
+        let text = std::fs::read_to_string(dir.path().join("ws/state/mcp_endpoints.json")).unwrap();
+        assert!(!text.contains(&t), "kept hashed");
+        assert_eq!(store.load().unwrap().check(&t).as_deref(), Some("time"));
+        assert_eq!(store.load().unwrap().check("nope"), None);
+        let t2 = store.add("time", 2).unwrap();
+        assert_eq!(store.load().unwrap().check(&t), None, "a new token replaces the old");
+        assert!(store.remove("time").unwrap());
+        assert_eq!(store.load().unwrap().check(&t2), None);
+        assert!(!store.remove("time").unwrap());
+        for bad in ["", "Time", "a b", "../x", &"x".repeat(25)] {
+            assert!(store.add(bad, 1).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! The MCP endpoint (`/xiaozhi/mcp/`) against the real `chela run`: PyPI's `mcp2xiaozhi`
+//! bridging the upstream `mcp-server-time` dials in with a token from `chela mcp endpoint add`,
+//! and the fake LLM calls its tool in a turn through the gateway's OpenAI endpoint; then
+//! hostile hosts: no or a wrong token, a 10 MB frame, endless garbage frames, a host that never
+//! answers `initialize`, thousands of tools, a host that hangs up mid-call. After each the
+//! daemon still serves.
+
+use std::io::Read;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chela_testkit::{FakeLlm, Step};
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+
+/// `chela run` on a fresh workspace, killed when dropped.
+struct Daemon {
+    dir: tempfile::TempDir,
+    home: tempfile::TempDir,
+    child: Child,
+    addr: SocketAddr,
+    log: Arc<Mutex<String>>,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn chela(root: &Path, home: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
+    c.env_clear().env("HOME", home).env("CHELA_HOME", root);
+    if let Some(path) = std::env::var_os("PATH") {
+        c.env("PATH", path);
+    }
+    c
+}
+
+impl Daemon {
+    fn start(llm: &FakeLlm) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let mut c = chela(dir.path(), home.path());
+        c.arg("run")
+            .env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0")
+            .env("CHELA_LLM__PROVIDER", "anthropic")
+            .env("CHELA_LLM__BASE_URL", llm.anthropic_base_url())
+            .env("CHELA_LLM__API_KEY", "k")
+            .env("CHELA_LLM__MAX_RETRIES", "0")
+            .env("CHELA_LOG", "info");
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = c.spawn().expect("cannot start chela run");
+        let mut stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let sink = Arc::clone(&log);
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let marker = "the gateway listens on http://";
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let addr = loop {
+            let text = log.lock().unwrap().clone();
+            if let Some(i) = text.find(marker)
+                && let Some(line) = text[i + marker.len()..].split_once('\n')
+            {
+                break line.0.trim().parse().unwrap();
+            }
+            assert!(Instant::now() < deadline, "chela run did not start its gateway:\n{text}");
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        Daemon { dir, home, child, addr, log }
+    }
+
+    /// `chela mcp endpoint add NAME`: the token it prints.
+    fn token(&self, name: &str) -> String {
+        let out = chela(self.dir.path(), self.home.path()).args(["mcp", "endpoint", "add", name]).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        let token = text.split("token ").nth(1).unwrap().split_whitespace().next().unwrap().to_owned();
+        assert_eq!(token.len(), 64, "{text}");
+        token
+    }
+
+    fn url(&self, token: &str) -> String {
+        format!("ws://{}/xiaozhi/mcp/?token={token}", self.addr)
+    }
+
+    /// Whether `/health` answers 200.
+    async fn health(&self) -> bool {
+        let Ok(mut s) = TcpStream::connect(self.addr).await else { return false };
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let req = format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n", self.addr.port());
+        if s.write_all(req.as_bytes()).await.is_err() {
+            return false;
+        }
+        let mut out = String::new();
+        let _ = tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out)).await;
+        out.starts_with("HTTP/1.1 200")
+    }
+
+    /// One chat turn through `/v1/chat/completions`: the reply's text.
+    async fn turn(&self, text: &str) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let body = json!({"model": "chela", "messages": [{"role": "user", "content": text}]}).to_string();
+        let mut s = TcpStream::connect(self.addr).await.unwrap();
+        let req = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            self.addr.port(),
+            body.len()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        tokio::time::timeout(Duration::from_secs(60), s.read_to_string(&mut out)).await.unwrap().unwrap();
+        let json = out.split("\r\n\r\n").nth(1).unwrap_or("");
+        let v: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {out}"));
+        v["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_owned()
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+}
+
+type Ws = tokio_tungstenite::WebSocketStream<TcpStream>;
+
+/// A hand-made host: the WebSocket, or the HTTP status the upgrade got.
+async fn dial(d: &Daemon, url: &str) -> Result<Ws, u16> {
+    let tcp = TcpStream::connect(d.addr).await.unwrap();
+    match tokio_tungstenite::client_async(url, tcp).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => Err(r.status().as_u16()),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The next JSON message from Chela, within 30 s.
+async fn next(ws: &mut Ws) -> Option<Value> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(30), ws.next()).await.ok()?? {
+            Ok(Message::Text(t)) => return serde_json::from_str(t.as_str()).ok(),
+            Ok(Message::Close(_)) | Err(_) => return None,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// Answers the handshake and one `tools/list` with `tools`.
+async fn handshake(ws: &mut Ws, tools: &[Value]) {
+    let init = next(ws).await.unwrap();
+    assert_eq!(init["method"], "initialize");
+    assert_eq!(init["params"]["clientInfo"]["name"], "XiaozhiMCPEndpointClient");
+    assert_eq!(init["params"]["protocolVersion"], "2024-11-05");
+    let answer = json!({"jsonrpc": "2.0", "id": init["id"], "result": {"protocolVersion": "2024-11-05", "capabilities": {"tools": {}}, "serverInfo": {"name": "h", "version": "1"}}});
+    ws.send(Message::text(answer.to_string())).await.unwrap();
+    assert_eq!(next(ws).await.unwrap()["method"], "notifications/initialized");
+    let list = next(ws).await.unwrap();
+    assert_eq!(list["method"], "tools/list");
+    let answer = json!({"jsonrpc": "2.0", "id": list["id"], "result": {"tools": tools}});
+    ws.send(Message::text(answer.to_string())).await.unwrap();
+}
+
+fn tool(name: &str) -> Value {
+    json!({"name": name, "description": "a tool", "inputSchema": {"type": "object", "properties": {}}})
+}
+
+/// Waits (bounded) until the daemon's log says `what`.
+async fn log_says(d: &Daemon, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !d.log().contains(what) {
+        assert!(Instant::now() < deadline, "the log never said {what:?}:\n{}", d.log());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mcp2xiaozhi_bridges_mcp_server_time_and_the_model_calls_its_tool() {
+    let root = chela_testkit::peers::repo_root();
+    let peers = root.join("target/mcp-endpoint-peers");
+    let ok = Command::new("bash")
+        .arg(root.join("tests/mcp/install-peers.sh"))
+        .arg("--endpoint")
+        .arg(&peers)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "installing mcp2xiaozhi failed (needs python3 with venv and PyPI)");
+    let llm = FakeLlm::start(vec![
+        Step::tool_call("endpoint_time_get_current_time", json!({"timezone": "UTC"})),
+        Step::text("It is time."),
+    ]);
+    let d = Daemon::start(&llm);
+    let token = d.token("time");
+    let work = tempfile::tempdir().unwrap();
+    let python = peers.join("venv/bin/python");
+    let config = json!({"mcpServers": {"time": {"type": "stdio", "command": python,
+        "args": ["-m", "mcp_server_time", "--local-timezone=UTC"]}}});
+    std::fs::write(work.path().join("mcp_config.json"), config.to_string()).unwrap();
+    let mut bridge = Command::new(peers.join("venv/bin/mcp2xiaozhi"))
+        .args(["run", "time"])
+        .current_dir(work.path())
+        .env("MCP_ENDPOINT", d.url(&token))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    log_says(&d, "tools in group endpoint_time").await;
+    let reply = d.turn("what time is it?").await;
+    let _ = bridge.kill();
+    let _ = bridge.wait();
+    assert_eq!(reply, "It is time.");
+    let reqs = llm.requests();
+    assert_eq!(reqs.len(), 2, "{}", d.log());
+    let second = reqs[1].json.as_ref().unwrap()["messages"].to_string();
+    // mcp-server-time's answer: a JSON object with the timezone and the datetime.
+    assert!(second.contains("UTC"), "{second}");
+    assert!(second.contains("datetime"), "the tool's real result reached the model: {second}");
+    // The group went with the bridge.
+    log_says(&d, "MCP endpoint host time disconnected").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_hosts_are_refused_or_cut_off_and_the_daemon_carries_on() {
+    let llm = FakeLlm::start(vec![]);
+    let d = Daemon::start(&llm);
+    let token = d.token("h");
+    // No token, a wrong one, a removed one.
+    assert_eq!(dial(&d, &format!("ws://{}/xiaozhi/mcp/", d.addr)).await.err(), Some(401));
+    assert_eq!(dial(&d, &d.url(&"0".repeat(64))).await.err(), Some(401));
+    let old = d.token("gone");
+    let out = chela(d.dir.path(), d.home.path()).args(["mcp", "endpoint", "remove", "gone"]).output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(dial(&d, &d.url(&old)).await.err(), Some(401));
+
+    // A 10 MB frame closes the socket.
+    let mut ws = dial(&d, &d.url(&token)).await.unwrap();
+    let _ = ws.send(Message::text("x".repeat(10 << 20))).await;
+    let mut closed = false;
+    for _ in 0..10 {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+            Ok(Some(Ok(Message::Text(_)))) => {}
+            _ => {
+                closed = true;
+                break;
+            }
+        }
+    }
+    assert!(closed, "a 10 MB frame must end the connection");
+
+    // Endless garbage frames: dropped, the client still works.
+    let mut ws = dial(&d, &d.url(&token)).await.unwrap();
+    for i in 0..2000 {
+        ws.send(Message::text(format!("{{not json {i}"))).await.unwrap();
+    }
+    ws.send(Message::Binary(vec![0xff; 1000].into())).await.unwrap();
+    handshake(&mut ws, &[tool("ok")]).await;
+    log_says(&d, "MCP endpoint host h: 1 tools in group endpoint_h").await;
+    drop(ws);
+
+    // Thousands of tools: the group is bounded.
+    let mut ws = dial(&d, &d.url(&token)).await.unwrap();
+    let many: Vec<Value> = (0..5000).map(|i| tool(&format!("t{i}"))).collect();
+    handshake(&mut ws, &many).await;
+    log_says(&d, "MCP endpoint host h: 256 tools in group endpoint_h").await;
+    drop(ws);
+
+    assert!(d.health().await, "the daemon still serves:\n{}", d.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_hangs_up_mid_call_fails_the_call_and_one_that_never_initializes_is_dropped() {
+    let llm = FakeLlm::start(vec![Step::tool_call("endpoint_h_slow", json!({})), Step::text("The tool failed.")]);
+    let d = Daemon::start(&llm);
+    let token = d.token("h");
+    let mut ws = dial(&d, &d.url(&token)).await.unwrap();
+    handshake(&mut ws, &[tool("slow")]).await;
+    log_says(&d, "tools in group endpoint_h").await;
+    let turn = d.turn("go");
+    let hang_up = async {
+        let call = next(&mut ws).await.unwrap();
+        assert_eq!(call["method"], "tools/call");
+        assert!(call["id"].is_u64(), "integer ids: {call}");
+        drop(ws);
+    };
+    let (reply, ()) = tokio::join!(turn, hang_up);
+    assert_eq!(reply, "The tool failed.");
+    let second = llm.requests()[1].json.as_ref().unwrap()["messages"].to_string();
+    assert!(second.contains("the host hung up"), "{second}");
+
+    // A host that never answers initialize is hung up on after the setup timeout (30 s).
+    let mut ws = dial(&d, &d.url(&token)).await.unwrap();
+    assert_eq!(next(&mut ws).await.unwrap()["method"], "initialize");
+    let ended = tokio::time::timeout(Duration::from_secs(45), async {
+        loop {
+            match ws.next().await {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the silent host was not cut off");
+    assert!(d.health().await);
+}
