@@ -14,6 +14,8 @@ Scenarios:
   speech    `--say TEXT` spoken by espeak-ng, resampled to 16 kHz, sent as 60 ms Opus frames in
             real time, then silence until the server's VAD ends the turn (stt arrives)
   mcp       like text, with one device tool (`--tool NAME`) served through `set_mcp_tool`
+  (text and mcp: with `--then TEXT`, after the first reply it prints `waiting`, reads one line
+  from stdin, and then says TEXT, so the test can script the model between the two turns)
   abort     like text; after `--abort-after N` downlink frames it sends `abort` and listens on
 
 It prints one JSON object per line on stdout (what it saw, as it happens) and logs on stderr. It
@@ -26,8 +28,10 @@ import io
 import json
 import logging
 import math
+import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 import wave
@@ -194,7 +198,23 @@ def decoded(device):
         "ms": int(len(pcm) * 1000 / device.audio_opus.output_sample_rate),
         "rms": round(rms, 1),
         "peak_hz": round(peak_hz, 1),
+        # First to last downlink frame: paced in real time, this is about the audio's length.
+        "span_ms": round((device.frame_times[-1] - device.frame_times[0]) * 1000) if device.frame_times else 0,
     }
+
+
+async def stdin_line():
+    """One line from stdin, read on a daemon thread so a test that never writes cannot keep
+    this process alive past its limit."""
+    loop = asyncio.get_running_loop()
+    got = loop.create_future()
+
+    def read():
+        line = sys.stdin.readline()
+        loop.call_soon_threadsafe(lambda: got.done() or got.set_result(line))
+
+    threading.Thread(target=read, daemon=True).start()
+    return await got
 
 
 async def scenario(args):
@@ -207,6 +227,12 @@ async def scenario(args):
         if args.scenario in ("text", "mcp"):
             await device.send_text(args.text)
             await seen.tts_stop.wait()
+            if args.then:
+                emit("waiting")
+                await stdin_line()
+                seen.tts_stop.clear()
+                await device.send_text(args.then)
+                await seen.tts_stop.wait()
             # Frames paced after `tts stop` would be a fault: give them a moment to show.
             await asyncio.sleep(0.3)
             emit("audio", **decoded(device))
@@ -249,6 +275,7 @@ def main():
     p.add_argument("--ota", required=True, help="the OTA URL, http://HOST:PORT/xiaozhi/ota/")
     p.add_argument("--mac", required=True)
     p.add_argument("--text", default="hello")
+    p.add_argument("--then", default="", help="a second utterance, after a line on stdin")
     p.add_argument("--say", default="What is the weather like today?")
     p.add_argument("--tool", default="")
     p.add_argument("--tool-result", default="72%")
@@ -261,11 +288,20 @@ def main():
         asyncio.run(asyncio.wait_for(scenario(args), timeout=args.limit))
     except asyncio.TimeoutError:
         emit("error", message=f"the scenario did not finish within {args.limit} s")
-        sys.exit(1)
+        end(1)
     except Exception as e:  # noqa: BLE001 - the test reads the reason
         emit("error", message=f"{type(e).__name__}: {e}")
-        sys.exit(1)
+        end(1)
     emit("done")
+    end(0)
+
+
+def end(code):
+    # A stdin reader thread may still wait (it holds stdin's lock): leave without the
+    # interpreter's shutdown, which could wait on it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
