@@ -284,6 +284,8 @@ def main():
     p.add_argument("--limit", type=float, default=60, help="the whole run's time limit in seconds")
     args = p.parse_args()
     logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # Its handshake lines would print the device token.
+    logging.getLogger("websockets").setLevel(logging.INFO)
     try:
         asyncio.run(asyncio.wait_for(scenario(args), timeout=args.limit))
     except asyncio.TimeoutError:
