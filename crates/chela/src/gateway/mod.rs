@@ -42,6 +42,10 @@ mod stream;
 mod tool;
 pub(crate) mod ws;
 mod xiaozhi;
+#[cfg(feature = "voice")]
+mod xiaozhi_turn;
+#[cfg(feature = "voice")]
+pub(crate) mod xiaozhi_ws;
 
 #[cfg(test)]
 mod tests;
@@ -51,6 +55,8 @@ mod tests_abuse;
 mod tests_api;
 #[cfg(test)]
 mod tests_xiaozhi;
+#[cfg(all(test, feature = "voice"))]
+mod tests_xiaozhi_ws;
 
 pub use error::ApiError;
 pub use ws::WsOutlet;
@@ -78,6 +84,10 @@ pub struct Limits {
     pub outbound: usize,
     /// How long writing one event to a client may take before it is cut off.
     pub write_timeout: Duration,
+    /// How long a xiaozhi device has to send its `hello` after the upgrade.
+    pub device_hello: Duration,
+    /// A xiaozhi device that sends nothing for this long is closed (the firmware's own rule).
+    pub device_idle: Duration,
 }
 
 impl Default for Limits {
@@ -92,6 +102,8 @@ impl Default for Limits {
             ws_message: 256 * 1024,
             outbound: 256,
             write_timeout: Duration::from_secs(10),
+            device_hello: Duration::from_secs(10),
+            device_idle: Duration::from_secs(120),
         }
     }
 }
@@ -219,11 +231,21 @@ impl Gateway {
         let page = method == Method::GET && path == "/" && !upgrade;
         // Devices cannot send gateway.token: the device store authorises them (see `xiaozhi`).
         let device = xiaozhi::is_device_path(&path) && !upgrade;
-        let who = auth::check(self, peer, &req, page || device)?;
+        // A device's conversation: authorised by its own token in the device store.
+        let device_ws = upgrade && is_device_ws(&path);
+        let who = auth::check(self, peer, &req, page || device || device_ws)?;
         if device {
             let (parts, body) = req.into_parts();
             let body = if method == Method::GET { Bytes::new() } else { self.read_body(body).await? };
             return xiaozhi::route(self, &method, &path, &parts.headers, body).await;
+        }
+        if device_ws {
+            #[cfg(feature = "voice")]
+            return xiaozhi_ws::accept(self, req).await;
+            #[cfg(not(feature = "voice"))]
+            return Err(ApiError::NotFound(
+                "this Chela was built without the `voice` feature: no xiaozhi conversations".into(),
+            ));
         }
         if upgrade {
             return match path.as_str() {
@@ -277,6 +299,11 @@ impl Gateway {
             Ok(Err(e)) => Err(ApiError::BadRequest(format!("the request body could not be read: {e}"))),
         }
     }
+}
+
+/// Whether `path` is the xiaozhi conversation endpoint, `/xiaozhi/v1/` (with or without the slash).
+fn is_device_ws(path: &str) -> bool {
+    path == "/xiaozhi/v1/" || path == "/xiaozhi/v1"
 }
 
 /// A JSON response.
