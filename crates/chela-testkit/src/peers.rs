@@ -56,3 +56,32 @@ pub fn openai_python(tmp: &std::path::Path) -> PathBuf {
     assert!(ready(&python), "the openai package does not import after installing it");
     python
 }
+
+/// The Python of the xiaozhi device simulator's venv (PyPI `xiaozhi-sdk`, pinned in
+/// `tests/xiaozhi/requirements.txt`), installed under the workspace's `target/xiaozhi-peer` by
+/// `tests/xiaozhi/install.sh` on first use (once per process; the script's lock and stamp make
+/// it once per machine). Panics with the reason when the install fails: CI must be able to make
+/// it, so a missing python3 or PyPI fails the test, never skips it.
+pub fn xiaozhi_python() -> PathBuf {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON
+        .get_or_init(|| {
+            let dest = repo_root().join("target/xiaozhi-peer");
+            let ok = std::process::Command::new("bash")
+                .arg(repo_root().join("tests/xiaozhi/install.sh"))
+                .arg(&dest)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(
+                ok,
+                "installing xiaozhi-sdk failed (needs python3 with venv, Debian python3-venv, and PyPI): run tests/xiaozhi/install.sh"
+            );
+            dest.join("venv/bin/python")
+        })
+        .clone()
+}
+
+/// The device driver the xiaozhi interop tests spawn with [`xiaozhi_python`].
+pub fn xiaozhi_driver() -> PathBuf {
+    repo_root().join("tests/xiaozhi/device.py")
+}

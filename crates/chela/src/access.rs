@@ -28,8 +28,9 @@ use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_
 
 /// Channels whose clients are checked by the channel itself (the gateway's token, or the
 /// terminal's own user): their senders are the owner, admitted without the gate's rules, and
-/// Chela may write to their chats.
-pub const OWNER_CHANNELS: &[&str] = &["ws", "api", "cli", "mcp"];
+/// Chela may write to their chats. `xiaozhi`: a voice device the owner approved
+/// (`chela device approve`), authorised by its own token.
+pub const OWNER_CHANNELS: &[&str] = &["ws", "api", "cli", "mcp", "xiaozhi"];
 
 /// The store's file name, in the workspace's `state/` folder.
 pub const STORE_FILE: &str = "access.json";

@@ -118,6 +118,38 @@ impl VoiceConfig {
     }
 }
 
+/// Longest a speech recognition or synthesis request may take, from connect to the last byte.
+pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Where a provider URL is empty.
+const OPENAI_BASE: &str = "https://api.openai.com/v1";
+
+impl VoiceConfig {
+    /// The `voice.*` settings: the providers a device's pipeline uses.
+    pub fn from_config(cfg: &crate::config::Config) -> VoiceConfig {
+        use chela_core::config as keys;
+        let or = |v: &str, d: &str| if v.trim().is_empty() { d.to_owned() } else { v.trim().to_owned() };
+        let asr = AsrConfig {
+            base_url: or(cfg.get(keys::VOICE_ASR_BASE_URL), OPENAI_BASE),
+            api_key: cfg.get(keys::VOICE_ASR_API_KEY).to_owned(),
+            model: or(cfg.get(keys::VOICE_ASR_MODEL), "whisper-1"),
+            timeout: PROVIDER_TIMEOUT,
+        };
+        let voice = cfg.get(keys::VOICE_TTS_VOICE);
+        let tts = if cfg.get(keys::VOICE_TTS_PROVIDER) == "espeak" {
+            TtsConfig::Espeak { program: PathBuf::from("espeak-ng"), voice: or(voice, "en"), timeout: PROVIDER_TIMEOUT }
+        } else {
+            TtsConfig::OpenAi {
+                base_url: or(cfg.get(keys::VOICE_TTS_BASE_URL), OPENAI_BASE),
+                api_key: cfg.get(keys::VOICE_TTS_API_KEY).to_owned(),
+                model: or(cfg.get(keys::VOICE_TTS_MODEL), "tts-1"),
+                voice: or(voice, "alloy"),
+                timeout: PROVIDER_TIMEOUT,
+            }
+        };
+        VoiceConfig::new(asr, tts)
+    }
+}
+
 /// What went wrong in the pipeline. [`VoiceError::spoken`] is the short sentence the device
 /// shows or says; `Display` is the full story for the log.
 #[derive(Debug, Clone, PartialEq, Eq)]

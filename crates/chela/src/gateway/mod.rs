@@ -44,6 +44,10 @@ mod tool;
 pub(crate) mod vision;
 pub(crate) mod ws;
 mod xiaozhi;
+#[cfg(feature = "voice")]
+mod xiaozhi_turn;
+#[cfg(feature = "voice")]
+pub(crate) mod xiaozhi_ws;
 
 #[cfg(test)]
 mod tests;
@@ -55,6 +59,8 @@ mod tests_api;
 mod tests_vision;
 #[cfg(test)]
 mod tests_xiaozhi;
+#[cfg(all(test, feature = "voice"))]
+mod tests_xiaozhi_ws;
 
 pub use error::ApiError;
 pub use ws::WsOutlet;
@@ -82,6 +88,10 @@ pub struct Limits {
     pub outbound: usize,
     /// How long writing one event to a client may take before it is cut off.
     pub write_timeout: Duration,
+    /// How long a xiaozhi device has to send its `hello` after the upgrade.
+    pub device_hello: Duration,
+    /// A xiaozhi device that sends nothing for this long is closed (the firmware's own rule).
+    pub device_idle: Duration,
 }
 
 impl Default for Limits {
@@ -96,6 +106,8 @@ impl Default for Limits {
             ws_message: 256 * 1024,
             outbound: 256,
             write_timeout: Duration::from_secs(10),
+            device_hello: Duration::from_secs(10),
+            device_idle: Duration::from_secs(120),
         }
     }
 }
@@ -227,7 +239,9 @@ impl Gateway {
         let camera = path == vision::PATH && !upgrade;
         // Tool hosts on the MCP endpoint hold only their own token (see `mcp_endpoint`).
         let host = upgrade && crate::mcp::endpoint::is_endpoint_path(&path);
-        let who = auth::check(self, peer, &req, page || device || camera || host)?;
+        // A device's conversation: authorised by its own token in the device store.
+        let device_ws = upgrade && is_device_ws(&path);
+        let who = auth::check(self, peer, &req, page || device || camera || host || device_ws)?;
         if host {
             return mcp_endpoint::accept(self, req).await;
         }
@@ -239,6 +253,14 @@ impl Gateway {
             let (parts, body) = req.into_parts();
             let body = if method == Method::GET { Bytes::new() } else { self.read_body(body).await? };
             return xiaozhi::route(self, &method, &path, &parts.headers, body).await;
+        }
+        if device_ws {
+            #[cfg(feature = "voice")]
+            return xiaozhi_ws::accept(self, req).await;
+            #[cfg(not(feature = "voice"))]
+            return Err(ApiError::NotFound(
+                "this Chela was built without the `voice` feature: no xiaozhi conversations".into(),
+            ));
         }
         if upgrade {
             return match path.as_str() {
@@ -292,6 +314,11 @@ impl Gateway {
             Ok(Err(e)) => Err(ApiError::BadRequest(format!("the request body could not be read: {e}"))),
         }
     }
+}
+
+/// Whether `path` is the xiaozhi conversation endpoint, `/xiaozhi/v1/` (with or without the slash).
+fn is_device_ws(path: &str) -> bool {
+    path == "/xiaozhi/v1/" || path == "/xiaozhi/v1"
 }
 
 /// A JSON response.

@@ -38,6 +38,7 @@ mod shared_session;
 mod skills;
 
 mod telegram;
+mod xiaozhi_sdk;
 
 use std::fs;
 use std::io::Read;

@@ -1,0 +1,574 @@
+//! The xiaozhi conversation on `/xiaozhi/v1/`: one WebSocket per talking device, driving its
+//! voice [`Pipeline`] with the wire codec of [`chela_proto::xiaozhi`].
+//!
+//! Handshake (checked before the upgrade, so a refused device never gets a socket):
+//! `Authorization: Bearer <token>` must be the current token of an approved device in the
+//! device store (the OTA answer gave it; unknown, revoked or missing → 401), `Device-Id` its MAC,
+//! `Client-Id` (when sent) the one it was approved with, `Protocol-Version` 1, 2 or 3 (missing
+//! is 1; others → 400). There is no "no token" mode: the firmware sends whatever token the OTA
+//! answer gave, and Chela gives one only to devices the owner approved, so a token is always
+//! required, as for the OTA endpoints' deny-by-default onboarding.
+//!
+//! Then: the device's `hello` within [`Limits::device_hello`] (else the socket is closed with
+//! that reason), answered with transport `websocket`, a session id and downlink Opus 24 kHz in
+//! 60 ms packets. `listen`, `abort`, `mcp` and audio frames drive the pipeline; what it yields
+//! goes out as `stt`, `llm`, `tts` and binary frames in the device's protocol version, paced.
+//! A recognised (or typed, `listen detect`) utterance is a turn in the device's own session
+//! (channel `xiaozhi`, chat = the device id), see [`super::xiaozhi_turn`]. Closing: no frame for
+//! [`Limits::device_idle`] (120 s, the firmware's own rule), a `goodbye`, too many frames that
+//! are not audio in a row ([`MAX_BAD_FRAMES`]), the daemon stopping, or the device leaving.
+//!
+//! Bounds: a text or binary message is at most [`MAX_MESSAGE`] bytes (a bigger one closes the
+//! socket with 1009), the turn's control messages wait in a queue of [`CONTROL_QUEUE`], the
+//! device MCP link's in [`MCP_QUEUE`], the pipeline's own queues are bounded (see its docs),
+//! and each write may take [`Limits::write_timeout`].
+//!
+//! [`Limits::device_hello`]: super::Limits::device_hello
+//! [`Limits::device_idle`]: super::Limits::device_idle
+//! [`Limits::write_timeout`]: super::Limits::write_timeout
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chela_core::config as keys;
+use chela_proto::xiaozhi::frame::{self, Frame, Kind, Version};
+use chela_proto::xiaozhi::message::{
+    self, Alert, Hello, ListenMode, ListenState, Message as XzMessage, MessageError, Stt, Tts, TtsState,
+};
+use futures_util::{SinkExt, StreamExt};
+use hyper::header::{
+    AUTHORIZATION, CONNECTION, HeaderMap, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION,
+    UPGRADE,
+};
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::{Instant, sleep_until};
+use tokio_tungstenite::WebSocketStream;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
+use tokio_tungstenite::tungstenite::{self as tung, Message};
+
+use super::xiaozhi_turn::{self, Running};
+use super::{ApiError, Gateway, Resp, full, json as json_resp};
+use crate::devices::{Devices, normalize_id};
+use crate::voice::pipeline::{Mode, Output, Pipeline, Providers};
+use crate::voice::{DOWNLINK_RATE, FRAME_MS, VoiceConfig};
+
+/// Largest WebSocket message from a device, text or binary (a device MCP page is ~8 KB).
+pub const MAX_MESSAGE: usize = message::MAX_MESSAGE;
+/// Frames in a row that are neither audio nor a known message before the socket is closed.
+pub const MAX_BAD_FRAMES: u32 = 64;
+/// Control messages (`llm`, `alert`) from the running turn waiting to be written.
+pub const CONTROL_QUEUE: usize = 16;
+/// JSON-RPC messages from the device MCP client waiting to be written.
+pub const MCP_QUEUE: usize = 16;
+
+/// The device MCP client's end of one connection. `deliver` gets each `payload` of an incoming
+/// `{"type":"mcp"}` message; the client sends its own messages into the `mpsc::Sender` it was
+/// attached with, and the endpoint wraps each as `{"session_id":…,"type":"mcp","payload":…}`.
+/// Dropped when the device disconnects.
+pub trait McpLink: Send {
+    fn deliver(&self, payload: Value);
+}
+
+/// What the endpoint knows of the device for the MCP client.
+#[derive(Clone, Debug)]
+pub struct DeviceHello {
+    /// The device's MAC (`Device-Id`).
+    pub device: String,
+    pub session_id: String,
+}
+
+/// **The device MCP hook.** Called once after a `hello` with `features.mcp`: returns the link
+/// the device's MCP messages go to. The device MCP client (`crate::mcp::device`) is written
+/// separately; wiring it in is `Some(Box::new(crate::mcp::device::attach(…, out)))` here. Until
+/// then a device's MCP messages are dropped with a debug log and it offers no tools.
+fn attach_mcp(_gw: &Arc<Gateway>, hello: &DeviceHello, out: mpsc::Sender<Value>) -> Option<Box<dyn McpLink>> {
+    let _ = out;
+    tracing::debug!(
+        device = %hello.device, session = %hello.session_id,
+        "xiaozhi: the device offers MCP tools; no device MCP client is wired in"
+    );
+    None
+}
+
+/// A device's refusal before the upgrade: 401 with the reason.
+fn unauthorized(why: &str) -> Resp {
+    let mut resp = json_resp(StatusCode::UNAUTHORIZED, &json!({ "error": why }));
+    resp.headers_mut().insert(hyper::header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"xiaozhi\""));
+    resp
+}
+
+/// Checks the device's handshake and answers 101, serving the connection on its own task.
+pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Result<Resp, ApiError> {
+    if !gw.daemon.config().bool(keys::XIAOZHI_ENABLED) {
+        return Err(ApiError::NotFound("xiaozhi devices are off here (xiaozhi.enabled = false)".into()));
+    }
+    if req.method() != hyper::Method::GET {
+        return Err(ApiError::BadRequest("a WebSocket is opened with GET".to_owned()));
+    }
+    let headers = req.headers();
+    if headers.get(SEC_WEBSOCKET_VERSION).and_then(|v| v.to_str().ok()) != Some("13") {
+        return Err(ApiError::BadRequest(
+            "only WebSocket version 13 is spoken here (Sec-WebSocket-Version)".to_owned(),
+        ));
+    }
+    let Some(key) = headers.get(SEC_WEBSOCKET_KEY) else {
+        return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
+    };
+    let version = protocol_version(headers)?;
+    let get = |name| headers.get(name).and_then(|v: &HeaderValue| v.to_str().ok()).map_or("", str::trim);
+    let Some(device) = normalize_id(get("device-id")) else {
+        return Err(ApiError::BadRequest(
+            "the Device-Id header is missing or not a MAC address like aa:bb:cc:dd:ee:ff".into(),
+        ));
+    };
+    let client_id = get("client-id").to_owned();
+    let Some(token) = get(AUTHORIZATION.as_str()).strip_prefix("Bearer ").map(str::trim).filter(|t| !t.is_empty())
+    else {
+        return Ok(unauthorized(
+            "a device needs its token (Authorization: Bearer …); restart it so its OTA check fetches one",
+        ));
+    };
+    let store = Devices::open(gw.daemon.workspace());
+    let (id, token) = (device.clone(), token.to_owned());
+    let verdict = tokio::task::spawn_blocking(move || {
+        store.load().map(|s| {
+            let bound = s.devices.iter().find(|d| d.id == id);
+            let client_ok = client_id.is_empty() || bound.is_some_and(|d| d.client_id == client_id);
+            s.token_ok(&id, &token) && client_ok
+        })
+    })
+    .await
+    .map_err(|e| ApiError::internal("the device store", e))?;
+    match verdict {
+        Ok(true) => {}
+        Ok(false) => {
+            tracing::info!(%device, "xiaozhi: a WebSocket with an unknown or revoked device token was refused");
+            return Ok(unauthorized(
+                "this device token is unknown or revoked; restart the device so its OTA check asks again, and approve it with `chela device approve CODE`",
+            ));
+        }
+        Err(e) => {
+            tracing::error!("xiaozhi: {e}");
+            return Err(ApiError::Busy("the device store cannot be read; the owner has been told in the log".into()));
+        }
+    }
+    let accept = tung::handshake::derive_accept_key(key.as_bytes());
+    let gw = Arc::clone(gw);
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => connection(gw, device, version, TokioIo::new(upgraded)).await,
+            Err(e) => tracing::debug!("xiaozhi: WebSocket upgrade failed: {e}"),
+        }
+    });
+    let mut resp = Response::new(full(""));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(SEC_WEBSOCKET_ACCEPT, HeaderValue::from_str(&accept).map_err(|e| ApiError::internal("accept key", e))?);
+    Ok(resp)
+}
+
+/// `Protocol-Version`: 1, 2 or 3; missing is 1.
+fn protocol_version(headers: &HeaderMap) -> Result<Version, ApiError> {
+    let Some(raw) = headers.get("protocol-version") else { return Ok(Version::V1) };
+    raw.to_str()
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .and_then(Version::from_number)
+        .ok_or_else(|| ApiError::BadRequest("Protocol-Version must be 1, 2 or 3 (the binary audio framing)".into()))
+}
+
+/// Session ids handed out by this process.
+static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
+
+fn session_id() -> String {
+    // Unique per process and not guessable across restarts: the id only labels messages.
+    let rand = crate::devices::random::<4>().map(hex4).unwrap_or_default();
+    format!("{}{:x}", rand, NEXT_SESSION.fetch_add(1, Ordering::Relaxed))
+}
+
+fn hex4(b: [u8; 4]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+type Socket<S> = WebSocketStream<S>;
+
+/// Why the connection loop stops.
+enum Stop {
+    /// The device left or the socket failed: nothing more to send.
+    Gone,
+    /// Close with this code and reason.
+    Close(CloseCode, &'static str),
+}
+
+/// One device's connection state (owned by its task).
+struct Conn {
+    gw: Arc<Gateway>,
+    device: String,
+    version: Version,
+    session_id: String,
+    pipeline: Option<Pipeline>,
+    turn: Option<Running>,
+    control: mpsc::Sender<Value>,
+    mcp: Option<Box<dyn McpLink>>,
+    mcp_tx: mpsc::Sender<Value>,
+    bad_frames: u32,
+    /// Milliseconds of the reply sent so far (protocol 2's frame timestamp).
+    downlink_ms: u32,
+}
+
+/// One device's conversation, until it leaves, falls silent, or the daemon stops.
+async fn connection<S>(gw: Arc<Gateway>, device: String, version: Version, io: S)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let limits = gw.limits;
+    let config = WebSocketConfig::default()
+        .max_message_size(Some(MAX_MESSAGE))
+        .max_frame_size(Some(MAX_MESSAGE))
+        // Small buffers: an idle device costs little.
+        .read_buffer_size(4096)
+        .write_buffer_size(0)
+        .max_write_buffer_size(2 * MAX_MESSAGE);
+    let mut socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+    let (control, mut control_rx) = mpsc::channel(CONTROL_QUEUE);
+    let (mcp_tx, mut mcp_rx) = mpsc::channel(MCP_QUEUE);
+    let mut c = Conn {
+        gw: Arc::clone(&gw),
+        device,
+        version,
+        session_id: session_id(),
+        pipeline: None,
+        turn: None,
+        control,
+        mcp: None,
+        mcp_tx,
+        bad_frames: 0,
+        downlink_ms: 0,
+    };
+    tracing::debug!(device = %c.device, protocol = version.number(), "xiaozhi: a device connected");
+    let shutdown = gw.daemon.shutdown().clone();
+    let mut deadline = Instant::now() + limits.device_hello;
+    let stop = loop {
+        let output = async {
+            match &mut c.pipeline {
+                Some(p) => p.next_output().await,
+                None => std::future::pending().await,
+            }
+        };
+        let step = tokio::select! {
+            incoming = socket.next() => match incoming {
+                None => Err(Stop::Gone),
+                Some(Err(tung::Error::Capacity(e))) => {
+                    tracing::info!(device = %c.device, "xiaozhi: a device sent a message over the limit ({e}); closed");
+                    Err(Stop::Close(CloseCode::Size, "message too large"))
+                }
+                Some(Err(e)) => {
+                    tracing::debug!(device = %c.device, "xiaozhi: the WebSocket failed: {e}");
+                    Err(Stop::Gone)
+                }
+                Some(Ok(msg)) => {
+                    if c.pipeline.is_some() {
+                        deadline = Instant::now() + limits.device_idle;
+                    }
+                    c.on_message(msg, &mut socket).await
+                }
+            },
+            out = output => c.on_output(out, &mut socket).await,
+            Some(v) = control_rx.recv() => send(&mut socket, Message::text(v.to_string()), limits.write_timeout).await,
+            Some(payload) = mcp_rx.recv() => {
+                let v = json!({"session_id": c.session_id, "type": "mcp", "payload": payload});
+                send(&mut socket, Message::text(v.to_string()), limits.write_timeout).await
+            }
+            () = sleep_until(deadline) => Err(if c.pipeline.is_none() {
+                tracing::info!(device = %c.device, "xiaozhi: no hello within {:?}; closed", limits.device_hello);
+                Stop::Close(CloseCode::Policy, "no hello within 10 s")
+            } else {
+                tracing::debug!(device = %c.device, "xiaozhi: nothing from the device for {:?}; closed", limits.device_idle);
+                Stop::Close(CloseCode::Normal, "idle")
+            }),
+            () = shutdown.wait() => Err(Stop::Close(CloseCode::Away, "Chela is stopping")),
+        };
+        if let Err(stop) = step {
+            break stop;
+        }
+    };
+    // Leaving cancels the running turn (dropping it) and the reply.
+    c.turn = None;
+    if let Stop::Close(code, reason) = stop {
+        let frame = CloseFrame { code, reason: reason.into() };
+        let _ = tokio::time::timeout(Duration::from_secs(1), socket.close(Some(frame))).await;
+    }
+    tracing::debug!(device = %c.device, "xiaozhi: a device left");
+}
+
+/// Writes one message within the write timeout; a failure ends the connection.
+async fn send<S>(socket: &mut Socket<S>, msg: Message, timeout: Duration) -> Result<(), Stop>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    match tokio::time::timeout(timeout, socket.send(msg)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => {
+            tracing::debug!("xiaozhi: a write failed: {e}");
+            Err(Stop::Gone)
+        }
+        Err(_) => {
+            tracing::info!("xiaozhi: a device took no data for {timeout:?}; cut off");
+            Err(Stop::Gone)
+        }
+    }
+}
+
+/// Writes one text message.
+async fn say<S>(socket: &mut Socket<S>, msg: XzMessage, timeout: Duration) -> Result<(), Stop>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    send(socket, Message::text(msg.to_json()), timeout).await
+}
+
+impl Conn {
+    fn sid(&self) -> Option<String> {
+        Some(self.session_id.clone())
+    }
+
+    async fn on_message<S>(&mut self, msg: Message, socket: &mut Socket<S>) -> Result<(), Stop>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        match msg {
+            Message::Text(text) => self.on_text(text.as_str(), socket).await,
+            Message::Binary(bytes) => self.on_binary(&bytes),
+            // The codec answers pings and a close; the stream ends after a close.
+            _ => Ok(()),
+        }
+    }
+
+    async fn on_text<S>(&mut self, text: &str, socket: &mut Socket<S>) -> Result<(), Stop>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let msg = match message::parse(text) {
+            Ok(m) => m,
+            Err(MessageError::UnknownType(t)) => {
+                tracing::debug!(device = %self.device, "xiaozhi: ignored a `{}` message", clip(&t));
+                return Ok(());
+            }
+            Err(e) => {
+                tracing::debug!(device = %self.device, "xiaozhi: a bad text message: {e}");
+                return self.bad_frame();
+            }
+        };
+        self.bad_frames = 0;
+        if let XzMessage::Hello(hello) = msg {
+            return self.on_hello(&hello, socket).await;
+        }
+        let Some(pipeline) = &mut self.pipeline else {
+            tracing::debug!(device = %self.device, "xiaozhi: a message before hello was ignored");
+            return Ok(());
+        };
+        match msg {
+            XzMessage::Listen(l) => match l.state {
+                ListenState::Start => pipeline.handle_listen_start(match l.mode.unwrap_or(ListenMode::Auto) {
+                    ListenMode::Auto => Mode::Auto,
+                    ListenMode::Manual => Mode::Manual,
+                    ListenMode::Realtime => Mode::Realtime,
+                }),
+                ListenState::Stop => pipeline.handle_listen_stop(),
+                ListenState::Detect => match l.text.as_deref().map(str::trim) {
+                    Some(t) if !t.is_empty() => pipeline.handle_detect(&clip_text(t)),
+                    _ => {}
+                },
+            },
+            XzMessage::Abort(_) => {
+                pipeline.handle_abort();
+                // Barge-in: the turn that was to be spoken stops too.
+                self.turn = None;
+            }
+            XzMessage::Mcp(m) => match &self.mcp {
+                Some(link) => link.deliver(m.payload),
+                None => {
+                    tracing::debug!(device = %self.device, "xiaozhi: an mcp message was dropped (no device MCP client)")
+                }
+            },
+            XzMessage::Goodbye(_) => return Err(Stop::Close(CloseCode::Normal, "goodbye")),
+            other => {
+                tracing::debug!(device = %self.device, "xiaozhi: ignored a server-side message from a device: {:?}", kind(&other))
+            }
+        }
+        Ok(())
+    }
+
+    async fn on_hello<S>(&mut self, hello: &Hello, socket: &mut Socket<S>) -> Result<(), Stop>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        if let Some(t) = hello.transport.as_deref()
+            && t != "websocket"
+        {
+            tracing::info!(device = %self.device, "xiaozhi: a hello for transport `{}` on the WebSocket; closed", clip(t));
+            return Err(Stop::Close(CloseCode::Policy, "transport must be websocket"));
+        }
+        if self.pipeline.is_none() {
+            let cfg = self.gw.daemon.config();
+            let voice = Arc::new(VoiceConfig::from_config(&cfg));
+            let http = match crate::app::http_client(&cfg) {
+                Ok(h) => h,
+                Err(e) => {
+                    tracing::warn!("xiaozhi: no HTTP client for the voice providers: {e:#}");
+                    return Err(Stop::Close(CloseCode::Error, "the voice providers are not set up"));
+                }
+            };
+            let providers = Arc::new(Providers::new(&http, &voice));
+            match Pipeline::new(providers, voice) {
+                Ok(p) => self.pipeline = Some(p),
+                Err(e) => {
+                    tracing::warn!("xiaozhi: cannot start a voice pipeline: {e}");
+                    return Err(Stop::Close(CloseCode::Error, "the voice pipeline cannot start"));
+                }
+            }
+            if hello.features.as_ref().and_then(|f| f.mcp) == Some(true) {
+                let who = DeviceHello { device: self.device.clone(), session_id: self.session_id.clone() };
+                self.mcp = attach_mcp(&self.gw, &who, self.mcp_tx.clone());
+            }
+        }
+        say(
+            socket,
+            XzMessage::Hello(Hello::server(&self.session_id, DOWNLINK_RATE, FRAME_MS)),
+            self.gw.limits.write_timeout,
+        )
+        .await
+    }
+
+    fn on_binary(&mut self, bytes: &Bytes) -> Result<(), Stop> {
+        let Some(pipeline) = &mut self.pipeline else { return Ok(()) };
+        match frame::parse(self.version, bytes) {
+            Ok(Frame { kind: Kind::Opus, payload, .. }) => match pipeline.handle_audio(payload) {
+                Ok(_) => {
+                    self.bad_frames = 0;
+                    Ok(())
+                }
+                Err(e) => {
+                    tracing::debug!(device = %self.device, "xiaozhi: {e}");
+                    self.bad_frame()
+                }
+            },
+            Ok(Frame { kind: Kind::Json, .. }) => {
+                tracing::debug!(device = %self.device, "xiaozhi: a JSON binary frame was ignored");
+                Ok(())
+            }
+            Err(e) => {
+                tracing::debug!(device = %self.device, "xiaozhi: a bad binary frame: {e}");
+                self.bad_frame()
+            }
+        }
+    }
+
+    fn bad_frame(&mut self) -> Result<(), Stop> {
+        self.bad_frames += 1;
+        if self.bad_frames >= MAX_BAD_FRAMES {
+            tracing::info!(device = %self.device, "xiaozhi: {MAX_BAD_FRAMES} bad frames in a row; closed");
+            return Err(Stop::Close(CloseCode::Policy, "too many frames that are neither audio nor a message"));
+        }
+        Ok(())
+    }
+
+    async fn on_output<S>(&mut self, out: Output, socket: &mut Socket<S>) -> Result<(), Stop>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let sid = self.sid();
+        match out {
+            Output::Heard(text) => {
+                say(
+                    socket,
+                    XzMessage::Stt(Stt { session_id: sid.clone(), text: text.clone() }),
+                    self.gw.limits.write_timeout,
+                )
+                .await?;
+                // A new utterance cancels the running turn; `start_reply` cancels its speech.
+                self.turn = None;
+                let Some(pipeline) = &mut self.pipeline else { return Ok(()) };
+                let writer = pipeline.start_reply();
+                let ctx = xiaozhi_turn::Ctx {
+                    daemon: Arc::clone(&self.gw.daemon),
+                    device: self.device.clone(),
+                    session_id: self.session_id.clone(),
+                    control: self.control.clone(),
+                };
+                self.turn = Some(xiaozhi_turn::start(ctx, text, writer));
+                Ok(())
+            }
+            Output::TtsStart => {
+                self.downlink_ms = 0;
+                say(
+                    socket,
+                    XzMessage::Tts(Tts { session_id: sid, state: TtsState::Start, text: None }),
+                    self.gw.limits.write_timeout,
+                )
+                .await
+            }
+            Output::SentenceStart(text) => {
+                let tts = Tts { session_id: sid, state: TtsState::SentenceStart, text: Some(text) };
+                say(socket, XzMessage::Tts(tts), self.gw.limits.write_timeout).await
+            }
+            Output::Frame(packet) => {
+                let mut buf = Vec::with_capacity(packet.len() + self.version.header_len());
+                let f = Frame { kind: Kind::Opus, timestamp: self.downlink_ms, payload: &packet };
+                if let Err(e) = frame::encode(self.version, &f, &mut buf) {
+                    tracing::warn!("xiaozhi: a downlink frame could not be encoded: {e}");
+                    return Ok(());
+                }
+                self.downlink_ms = self.downlink_ms.wrapping_add(FRAME_MS);
+                send(socket, Message::binary(buf), self.gw.limits.write_timeout).await
+            }
+            Output::TtsStop => {
+                say(
+                    socket,
+                    XzMessage::Tts(Tts { session_id: sid, state: TtsState::Stop, text: None }),
+                    self.gw.limits.write_timeout,
+                )
+                .await
+            }
+            Output::Problem { spoken, error } => {
+                tracing::warn!(device = %self.device, "xiaozhi: {error}");
+                say(socket, XzMessage::Alert(alert(sid, spoken)), self.gw.limits.write_timeout).await
+            }
+        }
+    }
+}
+
+/// An `alert` the firmware shows (all three fields are required).
+pub(super) fn alert(session_id: Option<String>, message: &str) -> Alert {
+    Alert { session_id, status: "Error".into(), message: message.to_owned(), emotion: "sad".into() }
+}
+
+fn kind(m: &XzMessage) -> &'static str {
+    match m {
+        XzMessage::Stt(_) => "stt",
+        XzMessage::Llm(_) => "llm",
+        XzMessage::Tts(_) => "tts",
+        XzMessage::Alert(_) => "alert",
+        XzMessage::System(_) => "system",
+        _ => "other",
+    }
+}
+
+fn clip(s: &str) -> String {
+    s.chars().take(40).collect()
+}
+
+/// Longest typed utterance kept (a `detect` text); the rest is cut.
+pub const MAX_DETECT_CHARS: usize = 2000;
+
+fn clip_text(s: &str) -> String {
+    s.chars().take(MAX_DETECT_CHARS).collect()
+}
