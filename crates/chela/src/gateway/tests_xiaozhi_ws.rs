@@ -472,3 +472,37 @@ async fn mcp_messages_without_a_client_are_dropped_and_the_device_goes_on() {
     let got = until_tts_stop(&mut c).await;
     assert_eq!(jsons(&got)[0]["text"], "ok?");
 }
+
+#[tokio::test]
+async fn realtime_mode_speech_during_a_reply_interrupts_it() {
+    let long = "This is a long answer that goes on. ".repeat(20);
+    let r = rig(vec![Step::text(long), Step::text("Okay.")], "stop talking", Limits::default()).await;
+    let (mut c, _) = hello(r.addr, None).await;
+    c.send(WsMessage::text(r#"{"type":"listen","state":"start","mode":"realtime"}"#)).await.unwrap();
+    c.send(WsMessage::text(r#"{"type":"listen","state":"detect","text":"tell me a story"}"#)).await.unwrap();
+    let mut frames = 0;
+    while frames < 3 {
+        if let Got::Audio(_) = next(&mut c).await {
+            frames += 1;
+        }
+    }
+    // The device keeps its microphone open (AEC) and the person talks over the reply.
+    for f in speech_frames("Stop talking please.", 1) {
+        c.send(WsMessage::binary(f)).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    loop {
+        match next(&mut c).await {
+            Got::Json(v) if v["type"] == "stt" => {
+                assert_eq!(v["text"], "stop talking");
+                break;
+            }
+            Got::Json(v) => seen.push(v),
+            Got::Audio(_) => {}
+            Got::Closed(w) => panic!("closed: {w:?}"),
+        }
+    }
+    assert!(seen.iter().any(|v| v["type"] == "tts" && v["state"] == "stop"), "the reply was stopped: {seen:?}");
+    let got = until_tts_stop(&mut c).await;
+    assert!(jsons(&got).iter().any(|v| v["text"] == "Okay."), "{got:?}");
+}
