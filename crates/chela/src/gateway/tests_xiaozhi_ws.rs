@@ -99,7 +99,10 @@ pub(super) async fn dial(addr: SocketAddr, token: &str, version: Option<&str>) -
     }
 }
 
-pub(super) const HELLO: &str = r#"{"type":"hello","version":1,"features":{"mcp":true},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#;
+/// A device without MCP tools, so the conversation tests see only the conversation; a device
+/// with them ([`HELLO_MCP`]) is asked for its tools first.
+pub(super) const HELLO: &str = r#"{"type":"hello","version":1,"features":{"mcp":false},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#;
+const HELLO_MCP: &str = r#"{"type":"hello","version":1,"features":{"mcp":true},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#;
 
 /// Dials and says hello; returns the client and the server's hello.
 pub(super) async fn hello(addr: SocketAddr, version: Option<&str>) -> (Client, Value) {
@@ -462,15 +465,58 @@ async fn bad_tokens_and_versions_are_refused_before_the_upgrade() {
     assert_eq!(dial(r.addr, TOKEN, None).await.err(), Some(401), "a revoked device is refused");
 }
 
+/// The next MCP request the server sends the device (other messages are not expected here).
+async fn next_mcp(c: &mut Client) -> Value {
+    match next(c).await {
+        Got::Json(v) if v["type"] == "mcp" => v["payload"].clone(),
+        other => panic!("expected an MCP message, got {other:?}"),
+    }
+}
+
+async fn answer_mcp(c: &mut Client, id: &Value, result: Value) {
+    let m = json!({"session_id": "x", "type": "mcp", "payload": {"jsonrpc": "2.0", "id": id, "result": result}});
+    c.send(WsMessage::text(m.to_string())).await.unwrap();
+}
+
 #[tokio::test]
-async fn mcp_messages_without_a_client_are_dropped_and_the_device_goes_on() {
+async fn a_devices_mcp_tools_reach_the_model_and_stray_mcp_messages_are_dropped() {
     let r = rig(vec![Step::text("Fine.")], "x", Limits::default()).await;
-    let (mut c, _) = hello(r.addr, None).await;
-    let mcp = json!({"session_id": "x", "type": "mcp", "payload": {"jsonrpc": "2.0", "id": 1, "result": {}}});
-    c.send(WsMessage::text(mcp.to_string())).await.unwrap();
+    let mut c = dial(r.addr, TOKEN, None).await.expect("the device is let in");
+    c.send(WsMessage::text(HELLO_MCP)).await.unwrap();
+    assert!(matches!(next(&mut c).await, Got::Json(v) if v["type"] == "hello"));
+    let init = next_mcp(&mut c).await;
+    assert_eq!(init["method"], "initialize", "{init}");
+    assert!(init["id"].is_u64(), "a device takes integer ids only: {init}");
+    assert_eq!(init["params"]["protocolVersion"], "2024-11-05");
+    let vision = &init["params"]["capabilities"]["vision"];
+    assert_eq!(vision["url"], format!("http://{}/mcp/vision/explain", r.addr), "{init}");
+    assert!(vision["token"].as_str().is_some_and(|t| !t.is_empty() && t != TOKEN), "{init}");
+    let server = json!({"protocolVersion": "2024-11-05", "capabilities": {"tools": {}}, "serverInfo": {"name": "b", "version": "1"}});
+    answer_mcp(&mut c, &init["id"], server).await;
+    let list = loop {
+        let m = next_mcp(&mut c).await;
+        if m["method"] == "tools/list" {
+            break m;
+        }
+        assert_eq!(m["method"], "notifications/initialized", "{m}");
+    };
+    let tools = json!({"tools": [{"name": "self.get_device_status", "description": "The device's state.",
+        "inputSchema": {"type": "object", "properties": {}}}]});
+    answer_mcp(&mut c, &list["id"], tools).await;
+    // An answer to a question never asked is dropped, and the device goes on.
+    answer_mcp(&mut c, &json!(999), json!({})).await;
+    let group = format!("device_{}", MAC.replace(':', ""));
+    for _ in 0..500 {
+        if r.daemon.toolbox().registry().in_group(&group).next().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     c.send(WsMessage::text(r#"{"type":"listen","state":"detect","text":"ok?"}"#)).await.unwrap();
     let got = until_tts_stop(&mut c).await;
     assert_eq!(jsons(&got)[0]["text"], "ok?");
+    let offered = String::from_utf8_lossy(&r.llm.requests()[0].body).into_owned();
+    assert!(offered.contains(&format!("{group}_self_get_device_status")), "{offered}");
 }
 
 #[tokio::test]

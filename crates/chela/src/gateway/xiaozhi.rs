@@ -170,7 +170,7 @@ fn device_info(headers: &HeaderMap, body: SystemInfo) -> Info {
 /// `scheme://authority` the device reached this gateway at: from `xiaozhi.public_url` when set
 /// (`ws` → `http`), else `gateway.listen`, or the `Host` the device used when the listen
 /// address is a wildcard (0.0.0.0), which no device can dial.
-fn base(gw: &Gateway, headers: &HeaderMap) -> (String, String) {
+pub(super) fn base(gw: &Gateway, headers: &HeaderMap) -> (String, String) {
     let cfg = gw.daemon.config();
     let public = cfg.get(keys::XIAOZHI_PUBLIC_URL);
     if let Some((scheme, rest)) = public.split_once("://") {

@@ -81,19 +81,23 @@ pub struct DeviceHello {
     /// The device's MAC (`Device-Id`).
     pub device: String,
     pub session_id: String,
+    /// The camera's `/mcp/vision/explain` URL and the device's vision token, offered to the
+    /// device in `initialize` (`capabilities.vision`).
+    pub vision: Option<(String, String)>,
 }
 
-/// **The device MCP hook.** Called once after a `hello` with `features.mcp`: returns the link
-/// the device's MCP messages go to. The device MCP client (`crate::mcp::device`) is written
-/// separately; wiring it in is `Some(Box::new(crate::mcp::device::attach(…, out)))` here. Until
-/// then a device's MCP messages are dropped with a debug log and it offers no tools.
-fn attach_mcp(_gw: &Arc<Gateway>, hello: &DeviceHello, out: mpsc::Sender<Value>) -> Option<Box<dyn McpLink>> {
-    let _ = out;
-    tracing::debug!(
-        device = %hello.device, session = %hello.session_id,
-        "xiaozhi: the device offers MCP tools; no device MCP client is wired in"
-    );
-    None
+/// **The device MCP hook.** Called once after a `hello` with `features.mcp`: the device MCP
+/// client (`crate::mcp::device`) takes the device's MCP messages, and its tools become the
+/// group `device_<id>` until the connection ends (dropping the link removes the group).
+fn attach_mcp(gw: &Arc<Gateway>, hello: &DeviceHello, out: mpsc::Sender<Value>) -> Option<Box<dyn McpLink>> {
+    tracing::debug!(device = %hello.device, session = %hello.session_id, "xiaozhi: the device offers MCP tools");
+    Some(Box::new(crate::mcp::device::attach(gw.daemon.toolbox(), &hello.device, hello.vision.clone(), out)))
+}
+
+impl McpLink for crate::mcp::device::DevicePeer {
+    fn deliver(&self, payload: Value) {
+        crate::mcp::device::Peer::deliver(self, payload);
+    }
 }
 
 /// A device's refusal before the upgrade: 401 with the reason.
@@ -140,14 +144,16 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
         store.load().map(|s| {
             let bound = s.devices.iter().find(|d| d.id == id);
             let client_ok = client_id.is_empty() || bound.is_some_and(|d| d.client_id == client_id);
-            s.token_ok(&id, &token) && client_ok
+            (s.token_ok(&id, &token) && client_ok).then(|| s.vision_token(&id))
         })
     })
     .await
     .map_err(|e| ApiError::internal("the device store", e))?;
-    match verdict {
-        Ok(true) => {}
-        Ok(false) => {
+    // The camera posts to the same address the device reached the gateway at.
+    let camera_url = format!("{}{}", super::xiaozhi::base(gw, headers).1, super::vision::PATH);
+    let vision = match verdict {
+        Ok(Some(vision_token)) => vision_token.map(|t| (camera_url, t)),
+        Ok(None) => {
             tracing::info!(%device, "xiaozhi: a WebSocket with an unknown or revoked device token was refused");
             return Ok(unauthorized(
                 "this device token is unknown or revoked; restart the device so its OTA check asks again, and approve it with `chela device approve CODE`",
@@ -157,12 +163,12 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
             tracing::error!("xiaozhi: {e}");
             return Err(ApiError::Busy("the device store cannot be read; the owner has been told in the log".into()));
         }
-    }
+    };
     let accept = tung::handshake::derive_accept_key(key.as_bytes());
     let gw = Arc::clone(gw);
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
-            Ok(upgraded) => connection(gw, device, version, TokioIo::new(upgraded)).await,
+            Ok(upgraded) => connection(gw, device, vision, version, TokioIo::new(upgraded)).await,
             Err(e) => tracing::debug!("xiaozhi: WebSocket upgrade failed: {e}"),
         }
     });
@@ -212,6 +218,8 @@ enum Stop {
 struct Conn {
     gw: Arc<Gateway>,
     device: String,
+    /// What `initialize` offers the device as its camera's endpoint (see [`DeviceHello`]).
+    vision: Option<(String, String)>,
     version: Version,
     session_id: String,
     pipeline: Option<Pipeline>,
@@ -225,7 +233,7 @@ struct Conn {
 }
 
 /// One device's conversation, until it leaves, falls silent, or the daemon stops.
-async fn connection<S>(gw: Arc<Gateway>, device: String, version: Version, io: S)
+async fn connection<S>(gw: Arc<Gateway>, device: String, vision: Option<(String, String)>, version: Version, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -243,6 +251,7 @@ where
     let mut c = Conn {
         gw: Arc::clone(&gw),
         device,
+        vision,
         version,
         session_id: session_id(),
         pipeline: None,
@@ -436,7 +445,11 @@ impl Conn {
                 }
             }
             if hello.features.as_ref().and_then(|f| f.mcp) == Some(true) {
-                let who = DeviceHello { device: self.device.clone(), session_id: self.session_id.clone() };
+                let who = DeviceHello {
+                    device: self.device.clone(),
+                    session_id: self.session_id.clone(),
+                    vision: self.vision.clone(),
+                };
                 self.mcp = attach_mcp(&self.gw, &who, self.mcp_tx.clone());
             }
         }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use chela_testkit::audio::FakeAudio;
 use chela_testkit::{FakeLlm, Step};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::gateway::Running;
 use crate::{Capture, Provider, Ws, wait_for};
@@ -40,6 +40,13 @@ impl Device {
         let out = Capture::start(child.stdout.take());
         let err = Capture::start(child.stderr.take());
         Device { child, out, err }
+    }
+
+    /// Lets a driver waiting between two utterances (`--then`) go on.
+    pub fn go(&mut self) {
+        use std::io::Write;
+        let stdin = self.child.stdin.as_mut().expect("the driver's stdin");
+        stdin.write_all(b"go\n").and_then(|()| stdin.flush()).expect("cannot write to the driver");
     }
 
     /// The complete lines so far, parsed.
@@ -262,6 +269,41 @@ fn a_spoken_utterance_reaches_asr_and_the_reply_is_decoded_back_from_opus() {
     check_audio(&v, &events);
     let asked = crate::conversation(Provider::OpenAi, &crate::body(&v.llm, 0));
     assert!(crate::text_of(asked.last().unwrap()).contains(transcript), "{asked:?}");
+}
+
+#[test]
+fn the_model_calls_a_tool_the_sdk_device_serves_over_mcp_and_reads_its_result() {
+    let v = Voice::start(vec![Step::text("Hello there.")], "unused");
+    let mut dev = Device::spawn(
+        &v.d,
+        "mcp",
+        "aa:bb:cc:dd:ee:04",
+        &["--text", "hi", "--then", "how is your battery?", "--tool", "self.get_battery_level", "--tool-result", "72%"],
+    );
+    dev.approve(&v.ws);
+    dev.wait_event("the first reply", |e| e["event"] == "waiting");
+    // The device's tool was offered to the model in the first turn, under a provider-safe name.
+    let names = crate::tool_names(Provider::OpenAi, &crate::body(&v.llm, 0));
+    let tool = names.iter().find(|n| n.contains("get_battery_level")).unwrap_or_else(|| panic!("{names:?}")).clone();
+    assert!(tool.starts_with("device_") && !tool.contains('.'), "{tool}");
+    v.llm.push(Step::tool_call(&tool, json!({})));
+    v.llm.push(Step::text("The battery is at 72 percent."));
+    dev.go();
+    let events = dev.finish();
+    let init = event(&events, "mcp").into_iter().find(|e| e["method"] == "initialize").cloned().unwrap();
+    assert_eq!(init["params"]["protocolVersion"], "2024-11-05");
+    assert!(
+        init["params"]["capabilities"]["vision"]["url"].as_str().unwrap().ends_with("/mcp/vision/explain"),
+        "{init}"
+    );
+    let calls = event(&events, "tool_call");
+    assert_eq!(calls.len(), 1, "{events:?}");
+    assert_eq!(calls[0]["name"], "self.get_battery_level");
+    // The device's answer reached the model in the request after the call.
+    let after = crate::body(&v.llm, 2).to_string();
+    assert!(after.contains("72%"), "{after}");
+    let msgs = messages(&events);
+    assert!(tts(&msgs).contains(&"sentence_start The battery is at 72 percent.".to_owned()), "{msgs:?}");
 }
 
 #[test]
