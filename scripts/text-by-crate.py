@@ -7,7 +7,7 @@ MAP is the map `CHELA_LINK_MAP=PATH cargo build --profile release-small --target
 x86_64-unknown-linux-musl -p chela --bin chela` writes (crates/chela/build.rs; mangled names).
 Under fat LTO all Rust code is one object, so a Rust function is attributed to the first
 component of its demangled path (binutils' c++filt; for `<T as Trait>::f`, the crate of T; methods
-of primitive types count as "core"): generic code instantiated by another crate counts for the
+of primitive types count as "core", `drop_in_place<T>` for the crate of T): generic code instantiated by another crate counts for the
 crate that defines it, so the figures are approximate. C code (musl, ring, Lua, libopus) counts
 for its archive member's library. Prints the N largest (default 25) and the total.
 """
@@ -31,6 +31,9 @@ def crate_of(demangled):
     """The first path component, or for `<T as Trait>::f` the crate of T."""
     if "::" not in demangled:
         return None
+    for generic in ("core::ptr::drop_in_place<", "core::ptr::drop_glue<"):
+        if demangled.startswith(generic):  # the glue of a type counts for the type's crate
+            demangled = demangled[len(generic) :]
     m = FIRST.match(demangled)
     if not m:
         return "?"
@@ -38,7 +41,7 @@ def crate_of(demangled):
 
 
 def library_of(path):
-    m = re.search(r"lib([A-Za-z0-9_]+?)(?:-[0-9a-f]+)?\.(?:rlib|a)\(", path)
+    m = re.search(r"lib([A-Za-z0-9_.]+?)(?:-[0-9a-f]+)?\.(?:rlib|a)\(", path)
     if m:
         return m[1] + (" (C)" if ".rcgu.o" not in path else "")
     return path.rsplit("/", 1)[-1]
