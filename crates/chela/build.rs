@@ -22,7 +22,8 @@
 //! run`. The linker places those functions first, in that order. Names it does not find (the
 //! list gone stale after a code or toolchain change) are skipped silently: a stale list costs
 //! resident memory, never correctness. Without `rust-lld` the build links as before and says
-//! so. `CHELA_LINK_MAP=PATH` also writes lld's link map there (the script's input).
+//! so. `CHELA_LINK_MAP=PATH` also writes lld's link map there (the script's input; its folder
+//! must exist).
 
 use std::path::Path;
 
