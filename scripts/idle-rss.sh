@@ -16,26 +16,7 @@ ROUNDS=${ROUNDS:-3}
 work=$(mktemp -d)
 tg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 gw_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$work/tg.py" <<'PY'
-import http.server, json, socketserver, sys, time
-class H(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    def do_POST(self): self.go()
-    def do_GET(self): self.go()
-    def go(self):
-        self.rfile.read(int(self.headers.get("content-length") or 0))
-        if "getUpdates" in self.path: time.sleep(2)
-        res = {"id": 1, "is_bot": True, "first_name": "b", "username": "b"} if "getMe" in self.path else []
-        body = json.dumps({"ok": True, "result": res}).encode()
-        self.send_response(200); self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body))); self.end_headers()
-        try: self.wfile.write(body)
-        except OSError: pass
-    def log_message(self, *a): pass
-class S(socketserver.ThreadingMixIn, http.server.HTTPServer): daemon_threads = True
-S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()
-PY
-python3 "$work/tg.py" "$tg_port" & tg=$!
+python3 "$(dirname "$0")/telegram-standin.py" "$tg_port" & tg=$!
 trap 'kill $tg 2>/dev/null; rm -rf "$work"' EXIT
 for b in "$@"; do
   python3 -c 'import os,sys; fd=os.open(sys.argv[1],os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd,0,0,os.POSIX_FADV_DONTNEED)' "$b"
