@@ -12,6 +12,7 @@
 
 extern crate alloc;
 
+pub mod board;
 pub mod boot;
 pub mod console;
 pub mod cron;

@@ -5,11 +5,15 @@
 //! the clock; Telegram long polling for the person (unknown chats get nothing); each message
 //! runs one turn of `chela-core` through the shared chip driver (`chela-chip`, the code the
 //! emulator turn runs), streamed from Anthropic or an OpenAI-compatible API; sessions and
-//! memory in the `chela` flash partition through the core's flash store ([`flash`]).
+//! memory in the `chela` flash partition through the core's flash store ([`flash`]); the
+//! serial console ([`serial`], `chela_core::console`) on the chip's USB and UART0; scheduled
+//! jobs (`chela_chip::cron`); the status LED ([`led`]); the I²C sensors of a build-time
+//! board.json (`chela_chip::board` over [`hw`]).
 //!
-//! Settings come from the build's environment (`CHELA_*`, see `firmware/README` in the
-//! top-level README's firmware section). Nothing here was run on a board: it builds, links
-//! and is accepted by `esptool elf2image`; the shared logic is tested on the host and on QEMU.
+//! Settings are typed on the serial console and kept in flash; the build's environment
+//! (`CHELA_*`, see the README's firmware section) gives the defaults. Nothing here was run on
+//! a board: it builds, links and is accepted by `esptool elf2image`; the shared logic is
+//! tested on the host and on QEMU.
 #![no_std]
 #![no_main]
 
@@ -18,27 +22,42 @@ extern crate alloc;
 mod board;
 mod certs;
 mod flash;
+mod hw;
+mod led;
 mod net;
+mod serial;
 mod tools;
 
 use alloc::format;
 use alloc::string::String;
+use core::cell::{Cell, RefCell};
 
-use chela_chip::telegram::{self, Access, Polled, Update};
+use chela_chip::board::Sensors;
+use chela_chip::cron::Cron;
+use chela_chip::telegram::{self, Polled, Update};
+use chela_chip::tools::Join;
 use chela_chip::turn::{self, Chip, Origin};
 use chela_chip::{Board, boot, say};
-use chela_core::console::{BootMode, ChipDefaults};
-use chela_core::exchange::{Endpoint, Kind};
+use chela_core::console::{BootMode, ChipConfig, ChipDefaults, Console, Effect, Field, Heap, Status, Wifi};
+use critical_section::Mutex;
 use embassy_executor::Spawner;
+use embassy_futures::select::{Either, select};
 use embassy_net::dns::{DnsQueryType, DnsSocket};
 use embassy_net::tcp::client::TcpClientState;
 use embassy_net::udp::{PacketMetadata, UdpSocket};
 use embassy_net::{Runner, Stack, StackResources};
+use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+use embassy_sync::signal::Signal;
 use embassy_time::{Duration, Timer, with_timeout};
 use esp_backtrace as _;
 use esp_hal::clock::CpuClock;
+use esp_hal::rmt::Rmt;
 use esp_hal::rng::Rng;
+use esp_hal::time::Rate;
 use esp_hal::timer::timg::TimerGroup;
+use esp_hal::uart::{Config as UartConfig, UartRx};
+use esp_hal::usb::usb_serial_jtag::UsbSerialJtag;
+use esp_hal_smartled::{RmtSmartLeds, WS2812_TIMING};
 use esp_radio::wifi::sta::StationConfig;
 use esp_radio::wifi::{AuthenticationMethodConfig, Config, ControllerConfig, Interface, WifiController};
 use esp_storage::FlashStorage;
@@ -73,7 +92,8 @@ macro_rules! setting {
     };
 }
 
-/// The build-time settings (`CHELA_*` environment variables when building).
+/// The build-time settings (`CHELA_*` environment variables when building): the defaults the
+/// serial console's settings, kept in flash, override.
 struct Settings {
     ssid: &'static str,
     password: &'static str,
@@ -83,6 +103,7 @@ struct Settings {
     provider: &'static str,
     api_key: &'static str,
     model: &'static str,
+    base_url: &'static str,
     gpio_allow: &'static str,
 }
 
@@ -95,63 +116,29 @@ const SETTINGS: Settings = Settings {
     provider: setting!("CHELA_PROVIDER"),
     api_key: setting!("CHELA_API_KEY"),
     model: setting!("CHELA_MODEL"),
+    base_url: setting!("CHELA_BASE_URL"),
     gpio_allow: setting!("CHELA_GPIO_ALLOW"),
 };
 
-/// A secret as the console shows it: its length and last two characters at most.
-fn masked(secret: &str) -> String {
-    if secret.is_empty() {
-        return "(not set)".into();
-    }
-    let tail: String =
-        if secret.chars().count() >= 12 { secret.chars().rev().take(2).collect() } else { String::new() };
-    format!("****{} ({} chars)", tail.chars().rev().collect::<String>(), secret.chars().count())
-}
-
 impl Settings {
-    fn endpoint(&self) -> Result<Endpoint, String> {
-        let (kind, base_url, model) = match self.provider {
-            "" | "anthropic" => (Kind::Anthropic, "https://api.anthropic.com", "claude-sonnet-4-5"),
-            "openai" => (Kind::OpenAi, "https://api.openai.com/v1", "gpt-4.1-mini"),
-            other => return Err(format!("CHELA_PROVIDER is `{other}`: use anthropic or openai")),
-        };
-        if self.api_key.is_empty() {
-            return Err("CHELA_API_KEY is not set".into());
-        }
-        let model = if self.model.is_empty() { model } else { self.model };
-        Ok(Endpoint {
-            kind,
-            base_url: base_url.into(),
-            api_key: self.api_key.into(),
-            model: model.into(),
-            max_tokens: 1024,
-            stream: true,
-        })
-    }
-
-    /// The build's settings as the core's console keeps them (the console's overrides in
-    /// flash are loaded over them at boot).
+    /// The build's settings as the core's console keeps them. `CHELA_TG_OWNER` goes first in
+    /// the allowlist (the console's `tg_allow` is "the owner's first").
     fn defaults(&self) -> ChipDefaults {
+        let allow: &'static str = match (self.tg_owner.trim(), self.tg_allow.trim()) {
+            ("", a) => a,
+            (o, "") => o,
+            (o, a) => alloc::boxed::Box::leak(format!("{o},{a}").into_boxed_str()),
+        };
         ChipDefaults {
             wifi_ssid: self.ssid,
             wifi_password: self.password,
             tg_token: self.tg_token,
-            tg_allow: self.tg_allow,
-            provider: if self.provider.is_empty() { "anthropic" } else { self.provider },
+            tg_allow: allow,
+            provider: self.provider,
             api_key: self.api_key,
             model: self.model,
-            base_url: "",
+            base_url: self.base_url,
         }
-    }
-
-    fn show(&self, board: &Esp) {
-        say!(board, "[config] wifi ssid: {}", if self.ssid.is_empty() { "(not set)" } else { self.ssid });
-        say!(board, "[config] wifi password: {}", masked(self.password));
-        say!(board, "[config] telegram token: {}", masked(self.tg_token));
-        say!(board, "[config] telegram owner: {} allow: [{}]", self.tg_owner, self.tg_allow);
-        say!(board, "[config] provider: {} model: {}", self.provider, self.model);
-        say!(board, "[config] api key: {}", masked(self.api_key));
-        say!(board, "[config] gpio allowlist: [{}]", self.gpio_allow);
     }
 }
 
@@ -170,6 +157,63 @@ async fn park(board: &Esp, why: &str) -> ! {
     }
 }
 
+/// The WiFi network the connection task joins: set from the settings in force at boot and
+/// again when the console changes them (`wifi_set`, `config_reset`).
+static WIFI_WANTED: Mutex<RefCell<Option<(String, String)>>> = Mutex::new(RefCell::new(None));
+static WIFI_CHANGED: Signal<CriticalSectionRawMutex, ()> = Signal::new();
+/// What the connection task last saw, for `wifi_status`: connected, and the signal strength.
+static WIFI_SEEN: Mutex<Cell<(bool, i8, bool)>> = Mutex::new(Cell::new((false, 0, false)));
+/// The least free heap seen, for `heap_info`.
+static MIN_FREE: Mutex<Cell<usize>> = Mutex::new(Cell::new(usize::MAX));
+
+fn want_wifi(config: &ChipConfig) {
+    let ssid = config.get(Field::WifiSsid);
+    let wanted = (!ssid.is_empty()).then(|| (String::from(ssid), String::from(config.get(Field::WifiPassword))));
+    critical_section::with(|cs| *WIFI_WANTED.borrow_ref_mut(cs) = wanted);
+    WIFI_CHANGED.signal(());
+}
+
+fn heap() -> Heap {
+    let free = esp_alloc::HEAP.free();
+    let total = free + esp_alloc::HEAP.used();
+    let min_free = critical_section::with(|cs| {
+        let m = MIN_FREE.borrow(cs);
+        m.set(m.get().min(free));
+        m.get()
+    });
+    Heap { total, free, min_free }
+}
+
+fn status(chip: &Chip<Partition, Esp>, stack: Option<Stack<'static>>) -> Status {
+    let (connected, rssi, trying) = critical_section::with(|cs| WIFI_SEEN.borrow(cs).get());
+    let wanted = critical_section::with(|cs| WIFI_WANTED.borrow_ref(cs).is_some());
+    let wifi = match (stack.and_then(|s| s.config_v4()), connected, trying) {
+        _ if stack.is_none() || !wanted => Wifi::Off,
+        (Some(cfg), true, _) => Wifi::Connected { ip: cfg.address.address().octets(), rssi },
+        // Associated but no DHCP lease yet, or still joining.
+        (_, true, _) | (_, _, true) => Wifi::Connecting,
+        _ => Wifi::Failed,
+    };
+    Status { wifi, heap: heap(), uptime_ms: chip.board.now_ms(), mode: Some(chip.guard.mode()) }
+}
+
+/// Reads what was typed and runs it on the console; carries out the effects.
+fn console_bytes(chip: &mut Chip<Partition, Esp>, console: &mut Console, bytes: &[u8], stack: Option<Stack<'static>>) {
+    let st = status(chip, stack);
+    for effect in chela_chip::console::feed(chip, console, bytes, st) {
+        match effect {
+            Effect::Restart => {
+                say!(&chip.board, "chela: restarting");
+                esp_hal::system::software_reset()
+            }
+            Effect::ReconnectWifi => want_wifi(&chip.config),
+            // The endpoint, the allowlist and the token are read from the settings before
+            // every poll and turn; sessions and MEMORY.md are read from flash each turn.
+            Effect::ConfigChanged | Effect::SessionCleared(_) | Effect::MemoryChanged => {}
+        }
+    }
+}
+
 #[esp_hal::main]
 async fn main(spawner: Spawner) -> ! {
     let peripherals = esp_hal::init(esp_hal::Config::default().with_cpu_clock(CpuClock::max()));
@@ -180,9 +224,26 @@ async fn main(spawner: Spawner) -> ! {
 
     let board = Esp;
     say!(&board, "chela: booting; heap {} B", RECLAIMED_HEAP_BYTES + HEAP_BYTES);
-    SETTINGS.show(&board);
     let rng = Rng::new();
     let seed = (u64::from(rng.random()) << 32) | u64::from(rng.random());
+
+    // The console first: it works in safe mode and when a setting is missing.
+    let usb = UsbSerialJtag::new(peripherals.USB_DEVICE).into_async().split().0;
+    #[cfg(feature = "esp32c3")]
+    let uart_rx_pin = peripherals.GPIO20;
+    #[cfg(feature = "esp32c6")]
+    let uart_rx_pin = peripherals.GPIO17;
+    let uart = UartRx::new(peripherals.UART0, UartConfig::default()).ok().map(|u| u.with_rx(uart_rx_pin).into_async());
+    match serial::input_task(usb, uart) {
+        Ok(t) => spawner.spawn(t),
+        Err(_) => say!(&board, "chela: the console's input task did not start"),
+    }
+
+    let rmt = Rmt::new(peripherals.RMT, Rate::from_mhz(80)).ok();
+    let ws = rmt.and_then(|r| RmtSmartLeds::new(WS2812_TIMING, r.channel0, peripherals.GPIO8, Rate::from_mhz(80)).ok());
+    let mut led = led::Led::new(ws);
+    led.show(led::State::Error);
+    led.show(led::State::Connecting);
 
     let partition = match Partition::find(FlashStorage::new(peripherals.FLASH)) {
         Ok(p) => p,
@@ -192,46 +253,41 @@ async fn main(spawner: Spawner) -> ! {
         Ok(c) => c,
         Err(e) => park(&board, &e).await,
     };
-    if let BootMode::Safe { quick_resets } = chip.guard.mode() {
-        park(&board, &format!("safe mode after {quick_resets} quick resets in a row: channels stay off")).await;
-    }
-    let endpoint = match SETTINGS.endpoint() {
-        Ok(e) => e,
-        Err(e) => park(&board, &e).await,
-    };
-    let access = match Access::parse(SETTINGS.tg_owner, SETTINGS.tg_allow) {
-        Ok(a) if a.owner.is_none() && a.allow.is_empty() => {
-            park(&board, "set CHELA_TG_OWNER (or CHELA_TG_ALLOW): nobody may talk to the device").await
+    let mut console = Console::new();
+    say!(&board, "[config]\n{}", chip.config.show().trim_end());
+    board.print(format_args!("{}", Console::banner(chip.guard.mode())));
+    if let BootMode::Safe { .. } = chip.guard.mode() {
+        // Channels off, console on: a crash loop stops here until the settings are fixed.
+        led.show(led::State::Error);
+        let mut buf = [0u8; 64];
+        loop {
+            let n = serial::read(&mut buf).await;
+            console_bytes(&mut chip, &mut console, &buf[..n], None);
         }
-        Ok(a) => a,
-        Err(e) => park(&board, &e).await,
-    };
-    let mut gpio = match tools::Gpio::new(SETTINGS.gpio_allow) {
-        Ok(g) => g,
-        Err(e) => park(&board, &e).await,
-    };
-    if SETTINGS.ssid.is_empty() || SETTINGS.tg_token.is_empty() {
-        park(&board, "set CHELA_WIFI_SSID, CHELA_WIFI_PASS and CHELA_TG_TOKEN").await;
     }
 
-    let auth = if SETTINGS.password.is_empty() {
-        AuthenticationMethodConfig::Open
-    } else {
-        match SETTINGS.password.try_into() {
-            Ok(p) => AuthenticationMethodConfig::Wpa2Personal(p),
-            Err(_) => park(&board, "CHELA_WIFI_PASS is too long").await,
+    let gpio = match tools::Gpio::new(SETTINGS.gpio_allow) {
+        Ok(g) => g,
+        Err(e) => {
+            say!(&board, "[gpio] CHELA_GPIO_ALLOW ignored: {e}");
+            tools::Gpio::new("").unwrap_or_else(|_| unreachable!("an empty allowlist is valid"))
         }
     };
-    let ssid = match SETTINGS.ssid.try_into() {
-        Ok(s) => s,
-        Err(_) => park(&board, "CHELA_WIFI_SSID is too long").await,
+    let (cron, bad) = Cron::load(&chip);
+    for b in &bad {
+        say!(&board, "[cron] {b}");
+    }
+    say!(&board, "[cron] {} jobs", cron.len());
+    // The build's board.json (CHELA_BOARD): its I2C sensors on I2C0.
+    let (sensors, notes) = Sensors::open(hw::BOARD_JSON, hw::CHIP, &mut hw::Hw::new(peripherals.I2C0));
+    for n in &notes {
+        say!(&board, "{n}");
+    }
+
+    let controller = match WifiController::new(peripherals.WIFI, ControllerConfig::default()) {
+        Ok(c) => c,
+        Err(_) => park(&board, "the WiFi radio did not start").await,
     };
-    let station = Config::Station(StationConfig::default().with_ssid(ssid).with_authentication(auth));
-    let controller =
-        match WifiController::new(peripherals.WIFI, ControllerConfig::default().with_initial_config(station)) {
-            Ok(c) => c,
-            Err(_) => park(&board, "the WiFi radio did not start").await,
-        };
     let (stack, runner) = embassy_net::new(
         Interface::station(),
         embassy_net::Config::dhcpv4(Default::default()),
@@ -246,27 +302,11 @@ async fn main(spawner: Spawner) -> ! {
         Ok(t) => spawner.spawn(t),
         Err(_) => park(&board, "the network task did not start").await,
     }
-    stack.wait_config_up().await;
-    if let Some(cfg) = stack.config_v4() {
-        say!(&board, "[wifi] address {}", cfg.address);
-    }
-    for attempt in 1..=5u64 {
-        match sntp(stack).await {
-            Ok(unix) => {
-                board.set_unix(unix);
-                say!(&board, "[time] {}", chela_chip::tools::current_time(&board).unwrap_or_default());
-                break;
-            }
-            Err(e) => {
-                say!(&board, "[time] SNTP attempt {attempt} failed: {e}");
-                Timer::after(Duration::from_secs(2 * attempt)).await;
-            }
-        }
-    }
+    want_wifi(&chip.config);
 
     let tcp =
         mk_static!(net::Tcp, net::Tcp::new(stack, mk_static!(TcpClientState<1, 4096, 4096>, TcpClientState::new())));
-    let mut https = Https {
+    let https = Https {
         tcp,
         dns: mk_static!(DnsSocket<'static>, DnsSocket::new(stack)),
         rx: mk_static!([u8; TLS_RX], [0; TLS_RX]),
@@ -274,122 +314,261 @@ async fn main(spawner: Spawner) -> ! {
         head: mk_static!([u8; 2048], [0; 2048]),
         rng,
     };
-    serve(&mut chip, &mut https, &endpoint, &access, &mut gpio).await
+    let mut device = Device {
+        chip,
+        https,
+        tools: Join::new::<Partition, Esp>(
+            Join::new::<Partition, Esp>(gpio, led),
+            Join::new::<Partition, Esp>(cron, sensors),
+        ),
+        console,
+        stack,
+        offset: 0,
+        failures: 0,
+        next_sntp_ms: 0,
+        last_complaint_ms: None,
+    };
+    device.serve().await
 }
 
-/// Long-polls Telegram and runs a turn for each admitted message, forever.
-async fn serve(
-    chip: &mut Chip<Partition, Esp>,
-    https: &mut Https,
-    endpoint: &Endpoint,
-    access: &Access,
-    gpio: &mut tools::Gpio,
-) -> ! {
-    let base = "https://api.telegram.org";
-    let mut offset = 0i64;
-    let mut failures = 0u32;
-    loop {
-        // Up long enough: this boot was not part of a crash loop (the boot guard's counter
-        // goes back to 0, once).
-        let uptime = chip.board.now_ms();
-        if let Err(e) = chip.guard.handle_uptime(&mut chip.store, uptime) {
-            say!(&chip.board, "[boot] the boot counter could not be reset: {e}");
+type Tools = Join<Join<tools::Gpio, led::Led>, Join<Cron, Sensors<hw::Hw>>>;
+
+/// Everything the main loop works on.
+struct Device {
+    chip: Chip<Partition, Esp>,
+    https: Https,
+    tools: Tools,
+    console: Console,
+    stack: Stack<'static>,
+    /// Telegram's next update id.
+    offset: i64,
+    /// Polls failed in a row (the back-off).
+    failures: u32,
+    next_sntp_ms: u64,
+    /// When the device last said which setting is missing.
+    last_complaint_ms: Option<u64>,
+}
+
+impl Device {
+    fn led(&mut self, s: led::State) {
+        self.tools.first.second.show(s);
+    }
+
+    fn console(&mut self, bytes: &[u8]) {
+        console_bytes(&mut self.chip, &mut self.console, bytes, Some(self.stack));
+    }
+
+    /// Waits up to `ms` for console input, running what is typed.
+    async fn idle(&mut self, ms: u64) {
+        let mut buf = [0u8; 64];
+        if let Ok(n) = with_timeout(Duration::from_millis(ms), serial::read(&mut buf)).await {
+            self.console(&buf[..n]);
         }
-        let url = format!("{base}{}", telegram::updates_path(SETTINGS.tg_token, offset));
-        let polled = match https.get(&url, telegram::MAX_UPDATES_BYTES).await {
-            Ok(c) if c.status == 200 || c.truncated => telegram::parse_updates(&c.body, c.truncated, access),
+    }
+
+    /// The main loop: console, clock, due jobs, then one Telegram poll, forever.
+    async fn serve(&mut self) -> ! {
+        let mut buf = [0u8; 64];
+        loop {
+            loop {
+                let n = serial::take(&mut buf);
+                if n == 0 {
+                    break;
+                }
+                self.console(&buf[..n]);
+            }
+            // Up long enough: this boot was not part of a crash loop (the boot guard's
+            // counter goes back to 0, once).
+            let uptime = self.chip.board.now_ms();
+            if let Err(e) = self.chip.guard.handle_uptime(&mut self.chip.store, uptime) {
+                say!(&self.chip.board, "[boot] the boot counter could not be reset: {e}");
+            }
+            if let Err(e) = chela_chip::console::channels_ready(&self.chip.config) {
+                if self.last_complaint_ms.is_none_or(|t| uptime >= t + 60_000) {
+                    say!(&self.chip.board, "chela: channels wait: {e}");
+                    self.last_complaint_ms = Some(uptime);
+                }
+                self.led(led::State::Connecting);
+                self.idle(1000).await;
+                continue;
+            }
+            if !self.stack.is_config_up() {
+                self.led(led::State::Connecting);
+                self.idle(500).await;
+                continue;
+            }
+            if self.chip.board.unix().is_none() && uptime >= self.next_sntp_ms {
+                match sntp(self.stack).await {
+                    Ok(unix) => {
+                        self.chip.board.set_unix(unix);
+                        say!(
+                            &self.chip.board,
+                            "[time] {}",
+                            chela_chip::tools::current_time(&self.chip.board).unwrap_or_default()
+                        );
+                    }
+                    Err(e) => {
+                        say!(&self.chip.board, "[time] SNTP failed: {e}; again in 30 s");
+                        self.next_sntp_ms = uptime + 30_000;
+                    }
+                }
+            }
+            self.run_due_jobs().await;
+            if self.failures == 0 {
+                self.led(led::State::Ready);
+            }
+            self.poll().await;
+        }
+    }
+
+    /// Runs the cron jobs that are due, each as a turn in the chat that scheduled it.
+    async fn run_due_jobs(&mut self) {
+        let (fired, err) = self.tools.second.first.due(&mut self.chip);
+        if let Some(e) = err {
+            say!(&self.chip.board, "[cron] {e}");
+        }
+        for job in fired {
+            say!(&self.chip.board, "[cron] {} is due", job.id);
+            let Ok(chat_id) = job.chat_id.parse::<i64>() else {
+                say!(&self.chip.board, "[cron] {}: chat `{}` is not a Telegram chat; skipped", job.id, job.chat_id);
+                continue;
+            };
+            if job.channel != "telegram"
+                || !chela_chip::console::access(&self.chip.config).is_ok_and(|a| a.admits(chat_id))
+            {
+                say!(&self.chip.board, "[cron] {}: chat {chat_id} is no longer allowed; skipped", job.id);
+                continue;
+            }
+            let text = format!("[scheduled job {}] {}", job.id, job.message);
+            self.answer(chat_id, &text).await;
+        }
+    }
+
+    /// One long poll of Telegram (given up for console input), and a turn for each message.
+    async fn poll(&mut self) {
+        let token = String::from(self.chip.config.get(Field::TgToken));
+        let access = match chela_chip::console::access(&self.chip.config) {
+            Ok(a) => a,
+            Err(e) => {
+                say!(&self.chip.board, "[telegram] {e}");
+                self.idle(5000).await;
+                return;
+            }
+        };
+        let url = format!("{TELEGRAM}{}", telegram::updates_path(&token, self.offset));
+        let mut typed = [0u8; 64];
+        let got = match select(self.https.get(&url, telegram::MAX_UPDATES_BYTES), serial::read(&mut typed)).await {
+            Either::First(got) => got,
+            Either::Second(n) => {
+                // Typing wins over the poll; Telegram keeps the updates for the next one.
+                let bytes = typed;
+                self.console(&bytes[..n]);
+                return;
+            }
+        };
+        let polled = match got {
+            Ok(c) if c.status == 200 || c.truncated => telegram::parse_updates(&c.body, c.truncated, &access),
             Ok(c) => Err(format!("getUpdates answered {}", c.status)),
             Err(e) => Err(format!("getUpdates failed: {e}")),
         };
         let updates = match polled {
             Ok(Polled::Updates(u)) => {
-                failures = 0;
+                self.failures = 0;
                 u
             }
             Ok(Polled::TooLarge { update_id, chat_id }) => {
-                say!(&chip.board, "[telegram] an update over {} bytes was refused", telegram::MAX_UPDATES_BYTES);
+                say!(&self.chip.board, "[telegram] an update over {} bytes was refused", telegram::MAX_UPDATES_BYTES);
                 if let Some(id) = update_id {
-                    offset = id + 1;
+                    self.offset = id + 1;
                 }
                 if let Some(chat) = chat_id.filter(|c| access.admits(*c)) {
                     let body = telegram::plain_body(
                         chat,
                         "That message is too large for this device; please send a shorter one.",
                     );
-                    send(https, &body).await;
+                    self.send(&body).await;
                 }
-                continue;
+                return;
             }
             Err(e) => {
-                failures += 1;
-                say!(&chip.board, "[telegram] {e}");
-                // Bounded back-off: 2 s, 4 s, ... at most 64 s.
-                Timer::after(Duration::from_secs(1 << failures.min(6))).await;
-                continue;
+                self.failures += 1;
+                say!(&self.chip.board, "[telegram] {e}");
+                self.led(led::State::Error);
+                // Bounded back-off: 2 s, 4 s, ... at most 64 s; the console stays live.
+                self.idle(1000 << self.failures.min(6)).await;
+                return;
             }
         };
         for update in updates {
-            offset = offset.max(update.id() + 1);
+            self.offset = self.offset.max(update.id() + 1);
             let Update::Text { chat_id, text, .. } = update else { continue };
             if text.len() > MAX_MESSAGE_BYTES {
                 let body = telegram::plain_body(
                     chat_id,
                     "That message is too long for this device; please send a shorter one.",
                 );
-                send(https, &body).await;
+                self.send(&body).await;
                 continue;
             }
-            let reply = match one_turn(chip, https, endpoint, gpio, chat_id, &text).await {
-                Ok(r) => r,
-                Err(e) => {
-                    say!(&chip.board, "[turn] failed: {e}");
-                    "(this turn failed on the device; see its serial console)".into()
-                }
-            };
-            for body in telegram::send_bodies(chat_id, &reply) {
-                send(https, &body).await;
+            self.answer(chat_id, &text).await;
+        }
+    }
+
+    /// Runs a turn for `text` in `chat_id`'s session and sends the reply.
+    async fn answer(&mut self, chat_id: i64, text: &str) {
+        self.led(led::State::Thinking);
+        let reply = match self.one_turn(chat_id, text).await {
+            Ok(r) => {
+                self.led(led::State::Ready);
+                r
             }
+            Err(e) => {
+                say!(&self.chip.board, "[turn] failed: {e}");
+                self.led(led::State::Error);
+                "(this turn failed on the device; see its serial console)".into()
+            }
+        };
+        for body in telegram::send_bodies(chat_id, &reply) {
+            self.send(&body).await;
+        }
+        heap();
+    }
+
+    /// One turn for `chat_id`'s message: its session from flash, the turn, the session back.
+    async fn one_turn(&mut self, chat_id: i64, text: &str) -> Result<String, String> {
+        let endpoint = chela_chip::console::endpoint(&self.chip.config)?;
+        let session = format!("tg_{chat_id}");
+        let (history, skipped) = boot::history(&self.chip, &session)?;
+        if skipped > 0 {
+            say!(&self.chip.board, "[session] {skipped} unreadable lines of {session} skipped");
+        }
+        let chat = format!("{chat_id}");
+        self.tools.second.first.set_origin("telegram", &chat);
+        let origin = Origin { channel: "telegram", chat_id: &chat };
+        let t = turn::run(&mut self.chip, &endpoint, &mut self.https, &mut self.tools, origin, history, text).await?;
+        boot::persist(&mut self.chip, &session, &t)?;
+        say!(
+            &self.chip.board,
+            "[turn] {} model calls, {} tool calls, {} in / {} out tokens",
+            t.model_calls,
+            t.tool_calls,
+            t.usage.input_tokens,
+            t.usage.output_tokens
+        );
+        Ok(t.text)
+    }
+
+    async fn send(&mut self, body: &str) {
+        let url = format!("{TELEGRAM}/bot{}/sendMessage", self.chip.config.get(Field::TgToken));
+        match self.https.post_json(&url, body, 2048).await {
+            Ok(c) if c.status == 200 => {}
+            Ok(c) => say!(&self.chip.board, "[telegram] sendMessage answered {}", c.status),
+            Err(e) => say!(&self.chip.board, "[telegram] sendMessage failed: {e}"),
         }
     }
 }
 
-/// One turn for `chat_id`'s message: its session from flash, the turn, the session back.
-async fn one_turn(
-    chip: &mut Chip<Partition, Esp>,
-    https: &mut Https,
-    endpoint: &Endpoint,
-    gpio: &mut tools::Gpio,
-    chat_id: i64,
-    text: &str,
-) -> Result<String, String> {
-    let session = format!("tg_{chat_id}");
-    let (history, skipped) = boot::history(chip, &session)?;
-    if skipped > 0 {
-        say!(&chip.board, "[session] {skipped} unreadable lines of {session} skipped");
-    }
-    let chat = format!("{chat_id}");
-    let origin = Origin { channel: "telegram", chat_id: &chat };
-    let t = turn::run(chip, endpoint, https, gpio, origin, history, text).await?;
-    boot::persist(chip, &session, &t)?;
-    say!(
-        &chip.board,
-        "[turn] {} model calls, {} tool calls, {} in / {} out tokens",
-        t.model_calls,
-        t.tool_calls,
-        t.usage.input_tokens,
-        t.usage.output_tokens
-    );
-    Ok(t.text)
-}
-
-async fn send(https: &mut Https, body: &str) {
-    let url = format!("https://api.telegram.org/bot{}/sendMessage", SETTINGS.tg_token);
-    match https.post_json(&url, body, 2048).await {
-        Ok(c) if c.status == 200 => {}
-        Ok(c) => say!(&Esp, "[telegram] sendMessage answered {}", c.status),
-        Err(e) => say!(&Esp, "[telegram] sendMessage failed: {e}"),
-    }
-}
+const TELEGRAM: &str = "https://api.telegram.org";
 
 /// Asks pool.ntp.org for the time: Unix seconds.
 async fn sntp(stack: Stack<'static>) -> Result<u64, String> {
@@ -408,18 +587,75 @@ async fn sntp(stack: Stack<'static>) -> Result<u64, String> {
     chela_chip::time::parse_ntp_reply(&reply[..n]).map_err(String::from)
 }
 
+fn seen(connected: bool, rssi: i8, trying: bool) {
+    critical_section::with(|cs| WIFI_SEEN.borrow(cs).set((connected, rssi, trying)));
+}
+
+/// Joins the network the settings name, rejoins after a drop, and switches when the console
+/// changes it.
 #[embassy_executor::task]
 async fn connection_task(mut controller: WifiController<'static>) {
     loop {
-        match controller.connect_async().await {
-            Ok(_) => {
-                say!(&Esp, "[wifi] connected");
-                let _ = controller.wait_for_disconnect_async().await;
+        let wanted = critical_section::with(|cs| WIFI_WANTED.borrow_ref(cs).clone());
+        let Some((ssid, password)) = wanted else {
+            seen(false, 0, false);
+            WIFI_CHANGED.wait().await;
+            continue;
+        };
+        WIFI_CHANGED.reset();
+        let auth = if password.is_empty() {
+            Ok(AuthenticationMethodConfig::Open)
+        } else {
+            password.as_str().try_into().map(AuthenticationMethodConfig::Wpa2Personal)
+        };
+        let station = match (ssid.as_str().try_into(), auth) {
+            (Ok(s), Ok(a)) => Config::Station(StationConfig::default().with_ssid(s).with_authentication(a)),
+            _ => {
+                say!(&Esp, "[wifi] the network name or password does not fit the radio");
+                seen(false, 0, false);
+                WIFI_CHANGED.wait().await;
+                continue;
+            }
+        };
+        if let Err(e) = controller.set_config(&station) {
+            say!(&Esp, "[wifi] the radio refused the settings: {e:?}");
+            seen(false, 0, false);
+            WIFI_CHANGED.wait().await;
+            continue;
+        }
+        seen(false, 0, true);
+        say!(&Esp, "[wifi] joining \"{ssid}\"");
+        match select(controller.connect_async(), WIFI_CHANGED.wait()).await {
+            Either::First(Ok(_)) => {
+                let rssi = controller.rssi().map(|r| r.clamp(-128, 0) as i8).unwrap_or(0);
+                seen(true, rssi, false);
+                say!(&Esp, "[wifi] connected ({rssi} dBm)");
+                let changed = matches!(
+                    select(controller.wait_for_disconnect_async(), WIFI_CHANGED.wait()).await,
+                    Either::Second(_)
+                );
+                seen(false, 0, true);
+                if changed {
+                    let _ = controller.disconnect_async().await;
+                    say!(&Esp, "[wifi] settings changed: rejoining");
+                    WIFI_CHANGED.signal(());
+                    continue;
+                }
                 say!(&Esp, "[wifi] disconnected");
             }
-            Err(e) => say!(&Esp, "[wifi] connect failed: {e:?}"),
+            Either::First(Err(e)) => {
+                seen(false, 0, false);
+                say!(&Esp, "[wifi] connect failed: {e:?}");
+            }
+            Either::Second(()) => {
+                WIFI_CHANGED.signal(());
+                continue;
+            }
         }
-        Timer::after(Duration::from_secs(5)).await
+        // Retry in 5 s, or at once if the settings change meanwhile.
+        if let Either::Second(()) = select(Timer::after(Duration::from_secs(5)), WIFI_CHANGED.wait()).await {
+            WIFI_CHANGED.signal(());
+        }
     }
 }
 
