@@ -88,3 +88,32 @@ fn the_model_calls_a_tool_of_a_remote_server_over_http() {
         assert!(!out.stderr.contains("e2e-bearer-secret"), "{}", out.stderr);
     }
 }
+
+#[test]
+fn cap_list_shows_a_servers_tools_logs_its_stderr_and_kills_a_server_that_ignores_sigterm() {
+    let ws = Ws::empty();
+    let bad_peer = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/fixtures/bad_peer.py");
+    let pid_file = ws.path().join("peer.pid");
+    let config = std::fs::read_to_string(ws.path().join("chela.toml")).unwrap_or_default();
+    ws.write_config(&format!(
+        "{config}\n[mcp.servers.bad]\ncommand = \"python3\"\nargs = [{:?}, \"stubborn\", {:?}]\n",
+        bad_peer.display().to_string(),
+        pid_file.display().to_string()
+    ));
+    let started = std::time::Instant::now();
+    let mut cmd = ws.cmd(&["cap", "list"]);
+    cmd.env("CHELA_LOG", "info");
+    let out = crate::finish(cmd.spawn().unwrap(), crate::RUN_LIMIT);
+    let took = started.elapsed();
+    out.expect_ok();
+    // The server's tools are listed as its group's.
+    out.stdout_has("mcp_bad").stdout_has("mcp_bad_go");
+    // Its stderr is kept in the log, named.
+    out.stderr_has("MCP server bad (stderr): bad-peer: stubborn, ignoring SIGTERM");
+    // The stop: stdin closed (it lingers), SIGTERM (ignored), then SIGKILL; each wait is 1 s.
+    assert!(took >= std::time::Duration::from_secs(2), "stopped in {took:?}: the grace waits were skipped");
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    crate::wait_for("the stubborn server to be gone", std::time::Duration::from_secs(10), || {
+        !std::path::Path::new(&format!("/proc/{}", pid.trim())).exists()
+    });
+}
