@@ -89,6 +89,16 @@ impl Running {
         self.addr
     }
 
+    /// The daemon's process id (for a benchmark reading its memory from /proc).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the daemon is still running (it has not exited).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
     /// What the daemon wrote to stderr so far (the newest [`MAX_LOG_BYTES`] at most).
     pub fn log(&self) -> String {
         self.log.lock().unwrap_or_else(PoisonError::into_inner).clone()

@@ -11,14 +11,13 @@
 //! Run: `cargo bench -p chela --bench xiaozhi_ws` (needs `espeak-ng`). `CHELA_BENCH_ITERS` sets
 //! the rounds of each latency (default 20).
 
-use std::io::Read;
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chela::voice::{resample, wav};
 use chela_testkit::audio::FakeAudio;
+use chela_testkit::daemon::Running;
 use chela_testkit::{FakeLlm, Step};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
@@ -66,17 +65,10 @@ fn packets(pcm: &[i16]) -> Vec<Vec<u8>> {
 }
 
 struct Run {
-    child: Child,
+    daemon: Running,
     addr: SocketAddr,
     _dir: tempfile::TempDir,
     _home: tempfile::TempDir,
-}
-
-impl Drop for Run {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn start(llm: &FakeLlm, audio: &FakeAudio) -> Run {
@@ -91,47 +83,17 @@ fn start(llm: &FakeLlm, audio: &FakeAudio) -> Run {
         .collect();
     std::fs::write(state.join("devices.json"), json!({"devices": devices, "pending": []}).to_string()).unwrap();
     let home = tempfile::tempdir().unwrap();
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
-    c.env_clear().env("HOME", home.path()).env("CHELA_HOME", dir.path());
-    if let Some(path) = std::env::var_os("PATH") {
-        c.env("PATH", path);
-    }
+    let mut c = chela_testkit::daemon::command(env!("CARGO_BIN_EXE_chela"), dir.path(), home.path());
     c.arg("run")
         .env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0")
         .env("CHELA_LLM__PROVIDER", "anthropic")
         .env("CHELA_LLM__BASE_URL", llm.anthropic_base_url())
         .env("CHELA_LLM__API_KEY", "bench-key")
         .env("CHELA_VOICE__ASR_BASE_URL", audio.base_url())
-        .env("CHELA_VOICE__TTS_BASE_URL", audio.base_url())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = c.spawn().unwrap();
-    let mut err = child.stderr.take().unwrap();
-    let seen = Arc::new(Mutex::new(String::new()));
-    let sink = Arc::clone(&seen);
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = err.read(&mut buf) {
-            if n == 0 {
-                break;
-            }
-            sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    let marker = "the gateway listens on http://";
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let addr = loop {
-        let text = seen.lock().unwrap().clone();
-        if let Some(i) = text.find(marker)
-            && let Some(line) = text[i + marker.len()..].split_once('\n')
-        {
-            break line.0.trim().parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "chela run did not start:\n{text}");
-        std::thread::sleep(Duration::from_millis(5));
-    };
-    Run { child, addr, _dir: dir, _home: home }
+        .env("CHELA_VOICE__TTS_BASE_URL", audio.base_url());
+    let daemon = Running::start(c, Duration::from_secs(30));
+    let addr = daemon.addr();
+    Run { daemon, addr, _dir: dir, _home: home }
 }
 
 type Ws = WebSocketStream<TcpStream>;
@@ -175,7 +137,7 @@ async fn main() {
     let llm = FakeLlm::start(vec![Step::text("Sure. It is noon."); 2 * iters + 2]);
     let audio = FakeAudio::start("what time is it");
     let run = start(&llm, &audio);
-    let pid = run.child.id();
+    let pid = run.daemon.pid();
 
     // Memory per idle device.
     let mut warm = hello(run.addr, DEVICES).await;

@@ -5,14 +5,13 @@
 //! answers `initialize`, thousands of tools, a host that hangs up mid-call. After each the
 //! daemon still serves.
 
-use std::io::Read;
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use chela_testkit::daemon::Running;
 use chela_testkit::{FakeLlm, Step};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -23,25 +22,12 @@ use tokio_tungstenite::tungstenite::Message;
 struct Daemon {
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
-    child: Child,
+    run: Running,
     addr: SocketAddr,
-    log: Arc<Mutex<String>>,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn chela(root: &Path, home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
-    c.env_clear().env("HOME", home).env("CHELA_HOME", root);
-    if let Some(path) = std::env::var_os("PATH") {
-        c.env("PATH", path);
-    }
-    c
+    chela_testkit::daemon::command(env!("CARGO_BIN_EXE_chela"), root, home)
 }
 
 impl Daemon {
@@ -57,33 +43,9 @@ impl Daemon {
             .env("CHELA_LLM__API_KEY", "k")
             .env("CHELA_LLM__MAX_RETRIES", "0")
             .env("CHELA_LOG", "info");
-        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = c.spawn().expect("cannot start chela run");
-        let mut stderr = child.stderr.take().unwrap();
-        let log = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&log);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = stderr.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let marker = "the gateway listens on http://";
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            let text = log.lock().unwrap().clone();
-            if let Some(i) = text.find(marker)
-                && let Some(line) = text[i + marker.len()..].split_once('\n')
-            {
-                break line.0.trim().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "chela run did not start its gateway:\n{text}");
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        Daemon { dir, home, child, addr, log }
+        let run = Running::start(c, Duration::from_secs(30));
+        let addr = run.addr();
+        Daemon { dir, home, run, addr }
     }
 
     /// `chela mcp endpoint add NAME`: the token it prints.
@@ -133,7 +95,7 @@ impl Daemon {
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().clone()
+        self.run.log()
     }
 }
 

@@ -9,11 +9,11 @@ use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chela_testkit::audio::FakeAudio;
+use chela_testkit::daemon::Running;
 use chela_testkit::{FakeLlm, Step};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
@@ -37,11 +37,10 @@ fn token(mac: &str) -> String {
 struct Daemon {
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
-    child: Child,
+    run: Running,
     addr: SocketAddr,
     llm: FakeLlm,
     _audio: FakeAudio,
-    stderr: Arc<Mutex<String>>,
 }
 
 impl Daemon {
@@ -68,38 +67,14 @@ impl Daemon {
             .env("CHELA_LLM__MAX_RETRIES", "0")
             .env("CHELA_VOICE__ASR_BASE_URL", audio.base_url())
             .env("CHELA_VOICE__TTS_BASE_URL", audio.base_url());
-        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = c.spawn().expect("cannot start chela run");
-        let mut err = child.stderr.take().unwrap();
-        let seen = Arc::new(Mutex::new(String::new()));
-        let sink = Arc::clone(&seen);
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n) = err.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        let marker = "the gateway listens on http://";
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let addr = loop {
-            let text = seen.lock().unwrap().clone();
-            if let Some(i) = text.find(marker)
-                && let Some(line) = text[i + marker.len()..].split_once('\n')
-            {
-                break line.0.trim().parse().unwrap();
-            }
-            assert!(Instant::now() < deadline, "chela run did not start its gateway:\n{text}");
-            std::thread::sleep(Duration::from_millis(5));
-        };
-        Daemon { dir, home, child, addr, llm, _audio: audio, stderr: seen }
+        let run = Running::start(c, Duration::from_secs(30));
+        let addr = run.addr();
+        Daemon { dir, home, run, addr, llm, _audio: audio }
     }
 
     /// `/health` answers and the process is alive.
     fn healthy(&mut self) {
-        assert!(self.child.try_wait().unwrap().is_none(), "chela run died:\n{}", self.stderr.lock().unwrap());
+        assert!(self.run.alive(), "chela run died:\n{}", self.run.log());
         let mut s = std::net::TcpStream::connect(self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         s.write_all(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
@@ -113,20 +88,8 @@ impl Daemon {
     }
 }
 
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn chela(root: &Path, home: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
-    c.env_clear().env("HOME", home).env("CHELA_HOME", root);
-    if let Some(path) = std::env::var_os("PATH") {
-        c.env("PATH", path);
-    }
-    c
+    chela_testkit::daemon::command(env!("CARGO_BIN_EXE_chela"), root, home)
 }
 
 type Ws = WebSocketStream<TcpStream>;
