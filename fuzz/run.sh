@@ -2,6 +2,7 @@
 # Builds every fuzz target and runs each for a bounded time; a crash stops with a non-zero
 # status and leaves the input in fuzz/artifacts/<target>/.
 #   fuzz/run.sh [SECONDS_PER_TARGET] [TARGET...]
+#   fuzz/run.sh --build-only      (builds every target, runs none)
 # Needs cargo-fuzz (`cargo install cargo-fuzz --locked --version 0.13.2`) and a C++ compiler.
 # The stable toolchain accepts cargo-fuzz's nightly flags with RUSTC_BOOTSTRAP=1. No sanitizer
 # (`-s none`): the crates forbid unsafe code, and the time goes to more inputs instead.
@@ -15,6 +16,7 @@ export RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 built=$(date +%s)
 cargo fuzz build -s none
 echo "fuzz targets built in $(( $(date +%s) - built ))s"
+[ "$secs" = --build-only ] && exit 0
 # Real provider bodies recorded by other projects, read in place when shared/ is beside the
 # clone (never copied into the repository).
 wire="../../shared/wire-corpus/bodies"
