@@ -3,7 +3,7 @@
 # `qemu-system-riscv32 -machine virt -m 512K`. Prints the firmware's UART output; exits 0 and
 # ends with `chela-qemu: turn ok` only when every turn completed and every check passed,
 # non-zero with the reason otherwise. Bounded: the build by 15 min, the run by 30 s
-# (CHELA_QEMU_TIMEOUT overrides the latter). `firmware/qemu/run.sh --build-only` stops after the
+# (CHELA_BUILD_TIMEOUT and CHELA_QEMU_TIMEOUT override them). `firmware/qemu/run.sh --build-only` stops after the
 # build (CI builds it in the background and runs the turn later, when the machine is quieter).
 #
 # Needs Debian's rustc-web, rust-web-src, lld-16 and qemu-system-misc (see .ci/run).
@@ -26,7 +26,7 @@ done
 export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
 cargo=cargo
 [ -x /usr/bin/cargo ] && cargo=/usr/bin/cargo
-timeout 900 "$cargo" build --release --locked --quiet || fail "the build failed (status $?)"
+timeout "${CHELA_BUILD_TIMEOUT:-900}" "$cargo" build --release --locked --quiet || fail "the build failed (status $?)"
 elf=target/riscv32imc-unknown-none-elf/release/chela-qemu
 [ "${1:-}" = --build-only ] && exit 0
 
