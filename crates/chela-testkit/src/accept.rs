@@ -1,10 +1,10 @@
-//! The accept loop the small fakes share (the fake audio API, the fake Telegram): one hyper
-//! HTTP/1 connection per client, each served by its own task with `handle`, until `stop` fires
-//! (or its sender is dropped).
+//! The accept loop every fake shares (the fake LLM, the fake audio API, the fake Telegram): one
+//! hyper HTTP/1 connection per client, each served by its own task with `handle`, until `stop`
+//! fires (or its sender is dropped).
 //!
-//! Bounds: at most [`MAX_CONNECTIONS`] clients at once (more wait in the listen backlog) and
-//! a deadline on each request head. An accept error (out of file descriptors) waits a little
-//! instead of spinning.
+//! Bounds: at most [`MAX_CONNECTIONS`] clients at once (more wait in the listen backlog), a
+//! deadline on each request head and at most [`MAX_HEAD_BYTES`] of it buffered. An accept error
+//! (out of file descriptors) waits a little instead of spinning.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -18,15 +18,23 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::body::ReplyBody;
-use crate::server::MAX_CONNECTIONS;
+use crate::server::{MAX_CONNECTIONS, MAX_HEAD_BYTES};
 
 /// How long a client may take to send a request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 
-pub(crate) async fn serve_http1<H, F>(listener: TcpListener, mut stop: oneshot::Receiver<()>, handle: H)
-where
+/// `on_open` runs as each connection is accepted; what it returns is held until the connection
+/// closes (the fake LLM counts open connections with it).
+pub(crate) async fn serve_http1<H, F, O, G>(
+    listener: TcpListener,
+    mut stop: oneshot::Receiver<()>,
+    handle: H,
+    on_open: O,
+) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Result<Response<ReplyBody>, Infallible>> + Send + 'static,
+    O: Fn() -> G,
+    G: Send + 'static,
 {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
@@ -48,13 +56,17 @@ where
             },
         };
         let handle = handle.clone();
+        let open = on_open();
         tokio::spawn(async move {
             let _permit = permit;
+            let _open = open;
             let service = hyper::service::service_fn(handle);
-            // A client that hangs up mid-request is not the fake's problem.
+            // A client that hangs up mid-request is not the fake's problem; hyper has already
+            // closed the connection by the time this returns.
             let _ = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEAD_TIMEOUT)
+                .max_buf_size(MAX_HEAD_BYTES)
                 .serve_connection(TokioIo::new(stream), service)
                 .await;
         });

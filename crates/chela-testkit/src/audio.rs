@@ -181,7 +181,7 @@ impl Drop for FakeAudio {
 }
 
 async fn serve(listener: TcpListener, state: Arc<Mutex<State>>, stop: oneshot::Receiver<()>) {
-    crate::accept::serve_http1(listener, stop, move |req| handle(req, Arc::clone(&state))).await;
+    crate::accept::serve_http1(listener, stop, move |req| handle(req, Arc::clone(&state)), || ()).await;
 }
 
 fn error(status: u16, message: &str, kind: &str) -> Response<ReplyBody> {

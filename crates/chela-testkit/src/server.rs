@@ -1,6 +1,6 @@
-//! The HTTP side: the accept loop, one hyper HTTP/1 connection per client, and the handler
-//! that records a request, checks it, takes a script step and renders it in the request's
-//! wire format.
+//! The HTTP side: the handler that records a request, checks it, takes a script step and
+//! renders it in the request's wire format, served by the fakes' shared accept loop
+//! ([`crate::accept`]).
 //!
 //! Bounds: at most [`MAX_CONNECTIONS`] clients at once, [`MAX_BODY_BYTES`] per request body,
 //! [`MAX_HEAD_BYTES`] of buffered head, and timeouts on reading the head and the body.
@@ -14,10 +14,9 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::Value;
 use tokio::net::TcpListener;
-use tokio::sync::{Semaphore, oneshot};
+use tokio::sync::oneshot;
 
 use crate::answer::{Answer, Asked, Failure, tokens};
 use crate::body::ReplyBody;
@@ -32,49 +31,21 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 pub const MAX_CONNECTIONS: usize = 256;
 /// Largest buffered request head (hyper's read buffer).
 pub const MAX_HEAD_BYTES: usize = 64 * 1024;
-const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a broken or dropped reply says.
 const CUT_TEXT: &str = "This reply breaks off before it ends, as the script asked.";
 
 /// Accepts connections until `stop` fires (or its sender is dropped).
-pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, mut stop: oneshot::Receiver<()>) {
-    let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
-    loop {
-        let permit = tokio::select! {
-            _ = &mut stop => return,
-            permit = Arc::clone(&permits).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_closed) => return,
-            },
-        };
-        let stream = tokio::select! {
-            _ = &mut stop => return,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                // E.g. out of file descriptors: wait a little instead of spinning.
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-        };
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let _permit = permit;
-            let _open = shared.open_connection();
-            let service = hyper::service::service_fn(move |req| handle(req, Arc::clone(&shared)));
-            // A client that hangs up mid-request is not the server's problem; hyper has
-            // already closed the connection by the time this returns.
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEAD_TIMEOUT)
-                .max_buf_size(MAX_HEAD_BYTES)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
-        });
-    }
+pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>, stop: oneshot::Receiver<()>) {
+    let counted = Arc::clone(&shared);
+    crate::accept::serve_http1(
+        listener,
+        stop,
+        move |req| handle(req, Arc::clone(&shared)),
+        move || counted.open_connection(),
+    )
+    .await;
 }
 
 /// Which API a request speaks.

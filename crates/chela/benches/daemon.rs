@@ -35,6 +35,10 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
+#[path = "common/release_bin.rs"]
+mod release_bin;
+use release_bin::chela_bin;
+
 const READY_RUNS: usize = 20;
 const WARM_TURNS: usize = 500;
 /// Turns per session in the warm-turn phase, so no history grows past a few dozen exchanges.
@@ -56,23 +60,6 @@ const MAX_BODY: usize = 8 * 1024 * 1024;
 type Res<T> = Result<T, String>;
 /// One measured part of the run, against its own daemon.
 type Phase = fn(&Path, &FakeLlm) -> Res<()>;
-
-fn chela_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CHELA_BIN").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    // `cargo bench` passes `--bench`; anything else that is not a flag is the path.
-    if let Some(p) = std::env::args().skip(1).find(|a| !a.starts_with("--")) {
-        return PathBuf::from(p);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = match std::env::var_os("CARGO_TARGET_DIR").filter(|p| !p.is_empty()).map(PathBuf::from) {
-        Some(t) if t.is_absolute() => t,
-        Some(t) => root.join(t),
-        None => root.join("target"),
-    };
-    target.join("release-small").join("chela")
-}
 
 /// A workspace for `chela run` pointed at the fake, and optionally at a fake Telegram.
 fn workspace(dir: &Path, llm: &FakeLlm, tg: Option<&FakeTelegram>) -> PathBuf {

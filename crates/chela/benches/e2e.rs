@@ -27,6 +27,10 @@ use std::time::{Duration, Instant};
 use chela_testkit::{FakeLlm, Recorded, Step};
 use serde_json::{Value, json};
 
+#[path = "common/release_bin.rs"]
+mod release_bin;
+use release_bin::chela_bin;
+
 const RUNS: usize = 30;
 const WARMUP: usize = 3;
 const ANSWER: &str = "It is 12:25 in Paris.";
@@ -70,23 +74,6 @@ struct Usage {
     max_rss_kib: u64,
     /// Peak RSS of the launcher that started it: a floor under `max_rss_kib`.
     launcher_rss_kib: u64,
-}
-
-fn chela_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("CHELA_BIN").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    // `cargo bench` passes `--bench`; anything else that is not a flag is the path.
-    if let Some(p) = std::env::args().skip(1).find(|a| !a.starts_with("--")) {
-        return PathBuf::from(p);
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let target = match std::env::var_os("CARGO_TARGET_DIR").filter(|p| !p.is_empty()).map(PathBuf::from) {
-        Some(t) if t.is_absolute() => t,
-        Some(t) => root.join(t),
-        None => root.join("target"),
-    };
-    target.join("release-small").join("chela")
 }
 
 /// Runs `bin args` with `CHELA_HOME=home`, returning its usage and what it printed on stdout.

@@ -28,6 +28,10 @@ use chela::voice::vad::Endpointer;
 use chela::voice::{AsrConfig, TtsConfig, VoiceConfig, resample, wav};
 use chela_testkit::audio::FakeAudio;
 
+#[path = "common/speech.rs"]
+mod speech;
+use speech::{espeak_16k, packets};
+
 struct Counting;
 
 static LIVE: AtomicIsize = AtomicIsize::new(0);
@@ -49,26 +53,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static ALLOC: Counting = Counting;
-
-fn espeak_16k(text: &str) -> Vec<i16> {
-    let out = std::process::Command::new("espeak-ng")
-        .args(["--stdout", "-v", "en", text])
-        .output()
-        .expect("the voice bench needs espeak-ng (Debian: apt-get install espeak-ng)");
-    let (rate, pcm) = wav::decode(&out.stdout).expect("espeak-ng's WAV");
-    resample::resample(&pcm, rate, 16_000)
-}
-
-fn packets(pcm: &[i16]) -> Vec<Vec<u8>> {
-    let mut enc = opus::Encoder::new(16_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
-    pcm.chunks(960)
-        .map(|c| {
-            let mut f = c.to_vec();
-            f.resize(960, 0);
-            enc.encode_vec(&f, 4000).unwrap()
-        })
-        .collect()
-}
 
 /// CPU time of the calling thread (user + system).
 fn thread_cpu() -> Duration {

@@ -12,10 +12,8 @@
 //! the rounds of each latency (default 20).
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use chela::voice::{resample, wav};
 use chela_testkit::audio::FakeAudio;
 use chela_testkit::daemon::Running;
 use chela_testkit::{FakeLlm, Step};
@@ -25,6 +23,10 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+#[path = "common/speech.rs"]
+mod speech;
+use speech::{espeak_16k, packets};
 
 const DEVICES: usize = 100;
 const CLIENT: &str = "3f1c2a4e-4444-4000-8000-000000000001";
@@ -42,26 +44,6 @@ fn rss_kib(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
     let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
-
-fn espeak_16k(text: &str) -> Vec<i16> {
-    let out = Command::new("espeak-ng")
-        .args(["--stdout", "-v", "en", text])
-        .output()
-        .expect("the bench needs espeak-ng (Debian: apt-get install espeak-ng)");
-    let (rate, pcm) = wav::decode(&out.stdout).expect("espeak-ng's WAV");
-    resample::resample(&pcm, rate, 16_000)
-}
-
-fn packets(pcm: &[i16]) -> Vec<Vec<u8>> {
-    let mut enc = opus::Encoder::new(16_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
-    pcm.chunks(960)
-        .map(|c| {
-            let mut f = c.to_vec();
-            f.resize(960, 0);
-            enc.encode_vec(&f, 4000).unwrap()
-        })
-        .collect()
 }
 
 struct Run {

@@ -26,7 +26,7 @@ const MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
 const MAX_POLL: Duration = Duration::from_secs(50);
 
 pub(super) async fn serve(listener: TcpListener, shared: Arc<Shared>, stop: oneshot::Receiver<()>) {
-    crate::accept::serve_http1(listener, stop, move |req| handle(req, Arc::clone(&shared))).await;
+    crate::accept::serve_http1(listener, stop, move |req| handle(req, Arc::clone(&shared)), || ()).await;
 }
 
 fn reply(status: u16, body: &Value) -> Response<ReplyBody> {
