@@ -2,7 +2,8 @@
 //! bridging the upstream `mcp-server-time` dials in with a token from `chela mcp endpoint add`,
 //! and the fake LLM calls its tool in a turn through the gateway's OpenAI endpoint; then
 //! hostile hosts: no or a wrong token, a 10 MB frame, endless garbage frames, a host that never
-//! answers `initialize`, thousands of tools, a host that hangs up mid-call. After each the
+//! answers `initialize`, thousands of tools, a host that hangs up mid-call, one that floods
+//! `tools/list_changed`; and a host whose token is removed while connected. After each the
 //! daemon still serves.
 
 use std::net::SocketAddr;
@@ -96,6 +97,44 @@ impl Daemon {
 
     fn log(&self) -> String {
         self.run.log()
+    }
+
+    /// The running daemon's registry (`GET /api/cap/groups`): each group's tool ids, sorted.
+    async fn groups(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = TcpStream::connect(self.addr).await.unwrap();
+        let req = format!(
+            "GET /api/cap/groups HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.addr.port()
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut out = String::new();
+        tokio::time::timeout(Duration::from_secs(10), s.read_to_string(&mut out)).await.unwrap().unwrap();
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        let v: Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|g| {
+                let mut tools: Vec<String> =
+                    g["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect();
+                tools.sort();
+                (g["group_id"].as_str().unwrap().to_owned(), tools)
+            })
+            .collect()
+    }
+
+    /// Waits (bounded, 30 s) until group `group` has the tools `want` (`None`: no such group).
+    async fn group_becomes(&self, group: &str, want: Option<&[&str]>) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = self.groups().await.remove(group);
+            if now.as_deref().map(|t| t.iter().map(String::as_str).collect::<Vec<_>>()).as_deref() == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "group {group} is {now:?}, not {want:?}\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 }
 
@@ -277,4 +316,118 @@ async fn a_host_that_hangs_up_mid_call_fails_the_call_and_one_that_never_initial
     .await;
     assert!(ended.is_ok(), "the silent host was not cut off");
     assert!(d.health().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removing_a_token_hangs_up_on_its_connected_host_and_its_tools_go() {
+    let llm = FakeLlm::start(vec![]);
+    let d = Daemon::start(&llm);
+    let (x, y) = (d.token("x"), d.token("y"));
+    let mut host_x = dial(&d, &d.url(&x)).await.unwrap();
+    handshake(&mut host_x, &[tool("a"), tool("b")]).await;
+    let mut host_y = dial(&d, &d.url(&y)).await.unwrap();
+    handshake(&mut host_y, &[tool("c")]).await;
+    d.group_becomes("endpoint_x", Some(&["endpoint_x_a", "endpoint_x_b"])).await;
+    d.group_becomes("endpoint_y", Some(&["endpoint_y_c"])).await;
+
+    let out = chela(d.dir.path(), d.home.path()).args(["mcp", "endpoint", "remove", "x"]).output().unwrap();
+    assert!(out.status.success());
+    let removed = Instant::now();
+    // Chela hangs up (the daemon reloads every second): a close frame saying why.
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(10), host_x.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => break frame,
+            Ok(Some(Ok(_))) => {}
+            Ok(None | Some(Err(_))) => break None,
+            Err(_) => panic!("the host of a removed token is still connected after 10 s:\n{}", d.log()),
+        }
+    };
+    assert!(removed.elapsed() < Duration::from_secs(10));
+    let close = close.expect("a close frame");
+    assert_eq!(u16::from(close.code), 1008);
+    assert_eq!(close.reason.as_str(), "the token was removed");
+    d.group_becomes("endpoint_x", None).await;
+    log_says(&d, "MCP endpoint host x disconnected (its token was removed)").await;
+    // The other host stays, with its tools, and is sent nothing.
+    assert_eq!(d.groups().await.remove("endpoint_y"), Some(vec!["endpoint_y_c".to_owned()]));
+    assert!(tokio::time::timeout(Duration::from_secs(2), host_y.next()).await.is_err(), "host y was left alone");
+    // The removed token does not get back in.
+    assert_eq!(dial(&d, &d.url(&x)).await.err(), Some(401));
+    // A token issued again under y's name cuts the host holding the old one as well.
+    let _new = d.token("y");
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match host_y.next().await {
+                Some(Ok(Message::Close(_))) | None | Some(Err(_)) => return,
+                Some(Ok(_)) => {}
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the host of a replaced token is still connected");
+    d.group_becomes("endpoint_y", None).await;
+    assert!(d.health().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn list_changed_re_lists_the_host_and_a_flood_of_it_is_bounded() {
+    let llm = FakeLlm::start(vec![]);
+    let d = Daemon::start(&llm);
+    let token = d.token("h");
+    let mut ws = dial(&d, &d.url(&token)).await.unwrap();
+    handshake(&mut ws, &[tool("a"), tool("b")]).await;
+    d.group_becomes("endpoint_h", Some(&["endpoint_h_a", "endpoint_h_b"])).await;
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}).to_string();
+    // The host's tools change: a goes, c comes.
+    ws.send(Message::text(changed.clone())).await.unwrap();
+    let list = next(&mut ws).await.unwrap();
+    assert_eq!(list["method"], "tools/list");
+    let answer = json!({"jsonrpc": "2.0", "id": list["id"], "result": {"tools": [tool("b"), tool("c")]}});
+    ws.send(Message::text(answer.to_string())).await.unwrap();
+    d.group_becomes("endpoint_h", Some(&["endpoint_h_b", "endpoint_h_c"])).await;
+
+    // Now 3 s of list_changed as fast as the socket takes them, every tools/list answered.
+    let (mut sink, mut stream) = ws.split();
+    let (to_send, mut outbox) = tokio::sync::mpsc::channel::<String>(16);
+    let writer = tokio::spawn(async move {
+        let start = Instant::now();
+        let mut sent = 0u64;
+        loop {
+            while let Ok(answer) = outbox.try_recv() {
+                sink.send(Message::text(answer)).await.unwrap();
+            }
+            if start.elapsed() < Duration::from_secs(3) {
+                sink.send(Message::text(changed.clone())).await.unwrap();
+                sent += 1;
+            } else {
+                match tokio::time::timeout(Duration::from_secs(3), outbox.recv()).await {
+                    Ok(Some(answer)) => sink.send(Message::text(answer)).await.unwrap(),
+                    _ => return (sent, sink),
+                }
+            }
+        }
+    });
+    let mut lists = 0;
+    let reader = async {
+        let deadline = Instant::now() + Duration::from_secs(7);
+        while Instant::now() < deadline {
+            let Ok(Some(Ok(Message::Text(t)))) = tokio::time::timeout(Duration::from_millis(200), stream.next()).await
+            else {
+                continue;
+            };
+            let m: Value = serde_json::from_str(t.as_str()).unwrap();
+            assert_eq!(m["method"], "tools/list", "{m}");
+            lists += 1;
+            let answer = json!({"jsonrpc": "2.0", "id": m["id"], "result": {"tools": [tool("b"), tool("d")]}});
+            to_send.send(answer.to_string()).await.unwrap();
+        }
+    };
+    reader.await;
+    let (sent, _sink) = writer.await.unwrap();
+    assert!(sent > 1000, "only {sent} notifications were sent");
+    // At most one listing a second: 3 s of flood, then the one waiting out its gap and the
+    // one folded signal.
+    assert!((2..=6).contains(&lists), "{lists} listings for {sent} notifications");
+    d.group_becomes("endpoint_h", Some(&["endpoint_h_b", "endpoint_h_d"])).await;
+    assert!(d.health().await, "the daemon still serves:\n{}", d.log());
 }

@@ -1,7 +1,8 @@
 //! What a hostile or broken device can do to the xiaozhi conversation (`/xiaozhi/v1/`) of the
 //! real `chela run`: garbage binary frames, a 10 MB text frame, a hello that never comes,
-//! frames after its own close, leaving mid-sentence, bad and revoked tokens, and 200
-//! connections opened and dropped. Each gets a clean close or refusal, and the daemon and
+//! frames after its own close, leaving mid-sentence, bad and revoked tokens, 200
+//! connections opened and dropped, and a device whose MCP side floods
+//! `notifications/tools/list_changed`. Each gets a clean close or refusal, and the daemon and
 //! another connected device carry on (a whole spoken turn afterwards). The model is the
 //! scripted fake LLM, speech the testkit's `FakeAudio`; everything is on 127.0.0.1.
 
@@ -333,5 +334,127 @@ async fn two_hundred_connections_opened_and_dropped_leave_the_daemon_serving() {
     // And a new connection of the dropped device works.
     let mut a = hello(d.addr, A).await;
     a.send(Message::text(r#"{"type":"abort"}"#)).await.unwrap();
+    d.healthy();
+}
+
+/// The running daemon's tools of group `group` (`GET /api/cap/groups`), sorted; `None`: no group.
+async fn group_tools(addr: SocketAddr, group: &str) -> Option<Vec<String>> {
+    use tokio::io::AsyncReadExt;
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!("GET /api/cap/groups HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n", addr.port());
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    timeout(Duration::from_secs(10), s.read_to_string(&mut out)).await.unwrap().unwrap();
+    let v: Value = serde_json::from_str(out.split("\r\n\r\n").nth(1).unwrap_or("")).unwrap();
+    let g = v.as_array().unwrap().iter().find(|g| g["group_id"] == group)?;
+    let mut tools: Vec<String> =
+        g["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_owned()).collect();
+    tools.sort();
+    Some(tools)
+}
+
+/// Waits (bounded) until device A's group has exactly `want`.
+async fn a_tools_become(addr: SocketAddr, want: &[&str]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let now = group_tools(addr, "device_aabbccddee0a").await;
+        if now.as_deref().is_some_and(|t| t.iter().map(String::as_str).eq(want.iter().copied())) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "device A's tools are {now:?}, not {want:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The next `mcp` payload from Chela.
+async fn next_mcp(c: &mut Ws) -> Value {
+    loop {
+        let v = next_json(c).await.expect("an MCP message");
+        if v["type"] == "mcp" {
+            return v["payload"].clone();
+        }
+    }
+}
+
+fn mcp(payload: Value) -> Message {
+    Message::text(json!({"session_id": "s", "type": "mcp", "payload": payload}).to_string())
+}
+
+fn device_tool(name: &str) -> Value {
+    json!({"name": name, "description": "a device tool", "inputSchema": {"type": "object", "properties": {}}})
+}
+
+#[tokio::test]
+async fn a_device_that_changes_its_tools_is_re_listed_and_one_that_floods_list_changed_is_bounded() {
+    let mut d = Daemon::start(vec![Step::text("B is fine.")]);
+    let mut b = hello(d.addr, B).await;
+    let mut a = hello(d.addr, A).await;
+    let init = next_mcp(&mut a).await;
+    assert_eq!(init["method"], "initialize");
+    a.send(mcp(json!({"jsonrpc": "2.0", "id": init["id"], "result": {"protocolVersion": "2024-11-05",
+        "capabilities": {"tools": {}}, "serverInfo": {"name": "board", "version": "1"}}})))
+        .await
+        .unwrap();
+    assert_eq!(next_mcp(&mut a).await["method"], "notifications/initialized");
+    let list = next_mcp(&mut a).await;
+    assert_eq!(list["method"], "tools/list");
+    a.send(mcp(json!({"jsonrpc": "2.0", "id": list["id"], "result": {"tools": [device_tool("self.lamp.on")]}})))
+        .await
+        .unwrap();
+    a_tools_become(d.addr, &["device_aabbccddee0a_self_lamp_on"]).await;
+
+    // The device's tools change (the lamp goes, a fan comes) and it says so.
+    let changed = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+    a.send(mcp(changed.clone())).await.unwrap();
+    let list = next_mcp(&mut a).await;
+    assert_eq!(list["method"], "tools/list");
+    a.send(mcp(json!({"jsonrpc": "2.0", "id": list["id"], "result": {"tools": [device_tool("self.fan.on")]}})))
+        .await
+        .unwrap();
+    a_tools_become(d.addr, &["device_aabbccddee0a_self_fan_on"]).await;
+
+    // 3 s of the notification as fast as the socket takes it, each tools/list answered.
+    let (mut sink, mut stream) = a.split();
+    let (answers, mut outbox) = tokio::sync::mpsc::channel::<Message>(16);
+    let writer = tokio::spawn(async move {
+        let start = Instant::now();
+        let mut sent = 0u64;
+        loop {
+            while let Ok(m) = outbox.try_recv() {
+                sink.send(m).await.unwrap();
+            }
+            if start.elapsed() < Duration::from_secs(3) {
+                sink.send(mcp(changed.clone())).await.unwrap();
+                sent += 1;
+            } else {
+                match timeout(Duration::from_secs(3), outbox.recv()).await {
+                    Ok(Some(m)) => sink.send(m).await.unwrap(),
+                    _ => return sent,
+                }
+            }
+        }
+    });
+    let mut lists = 0;
+    let deadline = Instant::now() + Duration::from_secs(7);
+    while Instant::now() < deadline {
+        let Ok(Some(Ok(Message::Text(t)))) = timeout(Duration::from_millis(200), stream.next()).await else { continue };
+        let v: Value = serde_json::from_str(t.as_str()).unwrap();
+        if v["type"] != "mcp" {
+            continue;
+        }
+        assert_eq!(v["payload"]["method"], "tools/list", "{v}");
+        lists += 1;
+        let tools = [device_tool("self.fan.on"), device_tool("self.fan.off")];
+        answers
+            .send(mcp(json!({"jsonrpc": "2.0", "id": v["payload"]["id"], "result": {"tools": tools}})))
+            .await
+            .unwrap();
+    }
+    let sent = writer.await.unwrap();
+    assert!(sent > 1000, "only {sent} notifications were sent");
+    assert!((2..=6).contains(&lists), "{lists} listings for {sent} notifications in 3 s");
+    a_tools_become(d.addr, &["device_aabbccddee0a_self_fan_off", "device_aabbccddee0a_self_fan_on"]).await;
+    // The other device talks as before.
+    assert_eq!(turn(&mut b, "ok").await.0, "ok");
     d.healthy();
 }

@@ -36,7 +36,8 @@ pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
         McpCmd::EndpointRemove(name) => {
             if crate::mcp::endpoint::Endpoints::open(&base.ws).remove(&name).map_err(anyhow::Error::msg)? {
                 outln!(
-                    "The token of MCP endpoint `{name}` no longer works (a connected host stays until it reconnects)."
+                    "The token of MCP endpoint `{name}` no longer works; a running `chela run` hangs up on a host \
+                     connected with it within a second or two, and its tools go."
                 );
                 ExitCode::SUCCESS
             } else {

@@ -11,7 +11,8 @@
 //! Settings follow the files: [`Daemon::reload`] (called every second by `chela run`) swaps in
 //! a new [`App`] when `chela.toml` or `overrides.toml` changed, so `chela config set llm.model …`
 //! and `chela cap disable …` apply to the next turn without a restart. Turns already running
-//! keep the settings they started with.
+//! keep the settings they started with. The same reload hangs up on MCP endpoint hosts whose
+//! token `chela mcp endpoint remove` took away.
 //!
 //! Stopping: [`Shutdown::trigger`] tells every service to stop taking work; `chela run` then
 //! waits for [`SessionHub::drained`] and cancels what is still running (see `cmd/run.rs`).
@@ -92,6 +93,8 @@ pub struct Daemon {
     scheduler: Arc<Scheduler>,
     /// The event router's rules and queue, shared with the `router` tools and the scheduler.
     rules: Arc<Rules>,
+    /// The tool hosts connected to the MCP endpoint, checked against their tokens at each reload.
+    endpoint_hosts: Arc<crate::mcp::endpoint::Hosts>,
 }
 
 impl Daemon {
@@ -140,6 +143,7 @@ impl Daemon {
             outlets,
             scheduler,
             rules,
+            endpoint_hosts: Arc::default(),
         })
     }
 
@@ -187,6 +191,11 @@ impl Daemon {
         &self.rules
     }
 
+    /// The tool hosts connected to the MCP endpoint.
+    pub fn endpoint_hosts(&self) -> &Arc<crate::mcp::endpoint::Hosts> {
+        &self.endpoint_hosts
+    }
+
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Current> {
         self.current.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -194,6 +203,8 @@ impl Daemon {
     /// Re-reads the settings if a file changed: `Ok(true)` when new ones took effect. A file
     /// that became invalid is reported (once) and the last good settings stay.
     pub fn reload(&self) -> Result<bool> {
+        // A tool host whose endpoint token was removed is hung up on.
+        self.endpoint_hosts.check(&crate::mcp::endpoint::Endpoints::open(&self.ws));
         let cfg = {
             let mut watch = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
             match watch.poll()? {

@@ -1,6 +1,7 @@
 //! The MCP endpoint's WebSocket on the gateway's listener (see [`crate::mcp::endpoint`]): the
 //! upgrade, checked against the endpoint's own tokens (`?token=` or a bearer), not
-//! `gateway.token`, since a tool host holds only the token it was issued.
+//! `gateway.token`, since a tool host holds only the token it was issued. The host joins the
+//! daemon's [`crate::mcp::endpoint::Hosts`], which hangs up on it when its token is removed.
 
 use std::sync::Arc;
 
@@ -29,7 +30,8 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
         return Err(ApiError::Unauthorized);
     };
     let store = Endpoints::open(gw.daemon.workspace());
-    let name = tokio::task::spawn_blocking(move || store.load().map(|s| s.check(&token)))
+    let presented = token.clone();
+    let name = tokio::task::spawn_blocking(move || store.load().map(|s| s.check(&presented)))
         .await
         .map_err(|e| ApiError::internal("the endpoint store", e))?
         .map_err(|e| {
@@ -42,6 +44,8 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
     };
     let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
     let (toolbox, shutdown) = (Arc::clone(gw.daemon.toolbox()), gw.daemon.shutdown().clone());
+    // Recorded before the answer: a `remove` from now on cuts this host at the next reload.
+    let joined = gw.daemon.endpoint_hosts().join(&name, &token);
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => {
@@ -53,7 +57,7 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
                     .max_write_buffer_size(MAX_MESSAGE * 2);
                 let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
                 tracing::info!(target: "chela::mcp", "MCP endpoint host {name} connected");
-                serve(toolbox, name, ws, shutdown).await;
+                serve(toolbox, name, ws, joined, shutdown).await;
             }
             Err(e) => tracing::debug!("MCP endpoint: WebSocket upgrade failed: {e}"),
         }

@@ -13,10 +13,12 @@
 //! list tools page by page, register the group → calls. A server that dies is started again
 //! on the next call, with a backoff that doubles while it keeps failing (1 s … 60 s). Handshake
 //! servers that send `notifications/tools/list_changed` are listed again and their group
-//! replaced. [`Clients::shutdown`] stops every server in order.
+//! replaced, at most once a second ([`listing`], shared with the peers that dial in).
+//! [`Clients::shutdown`] stops every server in order.
 
 pub mod conn;
 pub mod http;
+pub mod listing;
 pub mod names;
 pub mod wire;
 
@@ -38,14 +40,9 @@ use crate::tools::{Group, ToolError, Toolbox};
 /// because the probe is also the server's first request: a Python server on a busy machine
 /// takes seconds just to import its SDK.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Most `tools/list` pages read from one server.
-const MAX_PAGES: usize = 64;
-/// Most tools taken from one server.
-const MAX_TOOLS: usize = 512;
-/// Longest tool description kept (characters).
-const MAX_DESCRIPTION: usize = 2048;
-/// Largest input schema kept (bytes); a tool with a larger one is left out.
-const MAX_SCHEMA: usize = 64 * 1024;
+/// How much of a server's tool list is read: 64 pages, 512 tools, descriptions of 2048
+/// characters, input schemas of 64 KiB (a tool with a larger one is left out).
+const BOUNDS: listing::Bounds = listing::Bounds { pages: 64, tools: 512, description: 2048, schema: 64 * 1024 };
 /// Longest wait between restarts of a failing server.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Each step of a stop (closed stdin, SIGTERM) waits this long before the next.
@@ -420,9 +417,8 @@ impl Server {
 
     /// Every page of `tools/list`, each tool with its id.
     async fn list(&self, conn: &Link, era: &Era) -> Result<Vec<(String, ToolDef)>, String> {
-        let mut out = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
+        let label = format!("MCP server {}", self.name);
+        listing::list_tools(&label, &self.group, BOUNDS, &self.names, |cursor| async move {
             let params = match &cursor {
                 Some(c) => json!({"cursor": c}),
                 None => json!({}),
@@ -432,30 +428,9 @@ impl Server {
                 .await
                 .map_err(|e| self.explain("tools/list", &e))?;
             wire::check_result_type(&result)?;
-            let (tools, next) = wire::tools_page(&result)?;
-            for mut t in tools {
-                if out.len() >= MAX_TOOLS {
-                    tracing::warn!(target: "chela::mcp", "MCP server {} offers more than {MAX_TOOLS} tools; the rest are left out", self.name);
-                    return Ok(out);
-                }
-                if t.schema.len() > MAX_SCHEMA {
-                    tracing::warn!(target: "chela::mcp", "MCP server {}: tool {} has an input schema over {MAX_SCHEMA} bytes; left out", self.name, t.name);
-                    continue;
-                }
-                if let Some((i, _)) = t.description.char_indices().nth(MAX_DESCRIPTION) {
-                    t.description.truncate(i);
-                }
-                let id = self.names.lock().unwrap_or_else(PoisonError::into_inner).insert(&self.name, &t.name);
-                out.push((id, t));
-            }
-            match next {
-                // A server that hands back the cursor it was given would loop forever.
-                Some(n) if Some(&n) != cursor.as_ref() => cursor = Some(n),
-                _ => return Ok(out),
-            }
-        }
-        tracing::warn!(target: "chela::mcp", "MCP server {} has more than {MAX_PAGES} pages of tools; the rest are left out", self.name);
-        Ok(out)
+            wire::tools_page(&result)
+        })
+        .await
     }
 
     /// Registers (or replaces) the group with `tools`.
@@ -520,26 +495,28 @@ impl Server {
     }
 }
 
-/// Lists the tools again whenever the server says they changed, until the connection ends.
+/// Lists the tools again whenever the server says they changed, until the connection ends
+/// (one listing at a time, at most one a second: see [`listing::follow_changes`]).
 async fn watch_list(server: Weak<Server>, conn: Link) {
-    loop {
-        tokio::select! {
-            () = conn.list_changed() => {}
-            () = conn.closed() => return,
-        }
-        let Some(s) = server.upgrade() else { return };
-        let Some(era) = s.state().era.clone() else { return };
-        match s.list(&conn, &era).await {
-            Ok(tools) => {
-                let tb = s.toolbox.get().cloned().unwrap_or_default();
-                s.install(&tb, &tools);
-                s.state().tools = tools;
+    let relist = || {
+        let (server, conn) = (server.clone(), conn.clone());
+        async move {
+            let Some(s) = server.upgrade() else { return false };
+            let Some(era) = s.state().era.clone() else { return false };
+            match s.list(&conn, &era).await {
+                Ok(tools) => {
+                    let tb = s.toolbox.get().cloned().unwrap_or_default();
+                    s.install(&tb, &tools);
+                    s.state().tools = tools;
+                }
+                Err(e) => {
+                    tracing::warn!(target: "chela::mcp", "MCP server {}: listing its changed tools failed: {e}", s.name)
+                }
             }
-            Err(e) => {
-                tracing::warn!(target: "chela::mcp", "MCP server {}: listing its changed tools failed: {e}", s.name)
-            }
+            true
         }
-    }
+    };
+    listing::follow_changes(|| conn.list_changed(), conn.closed(), relist).await;
 }
 
 /// One MCP tool as a Chela tool.

@@ -15,6 +15,10 @@
 //!   endpoint's text frame parsed as JSON) goes to [`Peer::deliver`], which never blocks.
 //! - When the connection ends the transport drops the [`Peer`] (or calls [`Peer::close`]):
 //!   the group goes, and calls still waiting fail at once with the reason.
+//! - `notifications/tools/list_changed` from the peer makes the client list the tools again
+//!   (same paging and bounds as the first time) and replace the group: tools gone are gone, the
+//!   group keeps its name. One listing at a time, at most one a second however many
+//!   notifications come (`client/listing.rs`).
 //!
 //! Device quirks honoured (protocols.md §0): integer ids only (an answer with another id is
 //! ignored), errors may have no `code`, `nextCursor` is the next tool's name, notifications
@@ -30,9 +34,10 @@ use std::time::Duration;
 
 use chela_core::cap::Capability;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::client::conn::CallError;
+use super::client::listing;
 use super::client::names::Names;
 use super::client::wire::{self, Incoming, ToolDef};
 use crate::tools::{Group, ToolError, Toolbox};
@@ -50,10 +55,11 @@ pub const MAX_PAGES: usize = 32;
 pub const MAX_TOOLS: usize = 256;
 /// Requests waiting for an answer at once.
 pub const MAX_PENDING: usize = 32;
-/// Longest tool description kept (characters).
-const MAX_DESCRIPTION: usize = 2048;
-/// Largest input schema kept (bytes); a tool with a larger one is left out.
-const MAX_SCHEMA: usize = 16 * 1024;
+/// How much of a peer's tool list is read: [`MAX_PAGES`] pages, [`MAX_TOOLS`] tools,
+/// descriptions of 2048 characters, input schemas of 16 KiB (a tool with a larger one is left
+/// out).
+const BOUNDS: listing::Bounds =
+    listing::Bounds { pages: MAX_PAGES, tools: MAX_TOOLS, description: 2048, schema: 16 * 1024 };
 
 /// Who is on the other side.
 #[derive(Clone, Debug)]
@@ -144,6 +150,10 @@ struct Core {
     call_timeout: Duration,
     /// The setup's outcome: `None` while it runs, then the tool count or why it failed.
     setup: watch::Sender<Option<Result<usize, String>>>,
+    /// The peer sent `notifications/tools/list_changed` (one stored signal however many came).
+    changed: Notify,
+    /// Set once the peer is gone.
+    gone: watch::Sender<bool>,
 }
 
 /// One connected peer. Dropping it removes its group and fails its waiting calls.
@@ -186,6 +196,8 @@ impl Peer {
             names: Mutex::new(Names::default()),
             call_timeout,
             setup: watch::Sender::new(None),
+            changed: Notify::new(),
+            gone: watch::Sender::new(false),
         });
         tokio::spawn(setup(Arc::clone(&core)));
         Peer { core }
@@ -219,6 +231,10 @@ impl Peer {
             }
             Ok(Incoming::Notification { method, .. }) => {
                 tracing::debug!(target: "chela::mcp", "{}: notification {method}", c.label);
+                if method == "notifications/tools/list_changed" {
+                    // Read again by the peer's own task, at most once a second.
+                    c.changed.notify_one();
+                }
             }
             Ok(Incoming::Request { id, method }) => {
                 let answer = if method == "ping" {
@@ -274,6 +290,7 @@ impl Core {
                 let _ = tx.send(Err(CallError::Broken(why.clone())));
             }
         }
+        self.gone.send_replace(true);
         self.setup.send_if_modified(|s| {
             if s.is_none() {
                 *s = Some(Err(format!("{} left before its tools were listed", self.label)));
@@ -342,9 +359,7 @@ impl Core {
 
     /// Every page of `tools/list`, without the user-only tools, each with its id.
     async fn list(&self) -> Result<Vec<(String, ToolDef)>, String> {
-        let mut out = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..MAX_PAGES {
+        listing::list_tools(&self.label, &self.group, BOUNDS, &self.names, |cursor| async move {
             let result = self
                 .request("tools/list", self.kind.list_params(cursor.as_deref()), SETUP_TIMEOUT)
                 .await
@@ -357,39 +372,16 @@ impl Core {
                 .filter(|t| !user_only(t))
                 .cloned()
                 .collect();
-            let (tools, next) = wire::tools_page(&json!({"tools": for_model, "nextCursor": result.get("nextCursor")}))
-                .map_err(|e| format!("{}: {e}", self.label))?;
-            for mut t in tools {
-                // A page that repeats a tool (a device cursor pointing back) lists it once.
-                if out.iter().any(|(_, o): &(String, ToolDef)| o.name == t.name) {
-                    continue;
-                }
-                if out.len() >= MAX_TOOLS {
-                    tracing::warn!(target: "chela::mcp", "{} offers more than {MAX_TOOLS} tools; the rest are left out", self.label);
-                    return Ok(out);
-                }
-                if t.schema.len() > MAX_SCHEMA {
-                    tracing::warn!(target: "chela::mcp", "{}: tool {} has an input schema over {MAX_SCHEMA} bytes; left out", self.label, t.name);
-                    continue;
-                }
-                if let Some((i, _)) = t.description.char_indices().nth(MAX_DESCRIPTION) {
-                    t.description.truncate(i);
-                }
-                let id = self.names.lock().unwrap_or_else(PoisonError::into_inner).insert_in(&self.group, &t.name);
-                out.push((id, t));
-            }
-            match next {
-                // A cursor handed back again (or an empty one) would loop forever.
-                Some(n) if !n.is_empty() && Some(&n) != cursor.as_ref() => cursor = Some(n),
-                _ => return Ok(out),
-            }
-        }
-        tracing::warn!(target: "chela::mcp", "{} has more than {MAX_PAGES} pages of tools; the rest are left out", self.label);
-        Ok(out)
+            wire::tools_page(&json!({"tools": for_model, "nextCursor": result.get("nextCursor")}))
+                .map_err(|e| format!("{}: {e}", self.label))
+        })
+        .await
     }
 
-    /// Registers the group, unless the peer has gone meanwhile.
-    fn install(self: &Arc<Self>, tools: &[(String, ToolDef)]) -> Result<(), String> {
+    /// Registers the group, unless the peer has gone meanwhile. `again` (a re-list) replaces
+    /// the group only while this connection still owns it: a device that reconnected has a
+    /// newer one.
+    fn install(self: &Arc<Self>, tools: &[(String, ToolDef)], again: bool) -> Result<(), String> {
         let Some(tb) = self.toolbox.upgrade() else { return Err("Chela is stopping".into()) };
         let mut group = Group::new(self.group.clone(), format!("Tools of the {}", self.label));
         for (id, t) in tools {
@@ -406,8 +398,11 @@ impl Core {
         if let Some(why) = self.dead() {
             return Err(why);
         }
-        tb.replace(group).map_err(|e| format!("the tools of the {} cannot be registered: {e}", self.label))?;
         let key = self.key();
+        if again && !owners.iter().any(|(k, g, n)| *k == key && *g == self.group && *n == self.generation) {
+            return Err(format!("the group {} belongs to a newer connection", self.group));
+        }
+        tb.replace(group).map_err(|e| format!("the tools of the {} cannot be registered: {e}", self.label))?;
         owners.retain(|(k, g, _)| !(*k == key && *g == self.group));
         owners.push((key, self.group.clone(), self.generation));
         Ok(())
@@ -457,7 +452,7 @@ async fn setup(core: Arc<Core>) {
             .await
             .map_err(|_| format!("{}: the connection closed", core.label))?;
         let tools = core.list().await?;
-        core.install(&tools)?;
+        core.install(&tools, false)?;
         Ok(tools.len())
     }
     .await;
@@ -465,7 +460,40 @@ async fn setup(core: Arc<Core>) {
         Ok(n) => tracing::info!(target: "chela::mcp", "{}: {n} tools in group {}", core.label, core.group),
         Err(e) => tracing::warn!(target: "chela::mcp", "{e}"),
     }
+    let listed = outcome.is_ok();
     core.setup.send_replace(Some(outcome));
+    if listed {
+        follow(core).await;
+    }
+}
+
+/// Lists the tools again on each `notifications/tools/list_changed` (one listing at a time, at
+/// most one a second) and replaces the group, until the peer goes.
+async fn follow(core: Arc<Core>) {
+    let mut gone = core.gone.subscribe();
+    let closed = async move {
+        let _ = gone.wait_for(|g| *g).await;
+    };
+    let relist = || async {
+        let tools = match core.list().await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(target: "chela::mcp", "listing the changed tools failed: {e}");
+                return core.dead().is_none();
+            }
+        };
+        match core.install(&tools, true) {
+            Ok(()) => {
+                tracing::info!(target: "chela::mcp", "{}: tools changed, now {} in group {}", core.label, tools.len(), core.group);
+                true
+            }
+            Err(e) => {
+                tracing::info!(target: "chela::mcp", "{}: the changed tools are not registered: {e}", core.label);
+                false
+            }
+        }
+    };
+    listing::follow_changes(|| core.changed.notified(), closed, relist).await;
 }
 
 /// One of the peer's tools as a Chela tool. It holds the peer weakly: a tool list taken

@@ -28,11 +28,13 @@ struct Behaviour {
     answers_initialize: bool,
     /// Sends every page's cursor as the same name (a broken device).
     stuck_cursor: bool,
+    /// The tools it lists now, when the test changes them (else [`tools`]).
+    live: Option<Arc<Mutex<Vec<Value>>>>,
 }
 
 impl Default for Behaviour {
     fn default() -> Behaviour {
-        Behaviour { per_page: 2, extra: 0, answers_initialize: true, stuck_cursor: false }
+        Behaviour { per_page: 2, extra: 0, answers_initialize: true, stuck_cursor: false, live: None }
     }
 }
 
@@ -60,8 +62,11 @@ type Seen = Arc<Mutex<Vec<Value>>>;
 /// Runs the fake device: reads what the client sends and answers through `deliver`.
 fn fake_device(b: Behaviour, mut rx: mpsc::Receiver<Value>, peer: Weak<Peer>, seen: Seen) {
     tokio::spawn(async move {
-        let all = tools(&b);
+        let mut all = tools(&b);
         while let Some(m) = rx.recv().await {
+            if let Some(live) = &b.live {
+                all.clone_from(&live.lock().unwrap());
+            }
             seen.lock().unwrap().push(m.clone());
             let method = m["method"].as_str().unwrap_or("").to_owned();
             // The firmware silently drops requests whose id is not an integer, and notifications.
@@ -341,4 +346,108 @@ async fn the_model_calls_a_device_tool_in_a_turn() {
     let second = reqs[1].json.as_ref().unwrap()["messages"].to_string();
     assert!(second.contains("\"tool_result\""), "{second}");
     assert!(second.contains("true"), "{second}");
+}
+
+/// Waits (bounded) until the group's ids are `want` (sorted).
+async fn ids_become(r: &Rig, want: &[&str]) {
+    for _ in 0..500 {
+        let mut ids = r.ids();
+        ids.sort();
+        if ids == want {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the group is {:?}, not {want:?}", r.ids());
+}
+
+#[tokio::test]
+async fn list_changed_re_lists_and_replaces_the_group() {
+    let live = Arc::new(Mutex::new(tools(&Behaviour::default())));
+    let r = rig(Behaviour { live: Some(Arc::clone(&live)), ..Behaviour::default() }, None);
+    assert_eq!(r.peer().ready().await, Ok(4));
+    // The volume tool goes, an LED tool comes.
+    live.lock().unwrap().retain(|t| t["name"] != "self.audio_speaker.set_volume");
+    live.lock()
+        .unwrap()
+        .push(json!({"name": "self.led.set_color", "description": "LED", "inputSchema": {"type": "object"}}));
+    r.peer().deliver(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    ids_become(
+        &r,
+        &[
+            "device_aabbccddee01_self_camera_take_photo",
+            "device_aabbccddee01_self_get_device_status",
+            "device_aabbccddee01_self_led_set_color",
+            "device_aabbccddee01_self_screen_set_theme",
+        ],
+    )
+    .await;
+    let gone = r.call("device_aabbccddee01_self_audio_speaker_set_volume", json!({"volume": 5})).await.unwrap_err();
+    assert_eq!(gone.kind(), crate::tools::ToolErrorKind::NotFound, "{}", gone.0);
+    assert_eq!(
+        r.call("device_aabbccddee01_self_get_device_status", json!({})).await.unwrap(),
+        "{\"battery\":{\"level\":80}}"
+    );
+    // Every tool gone: the group stays, empty, under its name.
+    live.lock().unwrap().clear();
+    r.peer().deliver(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    ids_become(&r, &[]).await;
+    assert!(r.fx.toolbox.registry().group("device_aabbccddee01").is_some(), "the group stays");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_list_changed_is_read_about_once_a_second() {
+    let r = rig(Behaviour::default(), None);
+    r.peer().ready().await.unwrap();
+    let first_pages =
+        || r.seen.lock().unwrap().iter().filter(|m| m.pointer("/params/cursor") == Some(&json!(""))).count();
+    assert_eq!(first_pages(), 1);
+    // 2.5 s of notifications, as fast as they come.
+    let start = std::time::Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed() < Duration::from_millis(2500) {
+        for _ in 0..100 {
+            r.peer().deliver(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+        }
+        sent += 100;
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let during = first_pages() - 1;
+    assert!(sent > 10_000, "{sent}");
+    assert!((1..=4).contains(&during), "{during} listings for {sent} notifications in 2.5 s");
+    // The flood is over: the listing waiting out its gap and the one folded signal are read,
+    // then nothing more.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let after = first_pages() - 1;
+    assert!(after <= during + 2, "{during} then {after}");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(first_pages() - 1, after, "the peer is quiet: no more listings");
+    // Calls still work and the group is whole.
+    assert_eq!(r.ids().len(), 4);
+    assert!(r.call("device_aabbccddee01_self_get_device_status", json!({})).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_replaced_connection_does_not_re_list_over_the_new_one() {
+    let live = Arc::new(Mutex::new(tools(&Behaviour::default())));
+    let mut old = rig(Behaviour { live: Some(Arc::clone(&live)), ..Behaviour::default() }, None);
+    old.peer().ready().await.unwrap();
+    let tb = Arc::clone(&old.fx.toolbox);
+    let new = rig(Behaviour::default(), Some(&tb));
+    new.peer().ready().await.unwrap();
+    live.lock().unwrap().truncate(1);
+    old.peer().deliver(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    // The old connection lists again (its device answers) but must not take the group.
+    for _ in 0..500 {
+        if old.methods().iter().filter(|m| *m == "tools/list").count() > 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(old.methods().iter().filter(|m| *m == "tools/list").count(), 4, "3 pages, then 1");
+    assert_eq!(old.ids().len(), 4, "the new connection's tools stay (one toolbox)");
+    drop(old.peer.take());
+    assert_eq!(old.ids().len(), 4);
+    drop(new);
 }

@@ -4,20 +4,25 @@
 //! (through [`super::device`], the same client as a device's) and go when it hangs up.
 //!
 //! Tokens are issued by `chela mcp endpoint add NAME`, shown once and kept as SHA-256 hashes in
-//! `state/mcp_endpoints.json` (written atomically under a lock); `remove` takes one away (a
-//! connected host keeps its socket until it reconnects). Bounds: one message is at most
+//! `state/mcp_endpoints.json` (written atomically under a lock); `remove` takes one away, and
+//! `add` again replaces it. The daemon keeps the connected hosts in [`Hosts`]; at each settings
+//! reload (every second in `chela run`) it looks at the store, and a host whose token is no
+//! longer there is hung up on (close 1008) and its group goes. Bounds: one message is at most
 //! [`MAX_MESSAGE`] bytes (a bigger one closes the socket), [`OUTBOUND`] messages wait for the
 //! host, a host that does not finish the handshake and listing within
 //! [`super::device::SETUP_TIMEOUT`] per step is hung up on, one connection per name (a new one
 //! replaces the old).
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::{SinkExt, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::devices::{hex_of, random, token_hash};
 use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_at};
@@ -146,6 +151,112 @@ impl Endpoints {
     }
 }
 
+/// The hosts connected now, each with the hash of the token it dialled with, so that a token
+/// taken away (`remove`, or `add` again) cuts its host at the daemon's next settings reload.
+#[derive(Default)]
+pub struct Hosts {
+    inner: Mutex<HostsInner>,
+}
+
+#[derive(Default)]
+struct HostsInner {
+    next: u64,
+    live: Vec<Host>,
+    /// The store file as last read: inode, modification time (ns) and length. `None`: read it
+    /// at the next check.
+    seen: Option<(u64, i128, u64)>,
+}
+
+struct Host {
+    id: u64,
+    name: String,
+    token_sha256: String,
+    cut: watch::Sender<Option<String>>,
+}
+
+/// One connected host's place in [`Hosts`]; leaves it when dropped.
+pub struct Joined {
+    hosts: Arc<Hosts>,
+    id: u64,
+    cut: watch::Receiver<Option<String>>,
+}
+
+impl Joined {
+    /// Waits until the host's token is taken away: why.
+    pub async fn cut(&mut self) -> String {
+        let why = self.cut.wait_for(Option::is_some).await.ok().and_then(|why| why.clone());
+        match why {
+            Some(why) => why,
+            // The sender lives in `Hosts` until this leaves: never reached.
+            None => std::future::pending().await,
+        }
+    }
+}
+
+impl Drop for Joined {
+    fn drop(&mut self) {
+        self.hosts.lock().live.retain(|h| h.id != self.id);
+    }
+}
+
+impl Hosts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HostsInner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records a host that dialled with `token` as `name`.
+    pub fn join(self: &Arc<Self>, name: &str, token: &str) -> Joined {
+        let (tx, rx) = watch::channel(None);
+        let mut inner = self.lock();
+        inner.next += 1;
+        let id = inner.next;
+        inner.live.push(Host { id, name: name.to_owned(), token_sha256: token_hash(token), cut: tx });
+        // The store may have changed between the token check and now: read it at the next check.
+        inner.seen = None;
+        Joined { hosts: Arc::clone(self), id, cut: rx }
+    }
+
+    /// How many hosts are connected.
+    pub fn count(&self) -> usize {
+        self.lock().live.len()
+    }
+
+    /// Cuts every host whose token is no longer in `store`. Cheap when nothing changed (one
+    /// stat) or no host is connected (nothing). A store that cannot be read cuts nobody: its
+    /// error is logged, and no new host gets in while it lasts.
+    pub fn check(&self, store: &Endpoints) {
+        let mut inner = self.lock();
+        if inner.live.is_empty() {
+            inner.seen = None;
+            return;
+        }
+        let stamp = std::fs::metadata(&store.path).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            (m.ino(), i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec()), m.len())
+        });
+        if stamp.is_some() && stamp == inner.seen {
+            return;
+        }
+        let state = match store.load() {
+            Ok(s) => s,
+            Err(e) => {
+                if inner.seen != stamp {
+                    tracing::warn!(target: "chela::mcp", "MCP endpoint hosts are not checked: {e}");
+                }
+                inner.seen = stamp;
+                return;
+            }
+        };
+        inner.seen = stamp;
+        for h in &inner.live {
+            if !state.endpoints.iter().any(|e| e.token_sha256 == h.token_sha256) && h.cut.borrow().is_none() {
+                tracing::info!(target: "chela::mcp", "MCP endpoint host {}: its token was removed; hanging up", h.name);
+                h.cut.send_replace(Some("its token was removed".to_owned()));
+            }
+        }
+    }
+}
+
 /// `with_file_lock` wants an error type that takes an `io::Error`.
 struct LockOr(String);
 
@@ -161,12 +272,14 @@ impl From<String> for LockOr {
     }
 }
 
-/// Serves one host's socket until it closes: frames in to the client, the client's messages
-/// out as frames. The group goes when this returns.
+/// Serves one host's socket until it closes, its token is taken away (`joined`) or Chela
+/// stops: frames in to the client, the client's messages out as frames. The group goes when
+/// this returns.
 pub async fn serve<S>(
     toolbox: std::sync::Arc<crate::tools::Toolbox>,
     name: String,
     ws: S,
+    mut joined: Joined,
     shutdown: crate::daemon::Shutdown,
 ) where
     S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
@@ -179,6 +292,8 @@ pub async fn serve<S>(
     let ready = peer.ready();
     tokio::pin!(ready);
     let mut setup_done = false;
+    let mut why = "the host hung up".to_owned();
+    let mut close = None;
     loop {
         tokio::select! {
             r = &mut ready, if !setup_done => {
@@ -203,12 +318,24 @@ pub async fn serve<S>(
                 // Pings are answered by the codec; binary frames mean nothing here.
                 Some(Ok(_)) => {}
             },
+            cut = joined.cut() => {
+                close = Some(CloseFrame { code: CloseCode::Policy, reason: "the token was removed".into() });
+                why = cut;
+                break;
+            }
             () = shutdown.wait() => break,
         }
     }
-    peer.close("the host hung up");
-    tracing::info!(target: "chela::mcp", "MCP endpoint host {name} disconnected; its tools are gone");
-    let _ = sink.close().await;
+    peer.close(&why);
+    tracing::info!(target: "chela::mcp", "MCP endpoint host {name} disconnected ({why}); its tools are gone");
+    // A host that reads nothing must not hold this task: the goodbye is bounded.
+    let bye = async {
+        if let Some(frame) = close {
+            let _ = sink.send(Message::Close(Some(frame))).await;
+        }
+        let _ = sink.close().await;
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), bye).await;
 }
 
 #[cfg(test)]
@@ -235,5 +362,33 @@ mod tests {
         for bad in ["", "Time", "a b", "../x", &"x".repeat(25)] {
             assert!(store.add(bad, 1).is_err(), "{bad:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_removed_or_replaced_token_cuts_its_host_at_the_next_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+        ws.ensure().unwrap();
+        let store = Endpoints::open(&ws);
+        let (a, b) = (store.add("a", 1).unwrap(), store.add("b", 1).unwrap());
+        let hosts = Arc::new(Hosts::default());
+        let mut host_a = hosts.join("a", &a);
+        let mut host_b = hosts.join("b", &b);
+        let cut = |j: &mut Joined| j.cut.borrow().clone();
+        hosts.check(&store);
+        assert_eq!((cut(&mut host_a), cut(&mut host_b)), (None, None), "both tokens are good");
+        assert!(store.remove("a").unwrap());
+        hosts.check(&store);
+        assert_eq!(host_a.cut().await, "its token was removed");
+        assert_eq!(cut(&mut host_b), None, "only the removed one");
+        // `add` again issues a new token: the host holding the old one goes too.
+        store.add("b", 2).unwrap();
+        hosts.check(&store);
+        assert_eq!(host_b.cut().await, "its token was removed");
+        // A host leaves the list when it goes.
+        drop(host_a);
+        assert_eq!(hosts.count(), 1);
+        drop(host_b);
+        assert_eq!(hosts.count(), 0);
     }
 }

@@ -43,7 +43,7 @@ fn hashed(id: &str, original: &str) -> String {
 }
 
 /// The ids of one server's tools and the way back to their MCP names.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Names {
     back: HashMap<String, String>,
 }
@@ -72,6 +72,18 @@ impl Names {
         }
         self.back.insert(id.clone(), name.to_owned());
         id
+    }
+
+    /// Forgets every id not in `ids`, so a peer whose tools keep changing does not grow the map;
+    /// the tools kept keep their ids.
+    pub fn keep_only(&mut self, ids: &std::collections::HashSet<&str>) {
+        self.back.retain(|id, _| ids.contains(id.as_str()));
+    }
+
+    /// How many ids are known (for tests).
+    #[cfg(test)]
+    pub fn known(&self) -> usize {
+        self.back.len()
     }
 
     /// The MCP name behind `id`.
