@@ -63,8 +63,8 @@ pub fn parse_retry_after(seconds: Option<&str>, millis: Option<&str>) -> Option<
 }
 
 /// `text` as a non-negative decimal (`[+]digits[.digits]`, at least one digit) of units of
-/// `unit_ns` nanoseconds, saturating at `u64::MAX` nanoseconds; digits past the nanosecond are
-/// dropped.
+/// `unit_ns` nanoseconds (at most a second), saturating at `u64::MAX` nanoseconds; digits past
+/// the nanosecond are dropped.
 fn decimal(text: &str, unit_ns: u64) -> Option<Duration> {
     let text = text.trim();
     let text = text.strip_prefix('+').unwrap_or(text);
@@ -72,12 +72,12 @@ fn decimal(text: &str, unit_ns: u64) -> Option<Duration> {
     if whole.is_empty() && fraction.is_empty() || !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let digits = |s: &str| s.bytes().fold(0u128, |n, b| (n * 10 + u128::from(b - b'0')).min(u128::from(u64::MAX)));
-    // Eighteen fraction digits are past a nanosecond of any unit up to a second.
-    let fraction = &fraction[..fraction.len().min(18)];
-    let scale = 10u128.pow(fraction.len() as u32);
-    let ns = digits(whole) * u128::from(unit_ns) + digits(fraction) * u128::from(unit_ns) / scale;
-    Some(Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+    let digits = |s: &str| s.bytes().fold(0u64, |n, b| n.saturating_mul(10).saturating_add(u64::from(b - b'0')));
+    // Nine fraction digits reach a nanosecond of a unit up to a second, and keep the product
+    // under 10^18.
+    let fraction = &fraction[..fraction.len().min(9)];
+    let part = digits(fraction) * unit_ns / 10u64.pow(fraction.len() as u32);
+    Some(Duration::from_nanos(digits(whole).saturating_mul(unit_ns).saturating_add(part)))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! for another chip, fails the build) and [`plan::to_rust`] embeds the result as a
 //! [`Compiled`], plain statics, so the image carries no board.json parser or checker.
 
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -65,7 +66,14 @@ impl Compiled {
     /// The description as chela-board's [`Spec`], for its [`Devices::open`]; `None` for a chip
     /// chela-board does not know (the build's checker refused those).
     pub fn spec(&self) -> Option<Spec> {
-        let pins = |pins: &[(&str, u8)]| pins.iter().map(|&(role, pin)| (String::from(role), pin)).collect();
+        // Inserted one by one: `collect` into a map sorts first, a few KB of sort code.
+        let pins = |pins: &[(&str, u8)]| {
+            let mut map = BTreeMap::new();
+            for &(role, pin) in pins {
+                map.insert(String::from(role), pin);
+            }
+            map
+        };
         Some(Spec {
             name: self.name.into(),
             chip: spec::chip(self.chip)?,
