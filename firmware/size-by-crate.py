@@ -3,7 +3,8 @@
 image goes").
 
     firmware/size-by-crate.py ELF            # the largest groups
-    firmware/size-by-crate.py BEFORE AFTER   # the groups and symbols that grew
+    firmware/size-by-crate.py BEFORE AFTER   # the groups that changed most, the symbols that
+                                             # grew and shrank most
 
 Reads `riscv64-unknown-elf-nm -S -C` and `objdump -h`; counts the symbols in .text, .rodata and
 .rodata.wifi, grouped by the first path segment of the demangled name (generic code counts for
@@ -57,12 +58,18 @@ def main():
     elif len(sys.argv) == 3:
         a, b = symbols(sys.argv[1]), symbols(sys.argv[2])
         ca, cb = by_crate(a), by_crate(b)
-        print("by crate (after - before):")
-        for c in sorted(set(ca) | set(cb), key=lambda c: ca[c] - cb[c])[:25]:
+        print(f"flash symbols: {sum(a.values())} -> {sum(b.values())} B ({sum(b.values()) - sum(a.values()):+d})")
+        print("by crate (after - before), the largest changes:")
+        for c in sorted(set(ca) | set(cb), key=lambda c: (-abs(cb[c] - ca[c]), c))[:25]:
             print(f"{cb[c] - ca[c]:+9d} {ca[c]:9d} -> {cb[c]:9d} {c}")
         print("symbols that grew most:")
-        for n in sorted(set(b), key=lambda n: a[n] - b[n])[:40]:
-            print(f"{b[n] - a[n]:+8d} {n[:160]}")
+        for n in sorted(set(b), key=lambda n: a[n] - b[n])[:30]:
+            if b[n] > a[n]:
+                print(f"{b[n] - a[n]:+8d} {n[:160]}")
+        print("symbols that shrank most:")
+        for n in sorted(set(a), key=lambda n: b[n] - a[n])[:30]:
+            if b[n] < a[n]:
+                print(f"{b[n] - a[n]:+8d} {n[:160]}")
     else:
         sys.exit(__doc__)
 

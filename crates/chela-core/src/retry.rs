@@ -51,17 +51,33 @@ impl Backoff {
     }
 }
 
-/// Parses a `retry-after` header (delay seconds; HTTP dates are not worth a date parser here and
-/// fall back to the computed backoff) or OpenAI's `retry-after-ms`.
+/// Parses a `retry-after` header (delay seconds, at most a day; HTTP dates are not worth a date
+/// parser here and fall back to the computed backoff) or OpenAI's `retry-after-ms`. Both are
+/// read as plain decimals (`2`, `0.5`, `150`), exactly, without a float parser (core's is about
+/// 15 KB of the firmware, issue 9 §5); anything else is no hint.
 pub fn parse_retry_after(seconds: Option<&str>, millis: Option<&str>) -> Option<Duration> {
-    if let Some(ms) = millis.and_then(|v| v.trim().parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
-    {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+    if let Some(ms) = millis.and_then(|v| decimal(v, 1_000_000)) {
+        return Some(ms);
     }
-    let s = seconds?.trim().parse::<f64>().ok()?;
-    (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s.min(86_400.0)))
+    decimal(seconds?, 1_000_000_000).map(|s| s.min(Duration::from_secs(86_400)))
+}
+
+/// `text` as a non-negative decimal (`[+]digits[.digits]`, at least one digit) of units of
+/// `unit_ns` nanoseconds (at most a second), saturating at `u64::MAX` nanoseconds; digits past
+/// the nanosecond are dropped.
+fn decimal(text: &str, unit_ns: u64) -> Option<Duration> {
+    let text = text.trim();
+    let text = text.strip_prefix('+').unwrap_or(text);
+    let (whole, fraction) = text.split_once('.').unwrap_or((text, ""));
+    if whole.is_empty() && fraction.is_empty() || !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = |s: &str| s.bytes().fold(0u64, |n, b| n.saturating_mul(10).saturating_add(u64::from(b - b'0')));
+    // Nine fraction digits reach a nanosecond of a unit up to a second, and keep the product
+    // under 10^18.
+    let fraction = &fraction[..fraction.len().min(9)];
+    let part = digits(fraction) * unit_ns / 10u64.pow(fraction.len() as u32);
+    Some(Duration::from_nanos(digits(whole).saturating_mul(unit_ns).saturating_add(part)))
 }
 
 #[cfg(test)]
@@ -98,5 +114,21 @@ mod tests {
         assert_eq!(parse_retry_after(Some("Wed, 21 Oct 2015 07:28:00 GMT"), None), None);
         assert_eq!(parse_retry_after(Some("-1"), None), None);
         assert_eq!(parse_retry_after(None, None), None);
+        // Decimals, exactly; a day at most for seconds; what is not a plain decimal is no hint.
+        assert_eq!(parse_retry_after(Some(" 1.5 "), None), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_retry_after(Some("+.25"), None), Some(Duration::from_millis(250)));
+        assert_eq!(parse_retry_after(Some("3."), None), Some(Duration::from_secs(3)));
+        assert_eq!(parse_retry_after(Some("999999999999999999999999"), None), Some(Duration::from_secs(86_400)));
+        assert_eq!(parse_retry_after(None, Some("0.000001")), Some(Duration::from_nanos(1)));
+        assert_eq!(parse_retry_after(None, Some("20.123456789")), Some(Duration::from_nanos(20_123_456)));
+        assert_eq!(parse_retry_after(Some("0"), Some("0")), Some(Duration::ZERO));
+        for bad in ["", ".", "+", "1e3", "inf", "NaN", "-0.5", "1.2.3", "0x10", "1 2", "٣"] {
+            assert_eq!(parse_retry_after(Some(bad), None), None, "{bad:?}");
+            assert_eq!(parse_retry_after(Some("7"), Some(bad)), Some(Duration::from_secs(7)), "{bad:?}");
+        }
+        // A hostile header cannot overflow the Duration (from_secs_f64 would panic).
+        let huge = "9".repeat(5000);
+        assert_eq!(parse_retry_after(None, Some(&huge)), Some(Duration::from_nanos(u64::MAX)));
+        assert_eq!(parse_retry_after(None, Some(&alloc::format!("1.{huge}"))), Some(Duration::from_nanos(1_999_999)));
     }
 }

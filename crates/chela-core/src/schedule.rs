@@ -15,6 +15,7 @@
 
 pub mod cron;
 pub mod file;
+mod tagged;
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -37,57 +38,45 @@ pub const MAX_EVENT_FILTERS: usize = 16;
 /// The longest interval: ten years.
 pub const MAX_INTERVAL_S: u64 = 10 * 366 * 86_400;
 
-/// When a job fires.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+/// When a job fires. (`Deserialize` is in `tagged.rs`: one pass, no buffering.)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum Trigger {
     /// Once, at an instant.
     Once { at: i64 },
     /// Every `every_s` seconds, at `anchor + k * every_s` (the anchor defaults to the epoch, so
     /// `every_s: 300` fires on the five minutes).
-    Interval {
-        every_s: u64,
-        #[serde(default)]
-        anchor: i64,
-    },
+    Interval { every_s: u64, anchor: i64 },
     /// A cron expression in a zone (`tz`, an IANA name; the user's zone when absent).
     Cron {
         expr: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip_serializing_if = "Option::is_none")]
         tz: Option<String>,
     },
     /// When an event of this type arrives whose fields equal every entry of `match`.
     OnEvent {
         event: String,
-        #[serde(default, rename = "match", skip_serializing_if = "BTreeMap::is_empty")]
+        #[serde(rename = "match", skip_serializing_if = "BTreeMap::is_empty")]
         filter: BTreeMap<String, String>,
     },
 }
 
-/// What a job does when it fires.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+/// What a job does when it fires. (`Deserialize` is in `tagged.rs`: one pass, no buffering.)
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
 pub enum Action {
     /// Put `message` into a chat as if from the scheduler.
     Agent {
         message: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip_serializing_if = "Option::is_none")]
         channel: Option<String>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(skip_serializing_if = "Option::is_none")]
         chat_id: Option<String>,
     },
     /// Call a capability with JSON arguments.
-    Cap {
-        name: String,
-        #[serde(default)]
-        args: serde_json::Value,
-    },
+    Cap { name: String, args: serde_json::Value },
     /// Raise an event.
-    Emit {
-        event: String,
-        #[serde(default)]
-        data: serde_json::Value,
-    },
+    Emit { event: String, data: serde_json::Value },
 }
 
 /// One scheduled job, as stored in `cron.json`.

@@ -6,15 +6,20 @@
 //! On the chip only the I²C sensors of the description are driven: the on-board WS2812 is the
 //! status LED (`led_set`), servos have no driver there, and GPIO stays with the firmware's own
 //! allowlist (`CHELA_GPIO_ALLOW`). What is left out is said once, at boot, in the notes
-//! [`Sensors::open`] returns; a description that does not parse, or is for another chip, gives
-//! no sensors and says why, and never stops the device.
+//! [`Sensors::open`] returns.
+//!
+//! The description is checked when the image is built, not on the chip: [`plan::check`] runs
+//! chela-board's checker in the firmware's `build.rs` (a description that does not pass, or is
+//! for another chip, fails the build) and [`plan::to_rust`] embeds the result as a
+//! [`Compiled`], plain statics, so the image carries no board.json parser or checker.
 
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use chela_board::board::{Backend, Board as Devices, Quantity};
-use chela_board::spec;
+use chela_board::spec::{self, Bus, Device, Driven, Kind, Spec};
 use chela_core::flash::Flash;
 use chela_proto::chat::ToolSpec;
 use serde::Deserialize;
@@ -23,8 +28,80 @@ use crate::Board;
 use crate::tools::Toolbox;
 use crate::turn::Chip;
 
-/// The longest board description a build may embed.
-pub const MAX_BOARD_JSON: usize = 16 * 1024;
+pub mod plan;
+
+pub use plan::MAX_BOARD_JSON;
+
+/// A board description checked at build time ([`plan::check`]), as statics: the board's name
+/// and chip, the notes to print at boot, and the sensors and buses the chip drives.
+#[derive(Debug)]
+pub struct Compiled {
+    pub name: &'static str,
+    pub chip: &'static str,
+    pub notes: &'static [&'static str],
+    pub buses: &'static [CompiledBus],
+    pub devices: &'static [CompiledDevice],
+}
+
+/// A bus of a [`Compiled`] description (chela-board's [`Bus`]).
+#[derive(Debug)]
+pub struct CompiledBus {
+    pub id: &'static str,
+    pub pins: &'static [(&'static str, u8)],
+    pub path: Option<&'static str>,
+}
+
+/// A sensor of a [`Compiled`] description (chela-board's [`Device`]; sensors take no params).
+#[derive(Debug)]
+pub struct CompiledDevice {
+    pub id: &'static str,
+    pub kind: Kind,
+    pub bus: Option<&'static str>,
+    pub address: Option<u8>,
+    pub pins: &'static [(&'static str, u8)],
+    pub line: usize,
+}
+
+impl Compiled {
+    /// The description as chela-board's [`Spec`], for its [`Devices::open`]; `None` for a chip
+    /// chela-board does not know (the build's checker refused those).
+    pub fn spec(&self) -> Option<Spec> {
+        // Inserted one by one: `collect` into a map sorts first, a few KB of sort code.
+        let pins = |pins: &[(&str, u8)]| {
+            let mut map = BTreeMap::new();
+            for &(role, pin) in pins {
+                map.insert(String::from(role), pin);
+            }
+            map
+        };
+        Some(Spec {
+            name: self.name.into(),
+            chip: spec::chip(self.chip)?,
+            backend: Driven::Firmware,
+            simulate: Default::default(),
+            seed: 1,
+            buses: self
+                .buses
+                .iter()
+                .map(|b| Bus { id: b.id.into(), pins: pins(b.pins), path: b.path.map(String::from) })
+                .collect(),
+            devices: self
+                .devices
+                .iter()
+                .map(|d| Device {
+                    id: d.id.into(),
+                    kind: d.kind.clone(),
+                    bus: d.bus.map(String::from),
+                    address: d.address,
+                    pins: pins(d.pins),
+                    params: Default::default(),
+                    line: d.line,
+                })
+                .collect(),
+            gpio: Vec::new(),
+        })
+    }
+}
 
 const SPECS: [ToolSpec<'static>; 2] = [
     ToolSpec {
@@ -56,44 +133,18 @@ impl<B: Backend> Sensors<B> {
         Sensors { devices: None }
     }
 
-    /// The sensors `board_json` names for chip `chip` (`esp32c3`, `esp32c6`), on `backend`,
-    /// and the notes to print: what was left out, or why there are none. An empty description
-    /// means no board and no notes.
-    pub fn open(board_json: &str, chip: &str, backend: &mut B) -> (Sensors<B>, Vec<String>) {
-        let mut notes = Vec::new();
-        if board_json.trim().is_empty() {
-            return (Sensors::none(), notes);
-        }
-        if board_json.len() > MAX_BOARD_JSON {
-            notes.push(format!(
-                "[board] the description is {} bytes, over {MAX_BOARD_JSON}: not used",
-                board_json.len()
-            ));
-            return (Sensors::none(), notes);
-        }
-        let mut spec = match spec::parse(board_json) {
-            Ok(s) => s,
-            Err(problems) => {
-                notes.extend(problems.iter().map(|p| format!("[board] board.json line {}: {}", p.line, p.message)));
-                notes.push("[board] the description has errors: no sensors".into());
-                return (Sensors::none(), notes);
-            }
+    /// The sensors of `board` (the build's checked description; `None` when it was built with
+    /// none) on `backend`, and the notes to print: what was left out, and how many sensors
+    /// opened or why none did.
+    pub fn open(board: Option<&Compiled>, backend: &mut B) -> (Sensors<B>, Vec<String>) {
+        let Some(board) = board else {
+            return (Sensors::none(), Vec::new());
         };
-        if spec.chip.name != chip {
-            notes.push(format!("[board] the description is for {}, this image for {chip}: not used", spec.chip.name));
+        let mut notes: Vec<String> = board.notes.iter().map(|&n| String::from(n)).collect();
+        let Some(spec) = board.spec() else {
+            notes.push(format!("[board] chip {} is unknown: no sensors", board.chip));
             return (Sensors::none(), notes);
-        }
-        spec.devices.retain(|d| {
-            let keep = d.kind.is_sensor();
-            if !keep {
-                notes.push(format!("[board] {} ({}) is not driven on the chip; left out", d.id, d.kind.name()));
-            }
-            keep
-        });
-        if !spec.gpio.is_empty() {
-            notes.push("[board] the description's GPIO list is not used on the chip: set CHELA_GPIO_ALLOW".into());
-            spec.gpio.clear();
-        }
+        };
         match Devices::open(spec, backend) {
             Ok(d) => {
                 notes.push(format!("[board] {}: {} sensors", d.spec().name, d.spec().devices.len()));

@@ -8,7 +8,8 @@ use std::rc::Rc;
 
 use chela_board::sim::{Inject, Sim};
 use chela_board::spec;
-use chela_chip::board::{MAX_BOARD_JSON, Sensors, tenths};
+use chela_chip::board::plan::{self, Checked};
+use chela_chip::board::{Compiled, CompiledBus, CompiledDevice, MAX_BOARD_JSON, Sensors, tenths};
 use chela_chip::tools::Toolbox;
 use chela_chip::turn::Chip;
 use chela_chip::{Board, boot};
@@ -38,11 +39,96 @@ fn chip(unix: Option<u64>) -> Chip<RamFlash, Clock> {
     boot::power_on(RamFlash::new(4096, 8), clock, 1, ChipDefaults::default()).unwrap()
 }
 
-/// The devkit's description on a simulated bus holding its devices.
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_owned().into_boxed_str())
+}
+
+fn leak_pins(pins: &std::collections::BTreeMap<String, u8>) -> &'static [(&'static str, u8)] {
+    pins.iter().map(|(role, &pin)| (leak(role), pin)).collect::<Vec<_>>().leak()
+}
+
+/// What `to_rust` writes for `checked`, built here at run time (the firmware's build compiles
+/// the text itself).
+fn compiled(checked: &Checked) -> Compiled {
+    let s = &checked.spec;
+    Compiled {
+        name: leak(&s.name),
+        chip: s.chip.name,
+        notes: checked.notes.iter().map(|n| leak(n)).collect::<Vec<_>>().leak(),
+        buses: s
+            .buses
+            .iter()
+            .map(|b| CompiledBus { id: leak(&b.id), pins: leak_pins(&b.pins), path: b.path.as_deref().map(leak) })
+            .collect::<Vec<_>>()
+            .leak(),
+        devices: s
+            .devices
+            .iter()
+            .map(|d| CompiledDevice {
+                id: leak(&d.id),
+                kind: d.kind.clone(),
+                bus: d.bus.as_deref().map(leak),
+                address: d.address,
+                pins: leak_pins(&d.pins),
+                line: d.line,
+            })
+            .collect::<Vec<_>>()
+            .leak(),
+    }
+}
+
+/// The devkit's description, checked as the build checks it, on a simulated bus holding its
+/// devices.
 fn devkit() -> (Sensors<Sim>, Vec<String>, Sim) {
     let mut sim = Sim::new(&spec::parse(DEVKIT).unwrap());
-    let (sensors, notes) = Sensors::open(DEVKIT, "esp32c3", &mut sim);
+    let board = compiled(&plan::check(DEVKIT, "esp32c3").unwrap().unwrap());
+    let (sensors, notes) = Sensors::open(Some(&board), &mut sim);
     (sensors, notes, sim)
+}
+
+#[test]
+fn the_compact_form_gives_back_the_checked_description() {
+    for (name, text) in chela_board::EXAMPLES {
+        let Ok(parsed) = spec::parse(text) else { panic!("{name} does not parse") };
+        let Some(checked) = plan::check(text, parsed.chip.name).unwrap() else { panic!("{name} is empty") };
+        let back = compiled(&checked).spec().unwrap();
+        let want = &checked.spec;
+        assert_eq!(
+            (&back.name, back.chip, &back.buses, &back.devices, &back.gpio),
+            (&want.name, want.chip, &want.buses, &want.devices, &want.gpio),
+            "{name}"
+        );
+        assert!(back.devices.iter().all(|d| d.kind.is_sensor()) && back.gpio.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn the_generated_statics_spell_the_checked_description() {
+    let checked = plan::check(DEVKIT, "esp32c3").unwrap().unwrap();
+    let b = "chela_chip::board";
+    let dev = |id: &str, kind: &str, address: u8, line: usize| {
+        format!(
+            "{b}::CompiledDevice {{ id: {id:?}, kind: chela_board::spec::Kind::{kind}, bus: Some(\"i2c0\"), \
+             address: Some({address}), pins: &[], line: {line} }}, "
+        )
+    };
+    let want = format!(
+        "{b}::Compiled {{ name: \"ESP32-C3-DevKitM-1\", chip: \"esp32c3\", notes: &[{:?}, {:?}, {:?}, ], \
+         buses: &[{b}::CompiledBus {{ id: \"i2c0\", pins: &[(\"scl\", 5), (\"sda\", 4), ], path: None }}, ], \
+         devices: &[{}{}{}] }}",
+        checked.notes[0],
+        checked.notes[1],
+        checked.notes[2],
+        dev("climate", "Aht20", 0x38, 8),
+        dev("air", "Sgp30", 0x58, 9),
+        dev("light", "Bh1750", 0x23, 10),
+    );
+    assert_eq!(plan::to_rust(&checked), want);
+
+    // A name the build's author wrote is a Rust string literal, whatever it holds.
+    let hostile = DEVKIT.replace("ESP32-C3-DevKitM-1", r#"a \" }, evil: 1, \\ x"#);
+    let text = plan::to_rust(&plan::check(&hostile, "esp32c3").unwrap().unwrap());
+    assert!(text.contains(r#"name: "a \" }, evil: 1, \\ x", chip"#), "{text}");
 }
 
 fn call(s: &mut Sensors<Sim>, chip: &mut Chip<RamFlash, Clock>, name: &str, input: &str) -> Result<String, String> {
@@ -157,37 +243,34 @@ fn bad_arguments_and_unknown_devices_are_refused_without_touching_the_bus() {
 }
 
 #[test]
-fn a_description_the_build_gets_wrong_gives_no_sensors_and_says_why() {
-    let mut chip = chip(Some(NOON));
-    let mut sim = Sim::new(&spec::parse(DEVKIT).unwrap());
-    let check = |s: &mut Sensors<Sim>, chip: &mut Chip<RamFlash, Clock>| {
-        assert!(Toolbox::<RamFlash, Clock>::specs(s).is_empty());
-        let e = call(s, chip, "sensor_read", r#"{"device":"climate"}"#).unwrap_err();
-        assert_eq!(e, "This device has no sensors (it was built without a board description).");
-    };
+fn a_description_the_build_gets_wrong_fails_the_check_and_says_why() {
+    assert!(plan::check("", "esp32c3").unwrap().is_none(), "no board is not an error");
+    assert!(plan::check(" \n", "esp32c3").unwrap().is_none());
 
-    let (mut s, notes) = Sensors::open("", "esp32c3", &mut sim);
-    assert!(notes.is_empty(), "no board is not an error");
-    check(&mut s, &mut chip);
-
-    let (mut s, notes) = Sensors::open(DEVKIT, "esp32c6", &mut sim);
-    assert_eq!(notes, ["[board] the description is for esp32c3, this image for esp32c6: not used"]);
-    check(&mut s, &mut chip);
+    let e = plan::check(DEVKIT, "esp32c6").err().unwrap();
+    assert_eq!(e, "the description is for esp32c3, this image for esp32c6");
 
     let broken = DEVKIT.replace(r#""address": "0x58""#, r#""address": "0x38""#);
-    let (mut s, notes) = Sensors::open(&broken, "esp32c3", &mut sim);
-    assert!(notes.iter().any(|n| n.starts_with("[board] board.json line 9: device `air`: ")), "{notes:?}");
-    assert_eq!(notes.last().unwrap(), "[board] the description has errors: no sensors");
-    check(&mut s, &mut chip);
+    let e = plan::check(&broken, "esp32c3").err().unwrap();
+    assert!(e.lines().any(|l| l.starts_with("board.json line 9: device `air`: ")), "{e}");
 
-    let (mut s, notes) = Sensors::open("{\"name\": ", "esp32c3", &mut sim);
-    assert!(notes[0].starts_with("[board] board.json line 1: "), "{notes:?}");
-    check(&mut s, &mut chip);
+    let e = plan::check("{\"name\": ", "esp32c3").err().unwrap();
+    assert!(e.starts_with("board.json line 1: "), "{e}");
 
     let huge = format!("{DEVKIT}{}", " ".repeat(MAX_BOARD_JSON));
-    let (mut s, notes) = Sensors::open(&huge, "esp32c3", &mut sim);
-    assert_eq!(notes, [format!("[board] the description is {} bytes, over {MAX_BOARD_JSON}: not used", huge.len())]);
-    check(&mut s, &mut chip);
+    let e = plan::check(&huge, "esp32c3").err().unwrap();
+    assert_eq!(e, format!("the description is {} bytes, over {MAX_BOARD_JSON}", huge.len()));
+}
+
+#[test]
+fn no_board_gives_no_sensors_and_says_so_to_the_model() {
+    let mut chip = chip(Some(NOON));
+    let mut sim = Sim::new(&spec::parse(DEVKIT).unwrap());
+    let (mut s, notes) = Sensors::open(None, &mut sim);
+    assert!(notes.is_empty(), "no board is not an error");
+    assert!(Toolbox::<RamFlash, Clock>::specs(&s).is_empty());
+    let e = call(&mut s, &mut chip, "sensor_read", r#"{"device":"climate"}"#).unwrap_err();
+    assert_eq!(e, "This device has no sensors (it was built without a board description).");
 }
 
 #[test]

@@ -3,8 +3,8 @@
 //! `sensor_read` / `board_list_devices` tools (`chela_chip::board::Sensors`) over them.
 //!
 //! The board is described at build time: `CHELA_BOARD=path/to/board.json` (the host's format,
-//! e.g. `crates/chela-board/boards/esp32c3-devkit.json`) is embedded by `build.rs` and checked
-//! with chela-board's checker at boot. The chip drives the description's I²C sensors on I2C0;
+//! e.g. `crates/chela-board/boards/esp32c3-devkit.json`) is checked by `build.rs` with
+//! chela-board's checker and embedded as statics ([`BOARD`]). The chip drives the description's I²C sensors on I2C0;
 //! what it leaves out is printed at boot (`chela_chip::board`).
 
 use core::cell::RefCell;
@@ -19,11 +19,8 @@ use esp_hal::gpio::{AnyPin, Input, InputConfig, Level, Output, OutputConfig};
 use esp_hal::i2c::master::{Config as I2cConfig, I2c};
 use smart_leds_trait::{RGB8, SmartLedsWrite};
 
-/// The board description embedded at build time (`CHELA_BOARD`); empty when none was given.
-pub const BOARD_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/board.json"));
-
-/// The chip this image is for, as board.json names it.
-pub const CHIP: &str = if cfg!(feature = "esp32c3") { "esp32c3" } else { "esp32c6" };
+/// The board description checked at build time (`CHELA_BOARD`); `None` when none was given.
+pub const BOARD: Option<chela_chip::board::Compiled> = include!(concat!(env!("OUT_DIR"), "/board.rs"));
 
 /// The one I²C bus, shared by every device on it: each driver holds a handle, and each
 /// transaction borrows the bus for its length (the main loop is the only user).

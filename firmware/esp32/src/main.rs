@@ -279,7 +279,7 @@ async fn main(spawner: Spawner) -> ! {
     }
     say!(&board, "[cron] {} jobs", cron.len());
     // The build's board.json (CHELA_BOARD): its I2C sensors on I2C0.
-    let (sensors, notes) = Sensors::open(hw::BOARD_JSON, hw::CHIP, &mut hw::Hw::new(peripherals.I2C0));
+    let (sensors, notes) = Sensors::open(hw::BOARD.as_ref(), &mut hw::Hw::new(peripherals.I2C0));
     for n in &notes {
         say!(&board, "{n}");
     }

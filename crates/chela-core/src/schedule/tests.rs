@@ -436,3 +436,60 @@ fn on_event_jobs_fire_on_router_events_by_type_and_exact_fields() {
     assert!(!j.fires_on(&ev("message", "telegram", Value::Int(3))), "a paused job fires on nothing");
     assert!(!job(Trigger::Once { at: 1 }).fires_on(&ev("message", "telegram", Value::Int(3))));
 }
+
+#[test]
+fn triggers_and_actions_read_in_one_pass_with_serdes_messages() {
+    let t = |text: &str| serde_json::from_str::<Trigger>(text).map_err(|e| e.to_string());
+    let a = |text: &str| serde_json::from_str::<Action>(text).map_err(|e| e.to_string());
+    // The tag anywhere; defaults as before; null for an optional field.
+    assert_eq!(t(r#"{"every_s": 60, "type": "interval"}"#), Ok(Trigger::Interval { every_s: 60, anchor: 0 }));
+    assert_eq!(
+        t(r#"{"type": "cron", "expr": "* * * * *", "tz": null}"#),
+        Ok(Trigger::Cron { expr: "* * * * *".into(), tz: None })
+    );
+    let mut filter = BTreeMap::new();
+    filter.insert("channel".to_string(), "cli".to_string());
+    assert_eq!(
+        t(r#"{"match": {"channel": "cli"}, "event": "message", "type": "on_event"}"#),
+        Ok(Trigger::OnEvent { event: "message".into(), filter })
+    );
+    assert_eq!(
+        a(r#"{"type": "cap", "name": "time_now"}"#),
+        Ok(Action::Cap { name: "time_now".into(), args: serde_json::Value::Null })
+    );
+    assert_eq!(
+        a(r#"{"data": {"n": [1, {"k": null}]}, "type": "emit", "event": "e"}"#),
+        Ok(Action::Emit { event: "e".into(), data: serde_json::json!({"n": [1, {"k": null}]}) })
+    );
+    assert_eq!(
+        a(r#"{"type": "agent", "message": "m", "chat_id": "7"}"#),
+        Ok(Action::Agent { message: "m".into(), channel: None, chat_id: Some("7".into()) })
+    );
+    for (text, want) in [
+        (r#"{"type": "once"}"#, "missing field `at`"),
+        (r#"{"at": 1}"#, "missing field `type`"),
+        (r#"{"type": "once", "at": 1, "at": 2}"#, "duplicate field `at`"),
+        (r#"{"type": "once", "type": "once", "at": 1}"#, "duplicate field `type`"),
+        (
+            r#"{"type": "Once", "at": 1}"#,
+            "unknown variant `Once`, expected one of `once`, `interval`, `cron`, `on_event`",
+        ),
+        // A field of another variant, or of none, before or after the tag: the variant's fields.
+        (r#"{"type": "once", "at": 1, "expr": "x"}"#, "unknown field `expr`, expected `at`"),
+        (r#"{"expr": "x", "type": "once", "at": 1}"#, "unknown field `expr`, expected `at`"),
+        (r#"{"every_s": 5, "nope": [1], "type": "interval"}"#, "unknown field `nope`, expected `every_s` or `anchor`"),
+        (r#"{"type": "interval", "every_s": -5}"#, "invalid value: integer `-5`, expected u64"),
+        (r#"{"type": 3}"#, "invalid type: integer `3`, expected a string"),
+        (r#"["once", 1]"#, "invalid type: sequence, expected internally tagged enum Trigger"),
+    ] {
+        let e = t(text).unwrap_err();
+        assert!(e.starts_with(want), "{text}: {e}");
+    }
+    let e = a(r#"{"type": "emit", "event": "e", "message": "m"}"#).unwrap_err();
+    assert!(e.starts_with("unknown field `message`, expected `event` or `data`"), "{e}");
+    // Through serde_json's Value too (the host's tools build jobs from the model's arguments).
+    let v =
+        serde_json::json!({"action": {"type": "emit", "event": "e"}, "trigger": {"at": 5, "type": "once"}, "id": "x"});
+    let job: Job = serde_json::from_value(v).unwrap();
+    assert_eq!(job.trigger, Trigger::Once { at: 5 });
+}
