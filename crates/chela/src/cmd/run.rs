@@ -37,12 +37,14 @@ impl Services {
 }
 
 pub async fn run(ws: Workspace) -> Result<ExitCode> {
+    // First, so that a stop asked for while the workspace loads is a clean stop (status 0), not
+    // the default action of the signal.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let daemon = Arc::new(Daemon::load(ws)?);
     if let Err(why) = daemon.app() {
         eprintln!("chela: no model is configured yet, so messages are answered with what to set: {why}");
     }
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     let mut services = Services { set: JoinSet::new() };
     services.spawn("settings", follow_settings(Arc::clone(&daemon)));
     services.spawn("gateway", crate::gateway::serve(Arc::clone(&daemon)));
