@@ -25,7 +25,6 @@ pub mod wire;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use chela_core::cap::Capability;
 use serde_json::{Value, json};
 
 use self::conn::{CallError, Conn, Spawn};
@@ -34,7 +33,7 @@ use self::names::Names;
 use self::wire::{Era, ToolDef};
 use crate::config::McpServer;
 use crate::net::HttpClient;
-use crate::tools::{Group, ToolError, Toolbox};
+use crate::tools::{ToolError, Toolbox};
 
 /// How long the era probe may take before the server is taken for a handshake-era one. Long,
 /// because the probe is also the server's first request: a Python server on a busy machine
@@ -436,17 +435,9 @@ impl Server {
     /// Registers (or replaces) the group with `tools`.
     fn install(self: &Arc<Self>, tb: &Weak<Toolbox>, tools: &[(String, ToolDef)]) {
         let Some(tb) = tb.upgrade() else { return };
-        let mut group = Group::new(self.group.clone(), format!("Tools of the MCP server {}", self.name));
-        for (id, t) in tools {
-            let cap = Capability {
-                id: id.clone().into(),
-                group: self.group.clone().into(),
-                description: t.description.clone().into(),
-                input_schema: t.schema.clone().into(),
-                llm_callable: true,
-            };
-            group = group.with_dynamic(cap, Arc::new(McpTool { server: Arc::clone(self), name: t.name.clone() }));
-        }
+        let group = listing::group_of(&self.group, format!("Tools of the MCP server {}", self.name), tools, |t| {
+            Arc::new(McpTool { server: Arc::clone(self), name: t.name.clone() })
+        });
         if let Err(e) = tb.replace(group) {
             tracing::warn!(target: "chela::mcp", "MCP server {}: its tools cannot be registered: {e}", self.name);
             return;

@@ -32,7 +32,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
-use chela_core::cap::Capability;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
@@ -40,7 +39,7 @@ use super::client::conn::CallError;
 use super::client::listing;
 use super::client::names::Names;
 use super::client::wire::{self, Incoming, ToolDef};
-use crate::tools::{Group, ToolError, Toolbox};
+use crate::tools::{ToolError, Toolbox};
 
 /// The revision devices and endpoint hosts speak.
 pub const VERSION: &str = "2024-11-05";
@@ -383,17 +382,9 @@ impl Core {
     /// newer one.
     fn install(self: &Arc<Self>, tools: &[(String, ToolDef)], again: bool) -> Result<(), String> {
         let Some(tb) = self.toolbox.upgrade() else { return Err("Chela is stopping".into()) };
-        let mut group = Group::new(self.group.clone(), format!("Tools of the {}", self.label));
-        for (id, t) in tools {
-            let cap = Capability {
-                id: id.clone().into(),
-                group: self.group.clone().into(),
-                description: t.description.clone().into(),
-                input_schema: t.schema.clone().into(),
-                llm_callable: true,
-            };
-            group = group.with_dynamic(cap, Arc::new(PeerTool { core: Arc::downgrade(self), name: t.name.clone() }));
-        }
+        let group = listing::group_of(&self.group, format!("Tools of the {}", self.label), tools, |t| {
+            Arc::new(PeerTool { core: Arc::downgrade(self), name: t.name.clone() })
+        });
         let mut owners = OWNERS.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(why) = self.dead() {
             return Err(why);

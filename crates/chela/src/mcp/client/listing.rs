@@ -15,11 +15,14 @@
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use chela_core::cap::Capability;
 
 use super::names::Names;
 use super::wire::ToolDef;
+use crate::tools::{Dynamic, Group};
 
 /// The shortest time between two listings of one peer caused by `list_changed`.
 pub const RELIST_GAP: Duration = Duration::from_secs(1);
@@ -35,6 +38,28 @@ pub struct Bounds {
     pub description: usize,
     /// Largest input schema (bytes); a tool with a larger one is left out.
     pub schema: usize,
+}
+
+/// The capability group of a peer's listed tools: `group`, described by `description`, one
+/// model-callable capability per `(id, tool)`, each run by the handle `tool` makes for it.
+pub(crate) fn group_of(
+    group: &str,
+    description: String,
+    tools: &[(String, ToolDef)],
+    tool: impl Fn(&ToolDef) -> Arc<dyn Dynamic>,
+) -> Group {
+    let mut out = Group::new(group.to_owned(), description);
+    for (id, t) in tools {
+        let cap = Capability {
+            id: id.clone().into(),
+            group: group.to_owned().into(),
+            description: t.description.clone().into(),
+            input_schema: t.schema.clone().into(),
+            llm_callable: true,
+        };
+        out = out.with_dynamic(cap, tool(t));
+    }
+    out
 }
 
 /// Every page of a peer's tool list within `bounds`, each tool with its id (`prefix` + its
