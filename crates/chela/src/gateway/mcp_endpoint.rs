@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use hyper::header::{AUTHORIZATION, CONNECTION, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, UPGRADE};
-use hyper::{Request, Response, StatusCode};
+use hyper::Request;
+use hyper::header::{AUTHORIZATION, SEC_WEBSOCKET_KEY};
 use hyper_util::rt::TokioIo;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
-use super::{ApiError, Gateway, Resp, full};
+use super::{ApiError, Gateway, Resp};
 use crate::mcp::endpoint::{Endpoints, MAX_MESSAGE, serve};
 
 /// Checks the token and answers the upgrade; the host is served on its own task.
@@ -42,7 +42,7 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
     let Some(key) = req.headers().get(SEC_WEBSOCKET_KEY) else {
         return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
     };
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let resp = super::ws::switching_protocols(key)?;
     let (toolbox, shutdown) = (Arc::clone(gw.daemon.toolbox()), gw.daemon.shutdown().clone());
     // Recorded before the answer: a `remove` from now on cuts this host at the next reload.
     let joined = gw.daemon.endpoint_hosts().join(&name, &token);
@@ -62,11 +62,5 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
             Err(e) => tracing::debug!("MCP endpoint: WebSocket upgrade failed: {e}"),
         }
     });
-    let mut resp = Response::new(full(""));
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = resp.headers_mut();
-    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
-    h.insert(SEC_WEBSOCKET_ACCEPT, HeaderValue::from_str(&accept).map_err(|e| ApiError::internal("accept key", e))?);
     Ok(resp)
 }

@@ -65,7 +65,7 @@ pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -
     let Some(key) = req.headers().get(SEC_WEBSOCKET_KEY) else {
         return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
     };
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let resp = switching_protocols(key)?;
     let gw = Arc::clone(gw);
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
@@ -73,6 +73,12 @@ pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -
             Err(e) => tracing::debug!("gateway: WebSocket upgrade failed: {e}"),
         }
     });
+    Ok(resp)
+}
+
+/// The 101 answer to a WebSocket upgrade request whose `Sec-WebSocket-Key` is `key`.
+pub(super) fn switching_protocols(key: &HeaderValue) -> Result<Resp, ApiError> {
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
     let mut resp = Response::new(full(""));
     *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
     let h = resp.headers_mut();

@@ -38,11 +38,8 @@ use chela_proto::xiaozhi::message::{
     self, Alert, Hello, ListenMode, ListenState, Message as XzMessage, MessageError, Stt, Tts, TtsState,
 };
 use futures_util::{SinkExt, StreamExt};
-use hyper::header::{
-    AUTHORIZATION, CONNECTION, HeaderMap, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION,
-    UPGRADE,
-};
-use hyper::{Request, Response, StatusCode};
+use hyper::header::{AUTHORIZATION, HeaderMap, HeaderValue, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
+use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -53,7 +50,7 @@ use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig
 use tokio_tungstenite::tungstenite::{self as tung, Message};
 
 use super::xiaozhi_turn::{self, Running};
-use super::{ApiError, Gateway, Resp, full, json as json_resp};
+use super::{ApiError, Gateway, Resp, json as json_resp};
 use crate::devices::{Devices, normalize_id};
 use crate::voice::pipeline::{Mode, Output, Pipeline, Providers};
 use crate::voice::{DOWNLINK_RATE, FRAME_MS, VoiceConfig};
@@ -164,7 +161,7 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
             return Err(ApiError::Busy("the device store cannot be read; the owner has been told in the log".into()));
         }
     };
-    let accept = tung::handshake::derive_accept_key(key.as_bytes());
+    let resp = super::ws::switching_protocols(key)?;
     let gw = Arc::clone(gw);
     tokio::spawn(async move {
         match hyper::upgrade::on(req).await {
@@ -172,12 +169,6 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
             Err(e) => tracing::debug!("xiaozhi: WebSocket upgrade failed: {e}"),
         }
     });
-    let mut resp = Response::new(full(""));
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = resp.headers_mut();
-    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
-    h.insert(SEC_WEBSOCKET_ACCEPT, HeaderValue::from_str(&accept).map_err(|e| ApiError::internal("accept key", e))?);
     Ok(resp)
 }
 
