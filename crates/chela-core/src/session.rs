@@ -726,7 +726,10 @@ mod tests {
             let text = String::from_utf8_lossy(&bytes);
             let loaded = parse(&text);
             let lines = text.split('\n').filter(|l| !l.trim().is_empty()).count();
-            prop_assert!(loaded.skipped_lines <= 1);
+            // A flip that makes a line end splits one line into two damaged ones; any other
+            // flip damages at most the one line it is in.
+            let damaged = if bytes[i] == b'\n' { 2 } else { 1 };
+            prop_assert!(loaded.skipped_lines <= damaged, "{} lines skipped", loaded.skipped_lines);
             prop_assert_eq!(loaded.messages.len() + loaded.skipped_lines + loaded.repaired.leading + loaded.repaired.broken_tail, lines);
         }
     }
