@@ -184,11 +184,11 @@ fn notify_all(state: &Mutex<State>, msg: &Value) -> usize {
 }
 
 /// While a GET stream is open: every [`RELIST`], compares the served tools with the last
-/// look and announces a change. Ends the streams when the daemon stops, and itself when no
-/// stream is left.
-async fn watch(server: Arc<Server>, state: Arc<Mutex<State>>) {
+/// look (at first `served`, taken when the stream opened, so that a change made before this
+/// task first runs is announced too) and announces a change. Ends the streams when the daemon
+/// stops, and itself when no stream is left.
+async fn watch(server: Arc<Server>, state: Arc<Mutex<State>>, mut served: Vec<String>) {
     let shutdown = server.daemon.shutdown().clone();
-    let mut served = server.tool_names();
     loop {
         tokio::select! {
             () = tokio::time::sleep(RELIST) => {}
@@ -457,7 +457,8 @@ fn get(mcp: &Endpoint, headers: &HeaderMap) -> Resp {
         live.stream = Some(tx);
         if !state.watching {
             state.watching = true;
-            tokio::spawn(watch(Arc::clone(&mcp.server), Arc::clone(&mcp.state)));
+            let served = mcp.server.tool_names();
+            tokio::spawn(watch(Arc::clone(&mcp.server), Arc::clone(&mcp.state), served));
         }
     }
     tracing::debug!(client = ?session.client, "mcp: a GET stream opened");

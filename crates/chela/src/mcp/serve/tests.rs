@@ -552,6 +552,22 @@ async fn next_event(
     }
 }
 
+/// On one thread the stream's watcher cannot run before the change below: it must still be
+/// announced (the watcher once took its first look when it first ran, and missed it).
+#[tokio::test(flavor = "current_thread")]
+async fn a_change_made_as_the_get_stream_opens_is_announced() {
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(&llm, &dir, &[]);
+    let gw = Gateway::new(Arc::clone(&d), "127.0.0.1:18789".parse().unwrap(), None, Limits::default());
+    let sid = http_session(&gw, "2025-11-25").await;
+    let mut stream = gw.handle(PEER, get_stream(Some(&sid))).await.into_body();
+    crate::config::set_override(d.workspace(), "caps.disabled", "memory").unwrap();
+    d.reload().unwrap();
+    let event = tokio::time::timeout(WAIT, next_event(&mut stream)).await.expect("the change announced in time");
+    assert!(event.expect("the stream is open").contains("notifications/tools/list_changed"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_the_get_stream_announces_changes_one_per_session_and_ends() {
     let llm = FakeLlm::start(vec![]);
