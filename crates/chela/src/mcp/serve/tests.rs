@@ -543,8 +543,11 @@ fn get_stream(sid: Option<&str>) -> Request<Full<Bytes>> {
 async fn next_event(
     body: &mut http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>,
 ) -> Option<String> {
+    // One deadline for the event, not one per frame: keep-alive comments must not stretch a
+    // missing event into minutes.
+    let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let frame = tokio::time::timeout(WAIT, body.frame()).await.expect("a frame in time")?.unwrap();
+        let frame = tokio::time::timeout_at(deadline, body.frame()).await.expect("an event in time")?.unwrap();
         let text = String::from_utf8(frame.into_data().unwrap().to_vec()).unwrap();
         if !text.starts_with(':') {
             return Some(text);
