@@ -1,0 +1,317 @@
+//! RSA public-key operations: `s^e mod n` by Montgomery multiplication on u32 limbs (the
+//! inputs are public, so nothing here tries to be constant-time), then the two paddings TLS
+//! needs: PKCS#1 v1.5 for certificate signatures and PSS (RFC 8017 §9.1.2) for TLS 1.3's
+//! CertificateVerify.
+
+use alloc::vec;
+use alloc::vec::Vec;
+
+use super::hash::Hash;
+
+/// The moduli accepted, in bits.
+pub(crate) const MIN_BITS: usize = 2048;
+pub(crate) const MAX_BITS: usize = 4096;
+
+/// A public key, checked: modulus of 2048 to 4096 bits and odd, exponent odd and above 1.
+#[derive(Clone, Debug)]
+pub(crate) struct RsaKey {
+    /// The modulus, little-endian limbs, no zero top limb.
+    n: Vec<u32>,
+    /// The modulus' length in bytes: the length of every signature.
+    len: usize,
+    bits: usize,
+    e: u32,
+    /// `-n^-1 mod 2^32`.
+    n0inv: u32,
+    /// `R^2 mod n` with `R = 2^(32 * limbs)`: what takes a value into Montgomery form.
+    rr: Vec<u32>,
+}
+
+impl RsaKey {
+    /// `modulus` big-endian without a sign byte; `e` the public exponent.
+    pub fn new(modulus: &[u8], e: u32) -> Result<Self, &'static str> {
+        let start = modulus.iter().position(|&b| b != 0).unwrap_or(modulus.len());
+        let modulus = &modulus[start..];
+        let bits = modulus.len() * 8 - modulus.first().map_or(8, |b| b.leading_zeros() as usize);
+        if !(MIN_BITS..=MAX_BITS).contains(&bits) {
+            return Err("an RSA modulus is not 2048 to 4096 bits long");
+        }
+        if modulus[modulus.len() - 1] & 1 == 0 {
+            return Err("an RSA modulus is even");
+        }
+        if e & 1 == 0 || e < 3 {
+            return Err("an RSA public exponent is not odd and above 1");
+        }
+        Ok(Self::from_odd(modulus, e))
+    }
+
+    /// Any odd modulus of at least two bits (the property tests use small ones).
+    fn from_odd(modulus: &[u8], e: u32) -> Self {
+        let n = limbs(modulus, modulus.len().div_ceil(4));
+        let bits = n.len() * 32 - n[n.len() - 1].leading_zeros() as usize;
+        let mut inv: u32 = 1;
+        // Newton's iteration doubles the correct low bits each round: 1, 2, 4, ..., 32.
+        for _ in 0..5 {
+            inv = inv.wrapping_mul(2u32.wrapping_sub(n[0].wrapping_mul(inv)));
+        }
+        let mut key = RsaKey { len: bits.div_ceil(8), bits, e, n0inv: inv.wrapping_neg(), rr: Vec::new(), n };
+        key.rr = key.r_squared();
+        key
+    }
+
+    #[cfg(test)]
+    pub fn bits(&self) -> usize {
+        self.bits
+    }
+
+    /// `R^2 mod n`: `R*2 mod n` by doubling from the top bit of n, then raised to the power
+    /// `32 * limbs` in Montgomery form (`mont(R*2^a, R*2^b) = R*2^(a+b)`).
+    fn r_squared(&self) -> Vec<u32> {
+        let k = self.n.len();
+        let mut x = vec![0u32; k];
+        x[(self.bits - 1) / 32] = 1 << ((self.bits - 1) % 32);
+        for _ in 0..(32 * k + 1 - (self.bits - 1)) {
+            self.double_mod(&mut x);
+        }
+        // x = R*2 mod n: the Montgomery form of 2. Its power 32k is R*2^(32k) = R^2.
+        let two = x.clone();
+        let power = 32 * k;
+        let mut acc = two.clone();
+        for bit in (0..usize::BITS - 1 - power.leading_zeros()).rev() {
+            acc = self.mont_mul(&acc, &acc);
+            if power >> bit & 1 == 1 {
+                acc = self.mont_mul(&acc, &two);
+            }
+        }
+        acc
+    }
+
+    /// `x = 2x mod n` for `x < n`.
+    fn double_mod(&self, x: &mut [u32]) {
+        let mut carry = 0;
+        for limb in x.iter_mut() {
+            let next = *limb >> 31;
+            *limb = (*limb << 1) | carry;
+            carry = next;
+        }
+        if carry == 1 || !less(x, &self.n) {
+            sub_in_place(x, &self.n);
+        }
+    }
+
+    /// `a * b / R mod n` for `a, b < n` (CIOS).
+    fn mont_mul(&self, a: &[u32], b: &[u32]) -> Vec<u32> {
+        let k = self.n.len();
+        let mut t = vec![0u32; k + 2];
+        for &ai in a {
+            let mut carry = 0u64;
+            for j in 0..k {
+                let s = u64::from(t[j]) + u64::from(ai) * u64::from(b[j]) + carry;
+                t[j] = s as u32;
+                carry = s >> 32;
+            }
+            let s = u64::from(t[k]) + carry;
+            t[k] = s as u32;
+            t[k + 1] = (s >> 32) as u32;
+            let m = t[0].wrapping_mul(self.n0inv);
+            let s = u64::from(t[0]) + u64::from(m) * u64::from(self.n[0]);
+            let mut carry = s >> 32;
+            for j in 1..k {
+                let s = u64::from(t[j]) + u64::from(m) * u64::from(self.n[j]) + carry;
+                t[j - 1] = s as u32;
+                carry = s >> 32;
+            }
+            let s = u64::from(t[k]) + carry;
+            t[k - 1] = s as u32;
+            t[k] = t[k + 1] + (s >> 32) as u32;
+            t[k + 1] = 0;
+        }
+        if t[k] != 0 || !less(&t[..k], &self.n) {
+            sub_in_place(&mut t[..k], &self.n);
+        }
+        t.truncate(k);
+        t
+    }
+
+    /// `s^e mod n`, big-endian, as long as the modulus; `None` when `s` is not below `n`
+    /// or is not exactly the modulus' length.
+    pub fn public_op(&self, s: &[u8]) -> Option<Vec<u8>> {
+        if s.len() != self.len {
+            return None;
+        }
+        let s = limbs(s, self.n.len());
+        if !less(&s, &self.n) {
+            return None;
+        }
+        let base = self.mont_mul(&s, &self.rr);
+        let mut acc = base.clone();
+        for bit in (0..31 - self.e.leading_zeros()).rev() {
+            acc = self.mont_mul(&acc, &acc);
+            if self.e >> bit & 1 == 1 {
+                acc = self.mont_mul(&acc, &base);
+            }
+        }
+        let mut one = vec![0u32; self.n.len()];
+        one[0] = 1;
+        let out = self.mont_mul(&acc, &one);
+        Some(to_bytes(&out, self.len))
+    }
+
+    /// RSASSA-PKCS1-v1_5 over `message` with `hash`.
+    pub fn verify_pkcs1(&self, hash: Hash, message: &[u8], signature: &[u8]) -> bool {
+        let Some(em) = self.public_op(signature) else { return false };
+        let prefix = hash.digest_info_prefix();
+        let digest = hash.digest(&[message]);
+        let Some(pad) = em.len().checked_sub(3 + prefix.len() + digest.len()) else { return false };
+        if pad < 8 {
+            return false;
+        }
+        let mut expected = Vec::with_capacity(em.len());
+        expected.extend_from_slice(&[0x00, 0x01]);
+        expected.resize(2 + pad, 0xff);
+        expected.push(0x00);
+        expected.extend_from_slice(prefix);
+        expected.extend_from_slice(&digest);
+        expected == em
+    }
+
+    /// RSASSA-PSS (EMSA-PSS-VERIFY) over `message` with `hash`, MGF1 with the same hash and
+    /// a salt as long as the hash, as TLS 1.3 requires.
+    pub fn verify_pss(&self, hash: Hash, message: &[u8], signature: &[u8]) -> bool {
+        let Some(decoded) = self.public_op(signature) else { return false };
+        let em_bits = self.bits - 1;
+        let em_len = em_bits.div_ceil(8);
+        // When the modulus' bit length is 1 mod 8, EM is one byte shorter than the
+        // modulus and the extra leading byte must be zero.
+        let (extra, em) = decoded.split_at(decoded.len() - em_len);
+        if extra.iter().any(|&b| b != 0) {
+            return false;
+        }
+        let h_len = hash.len();
+        let s_len = h_len;
+        if em_len < h_len + s_len + 2 || em[em_len - 1] != 0xbc {
+            return false;
+        }
+        let (masked_db, rest) = em.split_at(em_len - h_len - 1);
+        let h = &rest[..h_len];
+        let top_mask = 0xffu8 >> (8 * em_len - em_bits);
+        if masked_db[0] & !top_mask != 0 {
+            return false;
+        }
+        let mut db = masked_db.to_vec();
+        mgf1_xor(hash, h, &mut db);
+        db[0] &= top_mask;
+        let ps_len = em_len - h_len - s_len - 2;
+        if db[..ps_len].iter().any(|&b| b != 0) || db[ps_len] != 0x01 {
+            return false;
+        }
+        let salt = &db[ps_len + 1..];
+        let m_hash = hash.digest(&[message]);
+        hash.digest(&[&[0u8; 8], &m_hash, salt]) == h
+    }
+}
+
+/// `out ^= MGF1(seed)`.
+fn mgf1_xor(hash: Hash, seed: &[u8], out: &mut [u8]) {
+    for (counter, chunk) in out.chunks_mut(hash.len()).enumerate() {
+        let block = hash.digest(&[seed, &(counter as u32).to_be_bytes()]);
+        for (o, m) in chunk.iter_mut().zip(block.iter()) {
+            *o ^= m;
+        }
+    }
+}
+
+/// Big-endian bytes into `count` little-endian limbs (the bytes must fit).
+fn limbs(bytes: &[u8], count: usize) -> Vec<u32> {
+    let mut out = vec![0u32; count.max(bytes.len().div_ceil(4))];
+    for (i, &b) in bytes.iter().rev().enumerate() {
+        out[i / 4] |= u32::from(b) << (8 * (i % 4));
+    }
+    out
+}
+
+fn to_bytes(limbs: &[u32], len: usize) -> Vec<u8> {
+    let mut out = vec![0u8; len];
+    for (i, o) in out.iter_mut().rev().enumerate() {
+        *o = limbs.get(i / 4).map_or(0, |l| (l >> (8 * (i % 4))) as u8);
+    }
+    out
+}
+
+/// `a < b`, same number of limbs (a may have more, all zero above b's).
+fn less(a: &[u32], b: &[u32]) -> bool {
+    if a[b.len()..].iter().any(|&l| l != 0) {
+        return false;
+    }
+    for (x, y) in a[..b.len()].iter().rev().zip(b.iter().rev()) {
+        if x != y {
+            return x < y;
+        }
+    }
+    false
+}
+
+fn sub_in_place(a: &mut [u32], b: &[u32]) {
+    let mut borrow = 0u64;
+    for (x, &y) in a.iter_mut().zip(b) {
+        let d = u64::from(*x).wrapping_sub(u64::from(y)).wrapping_sub(borrow);
+        *x = d as u32;
+        borrow = (d >> 63) & 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use num_bigint::BigUint;
+    use proptest::prelude::*;
+
+    fn reference(n: &[u8], e: u32, s: &[u8]) -> Vec<u8> {
+        let n = BigUint::from_bytes_be(n);
+        let r = BigUint::from_bytes_be(s).modpow(&BigUint::from(e), &n);
+        let bytes = r.to_bytes_be();
+        let len = n.bits().div_ceil(8) as usize;
+        let mut out = vec![0u8; len - bytes.len()];
+        out.extend_from_slice(&bytes);
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// The Montgomery operation equals num-bigint's modpow for any odd modulus (short
+        /// ones too, so the edge cases of a partly used top limb come up often).
+        #[test]
+        fn public_op_is_modpow(mut n in proptest::collection::vec(any::<u8>(), 2..80),
+                               seed in proptest::collection::vec(any::<u8>(), 80),
+                               e in any::<u32>()) {
+            n[0] |= 0x80 >> (seed[0] % 8);
+            n[0] &= 0xff >> (seed[0] % 8);
+            *n.last_mut().unwrap() |= 1;
+            let e = e | 1;
+            let key = RsaKey::from_odd(&n, e);
+            // s: random and reduced below n by clearing its top bits and one step.
+            let mut s = seed[..key.len].to_vec();
+            s[0] &= 0xff >> (8 - (key.bits - 8 * (key.len - 1)));
+            let (sb, nb) = (BigUint::from_bytes_be(&s), BigUint::from_bytes_be(&n));
+            let s = if sb >= nb { let d = sb - &nb; let b = d.to_bytes_be(); let mut v = vec![0u8; key.len - b.len()]; v.extend(b); v } else { s };
+            prop_assert_eq!(key.public_op(&s).unwrap(), reference(&n, e, &s));
+            // n itself and anything longer is refused.
+            let n_padded = { let mut v = vec![0u8; key.len - n.len()]; v.extend_from_slice(&n); v };
+            prop_assert!(key.public_op(&n_padded).is_none());
+        }
+    }
+
+    #[test]
+    fn key_rules() {
+        let mut n = vec![0xffu8; 256];
+        assert!(RsaKey::new(&n, 65537).is_ok());
+        assert!(RsaKey::new(&n, 65536).is_err(), "even exponent");
+        assert!(RsaKey::new(&n, 1).is_err(), "exponent 1");
+        n[255] = 0xfe;
+        assert!(RsaKey::new(&n, 3).is_err(), "even modulus");
+        assert!(RsaKey::new(&[0xff; 255], 3).is_err(), "2040 bits");
+        assert!(RsaKey::new(&[0xff; 513], 3).is_err(), "4104 bits");
+        assert!(RsaKey::new(&[0x01; 513], 3).is_err(), "4097 bits");
+        assert!(RsaKey::new(&[0xff; 512], 3).is_ok(), "4096 bits");
+    }
+}

@@ -1,0 +1,95 @@
+//! X.509 times (UTCTime and GeneralizedTime, both in UTC with seconds, as RFC 5280 requires)
+//! into Unix seconds, with integer date maths.
+
+use super::der::{self, Tlv, Why};
+
+const BAD: Why = "a validity time is malformed";
+
+pub(crate) fn parse(tlv: &Tlv<'_>) -> Result<i64, Why> {
+    let (year, rest) = match (tlv.tag, tlv.value.len()) {
+        (der::UTC_TIME, 13) => {
+            let yy = digits(&tlv.value[..2])?;
+            // RFC 5280 §4.1.2.5.1: 50..99 are 1950..1999, 00..49 are 2000..2049.
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, &tlv.value[2..])
+        }
+        (der::GENERALIZED_TIME, 15) => (digits(&tlv.value[..4])?, &tlv.value[4..]),
+        _ => return Err(BAD),
+    };
+    if rest[10] != b'Z' {
+        return Err(BAD);
+    }
+    let month = digits(&rest[0..2])?;
+    let day = digits(&rest[2..4])?;
+    let (hour, minute, second) = (digits(&rest[4..6])?, digits(&rest[6..8])?, digits(&rest[8..10])?);
+    if !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 59
+    {
+        return Err(BAD);
+    }
+    Ok(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second)
+}
+
+fn digits(bytes: &[u8]) -> Result<i64, Why> {
+    bytes
+        .iter()
+        .try_fold(0i64, |acc, &b| if b.is_ascii_digit() { Ok(acc * 10 + i64::from(b - b'0')) } else { Err(BAD) })
+}
+
+fn is_leap(year: i64) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (years 0..=9999 here): count whole
+/// 400-year eras from 0000-03-01, so February's leap day falls at the end of its year.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y - era * 400;
+    let shifted_month = (month + 9) % 12; // March = 0
+    let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(tag: u8, s: &'static str) -> Result<i64, Why> {
+        parse(&Tlv { tag, value: s.as_bytes(), whole: s.as_bytes() })
+    }
+
+    #[test]
+    fn known_instants() {
+        assert_eq!(t(der::UTC_TIME, "700101000000Z"), Ok(0));
+        assert_eq!(t(der::UTC_TIME, "491231235959Z"), Ok(2_524_607_999));
+        assert_eq!(t(der::UTC_TIME, "500101000000Z"), Ok(-631_152_000));
+        assert_eq!(t(der::GENERALIZED_TIME, "20000229120000Z"), Ok(951_825_600));
+        assert_eq!(t(der::GENERALIZED_TIME, "20261203120000Z"), Ok(1_796_299_200));
+        assert_eq!(t(der::GENERALIZED_TIME, "21260101000000Z"), Ok(4_922_899_200));
+        assert_eq!(t(der::GENERALIZED_TIME, "19000101000000Z"), Ok(-2_208_988_800));
+    }
+
+    #[test]
+    fn bad_times() {
+        for s in ["700101000000", "700230000000Z", "190229000000Z", "701301000000Z", "700101240000Z", "7001010000+0Z"] {
+            assert!(t(der::UTC_TIME, s).is_err(), "{s}");
+        }
+        assert!(t(der::GENERALIZED_TIME, "21000229000000Z").is_err(), "2100 is not a leap year");
+        assert!(t(der::GENERALIZED_TIME, "20000101000000.5Z").is_err());
+        assert!(t(der::UTC_TIME, "20000101000000Z").is_err(), "a GeneralizedTime in a UTCTime tag");
+    }
+}

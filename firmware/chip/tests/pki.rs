@@ -1,0 +1,353 @@
+//! The chip's certificate checking (`chela_chip::pki`) against chains the openssl CLI builds
+//! (tests/fixtures/make-pki.sh, run once per test binary): good chains in any order, each
+//! kind of bad chain refused for its own reason, host and date rules, handshake signatures
+//! made by openssl, and property tests of the parser on hostile bytes.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use chela_chip::pki::{PkiError, Scheme, Which, verify_chain, verify_handshake};
+use proptest::prelude::*;
+
+const HOST: &str = "api.test.example";
+
+/// The fixtures' directory, made on first use.
+fn dir() -> &'static PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pki-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/make-pki.sh");
+        let out = Command::new("sh").arg(script).arg(&dir).output().expect("sh runs");
+        assert!(
+            out.status.success(),
+            "make-pki.sh failed (it needs the openssl CLI: apt-get install openssl): {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+}
+
+fn file(name: &str) -> Vec<u8> {
+    std::fs::read(dir().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn der(name: &str) -> Vec<u8> {
+    file(&format!("{name}.der"))
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// The pinned roots of the firmware plus the two test roots.
+fn roots() -> Vec<Vec<u8>> {
+    let mut roots: Vec<Vec<u8>> = ["gts_root_r1", "gts_root_r4", "isrg_root_x1", "godaddy_root_g2"]
+        .iter()
+        .map(|n| std::fs::read(format!("{}/../esp32/certs/{n}.der", env!("CARGO_MANIFEST_DIR"))).unwrap())
+        .collect();
+    roots.push(der("rsa-root"));
+    roots.push(der("ec-root"));
+    roots
+}
+
+fn check(names: &[&str], host: &str, now: Option<u64>) -> Result<(), PkiError> {
+    let certs: Vec<Vec<u8>> = names.iter().map(|n| der(n)).collect();
+    check_der(&certs, host, now)
+}
+
+fn check_der(certs: &[Vec<u8>], host: &str, now: Option<u64>) -> Result<(), PkiError> {
+    let chain: Vec<&[u8]> = certs.iter().map(Vec::as_slice).collect();
+    let roots = roots();
+    let roots: Vec<&[u8]> = roots.iter().map(Vec::as_slice).collect();
+    verify_chain(&chain, &roots, host, now)
+}
+
+fn host() -> String {
+    HOST.to_string()
+}
+
+#[test]
+fn good_chains_verify_in_any_order_with_extras() {
+    for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int")] {
+        assert_eq!(check(&[leaf, int], HOST, Some(now())), Ok(()), "{leaf}");
+        assert_eq!(check(&[leaf, int], HOST, None), Ok(()), "{leaf} with the time unknown");
+        // Unrelated certificates, the root itself and a shuffled order change nothing.
+        assert_eq!(check(&[leaf, "other-int", "evil", int, "rsa-root", "ec-root"], HOST, Some(now())), Ok(()));
+        assert_eq!(check(&[leaf, "noca-int", int, "other-leaf"], HOST, Some(now())), Ok(()));
+    }
+    // The ec chain with its intermediate after a look-alike that does not verify.
+    assert_eq!(
+        check(&["deep-leaf", "deep-int5", "deep-int3", "deep-int6", "deep-int2", "deep-int4"], HOST, None),
+        Err(PkiError::UntrustedIssuer { host: host() }),
+        "deep-int1 is missing"
+    );
+    // A garbage extra entry is ignored when a path exists.
+    let mut certs = vec![der("ec-leaf"), b"garbage".to_vec(), der("ec-int")];
+    assert_eq!(check_der(&certs, HOST, None), Ok(()));
+    certs.remove(2);
+    assert!(matches!(check_der(&certs, HOST, None), Err(PkiError::Malformed { which: Which::Chain(1), .. })));
+}
+
+#[test]
+fn dates_are_checked_when_known() {
+    let (leaf, _) = validity("ec-leaf");
+    assert!(matches!(
+        check(&["ec-leaf", "ec-int"], HOST, Some(leaf - 1)),
+        Err(PkiError::NotYetValid { which: Which::Leaf })
+    ));
+    assert_eq!(check(&["ec-leaf", "ec-int"], HOST, Some(leaf)), Ok(()));
+    // The intermediate was made a moment before the leaf, so it may end a second earlier.
+    let end = validity("rsa-leaf").1.min(validity("rsa-int").1);
+    assert_eq!(check(&["rsa-leaf", "rsa-int"], HOST, Some(end)), Ok(()));
+    assert!(matches!(check(&["rsa-leaf", "rsa-int"], HOST, Some(end + 1)), Err(PkiError::Expired { .. })));
+    // The intermediates are checked too: deep-leaf outlives deep-int6.
+    let (_, int_end) = validity("deep-int6");
+    let (certs, root) = (["deep-leaf", "deep-int6", "deep-int5"].map(der), der("deep-int4"));
+    let chain = certs.each_ref().map(Vec::as_slice);
+    assert_eq!(verify_chain(&chain, &[&root], HOST, Some(int_end)), Ok(()));
+    assert_eq!(
+        verify_chain(&chain, &[&root], HOST, Some(int_end + 1)),
+        Err(PkiError::Expired { which: Which::Chain(1) })
+    );
+    assert_eq!(check(&["rsa-leaf", "rsa-int"], HOST, Some(0)), Err(PkiError::NotYetValid { which: Which::Leaf }));
+    assert_eq!(check(&["rsa-leaf", "rsa-int"], HOST, Some(u64::MAX)), Err(PkiError::Expired { which: Which::Leaf }));
+}
+
+/// notBefore and notAfter as openssl reads them, in Unix seconds.
+fn validity(name: &str) -> (u64, u64) {
+    let read = |flag: &str| {
+        let out = Command::new("openssl")
+            .args(["x509", "-noout", flag, "-dateopt", "iso_8601", "-in"])
+            .arg(dir().join(format!("{name}.pem")))
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let stamp = text.trim().split_once('=').unwrap().1.trim_end_matches('Z').to_string();
+        let out = Command::new("date").args(["-u", "-d", &stamp, "+%s"]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().parse::<u64>().unwrap()
+    };
+    (read("-startdate"), read("-enddate"))
+}
+
+#[test]
+fn host_names_come_from_san_only() {
+    for ok in ["api.test.example", "API.Test.Example", "api.test.example."] {
+        assert_eq!(check(&["ec-leaf", "ec-int"], ok, None), Ok(()), "{ok}");
+    }
+    for ok in ["a.wild.test.example", "X-1.WILD.test.example"] {
+        assert_eq!(check(&["ec-leaf", "ec-int"], ok, None), Ok(()), "{ok}");
+    }
+    for bad in [
+        "wild.test.example",
+        "a.b.wild.test.example",
+        ".wild.test.example",
+        "*.wild.test.example",
+        "test.example",
+        "",
+        "api.test.example.evil",
+        "ec-leaf",
+        "api.test.examplé",
+    ] {
+        assert_eq!(
+            check(&["ec-leaf", "ec-int"], bad, None),
+            Err(PkiError::WrongHost { host: bad.to_string() }),
+            "{bad}"
+        );
+    }
+    // The rsa leaf has no wildcard, and the CN ("rsa-leaf") is never a name.
+    assert_eq!(
+        check(&["rsa-leaf", "rsa-int"], "a.wild.test.example", None),
+        Err(PkiError::WrongHost { host: "a.wild.test.example".into() })
+    );
+    assert_eq!(check(&["rsa-leaf", "rsa-int"], "rsa-leaf", None), Err(PkiError::WrongHost { host: "rsa-leaf".into() }));
+}
+
+#[test]
+fn a_leaf_signing_a_forged_certificate_is_refused() {
+    let err = check(&["forged", "evil", "ec-int"], HOST, Some(now())).unwrap_err();
+    assert_eq!(err, PkiError::IssuerNotCa { host: host() });
+    assert_eq!(err.to_string(), "the certificate for api.test.example is signed by an issuer that is not a CA");
+    // evil's own certificate is good, for its own name only.
+    assert_eq!(check(&["evil", "ec-int"], "evil.test.example", Some(now())), Ok(()));
+    assert_eq!(check(&["evil", "ec-int"], HOST, None), Err(PkiError::WrongHost { host: host() }));
+}
+
+#[test]
+fn bad_intermediates_and_leaves_are_refused_for_their_reason() {
+    let cases: [(&[&str], PkiError); 8] = [
+        (&["noca-leaf", "noca-int"], PkiError::IssuerNotCa { host: host() }),
+        (&["nosign-leaf", "nosign-int"], PkiError::IssuerMayNotSign { host: host() }),
+        (&["sub-leaf", "sub-int", "pathlen0-int"], PkiError::PathLenExceeded { host: host() }),
+        (&["clientauth-leaf", "ec-int"], PkiError::LeafNotForServers { host: host() }),
+        (&["critical-leaf", "ec-int"], PkiError::UnknownCriticalExtension { which: Which::Leaf }),
+        (&["ca-leaf", "ec-int"], PkiError::LeafIsCa { host: host() }),
+        (&["other-leaf", "other-int"], PkiError::UntrustedIssuer { host: host() }),
+        (&["other-leaf", "other-int", "other-root"], PkiError::UntrustedIssuer { host: host() }),
+    ];
+    for (names, want) in cases {
+        assert_eq!(check(names, HOST, Some(now())), Err(want), "{names:?}");
+    }
+    // A missing intermediate.
+    assert_eq!(check(&["ec-leaf"], HOST, None), Err(PkiError::UntrustedIssuer { host: host() }));
+    assert_eq!(check(&["ec-leaf", "rsa-int"], HOST, None), Err(PkiError::UntrustedIssuer { host: host() }));
+}
+
+#[test]
+fn paths_are_bounded() {
+    let deep = ["deep-leaf", "deep-int6", "deep-int5", "deep-int4", "deep-int3", "deep-int2", "deep-int1"];
+    assert_eq!(check(&deep, HOST, None), Err(PkiError::PathTooLong { host: host() }), "six intermediates");
+    // Five intermediates under a root that is deep-int1 itself: allowed.
+    let certs: Vec<Vec<u8>> = deep[..6].iter().map(|n| der(n)).collect();
+    let chain: Vec<&[u8]> = certs.iter().map(Vec::as_slice).collect();
+    let root = der("deep-int1");
+    assert_eq!(verify_chain(&chain, &[&root], HOST, None), Ok(()));
+    let nine: Vec<&[u8]> = std::iter::repeat_n(chain[0], 9).collect();
+    assert_eq!(verify_chain(&nine, &[&root], HOST, None), Err(PkiError::ChainTooLong { count: 9 }));
+    assert_eq!(verify_chain(&[], &[&root], HOST, None), Err(PkiError::EmptyChain));
+    let big = vec![0x30u8; 8 * 1024 + 1];
+    assert!(matches!(
+        verify_chain(&[chain[0], &big], &[&root], HOST, None),
+        Err(PkiError::Malformed { which: Which::Chain(1), .. })
+    ));
+    // A root that does not parse is an error of ours, named.
+    assert!(matches!(
+        verify_chain(&[chain[0]], &[&root, b"junk"], HOST, None),
+        Err(PkiError::Malformed { which: Which::Root(1), .. })
+    ));
+}
+
+#[test]
+fn a_changed_signature_is_refused() {
+    for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int")] {
+        let mut certs = vec![der(leaf), der(int)];
+        let last = certs[0].len() - 1;
+        certs[0][last] ^= 0x01;
+        assert_eq!(check_der(&certs, HOST, None), Err(PkiError::BadSignature { which: Which::Leaf }), "{leaf}");
+        let mut certs = vec![der(leaf), der(int)];
+        let last = certs[1].len() - 1;
+        certs[1][last] ^= 0x01;
+        assert_eq!(check_der(&certs, HOST, None), Err(PkiError::BadSignature { which: Which::Chain(1) }), "{int}");
+    }
+}
+
+#[test]
+fn handshake_signatures_made_by_openssl() {
+    let msg = file("msg.bin");
+    let rsa = der("rsa-leaf");
+    let cases = [
+        (&rsa, Scheme::RsaPssSha256, "hs-rsa-pss-sha256.sig"),
+        (&rsa, Scheme::RsaPssSha384, "hs-rsa-pss-sha384.sig"),
+        (&rsa, Scheme::RsaPssSha512, "hs-rsa-pss-sha512.sig"),
+        (&der("ec-leaf"), Scheme::EcdsaP256Sha256, "hs-ecdsa-p256-sha256.sig"),
+        (&der("ec-root"), Scheme::EcdsaP384Sha384, "hs-ecdsa-p384-sha384.sig"),
+    ];
+    for (leaf, scheme, sig) in cases {
+        let sig = file(sig);
+        assert_eq!(verify_handshake(leaf, scheme, &msg, &sig), Ok(()), "{scheme:?}");
+        for i in [0, sig.len() / 2, sig.len() - 1] {
+            let mut bad = sig.clone();
+            bad[i] ^= 0x04;
+            assert_eq!(
+                verify_handshake(leaf, scheme, &msg, &bad),
+                Err(PkiError::BadHandshakeSignature { scheme }),
+                "{scheme:?} byte {i}"
+            );
+        }
+        let mut other = msg.clone();
+        other[0] ^= 1;
+        assert_eq!(verify_handshake(leaf, scheme, &other, &sig), Err(PkiError::BadHandshakeSignature { scheme }));
+        assert_eq!(
+            verify_handshake(leaf, scheme, &msg, &sig[..sig.len() - 1]),
+            Err(PkiError::BadHandshakeSignature { scheme })
+        );
+    }
+    // The other PSS hashes do not accept a SHA-256 signature, nor PSS a PKCS#1 v1.5 one.
+    let pss256 = file("hs-rsa-pss-sha256.sig");
+    assert!(verify_handshake(&rsa, Scheme::RsaPssSha384, &msg, &pss256).is_err());
+    let pkcs1 = file("hs-rsa-pkcs1-sha256.sig");
+    assert_eq!(
+        verify_handshake(&rsa, Scheme::RsaPssSha256, &msg, &pkcs1),
+        Err(PkiError::BadHandshakeSignature { scheme: Scheme::RsaPssSha256 })
+    );
+    // A scheme that does not fit the key.
+    let p256 = file("hs-ecdsa-p256-sha256.sig");
+    assert_eq!(
+        verify_handshake(&rsa, Scheme::EcdsaP256Sha256, &msg, &p256),
+        Err(PkiError::SchemeMismatch { scheme: Scheme::EcdsaP256Sha256 })
+    );
+    assert_eq!(
+        verify_handshake(&der("ec-leaf"), Scheme::EcdsaP384Sha384, &msg, &p256),
+        Err(PkiError::SchemeMismatch { scheme: Scheme::EcdsaP384Sha384 })
+    );
+    assert_eq!(
+        verify_handshake(&der("ec-leaf"), Scheme::RsaPssSha256, &msg, &p256),
+        Err(PkiError::SchemeMismatch { scheme: Scheme::RsaPssSha256 })
+    );
+    assert!(matches!(
+        verify_handshake(b"\x30\x00", Scheme::RsaPssSha256, &msg, &p256),
+        Err(PkiError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn every_error_reads_as_a_sentence() {
+    let all = [
+        check(&["nosign-leaf", "nosign-int"], HOST, None),
+        check(&["sub-leaf", "sub-int", "pathlen0-int"], HOST, None),
+        check(&["critical-leaf", "ec-int"], HOST, None),
+        check(&["other-leaf", "other-int"], HOST, None),
+        check(&["ec-leaf", "ec-int"], "x.example", None),
+        check(&["ec-leaf", "ec-int"], HOST, Some(0)),
+    ];
+    for e in all {
+        let text = e.unwrap_err().to_string();
+        assert!(text.len() > 20 && !text.contains("PkiError"), "{text}");
+    }
+}
+
+/// The TBS bytes' range in a certificate with two-byte lengths (all the fixtures).
+fn tbs_range(cert: &[u8]) -> std::ops::Range<usize> {
+    assert_eq!((cert[0], cert[1], cert[4], cert[5]), (0x30, 0x82, 0x30, 0x82));
+    4..4 + 4 + usize::from(u16::from_be_bytes([cert[6], cert[7]]))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(chain in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..600), 1..4),
+                                   sig in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let certs: Vec<&[u8]> = chain.iter().map(Vec::as_slice).collect();
+        let roots = roots();
+        let roots: Vec<&[u8]> = roots.iter().map(Vec::as_slice).collect();
+        prop_assert!(verify_chain(&certs, &roots, HOST, Some(now())).is_err());
+        prop_assert!(verify_handshake(certs[0], Scheme::EcdsaP256Sha256, b"m", &sig).is_err());
+    }
+
+    /// Any byte of a good leaf or intermediate changed: no panic, never accepted.
+    #[test]
+    fn changed_bytes_are_never_accepted(which in 0usize..4, at in any::<prop::sample::Index>(), value in any::<u8>()) {
+        let (leaf, int) = [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int")][which / 2];
+        let mut certs = vec![der(leaf), der(int)];
+        let target = &mut certs[which % 2];
+        let i = at.index(target.len());
+        prop_assume!(target[i] != value);
+        target[i] = value;
+        prop_assert!(check_der(&certs, HOST, None).is_err());
+        prop_assert!(verify_handshake(&certs[0], Scheme::EcdsaP256Sha256, b"m", b"\x30\x06\x02\x01\x01\x02\x01\x01").is_err());
+    }
+
+    /// One bit flipped anywhere in the leaf's signed bytes makes the chain fail.
+    #[test]
+    fn a_flipped_tbs_bit_fails(ec in any::<bool>(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
+        let (leaf, int) = if ec { ("ec-leaf", "ec-int") } else { ("rsa-leaf", "rsa-int") };
+        let mut certs = vec![der(leaf), der(int)];
+        let range = tbs_range(&certs[0]);
+        let i = range.start + at.index(range.len());
+        certs[0][i] ^= 1 << bit;
+        prop_assert!(check_der(&certs, HOST, Some(now())).is_err());
+    }
+}
