@@ -20,6 +20,7 @@ pub mod link;
 pub mod pki;
 pub mod telegram;
 pub mod time;
+pub mod tls;
 pub mod tools;
 pub mod turn;
 

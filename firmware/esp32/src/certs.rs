@@ -6,15 +6,18 @@
 /// Google Trust Services Root R1 (RSA) and R4 (ECDSA): Cloudflare's and Google's edges.
 const GTS_R1: &[u8] = include_bytes!("../certs/gts_root_r1.der");
 const GTS_R4: &[u8] = include_bytes!("../certs/gts_root_r4.der");
-/// ISRG Root X1 (Let's Encrypt), the other CA Cloudflare issues from.
+/// ISRG Root X1 (RSA) and X2 (P-384): Let's Encrypt, the other CA Cloudflare issues from. Its
+/// ECDSA intermediates (E5–E9) are signed by X2; X1 covers chains served with X2's cross-sign.
 const ISRG_X1: &[u8] = include_bytes!("../certs/isrg_root_x1.der");
+const ISRG_X2: &[u8] = include_bytes!("../certs/isrg_root_x2.der");
 /// Go Daddy Root Certificate Authority G2: api.telegram.org.
 const GODADDY_G2: &[u8] = include_bytes!("../certs/godaddy_root_g2.der");
 
-const CLOUDFLARE: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X1];
+const CLOUDFLARE: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X2, ISRG_X1];
 const TELEGRAM: &[&[u8]] = &[GODADDY_G2];
 
-/// The roots to try for `host`, most likely first; `None` for a host the chip does not call.
+/// The roots pinned for `host` (one handshake checks the server's chain against all of them);
+/// `None` for a host the chip does not call.
 pub fn roots(host: &str) -> Option<&'static [&'static [u8]]> {
     match host {
         "api.anthropic.com" | "api.openai.com" => Some(CLOUDFLARE),

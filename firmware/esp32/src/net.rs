@@ -1,21 +1,29 @@
-//! HTTPS on the chip: reqwless over embedded-tls over an embassy-net TCP socket, with the
-//! server's certificate checked against root CAs pinned in the image (never `TlsVerify::None`).
+//! HTTPS on the chip: reqwless's HTTP/1.1 over embedded-tls's TLS 1.3 over an embassy-net TCP
+//! socket. Whom to trust is ours (`chela_chip::tls`): the server must prove, in one handshake,
+//! that it holds a certificate for the host under one of the roots pinned for that host in the
+//! image (`certs`); a failed check ends the call, it never falls back to no check.
 //! It is the firmware's [`Link`] for model calls, and does Telegram's two calls.
 
 use alloc::format;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
+use chela_chip::Board as _;
 use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
+use chela_chip::tls::{self, Trust};
 use chela_core::exchange::{Head, NetFailure};
+use core::net::SocketAddr;
 use embassy_net::dns::DnsSocket;
 use embassy_net::tcp::client::TcpClient;
 use embassy_time::{Duration, Instant, Timer, with_timeout};
 use embedded_io_async::{Read, Write};
+use embedded_nal_async::{AddrType, Dns, TcpConnect};
+use embedded_tls::{Aes128GcmSha256, TlsConnection};
 use esp_hal::rng::Rng;
-use reqwless::client::{HttpClient, TlsConfig, TlsVerify};
-use reqwless::request::{Method, RequestBody, RequestBuilder};
+use reqwless::client::HttpConnection;
+use reqwless::request::{Method, Request, RequestBody, RequestBuilder};
 
+use crate::board::Esp;
 use crate::certs;
 
 /// TLS record buffers: a whole incoming record (16 KiB + overhead); outgoing records are cut
@@ -102,36 +110,59 @@ impl Answer for Collect {
     fn end(&mut self) {}
 }
 
-/// The host of an `https://` URL.
-fn host(url: &str) -> Result<&str, LinkError> {
+/// The host and the path (with its query) of an `https://` URL; only port 443 is spoken.
+fn split(url: &str) -> Result<(&str, &str), LinkError> {
     let rest = url.strip_prefix("https://").ok_or_else(|| {
         LinkError::Net(NetFailure::Fatal(format!("{url} is not an https:// URL; the chip only speaks TLS")))
     })?;
-    Ok(rest.split(['/', ':', '?']).next().unwrap_or(rest))
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (host, path) = rest.split_at(end);
+    if host.is_empty() || host.contains(['@', ':']) {
+        return Err(LinkError::Net(NetFailure::Fatal(format!(
+            "{url}: the chip calls a plain host name on port 443 (no user, no port)"
+        ))));
+    }
+    Ok((host, if path.is_empty() { "/" } else { path }))
 }
 
 fn classify(e: reqwless::Error) -> LinkError {
-    use reqwless::Error as E;
     let what = format!("{e:?}");
     LinkError::Net(match e {
-        E::Dns => NetFailure::Unreachable(format!("the name did not resolve ({what})")),
-        E::Tls(_) => NetFailure::Fatal(format!("TLS failed ({what})")),
-        E::InvalidUrl(_) => NetFailure::Fatal(what),
+        reqwless::Error::Dns => NetFailure::Unreachable(format!("the name did not resolve ({what})")),
+        reqwless::Error::InvalidUrl(_) => NetFailure::Fatal(what),
         _ => NetFailure::Transient(format!("the connection failed ({what})")),
     })
 }
+
+/// The hardware RNG as the TLS handshake's random source. It is a true RNG while the radio
+/// runs (esp-hal's `rng` docs), which it does whenever the chip makes an HTTPS call.
+struct Entropy(Rng);
+
+impl rand_core::RngCore for Entropy {
+    fn next_u32(&mut self) -> u32 {
+        self.0.random()
+    }
+    fn next_u64(&mut self) -> u64 {
+        (u64::from(self.0.random()) << 32) | u64::from(self.0.random())
+    }
+    fn fill_bytes(&mut self, dest: &mut [u8]) {
+        self.0.read(dest);
+    }
+    fn try_fill_bytes(&mut self, dest: &mut [u8]) -> Result<(), rand_core::Error> {
+        self.0.read(dest);
+        Ok(())
+    }
+}
+
+impl rand_core::CryptoRng for Entropy {}
 
 fn timed_out(what: &str) -> LinkError {
     LinkError::Net(NetFailure::Transient(format!("timed out {what}")))
 }
 
 impl Https {
-    fn seed(&self) -> u64 {
-        (u64::from(self.rng.random()) << 32) | u64::from(self.rng.random())
-    }
-
-    /// One request to `url`, its answer handed to `answer`; each pinned root of the host is
-    /// tried in turn until one verifies the server's chain.
+    /// One request to `url`, its answer handed to `answer`: DNS, TCP, one TLS handshake checked
+    /// against the host's pinned roots, then the request.
     pub async fn exchange<B: RequestBody>(
         &mut self,
         method: Method,
@@ -140,67 +171,75 @@ impl Https {
         body: B,
         answer: &mut dyn Answer,
     ) -> Result<(), LinkError> {
-        let roots = certs::roots(host(url)?).ok_or_else(|| {
+        let (host, path) = split(url)?;
+        let roots = certs::roots(host).ok_or_else(|| {
             LinkError::Net(NetFailure::Fatal(format!(
                 "no root CA is pinned for {url}; the chip talks only to its API hosts"
             )))
         })?;
-        let mut body = Some(body);
-        let mut last = None;
-        for ca in roots {
-            let seed = self.seed();
-            let verify = TlsVerify::Certificate { ca, cert: None, key: None };
-            let mut client = HttpClient::new_with_tls(
-                self.tcp,
-                self.dns,
-                TlsConfig::new(seed, &mut self.rx[..], &mut self.tx[..], verify),
-            );
-            let handle = match with_timeout(CONNECT, client.request(method, url)).await {
-                Err(_) => return Err(timed_out("connecting")),
-                Ok(Err(reqwless::Error::Tls(e))) => {
-                    last = Some(classify(reqwless::Error::Tls(e)));
-                    continue;
-                }
-                Ok(Err(e)) => return Err(classify(e)),
-                Ok(Ok(h)) => h,
-            };
-            let mut req = handle
-                .headers(headers)
-                .body(body.take().ok_or_else(|| LinkError::Broken("the body was spent".into()))?);
-            let resp = match with_timeout(IDLE, req.send(&mut self.head[..])).await {
-                Err(_) => return Err(timed_out("waiting for the response head")),
+        let socket = match with_timeout(CONNECT, self.connect(host)).await {
+            Err(_) => return Err(timed_out("connecting")),
+            Ok(r) => r?,
+        };
+        let mut conn: TlsConnection<'_, _, Aes128GcmSha256> =
+            TlsConnection::new(socket, &mut self.rx[..], &mut self.tx[..]);
+        let mut trust = Trust::new(roots, Esp.unix(), Entropy(self.rng));
+        match with_timeout(CONNECT, tls::open(&mut conn, host, &mut trust)).await {
+            Err(_) => return Err(timed_out("in the TLS handshake")),
+            Ok(Err(e)) if e.is_network() => {
+                return Err(LinkError::Net(NetFailure::Transient(format!("{host}: {e}"))));
+            }
+            // Not trusted: a retry would meet the same server.
+            Ok(Err(e)) => return Err(LinkError::Net(NetFailure::Fatal(format!("{host}: {e}")))),
+            Ok(Ok(())) => {}
+        }
+        let mut http = HttpConnection::Plain(conn);
+        let request = Request::new(method, path).host(host).headers(headers).body(body).build();
+        let resp = match with_timeout(IDLE, http.send(request, &mut self.head[..])).await {
+            Err(_) => return Err(timed_out("waiting for the response head")),
+            Ok(r) => r.map_err(classify)?,
+        };
+        let mut content_type: heapless::String<96> = heapless::String::new();
+        let mut retry_after: heapless::String<32> = heapless::String::new();
+        for (name, value) in resp.headers() {
+            let value = core::str::from_utf8(value).unwrap_or("");
+            if name.eq_ignore_ascii_case("content-type") {
+                let _ = content_type.push_str(chela_core::text::prefix(value, 96));
+            } else if name.eq_ignore_ascii_case("retry-after") {
+                let _ = retry_after.push_str(chela_core::text::prefix(value, 32));
+            }
+        }
+        let status = resp.status.0;
+        answer.head(status, &[("content-type", content_type.as_str()), ("retry-after", retry_after.as_str())]);
+        let mut reader = resp.body().reader();
+        let mut piece = [0u8; PIECE];
+        loop {
+            let n = match with_timeout(IDLE, reader.read(&mut piece)).await {
+                Err(_) => return Err(timed_out("between response pieces")),
                 Ok(r) => r.map_err(classify)?,
             };
-            let mut content_type: heapless::String<96> = heapless::String::new();
-            let mut retry_after: heapless::String<32> = heapless::String::new();
-            for (name, value) in resp.headers() {
-                let value = core::str::from_utf8(value).unwrap_or("");
-                if name.eq_ignore_ascii_case("content-type") {
-                    let _ = content_type.push_str(chela_core::text::prefix(value, 96));
-                } else if name.eq_ignore_ascii_case("retry-after") {
-                    let _ = retry_after.push_str(chela_core::text::prefix(value, 32));
-                }
+            if n == 0 {
+                answer.end();
+                break;
             }
-            let status = resp.status.0;
-            answer.head(status, &[("content-type", content_type.as_str()), ("retry-after", retry_after.as_str())]);
-            let mut reader = resp.body().reader();
-            let mut piece = [0u8; PIECE];
-            loop {
-                let n = match with_timeout(IDLE, reader.read(&mut piece)).await {
-                    Err(_) => return Err(timed_out("between response pieces")),
-                    Ok(r) => r.map_err(classify)?,
-                };
-                if n == 0 {
-                    answer.end();
-                    break;
-                }
-                if !answer.body(&piece[..n]) {
-                    break;
-                }
+            if !answer.body(&piece[..n]) {
+                break;
             }
-            return Ok(());
         }
-        Err(last.unwrap_or_else(|| LinkError::Net(NetFailure::Fatal("no root CA to try".into()))))
+        Ok(())
+    }
+
+    /// Resolves `host` and opens TCP to its port 443.
+    async fn connect(&self, host: &str) -> Result<<Tcp as TcpConnect>::Connection<'static>, LinkError> {
+        let ip = self
+            .dns
+            .get_host_by_name(host, AddrType::IPv4)
+            .await
+            .map_err(|e| LinkError::Net(NetFailure::Unreachable(format!("{host} did not resolve ({e:?})"))))?;
+        self.tcp
+            .connect(SocketAddr::new(ip, 443))
+            .await
+            .map_err(|e| LinkError::Net(NetFailure::Transient(format!("could not connect to {host}:443 ({e:?})"))))
     }
 
     /// `GET url`, the body kept up to `max` bytes.
