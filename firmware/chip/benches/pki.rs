@@ -1,6 +1,7 @@
 //! Time per call of the chip's certificate checking on this host: `verify_chain` for the rsa
 //! chain (RSA 2048 leaf and intermediate under an RSA 4096 root) and the ec chain (P-256 under
-//! a P-384 root), and `verify_handshake` per scheme. The chains are the test fixtures, made
+//! a P-384 root), each with the firmware's four pinned roots and the two test roots passed as
+//! `roots` (all six parsed per call, as on the chip), and `verify_handshake` per scheme. The chains are the test fixtures, made
 //! fresh by tests/fixtures/make-pki.sh (needs the openssl CLI).
 //!
 //! `cd firmware/chip && cargo bench --bench pki`
@@ -26,7 +27,7 @@ fn time(label: &str, mut f: impl FnMut()) {
         calls += 1;
     }
     let per = start.elapsed().as_secs_f64() * 1e6 / f64::from(calls);
-    println!("{label:<44} {per:>10.1} µs per call ({calls} calls)");
+    println!("{label:<52} {per:>10.1} µs per call ({calls} calls)");
 }
 
 fn main() {
@@ -36,7 +37,12 @@ fn main() {
     let ok = Command::new("sh").arg(script).arg(&dir).status().expect("sh runs").success();
     assert!(ok, "make-pki.sh failed (it needs the openssl CLI)");
     let der = |n: &str| read(&dir, &format!("{n}.der"));
-    let roots = [der("rsa-root"), der("ec-root")];
+    // What the chip passes: its four pinned roots, here with the two test roots after them.
+    let mut roots: Vec<Vec<u8>> = ["gts_root_r1", "gts_root_r4", "isrg_root_x1", "godaddy_root_g2"]
+        .iter()
+        .map(|n| read(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../esp32/certs")), &format!("{n}.der")))
+        .collect();
+    roots.extend([der("rsa-root"), der("ec-root")]);
     let roots: Vec<&[u8]> = roots.iter().map(Vec::as_slice).collect();
     for (label, leaf, int) in [
         ("verify_chain rsa (2048 leaf, 2048 int, 4096 root)", "rsa-leaf", "rsa-int"),
