@@ -219,6 +219,27 @@ fn paths_are_bounded() {
     ));
 }
 
+/// CAs that issued each other: the search ends, whatever the order and however many copies,
+/// and each (certificate, issuer) signature is checked once, so it ends quickly.
+#[test]
+fn issuer_loops_end() {
+    let want = Err(PkiError::UntrustedIssuer { host: host() });
+    assert_eq!(check(&["loop-leaf", "loop-a", "loop-b"], HOST, None), want);
+    assert_eq!(check(&["loop-leaf", "loop-b", "loop-b-self", "loop-a"], HOST, None), want);
+    let eight = ["loop-leaf", "loop-a", "loop-b", "loop-b-self", "loop-a", "loop-b", "loop-b-self", "loop-a"];
+    let start = std::time::Instant::now();
+    // With copies, the loop goes round until the path is too long.
+    let got = check(&eight, HOST, None);
+    assert!(matches!(got, Err(PkiError::UntrustedIssuer { .. } | PkiError::PathTooLong { .. })), "{got:?}");
+    println!("eight looping certificates refused in {:?}", start.elapsed());
+    // Generous for a debug build on a busy machine; without the memo it is thousands of ECDSA checks.
+    assert!(start.elapsed() < std::time::Duration::from_secs(20), "{:?}", start.elapsed());
+    // The loop's certificates are real: under loop-b-self as a root, the path is found.
+    let certs = ["loop-leaf", "loop-a"].map(der);
+    let root = der("loop-b-self");
+    assert_eq!(verify_chain(&certs.each_ref().map(Vec::as_slice), &[&root], HOST, None), Ok(()));
+}
+
 #[test]
 fn a_changed_signature_is_refused() {
     for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int")] {
