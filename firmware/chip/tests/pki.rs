@@ -38,7 +38,9 @@ fn der(name: &str) -> Vec<u8> {
     file(&format!("{name}.der"))
 }
 
+/// The time, after the fixtures exist (they are valid from the second they are made).
 fn now() -> u64 {
+    dir();
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
 
@@ -189,6 +191,19 @@ fn bad_intermediates_and_leaves_are_refused_for_their_reason() {
     ];
     for (names, want) in cases {
         assert_eq!(check(names, HOST, Some(now())), Err(want), "{names:?}");
+    }
+    // What the chip does not verify, named with the certificate it is on.
+    let unsupported =
+        |which| move |e: &PkiError| matches!(e, PkiError::UnsupportedAlgorithm { which: w, .. } if *w == which);
+    let cases: [(&[&str], Which); 3] = [
+        (&["sha1-leaf", "rsa-int"], Which::Leaf),
+        (&["rsa1024-leaf", "rsa1024-int"], Which::Chain(1)),
+        (&["p521-leaf", "ec-int"], Which::Leaf),
+    ];
+    for (names, which) in cases {
+        let got = check(names, HOST, None).unwrap_err();
+        assert!(unsupported(which)(&got), "{names:?}: {got:?}");
+        assert!(got.to_string().contains("not usable"), "{got}");
     }
     // A missing intermediate.
     assert_eq!(check(&["ec-leaf"], HOST, None), Err(PkiError::UntrustedIssuer { host: host() }));
