@@ -73,7 +73,7 @@ fn host() -> String {
 
 #[test]
 fn good_chains_verify_in_any_order_with_extras() {
-    for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int")] {
+    for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int"), ("rsa2049-leaf", "rsa-int")] {
         assert_eq!(check(&[leaf, int], HOST, Some(now())), Ok(()), "{leaf}");
         assert_eq!(check(&[leaf, int], HOST, None), Ok(()), "{leaf} with the time unknown");
         // Unrelated certificates, the root itself and a shuffled order change nothing.
@@ -277,6 +277,7 @@ fn handshake_signatures_made_by_openssl() {
         (&rsa, Scheme::RsaPssSha256, "hs-rsa-pss-sha256.sig"),
         (&rsa, Scheme::RsaPssSha384, "hs-rsa-pss-sha384.sig"),
         (&rsa, Scheme::RsaPssSha512, "hs-rsa-pss-sha512.sig"),
+        (&der("rsa2049-leaf"), Scheme::RsaPssSha384, "hs-rsa2049-pss-sha384.sig"),
         (&der("ec-leaf"), Scheme::EcdsaP256Sha256, "hs-ecdsa-p256-sha256.sig"),
         (&der("ec-root"), Scheme::EcdsaP384Sha384, "hs-ecdsa-p384-sha384.sig"),
     ];
