@@ -17,7 +17,8 @@ const HOST: &str = "api.test.example";
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pki-{}", std::process::id()));
+        // One fixed directory, remade on each run, so runs do not pile up under target/.
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pki-tests");
         let _ = std::fs::remove_dir_all(&dir);
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/make-pki.sh");
         let out = Command::new("sh").arg(script).arg(&dir).output().expect("sh runs");
