@@ -17,7 +17,8 @@ const HOST: &str = "api.test.example";
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("pki-{}", std::process::id()));
+        // One fixed directory, remade on each run, so runs do not pile up under target/.
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pki-tests");
         let _ = std::fs::remove_dir_all(&dir);
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/make-pki.sh");
         let out = Command::new("sh").arg(script).arg(&dir).output().expect("sh runs");
@@ -38,7 +39,9 @@ fn der(name: &str) -> Vec<u8> {
     file(&format!("{name}.der"))
 }
 
+/// The time, after the fixtures exist (they are valid from the second they are made).
 fn now() -> u64 {
+    dir();
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
 }
 
@@ -71,7 +74,7 @@ fn host() -> String {
 
 #[test]
 fn good_chains_verify_in_any_order_with_extras() {
-    for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int")] {
+    for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int"), ("rsa2049-leaf", "rsa-int")] {
         assert_eq!(check(&[leaf, int], HOST, Some(now())), Ok(()), "{leaf}");
         assert_eq!(check(&[leaf, int], HOST, None), Ok(()), "{leaf} with the time unknown");
         // Unrelated certificates, the root itself and a shuffled order change nothing.
@@ -190,6 +193,19 @@ fn bad_intermediates_and_leaves_are_refused_for_their_reason() {
     for (names, want) in cases {
         assert_eq!(check(names, HOST, Some(now())), Err(want), "{names:?}");
     }
+    // What the chip does not verify, named with the certificate it is on.
+    let unsupported =
+        |which| move |e: &PkiError| matches!(e, PkiError::UnsupportedAlgorithm { which: w, .. } if *w == which);
+    let cases: [(&[&str], Which); 3] = [
+        (&["sha1-leaf", "rsa-int"], Which::Leaf),
+        (&["rsa1024-leaf", "rsa1024-int"], Which::Chain(1)),
+        (&["p521-leaf", "ec-int"], Which::Leaf),
+    ];
+    for (names, which) in cases {
+        let got = check(names, HOST, None).unwrap_err();
+        assert!(unsupported(which)(&got), "{names:?}: {got:?}");
+        assert!(got.to_string().contains("not usable"), "{got}");
+    }
     // A missing intermediate.
     assert_eq!(check(&["ec-leaf"], HOST, None), Err(PkiError::UntrustedIssuer { host: host() }));
     assert_eq!(check(&["ec-leaf", "rsa-int"], HOST, None), Err(PkiError::UntrustedIssuer { host: host() }));
@@ -219,6 +235,27 @@ fn paths_are_bounded() {
     ));
 }
 
+/// CAs that issued each other: the search ends, whatever the order and however many copies,
+/// and each (certificate, issuer) signature is checked once, so it ends quickly.
+#[test]
+fn issuer_loops_end() {
+    let want = Err(PkiError::UntrustedIssuer { host: host() });
+    assert_eq!(check(&["loop-leaf", "loop-a", "loop-b"], HOST, None), want);
+    assert_eq!(check(&["loop-leaf", "loop-b", "loop-b-self", "loop-a"], HOST, None), want);
+    let eight = ["loop-leaf", "loop-a", "loop-b", "loop-b-self", "loop-a", "loop-b", "loop-b-self", "loop-a"];
+    let start = std::time::Instant::now();
+    // With copies, the loop goes round until the path is too long.
+    let got = check(&eight, HOST, None);
+    assert!(matches!(got, Err(PkiError::UntrustedIssuer { .. } | PkiError::PathTooLong { .. })), "{got:?}");
+    println!("eight looping certificates refused in {:?}", start.elapsed());
+    // Generous for a debug build on a busy machine; without the memo it is thousands of ECDSA checks.
+    assert!(start.elapsed() < std::time::Duration::from_secs(20), "{:?}", start.elapsed());
+    // The loop's certificates are real: under loop-b-self as a root, the path is found.
+    let certs = ["loop-leaf", "loop-a"].map(der);
+    let root = der("loop-b-self");
+    assert_eq!(verify_chain(&certs.each_ref().map(Vec::as_slice), &[&root], HOST, None), Ok(()));
+}
+
 #[test]
 fn a_changed_signature_is_refused() {
     for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int")] {
@@ -241,6 +278,7 @@ fn handshake_signatures_made_by_openssl() {
         (&rsa, Scheme::RsaPssSha256, "hs-rsa-pss-sha256.sig"),
         (&rsa, Scheme::RsaPssSha384, "hs-rsa-pss-sha384.sig"),
         (&rsa, Scheme::RsaPssSha512, "hs-rsa-pss-sha512.sig"),
+        (&der("rsa2049-leaf"), Scheme::RsaPssSha384, "hs-rsa2049-pss-sha384.sig"),
         (&der("ec-leaf"), Scheme::EcdsaP256Sha256, "hs-ecdsa-p256-sha256.sig"),
         (&der("ec-root"), Scheme::EcdsaP384Sha384, "hs-ecdsa-p384-sha384.sig"),
     ];

@@ -169,7 +169,7 @@ impl<'a> Cert<'a> {
                 0 => self.basic = Some(basic_constraints(inner.value)?),
                 1 => self.key_cert_sign = Some(key_cert_sign(&inner)?),
                 2 => self.eku = Some(check_oid_list(inner.value)?),
-                _ => self.san = Some(inner.value),
+                _ => self.san = Some(check_general_names(inner.value)?),
             }
         }
         Ok(())
@@ -297,6 +297,18 @@ fn key_cert_sign(bits: &Tlv<'_>) -> Result<bool, Why> {
         [0] => Ok(false),
         _ => Err("keyUsage is malformed"),
     }
+}
+
+/// subjectAltName: at least one GeneralName, each a well-formed TLV.
+fn check_general_names(value: &[u8]) -> Result<&[u8], Why> {
+    let mut r = Reader::new(value);
+    if r.is_empty() {
+        return Err("subjectAltName is empty");
+    }
+    while !r.is_empty() {
+        r.next().map_err(|_| "subjectAltName is malformed")?;
+    }
+    Ok(value)
 }
 
 fn check_oid_list(value: &[u8]) -> Result<&[u8], Why> {

@@ -291,7 +291,10 @@ impl Path<'_, '_> {
                 match self.signed(child, self.certs.len() + r) {
                     Ok(true) => return true,
                     Ok(false) => note(err, PkiError::BadSignature { which }),
-                    Err(what) => note(err, PkiError::UnsupportedAlgorithm { which, what }),
+                    Err(what) => {
+                        let which = if self.roots[r].key.is_err() { Which::Root(r) } else { which };
+                        note(err, PkiError::UnsupportedAlgorithm { which, what });
+                    }
                 }
             }
         }
@@ -300,6 +303,7 @@ impl Path<'_, '_> {
             if used[j] || candidate.subject != issuer_name {
                 continue;
             }
+            let candidate_key_bad = candidate.key.is_err();
             if below >= MAX_INTERMEDIATES {
                 note(err, PkiError::PathTooLong { host: self.host.to_string() });
                 continue;
@@ -311,6 +315,7 @@ impl Path<'_, '_> {
                     continue;
                 }
                 Err(what) => {
+                    let which = if candidate_key_bad { Which::Chain(j) } else { which };
                     note(err, PkiError::UnsupportedAlgorithm { which, what });
                     continue;
                 }

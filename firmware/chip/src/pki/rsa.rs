@@ -23,8 +23,6 @@ pub(crate) struct RsaKey {
     e: u32,
     /// `-n^-1 mod 2^32`.
     n0inv: u32,
-    /// `R^2 mod n` with `R = 2^(32 * limbs)`: what takes a value into Montgomery form.
-    rr: Vec<u32>,
 }
 
 impl RsaKey {
@@ -54,9 +52,7 @@ impl RsaKey {
         for _ in 0..5 {
             inv = inv.wrapping_mul(2u32.wrapping_sub(n[0].wrapping_mul(inv)));
         }
-        let mut key = RsaKey { len: bits.div_ceil(8), bits, e, n0inv: inv.wrapping_neg(), rr: Vec::new(), n };
-        key.rr = key.r_squared();
-        key
+        RsaKey { len: bits.div_ceil(8), bits, e, n0inv: inv.wrapping_neg(), n }
     }
 
     #[cfg(test)]
@@ -64,7 +60,9 @@ impl RsaKey {
         self.bits
     }
 
-    /// `R^2 mod n`: `R*2 mod n` by doubling from the top bit of n, then raised to the power
+    /// `R^2 mod n` with `R = 2^(32 * limbs)`, what takes a value into Montgomery form. Made
+    /// per operation rather than per key: most keys parsed (the pinned roots not used by this
+    /// server) are never used. `R*2 mod n` by doubling from the top bit of n, then raised to the power
     /// `32 * limbs` in Montgomery form (`mont(R*2^a, R*2^b) = R*2^(a+b)`).
     fn r_squared(&self) -> Vec<u32> {
         let k = self.n.len();
@@ -143,7 +141,7 @@ impl RsaKey {
         if !less(&s, &self.n) {
             return None;
         }
-        let base = self.mont_mul(&s, &self.rr);
+        let base = self.mont_mul(&s, &self.r_squared());
         let mut acc = base.clone();
         for bit in (0..31 - self.e.leading_zeros()).rev() {
             acc = self.mont_mul(&acc, &acc);

@@ -1,0 +1,53 @@
+//! The chip's certificate checking (`chela_chip::pki`) on arbitrary bytes, cut into
+//! certificates by their DER headers: no panic; a refusal always has a message; the same
+//! answer twice; with the firmware's pinned roots nothing made up is accepted, and with the
+//! input's own certificates as roots the path search still ends.
+#![no_main]
+
+use chela_chip::pki::{Scheme, verify_chain, verify_handshake};
+use libfuzzer_sys::fuzz_target;
+
+const PINNED: [&[u8]; 4] = [
+    include_bytes!("../../firmware/esp32/certs/gts_root_r1.der"),
+    include_bytes!("../../firmware/esp32/certs/gts_root_r4.der"),
+    include_bytes!("../../firmware/esp32/certs/isrg_root_x1.der"),
+    include_bytes!("../../firmware/esp32/certs/godaddy_root_g2.der"),
+];
+
+/// Consecutive DER TLVs (up to 10); what does not frame is the last piece.
+fn split(mut data: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while !data.is_empty() && out.len() < 10 {
+        let len = match data {
+            [_, l, ..] if *l < 0x80 => Some(2 + usize::from(*l)),
+            [_, 0x81, l, ..] => Some(3 + usize::from(*l)),
+            [_, 0x82, a, b, ..] => Some(4 + usize::from(u16::from_be_bytes([*a, *b]))),
+            _ => None,
+        };
+        let cut = len.filter(|&n| n <= data.len()).unwrap_or(data.len());
+        out.push(&data[..cut]);
+        data = &data[cut..];
+    }
+    out
+}
+
+fuzz_target!(|data: &[u8]| {
+    let certs = split(data);
+    if certs.is_empty() {
+        return;
+    }
+    for host in ["api.test.example", "a.wild.test.example", "api.telegram.org"] {
+        let first = verify_chain(&certs, &PINNED, host, Some(1_800_000_000));
+        assert_eq!(first, verify_chain(&certs, &PINNED, host, Some(1_800_000_000)), "the same answer twice");
+        let err = first.expect_err("made-up bytes never lead to a pinned root");
+        assert!(!err.to_string().is_empty());
+        // The input's own certificates as trust anchors: the path search over them ends.
+        if let Err(e) = verify_chain(&certs, &certs[certs.len() - 1..], host, None) {
+            assert!(!e.to_string().is_empty());
+        }
+    }
+    for scheme in [Scheme::EcdsaP256Sha256, Scheme::EcdsaP384Sha384, Scheme::RsaPssSha256, Scheme::RsaPssSha512] {
+        let sig = certs.last().copied().unwrap_or_default();
+        assert!(verify_handshake(certs[0], scheme, data, sig).is_err(), "a made-up signature verifies");
+    }
+});
