@@ -38,7 +38,7 @@ fn main() {
     assert!(ok, "make-pki.sh failed (it needs the openssl CLI)");
     let der = |n: &str| read(&dir, &format!("{n}.der"));
     // What the chip passes: its four pinned roots, here with the two test roots after them.
-    let mut roots: Vec<Vec<u8>> = ["gts_root_r1", "gts_root_r4", "isrg_root_x1", "godaddy_root_g2"]
+    let mut roots: Vec<Vec<u8>> = ["gts_root_r1", "gts_root_r4", "isrg_root_x1", "isrg_root_x2", "godaddy_root_g2"]
         .iter()
         .map(|n| read(Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../esp32/certs")), &format!("{n}.der")))
         .collect();

@@ -47,7 +47,7 @@ fn now() -> u64 {
 
 /// The pinned roots of the firmware plus the two test roots.
 fn roots() -> Vec<Vec<u8>> {
-    let mut roots: Vec<Vec<u8>> = ["gts_root_r1", "gts_root_r4", "isrg_root_x1", "godaddy_root_g2"]
+    let mut roots: Vec<Vec<u8>> = ["gts_root_r1", "gts_root_r4", "isrg_root_x1", "isrg_root_x2", "godaddy_root_g2"]
         .iter()
         .map(|n| std::fs::read(format!("{}/../esp32/certs/{n}.der", env!("CARGO_MANIFEST_DIR"))).unwrap())
         .collect();

@@ -27,7 +27,9 @@ const HOST: &str = "api.test.example";
 fn fixtures() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("chela-tls-fixtures-{}", std::process::id()));
+        // Remade on every run (fresh keys), in cargo's scratch folder for integration tests.
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tls-fixtures");
+        let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/make-pki.sh");
         let out = Command::new("bash").arg(&script).arg(&dir).output().expect("bash runs tests/fixtures/make-pki.sh");

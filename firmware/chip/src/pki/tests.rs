@@ -98,7 +98,17 @@ fn debian_ca_store_self_signatures_verify() {
 #[test]
 fn pinned_roots_parse_with_their_keys() {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../esp32/certs/");
-    for (name, bits) in [("gts_root_r1", 4096), ("gts_root_r4", 0), ("isrg_root_x1", 4096), ("godaddy_root_g2", 2048)] {
+    let pinned = [
+        ("gts_root_r1", 4096),
+        ("gts_root_r4", 0),
+        ("isrg_root_x1", 4096),
+        ("isrg_root_x2", 0),
+        ("godaddy_root_g2", 2048),
+    ];
+    let files =
+        std::fs::read_dir(dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "der"));
+    assert_eq!(files.count(), pinned.len(), "every root in firmware/esp32/certs is checked here");
+    for (name, bits) in pinned {
         let der = std::fs::read(std::format!("{dir}{name}.der")).unwrap();
         let cert = Cert::parse(&der).unwrap_or_else(|e| panic!("{name}: {e}"));
         match (cert.key.as_ref().unwrap(), bits) {
