@@ -200,3 +200,71 @@ fn add_in_place(a: &mut [u32], b: &[u32]) {
         carry = s >> 32;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use num_bigint::BigUint;
+    use proptest::prelude::*;
+
+    fn big(limbs: &[u32]) -> BigUint {
+        BigUint::from_slice(limbs)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// add, sub, mul (through Montgomery form and back) and invert against num-bigint, for
+        /// odd moduli of 1 to 13 limbs (P-384's 12 among them).
+        #[test]
+        fn matches_bigint(mut n in proptest::collection::vec(any::<u32>(), 1..14),
+                          a in proptest::collection::vec(any::<u32>(), 13),
+                          b in proptest::collection::vec(any::<u32>(), 13)) {
+            n[0] |= 1;
+            let k = n.len();
+            if n[k - 1] == 0 { n[k - 1] = 1; }
+            prop_assume!(k > 1 || n[0] > 1);
+            let m = Modulus::new(n.clone());
+            let nb = big(&n);
+            let reduce = |v: &[u32]| {
+                let r = big(&v[..k]) % &nb;
+                let mut out = r.to_u32_digits();
+                out.resize(k, 0);
+                out
+            };
+            let (a, b) = (reduce(&a), reduce(&b));
+            let (ab, bb) = (big(&a), big(&b));
+            let mut out = vec![0u32; k];
+            m.add(&a, &b, &mut out);
+            prop_assert_eq!(big(&out), (&ab + &bb) % &nb);
+            m.sub(&a, &b, &mut out);
+            prop_assert_eq!(big(&out), (&ab + &nb - &bb) % &nb);
+            let (mut am, mut bm, mut pm) = (vec![0u32; k], vec![0u32; k], vec![0u32; k]);
+            m.to_mont(&a, &mut am);
+            m.to_mont(&b, &mut bm);
+            m.mul(&am, &bm, &mut pm);
+            m.out_of_mont(&pm, &mut out);
+            prop_assert_eq!(big(&out), (&ab * &bb) % &nb);
+            m.pow(&am, &b, &mut pm);
+            m.out_of_mont(&pm, &mut out);
+            if bb != BigUint::ZERO {
+                prop_assert_eq!(big(&out), ab.modpow(&bb, &nb));
+            }
+        }
+    }
+
+    /// Fermat's inverse, for the two P-384 moduli's kind (primes): a·a⁻¹ = 1.
+    #[test]
+    fn inverse_mod_a_prime() {
+        // 2^127 − 1, a Mersenne prime.
+        let m = Modulus::new(vec![u32::MAX, u32::MAX, u32::MAX, 0x7fff_ffff]);
+        for a in [1u32, 2, 3, 0xdead_beef] {
+            let a = [a, 7, 0, 0];
+            let (mut am, mut inv, mut prod, mut out) = ([0; 4], [0; 4], [0; 4], [0; 4]);
+            m.to_mont(&a, &mut am);
+            m.invert(&am, &mut inv);
+            m.mul(&am, &inv, &mut prod);
+            m.out_of_mont(&prod, &mut out);
+            assert_eq!(out, [1, 0, 0, 0]);
+        }
+    }
+}

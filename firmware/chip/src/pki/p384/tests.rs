@@ -209,3 +209,34 @@ fn long_hash_values_are_cut_to_384_bits() {
     assert!(verify(&key_point(&key), &digest[..48], &der));
     assert!(!verify(&key_point(&key), &digest[16..], &der));
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Hostile bytes from a server (its key, its signature) are refused without a panic:
+    /// random points are not on the curve, random DER is not a signature.
+    #[test]
+    fn garbage_is_refused(point in proptest::collection::vec(any::<u8>(), 0..120),
+                          coords in any::<[u8; 96]>(),
+                          sig in proptest::collection::vec(any::<u8>(), 0..120),
+                          hash in proptest::collection::vec(any::<u8>(), 0..80)) {
+        prop_assert!(!verify(&point, &hash, &sig));
+        prop_assert!(!is_public_key(&[&[4u8][..], &coords].concat()));
+        // A real key (G itself) and arbitrary signature bytes.
+        let key = encode(&Curve::new(), &Curve::new().g).unwrap();
+        prop_assert!(!verify(&key, &hash, &sig));
+    }
+}
+
+proptest! {
+    // Each case is a whole verification (slow in a debug build).
+    #![proptest_config(ProptestConfig::with_cases(16))]
+
+    /// Random (r, s) in DER for a real key do not verify.
+    #[test]
+    fn random_signatures_are_refused(r in any::<[u8; 48]>(), s in any::<[u8; 48]>(),
+                                     hash in proptest::collection::vec(any::<u8>(), 0..80)) {
+        let key = encode(&Curve::new(), &Curve::new().g).unwrap();
+        prop_assert!(!verify(&key, &hash, &der_sig(&r, &s)));
+    }
+}
