@@ -64,13 +64,15 @@ impl Modulus {
     pub fn mul(&self, a: &[u32], b: &[u32], out: &mut [u32]) {
         let n = &self.n[..];
         let k = n.len();
+        // Equal lengths up front let the compiler drop the bounds checks in the loops.
+        let (a, b, out) = (&a[..k], &b[..k], &mut out[..k]);
         out.fill(0);
         let mut top = 0u32;
         for &ai in a {
             let mut carry = 0u64;
-            for j in 0..k {
-                let s = u64::from(out[j]) + u64::from(ai) * u64::from(b[j]) + carry;
-                out[j] = s as u32;
+            for (o, &bj) in out.iter_mut().zip(b) {
+                let s = u64::from(*o) + u64::from(ai) * u64::from(bj) + carry;
+                *o = s as u32;
                 carry = s >> 32;
             }
             let s = u64::from(top) + carry;
