@@ -240,3 +240,31 @@ proptest! {
         prop_assert!(!verify(&key, &hash, &der_sig(&r, &s)));
     }
 }
+
+/// The two pinned P-384 roots: their keys are taken at parse time and their self-signatures
+/// (ECDSA with SHA-384) verify; a key moved off the curve makes the certificate's key an error
+/// when it is parsed, and a changed signature does not verify.
+#[test]
+fn pinned_p384_roots() {
+    use crate::pki::cert::{Cert, PublicKey};
+    extern crate std;
+    for name in ["gts_root_r4", "isrg_root_x2"] {
+        let path = std::format!("{}/../esp32/certs/{name}.der", env!("CARGO_MANIFEST_DIR"));
+        let der = std::fs::read(&path).unwrap();
+        let cert = Cert::parse(&der).unwrap();
+        let Ok(PublicKey::P384(point)) = &cert.key else { panic!("{name}: not a P-384 key") };
+        let at = der.windows(97).position(|w| w == point).expect("the key's bytes are the certificate's");
+        assert_eq!(cert.signed_by(cert.key.as_ref().unwrap()), Ok(true), "{name}");
+
+        let mut off_curve = der.clone();
+        off_curve[at + 96] ^= 1;
+        let bad = Cert::parse(&off_curve).unwrap();
+        assert_eq!(bad.key.unwrap_err(), "its P-384 public key is not a point on the curve", "{name}");
+
+        let mut sig = cert.signature.to_vec();
+        let last = sig.len() - 1;
+        sig[last] ^= 1;
+        let changed = Cert { signature: &sig, ..cert.clone() };
+        assert_eq!(changed.signed_by(cert.key.as_ref().unwrap()), Ok(false), "{name}");
+    }
+}
