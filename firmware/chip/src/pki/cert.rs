@@ -319,6 +319,8 @@ pub(crate) fn verify(key: &PublicKey, alg: SigAlg, message: &[u8], signature: &[
             Ok(k.verify_prehash(&h.digest(&[message]), &sig).is_ok())
         }
         (PublicKey::P384(k), SigAlg::Ecdsa(h)) => {
+            // Malformed DER is an error, as for P-256; r or s out of range is a signature
+            // that does not verify (p384::verify decodes the DER again and checks the range).
             ecdsa_rs::<48>(signature)?;
             Ok(p384::verify(k, &h.digest(&[message]), signature))
         }
