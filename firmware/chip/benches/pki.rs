@@ -12,6 +12,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chela_chip::pki::{Scheme, verify_chain, verify_handshake};
+use p384::ecdsa::signature::hazmat::PrehashVerifier;
+use sha2::{Digest, Sha384};
 
 fn read(dir: &Path, name: &str) -> Vec<u8> {
     std::fs::read(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -65,4 +67,23 @@ fn main() {
             verify_handshake(black_box(&leaf), scheme, &msg, &sig).unwrap();
         });
     }
+    p384_against_the_crate(&dir);
+}
+
+/// One P-384 ECDSA SHA-384 handshake signature (openssl's, by ec-root's key): our own
+/// verification (certificate parse and hashing included) against RustCrypto's `p384` 0.13,
+/// which the firmware no longer links, on the same key and signature, hashing included.
+fn p384_against_the_crate(dir: &Path) {
+    let (cert, message, signature) =
+        (read(dir, "ec-root.der"), read(dir, "msg.bin"), read(dir, "hs-ecdsa-p384-sha384.sig"));
+    // The SPKI's BIT STRING: 03 62 00, then the 97-byte uncompressed point.
+    let at = cert.windows(4).position(|w| w == [0x03, 0x62, 0x00, 0x04]).expect("a P-384 key") + 3;
+    let key = p384::ecdsa::VerifyingKey::from_sec1_bytes(&cert[at..at + 97]).unwrap();
+    let sig = p384::ecdsa::Signature::from_der(&signature).unwrap();
+    time("P-384 verification, chela_chip::pki (own)", || {
+        verify_handshake(black_box(&cert), Scheme::EcdsaP384Sha384, &message, &signature).unwrap();
+    });
+    time("P-384 verification, p384 0.13 (reference)", || {
+        key.verify_prehash(&Sha384::digest(black_box(&message)), &sig).unwrap();
+    });
 }

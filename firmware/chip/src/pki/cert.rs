@@ -4,6 +4,7 @@ use p256::ecdsa::signature::hazmat::PrehashVerifier;
 
 use super::der::{self, Reader, Tlv, Why};
 use super::hash::Hash;
+use super::p384;
 use super::rsa::RsaKey;
 use super::time;
 
@@ -37,7 +38,8 @@ pub(crate) enum SigAlg {
 #[derive(Clone, Debug)]
 pub(crate) enum PublicKey {
     P256(p256::ecdsa::VerifyingKey),
-    P384(p384::ecdsa::VerifyingKey),
+    /// The uncompressed SEC 1 point, checked to be on the curve.
+    P384([u8; p384::POINT_LEN]),
     Rsa(RsaKey),
 }
 
@@ -247,9 +249,10 @@ fn public_key(spki: &[u8]) -> Result<Result<PublicKey, Why>, Why> {
             Some(P256_CURVE) => p256::ecdsa::VerifyingKey::from_sec1_bytes(key)
                 .map(PublicKey::P256)
                 .map_err(|_| "its P-256 public key is not a point on the curve"),
-            Some(P384_CURVE) => p384::ecdsa::VerifyingKey::from_sec1_bytes(key)
-                .map(PublicKey::P384)
-                .map_err(|_| "its P-384 public key is not a point on the curve"),
+            Some(P384_CURVE) => match <[u8; p384::POINT_LEN]>::try_from(key) {
+                Ok(point) if p384::is_public_key(&point) => Ok(PublicKey::P384(point)),
+                _ => Err("its P-384 public key is not a point on the curve"),
+            },
             _ => Err("its key's curve is not supported"),
         },
         [prefix @ .., RSA_ENCRYPTION] if prefix == RSA_PREFIX => {
@@ -328,8 +331,10 @@ pub(crate) fn verify(key: &PublicKey, alg: SigAlg, message: &[u8], signature: &[
             Ok(k.verify_prehash(&h.digest(&[message]), &sig).is_ok())
         }
         (PublicKey::P384(k), SigAlg::Ecdsa(h)) => {
-            let sig = p384::ecdsa::Signature::from_slice(&ecdsa_rs::<48>(signature)?).map_err(|_| ECDSA_BAD)?;
-            Ok(k.verify_prehash(&h.digest(&[message]), &sig).is_ok())
+            // Malformed DER is an error, as for P-256; r or s out of range is a signature
+            // that does not verify (p384::verify decodes the DER again and checks the range).
+            ecdsa_rs::<48>(signature)?;
+            Ok(p384::verify(k, &h.digest(&[message]), signature))
         }
         (PublicKey::Rsa(k), SigAlg::RsaPkcs1(h)) => Ok(k.verify_pkcs1(h, message, signature)),
         _ => Err("the issuer's key does not match the signature algorithm"),
@@ -339,7 +344,7 @@ pub(crate) fn verify(key: &PublicKey, alg: SigAlg, message: &[u8], signature: &[
 const ECDSA_BAD: Why = "an ECDSA signature is malformed";
 
 /// A DER Ecdsa-Sig-Value into `r || s`, each `N` bytes; zero or oversize values refused.
-fn ecdsa_rs<const N: usize>(der_sig: &[u8]) -> Result<alloc::vec::Vec<u8>, Why> {
+pub(super) fn ecdsa_rs<const N: usize>(der_sig: &[u8]) -> Result<alloc::vec::Vec<u8>, Why> {
     let mut outer = Reader::new(der_sig);
     let seq = outer.expect(der::SEQUENCE, ECDSA_BAD)?;
     outer.finish(ECDSA_BAD)?;

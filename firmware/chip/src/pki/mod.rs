@@ -1,7 +1,8 @@
 //! Certificate checking for the chip's TLS: the server's chain against pinned roots, and the
-//! TLS 1.3 CertificateVerify signature. Plain Rust over RustCrypto's SHA-2 and ECDSA; RSA is
-//! our own public-key operation. What it is not: a TLS stack (embedded-tls calls in here
-//! through its verifier trait), revocation, or name constraints.
+//! TLS 1.3 CertificateVerify signature. Plain Rust over RustCrypto's SHA-2 and P-256 ECDSA;
+//! RSA and P-384 ECDSA are our own, over one Montgomery multiplication (`mont`). What it is
+//! not: a TLS stack (embedded-tls calls in here through its verifier trait), revocation, or
+//! name constraints.
 //!
 //! The rules:
 //! - DER is read by our own reader: definite lengths only, at most 4 length bytes, every
@@ -30,6 +31,8 @@
 mod cert;
 mod der;
 mod hash;
+mod mont;
+mod p384;
 mod rsa;
 mod time;
 

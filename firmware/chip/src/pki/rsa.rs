@@ -7,6 +7,7 @@ use alloc::vec;
 use alloc::vec::Vec;
 
 use super::hash::Hash;
+use super::mont::{Modulus, less, limbs, to_bytes};
 
 /// The moduli accepted, in bits.
 pub(crate) const MIN_BITS: usize = 2048;
@@ -15,14 +16,11 @@ pub(crate) const MAX_BITS: usize = 4096;
 /// A public key, checked: modulus of 2048 to 4096 bits and odd, exponent odd and above 1.
 #[derive(Clone, Debug)]
 pub(crate) struct RsaKey {
-    /// The modulus, little-endian limbs, no zero top limb.
-    n: Vec<u32>,
+    n: Modulus,
     /// The modulus' length in bytes: the length of every signature.
     len: usize,
     bits: usize,
     e: u32,
-    /// `-n^-1 mod 2^32`.
-    n0inv: u32,
 }
 
 impl RsaKey {
@@ -45,90 +43,13 @@ impl RsaKey {
 
     /// Any odd modulus of at least two bits (the property tests use small ones).
     fn from_odd(modulus: &[u8], e: u32) -> Self {
-        let n = limbs(modulus, modulus.len().div_ceil(4));
-        let bits = n.len() * 32 - n[n.len() - 1].leading_zeros() as usize;
-        let mut inv: u32 = 1;
-        // Newton's iteration doubles the correct low bits each round: 1, 2, 4, ..., 32.
-        for _ in 0..5 {
-            inv = inv.wrapping_mul(2u32.wrapping_sub(n[0].wrapping_mul(inv)));
-        }
-        RsaKey { len: bits.div_ceil(8), bits, e, n0inv: inv.wrapping_neg(), n }
+        let n = Modulus::new(limbs(modulus, modulus.len().div_ceil(4)));
+        RsaKey { len: n.bits().div_ceil(8), bits: n.bits(), e, n }
     }
 
     #[cfg(test)]
     pub fn bits(&self) -> usize {
         self.bits
-    }
-
-    /// `R^2 mod n` with `R = 2^(32 * limbs)`, what takes a value into Montgomery form. Made
-    /// per operation rather than per key: most keys parsed (the pinned roots not used by this
-    /// server) are never used. `R*2 mod n` by doubling from the top bit of n, then raised to the power
-    /// `32 * limbs` in Montgomery form (`mont(R*2^a, R*2^b) = R*2^(a+b)`).
-    fn r_squared(&self) -> Vec<u32> {
-        let k = self.n.len();
-        let mut x = vec![0u32; k];
-        x[(self.bits - 1) / 32] = 1 << ((self.bits - 1) % 32);
-        for _ in 0..(32 * k + 1 - (self.bits - 1)) {
-            self.double_mod(&mut x);
-        }
-        // x = R*2 mod n: the Montgomery form of 2. Its power 32k is R*2^(32k) = R^2.
-        let two = x.clone();
-        let power = 32 * k;
-        let mut acc = two.clone();
-        for bit in (0..usize::BITS - 1 - power.leading_zeros()).rev() {
-            acc = self.mont_mul(&acc, &acc);
-            if power >> bit & 1 == 1 {
-                acc = self.mont_mul(&acc, &two);
-            }
-        }
-        acc
-    }
-
-    /// `x = 2x mod n` for `x < n`.
-    fn double_mod(&self, x: &mut [u32]) {
-        let mut carry = 0;
-        for limb in x.iter_mut() {
-            let next = *limb >> 31;
-            *limb = (*limb << 1) | carry;
-            carry = next;
-        }
-        if carry == 1 || !less(x, &self.n) {
-            sub_in_place(x, &self.n);
-        }
-    }
-
-    /// `a * b / R mod n` for `a, b < n` (CIOS).
-    fn mont_mul(&self, a: &[u32], b: &[u32]) -> Vec<u32> {
-        let k = self.n.len();
-        let mut t = vec![0u32; k + 2];
-        for &ai in a {
-            let mut carry = 0u64;
-            for j in 0..k {
-                let s = u64::from(t[j]) + u64::from(ai) * u64::from(b[j]) + carry;
-                t[j] = s as u32;
-                carry = s >> 32;
-            }
-            let s = u64::from(t[k]) + carry;
-            t[k] = s as u32;
-            t[k + 1] = (s >> 32) as u32;
-            let m = t[0].wrapping_mul(self.n0inv);
-            let s = u64::from(t[0]) + u64::from(m) * u64::from(self.n[0]);
-            let mut carry = s >> 32;
-            for j in 1..k {
-                let s = u64::from(t[j]) + u64::from(m) * u64::from(self.n[j]) + carry;
-                t[j - 1] = s as u32;
-                carry = s >> 32;
-            }
-            let s = u64::from(t[k]) + carry;
-            t[k - 1] = s as u32;
-            t[k] = t[k + 1] + (s >> 32) as u32;
-            t[k + 1] = 0;
-        }
-        if t[k] != 0 || !less(&t[..k], &self.n) {
-            sub_in_place(&mut t[..k], &self.n);
-        }
-        t.truncate(k);
-        t
     }
 
     /// `s^e mod n`, big-endian, as long as the modulus; `None` when `s` is not below `n`
@@ -137,21 +58,17 @@ impl RsaKey {
         if s.len() != self.len {
             return None;
         }
-        let s = limbs(s, self.n.len());
-        if !less(&s, &self.n) {
+        let k = self.n.limbs().len();
+        let s = limbs(s, k);
+        if !less(&s, self.n.limbs()) {
             return None;
         }
-        let base = self.mont_mul(&s, &self.r_squared());
-        let mut acc = base.clone();
-        for bit in (0..31 - self.e.leading_zeros()).rev() {
-            acc = self.mont_mul(&acc, &acc);
-            if self.e >> bit & 1 == 1 {
-                acc = self.mont_mul(&acc, &base);
-            }
-        }
-        let mut one = vec![0u32; self.n.len()];
-        one[0] = 1;
-        let out = self.mont_mul(&acc, &one);
+        let mut base = vec![0u32; k];
+        self.n.to_mont(&s, &mut base);
+        let mut acc = vec![0u32; k];
+        self.n.pow(&base, &[self.e], &mut acc);
+        let mut out = vec![0u32; k];
+        self.n.out_of_mont(&acc, &mut out);
         Some(to_bytes(&out, self.len))
     }
 
@@ -216,45 +133,6 @@ fn mgf1_xor(hash: Hash, seed: &[u8], out: &mut [u8]) {
         for (o, m) in chunk.iter_mut().zip(block.iter()) {
             *o ^= m;
         }
-    }
-}
-
-/// Big-endian bytes into `count` little-endian limbs (the bytes must fit).
-fn limbs(bytes: &[u8], count: usize) -> Vec<u32> {
-    let mut out = vec![0u32; count.max(bytes.len().div_ceil(4))];
-    for (i, &b) in bytes.iter().rev().enumerate() {
-        out[i / 4] |= u32::from(b) << (8 * (i % 4));
-    }
-    out
-}
-
-fn to_bytes(limbs: &[u32], len: usize) -> Vec<u8> {
-    let mut out = vec![0u8; len];
-    for (i, o) in out.iter_mut().rev().enumerate() {
-        *o = limbs.get(i / 4).map_or(0, |l| (l >> (8 * (i % 4))) as u8);
-    }
-    out
-}
-
-/// `a < b`, same number of limbs (a may have more, all zero above b's).
-fn less(a: &[u32], b: &[u32]) -> bool {
-    if a[b.len()..].iter().any(|&l| l != 0) {
-        return false;
-    }
-    for (x, y) in a[..b.len()].iter().rev().zip(b.iter().rev()) {
-        if x != y {
-            return x < y;
-        }
-    }
-    false
-}
-
-fn sub_in_place(a: &mut [u32], b: &[u32]) {
-    let mut borrow = 0u64;
-    for (x, &y) in a.iter_mut().zip(b) {
-        let d = u64::from(*x).wrapping_sub(u64::from(y)).wrapping_sub(borrow);
-        *x = d as u32;
-        borrow = (d >> 63) & 1;
     }
 }
 
