@@ -17,9 +17,11 @@ pub mod boot;
 pub mod console;
 pub mod cron;
 pub mod link;
+#[cfg(feature = "tls")]
 pub mod pki;
 pub mod telegram;
 pub mod time;
+#[cfg(feature = "tls")]
 pub mod tls;
 pub mod tools;
 pub mod turn;
