@@ -6,9 +6,11 @@
 //!
 //! `cd firmware/chip && cargo bench --bench pki`
 
+#[path = "../tests/common/mod.rs"]
+mod common;
+
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use chela_chip::pki::{Scheme, verify_chain, verify_handshake};
@@ -33,11 +35,7 @@ fn time(label: &str, mut f: impl FnMut()) {
 }
 
 fn main() {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pki-bench");
-    let _ = std::fs::remove_dir_all(&dir);
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/make-pki.sh");
-    let ok = Command::new("sh").arg(script).arg(&dir).status().expect("sh runs").success();
-    assert!(ok, "make-pki.sh failed (it needs the openssl CLI)");
+    let dir = common::make_pki("pki-bench");
     let der = |n: &str| read(&dir, &format!("{n}.der"));
     // What the chip passes: its four pinned roots, here with the two test roots after them.
     let mut roots: Vec<Vec<u8>> = ["gts_root_r1", "gts_root_r4", "isrg_root_x1", "isrg_root_x2", "godaddy_root_g2"]

@@ -3,6 +3,8 @@
 //! kind of bad chain refused for its own reason, host and date rules, handshake signatures
 //! made by openssl, and property tests of the parser on hostile bytes.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -16,19 +18,7 @@ const HOST: &str = "api.test.example";
 /// The fixtures' directory, made on first use.
 fn dir() -> &'static PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // One fixed directory, remade on each run, so runs do not pile up under target/.
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("pki-tests");
-        let _ = std::fs::remove_dir_all(&dir);
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/make-pki.sh");
-        let out = Command::new("sh").arg(script).arg(&dir).output().expect("sh runs");
-        assert!(
-            out.status.success(),
-            "make-pki.sh failed (it needs the openssl CLI: apt-get install openssl): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
-    })
+    DIR.get_or_init(|| common::make_pki("pki-tests"))
 }
 
 fn file(name: &str) -> Vec<u8> {

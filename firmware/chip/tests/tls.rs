@@ -4,6 +4,8 @@
 //! like api.telegram.org's, an ECDSA chain like Cloudflare's (P-384 root, P-256 below), and the
 //! attacks the checking exists for.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -26,20 +28,7 @@ const HOST: &str = "api.test.example";
 /// The test chains, made once per run of this file.
 fn fixtures() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
-    DIR.get_or_init(|| {
-        // Remade on every run (fresh keys), in cargo's scratch folder for integration tests.
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tls-fixtures");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/make-pki.sh");
-        let out = Command::new("bash").arg(&script).arg(&dir).output().expect("bash runs tests/fixtures/make-pki.sh");
-        assert!(
-            out.status.success(),
-            "make-pki.sh failed (it needs Debian's openssl): {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
-    })
+    DIR.get_or_init(|| common::make_pki("tls-fixtures"))
 }
 
 fn der(name: &str) -> &'static [u8] {
