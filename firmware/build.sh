@@ -4,8 +4,8 @@
 # Builds firmware/esp32 (Debian rustc-web + build-std + lld-16, shared/docs/firmware-build.md),
 # converts the ELF with `esptool elf2image` (esptool from PyPI, pinned, in a venv under
 # firmware/target/), prints the image size, the static RAM (IRAM + DRAM + BSS from `size -A`),
-# the heap and the stack left, checks that the image fits its partition and the C3's RAM targets,
-# reports the C3 image against issue 9's size target, and prints the ELF's path last.
+# the heap and the stack left, checks that the image fits its partition and meets the C3's targets
+# (image <= 1,000,000 B, static RAM <= 200 KiB, heap + stack >= 120 KiB), and prints the ELF's path last.
 # Settings are baked in from CHELA_* variables (see the README's firmware section).
 # Bounded: the build by 40 min (CHELA_BUILD_TIMEOUT=SECONDS overrides it: CI builds at a low
 # priority beside the tests, where a build may wait longer for the CPU).
@@ -77,6 +77,11 @@ heap=$("$nm_tool" -S -C -t d "$elf" | awk '$3 ~ /^[bBdD]$/ && $NF ~ /::HEAP$/ &&
 [ "$heap" -gt 0 ] || fail "found no heap regions (HEAP symbols) in the ELF"
 reclaimed=$(awk '$1 == ".dram2_uninit" { print $2 }' <<<"$sections")
 
+# A panic prints a stack dump that `espflash monitor` unwinds with the ELF's .eh_frame and names
+# with its line tables (README, "The serial console"): both must be in the ELF (not the image).
+eh_frame=$(awk '$1 == ".eh_frame" { print $2 }' <<<"$sections")
+[ "${eh_frame:-0}" -ge 4096 ] || fail "the ELF has no unwind tables (.eh_frame ${eh_frame:-missing}): keep -C force-unwind-tables in esp32/.cargo/config.toml"
+grep -q '^\.debug_line ' <<<"$sections" || fail "the ELF has no line tables: keep debug = \"line-tables-only\" in esp32/Cargo.toml"
 echo "chela-firmware: $chip sections (size -A):"
 grep -E '^\.(trap|rwtext|rwtext\.wifi|data|data\.wifi|bss|noinit|stack|dram2_uninit|text|rodata|rodata\.wifi) ' <<<"$sections" | sed 's/^/    /'
 echo "chela-firmware: $chip image $image B ($bin)"
@@ -84,20 +89,18 @@ echo "chela-firmware: $chip static RAM $static B ($((static / 1024)) KiB: IRAM +
 echo "chela-firmware: $chip heap $heap B ($((heap / 1024)) KiB; ${reclaimed:-0} B of it in RAM reclaimed from the bootloader)"
 echo "chela-firmware: $chip stack $stack B; heap + stack $((heap + stack)) B ($(((heap + stack) / 1024)) KiB)"
 
-# The hard limit: the image must fit the app partition of esp32/partitions.csv. Issue 9's target
-# for the C3 image, 1,000,000 B, is a figure reported here and in docs/BENCHMARKS.md, not a gate:
-# the radio alone (WiFi blobs, esp-radio, smoltcp) is about 360 KB of it.
+# The hard limit: the image must fit the app partition of esp32/partitions.csv. The C3's image
+# must also meet issue 9's target, 1,000,000 B (docs/BENCHMARKS.md, "The C3 image under
+# 1,000,000 B"): a change that grows it past that fails here, in CI.
 app_size=$(awk -F, '$1 == "factory" { gsub(/ /, "", $5); print $5 }' esp32/partitions.csv)
 [ -n "$app_size" ] || fail "esp32/partitions.csv has no factory partition"
 app_partition=$((app_size))
 [ "$image" -le "$app_partition" ] || fail "the $chip image is $image B, over the app partition's $app_partition B (partitions.csv)"
 echo "chela-firmware: $chip image fits the app partition ($image of $app_partition B, $((app_partition - image)) B free)"
 if [ "$chip" = esp32c3 ]; then
-  if [ "$image" -le 1000000 ]; then
-    echo "chela-firmware: esp32c3 image within issue 9's target of 1,000,000 B"
-  else
-    echo "chela-firmware: esp32c3 image over issue 9's target of 1,000,000 B by $((image - 1000000)) B (a figure, not a gate)"
-  fi
+  [ "$image" -le 1000000 ] ||
+    fail "the C3 image is $image B, over issue 9's target of 1,000,000 B by $((image - 1000000)) B (firmware/size-by-crate.py OLD.elf NEW.elf shows what grew)"
+  echo "chela-firmware: esp32c3 image within issue 9's target of 1,000,000 B ($((1000000 - image)) B to spare)"
   [ "$static" -le $((200 * 1024)) ] || fail "the C3's static RAM is $static B, over 200 KiB"
   [ $((heap + stack)) -ge $((120 * 1024)) ] || fail "the C3 leaves $((heap + stack)) B for heap and stack, under 120 KiB"
   echo "chela-firmware: esp32c3 within its RAM targets (static RAM <= 200 KiB, heap + stack >= 120 KiB)"

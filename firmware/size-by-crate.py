@@ -38,7 +38,11 @@ def crate(name):
     n = name.lstrip("<")
     n = re.sub(r"^(impl |dyn |&mut |&|\*const |\*mut )", "", n)
     m = re.match(r"([A-Za-z_][A-Za-z0-9_]*)::", n)
-    return m[1] if m else "(C: WiFi blobs, ROM glue)"
+    if m:
+        return m[1]
+    # opt-level z lets LLVM's machine outliner factor repeated instruction runs out of every
+    # crate into these; they are not the C blobs'.
+    return "(outlined by LLVM, any crate)" if n.startswith("OUTLINED_FUNCTION_") else "(C: WiFi blobs, ROM glue)"
 
 
 def by_crate(syms):

@@ -142,8 +142,9 @@ impl Settings {
     }
 }
 
-/// After a panic, once esp-backtrace has printed the reason and the backtrace on the serial
-/// console: reboot rather than hang (issue 9 §7).
+/// After a panic, once esp-backtrace has printed the reason and a stack dump on the serial
+/// console (`espflash monitor` turns the dump into a backtrace from the ELF): reboot rather than
+/// hang (issue 9 §7).
 #[unsafe(no_mangle)]
 pub fn custom_halt() -> ! {
     esp_hal::system::software_reset()
