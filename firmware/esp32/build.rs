@@ -3,6 +3,9 @@
 //! drives of it as a `chela_chip::board::Compiled` for `src/hw.rs` (`None` when it is unset).
 //! A description that does not pass the checker, is for the other chip or is over 16 KiB fails
 //! the build with the checker's message.
+//!
+//! It also sets `CHELA_BUILT_UNIX`, the Unix seconds when it ran (or `SOURCE_DATE_EPOCH`): the
+//! chip's floor for certificate dates until SNTP answers (`src/certs.rs`).
 
 extern crate alloc;
 
@@ -28,4 +31,15 @@ fn main() {
         _ => String::from("None"),
     };
     std::fs::write(out.join("board.rs"), code).expect("OUT_DIR is writable");
+
+    // No later than the image's build: this script runs whenever what it reads changes.
+    println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
+    let built = match std::env::var("SOURCE_DATE_EPOCH") {
+        Ok(v) => v.trim().parse::<u64>().unwrap_or_else(|_| panic!("SOURCE_DATE_EPOCH={v} is not Unix seconds")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("the build machine's clock is after 1970")
+            .as_secs(),
+    };
+    println!("cargo:rustc-env=CHELA_BUILT_UNIX={built}");
 }

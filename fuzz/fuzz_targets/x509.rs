@@ -1,10 +1,11 @@
 //! The chip's certificate checking (`chela_chip::pki`) on arbitrary bytes, cut into
 //! certificates by their DER headers: no panic; a refusal always has a message; the same
 //! answer twice; with the firmware's pinned roots nothing made up is accepted, and with the
-//! input's own certificates as roots the path search still ends.
+//! input's own certificates as roots the path search still ends, and knowing less of the time
+//! (a floor, or nothing) never refuses a chain that a known time accepts.
 #![no_main]
 
-use chela_chip::pki::{Scheme, verify_chain, verify_handshake};
+use chela_chip::pki::{Clock, Scheme, verify_chain, verify_handshake};
 use libfuzzer_sys::fuzz_target;
 
 const PINNED: [&[u8]; 4] = [
@@ -37,13 +38,22 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     for host in ["api.test.example", "a.wild.test.example", "api.telegram.org"] {
-        let first = verify_chain(&certs, &PINNED, host, Some(1_800_000_000));
-        assert_eq!(first, verify_chain(&certs, &PINNED, host, Some(1_800_000_000)), "the same answer twice");
+        let first = verify_chain(&certs, &PINNED, host, Clock::Known(1_800_000_000));
+        assert_eq!(first, verify_chain(&certs, &PINNED, host, Clock::Known(1_800_000_000)), "the same answer twice");
         let err = first.expect_err("made-up bytes never lead to a pinned root");
         assert!(!err.to_string().is_empty());
         // The input's own certificates as trust anchors: the path search over them ends.
-        if let Err(e) = verify_chain(&certs, &certs[certs.len() - 1..], host, None) {
-            assert!(!e.to_string().is_empty());
+        // Knowing less of the time never refuses more: Known, then a floor, then nothing.
+        let own = &certs[certs.len() - 1..];
+        let mut accepted = false;
+        for clock in [Clock::Known(1_800_000_000), Clock::AtLeast(1_800_000_000), Clock::Unknown] {
+            match verify_chain(&certs, own, host, clock) {
+                Ok(()) => accepted = true,
+                Err(e) => {
+                    assert!(!accepted, "{clock:?} refused what a better-known clock accepted: {e}");
+                    assert!(!e.to_string().is_empty());
+                }
+            }
         }
     }
     for scheme in [Scheme::EcdsaP256Sha256, Scheme::EcdsaP384Sha384, Scheme::RsaPssSha256, Scheme::RsaPssSha512] {

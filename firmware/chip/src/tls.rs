@@ -18,17 +18,17 @@ use embedded_tls::{
 use rand_core::RngCore;
 use sha2::{Digest, Sha256};
 
-use crate::pki::{self, PkiError, Scheme};
+use crate::pki::{self, Clock, PkiError, Scheme};
 
 /// What TLS 1.3 signs in a server's `CertificateVerify` (RFC 8446 §4.4.3): 64 spaces, this
 /// context string, then the transcript hash.
 const CONTEXT: &[u8] = b"TLS 1.3, server CertificateVerify\x00";
 
-/// The chip's side of one handshake: the pinned roots for the host, the time (when known), the
+/// The chip's side of one handshake: the pinned roots for the host, what is known of the time, the
 /// random source, and what the server has proven so far.
 pub struct Trust<'r, R> {
     roots: &'r [&'r [u8]],
-    now: Option<u64>,
+    clock: Clock,
     rng: R,
     host: String,
     /// The leaf whose chain was accepted, kept for its `CertificateVerify`.
@@ -41,9 +41,18 @@ pub struct Trust<'r, R> {
 }
 
 impl<'r, R: RngCore + CryptoRng> Trust<'r, R> {
-    /// `roots`: the DER roots pinned for the host; `now`: Unix seconds, once the clock is set.
-    pub fn new(roots: &'r [&'r [u8]], now: Option<u64>, rng: R) -> Self {
-        Trust { roots, now, rng, host: String::new(), leaf: Vec::new(), transcript: None, proven: false, failure: None }
+    /// `roots`: the DER roots pinned for the host; `clock`: what the board knows of the time.
+    pub fn new(roots: &'r [&'r [u8]], clock: Clock, rng: R) -> Self {
+        Trust {
+            roots,
+            clock,
+            rng,
+            host: String::new(),
+            leaf: Vec::new(),
+            transcript: None,
+            proven: false,
+            failure: None,
+        }
     }
 
     /// The server has proven who it is: its chain was accepted, then its handshake signature.
@@ -93,7 +102,7 @@ impl<R: RngCore + CryptoRng> TlsVerifier<Aes128GcmSha256> for Trust<'_, R> {
                 CertificateEntryRef::RawPublicKey(_) => return Err(self.refuse(Refused::RawPublicKey)),
             }
         }
-        if let Err(e) = pki::verify_chain(&chain, self.roots, &self.host, self.now) {
+        if let Err(e) = pki::verify_chain(&chain, self.roots, &self.host, self.clock) {
             return Err(self.refuse(Refused::Untrusted(e)));
         }
         self.leaf.clear();

@@ -10,7 +10,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use chela_chip::pki::{PkiError, Scheme, Which, verify_chain, verify_handshake};
+use chela_chip::pki::{Clock, PkiError, Scheme, Which, verify_chain, verify_handshake};
 use proptest::prelude::*;
 
 const HOST: &str = "api.test.example";
@@ -46,16 +46,16 @@ fn roots() -> Vec<Vec<u8>> {
     roots
 }
 
-fn check(names: &[&str], host: &str, now: Option<u64>) -> Result<(), PkiError> {
+fn check(names: &[&str], host: &str, clock: Clock) -> Result<(), PkiError> {
     let certs: Vec<Vec<u8>> = names.iter().map(|n| der(n)).collect();
-    check_der(&certs, host, now)
+    check_der(&certs, host, clock)
 }
 
-fn check_der(certs: &[Vec<u8>], host: &str, now: Option<u64>) -> Result<(), PkiError> {
+fn check_der(certs: &[Vec<u8>], host: &str, clock: Clock) -> Result<(), PkiError> {
     let chain: Vec<&[u8]> = certs.iter().map(Vec::as_slice).collect();
     let roots = roots();
     let roots: Vec<&[u8]> = roots.iter().map(Vec::as_slice).collect();
-    verify_chain(&chain, &roots, host, now)
+    verify_chain(&chain, &roots, host, clock)
 }
 
 fn host() -> String {
@@ -65,48 +65,78 @@ fn host() -> String {
 #[test]
 fn good_chains_verify_in_any_order_with_extras() {
     for (leaf, int) in [("rsa-leaf", "rsa-int"), ("ec-leaf", "ec-int"), ("rsa2049-leaf", "rsa-int")] {
-        assert_eq!(check(&[leaf, int], HOST, Some(now())), Ok(()), "{leaf}");
-        assert_eq!(check(&[leaf, int], HOST, None), Ok(()), "{leaf} with the time unknown");
+        assert_eq!(check(&[leaf, int], HOST, Clock::Known(now())), Ok(()), "{leaf}");
+        assert_eq!(check(&[leaf, int], HOST, Clock::Unknown), Ok(()), "{leaf} with the time unknown");
         // Unrelated certificates, the root itself and a shuffled order change nothing.
-        assert_eq!(check(&[leaf, "other-int", "evil", int, "rsa-root", "ec-root"], HOST, Some(now())), Ok(()));
-        assert_eq!(check(&[leaf, "noca-int", int, "other-leaf"], HOST, Some(now())), Ok(()));
+        assert_eq!(check(&[leaf, "other-int", "evil", int, "rsa-root", "ec-root"], HOST, Clock::Known(now())), Ok(()));
+        assert_eq!(check(&[leaf, "noca-int", int, "other-leaf"], HOST, Clock::Known(now())), Ok(()));
     }
     // The ec chain with its intermediate after a look-alike that does not verify.
     assert_eq!(
-        check(&["deep-leaf", "deep-int5", "deep-int3", "deep-int6", "deep-int2", "deep-int4"], HOST, None),
+        check(&["deep-leaf", "deep-int5", "deep-int3", "deep-int6", "deep-int2", "deep-int4"], HOST, Clock::Unknown),
         Err(PkiError::UntrustedIssuer { host: host() }),
         "deep-int1 is missing"
     );
     // A garbage extra entry is ignored when a path exists.
     let mut certs = vec![der("ec-leaf"), b"garbage".to_vec(), der("ec-int")];
-    assert_eq!(check_der(&certs, HOST, None), Ok(()));
+    assert_eq!(check_der(&certs, HOST, Clock::Unknown), Ok(()));
     certs.remove(2);
-    assert!(matches!(check_der(&certs, HOST, None), Err(PkiError::Malformed { which: Which::Chain(1), .. })));
+    assert!(matches!(check_der(&certs, HOST, Clock::Unknown), Err(PkiError::Malformed { which: Which::Chain(1), .. })));
 }
 
 #[test]
 fn dates_are_checked_when_known() {
     let (leaf, _) = validity("ec-leaf");
     assert!(matches!(
-        check(&["ec-leaf", "ec-int"], HOST, Some(leaf - 1)),
+        check(&["ec-leaf", "ec-int"], HOST, Clock::Known(leaf - 1)),
         Err(PkiError::NotYetValid { which: Which::Leaf })
     ));
-    assert_eq!(check(&["ec-leaf", "ec-int"], HOST, Some(leaf)), Ok(()));
+    assert_eq!(check(&["ec-leaf", "ec-int"], HOST, Clock::Known(leaf)), Ok(()));
     // The intermediate was made a moment before the leaf, so it may end a second earlier.
     let end = validity("rsa-leaf").1.min(validity("rsa-int").1);
-    assert_eq!(check(&["rsa-leaf", "rsa-int"], HOST, Some(end)), Ok(()));
-    assert!(matches!(check(&["rsa-leaf", "rsa-int"], HOST, Some(end + 1)), Err(PkiError::Expired { .. })));
-    // The intermediates are checked too: deep-leaf outlives deep-int6.
+    assert_eq!(check(&["rsa-leaf", "rsa-int"], HOST, Clock::Known(end)), Ok(()));
+    assert!(matches!(check(&["rsa-leaf", "rsa-int"], HOST, Clock::Known(end + 1)), Err(PkiError::Expired { .. })));
+    // The intermediates are checked too: deep-leaf outlives deep-int6. deep-int5 was made a
+    // moment before deep-int6, so it may end a second earlier.
     let (_, int_end) = validity("deep-int6");
     let (certs, root) = (["deep-leaf", "deep-int6", "deep-int5"].map(der), der("deep-int4"));
     let chain = certs.each_ref().map(Vec::as_slice);
-    assert_eq!(verify_chain(&chain, &[&root], HOST, Some(int_end)), Ok(()));
+    let both_live = int_end.min(validity("deep-int5").1);
+    assert_eq!(verify_chain(&chain, &[&root], HOST, Clock::Known(both_live)), Ok(()));
     assert_eq!(
-        verify_chain(&chain, &[&root], HOST, Some(int_end + 1)),
+        verify_chain(&chain, &[&root], HOST, Clock::Known(int_end + 1)),
         Err(PkiError::Expired { which: Which::Chain(1) })
     );
-    assert_eq!(check(&["rsa-leaf", "rsa-int"], HOST, Some(0)), Err(PkiError::NotYetValid { which: Which::Leaf }));
-    assert_eq!(check(&["rsa-leaf", "rsa-int"], HOST, Some(u64::MAX)), Err(PkiError::Expired { which: Which::Leaf }));
+    assert_eq!(
+        check(&["rsa-leaf", "rsa-int"], HOST, Clock::Known(0)),
+        Err(PkiError::NotYetValid { which: Which::Leaf })
+    );
+    assert_eq!(
+        check(&["rsa-leaf", "rsa-int"], HOST, Clock::Known(u64::MAX)),
+        Err(PkiError::Expired { which: Which::Leaf })
+    );
+}
+
+#[test]
+fn before_the_clock_is_set_a_floor_still_refuses_what_expired_before_it() {
+    // The board's clock, or the image's build time as a floor until SNTP answers.
+    assert_eq!(Clock::from_board(Some(7), 5), Clock::Known(7));
+    assert_eq!(Clock::from_board(None, 5), Clock::AtLeast(5));
+    let end = validity("rsa-leaf").1.min(validity("rsa-int").1);
+    assert_eq!(check(&["rsa-leaf", "rsa-int"], HOST, Clock::AtLeast(end)), Ok(()));
+    assert!(matches!(check(&["rsa-leaf", "rsa-int"], HOST, Clock::AtLeast(end + 1)), Err(PkiError::Expired { .. })));
+    // A floor says nothing of how late it is, so notBefore cannot be judged by it.
+    let (leaf, _) = validity("ec-leaf");
+    assert_eq!(check(&["ec-leaf", "ec-int"], HOST, Clock::AtLeast(leaf - 1)), Ok(()));
+    assert_eq!(check(&["ec-leaf", "ec-int"], HOST, Clock::AtLeast(0)), Ok(()));
+    // An intermediate that expired under a live leaf is refused by the floor too.
+    let (_, int_end) = validity("deep-int6");
+    let (certs, root) = (["deep-leaf", "deep-int6", "deep-int5"].map(der), der("deep-int4"));
+    let chain = certs.each_ref().map(Vec::as_slice);
+    assert_eq!(
+        verify_chain(&chain, &[&root], HOST, Clock::AtLeast(int_end + 1)),
+        Err(PkiError::Expired { which: Which::Chain(1) })
+    );
 }
 
 /// notBefore and notAfter as openssl reads them, in Unix seconds.
@@ -128,10 +158,10 @@ fn validity(name: &str) -> (u64, u64) {
 #[test]
 fn host_names_come_from_san_only() {
     for ok in ["api.test.example", "API.Test.Example", "api.test.example."] {
-        assert_eq!(check(&["ec-leaf", "ec-int"], ok, None), Ok(()), "{ok}");
+        assert_eq!(check(&["ec-leaf", "ec-int"], ok, Clock::Unknown), Ok(()), "{ok}");
     }
     for ok in ["a.wild.test.example", "X-1.WILD.test.example"] {
-        assert_eq!(check(&["ec-leaf", "ec-int"], ok, None), Ok(()), "{ok}");
+        assert_eq!(check(&["ec-leaf", "ec-int"], ok, Clock::Unknown), Ok(()), "{ok}");
     }
     for bad in [
         "wild.test.example",
@@ -145,27 +175,30 @@ fn host_names_come_from_san_only() {
         "api.test.examplé",
     ] {
         assert_eq!(
-            check(&["ec-leaf", "ec-int"], bad, None),
+            check(&["ec-leaf", "ec-int"], bad, Clock::Unknown),
             Err(PkiError::WrongHost { host: bad.to_string() }),
             "{bad}"
         );
     }
     // The rsa leaf has no wildcard, and the CN ("rsa-leaf") is never a name.
     assert_eq!(
-        check(&["rsa-leaf", "rsa-int"], "a.wild.test.example", None),
+        check(&["rsa-leaf", "rsa-int"], "a.wild.test.example", Clock::Unknown),
         Err(PkiError::WrongHost { host: "a.wild.test.example".into() })
     );
-    assert_eq!(check(&["rsa-leaf", "rsa-int"], "rsa-leaf", None), Err(PkiError::WrongHost { host: "rsa-leaf".into() }));
+    assert_eq!(
+        check(&["rsa-leaf", "rsa-int"], "rsa-leaf", Clock::Unknown),
+        Err(PkiError::WrongHost { host: "rsa-leaf".into() })
+    );
 }
 
 #[test]
 fn a_leaf_signing_a_forged_certificate_is_refused() {
-    let err = check(&["forged", "evil", "ec-int"], HOST, Some(now())).unwrap_err();
+    let err = check(&["forged", "evil", "ec-int"], HOST, Clock::Known(now())).unwrap_err();
     assert_eq!(err, PkiError::IssuerNotCa { host: host() });
     assert_eq!(err.to_string(), "the certificate for api.test.example is signed by an issuer that is not a CA");
     // evil's own certificate is good, for its own name only.
-    assert_eq!(check(&["evil", "ec-int"], "evil.test.example", Some(now())), Ok(()));
-    assert_eq!(check(&["evil", "ec-int"], HOST, None), Err(PkiError::WrongHost { host: host() }));
+    assert_eq!(check(&["evil", "ec-int"], "evil.test.example", Clock::Known(now())), Ok(()));
+    assert_eq!(check(&["evil", "ec-int"], HOST, Clock::Unknown), Err(PkiError::WrongHost { host: host() }));
 }
 
 #[test]
@@ -181,7 +214,7 @@ fn bad_intermediates_and_leaves_are_refused_for_their_reason() {
         (&["other-leaf", "other-int", "other-root"], PkiError::UntrustedIssuer { host: host() }),
     ];
     for (names, want) in cases {
-        assert_eq!(check(names, HOST, Some(now())), Err(want), "{names:?}");
+        assert_eq!(check(names, HOST, Clock::Known(now())), Err(want), "{names:?}");
     }
     // What the chip does not verify, named with the certificate it is on.
     let unsupported =
@@ -192,35 +225,35 @@ fn bad_intermediates_and_leaves_are_refused_for_their_reason() {
         (&["p521-leaf", "ec-int"], Which::Leaf),
     ];
     for (names, which) in cases {
-        let got = check(names, HOST, None).unwrap_err();
+        let got = check(names, HOST, Clock::Unknown).unwrap_err();
         assert!(unsupported(which)(&got), "{names:?}: {got:?}");
         assert!(got.to_string().contains("not usable"), "{got}");
     }
     // A missing intermediate.
-    assert_eq!(check(&["ec-leaf"], HOST, None), Err(PkiError::UntrustedIssuer { host: host() }));
-    assert_eq!(check(&["ec-leaf", "rsa-int"], HOST, None), Err(PkiError::UntrustedIssuer { host: host() }));
+    assert_eq!(check(&["ec-leaf"], HOST, Clock::Unknown), Err(PkiError::UntrustedIssuer { host: host() }));
+    assert_eq!(check(&["ec-leaf", "rsa-int"], HOST, Clock::Unknown), Err(PkiError::UntrustedIssuer { host: host() }));
 }
 
 #[test]
 fn paths_are_bounded() {
     let deep = ["deep-leaf", "deep-int6", "deep-int5", "deep-int4", "deep-int3", "deep-int2", "deep-int1"];
-    assert_eq!(check(&deep, HOST, None), Err(PkiError::PathTooLong { host: host() }), "six intermediates");
+    assert_eq!(check(&deep, HOST, Clock::Unknown), Err(PkiError::PathTooLong { host: host() }), "six intermediates");
     // Five intermediates under a root that is deep-int1 itself: allowed.
     let certs: Vec<Vec<u8>> = deep[..6].iter().map(|n| der(n)).collect();
     let chain: Vec<&[u8]> = certs.iter().map(Vec::as_slice).collect();
     let root = der("deep-int1");
-    assert_eq!(verify_chain(&chain, &[&root], HOST, None), Ok(()));
+    assert_eq!(verify_chain(&chain, &[&root], HOST, Clock::Unknown), Ok(()));
     let nine: Vec<&[u8]> = std::iter::repeat_n(chain[0], 9).collect();
-    assert_eq!(verify_chain(&nine, &[&root], HOST, None), Err(PkiError::ChainTooLong { count: 9 }));
-    assert_eq!(verify_chain(&[], &[&root], HOST, None), Err(PkiError::EmptyChain));
+    assert_eq!(verify_chain(&nine, &[&root], HOST, Clock::Unknown), Err(PkiError::ChainTooLong { count: 9 }));
+    assert_eq!(verify_chain(&[], &[&root], HOST, Clock::Unknown), Err(PkiError::EmptyChain));
     let big = vec![0x30u8; 8 * 1024 + 1];
     assert!(matches!(
-        verify_chain(&[chain[0], &big], &[&root], HOST, None),
+        verify_chain(&[chain[0], &big], &[&root], HOST, Clock::Unknown),
         Err(PkiError::Malformed { which: Which::Chain(1), .. })
     ));
     // A root that does not parse is an error of ours, named.
     assert!(matches!(
-        verify_chain(&[chain[0]], &[&root, b"junk"], HOST, None),
+        verify_chain(&[chain[0]], &[&root, b"junk"], HOST, Clock::Unknown),
         Err(PkiError::Malformed { which: Which::Root(1), .. })
     ));
 }
@@ -230,12 +263,12 @@ fn paths_are_bounded() {
 #[test]
 fn issuer_loops_end() {
     let want = Err(PkiError::UntrustedIssuer { host: host() });
-    assert_eq!(check(&["loop-leaf", "loop-a", "loop-b"], HOST, None), want);
-    assert_eq!(check(&["loop-leaf", "loop-b", "loop-b-self", "loop-a"], HOST, None), want);
+    assert_eq!(check(&["loop-leaf", "loop-a", "loop-b"], HOST, Clock::Unknown), want);
+    assert_eq!(check(&["loop-leaf", "loop-b", "loop-b-self", "loop-a"], HOST, Clock::Unknown), want);
     let eight = ["loop-leaf", "loop-a", "loop-b", "loop-b-self", "loop-a", "loop-b", "loop-b-self", "loop-a"];
     let start = std::time::Instant::now();
     // With copies, the loop goes round until the path is too long.
-    let got = check(&eight, HOST, None);
+    let got = check(&eight, HOST, Clock::Unknown);
     assert!(matches!(got, Err(PkiError::UntrustedIssuer { .. } | PkiError::PathTooLong { .. })), "{got:?}");
     println!("eight looping certificates refused in {:?}", start.elapsed());
     // Generous for a debug build on a busy machine; without the memo it is thousands of ECDSA checks.
@@ -243,7 +276,7 @@ fn issuer_loops_end() {
     // The loop's certificates are real: under loop-b-self as a root, the path is found.
     let certs = ["loop-leaf", "loop-a"].map(der);
     let root = der("loop-b-self");
-    assert_eq!(verify_chain(&certs.each_ref().map(Vec::as_slice), &[&root], HOST, None), Ok(()));
+    assert_eq!(verify_chain(&certs.each_ref().map(Vec::as_slice), &[&root], HOST, Clock::Unknown), Ok(()));
 }
 
 #[test]
@@ -252,11 +285,19 @@ fn a_changed_signature_is_refused() {
         let mut certs = vec![der(leaf), der(int)];
         let last = certs[0].len() - 1;
         certs[0][last] ^= 0x01;
-        assert_eq!(check_der(&certs, HOST, None), Err(PkiError::BadSignature { which: Which::Leaf }), "{leaf}");
+        assert_eq!(
+            check_der(&certs, HOST, Clock::Unknown),
+            Err(PkiError::BadSignature { which: Which::Leaf }),
+            "{leaf}"
+        );
         let mut certs = vec![der(leaf), der(int)];
         let last = certs[1].len() - 1;
         certs[1][last] ^= 0x01;
-        assert_eq!(check_der(&certs, HOST, None), Err(PkiError::BadSignature { which: Which::Chain(1) }), "{int}");
+        assert_eq!(
+            check_der(&certs, HOST, Clock::Unknown),
+            Err(PkiError::BadSignature { which: Which::Chain(1) }),
+            "{int}"
+        );
     }
 }
 
@@ -323,12 +364,12 @@ fn handshake_signatures_made_by_openssl() {
 #[test]
 fn every_error_reads_as_a_sentence() {
     let all = [
-        check(&["nosign-leaf", "nosign-int"], HOST, None),
-        check(&["sub-leaf", "sub-int", "pathlen0-int"], HOST, None),
-        check(&["critical-leaf", "ec-int"], HOST, None),
-        check(&["other-leaf", "other-int"], HOST, None),
-        check(&["ec-leaf", "ec-int"], "x.example", None),
-        check(&["ec-leaf", "ec-int"], HOST, Some(0)),
+        check(&["nosign-leaf", "nosign-int"], HOST, Clock::Unknown),
+        check(&["sub-leaf", "sub-int", "pathlen0-int"], HOST, Clock::Unknown),
+        check(&["critical-leaf", "ec-int"], HOST, Clock::Unknown),
+        check(&["other-leaf", "other-int"], HOST, Clock::Unknown),
+        check(&["ec-leaf", "ec-int"], "x.example", Clock::Unknown),
+        check(&["ec-leaf", "ec-int"], HOST, Clock::Known(0)),
     ];
     for e in all {
         let text = e.unwrap_err().to_string();
@@ -351,7 +392,7 @@ proptest! {
         let certs: Vec<&[u8]> = chain.iter().map(Vec::as_slice).collect();
         let roots = roots();
         let roots: Vec<&[u8]> = roots.iter().map(Vec::as_slice).collect();
-        prop_assert!(verify_chain(&certs, &roots, HOST, Some(now())).is_err());
+        prop_assert!(verify_chain(&certs, &roots, HOST, Clock::Known(now())).is_err());
         prop_assert!(verify_handshake(certs[0], Scheme::EcdsaP256Sha256, b"m", &sig).is_err());
     }
 
@@ -364,7 +405,7 @@ proptest! {
         let i = at.index(target.len());
         prop_assume!(target[i] != value);
         target[i] = value;
-        prop_assert!(check_der(&certs, HOST, None).is_err());
+        prop_assert!(check_der(&certs, HOST, Clock::Unknown).is_err());
         prop_assert!(verify_handshake(&certs[0], Scheme::EcdsaP256Sha256, b"m", b"\x30\x06\x02\x01\x01\x02\x01\x01").is_err());
     }
 
@@ -376,6 +417,6 @@ proptest! {
         let range = tbs_range(&certs[0]);
         let i = range.start + at.index(range.len());
         certs[0][i] ^= 1 << bit;
-        prop_assert!(check_der(&certs, HOST, Some(now())).is_err());
+        prop_assert!(check_der(&certs, HOST, Clock::Known(now())).is_err());
     }
 }

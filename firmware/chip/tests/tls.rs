@@ -13,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use chela_chip::pki::PkiError;
+use chela_chip::pki::{Clock, PkiError};
 use chela_chip::tls::{Refused, Trust, open};
 use embedded_io_async::{ErrorKind, ErrorType, Read, Write};
 use embedded_tls::{
@@ -138,14 +138,14 @@ impl CryptoRng for TestRng {}
 
 /// Opens TLS to `server` as the chip does for `host` with `roots` pinned, then GETs `/`;
 /// the response as text.
-fn fetch(server: &Server, host: &str, roots: &[&[u8]], now: Option<u64>) -> Result<String, Refused> {
+fn fetch(server: &Server, host: &str, roots: &[&[u8]], clock: Clock) -> Result<String, Refused> {
     let stream = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
     stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     let mut rx = vec![0u8; 16_640];
     let mut tx = vec![0u8; 4096];
     let mut conn: TlsConnection<'_, Sock, Aes128GcmSha256> = TlsConnection::new(Sock(stream), &mut rx, &mut tx);
     let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64 | 1;
-    let mut trust = Trust::new(roots, now, TestRng(seed));
+    let mut trust = Trust::new(roots, clock, TestRng(seed));
     embassy_futures::block_on(async {
         open(&mut conn, host, &mut trust).await?;
         conn.write_all(b"GET / HTTP/1.0\r\n\r\n").await.unwrap();
@@ -165,8 +165,8 @@ fn fetch(server: &Server, host: &str, roots: &[&[u8]], now: Option<u64>) -> Resu
     })
 }
 
-fn now() -> Option<u64> {
-    Some(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())
+fn now() -> Clock {
+    Clock::Known(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs())
 }
 
 fn assert_served(page: Result<String, Refused>) {
@@ -229,10 +229,23 @@ fn a_certificate_for_another_host_is_refused() {
 #[test]
 fn an_expired_chain_is_refused_once_the_clock_is_known() {
     let server = Server::start("rsa-leaf", &["rsa-int"]);
-    let far_future = Some(32_503_680_000); // the year 3000
+    let far_future = Clock::Known(32_503_680_000); // the year 3000
     assert_untrusted(fetch(&server, HOST, &[der("rsa-root")], far_future), "expired", |e| {
         matches!(e, PkiError::Expired { .. })
     });
+}
+
+#[test]
+fn an_expired_chain_is_refused_before_the_clock_is_set_by_the_build_time_floor() {
+    let server = Server::start("rsa-leaf", &["rsa-int"]);
+    // What the firmware passes until SNTP answers: no time, a floor at the image's build.
+    let built_in_3000 = Clock::from_board(None, 32_503_680_000);
+    assert_untrusted(fetch(&server, HOST, &[der("rsa-root")], built_in_3000), "expired under the floor", |e| {
+        matches!(e, PkiError::Expired { .. })
+    });
+    // A floor before the chain's end lets the handshake through.
+    let server = Server::start("rsa-leaf", &["rsa-int"]);
+    assert_served(fetch(&server, HOST, &[der("rsa-root")], Clock::from_board(None, 1_700_000_000)));
 }
 
 /// What the server signs in TLS 1.3 for a transcript hash (RFC 8446 §4.4.3).

@@ -16,6 +16,22 @@ const GODADDY_G2: &[u8] = include_bytes!("../certs/godaddy_root_g2.der");
 const CLOUDFLARE: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X2, ISRG_X1];
 const TELEGRAM: &[&[u8]] = &[GODADDY_G2];
 
+/// Until SNTP answers, the chip's time is unknown but no earlier than the image's build
+/// (`build.rs`): a chain that expired before it is refused even then (`pki::Clock::AtLeast`).
+pub const BUILT_UNIX: u64 = parse_secs(env!("CHELA_BUILT_UNIX"));
+
+const fn parse_secs(text: &str) -> u64 {
+    let bytes = text.as_bytes();
+    let mut secs = 0u64;
+    let mut i = 0;
+    while i < bytes.len() {
+        assert!(bytes[i].is_ascii_digit(), "CHELA_BUILT_UNIX is not Unix seconds");
+        secs = secs * 10 + (bytes[i] - b'0') as u64;
+        i += 1;
+    }
+    secs
+}
+
 /// The roots pinned for `host` (one handshake checks the server's chain against all of them);
 /// `None` for a host the chip does not call.
 pub fn roots(host: &str) -> Option<&'static [&'static [u8]]> {

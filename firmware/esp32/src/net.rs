@@ -10,6 +10,7 @@ use core::cell::RefCell;
 
 use chela_chip::Board as _;
 use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
+use chela_chip::pki::Clock;
 use chela_chip::tls::{self, Trust};
 use chela_core::exchange::{Head, NetFailure};
 use core::net::SocketAddr;
@@ -183,7 +184,8 @@ impl Https {
         };
         let mut conn: TlsConnection<'_, _, Aes128GcmSha256> =
             TlsConnection::new(socket, &mut self.rx[..], &mut self.tx[..]);
-        let mut trust = Trust::new(roots, Esp.unix(), Entropy(self.rng));
+        let clock = Clock::from_board(Esp.unix(), certs::BUILT_UNIX);
+        let mut trust = Trust::new(roots, clock, Entropy(self.rng));
         match with_timeout(CONNECT, tls::open(&mut conn, host, &mut trust)).await {
             Err(_) => return Err(timed_out("in the TLS handshake")),
             Ok(Err(e)) if e.is_network() => {

@@ -214,11 +214,31 @@ impl fmt::Display for PkiError {
     }
 }
 
+/// What the checker knows of the time, for the leaf's and the intermediates' dates (roots' own
+/// dates are not checked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Clock {
+    /// Unix seconds from a time server: a certificate must be in date.
+    Known(u64),
+    /// Not set yet, but it is no earlier than these Unix seconds (the image's build time): a
+    /// certificate that expired before them is refused; one not yet valid cannot be told.
+    AtLeast(u64),
+    /// Nothing is known: dates are not checked.
+    Unknown,
+}
+
+impl Clock {
+    /// The board's clock when it is set (`unix`), otherwise the floor it cannot be under.
+    pub fn from_board(unix: Option<u64>, floor: u64) -> Clock {
+        unix.map_or(Clock::AtLeast(floor), Clock::Known)
+    }
+}
+
 /// Checks the server's chain as sent in TLS: `chain[0]` is the leaf, the rest intermediates in any
 /// order (extra or unrelated certificates are ignored). Succeeds when a path leads from the leaf to one of
-/// `roots` (DER trust anchors) and the leaf is valid for `host`; `now` (Unix seconds) is checked against
-/// the validity of the leaf and intermediates when known (roots' own dates are not checked).
-pub fn verify_chain(chain: &[&[u8]], roots: &[&[u8]], host: &str, now: Option<u64>) -> Result<(), PkiError> {
+/// `roots` (DER trust anchors) and the leaf is valid for `host`; the leaf's and intermediates' dates are
+/// checked as far as `clock` allows.
+pub fn verify_chain(chain: &[&[u8]], roots: &[&[u8]], host: &str, clock: Clock) -> Result<(), PkiError> {
     if chain.is_empty() {
         return Err(PkiError::EmptyChain);
     }
@@ -231,7 +251,7 @@ pub fn verify_chain(chain: &[&[u8]], roots: &[&[u8]], host: &str, now: Option<u6
         return Err(PkiError::Malformed { which: which(i), what: "it is over 8 KiB" });
     }
     let leaf = Cert::parse(chain[0]).map_err(|what| PkiError::Malformed { which: Which::Leaf, what })?;
-    let mut path = Path { host, now, certs: Vec::with_capacity(chain.len()), roots: Vec::new(), memo: Vec::new() };
+    let mut path = Path { host, clock, certs: Vec::with_capacity(chain.len()), roots: Vec::new(), memo: Vec::new() };
     path.usable(&leaf, Which::Leaf)?;
     if leaf.basic.is_some_and(|(ca, _)| ca) {
         return Err(PkiError::LeafIsCa { host: host.to_string() });
@@ -272,7 +292,7 @@ pub fn verify_chain(chain: &[&[u8]], roots: &[&[u8]], host: &str, now: Option<u6
 /// so a hostile chain of look-alike CAs costs at most 8 x 8 + 8 x roots verifications.
 struct Path<'a, 'h> {
     host: &'h str,
-    now: Option<u64>,
+    clock: Clock,
     certs: Vec<Option<Cert<'a>>>,
     roots: Vec<Cert<'a>>,
     /// `memo[child * (certs + roots) + issuer]`, issuers numbered certs first, then roots.
@@ -382,14 +402,13 @@ impl Path<'_, '_> {
         if c.unknown_critical {
             return Err(PkiError::UnknownCriticalExtension { which });
         }
-        if let Some(now) = self.now {
-            let now = i64::try_from(now).unwrap_or(i64::MAX);
-            if now < c.not_before {
-                return Err(PkiError::NotYetValid { which });
-            }
-            if now > c.not_after {
+        let secs = |t: u64| i64::try_from(t).unwrap_or(i64::MAX);
+        match self.clock {
+            Clock::Known(now) if secs(now) < c.not_before => return Err(PkiError::NotYetValid { which }),
+            Clock::Known(now) | Clock::AtLeast(now) if secs(now) > c.not_after => {
                 return Err(PkiError::Expired { which });
             }
+            _ => {}
         }
         if let Err(what) = &c.key {
             return Err(PkiError::UnsupportedAlgorithm { which, what });
