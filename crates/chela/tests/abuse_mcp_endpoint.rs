@@ -370,6 +370,39 @@ async fn removing_a_token_hangs_up_on_its_connected_host_and_its_tools_go() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_host_with_the_same_name_takes_over_and_the_first_is_hung_up() {
+    let llm = FakeLlm::start(vec![]);
+    let d = Daemon::start(&llm);
+    let x = d.token("x");
+    let mut first = dial(&d, &d.url(&x)).await.unwrap();
+    handshake(&mut first, &[tool("old")]).await;
+    d.group_becomes("endpoint_x", Some(&["endpoint_x_old"])).await;
+    // The same token again: a host that reconnected, or a second copy of it.
+    let mut second = dial(&d, &d.url(&x)).await.unwrap();
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(10), first.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => break frame,
+            Ok(Some(Ok(_))) => {}
+            Ok(None | Some(Err(_))) => break None,
+            Err(_) => panic!("the replaced host is still connected after 10 s:\n{}", d.log()),
+        }
+    };
+    let close = close.expect("a close frame");
+    assert_eq!(u16::from(close.code), 1008);
+    assert_eq!(close.reason.as_str(), "another host connected with this name");
+    log_says(&d, "MCP endpoint host x disconnected (another host connected with its name)").await;
+    // The newcomer's tools are the group, and the first one's leaving did not take them away.
+    handshake(&mut second, &[tool("new")]).await;
+    d.group_becomes("endpoint_x", Some(&["endpoint_x_new"])).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(d.groups().await.remove("endpoint_x"), Some(vec!["endpoint_x_new".to_owned()]));
+    assert!(tokio::time::timeout(Duration::from_secs(1), second.next()).await.is_err(), "the newcomer stays connected");
+    drop(second);
+    d.group_becomes("endpoint_x", None).await;
+    assert!(d.health().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_changed_re_lists_the_host_and_a_flood_of_it_is_bounded() {
     let llm = FakeLlm::start(vec![]);
     let d = Daemon::start(&llm);

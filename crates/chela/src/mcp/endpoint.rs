@@ -11,7 +11,7 @@
 //! [`MAX_MESSAGE`] bytes (a bigger one closes the socket), [`OUTBOUND`] messages wait for the
 //! host, a host that does not finish the handshake and listing within
 //! [`super::device::SETUP_TIMEOUT`] per step is hung up on, one connection per name (a new one
-//! replaces the old).
+//! replaces the old, which is hung up on at once: close 1008).
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -171,20 +171,49 @@ struct Host {
     id: u64,
     name: String,
     token_sha256: String,
-    cut: watch::Sender<Option<String>>,
+    cut: watch::Sender<Option<Cut>>,
+}
+
+/// Why Chela hangs up on a connected host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cut {
+    /// `chela mcp endpoint remove`, or `add` issuing a new token for its name.
+    TokenRemoved,
+    /// Another host connected with the same name and took its group over.
+    Replaced,
+}
+
+impl Cut {
+    /// The close frame's reason, to the host.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Cut::TokenRemoved => "the token was removed",
+            Cut::Replaced => "another host connected with this name",
+        }
+    }
+}
+
+impl std::fmt::Display for Cut {
+    /// For the log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Cut::TokenRemoved => "its token was removed",
+            Cut::Replaced => "another host connected with its name",
+        })
+    }
 }
 
 /// One connected host's place in [`Hosts`]; leaves it when dropped.
 pub struct Joined {
     hosts: Arc<Hosts>,
     id: u64,
-    cut: watch::Receiver<Option<String>>,
+    cut: watch::Receiver<Option<Cut>>,
 }
 
 impl Joined {
-    /// Waits until the host's token is taken away: why.
-    pub async fn cut(&mut self) -> String {
-        let why = self.cut.wait_for(Option::is_some).await.ok().and_then(|why| why.clone());
+    /// Waits until the host is to be hung up on: why.
+    pub async fn cut(&mut self) -> Cut {
+        let why = self.cut.wait_for(Option::is_some).await.ok().and_then(|why| *why);
         match why {
             Some(why) => why,
             // The sender lives in `Hosts` until this leaves: never reached.
@@ -204,10 +233,16 @@ impl Hosts {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records a host that dialled with `token` as `name`.
+    /// Records a host that dialled with `token` as `name`. A host already connected with that
+    /// name is hung up on: the newcomer takes its group (a host that reconnects after a network
+    /// drop must not leave its old, half-open connection behind).
     pub fn join(self: &Arc<Self>, name: &str, token: &str) -> Joined {
         let (tx, rx) = watch::channel(None);
         let mut inner = self.lock();
+        for h in inner.live.iter().filter(|h| h.name == name && h.cut.borrow().is_none()) {
+            tracing::info!(target: "chela::mcp", "MCP endpoint host {name}: another host connected with its name; hanging up on the older one");
+            h.cut.send_replace(Some(Cut::Replaced));
+        }
         inner.next += 1;
         let id = inner.next;
         inner.live.push(Host { id, name: name.to_owned(), token_sha256: token_hash(token), cut: tx });
@@ -251,7 +286,7 @@ impl Hosts {
         for h in &inner.live {
             if !state.endpoints.iter().any(|e| e.token_sha256 == h.token_sha256) && h.cut.borrow().is_none() {
                 tracing::info!(target: "chela::mcp", "MCP endpoint host {}: its token was removed; hanging up", h.name);
-                h.cut.send_replace(Some("its token was removed".to_owned()));
+                h.cut.send_replace(Some(Cut::TokenRemoved));
             }
         }
     }
@@ -272,8 +307,8 @@ impl From<String> for LockOr {
     }
 }
 
-/// Serves one host's socket until it closes, its token is taken away (`joined`) or Chela
-/// stops: frames in to the client, the client's messages out as frames. The group goes when
+/// Serves one host's socket until it closes, it is cut (`joined`: its token was taken away, or
+/// another host took its name) or Chela stops: frames in to the client, the client's messages out as frames. The group goes when
 /// this returns.
 pub async fn serve<S>(
     toolbox: std::sync::Arc<crate::tools::Toolbox>,
@@ -319,8 +354,8 @@ pub async fn serve<S>(
                 Some(Ok(_)) => {}
             },
             cut = joined.cut() => {
-                close = Some(CloseFrame { code: CloseCode::Policy, reason: "the token was removed".into() });
-                why = cut;
+                close = Some(CloseFrame { code: CloseCode::Policy, reason: cut.reason().into() });
+                why = cut.to_string();
                 break;
             }
             () = shutdown.wait() => break,
@@ -374,21 +409,52 @@ mod tests {
         let hosts = Arc::new(Hosts::default());
         let mut host_a = hosts.join("a", &a);
         let mut host_b = hosts.join("b", &b);
-        let cut = |j: &mut Joined| j.cut.borrow().clone();
+        let cut = |j: &mut Joined| *j.cut.borrow();
         hosts.check(&store);
         assert_eq!((cut(&mut host_a), cut(&mut host_b)), (None, None), "both tokens are good");
         assert!(store.remove("a").unwrap());
         hosts.check(&store);
-        assert_eq!(host_a.cut().await, "its token was removed");
+        assert_eq!(host_a.cut().await, Cut::TokenRemoved);
         assert_eq!(cut(&mut host_b), None, "only the removed one");
         // `add` again issues a new token: the host holding the old one goes too.
         store.add("b", 2).unwrap();
         hosts.check(&store);
-        assert_eq!(host_b.cut().await, "its token was removed");
+        assert_eq!(host_b.cut().await, Cut::TokenRemoved);
         // A host leaves the list when it goes.
         drop(host_a);
         assert_eq!(hosts.count(), 1);
         drop(host_b);
         assert_eq!(hosts.count(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_second_host_with_a_name_cuts_the_first_and_only_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+        ws.ensure().unwrap();
+        let store = Endpoints::open(&ws);
+        let (a, b) = (store.add("a", 1).unwrap(), store.add("b", 1).unwrap());
+        let hosts = Arc::new(Hosts::default());
+        let mut first = hosts.join("a", &a);
+        let other = hosts.join("b", &b);
+        let mut second = hosts.join("a", &a);
+        assert_eq!(first.cut().await, Cut::Replaced);
+        assert_eq!(Cut::Replaced.reason(), "another host connected with this name");
+        assert_eq!(
+            (second.cut.borrow().is_none(), other.cut.borrow().is_none()),
+            (true, true),
+            "the newcomer and b stay"
+        );
+        // The replaced one leaving does not take the newcomer's place.
+        drop(first);
+        assert_eq!(hosts.count(), 2);
+        let mut third = hosts.join("a", &a);
+        assert_eq!(second.cut().await, Cut::Replaced);
+        assert!(third.cut.borrow().is_none() && other.cut.borrow().is_none());
+        // A removed token still cuts whoever holds it now.
+        assert!(store.remove("a").unwrap());
+        hosts.check(&store);
+        assert_eq!(third.cut().await, Cut::TokenRemoved);
+        assert!(other.cut.borrow().is_none());
     }
 }
