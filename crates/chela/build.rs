@@ -59,7 +59,11 @@ fn main() {
 
 /// Links with the toolchain's lld and hands it the start-up ordering (see the top of the file).
 fn order_startup_code(host: &str, rustc: &str) {
-    let order = Path::new(env!("CARGO_MANIFEST_DIR")).join("startup-order.txt");
+    // Read at run time, not baked in with `env!`: a build script compiled in another checkout
+    // (a target dir copied between worktrees) would otherwise look for the list there, miss it
+    // and silently link without the ordering.
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| env!("CARGO_MANIFEST_DIR").to_owned());
+    let order = Path::new(&dir).join("startup-order.txt");
     println!("cargo:rerun-if-changed={}", order.display());
     let sysroot = std::process::Command::new(if rustc.is_empty() { "rustc" } else { rustc })
         .args(["--print", "sysroot"])
@@ -77,6 +81,8 @@ fn order_startup_code(host: &str, rustc: &str) {
     if order.exists() {
         println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
+    } else {
+        println!("cargo:warning={} is missing: linking without the start-up ordering (more idle RSS)", order.display());
     }
     if let Ok(map) = std::env::var("CHELA_LINK_MAP") {
         println!("cargo:rustc-link-arg-bins=-Wl,-Map={map},--no-demangle");
