@@ -308,8 +308,8 @@ impl From<String> for LockOr {
 }
 
 /// Serves one host's socket until it closes, it is cut (`joined`: its token was taken away, or
-/// another host took its name) or Chela stops: frames in to the client, the client's messages out as frames. The group goes when
-/// this returns.
+/// another host took its name) or Chela stops: frames in to the client, the client's messages
+/// out as frames. The group goes when this returns.
 pub async fn serve<S>(
     toolbox: std::sync::Arc<crate::tools::Toolbox>,
     name: String,
