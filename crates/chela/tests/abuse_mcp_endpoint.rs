@@ -176,6 +176,21 @@ async fn handshake(ws: &mut Ws, tools: &[Value]) {
     ws.send(Message::text(answer.to_string())).await.unwrap();
 }
 
+/// Waits (10 s at most) for Chela to hang up on `ws` with close 1008 and `reason`.
+async fn hung_up(d: &Daemon, ws: &mut Ws, reason: &str) {
+    let close = loop {
+        match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+            Ok(Some(Ok(Message::Close(frame)))) => break frame,
+            Ok(Some(Ok(_))) => {}
+            Ok(None | Some(Err(_))) => break None,
+            Err(_) => panic!("the host is still connected after 10 s (waiting for {reason:?}):\n{}", d.log()),
+        }
+    };
+    let close = close.unwrap_or_else(|| panic!("no close frame (waiting for {reason:?})"));
+    assert_eq!(u16::from(close.code), 1008);
+    assert_eq!(close.reason.as_str(), reason);
+}
+
 fn tool(name: &str) -> Value {
     json!({"name": name, "description": "a tool", "inputSchema": {"type": "object", "properties": {}}})
 }
@@ -334,18 +349,8 @@ async fn removing_a_token_hangs_up_on_its_connected_host_and_its_tools_go() {
     assert!(out.status.success());
     let removed = Instant::now();
     // Chela hangs up (the daemon reloads every second): a close frame saying why.
-    let close = loop {
-        match tokio::time::timeout(Duration::from_secs(10), host_x.next()).await {
-            Ok(Some(Ok(Message::Close(frame)))) => break frame,
-            Ok(Some(Ok(_))) => {}
-            Ok(None | Some(Err(_))) => break None,
-            Err(_) => panic!("the host of a removed token is still connected after 10 s:\n{}", d.log()),
-        }
-    };
+    hung_up(&d, &mut host_x, "the token was removed").await;
     assert!(removed.elapsed() < Duration::from_secs(10));
-    let close = close.expect("a close frame");
-    assert_eq!(u16::from(close.code), 1008);
-    assert_eq!(close.reason.as_str(), "the token was removed");
     d.group_becomes("endpoint_x", None).await;
     log_says(&d, "MCP endpoint host x disconnected (its token was removed)").await;
     // The other host stays, with its tools, and is sent nothing.
@@ -379,17 +384,7 @@ async fn a_second_host_with_the_same_name_takes_over_and_the_first_is_hung_up() 
     d.group_becomes("endpoint_x", Some(&["endpoint_x_old"])).await;
     // The same token again: a host that reconnected, or a second copy of it.
     let mut second = dial(&d, &d.url(&x)).await.unwrap();
-    let close = loop {
-        match tokio::time::timeout(Duration::from_secs(10), first.next()).await {
-            Ok(Some(Ok(Message::Close(frame)))) => break frame,
-            Ok(Some(Ok(_))) => {}
-            Ok(None | Some(Err(_))) => break None,
-            Err(_) => panic!("the replaced host is still connected after 10 s:\n{}", d.log()),
-        }
-    };
-    let close = close.expect("a close frame");
-    assert_eq!(u16::from(close.code), 1008);
-    assert_eq!(close.reason.as_str(), "another host connected with this name");
+    hung_up(&d, &mut first, "another host connected with this name").await;
     log_says(&d, "MCP endpoint host x disconnected (another host connected with its name)").await;
     // The newcomer's tools are the group, and the first one's leaving did not take them away.
     handshake(&mut second, &[tool("new")]).await;

@@ -399,13 +399,19 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_removed_or_replaced_token_cuts_its_host_at_the_next_check() {
+    /// A fresh store with tokens issued for `a` and `b` (the directory lives as long as it).
+    fn store_with_a_and_b() -> (tempfile::TempDir, Endpoints, String, String) {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
         ws.ensure().unwrap();
         let store = Endpoints::open(&ws);
         let (a, b) = (store.add("a", 1).unwrap(), store.add("b", 1).unwrap());
+        (dir, store, a, b)
+    }
+
+    #[tokio::test]
+    async fn a_removed_or_replaced_token_cuts_its_host_at_the_next_check() {
+        let (_dir, store, a, b) = store_with_a_and_b();
         let hosts = Arc::new(Hosts::default());
         let mut host_a = hosts.join("a", &a);
         let mut host_b = hosts.join("b", &b);
@@ -429,11 +435,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_second_host_with_a_name_cuts_the_first_and_only_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
-        ws.ensure().unwrap();
-        let store = Endpoints::open(&ws);
-        let (a, b) = (store.add("a", 1).unwrap(), store.add("b", 1).unwrap());
+        let (_dir, store, a, b) = store_with_a_and_b();
         let hosts = Arc::new(Hosts::default());
         let mut first = hosts.join("a", &a);
         let other = hosts.join("b", &b);
