@@ -11,9 +11,10 @@
 //! Lifecycle of a server: not connected → (first need, or daemon start when `connect =
 //! "start"`) spawn, find the era (probe `server/discover`, else `initialize`; kept per server),
 //! list tools page by page, register the group → calls. A server that dies is started again
-//! on the next call, with a backoff that doubles while it keeps failing (1 s … 60 s). Handshake
-//! servers that send `notifications/tools/list_changed` are listed again and their group
-//! replaced, at most once a second ([`listing`], shared with the peers that dial in).
+//! on the next call; a start that fails is tried again after a backoff that doubles while
+//! starts keep failing (1 s … 60 s). Handshake servers that send
+//! `notifications/tools/list_changed` are listed again and their group replaced, at most once
+//! a second ([`listing`], shared with the peers that dial in).
 //! [`Clients::shutdown`] stops every server in order.
 
 pub mod conn;
@@ -191,7 +192,7 @@ struct State {
     conn: Option<Link>,
     era: Option<Era>,
     tools: Vec<(String, ToolDef)>,
-    /// Tries since the last success.
+    /// Starts tried since the last one that succeeded: the backoff before the next.
     failures: u32,
     last_try: Option<Instant>,
     last_error: Option<String>,
@@ -332,6 +333,10 @@ impl Server {
                 st.era = Some(era.clone());
                 st.tools = tools;
                 st.last_error = None;
+                // A server that started and then died is started again at once; only failed
+                // starts back off (each restart waits for a call, so one that dies on every
+                // call restarts at most once per call).
+                st.failures = 0;
                 drop(st);
                 // Handshake-era servers say so with a notification; stateless ones over HTTP on
                 // their `subscriptions/listen` stream.
@@ -466,7 +471,6 @@ impl Server {
         let params = wire::params(era.as_ref(), json!({"name": name, "arguments": args}));
         match conn.request("tools/call", params, self.cfg.timeout).await {
             Ok(result) => {
-                self.state().failures = 0;
                 wire::check_result_type(&result).map_err(ToolError::new)?;
                 wire::tool_output(&result).map_err(ToolError::new)
             }

@@ -161,6 +161,9 @@ async fn a_slow_call_times_out_and_the_server_is_told_to_cancel() {
 async fn a_server_that_crashes_mid_call_is_started_again() {
     let s = Setup::new(|d| vec![("fx", fixture("legacy", &d.join("fixture.log"), 60))]);
     s.clients.ensure(&s.fx.toolbox).await;
+    // The start succeeded: nothing holds the next one back, however soon the crash comes.
+    let server = Arc::clone(&s.clients.servers[0]);
+    assert_eq!(server.state().failures, 0);
     let e = s.call("mcp_fx_crash", json!({})).await.unwrap_err();
     assert!(e.0.contains("started again on the next call"), "{e}");
     assert!(e.0.contains("exited") || e.0.contains("closed its output"), "{e}");
