@@ -234,7 +234,13 @@ impl Jobs {
             }
         };
         Ok(if self.stop_run(id, &run, grace) {
-            format!("Job {id} stopped.")
+            // It may have ended otherwise within the grace (a limit, or its last result).
+            match self.inner(root).list.iter().find(|j| j.id == id).map(Job::status) {
+                Some(status) if status != "stopped" => {
+                    format!("Job {id} ended before it stopped (it is {status}); lua_job_get shows why.")
+                }
+                _ => format!("Job {id} stopped."),
+            }
         } else {
             format!(
                 "Job {id} did not stop within lua.stop_grace_ms ({} ms) and was stopped by force.",

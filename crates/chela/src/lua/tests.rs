@@ -197,8 +197,14 @@ async fn wait_status(fx: &Fixture, id: &str, want: &str) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn jobs_log_stop_cooperatively_or_by_force_and_are_bounded() {
-    // A grace long enough that a loaded machine does not turn the polite stop into a forced one.
-    let fx = Fixture::new(&[("lua.max_jobs", "2"), ("lua.stop_grace_ms", "1000")]);
+    // A grace long enough that a loaded machine does not turn the polite stop into a forced one,
+    // and an instruction budget the stubborn loop cannot spend meanwhile (it would end the job
+    // by itself, however long the machine takes to get to the stop).
+    let fx = Fixture::new(&[
+        ("lua.max_jobs", "2"),
+        ("lua.stop_grace_ms", "1000"),
+        ("lua.max_instructions", "1000000000000"),
+    ]);
     let start = |code: &str| json!({"code": code});
     let polite = ok(call(
         &fx,
@@ -236,6 +242,18 @@ async fn jobs_log_stop_cooperatively_or_by_force_and_are_bounded() {
     let list = ok(call(&fx, "lua_job_list", json!({})).await);
     assert_eq!(list["jobs"].as_array().unwrap().len(), 2, "{list}");
     assert!(err(call(&fx, "lua_job_get", json!({"job_id": "nope"})).await).contains("lua_job_list"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_ends_otherwise_while_asked_to_stop_is_not_reported_stopped() {
+    // Asked to stop, it spins until its instruction budget ends it: well within the grace.
+    let fx = Fixture::new(&[("lua.stop_grace_ms", "5000"), ("lua.max_instructions", "10000000")]);
+    let code = "while sleep(5) do end while true do end";
+    let id = ok(call(&fx, "lua_run_async", json!({"code": code})).await)["job_id"].as_str().unwrap().to_owned();
+    let r = call(&fx, "lua_job_stop", json!({"job_id": id})).await.unwrap();
+    assert_eq!(r, format!("Job {id} ended before it stopped (it is failed); lua_job_get shows why."));
+    let v = wait_status(&fx, &id, "failed").await;
+    assert!(v["error"].as_str().unwrap().contains("lua.max_instructions"), "{v}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
