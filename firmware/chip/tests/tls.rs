@@ -7,10 +7,11 @@
 mod common;
 
 use std::io::{BufRead, BufReader, Read as _, Write as _};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chela_chip::pki::{Clock, PkiError};
@@ -45,17 +46,21 @@ struct Server {
 
 impl Server {
     fn start(cert: &str, chain: &[&str]) -> Server {
+        // Tests run in parallel and several serve the same chain: each server gets its own
+        // file (one written while another openssl read it made that one exit at start).
+        static STARTED: AtomicUsize = AtomicUsize::new(0);
         let dir = fixtures();
-        let chain_file = dir.join(format!("chain-{}-{}.pem", cert, chain.join("-")));
+        let n = STARTED.fetch_add(1, Ordering::Relaxed);
+        let chain_file = dir.join(format!("chain-{n}-{cert}.pem"));
         let mut pem = String::new();
         for c in chain {
             pem.push_str(&std::fs::read_to_string(dir.join(format!("{c}.pem"))).unwrap());
         }
         std::fs::write(&chain_file, pem).unwrap();
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        // Port 0: openssl binds a free port itself and names it on its ACCEPT line, so no
+        // other test can take the port between choosing and listening.
         let mut cmd = Command::new("openssl");
-        cmd.args(["s_server", "-accept"])
-            .arg(format!("127.0.0.1:{port}"))
+        cmd.args(["s_server", "-accept", "127.0.0.1:0"])
             .args(["-tls1_3", "-www", "-naccept", "1", "-cert"])
             .arg(dir.join(format!("{cert}.pem")))
             .arg("-key")
@@ -63,17 +68,24 @@ impl Server {
         if !chain.is_empty() {
             cmd.arg("-cert_chain").arg(&chain_file);
         }
-        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-        // It prints ACCEPT once it listens.
+        // Its complaints go to a file of its own, for the message if it fails to start.
+        let err_file = dir.join(format!("server-{n}.err"));
+        let err = std::fs::File::create(&err_file).unwrap();
+        let mut child = cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(err).spawn().unwrap();
+        // It prints `ACCEPT 127.0.0.1:<port>` once it listens.
         let mut out = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        loop {
+        let port = loop {
             line.clear();
-            assert!(out.read_line(&mut line).unwrap() > 0, "openssl s_server exited before listening");
-            if line.starts_with("ACCEPT") {
-                break;
+            if out.read_line(&mut line).unwrap() == 0 {
+                let err = std::fs::read_to_string(&err_file).unwrap_or_default();
+                panic!("openssl s_server exited before listening: {err}");
             }
-        }
+            if let Some(addr) = line.trim().strip_prefix("ACCEPT ") {
+                let port = addr.rsplit(':').next().and_then(|p| p.parse().ok());
+                break port.unwrap_or_else(|| panic!("openssl s_server's ACCEPT line names no port: {line:?}"));
+            }
+        };
         std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
         Server { child, port }
     }
@@ -256,17 +268,19 @@ fn signed_content(transcript: &[u8]) -> Vec<u8> {
     m
 }
 
-/// `openssl dgst -sha256 -sign KEY` over `message`: a DER ECDSA signature by `key`'s holder.
+/// `openssl dgst -sha256 -sign KEY` over `message` (on its stdin: no shared file for parallel
+/// tests to race on): a DER ECDSA signature by `key`'s holder.
 fn openssl_sign(key: &str, message: &[u8]) -> Vec<u8> {
-    let dir = fixtures();
-    let file = dir.join(format!("msg-{key}-{}.bin", message.len()));
-    std::fs::write(&file, message).unwrap();
-    let out = Command::new("openssl")
+    let mut child = Command::new("openssl")
         .args(["dgst", "-sha256", "-sign"])
-        .arg(dir.join(format!("{key}.key")))
-        .arg(&file)
-        .output()
+        .arg(fixtures().join(format!("{key}.key")))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
+    child.stdin.take().unwrap().write_all(message).unwrap();
+    let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     out.stdout
 }
