@@ -23,8 +23,9 @@ use chela_core::access::{self, AccessError, AccessState, Admission, CODE_LEN, Pe
 use chela_core::config as keys;
 use serde::Serialize;
 
+use crate::authority::SealError;
 use crate::config::Config;
-use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_at};
+use crate::workspace::{Replace, Workspace, open_dir, write_atomic_at};
 
 /// Channels whose clients are checked by the channel itself (the gateway's token, or the
 /// terminal's own user): their senders are the owner, admitted without the gate's rules, and
@@ -304,7 +305,9 @@ impl Gate {
             let mut state = load(&self.path)?;
             let out = change(&mut state)?;
             let json = serde_json::to_vec_pretty(&state).map_err(|e| GateError::Store(e.to_string()))?;
-            let written = open_dir(dir).and_then(|fd| write_atomic_at(&fd, STORE_FILE.as_ref(), &json, Replace::Yes));
+            let written = crate::authority::seal(&self.path, &json).and_then(|json| {
+                open_dir(dir).and_then(|fd| write_atomic_at(&fd, STORE_FILE.as_ref(), &json, Replace::Yes))
+            });
             written.map_err(|e| GateError::Store(format!("cannot write {}: {e}", self.path.display())))?;
             inner.seen = stamp(&self.path)?;
             inner.state = state;
@@ -321,9 +324,10 @@ fn create_private_dir(dir: &Path) -> io::Result<()> {
 /// Reads and checks the store; a missing file is the empty state.
 fn load(path: &Path) -> Result<AccessState, GateError> {
     let left = "Chela left it as it is: fix it, or move it away to start over with no approved senders";
-    let text = match read_bounded(path, MAX_STORE_BYTES) {
+    let text = match crate::authority::read_sealed(path, MAX_STORE_BYTES) {
         Ok(None) => return Ok(AccessState::default()),
         Ok(Some(text)) => text,
+        Err(e @ SealError::Untrusted { .. }) => return Err(GateError::Store(format!("{e}."))),
         Err(e) => return Err(GateError::Store(format!("cannot read the pairing store: {e}. {left}."))),
     };
     let state: AccessState = serde_json::from_str(&text)

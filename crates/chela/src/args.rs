@@ -39,6 +39,8 @@ pub enum Command {
     Board(Option<PathBuf>),
     /// `chela device …`: xiaozhi voice devices.
     Device(DeviceCmd),
+    /// `chela state …`: the seals of Chela's records of the owner's decisions.
+    State(StateCmd),
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -80,6 +82,7 @@ pub enum Topic {
     McpServe,
     Board,
     Device,
+    State,
 }
 
 impl Topic {
@@ -101,6 +104,7 @@ impl Topic {
             ("mcp", _) => Topic::Mcp,
             ("board", _) => Topic::Board,
             ("device", _) => Topic::Device,
+            ("state", _) => Topic::State,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -147,7 +151,7 @@ impl Topic {
             | Topic::Cron
             | Topic::Heartbeat
             | Topic::Mcp => 1,
-            Topic::Board | Topic::Device => 1,
+            Topic::Board | Topic::Device | Topic::State => 1,
             _ => 2,
         }
     }
@@ -247,6 +251,14 @@ pub enum DeviceCmd {
         device: Option<String>,
     },
     FirmwareClear,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum StateCmd {
+    /// Whether each sealed store is trusted.
+    Check,
+    /// Trust a store as it is now, after the owner checked it.
+    Trust(String),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -420,11 +432,13 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
             device: None,
         }),
         ("device", ["firmware", "clear"]) => Command::Device(DeviceCmd::FirmwareClear),
+        ("state", ["check"] | []) => Command::State(StateCmd::Check),
+        ("state", ["trust", name]) => Command::State(StateCmd::Trust((*name).to_owned())),
         ("board", ["check"]) => Command::Board(None),
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
             "config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat" | "board"
-            | "device",
+            | "device" | "state",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);

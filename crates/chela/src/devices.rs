@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use ring::digest::{SHA256, digest};
 use serde::{Deserialize, Serialize};
 
-use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_at};
+use crate::workspace::{Replace, Workspace, open_dir, write_atomic_at};
 
 /// The store's file name, in the workspace's `state/` folder.
 pub const STORE_FILE: &str = "devices.json";
@@ -491,9 +491,10 @@ impl Devices {
     /// Reads the store; a missing file is empty.
     pub fn load(&self) -> Result<DeviceState, DeviceError> {
         let left = "Chela left it as it is: fix it, or move it away to start over with no devices";
-        let text = match read_bounded(&self.path, MAX_STORE_BYTES) {
+        let text = match crate::authority::read_sealed(&self.path, MAX_STORE_BYTES) {
             Ok(None) => return Ok(DeviceState::default()),
             Ok(Some(text)) => text,
+            Err(e @ crate::authority::SealError::Untrusted { .. }) => return Err(DeviceError::Store(format!("{e}."))),
             Err(e) => return Err(DeviceError::Store(format!("cannot read the device store: {e}. {left}."))),
         };
         let (state, skipped) = parse(&text).map_err(|e| {
@@ -520,7 +521,9 @@ impl Devices {
             let mut state = self.load()?;
             let out = change(&mut state)?;
             let json = serde_json::to_vec_pretty(&state).map_err(|e| DeviceError::Store(e.to_string()))?;
-            let written = open_dir(dir).and_then(|fd| write_atomic_at(&fd, STORE_FILE.as_ref(), &json, Replace::Yes));
+            let written = crate::authority::seal(&self.path, &json).and_then(|json| {
+                open_dir(dir).and_then(|fd| write_atomic_at(&fd, STORE_FILE.as_ref(), &json, Replace::Yes))
+            });
             written.map_err(|e| DeviceError::Store(format!("cannot write {}: {e}", self.path.display())))?;
             Ok(out)
         })

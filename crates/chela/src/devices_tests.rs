@@ -123,8 +123,16 @@ fn the_file_store_writes_atomically_and_leaves_a_broken_file_alone() {
     assert_eq!(store.load().unwrap().pending[0].code, code);
     std::fs::write(store.path(), "{ garbage").unwrap();
     let e = store.edit(|s| s.approve(&code, 1)).unwrap_err().to_string();
-    assert!(e.contains("not a valid device store"), "{e}");
+    // Not written by Chela: refused before it is even parsed, and named with the way out.
+    assert!(
+        e.contains("devices.json was changed outside Chela") && e.contains("chela state trust devices.json"),
+        "{e}"
+    );
     assert_eq!(std::fs::read_to_string(store.path()).unwrap(), "{ garbage");
+    // Sealed but not a device store: the parser's own complaint.
+    std::fs::write(store.path(), crate::authority::seal(store.path(), br#"{"devices": 7}"#).unwrap()).unwrap();
+    let e = store.edit(|s| s.approve(&code, 1)).unwrap_err().to_string();
+    assert!(e.contains("not a valid device store"), "{e}");
 }
 
 #[test]

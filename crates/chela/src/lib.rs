@@ -13,7 +13,9 @@
 #[macro_use]
 pub mod out;
 pub mod access;
+// The authority rule: the files the model never changes, and the seals of Chela's records.
 pub mod args;
+pub mod authority;
 pub mod cmd;
 pub mod config;
 pub mod devices;

@@ -152,3 +152,34 @@ fn owner_mistakes_are_rule_errors() {
     assert!(matches!(gate.deny("ABCDEFGH", T0), Err(GateError::Rule(AccessError::UnknownCode { .. }))));
     assert!(matches!(gate.revoke("telegram", "7"), Err(GateError::Rule(AccessError::NotApproved { .. }))));
 }
+
+/// The model (or anyone) writing `state/access.json` directly does not approve anybody: the
+/// file has no seal, so the running gate keeps what it had and the owner's commands say why.
+#[test]
+fn a_planted_approval_is_not_trusted_by_the_daemon_or_the_owner_commands() {
+    let (_d, ws) = self::ws();
+    let c = cfg(&[]);
+    let daemon = Gate::open(&ws).unwrap();
+    let pending = code(&daemon.admit(&c, "telegram", "7", T0));
+    daemon.approve(&pending, T0).unwrap();
+    assert_eq!(daemon.admit(&c, "telegram", "7", T0 + 1), Admission::Allowed);
+    let planted = r#"{"allowed": [{"channel": "telegram", "sender": "7", "since": 1},
+                                  {"channel": "telegram", "sender": "999", "since": 1}]}"#;
+    std::fs::write(daemon.path(), planted).unwrap();
+    assert_ne!(daemon.admit(&c, "telegram", "999", T0 + 2), Admission::Allowed, "a planted approval let 999 in");
+    assert!(!daemon.may_send(&c, "telegram", "999"), "Chela may not write to 999 either");
+    assert_eq!(daemon.admit(&c, "telegram", "7", T0 + 3), Admission::Allowed, "the last good state holds");
+    let e = Gate::open(&ws).unwrap_err().to_string();
+    assert!(e.contains("changed outside Chela") && e.contains("chela state trust access.json"), "{e}");
+    // The same with a copied seal from another workspace's store.
+    let (_o, other) = self::ws();
+    let foreign = Gate::open(&other).unwrap();
+    let c2 = code(&foreign.admit(&c, "telegram", "999", T0));
+    foreign.approve(&c2, T0).unwrap();
+    std::fs::copy(foreign.path(), daemon.path()).unwrap();
+    assert_ne!(daemon.admit(&c, "telegram", "999", T0 + 4), Admission::Allowed, "another workspace's seal");
+    // The owner checks the file and trusts it: now it counts.
+    std::fs::write(daemon.path(), planted).unwrap();
+    crate::authority::trust(daemon.path().parent().unwrap(), STORE_FILE, MAX_STORE_BYTES).unwrap();
+    assert_eq!(daemon.admit(&c, "telegram", "999", T0 + 5), Admission::Allowed);
+}

@@ -27,6 +27,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::PairingApprove => "chela pairing approve CODE",
         Topic::PairingDeny => "chela pairing deny CODE",
         Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
+        Topic::State => "chela state [check] | state trust FILE",
         Topic::Doctor => "chela doctor",
         Topic::Service => "chela service <install|uninstall|status>",
         Topic::ServiceInstall => "chela service install",
@@ -68,6 +69,7 @@ pub fn text(topic: Topic) -> String {
         Topic::PairingApprove => ("let the sender of a pairing code talk to Chela.", PAIRING_APPROVE),
         Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
         Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
+        Topic::State => ("check the seals of the pairing, device and endpoint stores, or trust one.", STATE),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
         Topic::Service => ("run Chela as a systemd user service.", SERVICE),
         Topic::ServiceInstall => ("install and start the systemd user service.", SERVICE_INSTALL),
@@ -136,6 +138,9 @@ Commands:
                           xiaozhi voice devices: those waiting with a code, approved, revoked
   device firmware set FILE VERSION [--device ID] | firmware clear
                           Offer a firmware image to older devices, or stop offering it
+  state [check] | state trust FILE
+                          Whether the pairing, device and endpoint stores are Chela's own, or
+                          trust one you changed by hand
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -327,6 +332,21 @@ answers (one small request). Each problem comes with what to do about it.
 
 Example:
   chela doctor
+";
+
+const STATE: &str = "\
+Verbs:
+  check                   Each store in state/ that Chela seals, and whether it is trusted
+  trust FILE              Trust FILE (access.json, devices.json, mcp_endpoints.json) as it is
+
+Who may talk to Chela (access.json), the approved voice devices (devices.json) and the
+tokens of MCP tool hosts (mcp_endpoints.json) are sealed: Chela writes them only when you
+act, with a seal only it can make. A store changed any other way (by hand, by another
+program) is not trusted, and nothing in it takes effect, until you check it and trust it
+here. The assistant's tools cannot reach state/ at all. `chela state` alone checks.
+
+Example:
+  chela state trust access.json
 ";
 
 const PAIRING: &str = "\

@@ -83,6 +83,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         check_settings(cfg, &mut r);
         check_cron(&ws, cfg, &mut r);
         check_rules(&ws, &mut r);
+        super::state::doctor(&ws, &mut r);
         services::check(cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
         match crate::channels::telegram::doctor(cfg).await {

@@ -19,6 +19,7 @@ mod pairing;
 mod run;
 mod service;
 mod skill;
+mod state;
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let ws = Workspace::locate(cli.workspace)?;
@@ -32,6 +33,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Skill(c) => skill::run(&Base::load(ws)?, c),
         Command::Pairing(c) => pairing::run(&ws, c),
         Command::Device(c) => device::run(&ws, c),
+        Command::State(c) => state::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,

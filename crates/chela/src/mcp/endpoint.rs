@@ -25,7 +25,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::devices::{hex_of, random, token_hash};
-use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_at};
+use crate::workspace::{Replace, Workspace, open_dir, write_atomic_at};
 
 /// The path hosts dial (with or without the trailing slash).
 pub const PATH: &str = "/xiaozhi/mcp/";
@@ -33,7 +33,7 @@ pub const PATH: &str = "/xiaozhi/mcp/";
 pub const MAX_MESSAGE: usize = 1024 * 1024;
 /// Messages waiting to be written to a host.
 pub const OUTBOUND: usize = 32;
-const STORE_FILE: &str = "mcp_endpoints.json";
+pub const STORE_FILE: &str = "mcp_endpoints.json";
 const MAX_STORE_BYTES: u64 = 1024 * 1024;
 /// Most endpoint names kept.
 const MAX_ENDPOINTS: usize = 64;
@@ -91,11 +91,12 @@ impl Endpoints {
 
     /// Reads the store; a missing file is empty.
     pub fn load(&self) -> Result<EndpointState, String> {
-        match read_bounded(&self.path, MAX_STORE_BYTES) {
+        match crate::authority::read_sealed(&self.path, MAX_STORE_BYTES) {
             Ok(None) => Ok(EndpointState::default()),
             Ok(Some(text)) => serde_json::from_str(&text).map_err(|e| {
                 format!("{} is not a valid endpoint store ({e}); fix it or move it away", self.path.display())
             }),
+            Err(e @ crate::authority::SealError::Untrusted { .. }) => Err(e.to_string()),
             Err(e) => Err(format!("cannot read {}: {e}", self.path.display())),
         }
     }
@@ -114,8 +115,10 @@ impl Endpoints {
             let mut state = self.load()?;
             let out = change(&mut state)?;
             let json = serde_json::to_vec_pretty(&state).map_err(|e| e.to_string())?;
-            open_dir(dir)
-                .and_then(|fd| write_atomic_at(&fd, STORE_FILE.as_ref(), &json, Replace::Yes))
+            crate::authority::seal(&self.path, &json)
+                .and_then(|json| {
+                    open_dir(dir).and_then(|fd| write_atomic_at(&fd, STORE_FILE.as_ref(), &json, Replace::Yes))
+                })
                 .map_err(|e| format!("cannot write {}: {e}", self.path.display()))?;
             Ok(out)
         })

@@ -10,9 +10,11 @@
 //! with `*at` calls (`openat`, `renameat`, `unlinkat`, `mkdirat`) on one name, with
 //! `O_NOFOLLOW`: what that folder is cannot change any more, whatever is renamed meanwhile.
 //!
-//! Protection (configuration, sessions, version-control folders) is decided on the opened
-//! objects by (device, inode), never on how the path was spelled: `self/overrides.toml` with
-//! `self -> .` opens the workspace folder as the parent, and that folder is what is compared.
+//! Protection is decided on the opened objects by (device, inode), never on how the path was
+//! spelled: `self/overrides.toml` with `self -> .` opens the workspace folder as the parent, and
+//! that folder is what is compared. What is protected, and why, is the authority rule's list
+//! ([`crate::authority::PROTECTED`]): this sandbox is the one place every model-driven file access
+//! passes (the file tools, skills, Lua's `cap.call`), so the rule is kept here once.
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -23,16 +25,8 @@ use std::path::{Component, Path, PathBuf};
 use rustix::fs::{self as rfs, AtFlags, FileType, Mode, OFlags, ResolveFlags, Stat};
 use rustix::io::Errno;
 
+use crate::authority::{PROTECTED, Protected, Reach};
 use crate::tools::ToolError;
-use crate::workspace::{CONFIG_FILE, OVERRIDES_FILE};
-
-const KEYS_WHY: &str = "it holds the configuration and API keys";
-const SESSIONS_WHY: &str = "it holds the conversation records";
-
-/// Names in the workspace folder that the file tools refuse, with the reason. Compared without
-/// regard to ASCII case, so on a case-insensitive file system `CHELA.TOML` cannot create the
-/// configuration either.
-const PROTECTED: &[(&str, &str)] = &[(CONFIG_FILE, KEYS_WHY), (OVERRIDES_FILE, KEYS_WHY), ("sessions", SESSIONS_WHY)];
 
 /// Version-control folders (git, Mercurial, Subversion, Bazaar, Jujutsu, darcs, CVS). A write in
 /// one (`.git/config` with `core.fsmonitor`, a hook) runs commands the next time the user runs
@@ -70,8 +64,8 @@ pub enum Access {
 pub struct Sandbox {
     root: OwnedFd,
     root_id: Id,
-    sessions: Option<Id>,
-    config: Vec<Id>,
+    /// The protected objects that exist, by identity (another name for one is refused too).
+    protected: Vec<(Id, &'static Protected)>,
     allow_vcs_writes: bool,
 }
 
@@ -113,10 +107,11 @@ impl Sandbox {
         let root_id = rfs::fstat(&root)
             .map(|st| Id::of(&st))
             .map_err(|e| ToolError::new(format!("The workspace is not accessible: {}.", std::io::Error::from(e))))?;
-        let id_of = |name: &str| rfs::statat(&root, name, AtFlags::SYMLINK_NOFOLLOW).ok().map(|st| Id::of(&st));
-        let sessions = id_of("sessions");
-        let config = [CONFIG_FILE, OVERRIDES_FILE].into_iter().filter_map(id_of).collect();
-        Ok(Sandbox { root, root_id, sessions, config, allow_vcs_writes })
+        let protected = PROTECTED
+            .iter()
+            .filter_map(|p| rfs::statat(&root, p.name, AtFlags::SYMLINK_NOFOLLOW).ok().map(|st| (Id::of(&st), p)))
+            .collect();
+        Ok(Sandbox { root, root_id, protected, allow_vcs_writes })
     }
 
     /// The name parts of `rel`, or why it is refused before the file system is asked.
@@ -236,8 +231,8 @@ impl Sandbox {
         let mut cur_id = dir_id;
         let mut depth = 0;
         while cur_id != self.root_id {
-            if Some(cur_id) == self.sessions {
-                return Err(off_limits(rel, SESSIONS_WHY));
+            if let Some(p) = self.protected_id(cur_id) {
+                refuse(p, access, rel)?;
             }
             let here = cur.as_ref().unwrap_or(dir);
             let parent = rfs::openat(here, "..", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
@@ -254,26 +249,25 @@ impl Sandbox {
             depth += 1;
         }
         let Some(name) = name else { return Ok(()) };
-        let same = |a: &str| name.as_bytes().eq_ignore_ascii_case(a.as_bytes());
         if dir_id == self.root_id
-            && let Some((_, why)) = PROTECTED.iter().find(|(n, _)| same(n))
+            && let Some(p) = crate::authority::protected(name.as_bytes())
         {
-            return Err(off_limits(rel, why));
+            refuse(p, access, rel)?;
         }
         if vcs_guarded && is_vcs_name(name) {
             return Err(vcs_refused(rel));
         }
         // Another name for a protected object (a case-insensitive spelling, a hard link).
-        if let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW) {
-            let id = Id::of(&st);
-            if Some(id) == self.sessions {
-                return Err(off_limits(rel, SESSIONS_WHY));
-            }
-            if self.config.contains(&id) {
-                return Err(off_limits(rel, KEYS_WHY));
-            }
+        if let Ok(st) = rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+            && let Some(p) = self.protected_id(Id::of(&st))
+        {
+            refuse(p, access, rel)?;
         }
         Ok(())
+    }
+
+    fn protected_id(&self, id: Id) -> Option<&'static Protected> {
+        self.protected.iter().find(|(p, _)| *p == id).map(|(_, p)| *p)
     }
 
     /// What is at `place`, without following a symlink.
@@ -332,10 +326,11 @@ impl Sandbox {
         }
     }
 
-    /// Whether `name` in the opened folder `dir` is a protected object; for hiding it in lists.
+    /// Whether `name` in the opened folder `dir` is an object the file tools may not even read;
+    /// for hiding it in lists.
     pub fn is_protected(&self, dir: &OwnedFd, name: &OsStr) -> bool {
         rfs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
-            .is_ok_and(|st| Some(Id::of(&st)) == self.sessions || self.config.contains(&Id::of(&st)))
+            .is_ok_and(|st| self.protected_id(Id::of(&st)).is_some_and(|p| p.reach == Reach::None))
     }
 }
 
@@ -377,8 +372,15 @@ pub fn special_refused(rel: &str, what: &str) -> ToolError {
     ToolError::new(format!("`{rel}` is a {what}, not a regular file or folder; the file tools refuse it."))
 }
 
-fn off_limits(rel: &str, why: &str) -> ToolError {
-    ToolError::new(format!("`{rel}` is off limits to the file tools: {why}."))
+/// Refuses `access` to something protected as `p`, with why.
+fn refuse(p: &Protected, access: Access, rel: &str) -> Result<(), ToolError> {
+    match (p.reach, access) {
+        (Reach::ReadOnly, Access::Read) => Ok(()),
+        (Reach::ReadOnly, Access::Write) => {
+            Err(ToolError::new(format!("`{rel}` is read-only to the file tools: {}.", p.why)))
+        }
+        (Reach::None, _) => Err(ToolError::new(format!("`{rel}` is off limits to the file tools: {}.", p.why))),
+    }
 }
 
 fn outside(rel: &str) -> ToolError {

@@ -1,0 +1,54 @@
+//! `chela state [check] | state trust FILE`: the seals of Chela's records of the owner's
+//! decisions (see [`crate::authority`]).
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::args::StateCmd;
+use crate::authority::{self, STATE_DIR};
+use crate::workspace::Workspace;
+
+/// Largest store looked at: the stores' own bounds are smaller.
+const MAX_STORE_BYTES: u64 = 4 << 20;
+
+pub fn run(ws: &Workspace, cmd: StateCmd) -> Result<ExitCode> {
+    let dir = ws.root().join(STATE_DIR);
+    match cmd {
+        StateCmd::Check => {
+            let found = authority::check(&dir, MAX_STORE_BYTES);
+            if found.is_empty() {
+                outln!("No sealed stores yet: nobody was approved, no device and no endpoint.");
+            }
+            let mut bad = 0;
+            for (name, verdict) in &found {
+                match verdict {
+                    Ok(()) => outln!("{name}: trusted (sealed by Chela)"),
+                    Err(why) => {
+                        bad += 1;
+                        outln!("{name}: NOT trusted: {why}");
+                    }
+                }
+            }
+            Ok(if bad == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+        }
+        StateCmd::Trust(name) => {
+            let said = authority::trust(&dir, &name, MAX_STORE_BYTES)?;
+            outln!("{said}");
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// `chela doctor`'s line for each sealed store that is there.
+pub(crate) fn doctor(ws: &Workspace, r: &mut super::doctor::Report) {
+    for (name, verdict) in authority::check(&ws.root().join(STATE_DIR), MAX_STORE_BYTES) {
+        match verdict {
+            Ok(()) => r.ok(&format!("state/{name}: sealed by Chela")),
+            Err(why) => r.fail(
+                &format!("state/{name} is not trusted: {why}"),
+                &format!("check it, then `chela state trust {name}`, or move it away"),
+            ),
+        }
+    }
+}
