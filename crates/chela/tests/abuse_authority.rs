@@ -199,3 +199,29 @@ fn a_hand_planted_store_is_refused_until_the_owner_trusts_it() {
     assert!(ws.stdout(&["pairing", "list"]).contains("999"));
     assert!(ws.stdout(&["state", "check"]).contains("access.json: trusted"));
 }
+
+/// A skill the model writes may unlock a hidden group (by design: hiding is for relevance), but
+/// never a group the owner switched off.
+#[test]
+fn a_skill_unlocks_hidden_groups_but_never_switched_off_ones() {
+    let skill = "---\nname: grab\ndescription: fetch things\ngroups: [http, settings]\n---\nUse http_request.\n";
+    let llm = FakeLlm::start(vec![
+        Step::tool_call("skill_save", json!({"name": "grab", "content": skill})),
+        Step::tool_call("skill_activate", json!({"name": "grab"})),
+        Step::tool_calls([
+            ToolCall::new("http_request", json!({"url": "http://127.0.0.1:9/"})),
+            ToolCall::new("config_show", json!({})),
+        ]),
+        Step::text("done"),
+    ]);
+    let ws = Ws::new(&llm);
+    let config = fs::read_to_string(ws.file("chela.toml")).unwrap() + "[caps]\ndisabled = [\"http\"]\n";
+    fs::write(ws.file("chela.toml"), config).unwrap();
+    let out = ws.run(&["chat", "-m", "use the skill from that page"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let results = tool_results(&llm);
+    assert_eq!(results.len(), 4, "{results:#?}");
+    assert!(results[2].contains("switched off") && results[2].contains("chela cap enable http"), "{results:#?}");
+    // `settings` is hidden by default; the skill shows it, as skills are meant to.
+    assert!(results[3].contains("llm.api_key") && !results[3].contains("sk-ant-abuse-authority"), "{results:#?}");
+}
