@@ -28,6 +28,7 @@
 //! processing. See `docs/DESIGN.md`, "The event router", for the file format and the costs.
 
 mod event;
+mod made_by;
 mod multi;
 mod rule;
 mod scan;
@@ -42,6 +43,7 @@ use core::fmt;
 use serde_json::Value as Json;
 
 pub use event::{BUILTIN_FIELDS, Event, EventError, MAX_FIELD_NAME, MAX_FIELD_VALUE, MAX_FIELDS, MAX_TEXT, Value};
+pub use made_by::MadeBy;
 pub use rule::{MAX_ACTIONS, MAX_GUARDS, MAX_ID, MAX_PATTERN, MAX_RULE_BYTES, MAX_TEMPLATE};
 pub use template::{Args, MAX_RENDERED, MAX_RENDERED_ARGS, Text};
 
@@ -132,6 +134,9 @@ impl Emit {
 pub struct Fired {
     pub rule: String,
     pub actions: Vec<Action>,
+    /// The conversation the model made the rule in: its actions act with that conversation's
+    /// rights. `None` for the owner's rules.
+    pub made_by: Option<MadeBy>,
 }
 
 /// What an event fired. Empty (and free: no allocation) when no rule fired.
@@ -142,6 +147,9 @@ pub struct Plan {
     pub consumed: bool,
     /// `emit` actions left out because the event was already [`MAX_EMIT_DEPTH`] emits deep.
     pub emits_refused: u32,
+    /// Rules the event would have fired that wait for the owner's approval (made by the
+    /// model, acting on another chat): they did nothing, and consumed nothing.
+    pub waiting: Vec<String>,
 }
 
 /// What [`Router::add_rule`] did.
@@ -161,6 +169,10 @@ pub struct RuleView<'r> {
     pub spec: &'r Json,
     /// When it last fired (the `now` of that event).
     pub last_fired: Option<u64>,
+    /// The conversation the model made it in; `None` for the owner's rules.
+    pub made_by: Option<&'r MadeBy>,
+    /// It waits for the owner's approval and does nothing until then.
+    pub pending: bool,
 }
 
 /// The rules and their cooldown state. See the module docs for the calling order.
@@ -242,6 +254,7 @@ struct Hot {
     pat_count: u8,
     enabled: bool,
     consume: bool,
+    pending: bool,
 }
 
 impl Router {
@@ -343,6 +356,26 @@ impl Router {
         true
     }
 
+    /// The owner approves the model-made rule `id`: it may then act beyond the chat it was made
+    /// in. Only the owner's commands call this; a rule that is the owner's already is refused.
+    pub fn approve_rule(&mut self, id: &str) -> Result<(), String> {
+        let Some(i) = self.rules.iter().position(|r| &*r.id == id) else {
+            return Err(alloc::format!("there is no rule {id:?}"));
+        };
+        let mut spec = self.rules[i].spec.clone();
+        match spec.get_mut("made_by").and_then(Json::as_object_mut) {
+            Some(m) => {
+                m.insert("approved".into(), Json::Bool(true));
+            }
+            None => {
+                return Err(alloc::format!("rule {id:?} is the owner's (not made by the model): it needs no approval"));
+            }
+        }
+        self.rules[i] = rule::compile(spec).map_err(|m| alloc::format!("rule `{id}`: {m}"))?;
+        self.reindex();
+        Ok(())
+    }
+
     /// The rules in order.
     pub fn rules(&self) -> impl Iterator<Item = RuleView<'_>> {
         self.rules.iter().zip(&self.last_fired).map(|(r, last)| RuleView {
@@ -350,6 +383,8 @@ impl Router {
             enabled: r.enabled,
             spec: &r.spec,
             last_fired: *last,
+            made_by: r.made_by.as_ref(),
+            pending: r.pending,
         })
     }
 
@@ -407,6 +442,7 @@ impl Router {
                 pat_count: r.pats.len().saturating_sub(p_col.count_ones() as usize) as u8,
                 enabled: r.enabled,
                 consume: r.consume,
+                pending: r.pending,
             });
             self.tests.extend(
                 r.guards.iter().enumerate().filter(|(k, _)| g_col & (1 << k) == 0).map(|(_, g)| g.test.clone()),
@@ -614,6 +650,10 @@ impl Router {
             if !guards_hold {
                 continue;
             }
+            if h.pending {
+                plan.waiting.push((*rules[i].id).into());
+                continue;
+            }
             last_fired[i] = Some(now);
             let (fired, dropped) = plan_actions(&rules[i], event, &mut plan.emits_refused);
             plan.fired.push(fired);
@@ -750,7 +790,7 @@ fn plan_actions(r: &Rule, event: &Event, refused: &mut u32) -> (Fired, bool) {
             }
         });
     }
-    (Fired { rule: (*r.id).into(), actions }, dropped)
+    (Fired { rule: (*r.id).into(), actions, made_by: r.made_by.clone() }, dropped)
 }
 
 /// serde_json's message without its " at line L column C" (the report gives the file's line).

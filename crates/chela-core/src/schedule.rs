@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 pub use cron::{Cron, CronError};
 
+use crate::router::MadeBy;
 use crate::zone::{Zone, check_zone_name, civil};
 
 /// Grace window for a missed run when a job names none: one hour.
@@ -105,6 +106,10 @@ pub struct Job {
     pub created_at: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<i64>,
+    /// The conversation the model made it in (set by the tools, never by the model); `None`
+    /// for the owner's jobs. See [`MadeBy`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_by: Option<MadeBy>,
 }
 
 fn yes() -> bool {
@@ -177,6 +182,9 @@ impl Job {
             return Err(bad("id", format!("{:?} may hold only letters, digits, `_`, `-` and `.`", self.id)));
         }
         check_len("name", &self.name, 0, MAX_NAME_LEN)?;
+        if let Some(m) = &self.made_by {
+            m.check().map_err(|e| bad("made_by", e))?;
+        }
         match &self.action {
             Action::Agent { message, channel, chat_id } => {
                 check_len("action.message", message, 1, MAX_MESSAGE_LEN)?;
@@ -214,6 +222,29 @@ impl Job {
                 Schedule::OnEvent
             }
         })
+    }
+
+    /// Made by the model, not approved, and its action reaches a chat other than the one it was
+    /// made in (talks there, or raises an event naming it): it does nothing until the owner
+    /// approves it. (An `agent` job that talks in the chat of the event that fired it is
+    /// checked when it runs.)
+    pub fn pending(&self) -> bool {
+        let Some(m) = self.made_by.as_ref().filter(|m| m.confined()) else { return false };
+        match &self.action {
+            Action::Agent { channel: Some(c), chat_id: Some(id), .. } => !m.is_own(c, id),
+            Action::Agent { .. } | Action::Cap { .. } => false,
+            Action::Emit { data, .. } => {
+                let field = |k: &str| data.get(k).and_then(serde_json::Value::as_str);
+                let other = |k: &str, mine: &str| data.get(k).is_some_and(|_| field(k) != Some(mine));
+                other("channel", &m.channel) || other("chat_id", &m.chat_id)
+            }
+        }
+    }
+
+    /// Whether an event of `(channel, chat_id)` may reach the job: a model-made job not
+    /// approved by the owner sees only its own conversation's events.
+    pub fn sees_chat(&self, channel: &str, chat_id: &str) -> bool {
+        self.made_by.as_ref().is_none_or(|m| !m.confined() || m.is_own(channel, chat_id))
     }
 
     /// Whether the job fires on its own (enabled and not paused).
@@ -265,13 +296,17 @@ impl Job {
         let Trigger::OnEvent { event: want, filter } = &self.trigger else { return false };
         self.active()
             && want == event.kind()
+            && self.sees_chat(event.channel(), event.chat_id())
             && filter.iter().all(|(k, v)| event.field_text(k).is_some_and(|f| f == v.as_str()))
     }
 
     /// Whether an event of type `event`, whose fields `field` looks up, triggers this job.
     pub fn matches_event<'a>(&self, event: &str, field: impl Fn(&str) -> Option<&'a str>) -> bool {
         let Trigger::OnEvent { event: want, filter } = &self.trigger else { return false };
-        self.active() && want == event && filter.iter().all(|(k, v)| field(k) == Some(v.as_str()))
+        self.active()
+            && want == event
+            && self.sees_chat(field("channel").unwrap_or_default(), field("chat_id").unwrap_or_default())
+            && filter.iter().all(|(k, v)| field(k) == Some(v.as_str()))
     }
 }
 

@@ -67,6 +67,7 @@ impl Base {
             session: None,
             toolbox: Arc::clone(&self.toolbox),
             depth: 0,
+            caller: chela_core::cap::Caller::Internal,
         }
     }
 }

@@ -29,6 +29,8 @@ pub enum Command {
     /// `chela run`: the daemon.
     Run,
     Cron(CronCmd),
+    /// `chela rules …`: the event router's rules.
+    Rules(RulesCmd),
     /// `chela heartbeat trigger`.
     Heartbeat,
     /// `chela mcp …`: the MCP servers Chela uses.
@@ -75,6 +77,7 @@ pub enum Topic {
     ServiceStatus,
     Run,
     Cron,
+    Rules,
     Heartbeat,
     Mcp,
     McpList,
@@ -97,6 +100,7 @@ impl Topic {
             ("doctor", _) => Topic::Doctor,
             ("run", _) => Topic::Run,
             ("cron", _) => Topic::Cron,
+            ("rules", _) => Topic::Rules,
             ("heartbeat", _) => Topic::Heartbeat,
             ("mcp", Some("list")) => Topic::McpList,
             ("mcp", Some("test")) => Topic::McpTest,
@@ -149,6 +153,7 @@ impl Topic {
             | Topic::Service
             | Topic::Run
             | Topic::Cron
+            | Topic::Rules
             | Topic::Heartbeat
             | Topic::Mcp => 1,
             Topic::Board | Topic::Device | Topic::State => 1,
@@ -237,6 +242,16 @@ pub enum CronCmd {
     Trigger(String),
     Pause(String),
     Resume(String),
+    /// Let a job the assistant made act beyond its own chat.
+    Approve(String),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum RulesCmd {
+    List,
+    /// Let a rule the assistant made act beyond its own chat.
+    Approve(String),
+    Remove(String),
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -422,6 +437,10 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("cron", ["trigger", id]) => Command::Cron(CronCmd::Trigger((*id).to_owned())),
         ("cron", ["pause", id]) => Command::Cron(CronCmd::Pause((*id).to_owned())),
         ("cron", ["resume", id]) => Command::Cron(CronCmd::Resume((*id).to_owned())),
+        ("cron", ["approve", id]) => Command::Cron(CronCmd::Approve((*id).to_owned())),
+        ("rules", ["list"] | []) => Command::Rules(RulesCmd::List),
+        ("rules", ["approve", id]) => Command::Rules(RulesCmd::Approve((*id).to_owned())),
+        ("rules", ["remove", id]) => Command::Rules(RulesCmd::Remove((*id).to_owned())),
         ("heartbeat", ["trigger"]) => Command::Heartbeat,
         ("device", ["list"] | []) => Command::Device(DeviceCmd::List),
         ("device", ["approve", code]) => Command::Device(DeviceCmd::Approve((*code).to_owned())),
@@ -437,8 +456,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("board", ["check"]) => Command::Board(None),
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
-            "config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "heartbeat" | "board"
-            | "device" | "state",
+            "config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "rules" | "heartbeat"
+            | "board" | "device" | "state",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);

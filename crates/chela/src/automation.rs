@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, bail};
+use chela_core::cap::Caller;
+use chela_core::router::MadeBy;
 use chela_core::zone::{Zone, check_zone_name};
 
 /// What a tolerant reader of `cron.json` or `rules.json` found wrong: one type for both stores.
@@ -52,6 +54,53 @@ impl<B: BadLine> Problems<B> {
         out.extend(self.bad.iter().map(BadLine::bad_line));
         out
     }
+}
+
+/// Who makes a rule or job through a tool: `Ok(None)` for the owner (`chela cap call`, the
+/// owner's own rules, jobs and scripts), `Ok(Some(..))` for the model, with the conversation
+/// the call was made in and the hidden groups that conversation could call then. Anything
+/// called from a conversation is the model's, whoever the caller says it is. The model
+/// without a conversation (an MCP client of `chela mcp serve`) cannot make one: there is no
+/// chat to hold it to.
+pub fn made_by(ctx: &crate::tools::ToolCtx) -> Result<Option<MadeBy>, String> {
+    let Some((channel, chat_id)) = &ctx.conversation else {
+        if ctx.caller == Caller::Model {
+            return Err("rules and jobs made by the assistant belong to a conversation, and this call has none; \
+                 the owner adds them with `chela cron add` or by editing rules.json"
+                .to_owned());
+        }
+        return Ok(None);
+    };
+    let groups = ctx.session.as_ref().map_or_else(Vec::new, |s| {
+        chela_core::skills::unlocked_groups(
+            &ctx.toolbox.registry(),
+            &s.named_groups(),
+            &ctx.cfg.list(chela_core::config::CAPS_HIDDEN),
+        )
+    });
+    let m = MadeBy::new(channel, chat_id, groups);
+    m.check().map_err(|e| format!("this conversation cannot own a rule or job: {e}"))?;
+    Ok(Some(m))
+}
+
+/// The context and scope a model-made rule or job calls its tools in: its conversation, and
+/// the hidden groups it recorded, less any the person hid since.
+pub(crate) fn model_ctx(ctx: &mut crate::tools::ToolCtx, m: &MadeBy) -> Vec<String> {
+    ctx.conversation = Some((m.channel.clone(), m.chat_id.clone()));
+    ctx.session = Some(std::sync::Arc::new(crate::skills::SessionRef::new(&m.channel, &m.chat_id, m.groups.clone())));
+    chela_core::skills::unlocked_groups(
+        &ctx.toolbox.registry(),
+        &m.groups,
+        &ctx.cfg.list(chela_core::config::CAPS_HIDDEN),
+    )
+}
+
+/// The log line for a model-made rule or job that would have acted but waits for the owner.
+pub fn waiting_line(kind: &str, id: &str, approve: &str) -> String {
+    format!(
+        "{kind} {id} was made by the assistant and acts on another chat than the one it was made in: it waits \
+         for the owner's approval and did nothing (approve it with `{approve} {id}`, or remove it)"
+    )
 }
 
 /// Where zones are read from, unless `TZDIR` says otherwise (as for the C library).

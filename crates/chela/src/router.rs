@@ -233,6 +233,11 @@ impl Rules {
                 serde_json::json!({
                     "id": r.id,
                     "enabled": r.enabled,
+                    "made_by": r.made_by.map_or_else(
+                        || "owner".to_owned(),
+                        |m| format!("assistant in {}{}", m.chat(), if m.approved { ", approved by the owner" } else { "" })
+                    ),
+                    "pending": r.pending,
                     "last_fired_ms_ago": r.last_fired.map(|t| now.saturating_sub(t)),
                     "rule": r.spec,
                 })
@@ -248,6 +253,19 @@ impl Rules {
         let added = router.add_rule(spec).map_err(|e| anyhow::anyhow!("{e}"))?;
         self.write(&mut g, router)?;
         Ok(added)
+    }
+
+    /// Whether the rule `id` waits for the owner's approval.
+    pub fn pending(&self, id: &str) -> bool {
+        self.lock().router.rules().any(|r| r.id == id && r.pending)
+    }
+
+    /// The owner approves the model-made rule `id` (`chela rules approve`, the console).
+    pub fn approve(&self, id: &str) -> Result<()> {
+        let mut g = self.lock();
+        let mut router = Router::load(&g.router.to_json()).router;
+        router.approve_rule(id).map_err(|e| anyhow::anyhow!("{e} (`chela rules list` shows the rules)"))?;
+        self.write(&mut g, router)
     }
 
     /// Removes the rule `id`.
@@ -288,6 +306,13 @@ impl Rules {
     pub fn plan(&self, event: &Event) -> Plan {
         let now = self.now_ms();
         let plan = self.lock().router.handle_event(event, now);
+        for id in &plan.waiting {
+            tracing::warn!(
+                event = event.kind(),
+                "{}",
+                crate::automation::waiting_line("rule", id, "chela rules approve")
+            );
+        }
         if plan.emits_refused > 0 {
             tracing::warn!(
                 event = event.kind(),

@@ -197,6 +197,9 @@ pub struct JobView {
     pub job: Job,
     /// The next fire time (Unix seconds), if it fires on its own.
     pub next_fire: Option<i64>,
+    /// Made by the model and acting on another chat: it does nothing until the owner approves
+    /// it (`chela cron approve`).
+    pub pending: bool,
     /// The same in the user's zone, `2026-12-02 08:00:00 +01:00`.
     pub next_fire_local: Option<String>,
     /// What became of its last run, in one line, when it ran.
@@ -397,6 +400,19 @@ impl Scheduler {
         drop(g);
         self.changed.notify_one();
         Ok(job)
+    }
+
+    /// The owner approves the model-made job `id`: it may then act beyond the chat it was made
+    /// in. Only the owner's commands call this.
+    pub fn approve(&self, id: &str, now: i64) -> Result<Job> {
+        if self.get(id, now).is_some_and(|v| v.job.made_by.is_none()) {
+            bail!("job {id:?} is the owner's (not made by the assistant): it needs no approval");
+        }
+        self.update(id, now, |j| {
+            if let Some(m) = &mut j.made_by {
+                m.approved = true;
+            }
+        })
     }
 
     /// Asks the task to run the job `id` now.
@@ -622,6 +638,7 @@ fn view(g: &Inner, j: &LoadedJob, now: i64) -> JobView {
     JobView {
         job: j.job.clone(),
         next_fire: next,
+        pending: j.job.pending(),
         next_fire_local: next.map(|t| local_time(t, &g.settings.zone)),
         status: g.outcomes.get(&j.job.id).map(|o| o.line(&local_time(o.at, &g.settings.zone))),
         last_outcome: g.outcomes.get(&j.job.id).cloned(),
@@ -644,7 +661,15 @@ pub fn emit_event(job: &Job, depth: u8) -> Result<Event, String> {
         other => return Err(format!("action.data: expected an object of event fields, found {other}")),
     };
     let text = |k: &str| fields.get(k).and_then(serde_json::Value::as_str).unwrap_or_default();
-    ev = ev.with_chat(text("channel"), text("chat_id")).and_then(|e| e.with_text(text("text"))).map_err(bad)?;
+    // A model-made job's event carries the chat it was made in unless it names one (which then
+    // waits for the owner's approval: `Job::pending`), so what it raises is never anonymous.
+    let (channel, chat_id) = match &job.made_by {
+        Some(m) if !fields.contains_key("channel") && !fields.contains_key("chat_id") => {
+            (m.channel.as_str(), m.chat_id.as_str())
+        }
+        _ => (text("channel"), text("chat_id")),
+    };
+    ev = ev.with_chat(channel, chat_id).and_then(|e| e.with_text(text("text"))).map_err(bad)?;
     for (k, v) in &fields {
         let value = match v {
             serde_json::Value::String(_) if ["text", "channel", "chat_id"].contains(&k.as_str()) => continue,

@@ -8,6 +8,7 @@ use serde_json::{Map, Value as Json};
 use core::cmp::Ordering;
 
 use super::event::{BUILTIN_FIELDS, Builtin, Event, Value, valid_field_name};
+use super::made_by::MadeBy;
 use super::template::{ArgsTemplate, Template};
 
 /// The longest rule id, in bytes.
@@ -306,6 +307,11 @@ pub(crate) struct Rule {
     pub(crate) actions: Box<[ActionT]>,
     /// The rule as it was given, written back to `rules.json` unchanged.
     pub(crate) spec: Json,
+    /// The conversation the model made it in; `None` for the owner's rules.
+    pub(crate) made_by: Option<MadeBy>,
+    /// Made by the model, not approved, and an action names a chat other than its own: it
+    /// does nothing until the owner approves it.
+    pub(crate) pending: bool,
 }
 
 /// A message naming the field at fault, e.g. "`match.text`: expected …".
@@ -400,7 +406,7 @@ pub(crate) fn compile(spec: Json) -> Result<Rule, Fault> {
     known_keys(
         map,
         "",
-        &["id", "description", "enabled", "match", "only_if", "cooldown_ms", "consume_on_match", "actions"],
+        &["id", "description", "enabled", "match", "only_if", "cooldown_ms", "consume_on_match", "actions", "made_by"],
     )?;
     let id = match map.get("id") {
         None => return Err(fault("id", "missing; every rule needs an id")),
@@ -421,7 +427,16 @@ pub(crate) fn compile(spec: Json) -> Result<Rule, Fault> {
         }
     };
 
-    let (kind, pats) = match map.get("match") {
+    let made_by = match map.get("made_by") {
+        None => None,
+        Some(v) => {
+            let m: MadeBy = serde_json::from_value(v.clone())
+                .map_err(|e| fault("made_by", &alloc::format!("expected {{\"channel\", \"chat_id\"}}: {e}")))?;
+            m.check().map_err(|e| fault("made_by", &e))?;
+            Some(m)
+        }
+    };
+    let (kind, mut pats) = match map.get("match") {
         None => (None, Vec::new()),
         Some(v) => matcher(v)?,
     };
@@ -433,6 +448,14 @@ pub(crate) fn compile(spec: Json) -> Result<Rule, Fault> {
         None => return Err(fault("actions", "missing; a rule needs at least one action")),
         Some(v) => actions(v)?,
     };
+    let confined = made_by.as_ref().filter(|m| m.confined());
+    if let Some(m) = confined {
+        // Events of other chats never reach it: their text is not its to read, and an action
+        // without a destination answers the event's chat.
+        pats.push(Pat { field: Builtin::Channel, kind: PatKind::Exact, s: m.channel.as_str().into() });
+        pats.push(Pat { field: Builtin::ChatId, kind: PatKind::Exact, s: m.chat_id.as_str().into() });
+    }
+    let pending = confined.is_some_and(|m| actions.iter().any(|a| reaches_other(a, m)));
     Ok(Rule {
         id: id.into(),
         enabled,
@@ -443,7 +466,20 @@ pub(crate) fn compile(spec: Json) -> Result<Rule, Fault> {
         consume,
         actions: actions.into_boxed_slice(),
         spec,
+        made_by,
+        pending,
     })
+}
+
+/// Whether the action talks or sends to a chat other than `own`'s: a destination that is not
+/// plain text equal to its own (one without a destination answers the event's chat, which for
+/// a confined rule is its own).
+fn reaches_other(action: &ActionT, own: &MadeBy) -> bool {
+    let (ActionT::Agent { channel, chat_id, .. } | ActionT::Send { channel, chat_id, .. }) = action else {
+        return false;
+    };
+    let other = |t: &Option<Template>, mine: &str| t.as_ref().is_some_and(|t| t.literal().is_none_or(|s| s != mine));
+    other(channel, &own.channel) || other(chat_id, &own.chat_id)
 }
 
 type Matcher = (Option<Box<str>>, Vec<Pat>);

@@ -71,6 +71,12 @@ impl Template {
         self.0.iter().all(|p| matches!(p, Part::Lit(_)))
     }
 
+    /// The text of a template without placeholders.
+    pub(crate) fn literal(&self) -> Option<String> {
+        self.is_literal()
+            .then(|| self.0.iter().filter_map(|p| if let Part::Lit(s) = p { Some(&**s) } else { None }).collect())
+    }
+
     /// Whether the template refers to the previous action's output.
     pub(crate) fn uses_last(&self) -> bool {
         self.0.contains(&Part::Last)

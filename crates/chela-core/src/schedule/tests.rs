@@ -205,6 +205,7 @@ fn job(trigger: Trigger) -> Job {
         delete_after_run: false,
         created_at: None,
         last_run: None,
+        made_by: None,
     }
 }
 

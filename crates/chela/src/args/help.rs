@@ -34,7 +34,8 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::ServiceUninstall => "chela service uninstall",
         Topic::ServiceStatus => "chela service status",
         Topic::Run => "chela run",
-        Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume> [args]",
+        Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume|approve> [args]",
+        Topic::Rules => "chela rules <list|approve|remove> [ID]",
         Topic::Heartbeat => "chela heartbeat trigger",
         Topic::Mcp => "chela mcp <list|test|serve> [NAME]",
         Topic::McpList => "chela mcp list",
@@ -77,6 +78,7 @@ pub fn text(topic: Topic) -> String {
         Topic::ServiceStatus => ("whether the service is installed, enabled and running.", SERVICE_STATUS),
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
         Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
+        Topic::Rules => ("the event router's rules in rules.json.", RULES),
         Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
         Topic::Mcp => ("the MCP servers whose tools Chela uses ([mcp.servers.NAME]).", MCP),
         Topic::McpList => ("the configured MCP servers: state, protocol era, tool count.", MCP_LIST),
@@ -127,8 +129,10 @@ Commands:
   service install|uninstall|status
                           Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
-  cron list|add|remove|trigger|pause|resume [JSON|ID]
+  cron list|add|remove|trigger|pause|resume|approve [JSON|ID]
                           The scheduled jobs (cron.json)
+  rules list|approve|remove [ID]
+                          The event router's rules (rules.json)
   heartbeat trigger       Ask the running daemon for a heartbeat now
   mcp list|test NAME      The MCP servers (state, era, tools), or connect to one and list its tools
   mcp endpoint add|list|remove [NAME]
@@ -457,6 +461,8 @@ Verbs:
   remove ID               Remove a job
   trigger ID              Ask the running daemon to run a job now (within a second)
   pause ID | resume ID    Stop a job from firing until resumed
+  approve ID              Let a job the assistant made act on another chat (listed as
+                          `waits for your approval`); until then it does nothing
 
 A job: {\"id\":\"tea\",\"trigger\":{\"type\":\"cron\",\"expr\":\"0 16 * * 1-5\"},
 \"action\":{\"type\":\"agent\",\"message\":\"Time for tea?\",\"channel\":\"telegram\",\"chat_id\":\"42\"}}
@@ -467,6 +473,20 @@ are the settings.
 
 Example:
   chela cron pause tea
+";
+
+const RULES: &str = "\
+Verbs:
+  list                    Every rule, who made it, and bad entries of rules.json
+  approve ID              Let a rule the assistant made act beyond the chat it was made in
+  remove ID               Remove a rule
+
+A rule the assistant made (router_add_rule) acts only on the events of the chat it was made
+in, and one that would talk or send to another chat does nothing until you approve it.
+Rules you write into rules.json by hand are yours and run as written.
+
+Example:
+  chela rules approve daily-report
 ";
 
 const HEARTBEAT: &str = "\

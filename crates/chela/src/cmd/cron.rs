@@ -1,6 +1,8 @@
-//! `chela cron list|add|remove|trigger|pause|resume` and `chela heartbeat trigger`: the
-//! scheduled jobs, on the same `cron.json` the running daemon reads (it sees a change within a
-//! second). Running a job or a heartbeat is the daemon's: those verbs leave it a request.
+//! `chela cron list|add|remove|trigger|pause|resume|approve`, `chela rules list|approve|remove`
+//! and `chela heartbeat trigger`: the scheduled jobs and the router's rules, on the same
+//! `cron.json` and `rules.json` the running daemon reads (it sees a change within a second).
+//! Running a job or a heartbeat is the daemon's: those verbs leave it a request. Approving
+//! what the assistant made is the owner's, here (never a tool's).
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
@@ -8,7 +10,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, Result, bail};
 use chela_core::schedule::Job;
 
-use crate::args::CronCmd;
+use crate::args::{CronCmd, RulesCmd};
 use crate::config::Config;
 use crate::scheduler::{Scheduler, Settings, now_secs, request};
 use crate::workspace::Workspace;
@@ -41,6 +43,10 @@ pub fn run(ws: &Workspace, cmd: CronCmd) -> Result<ExitCode> {
             sched.update(&id, now, |j| j.paused = false)?;
             format!("Resumed job {id}.\n")
         }
+        CronCmd::Approve(id) => {
+            sched.approve(&id, now)?;
+            format!("Approved job {id}: it may now act beyond the chat it was made in.\n")
+        }
         CronCmd::Trigger(id) => {
             if sched.get(&id, now).is_none() {
                 bail!("there is no job {id:?}; `chela cron list` lists them");
@@ -71,6 +77,16 @@ fn list(sched: &Scheduler, now: i64) -> String {
         let when = serde_json::to_string(&j.trigger).unwrap_or_default();
         let next = v.next_fire_local.as_deref().unwrap_or("-");
         let _ = writeln!(out, "{}  {state}  next: {next}  {when}", j.id);
+        if let Some(m) = &j.made_by {
+            let approval = if v.pending {
+                format!("; acts on another chat: waits for your approval (`chela cron approve {}`)", j.id)
+            } else if m.approved {
+                "; approved".to_owned()
+            } else {
+                "; acts in that chat only".to_owned()
+            };
+            let _ = writeln!(out, "    made by the assistant in {}{approval}", m.chat());
+        }
         if let Some(status) = &v.status {
             let _ = writeln!(out, "    last: {status}");
         }
@@ -78,6 +94,51 @@ fn list(sched: &Scheduler, now: i64) -> String {
     let problems = sched.problems().lines();
     if !problems.is_empty() {
         out.push_str("\nLeft out of cron.json (fix them; `chela doctor` lists them too):\n");
+        for p in problems {
+            let _ = writeln!(out, "  {p}");
+        }
+    }
+    out
+}
+
+pub fn rules(ws: &Workspace, cmd: RulesCmd) -> Result<ExitCode> {
+    ws.ensure()?;
+    let rules = crate::router::Rules::open(ws);
+    let out = match cmd {
+        RulesCmd::List => rules_list(&rules),
+        RulesCmd::Approve(id) => {
+            rules.approve(&id)?;
+            format!("Approved rule {id}: it may now act beyond the chat it was made in.\n")
+        }
+        RulesCmd::Remove(id) => {
+            rules.remove(&id)?;
+            format!("Removed rule {id}.\n")
+        }
+    };
+    out!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rules_list(rules: &crate::router::Rules) -> String {
+    let mut out = String::new();
+    let list = rules.list();
+    if list.is_empty() {
+        out.push_str("No router rules.\n");
+    }
+    for r in &list {
+        let id = r["id"].as_str().unwrap_or_default();
+        let state = if r["enabled"] == true { "enabled" } else { "disabled" };
+        let by = r["made_by"].as_str().unwrap_or_default();
+        let wait = if r["pending"] == true {
+            format!("  acts on another chat: waits for your approval (`chela rules approve {id}`)")
+        } else {
+            String::new()
+        };
+        let _ = writeln!(out, "{id}  {state}  made by {by}{wait}");
+    }
+    let problems = rules.problems().lines();
+    if !problems.is_empty() {
+        out.push_str("\nLeft out of rules.json (fix them; `chela doctor` lists them too):\n");
         for p in problems {
             let _ = writeln!(out, "  {p}");
         }

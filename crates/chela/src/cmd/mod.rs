@@ -38,6 +38,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,
         Command::Cron(c) => cron::run(&ws, c),
+        Command::Rules(c) => cron::rules(&ws, c),
         Command::Heartbeat => cron::heartbeat(&ws),
         Command::Mcp(c) => mcp::run(Base::load(ws)?, c).await,
         Command::McpServe => mcp_serve::run(ws).await,

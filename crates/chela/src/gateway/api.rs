@@ -72,6 +72,10 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
         (_, p) if p == "/devices" || p.starts_with("/devices/") => super::xiaozhi::api(gw, method, p, body).await,
         (&Method::GET, "/setup") => ok(setup_state(d)),
         (&Method::GET, "/scheduler/jobs") => ok(blocking(d, scheduler_jobs).await?),
+        (&Method::POST, "/scheduler/jobs/approve") => {
+            let r: IdReq = parse(body)?;
+            ok(blocking(d, move |d| scheduler_approve(d, &r.id)).await?)
+        }
         (&Method::POST, "/setup") => ok(setup(d, parse(body)?).await?),
         (_, p) if p.starts_with("/sessions/") => {
             let id = check_session_id(&p["/sessions/".len()..])?;
@@ -121,6 +125,11 @@ struct ContentReq {
 }
 
 #[derive(Deserialize)]
+struct IdReq {
+    id: String,
+}
+
+#[derive(Deserialize)]
 struct CodeReq {
     code: String,
 }
@@ -156,6 +165,13 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, ApiError> {
     let d = Arc::clone(d);
     tokio::task::spawn_blocking(move || f(&d)).await.map_err(|e| ApiError::internal("file work stopped", e))?
+}
+
+/// The owner approves a job the assistant made that acts on another chat (`chela cron approve`).
+fn scheduler_approve(d: &Daemon, id: &str) -> Result<Value, ApiError> {
+    let job =
+        d.scheduler().approve(id, crate::scheduler::now_secs()).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+    Ok(json!({"id": job.id, "approved": true}))
 }
 
 /// The scheduled jobs with their next fire times, and what is wrong with `cron.json`.

@@ -275,3 +275,28 @@ async fn a_heartbeat_gives_the_open_items_to_the_model_inside_the_active_hours_o
     let asked = String::from_utf8_lossy(&h.llm.requests()[0].body).into_owned();
     assert!(asked.contains("water the plants") && !asked.contains("feed the cat"), "{asked}");
 }
+
+#[tokio::test]
+async fn the_console_shows_a_job_the_assistant_made_for_another_chat_as_waiting_and_approves_it() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let s = h.daemon.scheduler();
+    let now = crate::scheduler::now_secs();
+    let job: chela_core::schedule::Job = serde_json::from_value(json!({"id": "far",
+        "trigger": {"type": "interval", "every_s": 3600},
+        "action": {"type": "agent", "message": "hi", "channel": "telegram", "chat_id": "7"},
+        "made_by": {"channel": "ws", "chat_id": "a"}}))
+    .unwrap();
+    s.upsert(job, now).unwrap();
+    let (_, list) = h.get("/api/scheduler/jobs").await;
+    assert_eq!(
+        (list["jobs"][0]["pending"].clone(), list["jobs"][0]["made_by"]["chat_id"].clone()),
+        (json!(true), json!("a"))
+    );
+    let (status, out) = h.send("POST", "/api/scheduler/jobs/approve", r#"{"id":"far"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{out}");
+    let (_, list) = h.get("/api/scheduler/jobs").await;
+    assert_eq!(list["jobs"][0]["pending"], json!(false));
+    assert_eq!(list["jobs"][0]["made_by"]["approved"], json!(true));
+    let (status, e) = h.send("POST", "/api/scheduler/jobs/approve", r#"{"id":"nope"}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{e}");
+}

@@ -117,15 +117,28 @@ pub async fn run_plan(daemon: &Arc<Daemon>, plan: Plan, depth: u8) {
 
 async fn run_rule(daemon: &Arc<Daemon>, fired: Fired, depth: u8) -> Result<(), String> {
     let mut last = String::new();
-    for action in fired.actions {
+    let made_by = fired.made_by.as_ref();
+    // The core holds a model-made rule to its own chat until the owner approves it; checked
+    // again here, where the chat is reached.
+    let own = |channel: &str, chat_id: &str| {
+        if made_by.is_some_and(|m| m.confined() && !m.is_own(channel, chat_id)) {
+            return Err(crate::automation::waiting_line("rule", &fired.rule, "chela rules approve"));
+        }
+        Ok(())
+    };
+    for action in fired.actions.iter().cloned() {
         match action {
             Action::Agent { channel, chat_id, message } => {
+                own(&channel, &chat_id)?;
                 last = talk_answer(daemon, &channel, &chat_id, message.render(&last), depth).await?;
             }
             Action::Cap { name, args } => {
-                last = call_cap(daemon, &name, &args.render(&last).to_string(), depth).await?;
+                last = call_cap(daemon, &name, &args.render(&last).to_string(), depth, made_by).await?;
             }
-            Action::Send { channel, chat_id, text } => send(daemon, &channel, &chat_id, &text.render(&last)).await?,
+            Action::Send { channel, chat_id, text } => {
+                own(&channel, &chat_id)?;
+                send(daemon, &channel, &chat_id, &text.render(&last)).await?;
+            }
             Action::Emit(emit) => {
                 let event = emit.event(&last).map_err(|e| format!("emit {}: {e}", emit.kind))?;
                 daemon.raise(event);

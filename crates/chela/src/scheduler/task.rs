@@ -150,6 +150,11 @@ fn scheduler_event(due: &Due, outcome: &Outcome) -> Result<chela_core::router::E
 
 async fn run_job(daemon: &Arc<Daemon>, due: &Due) -> Result<String, String> {
     let job = &due.job;
+    if job.pending() {
+        return Err(crate::automation::waiting_line("job", &job.id, "chela cron approve"));
+    }
+    // A model-made job the owner has not approved acts in its own conversation only.
+    let confined = job.made_by.as_ref().filter(|m| m.confined());
     match &job.action {
         Action::Agent { message, channel, chat_id } => {
             // An `on_event` job without a chat of its own talks in the event's.
@@ -157,6 +162,9 @@ async fn run_job(daemon: &Arc<Daemon>, due: &Due) -> Result<String, String> {
             let Some((channel, chat_id)) = channel.as_ref().zip(chat_id.as_ref()).or(event_chat) else {
                 return Err("the job names no channel and chat to talk in".to_owned());
             };
+            if confined.is_some_and(|m| !m.is_own(channel, chat_id)) {
+                return Err(crate::automation::waiting_line("job", &job.id, "chela cron approve"));
+            }
             let label = if job.name.is_empty() { job.id.clone() } else { format!("{} ({})", job.name, job.id) };
             let text = format!("[Scheduled job {label}] {message}");
             talk_answer(daemon, channel, chat_id, text, due.depth).await?;
@@ -165,7 +173,7 @@ async fn run_job(daemon: &Arc<Daemon>, due: &Due) -> Result<String, String> {
         Action::Cap { name, args } => {
             // A job written without `args` calls the tool with none.
             let input = if args.is_null() { "{}".to_owned() } else { args.to_string() };
-            let out = call_cap(daemon, name, &input, due.depth).await?;
+            let out = call_cap(daemon, name, &input, due.depth, job.made_by.as_ref()).await?;
             Ok(format!("{name} answered {} bytes", out.len()))
         }
         Action::Emit { event, .. } => {
@@ -181,19 +189,31 @@ async fn run_job(daemon: &Arc<Daemon>, due: &Due) -> Result<String, String> {
     }
 }
 
-/// Calls the tool `name` with `input` as Chela itself (`Caller::Internal`), with the
-/// settings of now; its output.
+/// Calls the tool `name` with `input`, with the settings of now; its output. The owner's rules
+/// and jobs (`made_by` `None`) call as Chela itself (`Caller::Internal`); the model's call as
+/// the model, in the conversation they were made in and with the groups it could call then,
+/// so a rule or job never does more than its maker could.
 /// `depth`: how many automation steps led to the call (its `cap_result` event carries it).
-pub(crate) async fn call_cap(daemon: &Arc<Daemon>, name: &str, input: &str, depth: u8) -> Result<String, String> {
+pub(crate) async fn call_cap(
+    daemon: &Arc<Daemon>,
+    name: &str,
+    input: &str,
+    depth: u8,
+    made_by: Option<&chela_core::router::MadeBy>,
+) -> Result<String, String> {
     let cfg = daemon.config();
     let skills = Arc::new(crate::skills::Skills::new(&cfg));
     let base = crate::app::Base::with_config(Arc::clone(daemon.workspace()), Arc::clone(daemon.toolbox()), skills, cfg)
         .map_err(|e| format!("{e:#}"))?;
     let mut ctx = base.tool_ctx();
     ctx.depth = depth;
+    let (caller, extra) = match made_by {
+        None => (Caller::Internal, Vec::new()),
+        Some(m) => (Caller::Model, crate::automation::model_ctx(&mut ctx, m)),
+    };
     daemon
         .toolbox()
-        .call(&ctx, name, input, Caller::Internal, Scope::default())
+        .call(&ctx, name, input, caller, Scope { extra_visible: &extra })
         .await
         .map_err(|e| format!("{name}: {e}"))
 }

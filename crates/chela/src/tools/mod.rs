@@ -83,6 +83,9 @@ pub struct ToolCtx {
     /// action fired by a message: 1). The `cap_result` event of the call carries it, so rules
     /// reacting to results with more calls stop at the router's depth bound.
     pub depth: u8,
+    /// Who makes the call: [`Toolbox::call`] sets it, so a tool that records authority (a rule,
+    /// a job) knows whether the model asked for it.
+    pub caller: Caller,
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
@@ -586,7 +589,9 @@ impl Toolbox {
             Arc::clone(handler)
         };
         let secs = ctx.cfg.int(chela_core::config::TOOLS_TIMEOUT_SECS).unsigned_abs();
-        match tokio::time::timeout(Duration::from_secs(secs), handler.call_json(ctx.clone(), input.to_owned())).await {
+        let mut ctx = ctx.clone();
+        ctx.caller = caller;
+        match tokio::time::timeout(Duration::from_secs(secs), handler.call_json(ctx, input.to_owned())).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::timed_out(format!(
                 "`{id}` did not finish within {secs} s and was stopped. The limit is the setting \

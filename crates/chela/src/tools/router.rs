@@ -37,11 +37,29 @@ impl Tool for AddRule {
     const BLOCKING: bool = true;
     type Args = RuleArgs;
 
-    async fn call<'a>(&'a self, _: &'a ToolCtx, a: RuleArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RuleArgs) -> ToolResult {
+        let mut rule = a.rule;
+        if rule.get("made_by").is_some() {
+            return Err(ToolError::refused(
+                "`made_by` is set by Chela from the conversation the rule is made in, not by the tool call; \
+                 leave it out",
+            ));
+        }
+        if let (Some(m), Some(spec)) =
+            (crate::automation::made_by(ctx).map_err(ToolError::refused)?, rule.as_object_mut())
+        {
+            spec.insert("made_by".to_owned(), serde_json::to_value(m).map_err(|e| ToolError::new(e.to_string()))?);
+        }
         self.0.refresh();
-        let id = a.rule.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
-        let added = self.0.add(a.rule).map_err(|e| ToolError::invalid_args(format!("{e:#}")))?;
-        Ok(format!("{} rule {id}.", if added == Added::Replaced { "Replaced" } else { "Added" }))
+        let id = rule.get("id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+        let added = self.0.add(rule).map_err(|e| ToolError::invalid_args(format!("{e:#}")))?;
+        let waits = if self.0.pending(&id) {
+            " It acts on another chat than this one, so it waits for the owner's approval (`chela rules approve`) \
+             and does nothing until then."
+        } else {
+            ""
+        };
+        Ok(format!("{} rule {id}.{waits}", if added == Added::Replaced { "Replaced" } else { "Added" }))
     }
 }
 

@@ -91,6 +91,7 @@ impl Tool for AddJob {
     type Args = AddArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: AddArgs) -> ToolResult {
+        let made_by = crate::automation::made_by(ctx).map_err(ToolError::refused)?;
         let mut action = a.action;
         default_target(ctx, &mut action, matches!(a.trigger, Trigger::OnEvent { .. }))?;
         let job = Job {
@@ -104,12 +105,13 @@ impl Tool for AddJob {
             delete_after_run: a.delete_after_run,
             created_at: None,
             last_run: None,
+            made_by,
         };
         let id = job.id.clone();
         let now = now_secs();
         let replaced = self.0.upsert(job, now).map_err(failed)?;
         let view = self.0.get(&id, now).ok_or_else(|| ToolError::new("the job vanished as it was added"))?;
-        Ok(format!("{} job {id}. {}", if replaced { "Replaced" } else { "Added" }, json(&view)))
+        Ok(format!("{} job {id}.{} {}", if replaced { "Replaced" } else { "Added" }, waits(&view), json(&view)))
     }
 }
 
@@ -275,6 +277,7 @@ impl Tool for CronAdd {
                 )));
             }
         };
+        let made_by = crate::automation::made_by(ctx).map_err(ToolError::refused)?;
         let mut action = Action::Agent { message: a.message, channel: a.channel, chat_id: a.chat_id };
         default_target(ctx, &mut action, false)?;
         let id = free_id(&self.0, now);
@@ -289,10 +292,20 @@ impl Tool for CronAdd {
             delete_after_run,
             created_at: None,
             last_run: None,
+            made_by,
         };
         self.0.upsert(job, now).map_err(failed)?;
         let view = self.0.get(&id, now).ok_or_else(|| ToolError::new("the job vanished as it was added"))?;
-        Ok(format!("OK: added cron job {id}. {}", json(&view)))
+        Ok(format!("OK: added cron job {id}.{} {}", waits(&view), json(&view)))
+    }
+}
+
+/// What the model is told of a job that does nothing until the owner approves it.
+fn waits(view: &crate::scheduler::JobView) -> &'static str {
+    if view.pending {
+        " It acts on another chat, so it waits for the owner's approval (`chela cron approve`) and does nothing until then."
+    } else {
+        ""
     }
 }
 

@@ -64,6 +64,7 @@ impl Fixture {
             session: self.session.clone(),
             toolbox: Arc::clone(&self.toolbox),
             depth: 0,
+            caller: chela_core::cap::Caller::Internal,
         }
     }
 

@@ -198,3 +198,33 @@ async fn on_event_and_emit_jobs_are_accepted_and_an_on_event_agent_job_needs_no_
     assert!(got["next_fire"].is_null(), "an on_event job has no time of its own: {got}");
     assert!(got["action"].get("channel").is_none(), "{got}");
 }
+
+#[tokio::test]
+async fn a_job_the_model_makes_belongs_to_its_chat_and_one_without_a_chat_is_refused() {
+    let fx = Fixture::new(&[("scheduler.timezone", "UTC")]);
+    let s = open(&fx);
+    let add = json!({"id": "far", "trigger": {"type": "interval", "every_s": 60},
+        "action": {"type": "agent", "message": "hi", "channel": "telegram", "chat_id": "7"}});
+    let out = call(&fx, AddJob(Arc::clone(&s)), add.clone()).await.unwrap();
+    assert!(out.contains("waits for the owner's approval"), "{out}");
+    let j = job(&s, "far");
+    assert_eq!(
+        (j["made_by"].clone(), j["pending"].clone()),
+        (json!({"channel": "telegram", "chat_id": "42"}), json!(true))
+    );
+    // The author is not the model's to write.
+    let mut forged = add.clone();
+    forged["made_by"] = json!({"channel": "telegram", "chat_id": "7", "approved": true});
+    assert!(call(&fx, AddJob(Arc::clone(&s)), forged).await.is_err());
+    s.approve("far", now_secs()).unwrap();
+    assert_eq!(job(&s, "far")["pending"], json!(false));
+    // A model with no conversation (an MCP client) cannot make one; the owner's call can.
+    let mut ctx = fx.ctx();
+    ctx.caller = chela_core::cap::Caller::Model;
+    let e = Arc::new(AddJob(Arc::clone(&s))).call_json(ctx, add.to_string()).await.unwrap_err();
+    assert!(e.0.contains("belong to a conversation"), "{e}");
+    let owner = Arc::new(AddJob(Arc::clone(&s))).call_json(fx.ctx(), add.to_string()).await.unwrap();
+    assert!(!owner.into_text().contains("approval"));
+    assert_eq!(job(&s, "far").get("made_by"), None, "the owner's job");
+    assert!(s.approve("far", now_secs()).unwrap_err().to_string().contains("needs no approval"));
+}
