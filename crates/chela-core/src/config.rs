@@ -238,7 +238,7 @@ keys! {
     SESSIONS_MAX_WAITING = "sessions.max_waiting", Kind::Int { min: 1, max: 1000 }, "8",
         "Messages that may wait in one conversation while a turn runs; more are refused as busy.";
     SESSIONS_MAX_LIVE = "sessions.max_live", Kind::Int { min: 1, max: 10_000 }, "64",
-        "Conversations kept open at once (quiet ones close after 10 minutes).";
+        "Conversations kept open at once (quiet ones close after 10 minutes; when all are taken, the least recently used quiet one closes).";
     SKILLS_SUMMARY_BUDGET = "skills.summary_budget", Kind::Int { min: 0, max: 1_000_000 }, "2048",
         "Bytes of the one-line-per-skill summary in the prompt; skills past it are counted, not listed.";
     SKILLS_MAX_BYTES = "skills.max_bytes", Kind::Int { min: 1024, max: 1_048_576 }, "32768",
