@@ -238,7 +238,7 @@ keys! {
     SESSIONS_MAX_WAITING = "sessions.max_waiting", Kind::Int { min: 1, max: 1000 }, "8",
         "Messages that may wait in one conversation while a turn runs; more are refused as busy.";
     SESSIONS_MAX_LIVE = "sessions.max_live", Kind::Int { min: 1, max: 10_000 }, "64",
-        "Conversations kept open at once (quiet ones close after 10 minutes).";
+        "Conversations kept open at once (quiet ones close after 10 minutes; when all are taken, the least recently used quiet one closes).";
     SKILLS_SUMMARY_BUDGET = "skills.summary_budget", Kind::Int { min: 0, max: 1_000_000 }, "2048",
         "Bytes of the one-line-per-skill summary in the prompt; skills past it are counted, not listed.";
     SKILLS_MAX_BYTES = "skills.max_bytes", Kind::Int { min: 1024, max: 1_048_576 }, "32768",
@@ -287,6 +287,16 @@ keys! {
         "Address and port the daemon's gateway listens on. Anything but loopback needs gateway.token.";
     GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",
         "Token clients of the gateway must present.";
+    GATEWAY_MAX_CONNECTIONS = "gateway.max_connections", Kind::Int { min: 8, max: 65_536 }, "256",
+        "Connections the gateway serves at once; the last eighth is kept for this machine and gateway.token holders.";
+    GATEWAY_CONNECTIONS_PER_ADDRESS = "gateway.connections_per_address", Kind::Int { min: 1, max: 65_536 }, "16",
+        "Connections one address other than this machine may hold on the gateway.";
+    GATEWAY_MAX_WEBSOCKETS = "gateway.max_websockets", Kind::Int { min: 1, max: 65_536 }, "128",
+        "WebSockets (chat, xiaozhi devices, MCP tool hosts) open on the gateway at once.";
+    GATEWAY_WEBSOCKETS_PER_ADDRESS = "gateway.websockets_per_address", Kind::Int { min: 1, max: 65_536 }, "8",
+        "WebSockets one address other than this machine may hold on the gateway.";
+    GATEWAY_WEBSOCKET_IDLE_SECS = "gateway.websocket_idle_secs", Kind::Int { min: 10, max: 86_400 }, "300",
+        "Seconds a /ws chat socket may go without a message either way (and no answer pending) before it is closed.";
     ACCESS_RATE_PER_HOUR = "access.rate_per_hour", Kind::Int { min: 0, max: 3_600_000 }, "30",
         "Messages one sender may send per hour on any channel (bursts allowed); 0: no limit.";
     LUA_ENABLED = "lua.enabled", Kind::Bool, "true",

@@ -373,7 +373,8 @@ pub fn shown_extra(path: &str, value: &toml::Value) -> String {
 pub fn needs_restart(key: &str) -> bool {
     // Every channel setting but those asked per message: the channels read theirs when they start.
     key.starts_with("channels.") && !key.ends_with(".allow_from") && key != "channels.telegram.stream_edits"
-        || matches!(key, "gateway.listen" | "gateway.token" | "sessions.max_waiting" | "sessions.max_live")
+        || key.starts_with("gateway.")
+        || matches!(key, "sessions.max_waiting" | "sessions.max_live")
 }
 
 /// What `chela config set|unset` says after changing `key` when it needs a restart.

@@ -7,6 +7,12 @@
 //! ([`HubLimits::inbox`]), the live conversations ([`HubLimits::max_live`]); an owner with
 //! nothing to do for [`HubLimits::idle`] ends and frees its history.
 //!
+//! When every slot is taken, the owner used least recently that has nothing queued or running
+//! is ended to make room, rather than refusing the new conversation: otherwise one client
+//! naming many chats would lock everyone else out until the idle time passes. Nothing is lost:
+//! every turn is already in the session file, which the next owner of that chat reads again.
+//! Only when every live conversation has a turn in flight is a new one refused.
+//!
 //! Drive it with [`SessionHub::submit`] (a turn) and [`SessionHub::restart`] (archive and start
 //! over, `/new`); both go through the same inbox, so a restart lands between two turns.
 
@@ -65,7 +71,7 @@ impl HubLimits {
 pub enum HubError {
     /// The chat's inbox is full.
     Busy { channel: String, chat: String, waiting: usize },
-    /// Too many conversations are open.
+    /// Every live conversation has a turn queued or running, so none could be closed.
     Full { live: usize },
 }
 
@@ -79,8 +85,8 @@ impl fmt::Display for HubError {
             ),
             HubError::Full { live } => write!(
                 f,
-                "{live} conversations are open at once, the most Chela keeps (sessions.max_live); try \
-                 again when one of them has been quiet for a while."
+                "{live} conversations are open at once, the most Chela keeps (sessions.max_live), and \
+                 every one is in the middle of a turn; try again when one of them has answered."
             ),
         }
     }
@@ -101,6 +107,11 @@ enum Job {
 struct Live {
     id: u64,
     inbox: mpsc::Sender<Job>,
+    /// Jobs queued or running; changed under the `live` lock when one is queued, by the owner
+    /// when one ends. Zero means the owner may be ended to make room.
+    jobs: Arc<AtomicUsize>,
+    /// When a job was last queued here ([`Shared::clock`]): the least recent goes first.
+    used: u64,
 }
 
 struct Shared {
@@ -112,6 +123,8 @@ struct Shared {
     limits: HubLimits,
     live: Mutex<HashMap<Key, Live>>,
     next_id: AtomicU64,
+    /// Ticks once per queued job: the order conversations were last used in.
+    clock: AtomicU64,
     /// Requests queued or running, and a wake-up for [`SessionHub::drained`].
     busy: AtomicUsize,
     idle: Notify,
@@ -168,6 +181,7 @@ impl SessionHub {
                 limits,
                 live: Mutex::new(HashMap::new()),
                 next_id: AtomicU64::new(0),
+                clock: AtomicU64::new(0),
                 busy: AtomicUsize::new(0),
                 idle: Notify::new(),
                 stop: Cancel::default(),
@@ -234,10 +248,17 @@ impl SessionHub {
         let mut job = job;
         // Counted before it can run, so `drained` never misses it.
         shared.busy.fetch_add(1, Ordering::AcqRel);
-        if let Some(l) = live.get(&key) {
+        let used = shared.clock.fetch_add(1, Ordering::Relaxed);
+        if let Some(l) = live.get_mut(&key) {
+            // Counted before the owner can take it, so its count never goes below zero.
+            l.jobs.fetch_add(1, Ordering::AcqRel);
             match l.inbox.try_send(job) {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    l.used = used;
+                    return Ok(());
+                }
                 Err(TrySendError::Full(_)) => {
+                    l.jobs.fetch_sub(1, Ordering::AcqRel);
                     shared.done();
                     return Err(HubError::Busy { channel: key.0, chat: key.1, waiting: shared.limits.inbox });
                 }
@@ -248,7 +269,7 @@ impl SessionHub {
                 }
             }
         }
-        if live.len() >= shared.limits.max_live {
+        if live.len() >= shared.limits.max_live && !evict_one(&mut live) {
             shared.done();
             return Err(HubError::Full { live: live.len() });
         }
@@ -256,8 +277,9 @@ impl SessionHub {
         // A new inbox has room for one job; were it somehow refused, `Pending` reports the loss.
         let _ = tx.try_send(job);
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
-        live.insert(key.clone(), Live { id, inbox: tx });
-        tokio::spawn(own(Arc::clone(shared), key, id, rx));
+        let jobs = Arc::new(AtomicUsize::new(1));
+        live.insert(key.clone(), Live { id, inbox: tx, jobs: Arc::clone(&jobs), used });
+        tokio::spawn(own(Arc::clone(shared), key, id, rx, jobs));
         Ok(())
     }
 
@@ -266,10 +288,28 @@ impl SessionHub {
     pub fn live(&self) -> usize {
         self.shared.live.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
+
+    /// Whether the test channel's `chat` has a live owner now.
+    #[cfg(test)]
+    pub fn is_live(&self, chat: &str) -> bool {
+        let key = ("test".to_owned(), chat.to_owned());
+        self.shared.live.lock().unwrap_or_else(PoisonError::into_inner).contains_key(&key)
+    }
+}
+
+/// Ends the least recently used owner with nothing queued or running, to make room; false when
+/// every one is busy. Dropping its inbox's only sender is the signal: its `recv` sees the end
+/// between jobs, never during one.
+fn evict_one(live: &mut HashMap<Key, Live>) -> bool {
+    let idle = live.iter().filter(|(_, l)| l.jobs.load(Ordering::Acquire) == 0).min_by_key(|(_, l)| l.used);
+    let Some(key) = idle.map(|(k, _)| k.clone()) else { return false };
+    tracing::debug!(channel = %key.0, chat = %key.1, "sessions: a quiet conversation was closed to make room");
+    live.remove(&key);
+    true
 }
 
 /// The owner of one conversation.
-async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<Job>) {
+async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<Job>, jobs: Arc<AtomicUsize>) {
     let path = shared.ws.session_path(&key.0, &key.1);
     let mut history: Option<History> = None;
     // The session file as this owner last read or wrote it.
@@ -312,6 +352,9 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                         }
                     }
                 };
+                // Free to be closed before the answer goes: whoever reads it may start another
+                // conversation at once and needs this slot.
+                jobs.fetch_sub(1, Ordering::AcqRel);
                 // The requester may have gone (a closed terminal); the turn is saved either way.
                 let _ = reply.send(result);
             }
@@ -321,6 +364,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                     history = Some(History { path: path.clone(), messages: Vec::new(), summary: None });
                     seen = None;
                 }
+                jobs.fetch_sub(1, Ordering::AcqRel);
                 let _ = reply.send(result);
             }
             Job::Close(reply) => {
@@ -335,6 +379,7 @@ async fn own(shared: Arc<Shared>, key: Key, id: u64, mut inbox: mpsc::Receiver<J
                     }
                     last
                 };
+                jobs.fetch_sub(1, Ordering::AcqRel);
                 let _ = reply.send(result);
                 if gone {
                     shared.done();

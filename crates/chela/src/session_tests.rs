@@ -280,3 +280,38 @@ async fn a_turn_waiting_for_the_lock_can_be_cancelled() {
     assert!(e.to_string().contains("waiting for another Chela process"), "{e}");
     assert!(s.llm.requests().is_empty());
 }
+
+#[tokio::test]
+async fn a_full_hub_closes_the_least_recently_used_quiet_conversation_and_it_comes_back_from_its_file() {
+    let script = ["a one", "b one", "c one", "a two"].map(Step::text).to_vec();
+    let s = setup(script, &[("sessions.max_live", "2")]);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    answer(soon(hub.submit(request("a", "remember alpha")).unwrap().finish()).await.unwrap());
+    answer(soon(hub.submit(request("b", "hi")).unwrap().finish()).await.unwrap());
+    // Both slots are taken by quiet conversations: the new one takes a's place (used least recently).
+    let c = hub.submit(request("c", "hi")).expect("a new conversation is not refused while quiet ones hold the slots");
+    assert_eq!(answer(soon(c.finish()).await.unwrap()), "c one");
+    assert!(!hub.is_live("a") && hub.is_live("b") && hub.is_live("c"));
+    assert_eq!(hub.live(), 2);
+    // a speaks again: its owner reads the whole conversation back from sessions/.
+    assert_eq!(answer(soon(hub.submit(request("a", "and now?")).unwrap().finish()).await.unwrap()), "a two");
+    assert_eq!(sent_texts(&s.llm, 3), ["remember alpha", "a one", "and now?"]);
+    assert!(!hub.is_live("b"), "b was the least recently used then");
+}
+
+#[tokio::test]
+async fn a_conversation_with_a_turn_in_flight_is_never_closed_to_make_room() {
+    let script =
+        vec![Step::tool_call("gate", json!({})), Step::text("b done"), Step::text("c done"), Step::text("a done")];
+    let s = setup(script, &[("sessions.max_live", "2")]);
+    let (mut started, open) = add_gate(&s.app);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    let a = hub.submit(request("a", "wait at the gate")).unwrap();
+    soon(started.recv()).await.unwrap();
+    answer(soon(hub.submit(request("b", "hi")).unwrap().finish()).await.unwrap());
+    // a was used first, but it is mid-turn: b goes instead.
+    assert_eq!(answer(soon(hub.submit(request("c", "hi")).unwrap().finish()).await.unwrap()), "c done");
+    assert!(hub.is_live("a") && !hub.is_live("b"));
+    open.notify_one();
+    assert_eq!(answer(soon(a.finish()).await.unwrap()), "a done");
+}

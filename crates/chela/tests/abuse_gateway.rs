@@ -263,3 +263,34 @@ fn another_sites_page_cannot_use_the_loopback_gateway() {
     assert_eq!(std::fs::read_to_string(d.root.join("chela.toml")).unwrap(), before);
     d.healthy();
 }
+
+#[test]
+fn one_client_naming_many_chats_does_not_lock_new_conversations_out() {
+    // sessions.max_live is 64: one WebSocket fills it with quiet conversations.
+    let mut script: Vec<Step> = (0..64).map(|i| Step::text(format!("answer {i}"))).collect();
+    script.push(Step::text("the one-shot answer"));
+    let d = Daemon::start(script);
+    runtime().block_on(async {
+        let mut c = connect(d.addr).await;
+        for i in 0..64 {
+            let msg = serde_json::json!({"type": "message", "content": "hi", "chat_id": format!("hog{i}")});
+            c.send(Message::text(msg.to_string())).await.unwrap();
+            loop {
+                let Some(Ok(Message::Text(t))) = c.next().await else { panic!("the connection ended") };
+                if t.as_str().contains(r#""type":"response""#) || t.as_str().contains(r#""type":"error""#) {
+                    assert!(t.as_str().contains(&format!("answer {i}")), "{t}");
+                    break;
+                }
+            }
+        }
+    });
+    // A new conversation from someone else: a one-shot request takes a quiet one's slot.
+    let body = r#"{"model":"chela","messages":[{"role":"user","content":"hello"}]}"#;
+    let head = "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json";
+    let (status, body) = d.http(head, body.as_bytes());
+    assert_eq!(status, 200, "the new conversation was refused: {body}");
+    assert!(body.contains("the one-shot answer"), "{body}");
+    // The conversations that were closed to make room are still on disk, whole.
+    let hog0 = std::fs::read_to_string(d.root.join("sessions/ws_hog0.jsonl")).unwrap_or_default();
+    assert!(hog0.contains("answer 0"), "{hog0}");
+}

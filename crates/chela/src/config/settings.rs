@@ -179,6 +179,11 @@ pub struct Gateway {
     /// Checked as an address when read (`Kind::Listen`), so [`Gateway::addr`] cannot fail.
     pub listen: String,
     pub token: String,
+    pub max_connections: u64,
+    pub connections_per_address: u64,
+    pub max_websockets: u64,
+    pub websockets_per_address: u64,
+    pub websocket_idle_secs: u64,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }

@@ -46,7 +46,10 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
     let (toolbox, shutdown) = (Arc::clone(gw.daemon.toolbox()), gw.daemon.shutdown().clone());
     // Recorded before the answer: a `remove` from now on cuts this host at the next reload.
     let joined = gw.daemon.endpoint_hosts().join(&name, &token);
+    // Counted among the gateway's WebSockets for as long as this task serves the socket.
+    let slot = super::ws_slot(&req);
     tokio::spawn(async move {
+        let _slot = slot;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => {
                 let config = WebSocketConfig::default()

@@ -7,8 +7,9 @@
 //! console and asks for nothing; anywhere else every request needs `gateway.token` (see
 //! [`auth`]).
 //!
-//! Everything is bounded: connections ([`Limits::connections`]; more are closed at once),
-//! request heads (hyper's read buffer and a header timeout, so a slow client cannot hold a
+//! Everything is bounded: connections ([`Limits::connections`]; more are closed at once; per
+//! source address, with a reserve only the owner can use: see [`admit`]), WebSockets (counted
+//! on their own, closed after [`Limits::ws_idle`] without traffic), request heads (hyper's read buffer and a header timeout, so a slow client cannot hold a
 //! connection while sending headers), request bodies ([`Limits::body`], read within
 //! [`Limits::body_timeout`]), WebSocket messages and each socket's outbound queue (see [`ws`]).
 //!
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
+use chela_core::config as keys;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
@@ -29,10 +31,10 @@ use hyper::header::{CONTENT_TYPE, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
 
 use crate::daemon::Daemon;
 
+mod admit;
 mod api;
 mod auth;
 mod error;
@@ -55,6 +57,8 @@ mod tests;
 mod tests_abuse;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_dos;
 #[cfg(test)]
 mod tests_vision;
 #[cfg(test)]
@@ -92,6 +96,23 @@ pub struct Limits {
     pub device_hello: Duration,
     /// A xiaozhi device that sends nothing for this long is closed (the firmware's own rule).
     pub device_idle: Duration,
+    /// Connections one source address other than this machine may hold.
+    pub per_address: usize,
+    /// The last of [`Limits::connections`], kept for the owner (see [`admit`]).
+    pub reserved: usize,
+    /// How long a connection on probation in the reserve may take to send its head.
+    pub probation_header_timeout: Duration,
+    /// Upgraded WebSockets open at once (chat, devices, MCP tool hosts).
+    pub websockets: usize,
+    /// WebSockets one source address other than this machine may hold.
+    pub ws_per_address: usize,
+    /// A `/ws` chat socket with no message either way and no turn in flight for this long is
+    /// closed (the page reconnects by itself).
+    pub ws_idle: Duration,
+    /// Whether a loopback peer is a client on this machine (exempt from the per-address caps,
+    /// and given a reserved slot outright). Tests switch it off to play remote clients from
+    /// 127.0.0.x.
+    pub loopback_is_local: bool,
 }
 
 impl Default for Limits {
@@ -108,7 +129,36 @@ impl Default for Limits {
             write_timeout: Duration::from_secs(10),
             device_hello: Duration::from_secs(10),
             device_idle: Duration::from_secs(120),
+            per_address: 16,
+            reserved: 32,
+            probation_header_timeout: Duration::from_secs(2),
+            websockets: 128,
+            ws_per_address: 8,
+            ws_idle: Duration::from_secs(300),
+            loopback_is_local: true,
         }
+    }
+}
+
+impl Limits {
+    /// The defaults with the `gateway.*` bounds the owner set.
+    pub fn from_config(cfg: &crate::config::Config) -> Limits {
+        let connections = cfg.usize(keys::GATEWAY_MAX_CONNECTIONS);
+        Limits {
+            connections,
+            // An eighth: plenty for one person's page and scripts, little for an attacker to miss.
+            reserved: (connections / 8).max(1),
+            per_address: cfg.usize(keys::GATEWAY_CONNECTIONS_PER_ADDRESS),
+            websockets: cfg.usize(keys::GATEWAY_MAX_WEBSOCKETS),
+            ws_per_address: cfg.usize(keys::GATEWAY_WEBSOCKETS_PER_ADDRESS),
+            ws_idle: Duration::from_secs(cfg.usize(keys::GATEWAY_WEBSOCKET_IDLE_SECS) as u64),
+            ..Limits::default()
+        }
+    }
+
+    /// Whether `peer` is a client on this machine.
+    fn is_local(&self, peer: SocketAddr) -> bool {
+        self.loopback_is_local && peer.ip().to_canonical().is_loopback()
     }
 }
 
@@ -124,7 +174,7 @@ pub struct Gateway {
     pub(crate) mcp: crate::mcp::serve::http::Endpoint,
     /// xiaozhi devices: the rate of new activation codes.
     pub(crate) onboarding: xiaozhi::Onboarding,
-    connections: Arc<Semaphore>,
+    admission: Arc<admit::Admission>,
 }
 
 /// Starts the gateway of `daemon` on `gateway.listen` and serves until the daemon stops.
@@ -140,7 +190,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> anyhow::Result<()> {
     // The bound address, so anything that names it (the OTA answer's WebSocket URL) has the
     // real port when `gateway.listen` asked for port 0.
     let bound = listener.local_addr().unwrap_or(listen);
-    let gw = Gateway::new(daemon, bound, token, Limits::default());
+    let gw = Gateway::new(daemon, bound, token, Limits::from_config(&cfg));
     gw.run(listener).await;
     Ok(())
 }
@@ -160,7 +210,7 @@ impl Gateway {
             limits,
             clients,
             onboarding: xiaozhi::Onboarding::default(),
-            connections: Arc::new(Semaphore::new(limits.connections)),
+            admission: admit::Admission::new(limits),
         })
     }
 
@@ -182,33 +232,50 @@ impl Gateway {
                 }
             };
             // Closing the newest connection keeps the ones already served working; waiting for
-            // a permit instead would let idle connections starve every new one.
-            let Ok(permit) = Arc::clone(&self.connections).try_acquire_owned() else {
-                tracing::debug!(%peer, "gateway: too many connections; one closed");
-                drop(stream);
-                continue;
+            // a slot instead would let idle connections starve every new one.
+            let admitted = match self.admission.connection(peer.ip(), self.limits.is_local(peer)) {
+                Ok(c) => c,
+                Err(why) => {
+                    tracing::debug!(%peer, "gateway: a connection was closed: {why}");
+                    drop(stream);
+                    continue;
+                }
             };
             let _ = stream.set_nodelay(true);
             let gw = Arc::clone(&self);
             tokio::spawn(async move {
+                let probation = admitted.probation;
                 let service = hyper::service::service_fn(|req| {
                     let gw = Arc::clone(&gw);
-                    async move { Ok::<_, Infallible>(gw.handle(peer, req).await) }
+                    async move {
+                        if probation && !gw.proves_owner(peer, &req) {
+                            return Ok::<_, Infallible>(busy_for_strangers());
+                        }
+                        Ok::<_, Infallible>(gw.handle(peer, req).await)
+                    }
                 });
+                let head_timeout =
+                    if probation { gw.limits.probation_header_timeout } else { gw.limits.header_timeout };
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(gw.limits.header_timeout)
+                    .header_read_timeout(head_timeout)
                     .max_buf_size(gw.limits.head.max(8192))
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades();
                 if let Err(e) = conn.await {
                     tracing::debug!(%peer, "gateway connection ended: {e}");
                 }
-                drop(permit);
+                drop(admitted);
             });
         }
         self.daemon.outlets().unregister("ws");
         self.daemon.toolbox().unregister(tool::GROUP);
+    }
+
+    /// Whether a request on a reserved connection may be served: it comes from this machine, or
+    /// it carries `gateway.token` (or none is needed here).
+    fn proves_owner<B>(&self, peer: SocketAddr, req: &Request<B>) -> bool {
+        self.limits.is_local(peer) || auth::check(self, peer, req, false).is_ok()
     }
 
     /// Answers one request from `peer`.
@@ -242,6 +309,12 @@ impl Gateway {
         // A device's conversation: authorised by its own token in the device store.
         let device_ws = upgrade && is_device_ws(&path);
         let who = auth::check(self, peer, &req, page || device || camera || host || device_ws)?;
+        let mut req = req;
+        if upgrade {
+            // Held by the socket's task (see `ws_slot`) for as long as it is open.
+            let slot = self.admission.websocket(peer.ip(), self.limits.is_local(peer))?;
+            req.extensions_mut().insert(slot);
+        }
         if host {
             return mcp_endpoint::accept(self, req).await;
         }
@@ -314,6 +387,25 @@ impl Gateway {
             Ok(Err(e)) => Err(ApiError::BadRequest(format!("the request body could not be read: {e}"))),
         }
     }
+}
+
+/// The WebSocket slot [`Gateway::route`] took for an upgrade request: its task keeps it while the
+/// socket is open.
+pub(crate) fn ws_slot<B>(req: &Request<B>) -> Option<admit::WsSlot> {
+    req.extensions().get::<admit::WsSlot>().cloned()
+}
+
+/// The answer on a reserved connection to a request that did not prove it is the owner's.
+fn busy_for_strangers() -> Resp {
+    let e = ApiError::Busy(
+        "the gateway's connections are all taken; the last few are kept for the owner, so a request on one \
+         needs gateway.token (Authorization: Bearer …). Try again in a minute."
+            .into(),
+    );
+    let mut resp = e.into_response();
+    // Not kept alive: the slot goes back to the reserve.
+    resp.headers_mut().insert(hyper::header::CONNECTION, HeaderValue::from_static("close"));
+    resp
 }
 
 /// Whether `path` is the xiaozhi conversation endpoint, `/xiaozhi/v1/` (with or without the slash).

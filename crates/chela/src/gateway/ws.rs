@@ -10,12 +10,17 @@
 //! bytes, or the connection is closed; each connection has one outbound queue of
 //! [`Limits::outbound`] events, and a client that lets it fill (it does not read) or takes
 //! longer than [`Limits::write_timeout`] to take one event is cut off rather than buffered for;
-//! one connection may use at most [`MAX_CHATS_PER_CONNECTION`] chat ids. Pings are answered
-//! by the codec; a close is answered and ends the connection.
+//! one connection may use at most [`MAX_CHATS_PER_CONNECTION`] chat ids, and wait for answers
+//! in at most [`MAX_BUSY_CHATS_PER_CONNECTION`] of them at once (a conversation with a turn in
+//! flight holds its live slot in the session hub; the quiet ones can be closed to make room).
+//! A connection with no message either way and no answer pending for [`Limits::ws_idle`] is
+//! closed; the page reconnects by itself. Pings are answered by the codec; a close is answered
+//! and ends the connection.
 //!
 //! [`Limits::ws_message`]: super::Limits::ws_message
 //! [`Limits::outbound`]: super::Limits::outbound
 //! [`Limits::write_timeout`]: super::Limits::write_timeout
+//! [`Limits::ws_idle`]: super::Limits::ws_idle
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -34,6 +39,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::auth::Who;
@@ -43,6 +50,10 @@ use crate::turn::{Cancel, Observer};
 
 /// Chat ids one connection may speak in; each is a session and a slot in [`Clients`].
 pub const MAX_CHATS_PER_CONNECTION: usize = 64;
+/// Chats of one connection with a turn in flight at once: with
+/// [`Limits::ws_per_address`](super::Limits::ws_per_address) sockets per address, what one
+/// address can hold of `sessions.max_live` (8 × 4 of the default 64).
+pub const MAX_BUSY_CHATS_PER_CONNECTION: usize = 4;
 /// The longest chat id a client may choose: it becomes part of a file name.
 pub const MAX_CHAT_ID: usize = 128;
 
@@ -67,7 +78,10 @@ pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -
     };
     let resp = switching_protocols(key)?;
     let gw = Arc::clone(gw);
+    // Counted among the gateway's WebSockets for as long as this task serves the socket.
+    let slot = super::ws_slot(&req);
     tokio::spawn(async move {
+        let _slot = slot;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => connection(gw, who, TokioIo::new(upgraded)).await,
             Err(e) => tracing::debug!("gateway: WebSocket upgrade failed: {e}"),
@@ -239,10 +253,14 @@ where
     let mut socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let (tx, mut rx) = mpsc::channel(limits.outbound.max(1));
     let out = Outbox::new(tx);
-    let conn = gw.clients.next_conn.fetch_add(1, Ordering::Relaxed);
-    let mut own_chat: Option<String> = None;
-    let mut joined: Vec<String> = Vec::new();
+    let mut conn = ConnState {
+        id: gw.clients.next_conn.fetch_add(1, Ordering::Relaxed),
+        own_chat: None,
+        joined: Vec::new(),
+        busy: Arc::default(),
+    };
     let shutdown = gw.daemon.shutdown().clone();
+    let mut last = tokio::time::Instant::now();
     loop {
         tokio::select! {
             incoming = socket.next() => match incoming {
@@ -252,8 +270,8 @@ where
                     break;
                 }
                 Some(Ok(Message::Text(text))) => {
-                    let chat = on_text(&gw, who, text.as_str(), &out, &mut own_chat, &mut joined, conn);
-                    if let Err(e) = chat {
+                    last = tokio::time::Instant::now();
+                    if let Err(e) = on_text(&gw, who, text.as_str(), &out, &mut conn) {
                         out.push(&event("error", &e.0, &e.1));
                     }
                 }
@@ -261,9 +279,23 @@ where
                     out.push(&event("error", "send messages as text frames holding JSON", ""));
                 }
                 // The codec answers pings and closes itself; the stream ends after a close.
+                // Pings do not count as use: a client that only answers them is idle.
                 Some(Ok(_)) => {}
             },
+            () = tokio::time::sleep_until(last + limits.ws_idle) => {
+                if !conn.busy.lock().unwrap_or_else(PoisonError::into_inner).is_empty() {
+                    // An answer is still coming: the wait is the model's, not the client's.
+                    last = tokio::time::Instant::now();
+                    continue;
+                }
+                tracing::debug!("gateway: a WebSocket idle for {:?} was closed", limits.ws_idle);
+                let reason = format!("idle for {} s; connect again to go on", limits.ws_idle.as_secs());
+                let frame = CloseFrame { code: CloseCode::Away, reason: reason.into() };
+                let _ = tokio::time::timeout(limits.write_timeout, socket.close(Some(frame))).await;
+                break;
+            }
             Some(text) = rx.recv() => {
+                last = tokio::time::Instant::now();
                 match tokio::time::timeout(limits.write_timeout, socket.send(Message::text(text))).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => {
@@ -286,19 +318,21 @@ where
             }
         }
     }
-    gw.clients.leave(conn, &joined);
+    gw.clients.leave(conn.id, &conn.joined);
+}
+
+/// What one connection has opened.
+struct ConnState {
+    id: u64,
+    /// `ws_<n>`, for messages without a chat id.
+    own_chat: Option<String>,
+    joined: Vec<String>,
+    /// Turns in flight per chat; at most [`MAX_BUSY_CHATS_PER_CONNECTION`] chats.
+    busy: Arc<Mutex<HashMap<String, usize>>>,
 }
 
 /// Handles one text message; an error is `(sentence, chat_id)` to send back.
-fn on_text(
-    gw: &Gateway,
-    who: Who,
-    text: &str,
-    out: &Outbox,
-    own_chat: &mut Option<String>,
-    joined: &mut Vec<String>,
-    conn: u64,
-) -> Result<(), (String, String)> {
+fn on_text(gw: &Gateway, who: Who, text: &str, out: &Outbox, conn: &mut ConnState) -> Result<(), (String, String)> {
     let msg: ClientMessage = serde_json::from_str(text).map_err(|e| {
         (
             format!("the message is not the expected JSON ({e}); send {{\"type\":\"message\",\"content\":\"…\"}}"),
@@ -310,7 +344,8 @@ fn on_text(
             check_chat_id(&c).map_err(|e| (e, String::new()))?;
             c
         }
-        None => own_chat
+        None => conn
+            .own_chat
             .get_or_insert_with(|| format!("ws_{}", gw.clients.next_chat.fetch_add(1, Ordering::Relaxed) + 1))
             .clone(),
     };
@@ -320,12 +355,24 @@ fn on_text(
     if msg.content.trim().is_empty() {
         return Err(("the message is empty".to_owned(), chat));
     }
-    if !joined.contains(&chat) {
-        if joined.len() >= MAX_CHATS_PER_CONNECTION {
+    if !conn.joined.contains(&chat) {
+        if conn.joined.len() >= MAX_CHATS_PER_CONNECTION {
             return Err((format!("one connection may use at most {MAX_CHATS_PER_CONNECTION} chat ids"), chat));
         }
-        gw.clients.join(&chat, conn, out);
-        joined.push(chat.clone());
+        gw.clients.join(&chat, conn.id, out);
+        conn.joined.push(chat.clone());
+    }
+    {
+        let busy = conn.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        if !busy.contains_key(&chat) && busy.len() >= MAX_BUSY_CHATS_PER_CONNECTION {
+            return Err((
+                format!(
+                    "this connection is already waiting for answers in {MAX_BUSY_CHATS_PER_CONNECTION} chats; send \
+                     this message once one of them has answered"
+                ),
+                chat,
+            ));
+        }
     }
     let incoming = Incoming {
         channel: "ws".to_owned(),
@@ -337,9 +384,19 @@ fn on_text(
     let observer = Box::new(WsObserver { out: out.clone(), chat: chat.clone() });
     match gw.daemon.submit(incoming, observer) {
         Submitted::Queued(pending) => {
-            let (daemon, out) = (Arc::clone(&gw.daemon), out.clone());
+            *conn.busy.lock().unwrap_or_else(PoisonError::into_inner).entry(chat.clone()).or_default() += 1;
+            let (daemon, out, busy) = (Arc::clone(&gw.daemon), out.clone(), Arc::clone(&conn.busy));
             tokio::spawn(async move {
                 let end = pending.finish().await;
+                {
+                    let mut busy = busy.lock().unwrap_or_else(PoisonError::into_inner);
+                    if let Some(n) = busy.get_mut(&chat) {
+                        *n -= 1;
+                        if *n == 0 {
+                            busy.remove(&chat);
+                        }
+                    }
+                }
                 out.push(&event("response", &daemon.reply_text(&end), &chat));
             });
             Ok(())

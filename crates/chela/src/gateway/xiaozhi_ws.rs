@@ -163,7 +163,10 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
     };
     let resp = super::ws::switching_protocols(key)?;
     let gw = Arc::clone(gw);
+    // Counted among the gateway's WebSockets for as long as this task serves the socket.
+    let slot = super::ws_slot(&req);
     tokio::spawn(async move {
+        let _slot = slot;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => connection(gw, device, vision, version, TokioIo::new(upgraded)).await,
             Err(e) => tracing::debug!("xiaozhi: WebSocket upgrade failed: {e}"),
