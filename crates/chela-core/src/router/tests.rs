@@ -342,7 +342,7 @@ fn the_loader_keeps_good_rules_and_reports_bad_ones_with_line_and_field() {
     let expect = [
         "rules.json line 8: rule `bad-op`: `only_if[0].op`: unknown op `gte`; one of eq, ne, gt, lt, ge, le, contains, exists",
         "rules.json line 15: not valid JSON: key must be a string",
-        "rules.json line 18: rule `typo`: `cooldown`: unknown field; expected one of id, description, enabled, match, only_if, cooldown_ms, consume_on_match, actions",
+        "rules.json line 18: rule `typo`: `cooldown`: unknown field; expected one of id, description, enabled, match, only_if, cooldown_ms, consume_on_match, actions, made_by",
         "rules.json line 19: rule `first`: the id is already used by the rule at line 3; this one is ignored",
         "rules.json line 20: rule `bad-template`: `actions[0].text`: unknown placeholder `{{evnt.text}}`: use `{{event.<field>}}` or `{{last.output}}`",
         "rules.json line 21: rule `last`: `actions[0].args.a`: `{{` at byte 0 is never closed with `}}`",
