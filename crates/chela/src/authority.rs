@@ -22,9 +22,10 @@
 //!   outside Chela: it is refused, not trusted silently, and the owner is told how to accept it
 //!   (`chela state trust FILE`) after checking it.
 //!
-//! Upgrading: the first time a workspace needs the key, stores already there (written by an
-//! older Chela, before seals) are recorded in the key file as adopted, byte for byte; such a
-//! store is trusted as it is until Chela next writes it, sealed. Nothing is rewritten, so no
+//! Upgrading: the key is made at the first start ([`prepare`], from `Workspace::ensure`) or the
+//! first time a store is needed; stores already there then (written by an older Chela, before
+//! seals) are recorded in the key file as adopted, byte for byte; such a store is trusted as it
+//! is until Chela next writes it, sealed. Nothing is rewritten, so no
 //! lock is needed and a store being written meanwhile is never lost.
 //!
 //! What this does not protect against: a program of the same user that writes to `state/`
@@ -228,6 +229,12 @@ fn split(text: &str) -> Option<(&str, [u8; 32], String)> {
     let before = covered.strip_suffix(SEAL_MEMBER)?.trim_end();
     let before = before.strip_suffix(',').unwrap_or(before);
     Some((covered, mac, format!("{before}\n}}")))
+}
+
+/// Makes the seal key of the folder `dir` if there is none yet (at every start, so a store
+/// planted later is never adopted).
+pub fn prepare(dir: &Path) -> io::Result<()> {
+    keyring(dir).map(|_| ())
 }
 
 /// `json`, one serialized store (a JSON object) for the file at `path`, with its seal: a last

@@ -54,6 +54,9 @@ impl Workspace {
         }
         // Every folder beneath, not only these: the file tools write anywhere in the workspace.
         sweep_stale_temps(&self.root);
+        // The seal key from the first start on, so only stores there before it are adopted.
+        crate::authority::prepare(&self.root.join(crate::authority::STATE_DIR))
+            .with_context(|| format!("cannot make the seal key in {}", self.root.display()))?;
         Ok(())
     }
 
