@@ -67,7 +67,10 @@ impl Daemon {
             .env("CHELA_LLM__API_KEY", "test-key")
             .env("CHELA_LLM__MAX_RETRIES", "0")
             .env("CHELA_VOICE__ASR_BASE_URL", audio.base_url())
-            .env("CHELA_VOICE__TTS_BASE_URL", audio.base_url());
+            .env("CHELA_VOICE__TTS_BASE_URL", audio.base_url())
+            // Two hundred devices at once are let in here; the WebSocket cap (128 by default)
+            // has its own tests (gateway/tests_dos.rs).
+            .env("CHELA_GATEWAY__MAX_WEBSOCKETS", "256");
         let run = Running::start(c, Duration::from_secs(30));
         let addr = run.addr();
         Daemon { dir, home, run, addr, llm, _audio: audio }
