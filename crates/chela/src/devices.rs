@@ -3,8 +3,9 @@
 //! Deny by default. A device Chela has not seen gets a 6-digit activation code from its OTA
 //! check ([`DeviceState::ota`]) and nothing else; it is bound only when the owner approves the
 //! code (`chela device approve CODE`, or the dashboard). Its first OTA check after that (same
-//! `Device-Id` MAC and `Client-Id`) gets a WebSocket token, shown in that answer only: the file
-//! keeps its SHA-256, compared in constant time. Later checks get the URL without a token (the
+//! `Device-Id` MAC and `Client-Id`, from the address that asked for the code) gets a WebSocket
+//! token, shown in that answer only: the file keeps its SHA-256, compared in constant time.
+//! Later checks get the URL without a token (the
 //! firmware keeps the one it stored) unless they prove they hold the current token
 //! (`Authorization: Bearer`), which rotates it: MAC and Client-Id travel in clear on every check,
 //! so repeating them must neither hand out a token nor invalidate the device's. The WebSocket
@@ -94,6 +95,10 @@ pub struct Device {
     pub token_sha256: String,
     pub created: u64,
     pub last_seen: u64,
+    /// The address its approved request came from: the first token goes only there, so a check
+    /// that replays the device's headers from elsewhere cannot take it first.
+    #[serde(default)]
+    pub source: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -249,9 +254,11 @@ impl DeviceState {
             self.devices.iter_mut().find(|d| d.id == c.id && d.client_id == c.client_id && d.state == State::Approved)
         {
             let first = d.token_sha256.is_empty();
+            let from_its_address = d.source.is_empty() || d.source == c.source;
             let proved = !first
                 && c.bearer.is_some_and(|t| constant_time_eq(token_hash(t).as_bytes(), d.token_sha256.as_bytes()));
-            if !first && !proved {
+            let owed = first && from_its_address;
+            if !owed && !proved {
                 // Anyone who saw the device's clear-text headers can send them again: such a check
                 // learns the URL only and changes nothing, so the device's stored token stays valid.
                 return Ok(Admission::Bound { token: None });
@@ -377,6 +384,7 @@ impl DeviceState {
             token_sha256: String::new(),
             created: now,
             last_seen: p.last_seen,
+            source: p.source,
         };
         self.devices.push(device.clone());
         Ok(device)
@@ -397,6 +405,7 @@ impl DeviceState {
                     token_sha256: String::new(),
                     created: 0,
                     last_seen: 0,
+                    source: String::new(),
                 });
             }
             return Err(DeviceError::Rule(format!(

@@ -80,6 +80,14 @@ fn repeating_an_approved_devices_mac_and_client_id_gets_no_token_and_invalidates
         assert_eq!(a, Admission::Bound { token: None }, "{bearer:?}");
     }
     assert_eq!(s, before, "nothing about the device changed");
+    // Before its first check, a check from another address than the one that asked for the code
+    // gets no token either, and leaves it for the device.
+    let mut fresh = DeviceState::default();
+    let Admission::Waiting { code, .. } = ota(&mut fresh, MAC, CLIENT, 100, 16, &rnd(1)) else { panic!() };
+    fresh.approve(&code, 101).unwrap();
+    let replay = check(&mut fresh, MAC, CLIENT, None, "10.0.0.66", 102, 16, &rnd(2)).unwrap();
+    assert_eq!(replay, Admission::Bound { token: None });
+    assert!(matches!(ota(&mut fresh, MAC, CLIENT, 103, 16, &rnd(3)), Admission::Bound { token: Some(_) }));
     assert!(s.token_ok(MAC, CLIENT, &token));
     // Proof of possession rotates it: the old token stops, the new one works.
     let Admission::Bound { token: Some(next) } =

@@ -171,6 +171,23 @@ async fn repeating_an_approved_devices_mac_and_client_id_gets_no_token_and_its_o
 }
 
 #[tokio::test]
+async fn the_first_token_goes_only_to_the_address_that_asked_for_the_code() {
+    let d = Daemon::start();
+    let (_, a) = d.ota(MAC, CLIENT).await;
+    let code = a["activation"]["code"].as_str().expect("a code").to_owned();
+    let (ok, out) = d.device(&["approve", &code]);
+    assert!(ok, "{out}");
+    // Someone polling the activation sees the approval at once and replays the device's check
+    // from another address before the device makes it: no token, and the device's is left for it.
+    assert_eq!(d.call(66, "/xiaozhi/ota/activate", MAC, CLIENT, &[]).await.0, 200);
+    let (status, a) = d.call(66, "/xiaozhi/ota/", MAC, CLIENT, &[]).await;
+    assert!(status == 200 && a["websocket"].get("token").is_none(), "{a}");
+    let (_, a) = d.ota(MAC, CLIENT).await;
+    let token = a["websocket"]["token"].as_str().unwrap_or_else(|| panic!("the device got no token: {a}"));
+    assert_eq!(d.dial(Some(MAC), Some(CLIENT), token).await, Ok(()));
+}
+
+#[tokio::test]
 async fn a_token_opens_the_websocket_only_with_its_own_mac_and_client_id() {
     let d = Daemon::start();
     let token = d.onboard(MAC, CLIENT).await;
