@@ -5,8 +5,11 @@
 Every scenario first onboards the way the firmware does, with the SDK's own OTA client: the OTA
 check; when the answer holds an `activation` code, the activation poll until the owner approves
 it; then the OTA check again for the WebSocket URL and token. The SDK's `init_connection` cannot
-do that part itself (it reads `websocket.token` from the first answer and keeps polling with it),
-so only the connection after approval goes through `XiaoZhiWebsocket.init_connection(ota_url=…)`.
+do that part itself (it reads `websocket.token` from the first answer and keeps polling with it).
+Chela hands a token out once, in that first answer after approval, and later OTA checks carry
+the URL only: the firmware keeps its token in NVS. So the connection after approval goes
+through `XiaoZhiWebsocket.init_connection` with that URL and the stored token, as the firmware
+does, and the OTA check the SDK would repeat (`ota_url=…`) is shown to give no new token.
 
 Scenarios:
   onboard   onboarding only
@@ -107,27 +110,34 @@ async def onboard(args):
         firmware=info.get("firmware"),
         server_time=bool(info.get("server_time")),
     )
-    if activation:
-        while True:
-            approved = await ota.check_activate(activation["challenge"])
-            emit("activate", approved=approved)
-            if approved:
-                break
-            await asyncio.sleep(0.2)
-        info = await ota.activate_device()
-        ws = info.get("websocket") or {}
-        emit(
-            "ota",
-            activation_code=(info.get("activation") or {}).get("code"),
-            websocket=bool(ws),
-            websocket_url=ws.get("url"),
-            websocket_version=ws.get("version"),
-            token_len=len(ws.get("token") or ""),
-        )
+    if not activation:
+        raise RuntimeError(f"a new device got no activation code: {info}")
+    while True:
+        approved = await ota.check_activate(activation["challenge"])
+        emit("activate", approved=approved)
+        if approved:
+            break
+        await asyncio.sleep(0.2)
+    info = await ota.activate_device()
+    ws = info.get("websocket") or {}
+    emit(
+        "ota",
+        activation_code=(info.get("activation") or {}).get("code"),
+        websocket=bool(ws),
+        websocket_url=ws.get("url"),
+        websocket_version=ws.get("version"),
+        token_len=len(ws.get("token") or ""),
+    )
+    # The check a rebooting device makes: the URL, and no token that would replace its own.
+    again = (await ota.activate_device()).get("websocket") or {}
+    emit("ota_again", websocket_url=again.get("url"), has_token="token" in again)
+    return ws.get("url"), ws.get("token")
 
 
-async def connect(args, seen):
-    device = Device(seen, ota_url=args.ota, audio_sample_rate=RATE)
+async def connect(args, seen, stored):
+    url, token = stored
+    device = Device(seen, url=url, audio_sample_rate=RATE)
+    device.websocket_token = token
     if args.tool:
         calls = []
 
@@ -218,11 +228,11 @@ async def stdin_line():
 
 
 async def scenario(args):
-    await onboard(args)
+    stored = await onboard(args)
     if args.scenario == "onboard":
         return
     seen = Seen()
-    device = await connect(args, seen)
+    device = await connect(args, seen, stored)
     try:
         if args.scenario in ("text", "mcp"):
             await device.send_text(args.text)

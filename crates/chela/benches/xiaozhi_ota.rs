@@ -1,7 +1,8 @@
 //! A xiaozhi device's OTA check through the real gateway: `chela run` on a fresh workspace and
 //! 127.0.0.1, one keep-alive connection, the firmware's headers and a system-info body. Two
 //! series: a device waiting for approval (its code is looked up and `last_seen` written) and an
-//! approved device (a new token is drawn, hashed and stored). Each request is a locked
+//! approved device (its first check draws, hashes and stores its token; the later ones, without
+//! proof of that token, get the URL alone and write nothing). A write is a locked
 //! read-modify-write of `state/devices.json` with an fsync'd atomic replace, which dominates.
 //!
 //! Run: `cargo bench -p chela --bench xiaozhi_ota` (the binary is `$CHELA_BIN`, else the one
@@ -95,5 +96,5 @@ fn main() {
     println!("{iters} OTA requests per series, one keep-alive connection:\n");
     println!("| device | median | p99 | max |\n|---|---|---|---|");
     show("waiting (activation code)", &waiting);
-    show("approved (new token)", &bound);
+    show("approved (URL, token kept)", &bound);
 }

@@ -258,6 +258,8 @@ pub enum RulesCmd {
 pub enum DeviceCmd {
     List,
     Approve(String),
+    /// A waiting code, or `all`.
+    Deny(String),
     Revoke(String),
     /// Offer `file` as `version` to devices running an older one (or to one device).
     FirmwareSet {
@@ -444,6 +446,7 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("heartbeat", ["trigger"]) => Command::Heartbeat,
         ("device", ["list"] | []) => Command::Device(DeviceCmd::List),
         ("device", ["approve", code]) => Command::Device(DeviceCmd::Approve((*code).to_owned())),
+        ("device", ["deny", code]) => Command::Device(DeviceCmd::Deny((*code).to_owned())),
         ("device", ["revoke", id]) => Command::Device(DeviceCmd::Revoke((*id).to_owned())),
         ("device", ["firmware", "set", file, version]) => Command::Device(DeviceCmd::FirmwareSet {
             file: PathBuf::from(file),

@@ -2,13 +2,22 @@
 //!
 //! Deny by default. A device Chela has not seen gets a 6-digit activation code from its OTA
 //! check ([`DeviceState::ota`]) and nothing else; it is bound only when the owner approves the
-//! code (`chela device approve CODE`, or the dashboard). From then on each OTA check of that
-//! device (same `Device-Id` MAC and `Client-Id`) issues a fresh WebSocket token, shown in that
-//! answer only: the file keeps its SHA-256, compared in constant time. Revoking clears it.
+//! code (`chela device approve CODE`, or the dashboard). Its first OTA check after that (same
+//! `Device-Id` MAC and `Client-Id`, from the address that asked for the code) gets a WebSocket
+//! token, shown in that answer only: the file keeps its SHA-256, compared in constant time.
+//! Later checks get the URL without a token (the
+//! firmware keeps the one it stored) unless they prove they hold the current token
+//! (`Authorization: Bearer`), which rotates it: MAC and Client-Id travel in clear on every check,
+//! so repeating them must neither hand out a token nor invalidate the device's. The WebSocket
+//! takes a token only with the MAC and Client-Id it was issued to. Revoking clears it.
 //!
-//! Bounds: at most `xiaozhi.max_pending` unapproved devices are remembered (the oldest is
-//! forgotten when more ask, so a flood of made-up MACs cannot grow the file), at most
-//! [`MAX_DEVICES`] bound ones, and every string a device reports is clipped.
+//! Bounds: at most `xiaozhi.max_pending` unapproved devices wait, at most
+//! [`MAX_PENDING_PER_SOURCE`] of them from one address; a request beyond either is refused and
+//! the ones already waiting are kept, so made-up MACs cannot push out the code of a device the
+//! owner is about to approve (the owner sees the queue with `chela device list` and clears it
+//! with `chela device deny all`). A MAC waits under one Client-Id: another Client-Id asking for
+//! it is refused until that request is approved, denied or expired. At most [`MAX_DEVICES`] are
+//! bound, and every string a device reports is clipped.
 //!
 //! The rules are plain functions of [`DeviceState`] with `now` and random bytes passed in; the
 //! file side ([`Devices`]) applies them under the file's lock with an atomic write, as the
@@ -39,6 +48,8 @@ pub const ACTIVATION_TIMEOUT_MS: u64 = 30_000;
 pub const MAX_FIRMWARE_BYTES: u64 = 16 * 1024 * 1024;
 /// Longest `Client-Id`; the firmware's is a 36-character UUID.
 pub const MAX_CLIENT_ID: usize = 64;
+/// Waiting requests from one address (`Pending::source`) at once.
+pub const MAX_PENDING_PER_SOURCE: usize = 4;
 /// Longest reported string kept (board name, app version…).
 const MAX_INFO: usize = 64;
 
@@ -79,11 +90,15 @@ pub struct Device {
     pub info: Info,
     pub state: State,
     /// SHA-256 (hex) of the WebSocket token last issued; empty until the first OTA check after
-    /// approval, and after a revoke.
+    /// approval (which is given the token, once), and after a revoke.
     #[serde(default)]
     pub token_sha256: String,
     pub created: u64,
     pub last_seen: u64,
+    /// The address its approved request came from: the first token goes only there, so a check
+    /// that replays the device's headers from elsewhere cannot take it first.
+    #[serde(default)]
+    pub source: String,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -106,6 +121,9 @@ pub struct Pending {
     pub expires_at: u64,
     pub created: u64,
     pub last_seen: u64,
+    /// The address the request came from (the per-source bound; shown to the owner).
+    #[serde(default)]
+    pub source: String,
 }
 
 /// A firmware image offered to devices older than `version`.
@@ -128,11 +146,25 @@ pub struct DeviceState {
     pub firmware: Option<FirmwareOffer>,
 }
 
+/// One OTA check, as the gateway received it.
+#[derive(Clone, Debug)]
+pub struct Check<'a> {
+    pub id: &'a str,
+    pub client_id: &'a str,
+    pub info: Info,
+    /// The token the request presented (`Authorization: Bearer`): proof that it is the device.
+    pub bearer: Option<&'a str>,
+    /// The address it came from.
+    pub source: &'a str,
+    pub now: u64,
+}
+
 /// What an OTA check gives a device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Admission {
-    /// Bound: here is its new token (shown this once).
-    Bound { token: String },
+    /// Bound. `token` is a new one (shown this once) for the first check after approval or a
+    /// check that proved it holds the current one; otherwise none, and the device keeps its own.
+    Bound { token: Option<String> },
     /// Waiting for the owner: show this code.
     Waiting { code: String, challenge: String },
 }
@@ -157,6 +189,8 @@ pub enum DeviceError {
     Rule(String),
     /// Too many requests at once; try again later (HTTP 503).
     Busy(String),
+    /// The request fits, but the store's state does not allow it (HTTP 409).
+    Conflict(String),
     /// The store could not be read or written (HTTP 5xx).
     Store(String),
 }
@@ -164,7 +198,9 @@ pub enum DeviceError {
 impl fmt::Display for DeviceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            DeviceError::Rule(m) | DeviceError::Busy(m) | DeviceError::Store(m) => f.write_str(m),
+            DeviceError::Rule(m) | DeviceError::Busy(m) | DeviceError::Conflict(m) | DeviceError::Store(m) => {
+                f.write_str(m)
+            }
         }
     }
 }
@@ -204,59 +240,82 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 impl DeviceState {
-    /// Whether an OTA check from `id`/`client_id` would make a new activation code (the
-    /// gateway rate-limits those).
-    pub fn needs_code(&self, id: &str, client_id: &str, now: u64) -> bool {
-        let bound = self.devices.iter().any(|d| d.id == id && d.client_id == client_id && d.state == State::Approved);
-        let waiting = self.pending.iter().any(|p| p.id == id && p.client_id == client_id && p.expires_at > now);
-        !bound && !waiting
-    }
-
-    /// An OTA check from a device. `random` supplies the token, code and challenge.
+    /// An OTA check from a device. `random` supplies the token, code and challenge;
+    /// `may_issue` is asked before a new code is made (the gateway's rate limit) and its refusal
+    /// is returned as is. Refusals write nothing.
     pub fn ota(
         &mut self,
-        id: &str,
-        client_id: &str,
-        info: Info,
-        now: u64,
+        c: Check<'_>,
         max_pending: usize,
         random: &[u8; 48],
-    ) -> Admission {
+        may_issue: impl FnOnce() -> Result<(), DeviceError>,
+    ) -> Result<Admission, DeviceError> {
         if let Some(d) =
-            self.devices.iter_mut().find(|d| d.id == id && d.client_id == client_id && d.state == State::Approved)
+            self.devices.iter_mut().find(|d| d.id == c.id && d.client_id == c.client_id && d.state == State::Approved)
         {
+            let first = d.token_sha256.is_empty();
+            let from_its_address = d.source.is_empty() || d.source == c.source;
+            let proved = !first
+                && c.bearer.is_some_and(|t| constant_time_eq(token_hash(t).as_bytes(), d.token_sha256.as_bytes()));
+            let owed = first && from_its_address;
+            if !owed && !proved {
+                // Anyone who saw the device's clear-text headers can send them again: such a check
+                // learns the URL only and changes nothing, so the device's stored token stays valid.
+                return Ok(Admission::Bound { token: None });
+            }
             let token = hex_of(&random[..32]);
             d.token_sha256 = token_hash(&token);
-            d.info = info;
-            d.last_seen = now;
-            return Admission::Bound { token };
+            d.info = c.info;
+            d.last_seen = c.now;
+            return Ok(Admission::Bound { token: Some(token) });
         }
-        self.pending.retain(|p| p.expires_at > now);
-        if let Some(p) = self.pending.iter_mut().find(|p| p.id == id && p.client_id == client_id) {
-            p.last_seen = now;
-            p.info = info;
-            return Admission::Waiting { code: p.code.clone(), challenge: p.challenge.clone() };
+        self.pending.retain(|p| p.expires_at > c.now);
+        if let Some(p) = self.pending.iter_mut().find(|p| p.id == c.id && p.client_id == c.client_id) {
+            p.last_seen = c.now;
+            p.info = c.info;
+            return Ok(Admission::Waiting { code: p.code.clone(), challenge: p.challenge.clone() });
         }
-        // One waiting request per device: a new Client-Id (the flash was erased) replaces it.
-        self.pending.retain(|p| p.id != id);
+        // The code a device shows is what the owner approves; replacing a waiting request would
+        // let anyone who knows a MAC swap in their own Client-Id behind that code.
+        if let Some(p) = self.pending.iter().find(|p| p.id == c.id) {
+            let mins = p.expires_at.saturating_sub(c.now).div_ceil(60);
+            return Err(DeviceError::Conflict(format!(
+                "device {} already waits for approval with another Client-Id; the owner approves or denies \
+                 that code first (`chela device list`, `chela device deny CODE`), or it expires in {mins} min",
+                c.id
+            )));
+        }
+        let max = max_pending.max(1);
+        let clear = "the owner sees them with `chela device list` and clears them with `chela device deny all`";
+        if self.pending.len() >= max {
+            // The ones waiting stay: one of them may be the device the owner is about to approve.
+            return Err(DeviceError::Busy(format!(
+                "{max} devices already wait for approval, the most Chela keeps (xiaozhi.max_pending); {clear}. \
+                 Try again once they are approved, denied or expired"
+            )));
+        }
+        if self.pending.iter().filter(|p| p.source == c.source).count() >= MAX_PENDING_PER_SOURCE {
+            return Err(DeviceError::Busy(format!(
+                "{MAX_PENDING_PER_SOURCE} devices from {} already wait for approval, the most from one address; \
+                 {clear}. Try again once they are approved, denied or expired",
+                c.source
+            )));
+        }
+        may_issue()?;
         let code = self.fresh_code(&random[32..40]);
         let challenge = hex_of(&random[40..48]);
-        while self.pending.len() >= max_pending.max(1) {
-            // The oldest is forgotten: a flood of made-up devices cannot grow the file.
-            let oldest = self.pending.iter().enumerate().min_by_key(|(_, p)| p.created).map_or(0, |(i, _)| i);
-            self.pending.remove(oldest);
-        }
         self.pending.push(Pending {
-            id: id.to_owned(),
-            client_id: client_id.to_owned(),
-            info,
+            id: c.id.to_owned(),
+            client_id: c.client_id.to_owned(),
+            info: c.info,
             code: code.clone(),
             challenge: challenge.clone(),
-            expires_at: now + CODE_TTL_SECS,
-            created: now,
-            last_seen: now,
+            expires_at: c.now + CODE_TTL_SECS,
+            created: c.now,
+            last_seen: c.now,
+            source: c.source.to_owned(),
         });
-        Admission::Waiting { code, challenge }
+        Ok(Admission::Waiting { code, challenge })
     }
 
     /// A 6-digit code no waiting device has: all of `random` (8 bytes, 64 bits) folded into one
@@ -325,6 +384,7 @@ impl DeviceState {
             token_sha256: String::new(),
             created: now,
             last_seen: p.last_seen,
+            source: p.source,
         };
         self.devices.push(device.clone());
         Ok(device)
@@ -345,6 +405,7 @@ impl DeviceState {
                     token_sha256: String::new(),
                     created: 0,
                     last_seen: 0,
+                    source: String::new(),
                 });
             }
             return Err(DeviceError::Rule(format!(
@@ -370,9 +431,19 @@ impl DeviceState {
         Ok(self.pending.remove(at))
     }
 
-    /// Whether `token` is the current token of the approved device `id` (for the WebSocket).
-    pub fn token_ok(&self, id: &str, token: &str) -> bool {
+    /// The owner turns every waiting device away at once (a flood of made-up ones), returning
+    /// them.
+    pub fn deny_all(&mut self) -> Vec<Pending> {
+        std::mem::take(&mut self.pending)
+    }
+
+    /// Whether `token` is the current token of the approved device `id`, presented with the
+    /// `client_id` it was issued to (for the WebSocket).
+    pub fn token_ok(&self, id: &str, client_id: &str, token: &str) -> bool {
         let Some(d) = self.devices.iter().find(|d| d.id == id && d.state == State::Approved) else { return false };
+        if !constant_time_eq(d.client_id.as_bytes(), client_id.as_bytes()) {
+            return false;
+        }
         !d.token_sha256.is_empty() && constant_time_eq(token_hash(token).as_bytes(), d.token_sha256.as_bytes())
     }
 

@@ -3,6 +3,26 @@ use super::*;
 const MAC: &str = "aa:bb:cc:dd:ee:01";
 const CLIENT: &str = "3f1c2a4e-0000-4000-8000-000000000001";
 
+/// An OTA check from `source` 10.0.0.1 without a bearer, allowed a new code.
+fn ota(s: &mut DeviceState, id: &str, client: &str, now: u64, max: usize, r: &[u8; 48]) -> Admission {
+    check(s, id, client, None, "10.0.0.1", now, max, r).unwrap()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn check(
+    s: &mut DeviceState,
+    id: &str,
+    client_id: &str,
+    bearer: Option<&str>,
+    source: &str,
+    now: u64,
+    max: usize,
+    r: &[u8; 48],
+) -> Result<Admission, DeviceError> {
+    let c = Check { id, client_id, info: Info::default(), bearer, source, now };
+    s.ota(c, max, r, || Ok(()))
+}
+
 fn rnd(seed: u8) -> [u8; 48] {
     let mut r = [0u8; 48];
     for (i, b) in r.iter_mut().enumerate() {
@@ -12,17 +32,15 @@ fn rnd(seed: u8) -> [u8; 48] {
 }
 
 #[test]
-fn a_new_device_waits_with_a_code_until_approved_then_gets_a_token() {
+fn a_new_device_waits_with_a_code_until_approved_then_gets_a_token_once() {
     let mut s = DeviceState::default();
-    assert!(s.needs_code(MAC, CLIENT, 100));
-    let Admission::Waiting { code, challenge } = s.ota(MAC, CLIENT, Info::default(), 100, 16, &rnd(1)) else {
+    let Admission::Waiting { code, challenge } = ota(&mut s, MAC, CLIENT, 100, 16, &rnd(1)) else {
         panic!("a new device is bound")
     };
     assert_eq!(code.len(), 6);
-    assert!(!s.needs_code(MAC, CLIENT, 101));
     // The same device asking again keeps its code.
     assert_eq!(
-        s.ota(MAC, CLIENT, Info::default(), 101, 16, &rnd(2)),
+        ota(&mut s, MAC, CLIENT, 101, 16, &rnd(2)),
         Admission::Waiting { code: code.clone(), challenge: challenge.clone() }
     );
     assert_eq!(s.activate(MAC, CLIENT, None, 102), Activation::Waiting);
@@ -31,24 +49,134 @@ fn a_new_device_waits_with_a_code_until_approved_then_gets_a_token() {
     let d = s.approve(&code, 103).unwrap();
     assert_eq!((d.id.as_str(), d.state, d.token_sha256.as_str()), (MAC, State::Approved, ""));
     assert_eq!(s.activate(MAC, CLIENT, Some(&challenge), 104), Activation::Done);
-    let Admission::Bound { token } = s.ota(MAC, CLIENT, Info::default(), 105, 16, &rnd(3)) else { panic!("not bound") };
-    assert!(s.token_ok(MAC, &token));
+    let Admission::Bound { token: Some(token) } = ota(&mut s, MAC, CLIENT, 105, 16, &rnd(3)) else {
+        panic!("no token after approval")
+    };
+    assert!(s.token_ok(MAC, CLIENT, &token));
     assert!(!s.devices[0].token_sha256.contains(&token), "only the hash is kept");
-    // The next check rotates it; the old one stops working.
-    let Admission::Bound { token: second } = s.ota(MAC, CLIENT, Info::default(), 106, 16, &rnd(4)) else { panic!() };
-    assert_ne!(token, second);
-    assert!(!s.token_ok(MAC, &token) && s.token_ok(MAC, &second));
     // Another Client-Id with the same MAC (an erased flash, or someone else) is not bound.
-    assert!(matches!(s.ota(MAC, "someone-else", Info::default(), 107, 16, &rnd(5)), Admission::Waiting { .. }));
+    assert!(matches!(ota(&mut s, MAC, "someone-else", 107, 16, &rnd(5)), Admission::Waiting { .. }));
+    assert!(s.token_ok(MAC, CLIENT, &token), "asking under another Client-Id takes nothing away");
     s.revoke(MAC).unwrap();
-    assert!(!s.token_ok(MAC, &second));
-    assert!(matches!(s.ota(MAC, CLIENT, Info::default(), 108, 16, &rnd(6)), Admission::Waiting { .. }));
+    assert!(!s.token_ok(MAC, CLIENT, &token));
+    assert!(matches!(ota(&mut s, MAC, CLIENT, 108, 16, &rnd(6)), Admission::Waiting { .. }));
+}
+
+/// Approves MAC/CLIENT and returns the token its first OTA check got.
+fn bound(s: &mut DeviceState) -> String {
+    let Admission::Waiting { code, .. } = ota(s, MAC, CLIENT, 100, 16, &rnd(1)) else { panic!("bound at once") };
+    s.approve(&code, 101).unwrap();
+    let Admission::Bound { token: Some(token) } = ota(s, MAC, CLIENT, 102, 16, &rnd(2)) else { panic!("no token") };
+    token
+}
+
+#[test]
+fn repeating_an_approved_devices_mac_and_client_id_gets_no_token_and_invalidates_nothing() {
+    let mut s = DeviceState::default();
+    let token = bound(&mut s);
+    let before = s.clone();
+    for (i, bearer) in [None, Some(""), Some("not-the-token"), Some(&*"x".repeat(64))].into_iter().enumerate() {
+        let a = check(&mut s, MAC, CLIENT, bearer, "10.0.0.66", 200, 16, &rnd(10 + i as u8)).unwrap();
+        assert_eq!(a, Admission::Bound { token: None }, "{bearer:?}");
+    }
+    assert_eq!(s, before, "nothing about the device changed");
+    // Before its first check, a check from another address than the one that asked for the code
+    // gets no token either, and leaves it for the device.
+    let mut fresh = DeviceState::default();
+    let Admission::Waiting { code, .. } = ota(&mut fresh, MAC, CLIENT, 100, 16, &rnd(1)) else { panic!() };
+    fresh.approve(&code, 101).unwrap();
+    let replay = check(&mut fresh, MAC, CLIENT, None, "10.0.0.66", 102, 16, &rnd(2)).unwrap();
+    assert_eq!(replay, Admission::Bound { token: None });
+    assert!(matches!(ota(&mut fresh, MAC, CLIENT, 103, 16, &rnd(3)), Admission::Bound { token: Some(_) }));
+    assert!(s.token_ok(MAC, CLIENT, &token));
+    // Proof of possession rotates it: the old token stops, the new one works.
+    let Admission::Bound { token: Some(next) } =
+        check(&mut s, MAC, CLIENT, Some(&token), "10.0.0.1", 300, 16, &rnd(20)).unwrap()
+    else {
+        panic!("a device that proves its token gets a new one")
+    };
+    assert_ne!(next, token);
+    assert!(!s.token_ok(MAC, CLIENT, &token) && s.token_ok(MAC, CLIENT, &next));
+    assert_eq!(s.devices[0].last_seen, 300);
+}
+
+#[test]
+fn a_token_works_only_with_its_own_mac_and_client_id() {
+    let mut s = DeviceState::default();
+    let token = bound(&mut s);
+    assert!(s.token_ok(MAC, CLIENT, &token));
+    assert!(!s.token_ok(MAC, "", &token), "no Client-Id");
+    assert!(!s.token_ok(MAC, "3f1c2a4e-0000-4000-8000-000000000002", &token), "another Client-Id");
+    assert!(!s.token_ok("aa:bb:cc:dd:ee:02", CLIENT, &token), "another MAC");
+}
+
+#[test]
+fn made_up_devices_cannot_push_out_a_waiting_code() {
+    let mut s = DeviceState::default();
+    let Admission::Waiting { code, .. } = check(&mut s, MAC, CLIENT, None, "10.0.0.5", 100, 16, &rnd(1)).unwrap()
+    else {
+        panic!("bound at once")
+    };
+    // 10,000 made-up MACs from one address: 4 wait, the rest are refused with the way out.
+    let mut refused = 0;
+    for i in 0..10_000u32 {
+        let b = i.to_be_bytes();
+        let mac = format!("02:00:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3]);
+        let mut r = rnd(b[3]);
+        r[32..36].copy_from_slice(&b);
+        match check(&mut s, &mac, CLIENT, None, "10.0.0.66", 101, 16, &r) {
+            Ok(_) => {}
+            Err(DeviceError::Busy(m)) => {
+                assert!(m.contains("from 10.0.0.66") && m.contains("chela device deny all"), "{m}");
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!((s.pending.len(), refused), (1 + MAX_PENDING_PER_SOURCE, 10_000 - MAX_PENDING_PER_SOURCE));
+    // From many addresses: the queue fills up to max_pending and then refuses; the first stays.
+    for i in 0..40u32 {
+        let b = i.to_be_bytes();
+        let mac = format!("06:00:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3]);
+        let mut r = rnd(b[3]);
+        r[32..36].copy_from_slice(&b);
+        let res = check(&mut s, &mac, CLIENT, None, &format!("10.1.0.{i}"), 102, 16, &r);
+        assert_eq!(res.is_ok(), i < 16 - 5, "{i}: {res:?}");
+        if let Err(e) = res {
+            assert!(e.to_string().contains("xiaozhi.max_pending"), "{e}");
+        }
+    }
+    assert_eq!(s.pending.len(), 16);
+    let mut codes: Vec<&str> = s.pending.iter().map(|p| p.code.as_str()).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    assert_eq!(codes.len(), 16, "codes are unique");
+    assert!(s.pending.iter().any(|p| p.id == MAC && p.code == code), "the real device still waits");
+    s.approve(&code, 103).unwrap();
+    // The owner clears the rest at once.
+    assert_eq!(s.deny_all().len(), 15);
+    assert!(matches!(ota(&mut s, "06:00:00:00:00:63", CLIENT, 104, 16, &rnd(3)), Admission::Waiting { .. }));
+}
+
+#[test]
+fn a_new_client_id_on_a_waiting_mac_does_not_replace_its_request() {
+    let mut s = DeviceState::default();
+    let Admission::Waiting { code, challenge } = ota(&mut s, MAC, CLIENT, 100, 16, &rnd(1)) else { panic!() };
+    let before = s.clone();
+    let e = check(&mut s, MAC, "intruder", None, "10.0.0.66", 101, 16, &rnd(2)).unwrap_err();
+    assert!(matches!(e, DeviceError::Conflict(_)), "{e}");
+    let m = e.to_string();
+    assert!(m.contains("another Client-Id") && m.contains("chela device deny") && !m.contains(&code), "{m}");
+    assert_eq!(s, before);
+    assert_eq!(ota(&mut s, MAC, CLIENT, 102, 16, &rnd(3)), Admission::Waiting { code: code.clone(), challenge });
+    let d = s.approve(&code, 103).unwrap();
+    assert_eq!(d.client_id, CLIENT);
 }
 
 #[test]
 fn codes_expire_and_bad_codes_are_explained() {
     let mut s = DeviceState::default();
-    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 0, 16, &rnd(1)) else { panic!() };
+    let Admission::Waiting { code, .. } = ota(&mut s, MAC, CLIENT, 0, 16, &rnd(1)) else { panic!() };
     let e = s.approve("12345", 1).unwrap_err().to_string();
     assert!(e.contains("6 digits"), "{e}");
     let other = if code == "000000" { "000001" } else { "000000" };
@@ -56,25 +184,6 @@ fn codes_expire_and_bad_codes_are_explained() {
     let e = s.approve(&code, CODE_TTL_SECS + 1).unwrap_err().to_string();
     assert!(e.contains("expired"), "{e}");
     assert_eq!(s.activate(MAC, CLIENT, None, CODE_TTL_SECS + 1), Activation::Unknown);
-}
-
-#[test]
-fn a_flood_of_made_up_devices_keeps_only_the_newest_pending() {
-    let mut s = DeviceState::default();
-    for i in 0..10_000u32 {
-        let b = i.to_be_bytes();
-        let mac = format!("02:00:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3]);
-        let mut r = rnd(b[3]);
-        r[32..36].copy_from_slice(&b);
-        s.ota(&mac, CLIENT, Info::default(), u64::from(i), 16, &r);
-        assert!(s.pending.len() <= 16);
-    }
-    assert_eq!(s.pending.len(), 16);
-    let mut codes: Vec<&str> = s.pending.iter().map(|p| p.code.as_str()).collect();
-    codes.sort_unstable();
-    codes.dedup();
-    assert_eq!(codes.len(), 16, "codes are unique");
-    assert!(s.pending.iter().all(|p| p.created >= 10_000 - 16));
 }
 
 #[test]
@@ -97,7 +206,7 @@ fn ids_and_names_are_checked() {
 #[test]
 fn the_reader_skips_bad_entries_and_refuses_garbage() {
     let mut s = DeviceState::default();
-    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 0, 16, &rnd(1)) else { panic!() };
+    let Admission::Waiting { code, .. } = ota(&mut s, MAC, CLIENT, 0, 16, &rnd(1)) else { panic!() };
     s.approve(&code, 1).unwrap();
     let mut v = serde_json::to_value(&s).unwrap();
     v["devices"].as_array_mut().unwrap().push(serde_json::json!({"id": "../../x", "client_id": "c"}));
@@ -115,7 +224,7 @@ fn the_file_store_writes_atomically_and_leaves_a_broken_file_alone() {
     let ws = Workspace::locate(Some(dir.path().to_path_buf())).unwrap();
     let store = Devices::open(&ws);
     let code = store
-        .edit(|s| match s.ota(MAC, CLIENT, Info::default(), 0, 16, &rnd(1)) {
+        .edit(|s| match ota(s, MAC, CLIENT, 0, 16, &rnd(1)) {
             Admission::Waiting { code, .. } => Ok(code),
             Admission::Bound { .. } => Err(DeviceError::Rule("bound".into())),
         })
@@ -142,20 +251,19 @@ fn an_activation_code_comes_from_all_eight_random_bytes() {
     let mut random = [0u8; 48];
     random[32..40].copy_from_slice(&[0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef]);
     let mut s = DeviceState::default();
-    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 1_000, 8, &random) else {
+    let Admission::Waiting { code, .. } = ota(&mut s, MAC, CLIENT, 1_000, 8, &random) else {
         panic!("a new device waits")
     };
     assert_eq!(code, format!("{:06}", 0x0123_4567_89ab_cdefu64 % 1_000_000));
     // Taken codes are skipped: the next device with the same bytes gets the next number.
-    let Admission::Waiting { code: next, .. } = s.ota("aa:bb:cc:dd:ee:02", CLIENT, Info::default(), 1_000, 8, &random)
-    else {
+    let Admission::Waiting { code: next, .. } = ota(&mut s, "aa:bb:cc:dd:ee:02", CLIENT, 1_000, 8, &random) else {
         panic!("a second device waits")
     };
     assert_eq!(next, format!("{:06}", (0x0123_4567_89ab_cdefu64 + 1) % 1_000_000));
     // Codes spread over the whole range.
     let high = (0..64u8).filter(|&i| {
         let mut st = DeviceState::default();
-        matches!(st.ota(MAC, CLIENT, Info::default(), 1_000, 8, &rnd(i)), Admission::Waiting { code, .. } if code.parse::<u32>().unwrap() > 255)
+        matches!(ota(&mut st, MAC, CLIENT, 1_000, 8, &rnd(i)), Admission::Waiting { code, .. } if code.parse::<u32>().unwrap() > 255)
     });
     assert!(high.count() > 60);
 }
@@ -163,11 +271,11 @@ fn an_activation_code_comes_from_all_eight_random_bytes() {
 #[test]
 fn a_denied_code_is_forgotten_and_the_device_is_no_longer_waiting() {
     let mut s = DeviceState::default();
-    let Admission::Waiting { code, .. } = s.ota(MAC, CLIENT, Info::default(), 100, 16, &rnd(1)) else {
+    let Admission::Waiting { code, .. } = ota(&mut s, MAC, CLIENT, 100, 16, &rnd(1)) else {
         panic!("a new device is bound")
     };
     let other = "aa:bb:cc:dd:ee:02";
-    let Admission::Waiting { code: kept, .. } = s.ota(other, CLIENT, Info::default(), 100, 16, &rnd(2)) else {
+    let Admission::Waiting { code: kept, .. } = ota(&mut s, other, CLIENT, 100, 16, &rnd(2)) else {
         panic!("a new device is bound")
     };
     let denied = s.deny(&format!(" {code} ")).unwrap();

@@ -111,11 +111,14 @@ pub struct Firmware {
 }
 
 /// `websocket`: every key is copied into the device's settings; `version` picks the binary
-/// frame layout (1, 2 or 3).
+/// frame layout (1, 2 or 3). Only the keys present are copied, so an answer without `token`
+/// leaves the token the device stored (firmware `Ota::CheckVersion`): a server hands a token
+/// out once and never has to repeat it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Websocket {
     pub url: String,
-    pub token: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
     pub version: u8,
 }
 
@@ -177,13 +180,20 @@ mod tests {
         let r = Response {
             server_time: Some(ServerTime { timestamp: 1_767_225_600_000, timezone_offset: 480 }),
             firmware: Some(Firmware { version: "2.0.5".into(), url: String::new(), force: 0 }),
-            websocket: Some(Websocket { url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(), token: "t".into(), version: 1 }),
+            websocket: Some(Websocket {
+                url: "ws://127.0.0.1:8000/xiaozhi/v1/".into(),
+                token: Some("t".into()),
+                version: 1,
+            }),
             activation: None,
         };
         assert_eq!(
             serde_json::to_string(&r).unwrap(),
             r#"{"server_time":{"timestamp":1767225600000,"timezone_offset":480},"firmware":{"version":"2.0.5","url":"","force":0},"websocket":{"url":"ws://127.0.0.1:8000/xiaozhi/v1/","token":"t","version":1}}"#
         );
+        // No token: the key is absent (an empty string would overwrite the device's stored one).
+        let kept = Websocket { url: "ws://h/xiaozhi/v1/".into(), token: None, version: 1 };
+        assert_eq!(serde_json::to_string(&kept).unwrap(), r#"{"url":"ws://h/xiaozhi/v1/","version":1}"#);
     }
 
     #[test]

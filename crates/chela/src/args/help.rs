@@ -534,11 +534,14 @@ Examples:
 const DEVICE: &str = "\
 xiaozhi-esp32 devices dial Chela's OTA URL, http://<gateway.listen>/xiaozhi/ota/. A device
 Chela has not seen gets a 6-digit code, which it shows and says; nothing else until you approve
-that code. An approved device gets the WebSocket URL and its own token on each OTA check.
+that code. An approved device gets the WebSocket URL and its own token on its first OTA check
+after that, and the URL alone afterwards (it keeps the token it stored). At most
+xiaozhi.max_pending devices wait, 4 from one address; more are refused until you clear them.
 
 Verbs:
   list                    Waiting devices with their codes, approved and revoked devices
   approve CODE            Bind the device showing CODE (its next OTA check gets a token)
+  deny CODE|all           Turn away the device waiting with CODE, or every waiting device
   revoke ID               Take a device's access away (ID is its MAC, aa:bb:cc:dd:ee:ff)
   firmware set FILE VERSION [--device ID]
                           Copy FILE (a .bin) into the workspace and offer it to devices running

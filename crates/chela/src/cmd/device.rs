@@ -1,4 +1,4 @@
-//! `chela device list|approve|revoke|firmware`: the owner's side of xiaozhi device onboarding,
+//! `chela device list|approve|deny|revoke|firmware`: the owner's side of xiaozhi device onboarding,
 //! on the same store the running daemon's OTA endpoint reads (see [`crate::devices`]).
 
 use std::fmt::Write as _;
@@ -24,6 +24,14 @@ pub fn run(ws: &Workspace, cmd: DeviceCmd) -> Result<ExitCode> {
                 d.id,
                 if d.info.board.is_empty() { "unknown board" } else { &d.info.board }
             )
+        }
+        DeviceCmd::Deny(code) if code.trim() == "all" => {
+            let gone = store.edit(|s| Ok(s.deny_all()))?;
+            format!("Turned away {} waiting device(s); their codes no longer work.\n", gone.len())
+        }
+        DeviceCmd::Deny(code) => {
+            let p = store.edit(|s| s.deny(&code))?;
+            format!("Turned away {} (code {}); it must ask again to get a new code.\n", p.id, p.code)
         }
         DeviceCmd::Revoke(id) => {
             let d = store.edit(|s| s.revoke(&id))?;
@@ -106,12 +114,16 @@ fn list(s: &DeviceState, now: u64) -> String {
     if waiting.is_empty() {
         out.push_str("No device is waiting for approval.\n");
     } else {
-        out.push_str("Waiting (approve with `chela device approve CODE`):\n");
+        out.push_str(
+            "Waiting (approve the code the device shows with `chela device approve CODE`; \
+             turn away with `chela device deny CODE`, or `deny all`):\n",
+        );
         for p in waiting {
             let mins = p.expires_at.saturating_sub(now).div_ceil(60);
+            let from = if p.source.is_empty() { String::new() } else { format!("  from {}", p.source) };
             let _ = writeln!(
                 out,
-                "  {}  {}  {}  expires in {mins} min",
+                "  {}  {}  {}  expires in {mins} min{from}",
                 p.code,
                 p.id,
                 show(&p.info.board, &p.info.app_version)

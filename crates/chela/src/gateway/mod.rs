@@ -325,7 +325,7 @@ impl Gateway {
         if device {
             let (parts, body) = req.into_parts();
             let body = if method == Method::GET { Bytes::new() } else { self.read_body(body).await? };
-            return xiaozhi::route(self, &method, &path, &parts.headers, body).await;
+            return xiaozhi::route(self, peer, &method, &path, &parts.headers, body).await;
         }
         if device_ws {
             #[cfg(feature = "voice")]

@@ -73,6 +73,7 @@ fn approve(ws: &Workspace, mac: &str, token: &str) {
                 token_sha256: token_hash(token),
                 created: 1,
                 last_seen: 1,
+                source: String::new(),
             });
             Ok(())
         })

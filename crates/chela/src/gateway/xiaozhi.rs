@@ -5,9 +5,11 @@
 //! Devices cannot present `gateway.token`, so these paths pass the gateway's host and origin
 //! checks but not its token check: a device is authorised by the device store instead (see
 //! [`crate::devices`]). An unknown device learns only its own activation code; the WebSocket
-//! URL and a token go to a device the owner approved, matched by MAC and `Client-Id`. New codes
-//! are rate-limited ([`NEW_CODES_PER_MINUTE`]) so a flood of made-up MACs costs neither disk
-//! writes nor the codes of real devices waiting.
+//! URL goes to a device the owner approved, matched by MAC and `Client-Id`, with a token only
+//! on its first check after approval or when it proves it holds the current one
+//! (`Authorization: Bearer`). New codes are rate-limited ([`NEW_CODES_PER_MINUTE`]) and bounded
+//! per source address, and waiting requests are never pushed out, so a flood of made-up MACs
+//! costs neither disk writes nor the codes of real devices waiting.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -21,7 +23,7 @@ use hyper::{Method, Response, StatusCode};
 
 use super::{ApiError, Gateway, Resp, json};
 use crate::devices::{
-    Activation, Admission, DeviceError, Devices, Info, MAX_FIRMWARE_BYTES, normalize_id, random, valid_client_id,
+    Activation, Admission, Check, DeviceError, Devices, Info, MAX_FIRMWARE_BYTES, normalize_id, random, valid_client_id,
 };
 
 /// New activation codes issued per minute, across all devices.
@@ -60,6 +62,7 @@ pub fn is_device_path(path: &str) -> bool {
 /// Answers a request to a device endpoint.
 pub async fn route(
     gw: &std::sync::Arc<Gateway>,
+    peer: std::net::SocketAddr,
     method: &Method,
     path: &str,
     headers: &HeaderMap,
@@ -80,16 +83,28 @@ pub async fn route(
             let max_pending = cfg.usize(keys::XIAOZHI_MAX_PENDING);
             let now = crate::access::now_secs();
             let rand = random::<48>().map_err(store_error)?;
+            let bearer = bearer(headers);
+            let source = peer.ip().to_canonical().to_string();
             let limiter = std::sync::Arc::clone(gw);
             let edit = move || {
                 store.edit(|s| {
-                    if s.needs_code(&id, &client_id, now) && !limiter.onboarding.take_code_slot(Instant::now()) {
-                        // Nothing is written for a refused request.
-                        return Err(DeviceError::Busy(format!(
+                    let may_issue = || {
+                        if limiter.onboarding.take_code_slot(Instant::now()) {
+                            return Ok(());
+                        }
+                        Err(DeviceError::Busy(format!(
                             "more than {NEW_CODES_PER_MINUTE} new devices asked for a code this minute; try again in a minute"
-                        )));
-                    }
-                    let admission = s.ota(&id, &client_id, info, now, max_pending, &rand);
+                        )))
+                    };
+                    let check = Check {
+                        id: &id,
+                        client_id: &client_id,
+                        info,
+                        bearer: bearer.as_deref(),
+                        source: &source,
+                        now,
+                    };
+                    let admission = s.ota(check, max_pending, &rand, may_issue)?;
                     Ok((admission, s.firmware_for(&id, &current).cloned(), id.clone()))
                 })
             };
@@ -124,6 +139,14 @@ pub async fn route(
         }
         _ => Err(ApiError::NotFound(format!("there is nothing at {path}; devices use /xiaozhi/ota/"))),
     }
+}
+
+/// The token an OTA check presents as proof, if any. The firmware sends none there; a client
+/// that does may rotate its token.
+fn bearer(headers: &HeaderMap) -> Option<String> {
+    let raw = headers.get(hyper::header::AUTHORIZATION)?.to_str().ok()?;
+    let token = raw.trim().strip_prefix("Bearer ")?.trim();
+    (!token.is_empty() && token.len() <= 256).then(|| token.to_owned())
 }
 
 /// The device's `Device-Id` (a MAC) and `Client-Id`, both required.
@@ -248,6 +271,7 @@ fn store_error(e: DeviceError) -> ApiError {
     match e {
         DeviceError::Rule(m) => ApiError::BadRequest(m),
         DeviceError::Busy(m) => ApiError::Busy(m),
+        DeviceError::Conflict(m) => ApiError::Conflict(m),
         DeviceError::Store(m) => {
             tracing::error!("xiaozhi: {m}");
             ApiError::Busy("the device store cannot be read; the owner has been told in the log".into())
@@ -309,7 +333,7 @@ async fn download(store: Devices, name: &str) -> Result<Resp, ApiError> {
 }
 
 /// The dashboard's `/api/devices` (behind the gateway's auth): the list, approve, deny (a
-/// waiting code), revoke.
+/// waiting code, or `all` of them), revoke.
 pub async fn api(gw: &std::sync::Arc<Gateway>, method: &Method, path: &str, body: &[u8]) -> Result<Resp, ApiError> {
     #[derive(serde::Deserialize)]
     struct CodeReq {
@@ -337,10 +361,17 @@ pub async fn api(gw: &std::sync::Arc<Gateway>, method: &Method, path: &str, body
             serde_json::json!({"id": d.id, "board": d.info.board, "state": "approved"})
         }
         (&Method::POST, "/devices/deny") => {
-            let r: CodeReq = serde_json::from_value(parse(r#"{"code": "123456"}"#)?)
-                .map_err(|e| ApiError::BadRequest(format!(r#"the body must be {{"code": "123456"}}: {e}"#)))?;
-            let p = blocking(store, move |s| s.edit(|st| st.deny(&r.code))).await?;
-            serde_json::json!({"id": p.id, "board": p.info.board, "state": "denied"})
+            let r: CodeReq =
+                serde_json::from_value(parse(r#"{"code": "123456"} or {"code": "all"}"#)?).map_err(|e| {
+                    ApiError::BadRequest(format!(r#"the body must be {{"code": "123456"}} or {{"code": "all"}}: {e}"#))
+                })?;
+            if r.code.trim() == "all" {
+                let gone = blocking(store, move |s| s.edit(|st| Ok(st.deny_all()))).await?;
+                serde_json::json!({"denied": gone.len(), "state": "denied"})
+            } else {
+                let p = blocking(store, move |s| s.edit(|st| st.deny(&r.code))).await?;
+                serde_json::json!({"id": p.id, "board": p.info.board, "state": "denied"})
+            }
         }
         (&Method::POST, "/devices/revoke") => {
             let r: IdReq = serde_json::from_value(parse(r#"{"id": "aa:bb:cc:dd:ee:ff"}"#)?)
@@ -376,7 +407,7 @@ pub fn listing(s: &crate::devices::DeviceState, now: u64, zone: &chela_core::zon
             serde_json::json!({
                 "id": p.id, "board": p.info.board, "app_version": p.info.app_version, "code": p.code,
                 "expires_at": p.expires_at, "last_seen": p.last_seen, "name": p.info.name, "chip": p.info.chip,
-                "expires_local": local(p.expires_at), "last_seen_local": local(p.last_seen),
+                "expires_local": local(p.expires_at), "last_seen_local": local(p.last_seen), "source": p.source,
             })
         })
         .collect();

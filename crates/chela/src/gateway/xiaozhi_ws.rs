@@ -3,9 +3,10 @@
 //!
 //! Handshake (checked before the upgrade, so a refused device never gets a socket):
 //! `Authorization: Bearer <token>` must be the current token of an approved device in the
-//! device store (the OTA answer gave it; unknown, revoked or missing → 401), `Device-Id` its MAC,
-//! `Client-Id` (when sent) the one it was approved with, `Protocol-Version` 1, 2 or 3 (missing
-//! is 1; others → 400). There is no "no token" mode: the firmware sends whatever token the OTA
+//! device store (the OTA answer gave it; unknown, revoked or missing → 401), presented with the
+//! `Device-Id` MAC and `Client-Id` it was issued to (the firmware always sends both; another or a
+//! missing one → 401, so a token copied off one device does not open another's conversation),
+//! `Protocol-Version` 1, 2 or 3 (missing is 1; others → 400). There is no "no token" mode: the firmware sends whatever token the OTA
 //! answer gave, and Chela gives one only to devices the owner approved, so a token is always
 //! required, as for the OTA endpoints' deny-by-default onboarding.
 //!
@@ -129,6 +130,11 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
         ));
     };
     let client_id = get("client-id").to_owned();
+    if client_id.is_empty() {
+        return Ok(unauthorized(
+            "a device sends its Client-Id with its token (the firmware always does); this connection had none",
+        ));
+    }
     let Some(token) = get(AUTHORIZATION.as_str()).strip_prefix("Bearer ").map(str::trim).filter(|t| !t.is_empty())
     else {
         return Ok(unauthorized(
@@ -138,11 +144,7 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
     let store = Devices::open(gw.daemon.workspace());
     let (id, token) = (device.clone(), token.to_owned());
     let verdict = tokio::task::spawn_blocking(move || {
-        store.load().map(|s| {
-            let bound = s.devices.iter().find(|d| d.id == id);
-            let client_ok = client_id.is_empty() || bound.is_some_and(|d| d.client_id == client_id);
-            (s.token_ok(&id, &token) && client_ok).then(|| s.vision_token(&id))
-        })
+        store.load().map(|s| s.token_ok(&id, &client_id, &token).then(|| s.vision_token(&id)))
     })
     .await
     .map_err(|e| ApiError::internal("the device store", e))?;
@@ -153,7 +155,7 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
         Ok(None) => {
             tracing::info!(%device, "xiaozhi: a WebSocket with an unknown or revoked device token was refused");
             return Ok(unauthorized(
-                "this device token is unknown or revoked; restart the device so its OTA check asks again, and approve it with `chela device approve CODE`",
+                "this device token is unknown or revoked, or was issued to another Device-Id or Client-Id; the owner revokes the device (`chela device revoke MAC`), restarts it so its OTA check asks again, and approves its new code with `chela device approve CODE`",
             ));
         }
         Err(e) => {

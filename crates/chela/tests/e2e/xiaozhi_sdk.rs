@@ -139,6 +139,12 @@ fn the_sdk_device_is_onboarded_through_ota_url_once_the_owner_approves_its_code(
     assert_eq!(otas[1]["websocket_url"], format!("ws://{}/xiaozhi/v1/", d.addr));
     assert_eq!(otas[1]["websocket_version"], 1);
     assert!(otas[1]["token_len"].as_u64().unwrap() >= 32, "{:?}", otas[1]);
+    // The check a rebooting device makes: the URL again, and no token to replace the one it keeps
+    // (handed out once; anyone repeating its MAC and Client-Id would otherwise get one).
+    let again = event(&events, "ota_again");
+    assert_eq!(again.len(), 1, "{events:?}");
+    assert_eq!(again[0]["websocket_url"], otas[1]["websocket_url"]);
+    assert_eq!(again[0]["has_token"], false, "{:?}", again[0]);
 
     let list = ws.run(&["device", "list"]);
     list.expect_ok().stdout_has(mac).stdout_has("approved").stdout_has("xiaozhi-sdk");
