@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(20);
 struct Running {
     child: Child,
     stderr: Capture,
-    _ws: Ws,
+    ws: Ws,
 }
 
 impl Drop for Running {
@@ -29,15 +29,20 @@ impl Drop for Running {
 }
 
 fn start(llm: &FakeLlm, feishu: &FakeFeishu, extra: &str) -> Running {
+    start_with(llm, feishu, "allow_from = [\"*\"]", extra)
+}
+
+/// `chela run` with the Feishu settings `allow` (the `allow_from` line, or nothing) and `extra`.
+fn start_with(llm: &FakeLlm, feishu: &FakeFeishu, allow: &str, extra: &str) -> Running {
     let ws = Ws::for_llm(Provider::Anthropic, llm, "max_retries = 0");
     let config = std::fs::read_to_string(ws.path().join("chela.toml")).unwrap();
     ws.write_config(&format!(
-        "{config}\n[channels.feishu]\napp_id = \"cli_test\"\napp_secret = \"secret-test\"\napi_base = \"{}\"\nallow_from = [\"*\"]\n{extra}\n",
+        "{config}\n[channels.feishu]\napp_id = \"cli_test\"\napp_secret = \"secret-test\"\napi_base = \"{}\"\n{allow}\n{extra}\n",
         feishu.base_url()
     ));
     let mut child = ws.cmd(&["run"]).spawn().unwrap();
     let stderr = Capture::start(child.stderr.take());
-    Running { child, stderr, _ws: ws }
+    Running { child, stderr, ws }
 }
 
 fn start_ws(llm: &FakeLlm, feishu: &FakeFeishu) -> Running {
@@ -270,4 +275,29 @@ fn doctor_checks_the_feishu_credentials() {
     let out = ws.run(&["doctor"]);
     out.stdout_has("FAIL  Feishu: Feishu refused the app credentials");
     assert!(!out.stdout.contains("wrong-secret-123"), "the secret was printed:\n{}", out.stdout);
+}
+
+#[test]
+fn a_revoke_while_the_model_works_keeps_that_turns_answer_from_the_revoked_person() {
+    let llm = FakeLlm::start(vec![Step::text("a secret meant for alice while approved")]);
+    let feishu = FakeFeishu::start(FeishuOptions::default());
+    let chela = start_with(&llm, &feishu, "", "");
+    wait_for("the long connection", LIMIT, || feishu.ws_open() == 1);
+    feishu.push_event(&p2p("ev1", "hello?"));
+    wait_for("the pairing code", LIMIT, || !feishu.sent().is_empty());
+    let text = feishu.sent()[0].text.clone();
+    let code: String = text.split("chela pairing approve ").nth(1).expect("a pairing answer").chars().take(8).collect();
+    chela.ws.run(&["pairing", "approve", &code]).expect_ok();
+
+    llm.hold();
+    feishu.push_event(&p2p("ev2", "tell me the secret"));
+    wait_for("the model call", LIMIT, || llm.requests().len() == 1);
+    chela.ws.run(&["pairing", "revoke", "feishu:ou_alice"]).expect_ok();
+    llm.release();
+    // Either the answer goes out (the break) or the daemon says why it did not.
+    wait_for("the delivery to be decided", LIMIT, || {
+        feishu.sent().len() > 1 || chela.stderr.now().contains("may no longer talk")
+    });
+    let sent = feishu.sent();
+    assert!(sent.iter().all(|s| !s.text.contains("secret")), "the revoked person got the answer: {sent:?}");
 }

@@ -170,6 +170,7 @@ impl Channel {
         if text.is_empty() {
             return;
         }
+        let sender = m.sender.clone();
         let incoming = Incoming {
             channel: CHANNEL.to_owned(),
             chat_id: m.chat_id,
@@ -183,6 +184,12 @@ impl Channel {
                 let api = Arc::clone(&self.api);
                 self.spawn(async move {
                     let end = pending.finish().await;
+                    // Asked again at delivery: a revoke while the model worked keeps the answer
+                    // from the revoked person.
+                    if !daemon.may_talk(CHANNEL, &sender) {
+                        tracing::warn!("the Feishu answer was not sent: {sender} may no longer talk to Chela");
+                        return;
+                    }
                     send_reply(&api, &m.message_id, &daemon.reply_text(&end)).await;
                 });
             }

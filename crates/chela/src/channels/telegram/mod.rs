@@ -250,6 +250,7 @@ async fn handle(chan: &mut Channel, update: &Value) {
     } else {
         chela_proto::chat::Message::user_text(text)
     };
+    let sender_id = sender.clone();
     let incoming =
         Incoming { channel: CHANNEL.to_owned(), chat_id: chat_id.clone(), sender, user, cancel: Cancel::default() };
     // Read for each message, so `chela config set channels.telegram.stream_edits false` applies
@@ -263,23 +264,35 @@ async fn handle(chan: &mut Channel, update: &Value) {
     match chan.daemon.submit(incoming, observer) {
         Submitted::Queued(pending) => {
             let (api, daemon, place) = (chan.api.clone(), Arc::clone(&chan.daemon), chan.place(&chat_id));
-            chan.replies.spawn(answer_turn(api, daemon, chat_id, pending, place, preview));
+            let to = To { chat_id, sender: sender_id };
+            chan.replies.spawn(answer_turn(api, daemon, to, pending, place, preview));
         }
         Submitted::Answer(text) => chan.answer(&chat_id, text),
         Submitted::Drop => {}
     }
 }
 
+/// Where a turn's answer goes, and whose message started it.
+struct To {
+    chat_id: String,
+    sender: String,
+}
+
 /// Sends the answer of a queued turn, with "typing" meanwhile and, when `preview` is given, the
 /// answer growing in one message while it is written ([`stream`]).
+///
+/// The sender's admission is checked again before every send and edit: a revoke that lands
+/// while the model works must keep the rest of that turn from the revoked person too.
 async fn answer_turn(
     api: Api,
     daemon: Arc<Daemon>,
-    chat_id: String,
+    to: To,
     pending: crate::session::Pending<crate::turn::TurnEnd>,
     place: Place,
     mut preview: Option<stream::Preview>,
 ) {
+    let To { chat_id, sender } = to;
+    let may_deliver = || daemon.may_talk(CHANNEL, &sender);
     let Place { mut before, done } = place;
     let (stop, stopped) = oneshot::channel();
     let turn = async {
@@ -309,13 +322,18 @@ async fn answer_turn(
                 _ = earlier => before = None,
             }
         }
-        preview.run(&api, &chat_id, stopped).await;
+        preview.run(&api, &chat_id, stopped, &may_deliver).await;
     };
     let (end, ()) = tokio::join!(turn, show);
     let text = daemon.reply_text(&end);
     if let Some(earlier) = before {
         // Dropped (sent or failed) is all that is waited for.
         let _ = earlier.await;
+    }
+    if !may_deliver() {
+        tracing::warn!("telegram: the answer to chat {chat_id} was not sent: {sender} may no longer talk to Chela");
+        drop(done);
+        return;
     }
     let sent = match preview.as_ref().and_then(|p| p.message.map(|id| (p, id))) {
         Some((p, id)) => {
