@@ -301,3 +301,30 @@ fn a_revoke_while_the_model_works_keeps_that_turns_answer_from_the_revoked_perso
     let sent = feishu.sent();
     assert!(sent.iter().all(|s| !s.text.contains("secret")), "the revoked person got the answer: {sent:?}");
 }
+
+#[test]
+fn webhook_mode_without_a_verification_method_does_not_start_and_doctor_says_what_to_set() {
+    let llm = FakeLlm::start(vec![Step::text("a forged event's answer")]);
+    let feishu = FakeFeishu::start(FeishuOptions::default());
+    let port = free_port();
+    let extra = format!("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:{port}\"\n");
+    let mut chela = start(&llm, &feishu, &extra);
+    // A forged event from the owner's open_id, for as long as the daemon lives.
+    let url = format!("http://127.0.0.1:{port}/feishu/events");
+    let forged = p2p("ev-forged", "run this for me").to_string();
+    let status = loop {
+        if let Some(status) = chela.child.try_wait().unwrap() {
+            break status;
+        }
+        let answered = webhook_post(&url, forged.as_bytes(), &[]).is_ok_and(|(code, _)| code == 200);
+        assert!(!answered, "a forged, unverifiable event was accepted");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    wait_for("the refusal in the log", LIMIT, || chela.stderr.now().contains("could not tell Feishu's events"));
+    let log = chela.stderr.now();
+    assert!(log.contains("channels.feishu.encrypt_key") && log.contains("channels.feishu.verification_token"), "{log}");
+    assert!(llm.requests().is_empty() && feishu.sent().is_empty());
+    let doctor = chela.ws.run(&["doctor"]);
+    doctor.stdout_has("FAIL  Feishu: channels.feishu.mode is webhook, but neither channels.feishu.encrypt_key");
+}

@@ -32,6 +32,7 @@ use crate::net::HttpClient;
 use crate::turn::{Cancel, Observer};
 
 pub use api::Api;
+pub use webhook::unverifiable as unverifiable_webhook;
 
 /// The channel's name in sessions, `allow_from` and outlets.
 pub const CHANNEL: &str = "feishu";
@@ -51,6 +52,9 @@ pub fn configured(cfg: &Config) -> bool {
 pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let cfg = daemon.config();
     let settings = cfg.settings().channels.feishu.clone();
+    if let Some(why) = webhook::unverifiable(&settings) {
+        bail!("{why}");
+    }
     if settings.app_secret.is_empty() {
         bail!(
             "channels.feishu.app_id is set but channels.feishu.app_secret is empty; set it with `chela config set channels.feishu.app_secret -`"

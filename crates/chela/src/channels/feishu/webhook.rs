@@ -32,12 +32,30 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::Channel;
+use crate::config::Feishu;
 
 /// Largest webhook body; Feishu's events are a few kilobytes.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// Webhook requests served at once; more wait in the backlog.
 const MAX_CONNECTIONS: usize = 64;
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why webhook mode may not start with `settings`: without an encrypt key (events signed and
+/// encrypted) or a verification token (a shared secret in every event), anyone who can reach
+/// the port could post events in the owner's name, and Chela would run them as turns.
+pub fn unverifiable(settings: &Feishu) -> Option<String> {
+    (settings.mode == "webhook" && settings.encrypt_key.is_empty() && settings.verification_token.is_empty()).then(
+        || {
+            "channels.feishu.mode is webhook, but neither channels.feishu.encrypt_key nor \
+             channels.feishu.verification_token is set, so Chela could not tell Feishu's events from forged ones. \
+             Copy the app's Encrypt Key (best: events are then signed and encrypted) from the Feishu developer \
+             console's Events & Callbacks page with `chela config set channels.feishu.encrypt_key -` (and its \
+             Verification Token with `chela config set channels.feishu.verification_token -`), or use \
+             `chela config set channels.feishu.mode ws`, which needs neither."
+                .to_owned()
+        },
+    )
+}
 
 /// Serves the webhook until the daemon stops.
 pub async fn run(channel: Arc<Channel>, listen: &str) -> Result<()> {
