@@ -555,3 +555,25 @@ fn a_revoke_while_the_answer_streams_stops_the_edits_and_the_final_answer() {
         "the final formatted answer reached the revoked chat: {shown:?}"
     );
 }
+
+#[test]
+fn a_strangers_flood_of_commands_gets_no_more_replies_than_the_rate_limit() {
+    let llm = FakeLlm::start(vec![Step::text("owner answer")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    for i in 0..300 {
+        tg.push_text(99, 99, ["/start", "/help", "/whoami"][i % 3]);
+    }
+    // Updates are handled in order: once the owner is answered, every command was decided.
+    tg.push_text(OWNER, OWNER, "hi");
+    tg.wait_sent(WAIT, |s| !to_owner(s).is_empty());
+    // A stop lets replies being sent go out first.
+    let out = stop(child);
+    out.expect_ok();
+    let to_99 = tg.calls_to("sendMessage").iter().filter(|c| chat_of(c) == "99").count();
+    // The default access.rate_per_hour (30), and one "slow down".
+    assert!(to_99 <= 31, "300 commands from a stranger got {to_99} replies\n{}", out.stderr);
+    assert!(to_99 >= 1, "the stranger heard nothing at all");
+    assert_eq!(llm.requests().len(), 1, "only the owner reached the model");
+}

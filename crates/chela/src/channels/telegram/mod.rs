@@ -11,7 +11,9 @@
 //! see `tool`) and the channel's outlet let Chela write to allowed chats on its own. Photos reach the model as image blocks; documents and voice
 //! notes are saved under `inbox/` and announced by path ([`inbound`]). Commands: `/start`,
 //! `/help`, `/new` and `/reset` (a fresh session), `/whoami` (the sender's id, answered to
-//! anyone, since it is how a stranger learns what to be allowed as; nothing is stored).
+//! anyone, since it is how a stranger learns what to be allowed as; nothing is stored). From a
+//! stranger, `/start` and `/help` are messages like any other (the gate answers with a pairing
+//! code), and `/whoami` is counted by the gate's limits for strangers.
 //!
 //! Failures: 429 waits `retry_after`; a network error or an unreadable answer backs off
 //! (1 s doubling to 60 s) and never spins; 401 ends the channel with an error.
@@ -33,6 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use chela_core::access::Admission;
 use chela_core::config as keys;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -228,8 +231,22 @@ async fn handle(chan: &mut Channel, update: &Value) {
     let text = msg["text"].as_str().or_else(|| msg["caption"].as_str()).unwrap_or("");
     let allowed = chan.daemon.may_talk(CHANNEL, &sender);
     match command(text).as_deref() {
-        Some("start" | "help") => return chan.answer(&chat_id, HELP.to_owned()),
+        Some("start" | "help") if allowed => return chan.answer(&chat_id, HELP.to_owned()),
         Some("whoami") => {
+            // A stranger's reply counts like any other (per sender and for all strangers), so
+            // a flood of commands cannot make the bot write without bound.
+            if !allowed {
+                let cfg = chan.daemon.config();
+                match chan.daemon.gate().reply_to_stranger(&cfg, CHANNEL, &sender, crate::access::now_secs()) {
+                    Admission::Allowed => {}
+                    limited => {
+                        if let Some(text) = limited.reply_text() {
+                            chan.answer(&chat_id, text);
+                        }
+                        return;
+                    }
+                }
+            }
             let text = format!(
                 "Your Telegram user id is {sender} (this chat: {chat_id}).\n\
                  The owner can let you in with: chela config set channels.telegram.allow_from {sender}"
