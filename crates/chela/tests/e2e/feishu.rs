@@ -208,6 +208,11 @@ fn pings_follow_the_servers_interval_and_sigterm_stops_the_channel_at_once() {
     wait_for("the long connection closed", LIMIT, || feishu.ws_open() == 0);
 }
 
+/// Now in Unix seconds, as a webhook's `X-Lark-Request-Timestamp`.
+fn now() -> String {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs().to_string()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -236,19 +241,19 @@ fn encrypted_webhooks_are_verified_answered_and_bad_ones_refused() {
     let mut event = p2p("ev1", "from a webhook");
     event["header"]["token"] = json!("vt-1");
     // A bad signature, a wrong verification token, garbage: refused, nothing reaches the model.
-    let (body, mut headers) = encrypted_event("ek-1", &event, "1700000000", "nonce-1");
+    let (body, mut headers) = encrypted_event("ek-1", &event, &now(), "nonce-1");
     headers[2].1 = "0".repeat(64);
     assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 401);
     let mut wrong_token = event.clone();
     wrong_token["header"]["token"] = json!("vt-2");
-    let (body2, headers2) = encrypted_event("ek-1", &wrong_token, "1700000000", "nonce-2");
+    let (body2, headers2) = encrypted_event("ek-1", &wrong_token, &now(), "nonce-2");
     assert_eq!(webhook_post(&url, &body2, &headers2).unwrap().0, 401);
     let (status, answer) = webhook_post(&url, br#"{"encrypt":"%%% not base64"}"#, &[]).unwrap();
     assert_eq!(status, 400);
     assert!(answer.contains("cannot be decrypted"), "{answer}");
 
     // The real event, twice (Feishu retries): answered once.
-    let (body, headers) = encrypted_event("ek-1", &event, "1700000000", "nonce-3");
+    let (body, headers) = encrypted_event("ek-1", &event, &now(), "nonce-3");
     assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
     assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
     wait_for("the reply", LIMIT, || feishu.sent().len() == 1);
@@ -327,4 +332,40 @@ fn webhook_mode_without_a_verification_method_does_not_start_and_doctor_says_wha
     assert!(llm.requests().is_empty() && feishu.sent().is_empty());
     let doctor = chela.ws.run(&["doctor"]);
     doctor.stdout_has("FAIL  Feishu: channels.feishu.mode is webhook, but neither channels.feishu.encrypt_key");
+}
+
+#[test]
+fn a_replayed_webhook_event_is_refused_by_its_age_and_by_its_id_after_a_restart() {
+    let llm = FakeLlm::start(vec![Step::text("first answer"), Step::text("a replay's answer")]);
+    let feishu = FakeFeishu::start(FeishuOptions::default());
+    let port = free_port();
+    let extra = format!("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:{port}\"\nencrypt_key = \"ek-1\"\n");
+    let mut chela = start(&llm, &feishu, &extra);
+    let url = format!("http://127.0.0.1:{port}/feishu/events");
+    let listening = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+    wait_for("the webhook listener", LIMIT, listening);
+    // Signed in 2020: a captured event, replayed.
+    let old = p2p("ev-2020", "from 2020");
+    let (body, headers) = encrypted_event("ek-1", &old, "1577836800", "nonce-1");
+    let (status, answer) = webhook_post(&url, &body, &headers).unwrap();
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer.contains("5 minutes"), "{answer}");
+
+    let event = p2p("ev-once", "run this once");
+    let (body, headers) = encrypted_event("ek-1", &event, &now(), "nonce-2");
+    assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
+    wait_for("the reply", LIMIT, || feishu.sent().len() == 1);
+    // The daemon restarts on the same workspace; the same signed event comes again in its window.
+    let _ = chela.child.kill();
+    let _ = chela.child.wait();
+    chela.child = chela.ws.cmd(&["run"]).spawn().unwrap();
+    chela.stderr = Capture::start(chela.child.stderr.take());
+    wait_for("the webhook listener after the restart", LIMIT, listening);
+    assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
+    // A new event after it: handled in order, so once it is answered the replay was decided.
+    let (body, headers) = encrypted_event("ek-1", &p2p("ev-next", "and this"), &now(), "nonce-3");
+    assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
+    wait_for("the next reply", LIMIT, || feishu.sent().len() == 2);
+    let asked: Vec<String> = llm.requests().iter().map(|r| last_user_text(r.json.as_ref().unwrap())).collect();
+    assert_eq!(asked, ["run this once", "and this"], "the replay ran again");
 }
