@@ -47,6 +47,11 @@ pub const MAX_ID_BYTES: usize = 128;
 pub const MAX_TRACKED: usize = 1024;
 /// The default of `access.rate_per_hour`.
 pub const DEFAULT_RATE_PER_HOUR: u32 = 30;
+/// Replies to strangers (pairing answers, "slow down", `/whoami`) on all channels together,
+/// an hour: a crowd of senders cannot make the bot write without bound. A fresh pairing code
+/// is always sent (codes are bounded by [`MAX_PENDING_PER_CHANNEL`] already), so the crowd
+/// cannot keep a real person from learning theirs.
+pub const STRANGER_REPLIES_PER_HOUR: u32 = 120;
 /// Chats remembered as opened by an admitted sender ([`ChatLink`]); when full, the oldest link
 /// is forgotten, and Chela may write there on its own again once someone allowed talks there.
 pub const MAX_CHATS: usize = 1024;
@@ -425,6 +430,16 @@ impl AccessState {
         Ok(p)
     }
 
+    /// The owner clears the queue: every live request (of `channel`, or of all channels) is
+    /// denied as by [`AccessState::deny`], so a crowd that filled it cannot fill it again with the
+    /// same senders for [`REFUSAL_SECS`]. Returns the dropped requests.
+    pub fn clear(&mut self, channel: Option<&str>, now: u64) -> Vec<PendingCode> {
+        self.prune(now);
+        let codes: Vec<String> =
+            self.pending.iter().filter(|p| channel.is_none_or(|c| p.channel == c)).map(|p| p.code.clone()).collect();
+        codes.iter().filter_map(|code| self.deny(code, now).ok()).collect()
+    }
+
     /// The owner revokes an approved sender: its next message is a stranger's again.
     pub fn revoke(&mut self, channel: &str, sender: &str) -> Result<Peer, AccessError> {
         let at = self
@@ -456,6 +471,9 @@ pub struct Bucket {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RateLimiter {
     buckets: BTreeMap<String, Bucket>,
+    /// Every reply to a stranger, all senders together ([`STRANGER_REPLIES_PER_HOUR`]).
+    #[serde(default)]
+    strangers: Option<Bucket>,
 }
 
 impl RateLimiter {
@@ -468,38 +486,57 @@ impl RateLimiter {
     /// the final verdict: `verdict` itself, or `RateLimited` the first time over the limit and
     /// `Silent` after. `Denied` messages are not counted; `NewCode` is counted but always
     /// delivered, so a stranger learns the code it was given.
+    ///
+    /// A reply to a stranger (`StillPending`, `TooManyPending`, `RateLimited`) also counts
+    /// against [`STRANGER_REPLIES_PER_HOUR`], whatever `per_hour` is; over it, `Silent`.
     pub fn limit(&mut self, verdict: Admission, per_hour: u32, channel: &str, sender: &str, now: u64) -> Admission {
-        if per_hour == 0 || matches!(verdict, Admission::Denied) {
+        if matches!(verdict, Admission::Denied) {
             return verdict;
         }
-        match self.hit(per_hour, channel, sender, now) {
-            Ok(()) => verdict,
-            Err(_) if matches!(verdict, Admission::NewCode { .. }) => verdict,
-            Err(limited) => limited,
+        let verdict = match per_hour {
+            0 => verdict,
+            _ => match self.hit(per_hour, channel, sender, now) {
+                Ok(()) => verdict,
+                Err(_) if matches!(verdict, Admission::NewCode { .. }) => verdict,
+                Err(limited) => limited,
+            },
+        };
+        match verdict {
+            Admission::StillPending { .. } | Admission::TooManyPending | Admission::RateLimited { .. } => {
+                if self.stranger_reply(now) { verdict } else { Admission::Silent }
+            }
+            other => other,
         }
     }
 
+    /// Counts one reply to a stranger outside pairing (`/whoami`): `Allowed` to send it,
+    /// `RateLimited` once over the sender's `per_hour`, `Silent` after that or when
+    /// [`STRANGER_REPLIES_PER_HOUR`] is spent.
+    pub fn reply_to_stranger(&mut self, per_hour: u32, channel: &str, sender: &str, now: u64) -> Admission {
+        let verdict = match per_hour {
+            0 => Admission::Allowed,
+            _ => self.hit(per_hour, channel, sender, now).map_or_else(|limited| limited, |()| Admission::Allowed),
+        };
+        match verdict {
+            Admission::Allowed | Admission::RateLimited { .. } if !self.stranger_reply(now) => Admission::Silent,
+            other => other,
+        }
+    }
+
+    /// Takes one reply from the budget shared by all strangers; `false` when it is spent.
+    fn stranger_reply(&mut self, now: u64) -> bool {
+        let bucket = self.strangers.get_or_insert(Bucket { tat_ms: 0, told: false });
+        gcra(bucket, STRANGER_REPLIES_PER_HOUR, now.saturating_mul(1000)).is_ok()
+    }
+
     fn hit(&mut self, per_hour: u32, channel: &str, sender: &str, now: u64) -> Result<(), Admission> {
-        const HOUR_MS: u64 = 3_600_000;
         let now_ms = now.saturating_mul(1000);
-        let interval = (HOUR_MS / u64::from(per_hour)).max(1);
-        let window = interval.saturating_mul(u64::from(per_hour));
         let key = format!("{channel}\n{sender}");
         if !self.buckets.contains_key(&key) && self.buckets.len() >= MAX_TRACKED {
             self.evict(now_ms);
         }
         let bucket = self.buckets.entry(key).or_insert(Bucket { tat_ms: now_ms, told: false });
-        let next = bucket.tat_ms.max(now_ms).saturating_add(interval);
-        if next - now_ms > window {
-            let wait_ms = next - now_ms - window;
-            if bucket.told {
-                return Err(Admission::Silent);
-            }
-            bucket.told = true;
-            return Err(Admission::RateLimited { retry_after_secs: wait_ms.div_ceil(1000).max(1) });
-        }
-        *bucket = Bucket { tat_ms: next, told: false };
-        Ok(())
+        gcra(bucket, per_hour, now_ms)
     }
 
     /// Makes room for one more sender: forgets every full bucket (the same as not tracked), or
@@ -512,6 +549,25 @@ impl RateLimiter {
             self.buckets.remove(&key);
         }
     }
+}
+
+/// One message through `bucket` at `now_ms`, `per_hour` (not 0) a burst and an hour's rate:
+/// `RateLimited` the first time over, `Silent` after.
+fn gcra(bucket: &mut Bucket, per_hour: u32, now_ms: u64) -> Result<(), Admission> {
+    const HOUR_MS: u64 = 3_600_000;
+    let interval = (HOUR_MS / u64::from(per_hour.max(1))).max(1);
+    let window = interval.saturating_mul(u64::from(per_hour.max(1)));
+    let next = bucket.tat_ms.max(now_ms).saturating_add(interval);
+    if next - now_ms > window {
+        let wait_ms = next - now_ms - window;
+        if bucket.told {
+            return Err(Admission::Silent);
+        }
+        bucket.told = true;
+        return Err(Admission::RateLimited { retry_after_secs: wait_ms.div_ceil(1000).max(1) });
+    }
+    *bucket = Bucket { tat_ms: next, told: false };
+    Ok(())
 }
 
 /// One message's request to [`admit`].

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use serde_json::Value;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 
 use crate::answer::Ids;
 use crate::script::Step;
@@ -75,6 +75,8 @@ pub(crate) struct Shared {
     pub expected_key: Option<String>,
     pub ids: Ids,
     open_connections: AtomicUsize,
+    /// `true` while [`FakeLlm::hold`] keeps answers back.
+    held: watch::Sender<bool>,
 }
 
 /// The data behind these locks stays consistent even if a holder panicked (each critical
@@ -87,6 +89,13 @@ impl Shared {
     /// The next scripted step, or `None` when the demo should answer.
     pub fn next_step(&self) -> Option<Step> {
         lock(&self.script).pop_front()
+    }
+
+    /// Returns once no [`FakeLlm::hold`] keeps answers back.
+    pub async fn released(&self) {
+        let mut rx = self.held.subscribe();
+        // The sender lives as long as `self`, so the wait cannot fail.
+        let _ = rx.wait_for(|held| !*held).await;
     }
 
     pub fn record(&self, r: Recorded) {
@@ -154,6 +163,7 @@ impl FakeLlm {
             expected_key: opts.expected_key,
             ids: Ids::default(),
             open_connections: AtomicUsize::new(0),
+            held: watch::Sender::new(false),
         });
         let (stop, stopped) = oneshot::channel();
         let serving = Arc::clone(&shared);
@@ -187,6 +197,17 @@ impl FakeLlm {
     /// Appends a step to the script.
     pub fn push(&self, step: Step) {
         lock(&self.shared.script).push_back(step);
+    }
+
+    /// Keeps every answer back (its request is recorded at once) until [`FakeLlm::release`]:
+    /// what a test needs to act while a turn is in the middle of its model call.
+    pub fn hold(&self) {
+        self.shared.held.send_replace(true);
+    }
+
+    /// Lets the answers kept back by [`FakeLlm::hold`] go.
+    pub fn release(&self) {
+        self.shared.held.send_replace(false);
     }
 
     /// Scripted steps not yet used.

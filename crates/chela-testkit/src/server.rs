@@ -222,6 +222,7 @@ async fn handle(req: Request<Incoming>, shared: Arc<Shared>) -> Result<Response<
         include_usage: req["stream_options"]["include_usage"] == true,
         input_tokens: tokens(bytes.len()),
     };
+    shared.released().await;
     Ok(match shared.next_step() {
         Some(step) => scripted(format, step, &asked, &shared).await,
         None => answer(format, &format.demo(&req), &asked, 0, &shared),

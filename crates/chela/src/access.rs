@@ -203,6 +203,13 @@ impl Gate {
         inner.rate.limit(verdict, rate_per_hour(cfg), channel, sender, now)
     }
 
+    /// Counts a reply to `sender`, a stranger on `channel`, that is not a pairing answer (the
+    /// id `/whoami` tells): `Allowed` to send it, `RateLimited` to send that instead, `Silent`
+    /// to send nothing. Strangers' replies share one budget besides each sender's own.
+    pub fn reply_to_stranger(&self, cfg: &Config, channel: &str, sender: &str, now: u64) -> Admission {
+        self.inner().rate.reply_to_stranger(rate_per_hour(cfg), channel, sender, now)
+    }
+
     /// Whether `sender` may talk on `channel` now (listed in `allow_from`, or approved),
     /// decided without side effects: no code is issued, no message counted.
     pub fn allows(&self, cfg: &Config, channel: &str, sender: &str) -> bool {
@@ -259,6 +266,13 @@ impl Gate {
     pub fn deny(&self, code: &str, now: u64) -> Result<PendingCode, GateError> {
         let mut inner = self.inner();
         self.edit(&mut inner, |s| s.deny(code, now))
+    }
+
+    /// The owner clears the queue of `channel` (all channels: `None`): every waiting request is
+    /// denied. Returns the dropped requests.
+    pub fn clear(&self, channel: Option<&str>, now: u64) -> Result<Vec<PendingCode>, GateError> {
+        let mut inner = self.inner();
+        self.edit(&mut inner, |s| Ok(s.clear(channel, now)))
     }
 
     /// The owner revokes an approved sender.

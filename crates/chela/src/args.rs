@@ -70,6 +70,7 @@ pub enum Topic {
     PairingApprove,
     PairingDeny,
     PairingRevoke,
+    PairingClear,
     Doctor,
     Service,
     ServiceInstall,
@@ -125,6 +126,7 @@ impl Topic {
             ("pairing", Some("approve")) => Topic::PairingApprove,
             ("pairing", Some("deny")) => Topic::PairingDeny,
             ("pairing", Some("revoke")) => Topic::PairingRevoke,
+            ("pairing", Some("clear")) => Topic::PairingClear,
             ("pairing", _) => Topic::Pairing,
 
             ("service", Some("install")) => Topic::ServiceInstall,
@@ -283,7 +285,12 @@ pub enum PairingCmd {
     List,
     Approve(String),
     Deny(String),
-    Revoke { channel: String, sender: String },
+    Revoke {
+        channel: String,
+        sender: String,
+    },
+    /// Deny every waiting request (of one channel, or all).
+    Clear(Option<String>),
 }
 
 /// Parses `args` (without the program name). Mistakes come back as one-line errors that say
@@ -414,6 +421,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("pairing", ["list"] | []) => Command::Pairing(PairingCmd::List),
         ("pairing", ["approve", code]) => Command::Pairing(PairingCmd::Approve((*code).to_owned())),
         ("pairing", ["deny", code]) => Command::Pairing(PairingCmd::Deny((*code).to_owned())),
+        ("pairing", ["clear"]) => Command::Pairing(PairingCmd::Clear(None)),
+        ("pairing", ["clear", channel]) => Command::Pairing(PairingCmd::Clear(Some((*channel).to_owned()))),
         ("pairing", ["revoke", channel, sender]) => {
             Command::Pairing(PairingCmd::Revoke { channel: (*channel).to_owned(), sender: (*sender).to_owned() })
         }
@@ -574,6 +583,7 @@ mod tests {
             (&["pairing", "approve", "X", "--help"], Topic::PairingApprove),
             (&["help", "pairing", "deny"], Topic::PairingDeny),
             (&["pairing", "revoke", "--help"], Topic::PairingRevoke),
+            (&["pairing", "clear", "--help"], Topic::PairingClear),
             (&["service", "-h"], Topic::Service),
             (&["service", "install", "-h"], Topic::ServiceInstall),
             (&["service", "uninstall", "--help"], Topic::ServiceUninstall),

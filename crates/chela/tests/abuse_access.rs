@@ -8,7 +8,9 @@ use std::process::{Command, Output, Stdio};
 use chela::access::{Gate, STORE_FILE, now_secs};
 use chela::config::Config;
 use chela::workspace::Workspace;
-use chela_core::access::{Admission, CODE_ALPHABET, CODE_LEN, MAX_PENDING_PER_CHANNEL, MAX_TRACKED};
+use chela_core::access::{
+    Admission, CODE_ALPHABET, CODE_LEN, MAX_PENDING_PER_CHANNEL, MAX_TRACKED, STRANGER_REPLIES_PER_HOUR,
+};
 
 fn ws() -> (tempfile::TempDir, Workspace) {
     let dir = tempfile::tempdir().unwrap();
@@ -50,7 +52,8 @@ fn a_thousand_strangers_get_three_codes_and_a_bounded_store() {
     for i in 0..1000 {
         match gate.admit(&c, "telegram", &format!("stranger{i}"), now) {
             Admission::NewCode { .. } => codes += 1,
-            Admission::TooManyPending => {}
+            // Told the queue is full, until the replies all strangers share are spent.
+            Admission::TooManyPending | Admission::Silent => {}
             other => panic!("stranger {i}: {other:?}"),
         }
     }
@@ -211,4 +214,62 @@ fn the_daemon_refuses_to_start_on_a_broken_store_and_keeps_it() {
     assert!(!o.status.success());
     assert!(err.contains("access.json is not a valid pairing store") && err.contains("move it away"), "{err}");
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "[1, 2, 3]");
+}
+
+#[test]
+fn strangers_who_fill_the_queue_do_not_stop_pairing_the_owner_clears_it() {
+    let (d, ws) = ws();
+    let daemon = Gate::open(&ws).unwrap();
+    let c = cfg(&[]);
+    let now = now_secs();
+    for i in 0..MAX_PENDING_PER_CHANNEL {
+        assert!(matches!(daemon.admit(&c, "telegram", &format!("crowd{i}"), now), Admission::NewCode { .. }));
+    }
+    // The real person arrives after the crowd: no code for now.
+    assert_eq!(daemon.admit(&c, "telegram", "friend", now), Admission::TooManyPending);
+    // The owner sees the queue and clears it from another process while the daemon runs.
+    let o = chela(d.path(), &["pairing", "list"]);
+    assert!(text(&o).0.contains("chela pairing clear"), "the list says how to clear: {:?}", text(&o));
+    let o = chela(d.path(), &["pairing", "clear", "telegram"]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert!(text(&o).0.contains(&format!("Denied {MAX_PENDING_PER_CHANNEL} waiting request(s)")), "{:?}", text(&o));
+    // The crowd cannot fill it again with the same senders; the real person gets a code.
+    for i in 0..MAX_PENDING_PER_CHANNEL {
+        assert_eq!(daemon.admit(&c, "telegram", &format!("crowd{i}"), now), Admission::Denied);
+    }
+    let friend = code(&daemon.admit(&c, "telegram", "friend", now));
+    // New strangers fill the queue again, but cannot push the waiting code out.
+    for i in 0..100 {
+        daemon.admit(&c, "telegram", &format!("more{i}"), now);
+    }
+    assert_eq!(daemon.admit(&c, "telegram", "friend", now), Admission::StillPending { code: friend.clone() });
+    let o = chela(d.path(), &["pairing", "approve", &friend]);
+    assert!(o.status.success(), "{:?}", text(&o));
+    assert_eq!(daemon.admit(&c, "telegram", "friend", now), Admission::Allowed);
+}
+
+#[test]
+fn a_crowd_of_strangers_gets_a_bounded_number_of_replies() {
+    let (_d, ws) = ws();
+    let gate = Gate::open(&ws).unwrap();
+    // Even with the per-sender limit off, replies to strangers have a bound of their own.
+    for c in [cfg(&[]), cfg(&[("CHELA_ACCESS__RATE_PER_HOUR", "0")])] {
+        let now = now_secs();
+        let mut replies = 0;
+        let mut codes = 0;
+        for round in 0..5 {
+            for i in 0..500 {
+                let sender = format!("crowd{i}");
+                let verdict = gate.admit(&c, "feishu", &sender, now);
+                codes += usize::from(matches!(verdict, Admission::NewCode { .. }));
+                replies += usize::from(verdict.reply_text().is_some());
+                if round == 0 && gate.reply_to_stranger(&c, "feishu", &sender, now) != Admission::Silent {
+                    replies += 1;
+                }
+            }
+        }
+        let bound = STRANGER_REPLIES_PER_HOUR as usize + codes;
+        assert!(replies <= bound, "3000 messages from 500 strangers got {replies} replies (bound {bound})");
+        gate.clear(None, now).unwrap();
+    }
 }

@@ -28,6 +28,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::PairingDeny => "chela pairing deny CODE",
         Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
         Topic::State => "chela state [check] | state trust FILE",
+        Topic::PairingClear => "chela pairing clear [CHANNEL]",
         Topic::Doctor => "chela doctor",
         Topic::Service => "chela service <install|uninstall|status>",
         Topic::ServiceInstall => "chela service install",
@@ -71,6 +72,7 @@ pub fn text(topic: Topic) -> String {
         Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
         Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
         Topic::State => ("check the seals of the pairing, device and endpoint stores, or trust one.", STATE),
+        Topic::PairingClear => ("deny every waiting pairing request.", PAIRING_CLEAR),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
         Topic::Service => ("run Chela as a systemd user service.", SERVICE),
         Topic::ServiceInstall => ("install and start the systemd user service.", SERVICE_INSTALL),
@@ -125,6 +127,7 @@ Commands:
                           Let a code's sender talk to Chela, or refuse it
   pairing revoke CHANNEL:SENDER
                           Take an approved sender's access away
+  pairing clear [CHANNEL] Deny every waiting request (a queue strangers filled)
   doctor                  Check the configuration, workspace and provider
   service install|uninstall|status
                           Run `chela run` as a systemd user service
@@ -359,11 +362,12 @@ Verbs:
   approve CODE            Let the sender of CODE talk to Chela
   deny CODE               Refuse the request; its sender gets no new code for an hour
   revoke CHANNEL:SENDER   Take an approved sender's access away
+  clear [CHANNEL]         Deny every waiting request, so a queue strangers filled is free again
 
 Someone not in a channel's allow_from who messages Chela gets a one-time code of 8
 letters and digits, valid for one hour, and nothing they send reaches the model. They pass
 the code to you; you approve or deny it here or on the dashboard. At most 3 requests wait
-per channel. allow_from = [\"*\"] opens a channel to everyone; access.rate_per_hour limits
+per channel; when strangers fill them, `chela pairing clear` frees the queue. allow_from = [\"*\"] opens a channel to everyone; access.rate_per_hour limits
 how often anyone may write (default 30 messages an hour). `chela pairing` alone lists.
 
 Example:
@@ -397,6 +401,18 @@ ignored meanwhile.
 
 Example:
   chela pairing deny 7KQ4MXT2
+";
+
+const PAIRING_CLEAR: &str = "\
+Arguments:
+  CHANNEL                 Only this channel's requests (telegram, feishu); all when left out
+
+Every waiting request is denied, as `chela pairing deny` would: its code stops working and
+its sender gets no new code for an hour, so the same strangers cannot fill the queue again.
+Someone you want to let in asks for a new code afterwards (or approve them first).
+
+Example:
+  chela pairing clear telegram
 ";
 
 const PAIRING_REVOKE: &str = "\

@@ -255,6 +255,9 @@ async fn check_feishu(cfg: &Config, r: &mut Report) {
     if feishu.app_id.is_empty() {
         return;
     }
+    if let Some(why) = crate::channels::feishu::unverifiable_webhook(feishu) {
+        r.fail(&format!("Feishu: {why}"), "chela config set channels.feishu.encrypt_key -");
+    }
     let Ok(http) = http_client(cfg) else { return };
     match crate::channels::feishu::check(http, feishu).await {
         Ok(()) => r.ok(&format!("Feishu app {} gets a tenant token from {}", feishu.app_id, feishu.api_base)),

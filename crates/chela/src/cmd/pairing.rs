@@ -1,4 +1,4 @@
-//! `chela pairing list|approve|deny|revoke`: the owner's side of pairing, on the same store the
+//! `chela pairing list|approve|deny|revoke|clear`: the owner's side of pairing, on the same store the
 //! running daemon reads (see [`crate::access`]).
 
 use std::fmt::Write as _;
@@ -24,6 +24,17 @@ pub fn run(ws: &Workspace, cmd: PairingCmd) -> Result<ExitCode> {
         PairingCmd::Deny(code) => {
             let p = gate.deny(&code, now)?;
             format!("Denied {}:{}. They get no new code for an hour.\n", p.channel, p.sender)
+        }
+        PairingCmd::Clear(channel) => {
+            let dropped = gate.clear(channel.as_deref(), now)?;
+            let queue = channel.map_or_else(|| "No requests".to_owned(), |c| format!("No {c} requests"));
+            match dropped.len() {
+                0 => format!("{queue} were waiting.\n"),
+                n => {
+                    let who: Vec<String> = dropped.iter().map(|p| format!("{}:{}", p.channel, p.sender)).collect();
+                    format!("Denied {n} waiting request(s): {}. They get no new code for an hour.\n", who.join(", "))
+                }
+            }
         }
         PairingCmd::Revoke { channel, sender } => {
             let listed = chela_core::access::listed(allow_from(&cfg, &channel), &sender);
@@ -58,7 +69,10 @@ fn list(l: &Listing, cfg: &Config, now: u64) -> String {
     if l.pending.is_empty() {
         out.push_str("No pairing requests are waiting.\n");
     } else {
-        out.push_str("Waiting (approve with `chela pairing approve CODE`, refuse with `chela pairing deny CODE`):\n");
+        out.push_str(
+            "Waiting (approve with `chela pairing approve CODE`, refuse with `chela pairing deny CODE`, \
+             all at once with `chela pairing clear`):\n",
+        );
         for p in &l.pending {
             let mins = p.expires_at.saturating_sub(now).div_ceil(60);
             let _ = writeln!(out, "  {}  {}:{}  expires in {mins} min", p.code, p.channel, p.sender);

@@ -64,6 +64,13 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
             let pending = d.gate().deny(&r.code, now_secs()).map_err(gate_error)?;
             ok(json!({"channel": pending.channel, "sender": pending.sender}))
         }
+        (&Method::POST, "/pairing/clear") => {
+            let r: ClearReq = parse(body)?;
+            let dropped = d.gate().clear(r.channel.as_deref(), now_secs()).map_err(gate_error)?;
+            ok(
+                json!({"denied": dropped.iter().map(|p| json!({"channel": p.channel, "sender": p.sender})).collect::<Vec<_>>()}),
+            )
+        }
         (&Method::POST, "/pairing/revoke") => {
             let r: RevokeReq = parse(body)?;
             let peer = d.gate().revoke(&r.channel, &r.sender).map_err(gate_error)?;
@@ -132,6 +139,14 @@ struct IdReq {
 #[derive(Deserialize)]
 struct CodeReq {
     code: String,
+}
+
+/// `POST /api/pairing/clear`: `{}` clears every channel's queue, `{"channel": "telegram"}` one.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ClearReq {
+    #[serde(default)]
+    channel: Option<String>,
 }
 
 #[derive(Deserialize)]

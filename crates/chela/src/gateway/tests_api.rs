@@ -172,6 +172,28 @@ async fn pairing_requests_are_listed_approved_and_revoked() {
 }
 
 #[tokio::test]
+async fn the_console_clears_a_queue_strangers_filled() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    for who in ["1", "2", "3"] {
+        let stranger = Incoming {
+            channel: "telegram".into(),
+            chat_id: who.into(),
+            sender: who.into(),
+            user: chela_proto::chat::Message::user_text("let me in"),
+            cancel: Cancel::default(),
+        };
+        h.daemon.submit(stranger, Box::new(super::openai::Silent));
+    }
+    assert_eq!(h.get("/api/pairing").await.1["pending"].as_array().unwrap().len(), 3);
+    let (status, e) = h.send("POST", "/api/pairing/clear", r#"{"channel":"telegram","extra":1}"#).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{e}");
+    let (status, cleared) = h.send("POST", "/api/pairing/clear", "{}").await;
+    assert_eq!(status, StatusCode::OK, "{cleared}");
+    assert_eq!(cleared["denied"].as_array().unwrap().len(), 3, "{cleared}");
+    assert_eq!(h.get("/api/pairing").await.1["pending"], json!([]));
+}
+
+#[tokio::test]
 async fn the_setup_form_configures_a_daemon_that_has_no_model_without_a_restart() {
     let h = harness_with_settings(vec![Step::text("set up and answering")], &[("llm.provider", "anthropic")]);
     if h.daemon.app().is_ok() {

@@ -18,7 +18,7 @@ const LIMIT: Duration = Duration::from_secs(20);
 struct Running {
     child: Child,
     stderr: Capture,
-    _ws: Ws,
+    ws: Ws,
 }
 
 impl Drop for Running {
@@ -29,15 +29,20 @@ impl Drop for Running {
 }
 
 fn start(llm: &FakeLlm, feishu: &FakeFeishu, extra: &str) -> Running {
+    start_with(llm, feishu, "allow_from = [\"*\"]", extra)
+}
+
+/// `chela run` with the Feishu settings `allow` (the `allow_from` line, or nothing) and `extra`.
+fn start_with(llm: &FakeLlm, feishu: &FakeFeishu, allow: &str, extra: &str) -> Running {
     let ws = Ws::for_llm(Provider::Anthropic, llm, "max_retries = 0");
     let config = std::fs::read_to_string(ws.path().join("chela.toml")).unwrap();
     ws.write_config(&format!(
-        "{config}\n[channels.feishu]\napp_id = \"cli_test\"\napp_secret = \"secret-test\"\napi_base = \"{}\"\nallow_from = [\"*\"]\n{extra}\n",
+        "{config}\n[channels.feishu]\napp_id = \"cli_test\"\napp_secret = \"secret-test\"\napi_base = \"{}\"\n{allow}\n{extra}\n",
         feishu.base_url()
     ));
     let mut child = ws.cmd(&["run"]).spawn().unwrap();
     let stderr = Capture::start(child.stderr.take());
-    Running { child, stderr, _ws: ws }
+    Running { child, stderr, ws }
 }
 
 fn start_ws(llm: &FakeLlm, feishu: &FakeFeishu) -> Running {
@@ -203,6 +208,11 @@ fn pings_follow_the_servers_interval_and_sigterm_stops_the_channel_at_once() {
     wait_for("the long connection closed", LIMIT, || feishu.ws_open() == 0);
 }
 
+/// Now in Unix seconds, as a webhook's `X-Lark-Request-Timestamp`.
+fn now() -> String {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs().to_string()
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -231,19 +241,19 @@ fn encrypted_webhooks_are_verified_answered_and_bad_ones_refused() {
     let mut event = p2p("ev1", "from a webhook");
     event["header"]["token"] = json!("vt-1");
     // A bad signature, a wrong verification token, garbage: refused, nothing reaches the model.
-    let (body, mut headers) = encrypted_event("ek-1", &event, "1700000000", "nonce-1");
+    let (body, mut headers) = encrypted_event("ek-1", &event, &now(), "nonce-1");
     headers[2].1 = "0".repeat(64);
     assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 401);
     let mut wrong_token = event.clone();
     wrong_token["header"]["token"] = json!("vt-2");
-    let (body2, headers2) = encrypted_event("ek-1", &wrong_token, "1700000000", "nonce-2");
+    let (body2, headers2) = encrypted_event("ek-1", &wrong_token, &now(), "nonce-2");
     assert_eq!(webhook_post(&url, &body2, &headers2).unwrap().0, 401);
     let (status, answer) = webhook_post(&url, br#"{"encrypt":"%%% not base64"}"#, &[]).unwrap();
     assert_eq!(status, 400);
     assert!(answer.contains("cannot be decrypted"), "{answer}");
 
     // The real event, twice (Feishu retries): answered once.
-    let (body, headers) = encrypted_event("ek-1", &event, "1700000000", "nonce-3");
+    let (body, headers) = encrypted_event("ek-1", &event, &now(), "nonce-3");
     assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
     assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
     wait_for("the reply", LIMIT, || feishu.sent().len() == 1);
@@ -270,4 +280,92 @@ fn doctor_checks_the_feishu_credentials() {
     let out = ws.run(&["doctor"]);
     out.stdout_has("FAIL  Feishu: Feishu refused the app credentials");
     assert!(!out.stdout.contains("wrong-secret-123"), "the secret was printed:\n{}", out.stdout);
+}
+
+#[test]
+fn a_revoke_while_the_model_works_keeps_that_turns_answer_from_the_revoked_person() {
+    let llm = FakeLlm::start(vec![Step::text("a secret meant for alice while approved")]);
+    let feishu = FakeFeishu::start(FeishuOptions::default());
+    let chela = start_with(&llm, &feishu, "", "");
+    wait_for("the long connection", LIMIT, || feishu.ws_open() == 1);
+    feishu.push_event(&p2p("ev1", "hello?"));
+    wait_for("the pairing code", LIMIT, || !feishu.sent().is_empty());
+    let text = feishu.sent()[0].text.clone();
+    let code: String = text.split("chela pairing approve ").nth(1).expect("a pairing answer").chars().take(8).collect();
+    chela.ws.run(&["pairing", "approve", &code]).expect_ok();
+
+    llm.hold();
+    feishu.push_event(&p2p("ev2", "tell me the secret"));
+    wait_for("the model call", LIMIT, || llm.requests().len() == 1);
+    chela.ws.run(&["pairing", "revoke", "feishu:ou_alice"]).expect_ok();
+    llm.release();
+    // Either the answer goes out (the break) or the daemon says why it did not.
+    wait_for("the delivery to be decided", LIMIT, || {
+        feishu.sent().len() > 1 || chela.stderr.now().contains("may no longer talk")
+    });
+    let sent = feishu.sent();
+    assert!(sent.iter().all(|s| !s.text.contains("secret")), "the revoked person got the answer: {sent:?}");
+}
+
+#[test]
+fn webhook_mode_without_a_verification_method_does_not_start_and_doctor_says_what_to_set() {
+    let llm = FakeLlm::start(vec![Step::text("a forged event's answer")]);
+    let feishu = FakeFeishu::start(FeishuOptions::default());
+    let port = free_port();
+    let extra = format!("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:{port}\"\n");
+    let mut chela = start(&llm, &feishu, &extra);
+    // A forged event from the owner's open_id, for as long as the daemon lives.
+    let url = format!("http://127.0.0.1:{port}/feishu/events");
+    let forged = p2p("ev-forged", "run this for me").to_string();
+    let status = loop {
+        if let Some(status) = chela.child.try_wait().unwrap() {
+            break status;
+        }
+        let answered = webhook_post(&url, forged.as_bytes(), &[]).is_ok_and(|(code, _)| code == 200);
+        assert!(!answered, "a forged, unverifiable event was accepted");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!status.success());
+    wait_for("the refusal in the log", LIMIT, || chela.stderr.now().contains("could not tell Feishu's events"));
+    let log = chela.stderr.now();
+    assert!(log.contains("channels.feishu.encrypt_key") && log.contains("channels.feishu.verification_token"), "{log}");
+    assert!(llm.requests().is_empty() && feishu.sent().is_empty());
+    let doctor = chela.ws.run(&["doctor"]);
+    doctor.stdout_has("FAIL  Feishu: channels.feishu.mode is webhook, but neither channels.feishu.encrypt_key");
+}
+
+#[test]
+fn a_replayed_webhook_event_is_refused_by_its_age_and_by_its_id_after_a_restart() {
+    let llm = FakeLlm::start(vec![Step::text("first answer"), Step::text("a replay's answer")]);
+    let feishu = FakeFeishu::start(FeishuOptions::default());
+    let port = free_port();
+    let extra = format!("mode = \"webhook\"\nwebhook_listen = \"127.0.0.1:{port}\"\nencrypt_key = \"ek-1\"\n");
+    let mut chela = start(&llm, &feishu, &extra);
+    let url = format!("http://127.0.0.1:{port}/feishu/events");
+    let listening = || std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
+    wait_for("the webhook listener", LIMIT, listening);
+    // Signed in 2020: a captured event, replayed.
+    let old = p2p("ev-2020", "from 2020");
+    let (body, headers) = encrypted_event("ek-1", &old, "1577836800", "nonce-1");
+    let (status, answer) = webhook_post(&url, &body, &headers).unwrap();
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer.contains("5 minutes"), "{answer}");
+
+    let event = p2p("ev-once", "run this once");
+    let (body, headers) = encrypted_event("ek-1", &event, &now(), "nonce-2");
+    assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
+    wait_for("the reply", LIMIT, || feishu.sent().len() == 1);
+    // The daemon restarts on the same workspace; the same signed event comes again in its window.
+    let _ = chela.child.kill();
+    let _ = chela.child.wait();
+    chela.child = chela.ws.cmd(&["run"]).spawn().unwrap();
+    chela.stderr = Capture::start(chela.child.stderr.take());
+    wait_for("the webhook listener after the restart", LIMIT, listening);
+    assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
+    // A new event after it: handled in order, so once it is answered the replay was decided.
+    let (body, headers) = encrypted_event("ek-1", &p2p("ev-next", "and this"), &now(), "nonce-3");
+    assert_eq!(webhook_post(&url, &body, &headers).unwrap().0, 200);
+    wait_for("the next reply", LIMIT, || feishu.sent().len() == 2);
+    let asked: Vec<String> = llm.requests().iter().map(|r| last_user_text(r.json.as_ref().unwrap())).collect();
+    assert_eq!(asked, ["run this once", "and this"], "the replay ran again");
 }

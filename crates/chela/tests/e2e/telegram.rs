@@ -488,3 +488,92 @@ fn a_sender_over_the_rate_limit_is_told_once_and_then_not_answered() {
     assert!(texts[2].contains("faster than I may answer"), "the polite reply: {texts:?}");
     assert_eq!(llm.requests().len(), 2, "only the messages within the limit reached the model");
 }
+
+/// Pairs Telegram user 77 through a code and `chela pairing approve`.
+fn pair_77(ws: &Ws, tg: &FakeTelegram) {
+    tg.push_text(77, 77, "hello?");
+    let sent = tg.wait_sent(WAIT, |s| s.iter().any(|m| m.chat_id == 77 && m.text.contains("pairing code")));
+    let asked = sent.iter().rev().find(|m| m.chat_id == 77).unwrap();
+    ws.run(&["pairing", "approve", &pairing_code(&asked.text)]).expect_ok();
+}
+
+/// Every send or edit Telegram was asked to make in chat 77.
+fn writes_to_77(tg: &FakeTelegram) -> Vec<chela_testkit::telegram::Call> {
+    tg.calls()
+        .into_iter()
+        .filter(|c| matches!(c.method.as_str(), "sendMessage" | "editMessageText") && chat_of(c) == "77")
+        .collect()
+}
+
+/// Waits until the turn of chat 77 has ended with `answer` saved in its session.
+fn wait_turn_saved(ws: &Ws, answer: &str) {
+    let session = ws.path().join("sessions/telegram_77.jsonl");
+    crate::wait_for("the turn to end", WAIT, || std::fs::read_to_string(&session).is_ok_and(|s| s.contains(answer)));
+}
+
+#[test]
+fn a_revoke_while_the_model_works_keeps_that_turns_answer_from_the_revoked_chat() {
+    let llm = FakeLlm::start(vec![Step::text("a secret meant for 77 while approved")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    pair_77(&ws, &tg);
+    llm.hold();
+    tg.push_text(77, 77, "tell me the secret");
+    crate::wait_for("the model call", WAIT, || llm.requests().len() == 1);
+    ws.run(&["pairing", "revoke", "telegram:77"]).expect_ok();
+    llm.release();
+    wait_turn_saved(&ws, "a secret meant for 77");
+    // A stop lets answers being sent go out first: one sent wrongly is in the fake by then.
+    let out = stop(child);
+    out.expect_ok();
+    let leaked: Vec<_> =
+        writes_to_77(&tg).into_iter().filter(|c| c.params["text"].to_string().contains("secret")).collect();
+    assert!(leaked.is_empty(), "the revoked chat got the turn's answer: {leaked:?}\n{}", out.stderr);
+}
+
+#[test]
+fn a_revoke_while_the_answer_streams_stops_the_edits_and_the_final_answer() {
+    let llm = FakeLlm::start(vec![slow_step()]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    pair_77(&ws, &tg);
+    let before = writes_to_77(&tg).len();
+    tg.push_text(77, 77, "take your time");
+    // The first preview is in the chat: the answer is growing.
+    crate::wait_for("the first preview", WAIT, || writes_to_77(&tg).len() > before);
+    ws.run(&["pairing", "revoke", "telegram:77"]).expect_ok();
+    wait_turn_saved(&ws, "the whole of it is there");
+    let out = stop(child);
+    out.expect_ok();
+    let writes = writes_to_77(&tg);
+    let shown: Vec<&str> = writes[before..].iter().map(|c| c.params["text"].as_str().unwrap_or("")).collect();
+    assert!(!shown.contains(&SLOW_SHOWN), "the whole answer reached the revoked chat: {shown:?}\n{}", out.stderr);
+    assert!(
+        writes[before..].iter().all(|c| c.params.get("parse_mode").is_none()),
+        "the final formatted answer reached the revoked chat: {shown:?}"
+    );
+}
+
+#[test]
+fn a_strangers_flood_of_commands_gets_no_more_replies_than_the_rate_limit() {
+    let llm = FakeLlm::start(vec![Step::text("owner answer")]);
+    let tg = FakeTelegram::start(TOKEN);
+    let ws = ws_for(Provider::Anthropic, &llm, &tg, "");
+    let child = start(&ws, &tg);
+    for i in 0..300 {
+        tg.push_text(99, 99, ["/start", "/help", "/whoami"][i % 3]);
+    }
+    // Updates are handled in order: once the owner is answered, every command was decided.
+    tg.push_text(OWNER, OWNER, "hi");
+    tg.wait_sent(WAIT, |s| !to_owner(s).is_empty());
+    // A stop lets replies being sent go out first.
+    let out = stop(child);
+    out.expect_ok();
+    let to_99 = tg.calls_to("sendMessage").iter().filter(|c| chat_of(c) == "99").count();
+    // The default access.rate_per_hour (30), and one "slow down".
+    assert!(to_99 <= 31, "300 commands from a stranger got {to_99} replies\n{}", out.stderr);
+    assert!(to_99 >= 1, "the stranger heard nothing at all");
+    assert_eq!(llm.requests().len(), 1, "only the owner reached the model");
+}

@@ -3,18 +3,18 @@
 //!
 //! Both modes hand each event's JSON to [`Channel::on_event`], which keeps text messages from
 //! people (in a group only those that mention the bot, with the mention taken out), drops events
-//! already seen (by event id, a bounded memory), and submits them to the daemon in arrival
+//! already seen (by event id, remembered across restarts: [`seen`]), and submits them to the daemon in arrival
 //! order. The answer is sent as a reply to the message, split into pieces Feishu accepts.
 //!
 //! Off while `channels.feishu.app_id` is empty. The channel also registers an
 //! [`Outlet`](crate::daemon::Outlet), through which Chela can write to a Feishu chat on its own.
 
 mod api;
+mod seen;
 mod tool;
 mod webhook;
 mod ws;
 
-use std::collections::{HashSet, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -32,11 +32,10 @@ use crate::net::HttpClient;
 use crate::turn::{Cancel, Observer};
 
 pub use api::Api;
+pub use webhook::unverifiable as unverifiable_webhook;
 
 /// The channel's name in sessions, `allow_from` and outlets.
 pub const CHANNEL: &str = "feishu";
-/// Event ids remembered for deduplication (Feishu resends an event it thinks was lost).
-const SEEN_EVENTS: usize = 4096;
 /// Characters per message sent; Feishu takes far more, but long messages read badly on a phone.
 pub const MAX_CHUNK_CHARS: usize = 4000;
 /// Answers still being sent when the daemon stops get this long.
@@ -51,6 +50,9 @@ pub fn configured(cfg: &Config) -> bool {
 pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let cfg = daemon.config();
     let settings = cfg.settings().channels.feishu.clone();
+    if let Some(why) = webhook::unverifiable(&settings) {
+        bail!("{why}");
+    }
     if settings.app_secret.is_empty() {
         bail!(
             "channels.feishu.app_id is set but channels.feishu.app_secret is empty; set it with `chela config set channels.feishu.app_secret -`"
@@ -81,7 +83,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         http,
         settings: settings.clone(),
         bot_open_id,
-        seen: Mutex::new(Seen::default()),
+        seen: Mutex::new(seen::Seen::open(daemon.workspace())),
         replies: Mutex::new(JoinSet::new()),
     });
     daemon.outlets().register(Arc::new(FeishuOutlet { api: Arc::clone(&api) }));
@@ -110,33 +112,10 @@ pub struct Channel {
     http: HttpClient,
     settings: Feishu,
     bot_open_id: Option<String>,
-    seen: Mutex<Seen>,
+    /// Event ids handled, in this run and earlier ones ([`seen`]).
+    seen: Mutex<seen::Seen>,
     /// Turns waiting for their answer to be sent; bounded by the session hub's queues.
     replies: Mutex<JoinSet<()>>,
-}
-
-/// The most recent event ids, oldest first out.
-#[derive(Default)]
-struct Seen {
-    order: VecDeque<String>,
-    set: HashSet<String>,
-}
-
-impl Seen {
-    /// `true` the first time `id` is seen.
-    fn first(&mut self, id: &str) -> bool {
-        if self.set.contains(id) {
-            return false;
-        }
-        if self.order.len() == SEEN_EVENTS
-            && let Some(old) = self.order.pop_front()
-        {
-            self.set.remove(&old);
-        }
-        self.order.push_back(id.to_owned());
-        self.set.insert(id.to_owned());
-        true
-    }
 }
 
 impl Channel {
@@ -151,9 +130,16 @@ impl Channel {
     }
 
     fn on_message(&self, m: MessageEvent) {
-        if !self.seen.lock().unwrap_or_else(PoisonError::into_inner).first(&m.event_id) {
-            tracing::debug!(event = %m.event_id, "a Feishu event seen before was dropped");
-            return;
+        match self.seen.lock().unwrap_or_else(PoisonError::into_inner).first(&m.event_id) {
+            seen::Verdict::First => {}
+            seen::Verdict::Again => {
+                tracing::debug!(event = %m.event_id, "a Feishu event seen before was dropped");
+                return;
+            }
+            seen::Verdict::Malformed => {
+                tracing::warn!("a Feishu event with a malformed id was dropped");
+                return;
+            }
         }
         // Other bots (and this one) do not start turns.
         if m.sender_type != "user" {
@@ -170,6 +156,7 @@ impl Channel {
         if text.is_empty() {
             return;
         }
+        let sender = m.sender.clone();
         let incoming = Incoming {
             channel: CHANNEL.to_owned(),
             chat_id: m.chat_id,
@@ -183,6 +170,12 @@ impl Channel {
                 let api = Arc::clone(&self.api);
                 self.spawn(async move {
                     let end = pending.finish().await;
+                    // Asked again at delivery: a revoke while the model worked keeps the answer
+                    // from the revoked person.
+                    if !daemon.may_talk(CHANNEL, &sender) {
+                        tracing::warn!("the Feishu answer was not sent: {sender} may no longer talk to Chela");
+                        return;
+                    }
                     send_reply(&api, &m.message_id, &daemon.reply_text(&end)).await;
                 });
             }
@@ -333,19 +326,5 @@ mod tests {
 
         let missing = out.send_file("oc_1", &dir.path().join("nope"), "").await.unwrap_err();
         assert!(missing.contains("cannot read"), "{missing}");
-    }
-
-    #[test]
-    fn seen_events_are_remembered_within_the_bound() {
-        let mut seen = Seen::default();
-        assert!(seen.first("e0"));
-        assert!(!seen.first("e0"));
-        for i in 1..=SEEN_EVENTS {
-            assert!(seen.first(&format!("e{i}")));
-        }
-        assert_eq!(seen.set.len(), SEEN_EVENTS);
-        // The oldest fell out; the newest is still known.
-        assert!(seen.first("e0"));
-        assert!(!seen.first(&format!("e{SEEN_EVENTS}")));
     }
 }

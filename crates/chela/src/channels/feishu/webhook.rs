@@ -7,7 +7,9 @@
 //!    SHA-256(encrypt_key), the IV in the first 16 bytes, PKCS#7 padding.
 //! 2. URL verification (`type: url_verification`) is answered with its `challenge`.
 //! 3. Events, with an encrypt key, must carry `X-Lark-Signature` =
-//!    hex(SHA-256(timestamp + nonce + encrypt_key + body)) over the raw body.
+//!    hex(SHA-256(timestamp + nonce + encrypt_key + body)) over the raw body, and a timestamp
+//!    within [`MAX_SKEW_SECS`] of now (a replay of a captured event is refused; the same event
+//!    within the window is dropped by its id, also after a restart).
 //! 4. With a verification token set, the event's `token` must match it.
 //!
 //! Refusals are 400 (not an event) or 401 (not from Feishu), with `{"error": sentence}`.
@@ -32,12 +34,30 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::Channel;
+use crate::config::Feishu;
 
 /// Largest webhook body; Feishu's events are a few kilobytes.
 pub const MAX_BODY_BYTES: usize = 1 << 20;
 /// Webhook requests served at once; more wait in the backlog.
 const MAX_CONNECTIONS: usize = 64;
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why webhook mode may not start with `settings`: without an encrypt key (events signed and
+/// encrypted) or a verification token (a shared secret in every event), anyone who can reach
+/// the port could post events in the owner's name, and Chela would run them as turns.
+pub fn unverifiable(settings: &Feishu) -> Option<String> {
+    (settings.mode == "webhook" && settings.encrypt_key.is_empty() && settings.verification_token.is_empty()).then(
+        || {
+            "channels.feishu.mode is webhook, but neither channels.feishu.encrypt_key nor \
+             channels.feishu.verification_token is set, so Chela could not tell Feishu's events from forged ones. \
+             Copy the app's Encrypt Key (best: events are then signed and encrypted) from the Feishu developer \
+             console's Events & Callbacks page with `chela config set channels.feishu.encrypt_key -` (and its \
+             Verification Token with `chela config set channels.feishu.verification_token -`), or use \
+             `chela config set channels.feishu.mode ws`, which needs neither."
+                .to_owned()
+        },
+    )
+}
 
 /// Serves the webhook until the daemon stops.
 pub async fn run(channel: Arc<Channel>, listen: &str) -> Result<()> {
@@ -103,7 +123,8 @@ async fn handle(channel: &Channel, req: hyper::Request<Incoming>) -> hyper::Resp
         Err(_) => return refuse(StatusCode::REQUEST_TIMEOUT, "the body did not arrive in time"),
     };
     let settings = &channel.settings;
-    match verify(&settings.encrypt_key, &settings.verification_token, &parts.headers, &body) {
+    let now = crate::access::now_secs();
+    match verify(&settings.encrypt_key, &settings.verification_token, &parts.headers, &body, now) {
         Err((status, why)) => refuse(status, why),
         Ok(Verified::Challenge(challenge)) => answer(StatusCode::OK, &json!({ "challenge": challenge })),
         Ok(Verified::Event(plain)) => {
@@ -120,12 +141,18 @@ pub(super) enum Verified {
     Event(Vec<u8>),
 }
 
-/// Checks one webhook request and returns what it carries. Pure, for unit tests.
+/// How far a signed event's `X-Lark-Request-Timestamp` may be from this machine's clock: a
+/// captured event replayed later is refused, whatever its signature.
+pub const MAX_SKEW_SECS: u64 = 300;
+
+/// Checks one webhook request, arrived at `now` (Unix seconds), and returns what it carries.
+/// Pure, for unit tests.
 pub(super) fn verify(
     encrypt_key: &str,
     verification_token: &str,
     headers: &HeaderMap,
     body: &[u8],
+    now: u64,
 ) -> Result<Verified, (StatusCode, &'static str)> {
     let bad = |why| (StatusCode::BAD_REQUEST, why);
     let outer: Value = serde_json::from_slice(body).map_err(|_| bad("the body is not JSON"))?;
@@ -157,6 +184,14 @@ pub(super) fn verify(
         let expected = signature(header("x-lark-request-timestamp"), header("x-lark-request-nonce"), encrypt_key, body);
         if !same(header("x-lark-signature").as_bytes(), expected.as_bytes()) {
             return Err((StatusCode::UNAUTHORIZED, "the event's X-Lark-Signature does not match"));
+        }
+        let sent = header("x-lark-request-timestamp").parse::<u64>().ok();
+        if sent.is_none_or(|t| t.abs_diff(now) > MAX_SKEW_SECS) {
+            return Err((
+                StatusCode::UNAUTHORIZED,
+                "the event's X-Lark-Request-Timestamp is more than 5 minutes from this machine's clock \
+                 (a replayed event, or a clock that is off: check NTP)",
+            ));
         }
     }
     Ok(Verified::Event(plain))
@@ -192,6 +227,9 @@ mod tests {
     use super::*;
     use chela_testkit::feishu::{encrypt, encrypted_event, message_event};
 
+    /// When the tests' signed events were sent.
+    const NOW: u64 = 1_700_000_000;
+
     fn headers(pairs: &[(String, String)]) -> HeaderMap {
         let mut h = HeaderMap::new();
         for (k, v) in pairs {
@@ -204,24 +242,46 @@ mod tests {
     fn an_encrypted_signed_event_is_decrypted_and_a_changed_one_refused() {
         let event = message_event("ev1", ("oc_1", "p2p"), "ou_a", "hi", None);
         let (body, h) = encrypted_event("key-1", &event, "1700000000", "n1");
-        let Ok(Verified::Event(plain)) = verify("key-1", "", &headers(&h), &body) else { panic!("refused") };
+        let Ok(Verified::Event(plain)) = verify("key-1", "", &headers(&h), &body, NOW) else { panic!("refused") };
         assert_eq!(serde_json::from_slice::<Value>(&plain).unwrap(), event);
         // Same body, wrong key: the decryption fails before any signature is looked at.
-        assert_eq!(verify("key-2", "", &headers(&h), &body).unwrap_err().0, StatusCode::BAD_REQUEST);
+        assert_eq!(verify("key-2", "", &headers(&h), &body, NOW).unwrap_err().0, StatusCode::BAD_REQUEST);
         // Right key, a signature made for another timestamp.
         let mut stale = h.clone();
         stale[0].1 = "1700000001".into();
-        assert_eq!(verify("key-1", "", &headers(&stale), &body).unwrap_err().0, StatusCode::UNAUTHORIZED);
-        assert_eq!(verify("key-1", "", &HeaderMap::new(), &body).unwrap_err().0, StatusCode::UNAUTHORIZED);
+        assert_eq!(verify("key-1", "", &headers(&stale), &body, NOW).unwrap_err().0, StatusCode::UNAUTHORIZED);
+        assert_eq!(verify("key-1", "", &HeaderMap::new(), &body, NOW).unwrap_err().0, StatusCode::UNAUTHORIZED);
+    }
+
+    #[test]
+    fn a_signed_event_outside_five_minutes_of_now_is_refused() {
+        let event = message_event("ev1", ("oc_1", "p2p"), "ou_a", "hi", None);
+        for (sent, ok) in
+            [(NOW - MAX_SKEW_SECS, true), (NOW + MAX_SKEW_SECS, true), (NOW - 301, false), (NOW + 301, false)]
+        {
+            let (body, h) = encrypted_event("key-1", &event, &sent.to_string(), "n1");
+            let got = verify("key-1", "", &headers(&h), &body, NOW);
+            assert_eq!(got.is_ok(), ok, "sent at {sent}: {got:?}");
+        }
+        // 2020, signed correctly: a captured event replayed years later.
+        let (body, h) = encrypted_event("key-1", &event, "1577836800", "n1");
+        let (status, why) = verify("key-1", "", &headers(&h), &body, NOW).unwrap_err();
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        assert!(why.contains("5 minutes"), "{why}");
+        let (body, h) = encrypted_event("key-1", &event, "soon", "n1");
+        assert_eq!(verify("key-1", "", &headers(&h), &body, NOW).unwrap_err().0, StatusCode::UNAUTHORIZED);
     }
 
     #[test]
     fn url_verification_answers_the_challenge_with_the_right_token_only() {
         let body = br#"{"challenge":"ch-1","token":"vt","type":"url_verification"}"#;
-        assert_eq!(verify("", "vt", &HeaderMap::new(), body), Ok(Verified::Challenge("ch-1".into())));
-        assert_eq!(verify("", "other", &HeaderMap::new(), body).unwrap_err().0, StatusCode::UNAUTHORIZED);
+        assert_eq!(verify("", "vt", &HeaderMap::new(), body, NOW), Ok(Verified::Challenge("ch-1".into())));
+        assert_eq!(verify("", "other", &HeaderMap::new(), body, NOW).unwrap_err().0, StatusCode::UNAUTHORIZED);
         let sealed = json!({"encrypt": encrypt("k", *b"iv-iv-iv-iv-iv-i", body)}).to_string();
-        assert_eq!(verify("k", "vt", &HeaderMap::new(), sealed.as_bytes()), Ok(Verified::Challenge("ch-1".into())));
+        assert_eq!(
+            verify("k", "vt", &HeaderMap::new(), sealed.as_bytes(), NOW),
+            Ok(Verified::Challenge("ch-1".into()))
+        );
     }
 
     #[test]
@@ -234,7 +294,7 @@ mod tests {
             ("", br#"{"encrypt":"AAAA"}"#),
             ("", br#"{"header":{}}"#),
         ] {
-            let (status, why) = verify(key, "", &HeaderMap::new(), body).unwrap_err();
+            let (status, why) = verify(key, "", &HeaderMap::new(), body, NOW).unwrap_err();
             assert_eq!(status, StatusCode::BAD_REQUEST, "{why}");
         }
     }

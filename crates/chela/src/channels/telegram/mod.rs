@@ -11,7 +11,9 @@
 //! see `tool`) and the channel's outlet let Chela write to allowed chats on its own. Photos reach the model as image blocks; documents and voice
 //! notes are saved under `inbox/` and announced by path ([`inbound`]). Commands: `/start`,
 //! `/help`, `/new` and `/reset` (a fresh session), `/whoami` (the sender's id, answered to
-//! anyone, since it is how a stranger learns what to be allowed as; nothing is stored).
+//! anyone, since it is how a stranger learns what to be allowed as; nothing is stored). From a
+//! stranger, `/start` and `/help` are messages like any other (the gate answers with a pairing
+//! code), and `/whoami` is counted by the gate's limits for strangers.
 //!
 //! Failures: 429 waits `retry_after`; a network error or an unreadable answer backs off
 //! (1 s doubling to 60 s) and never spins; 401 ends the channel with an error.
@@ -33,6 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
+use chela_core::access::Admission;
 use chela_core::config as keys;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -228,8 +231,22 @@ async fn handle(chan: &mut Channel, update: &Value) {
     let text = msg["text"].as_str().or_else(|| msg["caption"].as_str()).unwrap_or("");
     let allowed = chan.daemon.may_talk(CHANNEL, &sender);
     match command(text).as_deref() {
-        Some("start" | "help") => return chan.answer(&chat_id, HELP.to_owned()),
+        Some("start" | "help") if allowed => return chan.answer(&chat_id, HELP.to_owned()),
         Some("whoami") => {
+            // A stranger's reply counts like any other (per sender and for all strangers), so
+            // a flood of commands cannot make the bot write without bound.
+            if !allowed {
+                let cfg = chan.daemon.config();
+                match chan.daemon.gate().reply_to_stranger(&cfg, CHANNEL, &sender, crate::access::now_secs()) {
+                    Admission::Allowed => {}
+                    limited => {
+                        if let Some(text) = limited.reply_text() {
+                            chan.answer(&chat_id, text);
+                        }
+                        return;
+                    }
+                }
+            }
             let text = format!(
                 "Your Telegram user id is {sender} (this chat: {chat_id}).\n\
                  The owner can let you in with: chela config set channels.telegram.allow_from {sender}"
@@ -250,6 +267,7 @@ async fn handle(chan: &mut Channel, update: &Value) {
     } else {
         chela_proto::chat::Message::user_text(text)
     };
+    let sender_id = sender.clone();
     let incoming =
         Incoming { channel: CHANNEL.to_owned(), chat_id: chat_id.clone(), sender, user, cancel: Cancel::default() };
     // Read for each message, so `chela config set channels.telegram.stream_edits false` applies
@@ -263,23 +281,35 @@ async fn handle(chan: &mut Channel, update: &Value) {
     match chan.daemon.submit(incoming, observer) {
         Submitted::Queued(pending) => {
             let (api, daemon, place) = (chan.api.clone(), Arc::clone(&chan.daemon), chan.place(&chat_id));
-            chan.replies.spawn(answer_turn(api, daemon, chat_id, pending, place, preview));
+            let to = To { chat_id, sender: sender_id };
+            chan.replies.spawn(answer_turn(api, daemon, to, pending, place, preview));
         }
         Submitted::Answer(text) => chan.answer(&chat_id, text),
         Submitted::Drop => {}
     }
 }
 
+/// Where a turn's answer goes, and whose message started it.
+struct To {
+    chat_id: String,
+    sender: String,
+}
+
 /// Sends the answer of a queued turn, with "typing" meanwhile and, when `preview` is given, the
 /// answer growing in one message while it is written ([`stream`]).
+///
+/// The sender's admission is checked again before every send and edit: a revoke that lands
+/// while the model works must keep the rest of that turn from the revoked person too.
 async fn answer_turn(
     api: Api,
     daemon: Arc<Daemon>,
-    chat_id: String,
+    to: To,
     pending: crate::session::Pending<crate::turn::TurnEnd>,
     place: Place,
     mut preview: Option<stream::Preview>,
 ) {
+    let To { chat_id, sender } = to;
+    let may_deliver = || daemon.may_talk(CHANNEL, &sender);
     let Place { mut before, done } = place;
     let (stop, stopped) = oneshot::channel();
     let turn = async {
@@ -309,13 +339,18 @@ async fn answer_turn(
                 _ = earlier => before = None,
             }
         }
-        preview.run(&api, &chat_id, stopped).await;
+        preview.run(&api, &chat_id, stopped, &may_deliver).await;
     };
     let (end, ()) = tokio::join!(turn, show);
     let text = daemon.reply_text(&end);
     if let Some(earlier) = before {
         // Dropped (sent or failed) is all that is waited for.
         let _ = earlier.await;
+    }
+    if !may_deliver() {
+        tracing::warn!("telegram: the answer to chat {chat_id} was not sent: {sender} may no longer talk to Chela");
+        drop(done);
+        return;
     }
     let sent = match preview.as_ref().and_then(|p| p.message.map(|id| (p, id))) {
         Some((p, id)) => {

@@ -110,8 +110,15 @@ fn preview_of(text: &str) -> String {
 impl Preview {
     /// Shows the streamed text in `chat_id` until `stop` fires (the turn ended). A request
     /// already made when `stop` fires is finished first, so a preview message Telegram took is
-    /// never forgotten (and left behind beside the answer).
-    pub async fn run(&mut self, api: &Api, chat_id: &str, mut stop: oneshot::Receiver<()>) {
+    /// never forgotten (and left behind beside the answer). Each send or edit asks `may_send`
+    /// first; once it says no, the preview stops for good.
+    pub async fn run(
+        &mut self,
+        api: &Api,
+        chat_id: &str,
+        mut stop: oneshot::Receiver<()>,
+        may_send: &(dyn Fn() -> bool + Sync),
+    ) {
         loop {
             let changed = {
                 let t = self.shared.text.lock().unwrap_or_else(PoisonError::into_inner);
@@ -137,6 +144,9 @@ impl Preview {
             };
             if text.is_empty() || text == self.shown {
                 continue;
+            }
+            if !may_send() {
+                return;
             }
             let sent = match self.message {
                 None => api.send_message(chat_id, &text, false).await.map(|id| self.message = Some(id)),
