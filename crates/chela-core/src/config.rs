@@ -284,9 +284,9 @@ keys! {
     FEISHU_WEBHOOK_LISTEN = "channels.feishu.webhook_listen", Kind::Text, "127.0.0.1:18790",
         "Webhook mode: the address Chela listens on for Feishu's POSTs (put a TLS proxy in front).";
     GATEWAY_LISTEN = "gateway.listen", Kind::Listen, "127.0.0.1:18789",
-        "Address and port the daemon's gateway listens on. Anything but loopback needs gateway.token.";
+        "Address and port the daemon's gateway listens on; every address needs gateway.token.";
     GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",
-        "Token clients of the gateway must present.";
+        "Token clients of the gateway must present, on loopback too; made on first start when empty.";
     ACCESS_RATE_PER_HOUR = "access.rate_per_hour", Kind::Int { min: 0, max: 3_600_000 }, "30",
         "Messages one sender may send per hour on any channel (bursts allowed); 0: no limit.";
     LUA_ENABLED = "lua.enabled", Kind::Bool, "true",

@@ -13,8 +13,8 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::Config => "chela config <show|get|set|unset|reset> [args]",
         Topic::ConfigShow => "chela config show",
         Topic::ConfigGet => "chela config get KEY",
-        Topic::ConfigSet => "chela config set KEY VALUE",
-        Topic::ConfigUnset => "chela config unset KEY",
+        Topic::ConfigSet => "chela config set KEY VALUE [--keep-key|--drop-key]",
+        Topic::ConfigUnset => "chela config unset KEY [--keep-key|--drop-key]",
         Topic::ConfigReset => "chela config reset",
         Topic::Cap => "chela cap <list|call|enable|disable|show|hide> [args]",
         Topic::CapList => "chela cap list",
@@ -33,6 +33,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::ServiceUninstall => "chela service uninstall",
         Topic::ServiceStatus => "chela service status",
         Topic::Run => "chela run",
+        Topic::Console => "chela console",
         Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume> [args]",
         Topic::Heartbeat => "chela heartbeat trigger",
         Topic::Mcp => "chela mcp <list|test|serve> [NAME]",
@@ -74,6 +75,7 @@ pub fn text(topic: Topic) -> String {
         Topic::ServiceUninstall => ("stop and remove the systemd user service.", SERVICE_UNINSTALL),
         Topic::ServiceStatus => ("whether the service is installed, enabled and running.", SERVICE_STATUS),
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
+        Topic::Console => ("a one-time login link for the web console.", CONSOLE),
         Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
         Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
         Topic::Mcp => ("the MCP servers whose tools Chela uses ([mcp.servers.NAME]).", MCP),
@@ -125,6 +127,7 @@ Commands:
   service install|uninstall|status
                           Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
+  console                 A one-time login link for the web console of `chela run`
   cron list|add|remove|trigger|pause|resume [JSON|ID]
                           The scheduled jobs (cron.json)
   heartbeat trigger       Ask the running daemon for a heartbeat now
@@ -200,6 +203,12 @@ Arguments:
 The override is kept in overrides.toml and wins over chela.toml; an environment variable
 still wins over it.
 
+Flags:
+  --keep-key              The change moves llm.base_url to another host: send it the stored
+                          llm.api_key too (without a flag such a change is refused)
+  --drop-key              The change moves llm.base_url to another host: store an empty
+                          llm.api_key for it instead; set its own key afterwards
+
 Examples:
   chela config set llm.provider openai
   chela config set llm.api_key none        (a local or LAN server that needs no key)
@@ -209,7 +218,8 @@ const CONFIG_UNSET: &str = "\
 Arguments:
   KEY                     The setting whose override to remove
 
-The value from chela.toml (or the default) applies again.
+The value from chela.toml (or the default) applies again. If that moves llm.base_url to
+another host, --keep-key or --drop-key says what happens to llm.api_key (see `config set`).
 
 Example:
   chela config unset llm.model
@@ -465,6 +475,16 @@ it takes no new messages, lets running turns finish for a moment, saves, and exi
 
 Example:
   chela run
+";
+
+const CONSOLE: &str = "\
+Prints a link that opens the web console of the running `chela run` logged in. The link works
+once, within 10 minutes; `chela run` prints one when it starts. Every gateway request but the
+page needs gateway.token, on loopback too; the link is how the page gets it (one is made and
+stored in overrides.toml if none is set). Keep the link to yourself as you would the token.
+
+Example:
+  chela console
 ";
 
 const MCP_SERVE: &str = "\
