@@ -3,7 +3,7 @@
 // by `stopAll()`, so a failing test still ends by itself and leaves nothing running.
 
 import { execFile, spawn } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -136,7 +136,14 @@ export async function startFakeTelegram(token) {
   return { url, proc, log, sent, push, waitSent };
 }
 
-/** Runs `chela run` on `workspace` and waits until the gateway on `port` answers /health. */
+// gateway.token of each running gateway, by base URL: the test's own requests carry it, as the
+// owner's scripts do (the page gets it from the login link instead).
+const tokens = new Map();
+
+/**
+ * Runs `chela run` on `workspace` and waits until the gateway on `port` answers /health.
+ * `login` is the one-time console link it printed: open it, not `base`, to be logged in.
+ */
 export async function startChela(workspace, port) {
   const home = await tempDir("chela-home-");
   const proc = spawn(CHELA, ["--workspace", workspace, "run"], {
@@ -160,7 +167,17 @@ export async function startChela(workspace, port) {
     if (Date.now() > deadline) throw new Error(`chela run did not answer ${base}/health within 20 s:\n${log.text}`);
     await new Promise((r) => setTimeout(r, 50));
   }
-  return { base, proc, log };
+  // The link is printed just after the gateway starts listening.
+  let login = null;
+  while (!(login = /http:\/\/\S+#login=[0-9a-f.]+/.exec(log.text))) {
+    if (Date.now() > deadline) throw new Error(`chela run printed no login link within 20 s:\n${log.text}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  const overrides = await readFile(path.join(workspace, "overrides.toml"), "utf8");
+  const token = /token = "([0-9a-f]{64})"/.exec(overrides);
+  if (!token) throw new Error(`chela run stored no gateway.token:\n${overrides}`);
+  tokens.set(base, token[1]);
+  return { base, proc, log, login: login[0] };
 }
 
 /**
@@ -201,7 +218,8 @@ export async function launchBrowser() {
 
 /** A JSON request from the test itself (not the page), for checking what the page changed. */
 export async function getJson(base, p) {
-  const res = await fetch(base + p, { signal: AbortSignal.timeout(5000) });
+  const headers = tokens.has(base) ? { Authorization: `Bearer ${tokens.get(base)}` } : {};
+  const res = await fetch(base + p, { headers, signal: AbortSignal.timeout(5000) });
   if (!res.ok) throw new Error(`GET ${p}: ${res.status} ${await res.text()}`);
   return res.json();
 }

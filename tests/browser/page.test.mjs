@@ -46,8 +46,9 @@ test("chat streams the reply with a tool event; a capability group toggles", { t
       try { frames.push(JSON.parse(f.payload)); } catch { frames.push({ type: "unparsable" }); }
     }));
 
-    await page.goto(chela.base + "/");
+    await page.goto(chela.login);
     await page.locator('#conn[data-state="open"]').waitFor();
+    assert.ok(!page.url().includes("login="), `the used login code stayed in the address bar: ${page.url()}`);
     await page.getByLabel("Message").fill("What time is it?");
     await page.getByRole("button", { name: "Send" }).click();
 
@@ -146,7 +147,7 @@ test("first run: the setup form configures the provider and the chat works at on
     assert.equal((await getJson(chela.base, "/api/setup")).needs_setup, true);
     const page = await browser.newPage();
     const problems = watchPage(page);
-    await page.goto(chela.base + "/");
+    await page.goto(chela.login);
     await page.getByRole("heading", { name: "Set up Chela" }).waitFor();
     await page.getByLabel("Provider").selectOption("anthropic");
     await page.getByLabel("Base URL").fill(fake.url);
@@ -201,7 +202,7 @@ test("pairing on the dashboard: an approved Telegram stranger is answered, a den
 
     const page = await browser.newPage();
     const problems = watchPage(page);
-    await page.goto(chela.base + "/");
+    await page.goto(chela.login);
     await page.getByRole("tab", { name: "Pairing" }).click();
     const pending = page.getByRole("table", { name: "Pending pairing requests" });
     // Each request shows the code its sender was given, so the owner can match them.
@@ -267,7 +268,7 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
   try {
     const page = await browser.newPage();
     const problems = watchPage(page);
-    await page.goto(chela.base + "/");
+    await page.goto(chela.login);
     await page.getByRole("tab", { name: "Jobs" }).click();
     const jobs = page.getByRole("table", { name: "Scheduled jobs" });
     const tea = jobs.getByRole("row").filter({ hasText: "tea" });
@@ -355,7 +356,7 @@ test("devices tab: a waiting device is approved and activates, one is denied, a 
 
     const page = await browser.newPage();
     const problems = watchPage(page);
-    await page.goto(chela.base + "/");
+    await page.goto(chela.login);
     await page.getByRole("tab", { name: "Devices" }).click();
     const waiting = page.getByRole("table", { name: "Devices waiting for approval" });
     const goodRow = waiting.getByRole("row").filter({ hasText: good });

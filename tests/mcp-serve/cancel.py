@@ -14,6 +14,8 @@ import time
 
 import anyio
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 ABANDON = 1.5
 
@@ -28,7 +30,9 @@ async def main():
         command, *args = sys.argv[3:]
         server = StdioServerParameters(command=command, args=args, env={k: os.environ[k] for k in ("HOME", "PATH")})
     else:
-        server = target
+        # The gateway asks for its token on loopback too.
+        headers = {"Authorization": "Bearer " + os.environ["CHELA_GATEWAY_TOKEN"]}
+        server = streamable_http_client(target, http_client=create_mcp_http_client(headers=headers))
     async with Client(server, mode=mode) as client:
         first = None
         with anyio.move_on_after(ABANDON):

@@ -10,7 +10,10 @@ const [target, command, ...args] = process.argv.slice(2);
 const transport =
   target === "stdio"
     ? new StdioClientTransport({ command, args, env: { HOME: process.env.HOME, PATH: process.env.PATH }, stderr: "inherit" })
-    : new StreamableHTTPClientTransport(new URL(target));
+    : new StreamableHTTPClientTransport(new URL(target), {
+      // The gateway asks for its token on loopback too.
+      requestInit: { headers: { Authorization: `Bearer ${process.env.CHELA_GATEWAY_TOKEN}` } },
+    });
 const client = new Client({ name: "ts-sdk-test", version: "1.0.0" });
 await client.connect(transport);
 const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("");

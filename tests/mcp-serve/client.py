@@ -13,6 +13,8 @@ import sys
 
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 def text_of(result):
@@ -25,7 +27,9 @@ async def main():
         command, *args = sys.argv[3:]
         server = StdioServerParameters(command=command, args=args, env={k: os.environ[k] for k in ("HOME", "PATH")})
     else:
-        server = target
+        # The gateway asks for its token on loopback too.
+        headers = {"Authorization": "Bearer " + os.environ["CHELA_GATEWAY_TOKEN"]}
+        server = streamable_http_client(target, http_client=create_mcp_http_client(headers=headers))
     async with Client(server, mode=mode) as client:
         print("VERSION=" + client.protocol_version, flush=True)
         tools = await client.list_tools()

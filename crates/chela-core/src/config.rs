@@ -284,9 +284,9 @@ keys! {
     FEISHU_WEBHOOK_LISTEN = "channels.feishu.webhook_listen", Kind::Text, "127.0.0.1:18790",
         "Webhook mode: the address Chela listens on for Feishu's POSTs (put a TLS proxy in front).";
     GATEWAY_LISTEN = "gateway.listen", Kind::Listen, "127.0.0.1:18789",
-        "Address and port the daemon's gateway listens on. Anything but loopback needs gateway.token.";
+        "Address and port the daemon's gateway listens on; every address needs gateway.token.";
     GATEWAY_TOKEN = "gateway.token", Kind::Secret, "",
-        "Token clients of the gateway must present.";
+        "Token clients of the gateway must present, on loopback too; made on first start when empty.";
     GATEWAY_MAX_CONNECTIONS = "gateway.max_connections", Kind::Int { min: 8, max: 65_536 }, "256",
         "Connections the gateway serves at once; the last eighth is kept for this machine and gateway.token holders.";
     GATEWAY_CONNECTIONS_PER_ADDRESS = "gateway.connections_per_address", Kind::Int { min: 1, max: 65_536 }, "16",

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 
 use anyhow::{Result, anyhow, bail};
 
+use crate::config::KeyChoice;
+
 mod help;
 
 pub use help::{USAGE, synopsis};
@@ -28,6 +30,8 @@ pub enum Command {
     Service(ServiceCmd),
     /// `chela run`: the daemon.
     Run,
+    /// `chela console`: a one-time login link for the web console.
+    Console,
     Cron(CronCmd),
     /// `chela rules …`: the event router's rules.
     Rules(RulesCmd),
@@ -77,6 +81,7 @@ pub enum Topic {
     ServiceUninstall,
     ServiceStatus,
     Run,
+    Console,
     Cron,
     Rules,
     Heartbeat,
@@ -100,6 +105,7 @@ impl Topic {
             ("chat", _) => Topic::Chat,
             ("doctor", _) => Topic::Doctor,
             ("run", _) => Topic::Run,
+            ("console", _) => Topic::Console,
             ("cron", _) => Topic::Cron,
             ("rules", _) => Topic::Rules,
             ("heartbeat", _) => Topic::Heartbeat,
@@ -154,6 +160,7 @@ impl Topic {
             | Topic::Doctor
             | Topic::Service
             | Topic::Run
+            | Topic::Console
             | Topic::Cron
             | Topic::Rules
             | Topic::Heartbeat
@@ -188,8 +195,9 @@ pub struct ChatArgs {
 pub enum ConfigCmd {
     Show,
     Get(String),
-    Set(String, String),
-    Unset(String),
+    /// The key, the value, and what to do with the API key if `llm.base_url` moves host.
+    Set(String, String, KeyChoice),
+    Unset(String, KeyChoice),
     Reset,
 }
 
@@ -304,6 +312,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     let mut session = None;
     let mut new = false;
     let mut device = None;
+    let mut key_choice = None;
     let mut help = false;
     let mut version = false;
     let mut words: Vec<String> = Vec::new();
@@ -339,6 +348,14 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
                 Ok(())
             }
             Long("device") => p.value().and_then(|v| v.string()).map(|v| device = Some(v)),
+            Long("keep-key") => {
+                key_choice = Some(KeyChoice::Keep);
+                Ok(())
+            }
+            Long("drop-key") => {
+                key_choice = Some(KeyChoice::Drop);
+                Ok(())
+            }
             Value(v) => v.string().map(|v| words.push(v)),
             other => Err(other.unexpected()),
         };
@@ -365,6 +382,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
         bail!("--device only goes with `chela device firmware set FILE VERSION --device ID`. {}", pointer(&words));
     }
     let mut command = command(&words, message, session, new)?;
+    if let Some(choice) = key_choice {
+        match &mut command {
+            Command::Config(ConfigCmd::Set(_, _, c) | ConfigCmd::Unset(_, c)) => *c = choice,
+            _ => bail!("--keep-key and --drop-key only go with `chela config set|unset`. {}", pointer(&words)),
+        }
+    }
     if let Command::Device(DeviceCmd::FirmwareSet { device: d, .. }) = &mut command {
         *d = device;
     }
@@ -393,8 +416,10 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("help", _) => Command::Help(Topic::of(words).unwrap_or(Topic::Main)),
         ("config", ["show"] | []) => Command::Config(ConfigCmd::Show),
         ("config", ["get", key]) => Command::Config(ConfigCmd::Get((*key).to_owned())),
-        ("config", ["set", key, value]) => Command::Config(ConfigCmd::Set((*key).to_owned(), (*value).to_owned())),
-        ("config", ["unset", key]) => Command::Config(ConfigCmd::Unset((*key).to_owned())),
+        ("config", ["set", key, value]) => {
+            Command::Config(ConfigCmd::Set((*key).to_owned(), (*value).to_owned(), KeyChoice::Ask))
+        }
+        ("config", ["unset", key]) => Command::Config(ConfigCmd::Unset((*key).to_owned(), KeyChoice::Ask)),
         ("config", ["reset"]) => Command::Config(ConfigCmd::Reset),
         ("cap", ["list"] | []) => Command::Cap(CapCmd::List),
         ("cap", ["call", id]) => Command::Cap(CapCmd::Call { id: (*id).to_owned(), json: "{}".to_owned() }),
@@ -441,6 +466,7 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
         ("run", []) => Command::Run,
+        ("console", []) => Command::Console,
         ("mcp", ["serve"]) => Command::McpServe,
         ("cron", ["list"] | []) => Command::Cron(CronCmd::List),
         ("cron", ["add", json]) => Command::Cron(CronCmd::Add((*json).to_owned())),
@@ -468,8 +494,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("board", ["check"]) => Command::Board(None),
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
-            "config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "cron" | "rules" | "heartbeat"
-            | "board" | "device" | "state",
+            "config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "console" | "cron" | "rules"
+            | "heartbeat" | "board" | "device" | "state",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
@@ -529,8 +555,19 @@ mod tests {
         assert_eq!(cli(&["config"]).unwrap().command, Command::Config(ConfigCmd::Show));
         assert_eq!(
             cli(&["config", "set", "llm.model", "gpt-4o"]).unwrap().command,
-            Command::Config(ConfigCmd::Set("llm.model".into(), "gpt-4o".into()))
+            Command::Config(ConfigCmd::Set("llm.model".into(), "gpt-4o".into(), KeyChoice::Ask))
         );
+        assert_eq!(
+            cli(&["config", "set", "llm.base_url", "http://127.0.0.1:8080/v1", "--keep-key"]).unwrap().command,
+            Command::Config(ConfigCmd::Set("llm.base_url".into(), "http://127.0.0.1:8080/v1".into(), KeyChoice::Keep))
+        );
+        assert_eq!(
+            cli(&["config", "unset", "llm.base_url", "--drop-key"]).unwrap().command,
+            Command::Config(ConfigCmd::Unset("llm.base_url".into(), KeyChoice::Drop))
+        );
+        let e = cli(&["chat", "--keep-key"]).unwrap_err().to_string();
+        assert!(e.contains("only go with `chela config set|unset`"), "{e}");
+        assert_eq!(cli(&["console"]).unwrap().command, Command::Console);
         assert_eq!(
             cli(&["cap", "call", "get_current_time"]).unwrap().command,
             Command::Cap(CapCmd::Call { id: "get_current_time".into(), json: "{}".into() })
@@ -673,7 +710,7 @@ mod tests {
             assert!(e.contains(want) && !e.contains('\n') && !e.contains("Usage:"), "{args:?}: {e}");
         }
         let e = cli(&["config", "set", "llm.model"]).unwrap_err().to_string();
-        assert!(e.contains("`chela config set KEY VALUE`"), "{e}");
+        assert!(e.contains("`chela config set KEY VALUE [--keep-key|--drop-key]`"), "{e}");
         let e = cli(&["--bogus"]).unwrap_err().to_string();
         assert!(e.contains("--bogus") && e.contains("chela help"), "no command, still an error: {e}");
     }

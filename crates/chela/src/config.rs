@@ -24,8 +24,11 @@ use std::fmt;
 use anyhow::{Context, Result, bail};
 use chela_core::config::{self as model, KEYS, Key, Kind};
 
+pub use key_host::{KeyChoice, KeyWouldMove};
+
 use crate::workspace::{CONFIG_FILE, OVERRIDES_FILE, Workspace, read_bounded, write_atomic};
 
+mod key_host;
 mod layer;
 mod settings;
 mod watch;
@@ -387,21 +390,50 @@ pub fn restart_note(key: &str) -> Option<String> {
     })
 }
 
-/// `chela config set`: checks and stores a runtime override. Returns the stored value.
+/// `chela config set`: checks and stores a runtime override. Returns the stored value. A
+/// change that would send the API key to another host is refused (see [`key_host`]).
 pub fn set_override(ws: &Workspace, name: &str, value: &str) -> Result<String> {
-    let key = model::key(name)?;
-    let v = check(key, value)?;
-    edit_overrides(ws, |table| put(table, key, &v))?;
-    Ok(v)
+    set_overrides(ws, &[(name, value)], KeyChoice::Ask).map(|mut v| v.pop().unwrap_or_default())
+}
+
+/// Checks every `(name, value)` first, then stores them together, with `choice` for the API
+/// key if they move `llm.base_url` to another host. Returns the stored values.
+pub fn set_overrides(ws: &Workspace, pairs: &[(&str, &str)], choice: KeyChoice) -> Result<Vec<String>> {
+    let checked = pairs
+        .iter()
+        .map(|(name, value)| {
+            let key = model::key(name)?;
+            Ok((key, check(key, value)?))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    guarded_edit(ws, choice, |table| checked.iter().try_for_each(|(key, v)| put(table, key, v)))?;
+    Ok(checked.into_iter().map(|(_, v)| v).collect())
 }
 
 /// `chela config unset`: removes one runtime override. Returns whether there was one.
 pub fn unset_override(ws: &Workspace, name: &str) -> Result<bool> {
+    unset_override_with(ws, name, KeyChoice::Ask)
+}
+
+/// [`unset_override`] with `choice` for the API key if the removal moves `llm.base_url`.
+pub fn unset_override_with(ws: &Workspace, name: &str, choice: KeyChoice) -> Result<bool> {
     let key = model::key(name)?;
     if !ws.overrides_path().exists() {
         return Ok(false);
     }
-    edit_overrides(ws, |table| Ok(remove(table, key.name)))
+    guarded_edit(ws, choice, |table| Ok(remove(table, key.name)))
+}
+
+/// [`edit_overrides`] with the key-host check over the change.
+fn guarded_edit<T>(ws: &Workspace, choice: KeyChoice, change: impl FnOnce(&mut toml::Table) -> Result<T>) -> Result<T> {
+    let file = read_bounded(&ws.config_path(), MAX_CONFIG_BYTES)?;
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    edit_overrides(ws, |table| {
+        let before = table.clone();
+        let out = change(table)?;
+        key_host::guard(file.as_deref(), &before, table, &env, choice)?;
+        Ok(out)
+    })
 }
 
 /// `chela config reset`: drops every runtime override. Returns whether there were any.

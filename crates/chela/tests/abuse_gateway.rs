@@ -20,6 +20,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 
 /// The API key in the workspace's `chela.toml`: no response may ever carry it.
 const SECRET: &str = "sk-ant-abuse-gateway-secret";
+/// `gateway.token`: the gateway asks for it on loopback too.
+const TOKEN: &str = "abuse-gateway-token";
 
 /// `chela run` on a fresh workspace, killed when dropped.
 struct Daemon {
@@ -39,7 +41,7 @@ impl Daemon {
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
         let config = dir.path().join("chela.toml");
         let text = format!(
-            "[llm]\nprovider = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"{SECRET}\"\n",
+            "[llm]\nprovider = \"anthropic\"\nbase_url = \"{}\"\napi_key = \"{SECRET}\"\n\n[gateway]\ntoken = \"{TOKEN}\"\n",
             llm.anthropic_base_url()
         );
         std::fs::write(&config, text).unwrap();
@@ -52,11 +54,14 @@ impl Daemon {
         Daemon { _run: run, _dir: dir, _home: home, _llm: llm, addr, root }
     }
 
-    /// One raw HTTP/1.1 request (closing the connection); the status and the body.
+    /// One raw HTTP/1.1 request with the token (closing the connection); the status and the body.
     fn http(&self, head: &str, body: &[u8]) -> (u16, String) {
         let mut s = TcpStream::connect(self.addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
-        let req = format!("{head}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n", body.len());
+        let req = format!(
+            "{head}\r\nAuthorization: Bearer {TOKEN}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
         s.write_all(req.as_bytes()).unwrap();
         // The server may answer (413) before the whole body is taken; that is fine.
         let _ = s.write_all(body);
@@ -87,7 +92,7 @@ type Client = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
 async fn connect(addr: SocketAddr) -> Client {
     let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    tokio_tungstenite::client_async(format!("ws://{addr}/ws"), stream).await.expect("upgrade").0
+    tokio_tungstenite::client_async(format!("ws://{addr}/ws?token={TOKEN}"), stream).await.expect("upgrade").0
 }
 
 /// Whether the server ended the connection (an error, a close frame, or the end of the stream)

@@ -27,6 +27,9 @@ struct Daemon {
     addr: SocketAddr,
 }
 
+/// `gateway.token`: the gateway's own routes need it on loopback too.
+const GATEWAY_TOKEN: &str = "abuse-mcp-endpoint-gateway-token";
+
 fn chela(root: &Path, home: &Path) -> Command {
     chela_testkit::daemon::command(env!("CARGO_BIN_EXE_chela"), root, home)
 }
@@ -39,6 +42,7 @@ impl Daemon {
         let mut c = chela(dir.path(), home.path());
         c.arg("run")
             .env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0")
+            .env("CHELA_GATEWAY__TOKEN", GATEWAY_TOKEN)
             .env("CHELA_LLM__PROVIDER", "anthropic")
             .env("CHELA_LLM__BASE_URL", llm.anthropic_base_url())
             .env("CHELA_LLM__API_KEY", "k")
@@ -83,6 +87,7 @@ impl Daemon {
         let mut s = TcpStream::connect(self.addr).await.unwrap();
         let req = format!(
             "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Type: application/json\r\n\
+             Authorization: Bearer {GATEWAY_TOKEN}\r\n\
              Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.addr.port(),
             body.len()
@@ -104,7 +109,8 @@ impl Daemon {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = TcpStream::connect(self.addr).await.unwrap();
         let req = format!(
-            "GET /api/cap/groups HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            "GET /api/cap/groups HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer {GATEWAY_TOKEN}\r\n\
+             Connection: close\r\n\r\n",
             self.addr.port()
         );
         s.write_all(req.as_bytes()).await.unwrap();

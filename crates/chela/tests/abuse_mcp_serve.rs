@@ -18,6 +18,9 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(30);
 
+/// `gateway.token`: `/mcp` needs it on loopback too.
+const GATEWAY_TOKEN: &str = "abuse-mcp-serve-gateway-token";
+
 struct Ws {
     dir: tempfile::TempDir,
     home: tempfile::TempDir,
@@ -42,7 +45,7 @@ impl Ws {
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(env!("CARGO_BIN_EXE_chela"));
         c.args(args).env_clear().env("HOME", self.home.path()).env("CHELA_HOME", self.dir.path());
-        c.env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
+        c.env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0").env("CHELA_GATEWAY__TOKEN", GATEWAY_TOKEN);
         if let Some(path) = std::env::var_os("PATH") {
             c.env("PATH", path);
         }
@@ -266,7 +269,7 @@ fn post_to(addr: SocketAddr, headers: &[(&str, &str)], body: &[u8]) -> (u16, Str
     let mut c = TcpStream::connect(addr).unwrap();
     c.set_read_timeout(Some(WAIT)).unwrap();
     let mut head = format!(
-        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nAuthorization: Bearer {GATEWAY_TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n",
         addr,
         body.len()
     );
@@ -341,7 +344,7 @@ impl Run {
         c.set_read_timeout(Some(WAIT)).unwrap();
         let body = init.to_string();
         let head = format!(
-            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: application/json\r\nAuthorization: Bearer {GATEWAY_TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
             self.addr,
             body.len()
         );
@@ -357,7 +360,7 @@ impl Run {
         let mut c = TcpStream::connect(self.addr).unwrap();
         c.set_read_timeout(Some(WAIT)).unwrap();
         let head = format!(
-            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n",
+            "GET /mcp HTTP/1.1\r\nHost: {}\r\nAccept: text/event-stream\r\nAuthorization: Bearer {GATEWAY_TOKEN}\r\nMcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n",
             self.addr
         );
         c.write_all(head.as_bytes()).unwrap();

@@ -50,6 +50,8 @@ impl Ws {
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = command(env!("CARGO_BIN_EXE_chela"), self.path(), self.home.path());
         c.args(args).env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0").env("CHELA_LOG", "info");
+        // The gateway asks for its token on loopback too.
+        c.env("CHELA_GATEWAY__TOKEN", "abuse-router-token");
         c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         c
     }
@@ -103,8 +105,12 @@ impl Daemon {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         rt.block_on(async {
             let stream = tokio::net::TcpStream::connect(self.run.addr()).await.unwrap();
-            let (mut c, _) =
-                tokio_tungstenite::client_async(format!("ws://{}/ws", self.run.addr()), stream).await.unwrap();
+            let (mut c, _) = tokio_tungstenite::client_async(
+                format!("ws://{}/ws?token=abuse-router-token", self.run.addr()),
+                stream,
+            )
+            .await
+            .unwrap();
             let msg = json!({"type": "message", "content": content, "chat_id": chat}).to_string();
             c.send(Message::text(msg)).await.unwrap();
             let mut got = Vec::new();

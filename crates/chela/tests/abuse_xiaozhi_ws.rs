@@ -62,6 +62,7 @@ impl Daemon {
         let mut c = chela(dir.path(), home.path());
         c.arg("run")
             .env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0")
+            .env("CHELA_GATEWAY__TOKEN", "abuse-xiaozhi-ws-token")
             .env("CHELA_LLM__PROVIDER", "anthropic")
             .env("CHELA_LLM__BASE_URL", llm.anthropic_base_url())
             .env("CHELA_LLM__API_KEY", "test-key")
@@ -344,7 +345,11 @@ async fn two_hundred_connections_opened_and_dropped_leave_the_daemon_serving() {
 async fn group_tools(addr: SocketAddr, group: &str) -> Option<Vec<String>> {
     use tokio::io::AsyncReadExt;
     let mut s = TcpStream::connect(addr).await.unwrap();
-    let req = format!("GET /api/cap/groups HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n", addr.port());
+    let req = format!(
+        "GET /api/cap/groups HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAuthorization: Bearer abuse-xiaozhi-ws-token\r\n\
+         Connection: close\r\n\r\n",
+        addr.port()
+    );
     s.write_all(req.as_bytes()).await.unwrap();
     let mut out = String::new();
     timeout(Duration::from_secs(10), s.read_to_string(&mut out)).await.unwrap().unwrap();

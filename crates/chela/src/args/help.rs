@@ -13,8 +13,8 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::Config => "chela config <show|get|set|unset|reset> [args]",
         Topic::ConfigShow => "chela config show",
         Topic::ConfigGet => "chela config get KEY",
-        Topic::ConfigSet => "chela config set KEY VALUE",
-        Topic::ConfigUnset => "chela config unset KEY",
+        Topic::ConfigSet => "chela config set KEY VALUE [--keep-key|--drop-key]",
+        Topic::ConfigUnset => "chela config unset KEY [--keep-key|--drop-key]",
         Topic::ConfigReset => "chela config reset",
         Topic::Cap => "chela cap <list|call|enable|disable|show|hide> [args]",
         Topic::CapList => "chela cap list",
@@ -35,6 +35,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::ServiceUninstall => "chela service uninstall",
         Topic::ServiceStatus => "chela service status",
         Topic::Run => "chela run",
+        Topic::Console => "chela console",
         Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume|approve> [args]",
         Topic::Rules => "chela rules <list|approve|remove> [ID]",
         Topic::Heartbeat => "chela heartbeat trigger",
@@ -79,6 +80,7 @@ pub fn text(topic: Topic) -> String {
         Topic::ServiceUninstall => ("stop and remove the systemd user service.", SERVICE_UNINSTALL),
         Topic::ServiceStatus => ("whether the service is installed, enabled and running.", SERVICE_STATUS),
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
+        Topic::Console => ("a one-time login link for the web console.", CONSOLE),
         Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
         Topic::Rules => ("the event router's rules in rules.json.", RULES),
         Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
@@ -132,6 +134,7 @@ Commands:
   service install|uninstall|status
                           Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
+  console                 A one-time login link for the web console of `chela run`
   cron list|add|remove|trigger|pause|resume|approve [JSON|ID]
                           The scheduled jobs (cron.json)
   rules list|approve|remove [ID]
@@ -212,6 +215,12 @@ Arguments:
 The override is kept in overrides.toml and wins over chela.toml; an environment variable
 still wins over it.
 
+Flags:
+  --keep-key              The change moves llm.base_url to another host: send it the stored
+                          llm.api_key too (without a flag such a change is refused)
+  --drop-key              The change moves llm.base_url to another host: store an empty
+                          llm.api_key for it instead; set its own key afterwards
+
 Examples:
   chela config set llm.provider openai
   chela config set llm.api_key none        (a local or LAN server that needs no key)
@@ -221,7 +230,8 @@ const CONFIG_UNSET: &str = "\
 Arguments:
   KEY                     The setting whose override to remove
 
-The value from chela.toml (or the default) applies again.
+The value from chela.toml (or the default) applies again. If that moves llm.base_url to
+another host, --keep-key or --drop-key says what happens to llm.api_key (see `config set`).
 
 Example:
   chela config unset llm.model
@@ -521,6 +531,16 @@ it takes no new messages, lets running turns finish for a moment, saves, and exi
 
 Example:
   chela run
+";
+
+const CONSOLE: &str = "\
+Prints a link that opens the web console of the running `chela run` logged in. The link works
+once, within 10 minutes; `chela run` prints one when it starts. Every gateway request but the
+page needs gateway.token, on loopback too; the link is how the page gets it (one is made and
+stored in overrides.toml if none is set). Keep the link to yourself as you would the token.
+
+Example:
+  chela console
 ";
 
 const MCP_SERVE: &str = "\

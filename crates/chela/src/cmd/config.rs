@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use chela_core::config as model;
 
 use crate::args::ConfigCmd;
-use crate::config::{Config, reset_overrides, restart_note, set_override, unset_override};
+use crate::config::{Config, reset_overrides, restart_note, set_overrides, unset_override_with};
 use crate::workspace::Workspace;
 
 pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
@@ -25,9 +25,9 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
             let cfg = Config::load(ws)?;
             outln!("{}", k.shown(cfg.effective(k)));
         }
-        ConfigCmd::Set(key, value) => {
+        ConfigCmd::Set(key, value, choice) => {
             let value = if value == "-" { read_value_from_stdin(&key)? } else { value };
-            let stored = set_override(ws, &key, &value)?;
+            let stored = set_overrides(ws, &[(&key, &value)], choice)?.pop().unwrap_or_default();
             let k = model::key(&key)?;
             outln!("{key} = {:?} (runtime override)", k.shown(&stored));
             if let Ok(v) = std::env::var(k.env_var()) {
@@ -41,8 +41,8 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
                 eprintln!("{note}");
             }
         }
-        ConfigCmd::Unset(key) => {
-            if unset_override(ws, &key)? {
+        ConfigCmd::Unset(key, choice) => {
+            if unset_override_with(ws, &key, choice)? {
                 outln!("{key}: runtime override removed");
                 if let Some(note) = restart_note(&key) {
                     eprintln!("{note}");

@@ -37,6 +37,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor => doctor::run(ws).await,
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,
+        Command::Console => run::console(&ws),
         Command::Cron(c) => cron::run(&ws, c),
         Command::Rules(c) => cron::rules(&ws, c),
         Command::Heartbeat => cron::heartbeat(&ws),

@@ -89,6 +89,18 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
+/// `chela console`: prints a one-time login link for the web console of the running daemon.
+pub fn console(ws: &Workspace) -> Result<ExitCode> {
+    let cfg = crate::config::Config::load(ws)?;
+    let link = crate::gateway::login::console_link(ws, &cfg)?;
+    outln!("{link}");
+    eprintln!(
+        "Open it in a browser on this machine while `chela run` is running; it works once, within {} minutes.",
+        crate::gateway::login::LINK_LIFETIME_SECS / 60
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Stops taking work, gives running turns [`GRACE`], cancels the rest and waits for them to
 /// save, all within [`STOP_WITHIN`].
 async fn stop(daemon: &Daemon, mut services: Services) {

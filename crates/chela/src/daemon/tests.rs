@@ -209,8 +209,9 @@ async fn a_base_url_and_a_capability_switch_set_while_running_apply_to_the_next_
     let ws = workspace(&dir, &refs(&with_llm(&first)));
     let d = Daemon::load(ws.clone()).unwrap();
     assert_eq!(answer(&d, d.submit(message("ws", "owner", "1"), Box::new(Quiet))).await, "from the first");
-    // What `chela config set llm.base_url …` and `chela cap hide web` write, from another process.
-    crate::config::set_override(&ws, "llm.base_url", &second.anthropic_base_url()).unwrap();
+    // What `chela config set llm.base_url … --keep-key` and `chela cap hide web` write, from another process.
+    let keep = crate::config::KeyChoice::Keep;
+    crate::config::set_overrides(&ws, &[("llm.base_url", &second.anthropic_base_url())], keep).unwrap();
     crate::config::edit_list_override(&ws, chela_core::config::CAPS_HIDDEN, "web", true).unwrap();
     assert!(d.reload().unwrap());
     assert_eq!(answer(&d, d.submit(message("ws", "owner", "2"), Box::new(Quiet))).await, "from the second");

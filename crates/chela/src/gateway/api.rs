@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 
 use super::{ApiError, Gateway, Resp, json as json_response};
 use crate::access::{GateError, now_secs};
-use crate::config::{Config, edit_list_override, set_override, shown_extra};
+use crate::config::{Config, KeyChoice, KeyWouldMove, edit_list_override, set_overrides, shown_extra};
 use crate::daemon::Daemon;
 use crate::workspace::{read_bounded, read_tail_lines, write_atomic};
 
@@ -37,6 +37,13 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
     let d = &gw.daemon;
     let ok = |v: Value| Ok(json_response(StatusCode::OK, &v));
     match (method, path) {
+        (&Method::POST, "/login") => {
+            // Open (see `auth::check`): the code itself is the credential.
+            let r: CodeReq = parse(body)?;
+            let token = gw.token.as_deref().ok_or(ApiError::Unauthorized)?;
+            gw.logins.redeem(token, &r.code, now_secs())?;
+            ok(json!({"token": token}))
+        }
         (&Method::GET, "/cap/groups") => ok(Value::Array(groups(d, None))),
         (&Method::POST, "/cap/groups/runtime") => {
             let r: RuntimeReq = parse(body)?;
@@ -124,6 +131,36 @@ struct VisibilityReq {
 struct ConfigReq {
     key: String,
     value: Value,
+    #[serde(flatten)]
+    key_choice: KeyChoiceReq,
+}
+
+/// What the owner says about the API key when a change moves `llm.base_url` to another host.
+#[derive(Deserialize, Default)]
+struct KeyChoiceReq {
+    #[serde(default)]
+    keep_key: bool,
+    #[serde(default)]
+    drop_key: bool,
+}
+
+impl KeyChoiceReq {
+    fn choice(&self) -> Result<KeyChoice, ApiError> {
+        match (self.keep_key, self.drop_key) {
+            (false, false) => Ok(KeyChoice::Ask),
+            (true, false) => Ok(KeyChoice::Keep),
+            (false, true) => Ok(KeyChoice::Drop),
+            (true, true) => Err(ApiError::BadRequest("keep_key and drop_key cannot both be true".into())),
+        }
+    }
+}
+
+/// A refused settings change: a key that would move host is a conflict the owner resolves.
+fn config_error(e: anyhow::Error) -> ApiError {
+    match e.downcast_ref::<KeyWouldMove>() {
+        Some(moved) => ApiError::Conflict(format!("Not changed: {moved}.")),
+        None => ApiError::BadRequest(format!("{e:#}")),
+    }
 }
 
 #[derive(Deserialize)]
@@ -166,6 +203,8 @@ struct SetupReq {
     api_key: String,
     #[serde(default)]
     telegram_token: String,
+    #[serde(flatten)]
+    key_choice: KeyChoiceReq,
 }
 
 fn parse<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
@@ -286,9 +325,12 @@ async fn config_set(d: &Arc<Daemon>, r: ConfigReq) -> Result<Value, ApiError> {
         other => other.to_string(),
     };
     let key = keys::key(&r.key).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let choice = r.key_choice.choice()?;
     blocking(d, move |d| {
-        let stored =
-            set_override(d.workspace(), key.name, &value).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+        let stored = set_overrides(d.workspace(), &[(key.name, &value)], choice)
+            .map_err(config_error)?
+            .pop()
+            .unwrap_or_default();
         reload(d)?;
         Ok(json!({"key": key.name, "value": key.shown(&stored), "restart_needed": crate::config::needs_restart(key.name)}))
     })
@@ -499,14 +541,16 @@ async fn setup(d: &Arc<Daemon>, r: SetupReq) -> Result<Value, ApiError> {
     for (key, value) in &fields {
         crate::config::check(key, value).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
     }
+    let choice = r.key_choice.choice()?;
     blocking(d, move |d| {
-        for (key, value) in &fields {
-            // An empty key or token keeps what is set (a keyless local server needs none).
-            let keep = value.trim().is_empty() && (key.is_secret());
-            if !keep {
-                set_override(d.workspace(), key.name, value).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
-            }
-        }
+        // An empty key or token keeps what is set (a keyless local server needs none).
+        let pairs: Vec<(&str, &str)> = fields
+            .iter()
+            .filter(|(key, value)| !(value.trim().is_empty() && key.is_secret()))
+            .map(|(key, value)| (key.name, value.as_str()))
+            .collect();
+        // Together, so the key check sees the whole change (a new provider with its own key).
+        set_overrides(d.workspace(), &pairs, choice).map_err(config_error)?;
         reload(d)?;
         Ok(setup_state(d))
     })

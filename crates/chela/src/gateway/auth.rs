@@ -1,16 +1,21 @@
 //! Who may use the gateway.
 //!
-//! - On a loopback `gateway.listen` the gateway is the owner's console: no token. Two browser
-//!   attacks still reach a loopback port, and both are refused here: another site's page
-//!   posting to it (CSRF: a state-changing request or a WebSocket upgrade whose `Origin` is
-//!   not the gateway itself), and a site whose name was re-pointed at 127.0.0.1 (DNS
-//!   rebinding: a `Host` that is not `127.0.0.1`, `localhost` or `[::1]`).
-//! - On any other address every request needs `Authorization: Bearer <gateway.token>`
-//!   (browsers' WebSockets cannot set headers, so `?token=` on the upgrade URL counts too).
-//!   The page itself is served to anyone: it holds no data and asks for the token.
+//! Every request needs `gateway.token` (`Authorization: Bearer <token>`; browsers' WebSockets
+//! cannot set headers, so `?token=` on the upgrade URL counts too), on loopback as anywhere
+//! else: on a shared machine a loopback port is reachable by every user's processes, and the
+//! console can approve strangers, change settings and reveal where the API key goes. Open to
+//! anyone are only the page itself (it holds no data and asks for the token), the login
+//! exchange (`POST /api/login`, see [`super::login`]), `/favicon.ico` (there is none) and on
+//! loopback `GET /health`.
 //!
-//! The token is compared in constant time. When the address is not loopback and no token is
-//! set, [`token_for`] makes one, stores it in the runtime layer and prints it once.
+//! Two browser attacks reach a loopback port whatever the token, and both are refused here:
+//! another site's page posting to it (CSRF: a state-changing request or a WebSocket upgrade
+//! whose `Origin` is not the gateway itself), and a site whose name was re-pointed at
+//! 127.0.0.1 (DNS rebinding: a `Host` that is not `127.0.0.1`, `localhost` or `[::1]`).
+//!
+//! The token is compared in constant time. When none is set, [`token_for`] makes one and
+//! stores it in the runtime layer; it is printed once only when the gateway listens beyond
+//! this machine (on loopback the printed login link is how the owner gets in).
 
 use std::net::SocketAddr;
 
@@ -25,9 +30,9 @@ use crate::daemon::Daemon;
 /// Who is asking, as the daemon's `Incoming::sender` names them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Who {
-    /// A client on this machine (loopback listen address).
+    /// A client on this machine (loopback listen address) that presented the token.
     Owner,
-    /// A client that presented `gateway.token`.
+    /// A client elsewhere that presented `gateway.token`.
     TokenHolder,
 }
 
@@ -40,27 +45,58 @@ impl Who {
     }
 }
 
-/// The token clients must present on `listen`: `None` on loopback. Generates and stores one
-/// when the address is not loopback and none is set.
-pub fn token_for(daemon: &Daemon, listen: SocketAddr) -> anyhow::Result<Option<String>> {
-    if listen.ip().is_loopback() {
-        return Ok(None);
-    }
+/// The token clients must present on `listen`. Generates and stores one when none is set.
+pub fn token_for(daemon: &Daemon, listen: SocketAddr) -> anyhow::Result<String> {
     let cfg = daemon.config();
     let set = cfg.get(GATEWAY_TOKEN).trim();
     if !set.is_empty() {
-        return Ok(Some(set.to_owned()));
+        return Ok(set.to_owned());
+    }
+    let token = ensure_token(daemon.workspace(), &cfg)?;
+    if !listen.ip().is_loopback() {
+        // Printed once, to the person starting the daemon: it is how they learn it.
+        eprintln!(
+            "The gateway listens on {listen}, which other machines can reach, so it needs a token. A new one was \
+             stored in overrides.toml (gateway.token):\n\n    {token}\n\nSend it as `Authorization: Bearer <token>`, \
+             or paste it into the web page when it asks."
+        );
+    }
+    Ok(token)
+}
+
+/// `gateway.token`, made and stored in the runtime layer first when it is not set.
+pub fn ensure_token(ws: &crate::workspace::Workspace, cfg: &crate::config::Config) -> anyhow::Result<String> {
+    let set = cfg.get(GATEWAY_TOKEN).trim();
+    if !set.is_empty() {
+        return Ok(set.to_owned());
     }
     let token = new_token()?;
-    crate::config::set_override(daemon.workspace(), GATEWAY_TOKEN.name, &token)
+    crate::config::set_override(ws, GATEWAY_TOKEN.name, &token)
         .context("cannot store the new gateway.token in overrides.toml")?;
-    // Printed once, to the person starting the daemon: it is how they learn it.
-    eprintln!(
-        "The gateway listens on {listen}, which other machines can reach, so it needs a token. A new one was \
-         stored in overrides.toml (gateway.token):\n\n    {token}\n\nSend it as `Authorization: Bearer <token>`, \
-         or paste it into the web page when it asks."
-    );
-    Ok(Some(token))
+    Ok(token)
+}
+
+/// Where a browser on this machine reaches a gateway bound to `bound`.
+pub fn base_url(bound: SocketAddr) -> String {
+    let ip = bound.ip();
+    match ip {
+        _ if ip.is_unspecified() || ip.is_loopback() => format!("http://127.0.0.1:{}", bound.port()),
+        std::net::IpAddr::V6(v6) => format!("http://[{v6}]:{}", bound.port()),
+        std::net::IpAddr::V4(v4) => format!("http://{v4}:{}", bound.port()),
+    }
+}
+
+/// Prints the one-time console login link for a gateway bound to `bound`: the one line where
+/// a login code is ever written out.
+pub fn announce(token: &str, bound: SocketAddr) {
+    match super::login::link(&base_url(bound), token, crate::access::now_secs()) {
+        Ok(link) => eprintln!(
+            "chela: open the console with this link (it works once, within {} minutes; `chela console` prints \
+             a new one):\n\n    {link}\n",
+            super::login::LINK_LIFETIME_SECS / 60
+        ),
+        Err(e) => eprintln!("chela: no console login link: {e:#}"),
+    }
 }
 
 /// 32 random bytes as hex.
@@ -71,7 +107,8 @@ fn new_token() -> anyhow::Result<String> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-/// Decides whether `req` may be served. `open` requests (the page) need no token.
+/// Decides whether `req` may be served. `open` requests (the page, devices with their own
+/// credentials) need no token.
 pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) -> Result<Who, ApiError> {
     let host = req.headers().get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
     let loopback = gw.listen.ip().is_loopback();
@@ -91,10 +128,17 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
             )));
         }
     }
-    let Some(token) = &gw.token else { return Ok(Who::Owner) };
-    if open {
-        return Ok(Who::TokenHolder);
+    let who = if loopback { Who::Owner } else { Who::TokenHolder };
+    let path = req.uri().path();
+    let health = loopback && *req.method() == Method::GET && path == "/health";
+    // Browsers ask for it by themselves; it is answered 404 (there is none), not 401.
+    let icon = *req.method() == Method::GET && path == "/favicon.ico";
+    let login = *req.method() == Method::POST && path == LOGIN_PATH;
+    if open || health || login || icon {
+        return Ok(who);
     }
+    // No token configured: nobody is let in (the gateway is always started with one).
+    let token = gw.token.as_deref().unwrap_or("");
     let bearer = req
         .headers()
         .get(AUTHORIZATION)
@@ -103,13 +147,16 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
         .map(str::trim);
     let query = super::ws::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
     match bearer.or(query.as_deref()) {
-        Some(given) if constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(Who::TokenHolder),
+        Some(given) if !token.is_empty() && constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(who),
         _ => {
             tracing::info!(%peer, "gateway: a request without the right token was refused");
             Err(ApiError::Unauthorized)
         }
     }
 }
+
+/// Where the page trades a one-time login code for the token.
+pub const LOGIN_PATH: &str = "/api/login";
 
 /// A `Host` header naming this machine: `127.0.0.1`, `localhost` or `[::1]`, any port.
 fn is_local_host(host: &str) -> bool {

@@ -71,7 +71,8 @@ impl fmt::Display for ApiError {
         match self {
             ApiError::Unauthorized => f.write_str(
                 "This gateway needs its token: send `Authorization: Bearer <gateway.token>` (or `?token=` on a \
-                 WebSocket URL). `chela config get gateway.token` shows where it is set.",
+                 WebSocket URL). `chela console` prints a one-time login link for the web page; \
+                 `chela config get gateway.token` shows where the token is set.",
             ),
             ApiError::BadRequest(s)
             | ApiError::Forbidden(s)

@@ -3,9 +3,9 @@
 //! OpenAI-compatible endpoint (`/v1/chat/completions`, `/v1/models`), the dashboard's HTTP API
 //! (`/api/*`), `/health`, and the web page at `/`.
 //!
-//! What it is not: a public web server. It serves one person. On a loopback address it is their
-//! console and asks for nothing; anywhere else every request needs `gateway.token` (see
-//! [`auth`]).
+//! What it is not: a public web server. It serves one person: every request but the page needs
+//! `gateway.token`, on loopback too (see [`auth`]); the page gets it from a one-time login link
+//! (see [`login`]).
 //!
 //! Everything is bounded: connections ([`Limits::connections`]; more are closed at once; per
 //! source address, with a reserve only the owner can use: see [`admit`]), WebSockets (counted
@@ -38,6 +38,7 @@ mod admit;
 mod api;
 mod auth;
 mod error;
+pub(crate) mod login;
 mod mcp_endpoint;
 mod openai;
 mod page;
@@ -166,8 +167,10 @@ impl Limits {
 pub struct Gateway {
     pub(crate) daemon: Arc<Daemon>,
     pub(crate) listen: SocketAddr,
-    /// `None` on a loopback address: the owner's console needs no token.
+    /// `gateway.token`; `None` lets nobody in but to the open routes (see [`auth::check`]).
     pub(crate) token: Option<String>,
+    /// Console login codes already used.
+    pub(crate) logins: login::Logins,
     pub(crate) limits: Limits,
     pub(crate) clients: Arc<ws::Clients>,
     /// `/mcp`: the MCP server and its handshake-era sessions.
@@ -181,7 +184,7 @@ pub struct Gateway {
 pub async fn serve(daemon: Arc<Daemon>) -> anyhow::Result<()> {
     let cfg = daemon.config();
     let listen = cfg.settings().gateway.addr();
-    let token = auth::token_for(&daemon, listen)?;
+    let token = Some(auth::token_for(&daemon, listen)?);
     let listener = TcpListener::bind(listen).await.with_context(|| {
         format!("the gateway cannot listen on {listen} (gateway.listen); is another Chela already running there?")
     })?;
@@ -190,6 +193,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> anyhow::Result<()> {
     // The bound address, so anything that names it (the OTA answer's WebSocket URL) has the
     // real port when `gateway.listen` asked for port 0.
     let bound = listener.local_addr().unwrap_or(listen);
+    auth::announce(token.as_deref().unwrap_or(""), bound);
     let gw = Gateway::new(daemon, bound, token, Limits::from_config(&cfg));
     gw.run(listener).await;
     Ok(())
@@ -211,6 +215,7 @@ impl Gateway {
             clients,
             onboarding: xiaozhi::Onboarding::default(),
             admission: admit::Admission::new(limits),
+            logins: login::Logins::default(),
         })
     }
 

@@ -23,7 +23,13 @@ pub(super) struct Harness {
     pub llm: FakeLlm,
     pub gw: Arc<Gateway>,
     pub daemon: Arc<Daemon>,
+    /// The token [`Harness::call`] adds to requests that carry none: [`TOKEN`] when the
+    /// harness was built without one (every gateway has a token).
+    pub auto_token: Option<&'static str>,
 }
+
+/// `gateway.token` of a harness built with `None`.
+pub(super) const TOKEN: &str = "harness-token";
 
 pub(super) const PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 50000);
 
@@ -57,8 +63,10 @@ fn build(llm: FakeLlm, settings: &[(&str, &str)], listen: &str, token: Option<&s
         crate::config::set_override(&ws, k, v).unwrap();
     }
     let daemon = Arc::new(Daemon::load(ws).unwrap());
-    let gw = Gateway::new(Arc::clone(&daemon), listen.parse().unwrap(), token.map(str::to_owned), limits);
-    Harness { dir, llm, gw, daemon }
+    let auto_token = token.is_none().then_some(TOKEN);
+    let token = token.or(auto_token).map(str::to_owned);
+    let gw = Gateway::new(Arc::clone(&daemon), listen.parse().unwrap(), token, limits);
+    Harness { dir, llm, gw, daemon, auto_token }
 }
 
 impl Harness {
@@ -70,7 +78,12 @@ impl Harness {
         addr
     }
 
-    pub async fn call(&self, req: Request<Full<Bytes>>) -> (StatusCode, hyper::HeaderMap, String) {
+    pub async fn call(&self, mut req: Request<Full<Bytes>>) -> (StatusCode, hyper::HeaderMap, String) {
+        if let Some(t) = self.auto_token
+            && !req.headers().contains_key("authorization")
+        {
+            req.headers_mut().insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
         let resp = self.gw.handle(PEER, req).await;
         let (parts, body) = resp.into_parts();
         let body = tokio::time::timeout(Duration::from_secs(20), body.collect()).await.expect("a whole body in time");
@@ -270,7 +283,9 @@ type Client = tokio_tungstenite::WebSocketStream<TcpStream>;
 
 pub(super) async fn ws_connect(addr: SocketAddr, path: &str) -> Client {
     let stream = TcpStream::connect(addr).await.unwrap();
-    let url = format!("ws://127.0.0.1:{}{path}", addr.port());
+    // Every harness built without a token has [`TOKEN`]; browsers put it in the URL.
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let url = format!("ws://127.0.0.1:{}{path}{sep}token={TOKEN}", addr.port());
     tokio_tungstenite::client_async(url, stream).await.expect("the upgrade is accepted").0
 }
 
@@ -397,18 +412,18 @@ async fn the_model_can_write_to_an_open_chat_with_local_send_text_and_only_to_on
 }
 
 #[tokio::test]
-async fn off_loopback_a_token_is_made_once_and_stored_and_loopback_needs_none() {
-    let h = harness(vec![], "127.0.0.1:18789", None);
-    let d = &h.daemon;
-    assert_eq!(auth::token_for(d, "127.0.0.1:18789".parse().unwrap()).unwrap(), None);
-    assert_eq!(auth::token_for(d, "[::1]:18789".parse().unwrap()).unwrap(), None);
-    let made = auth::token_for(d, "0.0.0.0:18789".parse().unwrap()).unwrap().expect("a token");
-    assert_eq!(made.len(), 64);
-    assert!(made.bytes().all(|b| b.is_ascii_hexdigit()), "{made}");
-    let stored = crate::config::Config::load(d.workspace()).unwrap();
-    assert_eq!(stored.get(chela_core::config::GATEWAY_TOKEN), made, "kept in overrides.toml");
-    d.apply(Arc::new(stored));
-    assert_eq!(auth::token_for(d, "0.0.0.0:18789".parse().unwrap()).unwrap(), Some(made), "not made again");
+async fn a_token_is_made_once_and_stored_on_loopback_too() {
+    for listen in ["127.0.0.1:18789", "[::1]:18789", "0.0.0.0:18789"] {
+        let h = harness_with_settings(vec![], &[]);
+        let d = &h.daemon;
+        let made = auth::token_for(d, listen.parse().unwrap()).unwrap();
+        assert_eq!(made.len(), 64, "{listen}");
+        assert!(made.bytes().all(|b| b.is_ascii_hexdigit()), "{made}");
+        let stored = crate::config::Config::load(d.workspace()).unwrap();
+        assert_eq!(stored.get(chela_core::config::GATEWAY_TOKEN), made, "kept in overrides.toml");
+        d.apply(Arc::new(stored));
+        assert_eq!(auth::token_for(d, listen.parse().unwrap()).unwrap(), made, "not made again");
+    }
 }
 
 #[tokio::test]

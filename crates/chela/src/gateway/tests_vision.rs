@@ -80,7 +80,9 @@ async fn the_camera_gets_the_models_answer_in_either_wire_format() {
         );
         // The harness's own fake LLM answers; point the provider at it.
         let base = if provider == "openai" { h.llm.openai_base_url() } else { h.llm.anthropic_base_url() };
-        crate::config::set_override(h.daemon.workspace(), "llm.base_url", &base).unwrap();
+        // The owner's own choice: the key goes with the new URL.
+        let keep = crate::config::KeyChoice::Keep;
+        crate::config::set_overrides(h.daemon.workspace(), &[("llm.base_url", &base)], keep).unwrap();
         h.daemon.reload().unwrap();
         let token = approved(&h).await;
         let (status, a) =

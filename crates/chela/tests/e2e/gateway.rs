@@ -57,7 +57,7 @@ fn a_websocket_turn_through_the_real_daemon_streams_tokens_and_tool_events() {
     let d = Running::start(&ws);
     let events: Vec<Value> = runtime().block_on(async {
         let stream = tokio::net::TcpStream::connect(d.addr).await.unwrap();
-        let url = format!("ws://{}/ws", d.addr);
+        let url = format!("ws://{}/ws?token={}", d.addr, crate::GATEWAY_TOKEN);
         let (mut c, _) = tokio_tungstenite::client_async(url, stream).await.expect("upgrade");
         c.send(Message::text(r#"{"type":"message","content":"what time is it?","chat_id":"e2e"}"#)).await.unwrap();
         let mut events = Vec::new();
@@ -91,7 +91,7 @@ fn openai_python() -> PathBuf {
 
 const SDK_SCRIPT: &str = r#"
 import sys, openai
-c = openai.OpenAI(base_url=sys.argv[1], api_key="not-needed-on-loopback", max_retries=0, timeout=20)
+c = openai.OpenAI(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0, timeout=20)
 r = c.chat.completions.create(model="chela", messages=[{"role": "user", "content": "hello"}], user="sdk")
 print("WHOLE=" + r.choices[0].message.content)
 s = c.chat.completions.create(model="chela", messages=[{"role": "user", "content": "again"}], user="sdk", stream=True)
@@ -106,7 +106,7 @@ fn the_official_openai_sdk_talks_to_chela_whole_and_streamed() {
     let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
     let d = Running::start(&ws);
     let out = Command::new(python)
-        .args(["-c", SDK_SCRIPT, &format!("http://{}/v1", d.addr)])
+        .args(["-c", SDK_SCRIPT, &format!("http://{}/v1", d.addr), crate::GATEWAY_TOKEN])
         .output()
         .expect("cannot run python");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -135,7 +135,8 @@ fn sigterm_during_a_turn_stops_within_5_s_and_leaves_the_session_well_formed() {
         let mut s = std::net::TcpStream::connect(addr).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
         let head = format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nAuthorization: Bearer {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            crate::GATEWAY_TOKEN,
             body.len()
         );
         s.write_all(head.as_bytes()).unwrap();

@@ -53,6 +53,8 @@ use serde_json::Value;
 
 /// The key the tests configure; `sk-ant-…` looks like a real one so masking is exercised.
 pub const KEY: &str = "sk-ant-api03-e2e-test-key";
+/// `gateway.token` of every daemon these tests start.
+pub const GATEWAY_TOKEN: &str = "e2e-gateway-token";
 
 /// The model name the tests configure, so requests can be checked for it.
 pub const MODEL: &str = "e2e-model";
@@ -192,6 +194,8 @@ impl Ws {
         // Every `chela run` gets a port of its own, so tests running at once never collide on
         // the default one; a test that talks to the gateway reads the port from stderr.
         c.env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0");
+        // The gateway asks for its token on loopback too; tests that talk to it send this one.
+        c.env("CHELA_GATEWAY__TOKEN", GATEWAY_TOKEN);
         if let Some(path) = std::env::var_os("PATH") {
             c.env("PATH", path);
         }

@@ -62,6 +62,7 @@ fn python(mode: &str, target: &[String], ws: &Ws) -> std::process::Output {
         .env_clear()
         .env("HOME", ws.home())
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CHELA_GATEWAY_TOKEN", crate::GATEWAY_TOKEN)
         .output()
         .expect("cannot run the Python client")
 }
@@ -73,6 +74,7 @@ fn node(target: &[String], ws: &Ws) -> std::process::Output {
         .env_clear()
         .env("HOME", ws.home())
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CHELA_GATEWAY_TOKEN", crate::GATEWAY_TOKEN)
         .output()
         .expect("cannot run node")
 }
@@ -159,6 +161,7 @@ fn cancel_py(mode: &str, target: &[String], ws: &Ws) -> std::process::Output {
         .env_clear()
         .env("HOME", ws.home())
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("CHELA_GATEWAY_TOKEN", crate::GATEWAY_TOKEN)
         .output()
         .expect("cannot run the Python client")
 }

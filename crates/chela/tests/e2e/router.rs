@@ -151,7 +151,10 @@ fn ping_over_the_gateway_websocket_is_answered_pong_without_the_model() {
     let d = Running::start(&ws);
     let got: Vec<Value> = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
         let stream = tokio::net::TcpStream::connect(d.addr).await.unwrap();
-        let (mut c, _) = tokio_tungstenite::client_async(format!("ws://{}/ws", d.addr), stream).await.unwrap();
+        let (mut c, _) =
+            tokio_tungstenite::client_async(format!("ws://{}/ws?token={}", d.addr, crate::GATEWAY_TOKEN), stream)
+                .await
+                .unwrap();
         let mut got = Vec::new();
         // "ping", then a message no rule takes: its answer is the model's first one only if
         // "ping" used none.

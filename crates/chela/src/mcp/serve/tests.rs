@@ -245,9 +245,12 @@ impl ReadRest for BufReader<DuplexStream> {
 
 // ---- /mcp on the gateway, as a service ----
 
+/// The token of a gateway made without one: every gateway needs one, loopback too.
+const LOCAL_TOKEN: &str = "local-token";
+
 fn gateway(llm: &FakeLlm, dir: &tempfile::TempDir, listen: &str, token: Option<&str>) -> Arc<Gateway> {
     let d = daemon(llm, dir, &[]);
-    Gateway::new(d, listen.parse().unwrap(), token.map(str::to_owned), Limits::default())
+    Gateway::new(d, listen.parse().unwrap(), Some(token.unwrap_or(LOCAL_TOKEN).to_owned()), Limits::default())
 }
 
 fn post(body: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
@@ -256,6 +259,7 @@ fn post(body: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
         ("host", "127.0.0.1:18789"),
         ("content-type", "application/json"),
         ("accept", "application/json, text/event-stream"),
+        ("authorization", "Bearer local-token"),
     ];
     for (k, v) in defaults {
         if !headers.iter().any(|(h, _)| *h == k) {
@@ -268,7 +272,10 @@ fn post(body: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
     b.body(Full::new(Bytes::from(body.to_string()))).unwrap()
 }
 
-async fn call(gw: &Arc<Gateway>, req: Request<Full<Bytes>>) -> (StatusCode, hyper::HeaderMap, String) {
+async fn call(gw: &Arc<Gateway>, mut req: Request<Full<Bytes>>) -> (StatusCode, hyper::HeaderMap, String) {
+    if !req.headers().contains_key("authorization") {
+        req.headers_mut().insert("authorization", format!("Bearer {LOCAL_TOKEN}").parse().unwrap());
+    }
     let resp = gw.handle(PEER, req).await;
     let (parts, body) = resp.into_parts();
     let body = tokio::time::timeout(WAIT, body.collect()).await.unwrap().unwrap().to_bytes();
@@ -532,7 +539,8 @@ fn get_stream(sid: Option<&str>) -> Request<Full<Bytes>> {
         .method("GET")
         .uri("/mcp")
         .header("host", "127.0.0.1:18789")
-        .header("accept", "text/event-stream");
+        .header("accept", "text/event-stream")
+        .header("authorization", format!("Bearer {LOCAL_TOKEN}"));
     if let Some(sid) = sid {
         b = b.header("mcp-session-id", sid);
     }
@@ -562,7 +570,8 @@ async fn a_change_made_as_the_get_stream_opens_is_announced() {
     let llm = FakeLlm::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let d = daemon(&llm, &dir, &[]);
-    let gw = Gateway::new(Arc::clone(&d), "127.0.0.1:18789".parse().unwrap(), None, Limits::default());
+    let gw =
+        Gateway::new(Arc::clone(&d), "127.0.0.1:18789".parse().unwrap(), Some(LOCAL_TOKEN.into()), Limits::default());
     let sid = http_session(&gw, "2025-11-25").await;
     let mut stream = gw.handle(PEER, get_stream(Some(&sid))).await.into_body();
     crate::config::set_override(d.workspace(), "caps.disabled", "memory").unwrap();
@@ -576,7 +585,8 @@ async fn http_the_get_stream_announces_changes_one_per_session_and_ends() {
     let llm = FakeLlm::start(vec![]);
     let dir = tempfile::tempdir().unwrap();
     let d = daemon(&llm, &dir, &[]);
-    let gw = Gateway::new(Arc::clone(&d), "127.0.0.1:18789".parse().unwrap(), None, Limits::default());
+    let gw =
+        Gateway::new(Arc::clone(&d), "127.0.0.1:18789".parse().unwrap(), Some(LOCAL_TOKEN.into()), Limits::default());
     // Without a session there is no stream; an unknown one is 404.
     assert_eq!(call(&gw, get_stream(None)).await.0, StatusCode::METHOD_NOT_ALLOWED);
     assert_eq!(call(&gw, get_stream(Some("feedface"))).await.0, StatusCode::NOT_FOUND);
