@@ -4,7 +4,9 @@
 //! `run(args)` and returns the value JSON-encoded with everything it printed; `lua_run_async`
 //! starts the same as a background job, which `lua_job_get`/`lua_job_list`/`lua_job_stop`
 //! follow. Scripts call tools with `cap.call(id, json) -> ok, result_json` through the same
-//! registry as the model (as Chela itself: a disabled group fails, a hidden one works).
+//! registry, with the rights of whoever started them: a script the model starts sees what that
+//! conversation sees (hidden groups only if it unlocked them, no people-only tools), one a
+//! person or an owner's job starts keeps that caller's rights.
 //!
 //! What it is not: a general Lua. The sandbox ([`sandbox`]) has only `base` (no binary chunks,
 //! `dofile`, `loadfile`, collector tuning), `string`, `table`, `math`, `utf8`, `coroutine` and

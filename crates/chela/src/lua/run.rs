@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use chela_core::cap::{Caller, Scope};
+use chela_core::cap::Scope;
 use chela_core::config as keys;
 use mlua::Lua;
 
@@ -240,9 +240,10 @@ impl Run {
         }
     }
 
-    /// `cap.call(id, json)`: the tool through the same registry as the model's calls, as Chela
-    /// itself (a runtime-disabled group fails; a hidden one is allowed). Returns `ok` and the
-    /// result or the error as JSON text.
+    /// `cap.call(id, json)`: the tool through the same registry, with the rights of whoever
+    /// started the script (the model with its conversation's unlocked groups, a person, or
+    /// Chela itself for an owner's job), never more. Returns `ok` and the result or the error
+    /// as JSON text.
     pub fn cap_call(&self, id: &str, json: &str) -> (bool, String) {
         let fail = |msg: &str| (false, serde_json::json!({ "error": msg }).to_string());
         if self.ctx.toolbox.registry().get(id).is_some_and(|c| c.group == super::GROUP) {
@@ -252,7 +253,8 @@ impl Run {
             return fail(&why);
         }
         let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let call = self.ctx.toolbox.call(&self.ctx, id, json, Caller::Internal, Scope::default());
+        let scope = Scope { extra_visible: &self.ctx.scope };
+        let call = self.ctx.toolbox.call(&self.ctx, id, json, self.ctx.caller, scope);
         let result = self.rt.block_on(async {
             let killed = self.kill_notify.notified();
             tokio::pin!(killed);

@@ -83,6 +83,11 @@ pub struct ToolCtx {
     /// action fired by a message: 1). The `cap_result` event of the call carries it, so rules
     /// reacting to results with more calls stop at the router's depth bound.
     pub depth: u8,
+    /// Who made the call and the hidden groups their conversation unlocked, set by
+    /// [`Toolbox::call`]: a Lua script the call starts calls tools with exactly these rights,
+    /// so a script never raises its caller's privileges.
+    pub caller: Caller,
+    pub scope: Vec<String>,
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
@@ -586,7 +591,10 @@ impl Toolbox {
             Arc::clone(handler)
         };
         let secs = ctx.cfg.int(chela_core::config::TOOLS_TIMEOUT_SECS).unsigned_abs();
-        match tokio::time::timeout(Duration::from_secs(secs), handler.call_json(ctx.clone(), input.to_owned())).await {
+        let mut ctx = ctx.clone();
+        ctx.caller = caller;
+        ctx.scope = scope.extra_visible.to_vec();
+        match tokio::time::timeout(Duration::from_secs(secs), handler.call_json(ctx, input.to_owned())).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::timed_out(format!(
                 "`{id}` did not finish within {secs} s and was stopped. The limit is the setting \
