@@ -4,13 +4,18 @@
 //! `run(args)` and returns the value JSON-encoded with everything it printed; `lua_run_async`
 //! starts the same as a background job, which `lua_job_get`/`lua_job_list`/`lua_job_stop`
 //! follow. Scripts call tools with `cap.call(id, json) -> ok, result_json` through the same
-//! registry as the model (as Chela itself: a disabled group fails, a hidden one works).
+//! registry, with the rights of whoever started them: a script the model starts sees what that
+//! conversation sees (hidden groups only if it unlocked them, no people-only tools), one a
+//! person or an owner's job starts keeps that caller's rights.
 //!
 //! What it is not: a general Lua. The sandbox ([`sandbox`]) has only `base` (no binary chunks,
 //! `dofile`, `loadfile`, collector tuning), `string`, `table`, `math`, `utf8`, `coroutine` and
 //! `os.time/clock/date`. Every run has its own fresh state and the limits `lua.max_memory_bytes`,
 //! `lua.max_instructions`, `lua.timeout_ms` (`lua.job_timeout_ms` for jobs) and
 //! `lua.max_output_bytes`; hitting one stops that run only, with a message naming the setting.
+//! The library functions that loop in C where the instruction hook cannot see them run
+//! metered instead ([`strlib`], the prelude's `table` wrappers): their steps count as
+//! instructions and the deadline and a forced stop reach them.
 //!
 //! How it is driven: [`Host`] is owned by the toolbox (one per process); its tools run each
 //! script on tokio's blocking pool with a state prepared ahead of time, so a call does not pay
@@ -26,6 +31,7 @@ use crate::tools::{Group, ToolCtx, ToolError};
 mod jobs;
 mod run;
 mod sandbox;
+mod strlib;
 mod tools;
 
 pub(crate) use run::{Limits, Run};
@@ -120,6 +126,8 @@ impl Host {
         tokio::task::spawn_blocking(move || {
             let outcome = match host.take() {
                 Ok(lua) => {
+                    #[cfg(test)]
+                    tests_limits::record_worker(&script.code);
                     let out = execute(&lua, &script, &run);
                     done(out);
                     drop(lua);
@@ -202,7 +210,7 @@ fn execute(lua: &Lua, script: &Script, run: &Arc<Run>) -> Outcome {
             _ => value,
         };
         let mut out = String::new();
-        sandbox::to_json(&value, 0, &mut out).map_err(mlua::Error::runtime)?;
+        sandbox::to_json(&value, 0, &mut out, &mut strlib::Meter::new(lua, "the script's result"))?;
         Ok(out)
     })();
     result.map_err(|e: mlua::Error| explain(&e, run))
@@ -280,3 +288,5 @@ impl BenchRig {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_limits;

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
-use chela_core::cap::{Caller, Scope};
+use chela_core::cap::Scope;
 use chela_core::config as keys;
 use mlua::Lua;
 
@@ -151,20 +151,7 @@ impl Run {
     /// Called every [`super::sandbox::HOOK_EVERY`] instructions: enforces the instruction
     /// budget, the wall-clock limit, a forced stop and the call depth.
     pub fn on_hook(&self, too_deep: bool) -> mlua::Result<()> {
-        if let Some(why) = self.killed() {
-            return Err(mlua::Error::runtime(why));
-        }
-        let n = self.instructions.fetch_add(u64::from(super::sandbox::HOOK_EVERY), Ordering::Relaxed);
-        if n >= self.limits.max_instructions {
-            return Err(self.kill_err(format!(
-                "the script ran more than {} Lua instructions and was stopped. The limit is the setting \
-                 lua.max_instructions (`chela config set lua.max_instructions …`).",
-                self.limits.max_instructions
-            )));
-        }
-        if Instant::now() >= self.deadline {
-            return Err(self.timeout_err());
-        }
+        self.charge(u64::from(super::sandbox::HOOK_EVERY), None)?;
         if too_deep {
             return Err(mlua::Error::runtime(format!(
                 "recursion too deep: more than {} nested Lua calls (stack overflow refused).",
@@ -174,9 +161,32 @@ impl Run {
         Ok(())
     }
 
-    fn timeout_err(&self) -> mlua::Error {
+    /// Counts `n` instructions' worth of work and enforces the instruction budget, the
+    /// wall-clock limit and a forced stop. `inside` names the library function doing that work
+    /// in Rust (pattern matching, `table.move`), where the hook cannot see it, for the message.
+    pub fn charge(&self, n: u64, inside: Option<&str>) -> mlua::Result<()> {
+        if let Some(why) = self.killed() {
+            return Err(mlua::Error::runtime(why));
+        }
+        let within = || inside.map_or_else(String::new, |f| format!(" (it was inside {f}{})", hint(f)));
+        let used = self.instructions.fetch_add(n, Ordering::Relaxed);
+        if used >= self.limits.max_instructions {
+            return Err(self.kill_err(format!(
+                "the script ran more than {} Lua instructions{} and was stopped. The limit is the setting \
+                 lua.max_instructions (`chela config set lua.max_instructions …`).",
+                self.limits.max_instructions,
+                within()
+            )));
+        }
+        if Instant::now() >= self.deadline {
+            return Err(self.timeout_err(&within()));
+        }
+        Ok(())
+    }
+
+    fn timeout_err(&self, within: &str) -> mlua::Error {
         self.kill_err(format!(
-            "the script ran longer than {} ms and was stopped. The limit is the setting {} \
+            "the script ran longer than {} ms{within} and was stopped. The limit is the setting {} \
              (`chela config set {} …`).",
             self.limits.timeout.as_millis(),
             self.limits.timeout_key,
@@ -230,7 +240,7 @@ impl Run {
             let now = Instant::now();
             if now >= self.deadline {
                 drop(stop);
-                return Err(self.timeout_err());
+                return Err(self.timeout_err(""));
             }
             if now >= until {
                 return Ok(true);
@@ -240,9 +250,10 @@ impl Run {
         }
     }
 
-    /// `cap.call(id, json)`: the tool through the same registry as the model's calls, as Chela
-    /// itself (a runtime-disabled group fails; a hidden one is allowed). Returns `ok` and the
-    /// result or the error as JSON text.
+    /// `cap.call(id, json)`: the tool through the same registry, with the rights of whoever
+    /// started the script (the model with its conversation's unlocked groups, a person, or
+    /// Chela itself for an owner's job), never more. Returns `ok` and the result or the error
+    /// as JSON text.
     pub fn cap_call(&self, id: &str, json: &str) -> (bool, String) {
         let fail = |msg: &str| (false, serde_json::json!({ "error": msg }).to_string());
         if self.ctx.toolbox.registry().get(id).is_some_and(|c| c.group == super::GROUP) {
@@ -252,7 +263,8 @@ impl Run {
             return fail(&why);
         }
         let remaining = self.deadline.saturating_duration_since(Instant::now());
-        let call = self.ctx.toolbox.call(&self.ctx, id, json, Caller::Internal, Scope::default());
+        let scope = Scope { extra_visible: &self.ctx.scope };
+        let call = self.ctx.toolbox.call(&self.ctx, id, json, self.ctx.caller, scope);
         let result = self.rt.block_on(async {
             let killed = self.kill_notify.notified();
             tokio::pin!(killed);
@@ -269,10 +281,25 @@ impl Run {
             Ok(Ok(Ok(out))) => (true, out),
             Ok(Ok(Err(e))) => fail(&e.0),
             Ok(Err(_)) => {
-                let _ = self.timeout_err();
+                let _ = self.timeout_err("");
                 fail(&self.killed().unwrap_or_default())
             }
             Err(why) => fail(&why),
+        }
+    }
+}
+
+/// What a script author can change when a library function used up a limit.
+fn hint(f: &str) -> &'static str {
+    match f {
+        "table.move" => ": each element it copies counts as an instruction",
+        "cjson.encode" | "the script's result" => {
+            ": each value it writes counts as an instruction; a table that holds the same table more than \
+             once is written out each time"
+        }
+        _ => {
+            ": each step of pattern matching counts as an instruction, and a pattern with several `.-` or \
+             `.*` items can backtrack for a very long time; anchor it, or match smaller pieces"
         }
     }
 }

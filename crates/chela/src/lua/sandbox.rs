@@ -9,6 +9,7 @@ use std::sync::Arc;
 use mlua::{HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 
 use super::run::Run;
+use super::strlib::{self, Meter};
 
 /// Instructions between two checks of the limits. Small enough that a stop or a timeout lands
 /// within microseconds, large enough that the hook costs little.
@@ -24,7 +25,7 @@ const MAX_JSON_DEPTH: usize = 64;
 /// Runs inside each new state with the host functions as arguments; replaces or refuses every
 /// global the sandbox must not expose, so each escape gets its own message.
 const PRELUDE: &str = r##"
-local emit, cap_call, encode, decode, sleep_ms, killed, null = ...
+local emit, cap_call, encode, decode, sleep_ms, killed, null, charge_move = ...
 local _pcall, _xpcall, _load, _getmetatable, _resume = pcall, xpcall, load, getmetatable, coroutine.resume
 local _collect, _select, _tostring, _error, _type, _setmetatable = collectgarbage, select, tostring, error, type, setmetatable
 local concat = table.concat
@@ -87,6 +88,72 @@ io = closed("io", {}, " (use cap.call(\"file_read\", ...) and cap.call(\"file_wr
 debug = closed("debug", {}, "")
 package = closed("package", {}, " (scripts cannot load C modules or search paths; require gives cap, cjson and log)")
 
+-- table.insert, table.remove and table.move loop in C, where the instruction hook never runs: a
+-- __len of 2^62, or a range of 2^62 elements, would run past every limit. On a table with a
+-- metatable (where # may say anything) insert and remove run in Lua, counted like the script;
+-- a long move is made in slices, each charged as one instruction per element.
+local _insert, _remove, _move = table.insert, table.remove, table.move
+local _mtype, _tointeger, _maxinteger, _min = math.type, math.tointeger, math.maxinteger, math.min
+local SLICE = 4096
+local function length(t)
+  local n = #t
+  if _mtype(n) ~= "integer" then _error("object length is not an integer", 3) end
+  return n
+end
+local function position(v, i, f)
+  local n = _tointeger(v)
+  if n == nil then _error("bad argument #" .. i .. " to '" .. f .. "' (number has no integer representation)", 3) end
+  return n
+end
+table.insert = function(t, ...)
+  if _type(t) ~= "table" or _getmetatable(t) == nil then return _insert(t, ...) end
+  local n, e = _select("#", ...), length(t) + 1
+  if n == 1 then t[e] = ... return end
+  if n ~= 2 then _error("wrong number of arguments to 'insert'", 2) end
+  local pos, v = ...
+  pos = position(pos, 2, "insert")
+  if pos < 1 or pos > e then _error("bad argument #2 to 'insert' (position out of bounds)", 2) end
+  for i = e, pos + 1, -1 do t[i] = t[i - 1] end
+  t[pos] = v
+end
+table.remove = function(t, ...)
+  if _type(t) ~= "table" or _getmetatable(t) == nil then return _remove(t, ...) end
+  local size, pos = length(t), ...
+  if pos == nil then pos = size else pos = position(pos, 2, "remove") end
+  if pos ~= size and (pos < 1 or pos > size + 1) then
+    _error("bad argument #2 to 'remove' (position out of bounds)", 2)
+  end
+  local v = t[pos]
+  while pos < size do t[pos] = t[pos + 1] pos = pos + 1 end
+  t[pos] = nil
+  return v
+end
+table.move = function(a1, f, e, t, a2)
+  local fi, ei, ti = _tointeger(f), _tointeger(e), _tointeger(t)
+  if not (fi and ei and ti) or ei < fi or ei - fi < SLICE then return _move(a1, f, e, t, a2) end
+  if ti > _maxinteger - (ei - fi) then _error("bad argument #4 to 'move' (destination wrap around)", 2) end
+  local dest = a2
+  if dest == nil then dest = a1 end
+  local n = ei - fi + 1
+  if ti > ei or ti <= fi or dest ~= a1 then
+    for s = 0, n - 1, SLICE do
+      local k = _min(SLICE, n - s)
+      charge_move(k)
+      _move(a1, fi + s, fi + s + k - 1, ti + s, dest)
+    end
+  else
+    -- Overlapping, moving up: from the end, as Lua's own does.
+    local s = n
+    while s > 0 do
+      local k = _min(SLICE, s)
+      s = s - k
+      charge_move(k)
+      _move(a1, fi + s, fi + s + k - 1, ti + s, dest)
+    end
+  end
+  return dest
+end
+
 local function line(...)
   local n, t = _select("#", ...), {}
   for i = 1, n do t[i] = _tostring((_select(i, ...))) end
@@ -132,9 +199,9 @@ pub(super) fn prepare() -> mlua::Result<Lua> {
         let run = Run::of(lua)?;
         Ok(run.cap_call(&id, json.as_deref().unwrap_or("{}")))
     })?;
-    let encode = lua.create_function(|_, v: Value| {
+    let encode = lua.create_function(|lua, v: Value| {
         let mut out = String::new();
-        to_json(&v, 0, &mut out).map_err(mlua::Error::runtime)?;
+        to_json(&v, 0, &mut out, &mut Meter::new(lua, "cjson.encode"))?;
         Ok(out)
     })?;
     let decode = lua.create_function(|lua, s: mlua::String| {
@@ -144,7 +211,18 @@ pub(super) fn prepare() -> mlua::Result<Lua> {
     })?;
     let sleep = lua.create_function(|lua, ms: f64| Run::of(lua)?.sleep(ms))?;
     let killed = lua.create_function(|lua, ()| Ok(Run::of(lua).ok().and_then(|r| r.killed())))?;
-    lua.load(PRELUDE).set_name("=sandbox").call::<()>((emit, cap_call, encode, decode, sleep, killed, Value::NULL))?;
+    let charge_move = lua.create_function(|lua, n: u64| Run::of(lua)?.charge(n, Some("table.move")))?;
+    strlib::install(&lua)?;
+    lua.load(PRELUDE).set_name("=sandbox").call::<()>((
+        emit,
+        cap_call,
+        encode,
+        decode,
+        sleep,
+        killed,
+        Value::NULL,
+        charge_move,
+    ))?;
     // The global hook (not the per-thread one) also runs in coroutines the script creates.
     lua.set_global_hook(HookTriggers::new().every_nth_instruction(HOOK_EVERY), |lua, _| {
         match lua.app_data_ref::<Arc<Run>>() {
@@ -159,10 +237,18 @@ pub(super) fn prepare() -> mlua::Result<Lua> {
 }
 
 /// `v` as JSON text, the way lua-cjson writes it: a table with keys 1..n is an array, any
-/// other table an object (an empty table is `{}`), `cjson.null` is `null`.
-pub(super) fn to_json(v: &Value, depth: usize, out: &mut String) -> Result<(), String> {
+/// other table an object (an empty table is `{}`), `cjson.null` is `null`. Each value written is
+/// charged to `meter`, and the text is bounded by `lua.max_memory_bytes`: a table that holds the
+/// same table twice, forty levels deep, is small but writes 2^40 values.
+pub(super) fn to_json(v: &Value, depth: usize, out: &mut String, meter: &mut Meter) -> mlua::Result<()> {
     if depth > MAX_JSON_DEPTH {
-        return Err(format!("cjson.encode: nested deeper than {MAX_JSON_DEPTH} levels (or a table contains itself)"));
+        return Err(mlua::Error::runtime(format!(
+            "cjson.encode: nested deeper than {MAX_JSON_DEPTH} levels (or a table contains itself)"
+        )));
+    }
+    meter.step(1)?;
+    if out.len() > meter.max_bytes() {
+        return Err(meter.too_large("cjson.encode", out.len() as u128));
     }
     match v {
         Value::Nil => out.push_str("null"),
@@ -172,20 +258,20 @@ pub(super) fn to_json(v: &Value, depth: usize, out: &mut String) -> Result<(), S
         Value::Number(n) if n.is_finite() => {
             out.push_str(&serde_json::Number::from_f64(*n).map_or_else(|| "null".into(), |n| n.to_string()))
         }
-        Value::Number(_) => return Err("cjson.encode: cannot encode NaN or infinity".into()),
+        Value::Number(_) => return Err(mlua::Error::runtime("cjson.encode: cannot encode NaN or infinity")),
         Value::String(s) => out.push_str(&serde_json::Value::String(s.to_string_lossy()).to_string()),
-        Value::Table(t) => table_to_json(t, depth, out)?,
-        other => return Err(format!("cjson.encode: cannot encode a {}", other.type_name())),
+        Value::Table(t) => table_to_json(t, depth, out, meter)?,
+        other => return Err(mlua::Error::runtime(format!("cjson.encode: cannot encode a {}", other.type_name()))),
     }
     Ok(())
 }
 
-fn table_to_json(t: &Table, depth: usize, out: &mut String) -> Result<(), String> {
+fn table_to_json(t: &Table, depth: usize, out: &mut String, meter: &mut Meter) -> mlua::Result<()> {
     let n = t.raw_len();
     let mut count = 0usize;
     let mut entries = Vec::new();
     for pair in t.pairs::<Value, Value>() {
-        let (k, v) = pair.map_err(|e| e.to_string())?;
+        let (k, v) = pair?;
         count += 1;
         entries.push((k, v));
     }
@@ -195,8 +281,8 @@ fn table_to_json(t: &Table, depth: usize, out: &mut String) -> Result<(), String
             if i > 1 {
                 out.push(',');
             }
-            let v: Value = t.raw_get(i).map_err(|e| e.to_string())?;
-            to_json(&v, depth + 1, out)?;
+            let v: Value = t.raw_get(i)?;
+            to_json(&v, depth + 1, out, meter)?;
         }
         out.push(']');
         return Ok(());
@@ -210,11 +296,16 @@ fn table_to_json(t: &Table, depth: usize, out: &mut String) -> Result<(), String
             Value::String(s) => s.to_string_lossy(),
             Value::Integer(i) => i.to_string(),
             Value::Number(n) => n.to_string(),
-            other => return Err(format!("cjson.encode: a table key cannot be a {}", other.type_name())),
+            other => {
+                return Err(mlua::Error::runtime(format!(
+                    "cjson.encode: a table key cannot be a {}",
+                    other.type_name()
+                )));
+            }
         };
         out.push_str(&serde_json::Value::String(key).to_string());
         out.push(':');
-        to_json(v, depth + 1, out)?;
+        to_json(v, depth + 1, out, meter)?;
     }
     out.push('}');
     Ok(())

@@ -97,16 +97,67 @@ async fn escape_corpus_each_refused_with_its_own_error_and_nothing_outside_touch
     assert_eq!(before, after, "nothing outside the workspace changed");
 }
 
+/// A tool for people and scripts only, like the registry allows.
+struct PeopleOnly;
+
+impl crate::tools::Tool for PeopleOnly {
+    const NAME: &'static str = "people_only";
+    const DESCRIPTION: &'static str = "Not for the model.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{}}"#;
+    const LLM_CALLABLE: bool = false;
+    type Args = crate::tools::testing::fake::NoArgs;
+
+    async fn call<'a>(&'a self, _: &'a crate::tools::ToolCtx, _: Self::Args) -> ToolResult {
+        Ok("done for a person".into())
+    }
+}
+
+/// A script has its caller's rights and no more (issue 27 §1): one the model starts cannot call
+/// a hidden group its conversation has not unlocked, nor a tool for people only, in a run or a
+/// job; the groups the conversation unlocked work; a person and Chela itself keep their rights.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hidden_but_enabled_groups_work_from_lua() {
+async fn a_script_calls_tools_with_its_callers_rights_and_no_more() {
     let fx = Fixture::new(&[("caps.hidden", "files")]);
+    fx.toolbox.register(crate::tools::testing::fake::group("test", PeopleOnly)).unwrap();
     std::fs::write(fx.root().join("note.txt"), "hello from the workspace").unwrap();
-    let direct = call(&fx, "file_read", json!({"path": "note.txt"})).await;
-    assert!(err(direct).contains("hidden"), "the model itself may not call a hidden group");
-    let r =
-        ok(lua(&fx, r#"local ok, r = require("cap").call("file_read", '{"path":"note.txt"}') return {ok, r}"#).await);
-    assert_eq!(r["result"][0], true, "{r}");
-    assert!(r["result"][1].as_str().unwrap().contains("hello from the workspace"), "{r}");
+    let code = r#"local cap = require("cap")
+        local a, ra = cap.call("file_read", '{"path":"note.txt"}')
+        local b, rb = cap.call("people_only", "{}")
+        return {a, ra, b, rb}"#;
+    let run = |caller: Caller, unlocked: Vec<String>| {
+        let ctx = fx.ctx();
+        let tb = std::sync::Arc::clone(&fx.toolbox);
+        async move {
+            let args = json!({ "code": code }).to_string();
+            ok(tb.call(&ctx, "lua_run", &args, caller, Scope { extra_visible: &unlocked }).await)["result"].clone()
+        }
+    };
+    // The model's own calls are refused...
+    assert!(err(call(&fx, "file_read", json!({"path": "note.txt"})).await).contains("hidden"));
+    assert!(err(call(&fx, "people_only", json!({})).await).contains("only be called by a person"));
+    // ...and so are its script's.
+    let r = run(Caller::Model, Vec::new()).await;
+    assert_eq!((&r[0], &r[2]), (&json!(false), &json!(false)), "{r}");
+    assert!(r[1].as_str().unwrap().contains("group `files` is hidden"), "{r}");
+    assert!(r[3].as_str().unwrap().contains("only be called by a person"), "{r}");
+    // A conversation that unlocked the group: its scripts may read; the people-only tool stays refused.
+    let r = run(Caller::Model, vec!["files".to_owned()]).await;
+    assert_eq!((&r[0], &r[2]), (&json!(true), &json!(false)), "{r}");
+    assert!(r[1].as_str().unwrap().contains("hello from the workspace"), "{r}");
+    // A person (`chela cap call`) and Chela itself (an owner's job) keep their rights.
+    for caller in [Caller::Manual, Caller::Internal] {
+        let r = run(caller, Vec::new()).await;
+        assert_eq!((&r[0], &r[2], &r[3]), (&json!(true), &json!(true), &json!("done for a person")), "{r}");
+    }
+    // A job the model starts runs with the model's rights all along.
+    let id = ok(call(&fx, "lua_run_async", json!({ "code": code })).await)["job_id"].as_str().unwrap().to_owned();
+    let v = wait_status(&fx, &id, "done").await;
+    assert_eq!((&v["result"][0], &v["result"][2]), (&json!(false), &json!(false)), "{v}");
+    // One a person starts keeps the person's.
+    let args = json!({ "code": code }).to_string();
+    let started = fx.toolbox.call(&fx.ctx(), "lua_run_async", &args, Caller::Manual, Scope::default()).await;
+    let v = wait_status(&fx, ok(started)["job_id"].as_str().unwrap(), "done").await;
+    assert_eq!((&v["result"][0], &v["result"][2]), (&json!(true), &json!(true)), "{v}");
 }
 
 /// Ameba-Claw's `cap.call` example from its docs (seed 002), character for character.

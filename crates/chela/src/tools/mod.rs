@@ -83,9 +83,12 @@ pub struct ToolCtx {
     /// action fired by a message: 1). The `cap_result` event of the call carries it, so rules
     /// reacting to results with more calls stop at the router's depth bound.
     pub depth: u8,
-    /// Who makes the call: [`Toolbox::call`] sets it, so a tool that records authority (a rule,
-    /// a job) knows whether the model asked for it.
+    /// Who made the call and the hidden groups their conversation unlocked, set by
+    /// [`Toolbox::call`]: a tool that records authority (a rule, a job) knows whether the model
+    /// asked for it, and a Lua script the call starts calls tools with exactly these rights, so a
+    /// script never raises its caller's privileges.
     pub caller: Caller,
+    pub scope: Vec<String>,
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
@@ -591,6 +594,7 @@ impl Toolbox {
         let secs = ctx.cfg.int(chela_core::config::TOOLS_TIMEOUT_SECS).unsigned_abs();
         let mut ctx = ctx.clone();
         ctx.caller = caller;
+        ctx.scope = scope.extra_visible.to_vec();
         match tokio::time::timeout(Duration::from_secs(secs), handler.call_json(ctx, input.to_owned())).await {
             Ok(result) => result,
             Err(_) => Err(ToolError::timed_out(format!(

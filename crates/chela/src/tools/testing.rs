@@ -64,7 +64,9 @@ impl Fixture {
             session: self.session.clone(),
             toolbox: Arc::clone(&self.toolbox),
             depth: 0,
-            caller: chela_core::cap::Caller::Internal,
+            // Until a call through the toolbox says who makes it: the least rights.
+            caller: chela_core::cap::Caller::Model,
+            scope: Vec::new(),
         }
     }
 
