@@ -267,7 +267,8 @@ struct Client {
 impl Client {
     async fn connect(d: &Daemon) -> Client {
         let stream = tokio::net::TcpStream::connect(d.run.addr()).await.unwrap();
-        let (c, _) = tokio_tungstenite::client_async(format!("ws://{}/ws", d.run.addr()), stream).await.unwrap();
+        let url = format!("ws://{}/ws?token=abuse-router-token", d.run.addr());
+        let (c, _) = tokio_tungstenite::client_async(url, stream).await.unwrap();
         Client { c }
     }
 

@@ -42,7 +42,7 @@ const HALF_HEAD: &[u8] = b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n";
 
 fn request(token: Option<&str>) -> String {
     let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    format!("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n")
+    format!("GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n")
 }
 
 /// Opens connections from `ip` that send half a request head and stay; those the server closes

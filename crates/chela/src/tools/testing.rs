@@ -64,8 +64,9 @@ impl Fixture {
             session: self.session.clone(),
             toolbox: Arc::clone(&self.toolbox),
             depth: 0,
-            // Until a call through the toolbox says who makes it: the least rights.
-            caller: chela_core::cap::Caller::Model,
+            // A test that calls a tool directly is Chela itself; calls through the toolbox say
+            // who makes them.
+            caller: chela_core::cap::Caller::Internal,
             scope: Vec::new(),
         }
     }
