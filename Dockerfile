@@ -13,10 +13,10 @@
 # The toolchain is pinned to the project's MSRV ceiling.
 FROM rust:1.95-bookworm AS build
 ARG TARGETARCH
-# musl-gcc compiles ring's C and assembly for the musl target; cmake builds libopus (the voice
-# pipeline) from its bundled source, as no musl libopus is installed.
+# musl-gcc compiles ring's and Lua's C and ring's assembly for the musl target (the voice
+# pipeline's Opus codec is pure Rust).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends musl-tools cmake \
+ && apt-get install -y --no-install-recommends musl-tools \
  && rm -rf /var/lib/apt/lists/*
 RUN case "${TARGETARCH:-amd64}" in \
       amd64) echo x86_64-unknown-linux-musl ;; \

@@ -15,10 +15,8 @@ command -v node >/dev/null 2>&1 || need+=(nodejs)
 command -v npm >/dev/null 2>&1 || need+=(npm)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
-# The voice pipeline links the system's libopus and speaks (and is tested) with espeak-ng.
+# The voice pipeline speaks (and is tested) with espeak-ng; its Opus codec is pure Rust.
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
-command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-pkg-config --exists opus 2>/dev/null || need+=(libopus-dev)
 if ((${#need[@]})); then
   echo "installing test peers from Debian: ${need[*]}"
   sudo=""

@@ -9,7 +9,7 @@
 //! 3. CPU per device-minute: the thread's CPU time (not wall time) to decode a minute of
 //!    uplink Opus through the VAD, and to encode a minute of downlink Opus;
 //! 4. memory per idle pipeline, 100 made at once: the Rust heap (a counting allocator) and all
-//!    of malloc (glibc's `mallinfo2`, which also sees libopus's decoder state, allocated in C).
+//!    of malloc (glibc's `mallinfo2`, which would also see a C library's allocations).
 //!
 //! Run: `cargo bench -p chela --bench voice` (needs `espeak-ng` for the speech). Set
 //! `CHELA_BENCH_ITERS` for the number of end-of-speech rounds (default 30).
@@ -342,7 +342,7 @@ fn main() {
     // Best of three: the machine is shared, and CPU time still grows with cache misses and
     // preemption.
     let (mut uplink_cpu, mut downlink_cpu) = (Duration::MAX, Duration::MAX);
-    let (mut utterances, mut n) = (0, 0);
+    let (mut utterances, mut n, mut bytes) = (0, 0, 0);
     for _ in 0..3 {
         let start = thread_cpu();
         let mut dec = Decoder::new(16_000).unwrap();
@@ -356,17 +356,19 @@ fn main() {
         uplink_cpu = uplink_cpu.min(thread_cpu() - start);
         let start = thread_cpu();
         let mut enc = Encoder::new().unwrap();
-        n = 0;
-        enc.push(&down, &mut |_| n += 1).unwrap();
-        enc.finish(&mut |_| n += 1).unwrap();
+        (n, bytes) = (0, 0);
+        let mut count = |p: bytes::Bytes| (n, bytes) = (n + 1, bytes + p.len());
+        enc.push(&down, &mut count).unwrap();
+        enc.finish(&mut count).unwrap();
         downlink_cpu = downlink_cpu.min(thread_cpu() - start);
     }
     assert!(utterances > 0, "the VAD heard none of the minute's sentences");
     println!(
-        "CPU per device-minute (thread CPU time, best of 3): uplink decode + VAD {} ({} utterances), downlink encode {} ({n} frames), total {} ({:.3}% of one core)",
+        "CPU per device-minute (thread CPU time, best of 3): uplink decode + VAD {} ({} utterances), downlink encode {} ({n} frames, {:.1} kb/s), total {} ({:.3}% of one core)",
         ms(uplink_cpu),
         utterances,
         ms(downlink_cpu),
+        bytes as f64 * 8.0 / 60.0 / 1000.0,
         ms(uplink_cpu + downlink_cpu),
         (uplink_cpu + downlink_cpu).as_secs_f64() / 60.0 * 100.0
     );
@@ -380,7 +382,7 @@ fn main() {
         let per_malloc = (malloc1 - malloc0) as f64 / 100.0 / 1024.0;
         let verdict = if per_malloc <= 256.0 { "PASS" } else { "FAIL" };
         println!(
-            "memory per idle pipeline (100 made at once): Rust heap {:.1} KiB, all of malloc (libopus included) {per_malloc:.1} KiB   target ≤ 256 KiB per idle device: {verdict} for the pipeline's share",
+            "memory per idle pipeline (100 made at once): Rust heap {:.1} KiB, all of malloc {per_malloc:.1} KiB   target ≤ 256 KiB per idle device: {verdict} for the pipeline's share",
             (heap1 - heap0) as f64 / 100.0 / 1024.0
         );
         drop(pipelines);

@@ -9,7 +9,7 @@
 //! [`pipeline::Pipeline::next_output`] for what to send the device (see the type's docs for the
 //! calling order).
 //!
-//! Audio formats: uplink is decoded at 16 kHz mono (libopus decodes any packet at the rate asked
+//! Audio formats: uplink is decoded at 16 kHz mono (Opus decodes any packet at the rate asked
 //! for, so a device that encodes at 24 kHz needs no resampler); ASR gets that PCM as a WAV file;
 //! downlink is 24 kHz mono in 60 ms Opus packets. Every buffer has a bound (see the constants).
 
@@ -165,7 +165,7 @@ pub enum VoiceError {
     TooLarge { what: &'static str, limit: usize },
     /// The local TTS program could not be started.
     EspeakMissing { program: String, reason: String },
-    /// libopus refused a setting or a frame (a bug, not bad input).
+    /// The Opus codec refused a setting or a frame (a bug, not bad input).
     Codec(String),
 }
 

@@ -139,14 +139,14 @@ async fn garbage_and_a_long_unbroken_stream_stay_bounded() {
     // A minute of speech without a pause, as 60 ms Opus packets: cut every 5 s (the bound is the
     // same code whatever its length; an hour would only take longer).
     let words = espeak_16k("one two three four five six seven eight nine ten eleven twelve");
-    let mut enc = opus::Encoder::new(16_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
+    let mut enc = chela::voice::opus::Encoder::device(16_000).unwrap();
     let mut stream = Vec::new();
     while stream.len() < 16_000 * 60 {
         stream.extend_from_slice(&words);
     }
     let mut heard = 0;
     for chunk in stream.chunks_exact(960) {
-        let packet = enc.encode_vec(chunk, 4000).unwrap();
+        let packet = enc.packets(chunk).unwrap().remove(0);
         if p.handle_audio(&packet).unwrap() == Heard::SpeechEnded {
             // Read the transcript before the next cut (a device sends a packet per 60 ms).
             let o = tokio::time::timeout(Duration::from_secs(10), p.next_output()).await.expect("no hang");

@@ -15,12 +15,6 @@ pub fn espeak_16k(text: &str) -> Vec<i16> {
 
 /// 16 kHz PCM as 60 ms Opus packets (the last one padded with silence).
 pub fn packets(pcm: &[i16]) -> Vec<Vec<u8>> {
-    let mut enc = opus::Encoder::new(16_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
-    pcm.chunks(960)
-        .map(|c| {
-            let mut f = c.to_vec();
-            f.resize(960, 0);
-            enc.encode_vec(&f, 4000).unwrap()
-        })
-        .collect()
+    let mut enc = chela::voice::opus::Encoder::device(16_000).unwrap();
+    enc.packets(pcm).unwrap().into_iter().map(Vec::from).collect()
 }

@@ -172,14 +172,8 @@ fn audio(got: &[Got]) -> Vec<&[u8]> {
 
 /// Opus packets of 16 kHz speech, 60 ms each, as the device sends them.
 pub(super) fn opus_packets(pcm: &[i16]) -> Vec<Vec<u8>> {
-    let mut enc = opus::Encoder::new(16_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
-    pcm.chunks(960)
-        .map(|c| {
-            let mut frame = c.to_vec();
-            frame.resize(960, 0);
-            enc.encode_vec(&frame, 4000).unwrap()
-        })
-        .collect()
+    let mut enc = crate::voice::opus::Encoder::device(16_000).unwrap();
+    enc.packets(pcm).unwrap().into_iter().map(Vec::from).collect()
 }
 
 /// `text` spoken by espeak-ng with silence around it, framed in `version`.
@@ -230,12 +224,11 @@ fn unframe(frame: &[u8], version: u8) -> &[u8] {
 
 /// Decodes downlink packets at 24 kHz: each is a real 60 ms Opus packet.
 fn decode_24k(packets: &[&[u8]]) -> usize {
-    let mut dec = opus::Decoder::new(24_000, opus::Channels::Mono).unwrap();
-    let mut out = vec![0i16; 5760];
+    let mut dec = crate::voice::opus::Decoder::new(24_000).unwrap();
     packets
         .iter()
         .map(|p| {
-            let n = dec.decode(p, &mut out, false).unwrap();
+            let n = dec.decode(p).unwrap().len();
             assert_eq!(n, 1440, "60 ms at 24 kHz");
             n
         })

@@ -93,14 +93,8 @@ async fn a_typed_utterance_and_a_spoken_reply_in_order() {
 
 /// Opus packets of `pcm` (16 kHz), 60 ms each, as the device sends them.
 fn opus_packets(pcm: &[i16]) -> Vec<Vec<u8>> {
-    let mut enc = opus::Encoder::new(16_000, opus::Channels::Mono, opus::Application::Voip).unwrap();
-    pcm.chunks(960)
-        .map(|c| {
-            let mut frame = c.to_vec();
-            frame.resize(960, 0);
-            enc.encode_vec(&frame, 4000).unwrap()
-        })
-        .collect()
+    let mut enc = super::opus::Encoder::device(16_000).unwrap();
+    enc.packets(pcm).unwrap().into_iter().map(Vec::from).collect()
 }
 
 #[tokio::test]
