@@ -17,6 +17,9 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 python3 -c 'import venv, ensurepip' >/dev/null 2>&1 || need+=(python3-venv)
 # The voice pipeline speaks (and is tested) with espeak-ng; its Opus codec is pure Rust.
 command -v espeak-ng >/dev/null 2>&1 || need+=(espeak-ng)
+# The xiaozhi device simulator (PyPI xiaozhi-sdk, via opuslib) decodes Chela's audio with the
+# system's libopus: a test peer only, checking that our packets play on real devices' codec.
+/sbin/ldconfig -p 2>/dev/null | grep -q 'libopus\.so\.0' || need+=(libopus0)
 if ((${#need[@]})); then
   echo "installing test peers from Debian: ${need[*]}"
   sudo=""
