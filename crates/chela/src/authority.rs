@@ -167,8 +167,9 @@ fn keyring(dir: &Path) -> io::Result<Keyring> {
         if let Some(text) = read_bounded(&path, MAX_KEY_BYTES)? {
             return parse_key(&text).ok_or_else(|| {
                 io::Error::other(format!(
-                    "{} is not a seal key; the sealed stores cannot be checked. Move it away only if you \
-                     also check state/ by hand: Chela then trusts the stores there as they are",
+                    "{} is not a seal key, so the sealed stores cannot be checked. Restore it from a backup, \
+                     or move it away (a new key is made) and then check each store in state/ and accept it \
+                     with `chela state trust FILE`",
                     path.display()
                 ))
             });

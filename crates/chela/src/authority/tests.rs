@@ -100,6 +100,11 @@ fn a_broken_key_file_is_an_error_not_a_new_key() {
     let e = read_sealed(&path, 1 << 20).unwrap_err().to_string();
     assert!(e.contains("is not a seal key"), "{e}");
     assert_eq!(std::fs::read(dir.path().join(KEY_FILE)).unwrap(), b"garbage");
+    // Moved away: a new key is made, and a store sealed with the old one is not adopted.
+    std::fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
+    assert!(matches!(read_sealed(&path, 1 << 20), Err(SealError::Untrusted { .. })));
+    trust(dir.path(), crate::access::STORE_FILE, 1 << 20).unwrap();
+    read_sealed(&path, 1 << 20).unwrap();
 }
 
 #[test]
