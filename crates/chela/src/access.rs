@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::authority::SealError;
 use crate::config::Config;
-use crate::workspace::{Replace, Workspace, open_dir, write_atomic_at};
+use crate::workspace::{Replace, Workspace, create_private_dir, open_dir, write_atomic_at};
 
 /// Channels whose clients are checked by the channel itself (the gateway's token, or the
 /// terminal's own user): their senders are the owner, admitted without the gate's rules, and
@@ -328,11 +328,6 @@ impl Gate {
             Ok(out)
         })
     }
-}
-
-fn create_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }
 
 /// Reads and checks the store; a missing file is the empty state.

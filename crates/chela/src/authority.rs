@@ -38,7 +38,8 @@ use std::path::{Path, PathBuf};
 
 use ring::hmac;
 
-use crate::workspace::{Replace, open_dir, read_bounded, write_atomic_at};
+use crate::devices::hex_of as hex;
+use crate::workspace::{Replace, create_private_dir, open_dir, read_bounded, write_atomic_at};
 
 /// The folder of Chela's records, in the workspace.
 pub const STATE_DIR: &str = "state";
@@ -321,15 +322,6 @@ fn dir_and_name(path: &Path) -> io::Result<(&Path, &str)> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::other("a store needs a name"))?;
     Ok((dir, name))
-}
-
-fn create_private_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {

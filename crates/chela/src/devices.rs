@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use ring::digest::{SHA256, digest};
 use serde::{Deserialize, Serialize};
 
-use crate::workspace::{Replace, Workspace, open_dir, write_atomic_at};
+use crate::workspace::{Replace, Workspace, create_private_dir, open_dir, write_atomic_at};
 
 /// The store's file name, in the workspace's `state/` folder.
 pub const STORE_FILE: &str = "devices.json";
@@ -580,14 +580,7 @@ impl Devices {
     /// Applies `change` under the file's lock and writes the result atomically if it succeeds.
     pub fn edit<T>(&self, change: impl FnOnce(&mut DeviceState) -> Result<T, DeviceError>) -> Result<T, DeviceError> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| DeviceError::Store(format!("cannot create {}: {e}", dir.display())))?;
-        }
+        create_private_dir(dir).map_err(|e| DeviceError::Store(format!("cannot create {}: {e}", dir.display())))?;
         crate::lock::with_file_lock(&self.path, || {
             let mut state = self.load()?;
             let out = change(&mut state)?;

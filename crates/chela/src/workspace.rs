@@ -90,8 +90,9 @@ impl Workspace {
     }
 }
 
+/// Creates `dir` and its missing parents, private to the user (0700).
 #[cfg(unix)]
-fn create_private_dir(dir: &Path) -> io::Result<()> {
+pub fn create_private_dir(dir: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)
 }

@@ -14,6 +14,7 @@ use anyhow::Context;
 use ring::hmac;
 
 use super::ApiError;
+use crate::devices::hex_of as hex;
 
 /// How long a printed link works.
 pub const LINK_LIFETIME_SECS: u64 = 10 * 60;
@@ -60,10 +61,6 @@ fn mac(token: &str, expires: u64, nonce: &str) -> hmac::Tag {
     ctx.update(CONTEXT);
     ctx.update(format!("{expires}.{nonce}").as_bytes());
     ctx.sign()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {

@@ -25,7 +25,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 
 use crate::devices::{hex_of, random, token_hash};
-use crate::workspace::{Replace, Workspace, open_dir, write_atomic_at};
+use crate::workspace::{Replace, Workspace, create_private_dir, open_dir, write_atomic_at};
 
 /// The path hosts dial (with or without the trailing slash).
 pub const PATH: &str = "/xiaozhi/mcp/";
@@ -103,14 +103,7 @@ impl Endpoints {
 
     fn edit<T>(&self, change: impl FnOnce(&mut EndpointState) -> Result<T, String>) -> Result<T, String> {
         let dir = self.path.parent().unwrap_or(Path::new("."));
-        {
-            use std::os::unix::fs::DirBuilderExt;
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        }
+        create_private_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         crate::lock::with_file_lock(&self.path, || {
             let mut state = self.load()?;
             let out = change(&mut state)?;

@@ -9,10 +9,12 @@
 //! newest [`KEEP`].
 
 use std::collections::{HashSet, VecDeque};
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic_at};
+use crate::workspace::{
+    Replace, Workspace, append_durable, create_private_dir, open_dir, read_bounded, write_atomic_at,
+};
 
 /// The file's name, in the workspace's `state/` folder.
 pub const FILE: &str = "feishu_events.log";
@@ -119,11 +121,9 @@ impl Seen {
             self.lines = self.order.len();
             return Ok(());
         }
-        std::fs::create_dir_all(dir)?;
-        let mut f = std::fs::OpenOptions::new().create(true).append(true).open(&self.path)?;
-        // One write of the whole line: a crash leaves it whole or cut, and a cut line is skipped.
-        f.write_all(format!("{id}\n").as_bytes())?;
-        f.sync_data()?;
+        create_private_dir(dir)?;
+        // One write of the whole line, fsync'd; a line cut by a crash is skipped when read.
+        append_durable(&self.path, &format!("{id}\n"))?;
         self.lines += 1;
         Ok(())
     }
@@ -132,6 +132,7 @@ impl Seen {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     /// A small bound, so the test rewrites the file a few times without thousands of fsyncs.
     const KEPT: usize = 16;
