@@ -91,13 +91,7 @@ fn list(sched: &Scheduler, now: i64) -> String {
             let _ = writeln!(out, "    last: {status}");
         }
     }
-    let problems = sched.problems().lines();
-    if !problems.is_empty() {
-        out.push_str("\nLeft out of cron.json (fix them; `chela doctor` lists them too):\n");
-        for p in problems {
-            let _ = writeln!(out, "  {p}");
-        }
-    }
+    left_out(&mut out, "cron.json", sched.problems().lines());
     out
 }
 
@@ -136,14 +130,18 @@ fn rules_list(rules: &crate::router::Rules) -> String {
         };
         let _ = writeln!(out, "{id}  {state}  made by {by}{wait}");
     }
-    let problems = rules.problems().lines();
+    left_out(&mut out, "rules.json", rules.problems().lines());
+    out
+}
+
+/// The entries of `file` its loader left out, after a listing.
+fn left_out<P: std::fmt::Display>(out: &mut String, file: &str, problems: Vec<P>) {
     if !problems.is_empty() {
-        out.push_str("\nLeft out of rules.json (fix them; `chela doctor` lists them too):\n");
+        let _ = writeln!(out, "\nLeft out of {file} (fix them; `chela doctor` lists them too):");
         for p in problems {
             let _ = writeln!(out, "  {p}");
         }
     }
-    out
 }
 
 pub fn heartbeat(ws: &Workspace) -> Result<ExitCode> {
