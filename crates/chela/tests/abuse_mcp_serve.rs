@@ -6,6 +6,11 @@
 //! The token on a non-loopback address is a service-level test (`src/mcp/serve/tests.rs`),
 //! since tests bind loopback only.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;

@@ -16,6 +16,11 @@
 //! killed while asking for a summary or appending it: the summary lines are whole or torn like
 //! any other, every completed turn is still in the file, and those after the newest summary load.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
+
 use std::collections::HashSet;
 use std::io::Write;
 use std::path::Path;
