@@ -220,7 +220,7 @@ fn a_slow_trickle_ends_at_the_deadline() {
 // A guard rather than a regression test: this one passed before too (the old drain loop was
 // inside the cancellable future). It keeps the exchange's driver yielding between pieces.
 #[test]
-fn ctrl_c_is_honoured_within_a_second_while_the_server_floods() {
+fn ctrl_c_is_honoured_within_a_second_while_the_server_floods_real_time() {
     for format in BOTH {
         // Pings as fast as the socket takes them: nothing ends the reply but the person.
         let llm = FakeLlm::start(vec![Step::pings_forever()]);

@@ -84,13 +84,13 @@ fn note_content(version: usize) -> String {
 }
 
 #[test]
-fn sigkill_at_random_moments_loses_nothing_done() {
+fn sigkill_at_random_moments_loses_nothing_done_real_time() {
     // Without compaction, so every completed turn must also load.
     with_seed(|seed| crash_run(seed, false, TURNS));
 }
 
 #[test]
-fn sigkill_during_compaction_loses_nothing_done() {
+fn sigkill_during_compaction_loses_nothing_done_real_time() {
     with_seed(|seed| crash_run(seed, true, 80));
 }
 
