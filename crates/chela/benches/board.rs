@@ -6,6 +6,8 @@
 //!
 //! Run: `cargo bench -p chela --bench board` (`CHELA_BENCH_ITERS=N` to change the count).
 
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+
 use std::time::Instant;
 
 use chela::ManualCalls;

@@ -20,6 +20,8 @@
 //! The binary is `$CHELA_BIN`, else the first argument, else `target/release-small/chela`
 //! (under `$CARGO_TARGET_DIR` when set). `CHELA_BENCH_PHASES=ready,idle` runs only the phases
 //! named (`ready`, `idle`, `warm turn`, `websocket`, `soak`).
+
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 // Unsafe only for `libc::sysconf`, to turn /proc's clock ticks into time.
 #![allow(unsafe_code)]
 

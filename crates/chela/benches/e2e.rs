@@ -16,6 +16,8 @@
 //! `cargo build --profile release-small -p chela && cargo bench -p chela --bench e2e`.
 //! The binary is `$CHELA_BIN`, else the first argument, else `target/release-small/chela`
 //! (under `$CARGO_TARGET_DIR` when set).
+
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 // Unsafe only for `libc::wait4`, which std does not wrap.
 #![allow(unsafe_code)]
 

@@ -10,6 +10,8 @@
 //!
 //! Run: `cargo bench -p chela --bench http`.
 
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;

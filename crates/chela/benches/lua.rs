@@ -12,6 +12,8 @@
 //!
 //! Run: `cargo bench -p chela --bench lua` (`CHELA_BENCH_ITERS=N` to change the count).
 
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+
 use std::time::Duration;
 
 use chela::lua::BenchRig;

@@ -13,6 +13,8 @@
 //!
 //! Run: `cargo bench -p chela --bench mcp` (installs the peers under target/ on first run).
 
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -13,6 +13,8 @@
 //!
 //! Run: `cargo bench -p chela --bench prompt` (`CHELA_BENCH_ITERS=N` to change the count).
 
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+
 use std::hint::black_box;
 use std::path::Path;
 use std::time::Instant;

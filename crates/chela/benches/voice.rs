@@ -14,6 +14,8 @@
 //! Run: `cargo bench -p chela --bench voice` (needs `espeak-ng` for the speech). Set
 //! `CHELA_BENCH_ITERS` for the number of end-of-speech rounds (default 30).
 
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::TcpStream;

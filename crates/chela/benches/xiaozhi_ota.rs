@@ -8,6 +8,8 @@
 //! Run: `cargo bench -p chela --bench xiaozhi_ota` (the binary is `$CHELA_BIN`, else the one
 //! cargo built for this bench). `CHELA_BENCH_ITERS` sets the requests per series (default 300).
 
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;

@@ -11,6 +11,8 @@
 //! Run: `cargo bench -p chela --bench xiaozhi_ws` (needs `espeak-ng`). `CHELA_BENCH_ITERS` sets
 //! the rounds of each latency (default 20).
 
+#![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
+
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 

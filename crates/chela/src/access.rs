@@ -118,11 +118,6 @@ impl fmt::Debug for Gate {
     }
 }
 
-/// The current time in Unix seconds, what [`Gate`]'s `now` arguments take.
-pub fn now_secs() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
 /// The `allow_from` setting of `channel`; channels without one pair every sender.
 pub fn allow_from<'a>(cfg: &'a Config, channel: &str) -> &'a [String] {
     let channels = &cfg.settings().channels;

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use chela_core::agent::Limits;
 use chela_core::config as keys;
 
+use crate::clock::Clock;
 use crate::config::Config;
 use crate::net::{ClientOptions, HttpClient, Proxy};
 use crate::provider::{Provider, ProviderError};
@@ -23,11 +24,18 @@ pub struct Base {
     pub tz: crate::localtime::Tz,
     /// The workspace's skills, with their cache: kept across configuration reloads.
     pub skills: Arc<crate::skills::Skills>,
+    /// Where every service built from these parts reads the time.
+    pub clock: Clock,
 }
 
 impl Base {
     /// Loads the configuration of `ws`, creating the workspace and its default files if needed.
     pub fn load(ws: Workspace) -> Result<Base> {
+        Base::load_with(ws, Clock::system())
+    }
+
+    /// [`Base::load`] reading the time from `clock` (a test's, which it moves by hand).
+    pub fn load_with(ws: Workspace, clock: Clock) -> Result<Base> {
         ws.ensure()?;
         crate::memory::ensure_defaults(&ws)
             .with_context(|| format!("cannot write the memory files in {}", ws.root().display()))?;
@@ -40,7 +48,7 @@ impl Base {
             tracing::warn!("caps.* names a group this build does not have: {g}");
         }
         let skills = Arc::new(crate::skills::Skills::new(&cfg));
-        Base::with_config(Arc::new(ws), toolbox, skills, Arc::new(cfg))
+        Base::with_config(Arc::new(ws), toolbox, skills, Arc::new(cfg), clock)
     }
 
     /// The parts for `cfg`, keeping the workspace and the tools (whose switches the caller
@@ -50,10 +58,11 @@ impl Base {
         toolbox: Arc<Toolbox>,
         skills: Arc<crate::skills::Skills>,
         cfg: Arc<Config>,
+        clock: Clock,
     ) -> Result<Base> {
         let http = http_client(&cfg)?;
         let tz = crate::localtime::zone(cfg.get(keys::TIMEZONE));
-        Ok(Base { ws, cfg, http, toolbox, tz, skills })
+        Ok(Base { ws, cfg, http, toolbox, tz, skills, clock })
     }
 
     pub fn tool_ctx(&self) -> ToolCtx {
@@ -66,6 +75,7 @@ impl Base {
             skills: Arc::clone(&self.skills),
             session: None,
             toolbox: Arc::clone(&self.toolbox),
+            clock: self.clock.clone(),
             depth: 0,
             // Until a call through the toolbox says who makes it: the least rights.
             caller: chela_core::cap::Caller::Model,
@@ -113,9 +123,16 @@ impl App {
                 toolbox: Arc::clone(&old.toolbox),
                 tz,
                 skills: Arc::clone(&old.skills),
+                clock: old.clock.clone(),
             }
         } else {
-            Base::with_config(Arc::clone(&old.ws), Arc::clone(&old.toolbox), Arc::clone(&old.skills), cfg)?
+            Base::with_config(
+                Arc::clone(&old.ws),
+                Arc::clone(&old.toolbox),
+                Arc::clone(&old.skills),
+                cfg,
+                old.clock.clone(),
+            )?
         };
         App::from_base(base)
     }
@@ -142,15 +159,7 @@ impl App {
     /// The system prompt for a turn now.
     pub fn system_prompt(&self, channel: &str, chat_id: &str) -> String {
         let b = &self.base;
-        crate::memory::system_prompt(
-            &b.ws,
-            &b.cfg,
-            &b.toolbox.registry(),
-            &b.tz,
-            crate::localtime::now_secs(),
-            channel,
-            chat_id,
-        )
+        crate::memory::system_prompt(&b.ws, &b.cfg, &b.toolbox.registry(), &b.tz, b.clock.unix_secs(), channel, chat_id)
     }
 
     pub fn explain(&self, e: &ProviderError) -> String {

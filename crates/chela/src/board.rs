@@ -18,7 +18,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use chela_board::board::{Backend, Board, BoardError, Quantity};
 use chela_board::sim::Sim;
@@ -273,11 +273,11 @@ impl Host {
     }
 
     /// Reads sensor `device` and raises the reading as an event.
-    pub fn read(&self, ws: &Workspace, device: &str) -> Result<Reading, String> {
+    pub fn read(&self, ws: &Workspace, device: &str, clock: &crate::clock::Clock) -> Result<Reading, String> {
         let reading = self.act(ws, |b| {
             let values = b.read_sensor(device)?;
             let sensor = b.spec().device(device).map_or("sensor", |d| d.kind.name());
-            Ok(Reading { device: device.to_owned(), sensor, values, at: crate::localtime::now_secs() })
+            Ok(Reading { device: device.to_owned(), sensor, values, at: clock.unix_secs() })
         })?;
         self.raise(&reading);
         Ok(reading)
@@ -292,7 +292,7 @@ impl Host {
     /// Reads every sensor once (the poller); a failing one is skipped. A sensor's fault is
     /// logged once when it starts (or its sentence changes) and once when it clears, so a
     /// sensor unplugged for a day is one line, not one per poll.
-    pub fn poll(&self, ws: &Workspace) -> usize {
+    pub fn poll(&self, ws: &Workspace, clock: &crate::clock::Clock) -> usize {
         let ids: Result<Vec<String>, String> = self.with(ws, |l| match (&l.spec, &l.live) {
             (Ok(s), Ok(_)) => Ok(s.devices.iter().filter(|d| d.kind.is_sensor()).map(|d| d.id.clone()).collect()),
             _ => Err(l.problems_text().or_else(|| l.live.as_ref().err().cloned()).unwrap_or_default()),
@@ -303,7 +303,7 @@ impl Host {
             Err(why) => (Vec::new(), Some(why)),
         };
         let results = ids.into_iter().map(|id| {
-            let r = self.read(ws, &id).map(drop);
+            let r = self.read(ws, &id, clock).map(drop);
             (id, r)
         });
         let results: Vec<(String, Result<(), String>)> = match board_error {
@@ -345,7 +345,8 @@ pub async fn serve(daemon: Arc<crate::daemon::Daemon>) -> anyhow::Result<()> {
         tokio::select! {
             _ = tick.tick() => {
                 let (host, ws) = (Arc::clone(daemon.toolbox().board()), Arc::clone(daemon.workspace()));
-                tokio::task::spawn_blocking(move || host.poll(&ws)).await?;
+                let clock = daemon.clock().clone();
+                tokio::task::spawn_blocking(move || host.poll(&ws, &clock)).await?;
             }
             () = daemon.shutdown().wait() => return Ok(()),
         }

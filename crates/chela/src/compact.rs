@@ -79,7 +79,7 @@ async fn fold(
     };
     let reply = reply.map_err(|e| anyhow::anyhow!("{}", agent.provider.tell(&e)))?;
     let text = compaction::accept(&reply.into_message().text(), policy)?;
-    let summary = Summary { text, replaces: plan.fold as u64, keeps: 0, ts: now() };
+    let summary = Summary { text, replaces: plan.fold as u64, keeps: 0, ts: agent.ctx.clock.unix_secs_u64() };
     let (path, live) = (history.path.clone(), history.messages[plan.fold..].to_vec());
     // The live part's lines, however its text was escaped, and room for lines another
     // process appended meanwhile.
@@ -107,10 +107,6 @@ fn write(path: &Path, live: &[Message], mut summary: Summary, max_read: u64) -> 
         })?;
     session::append_summary(&mut storage, &name, &summary).with_context(|| format!("cannot write to {shown}"))?;
     Ok(summary)
-}
-
-fn now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod access;
 // The authority rule: the files the model never changes, and the seals of Chela's records.
 pub mod args;
 pub mod authority;
+pub mod clock;
 pub mod cmd;
 pub mod config;
 pub mod devices;

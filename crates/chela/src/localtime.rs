@@ -13,18 +13,6 @@ use chela_core::zone::{DateTime, Zone, civil};
 /// A zone shared by every turn and tool call: cloning it is a reference count.
 pub type Tz = Arc<Zone>;
 
-/// Seconds since the Unix epoch, now.
-pub fn now_secs() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
-/// Milliseconds since the Unix epoch, now.
-pub fn now_millis() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
 /// The zone named in the config (an IANA name), or the system's (`TZ`, then `/etc/localtime`)
 /// when the name is empty. A zone that cannot be read falls back to UTC with a warning: config
 /// values were checked when loaded, so this is a tz database that went away.

@@ -24,7 +24,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustix::fs::{FlockOperation, flock};
 
@@ -111,7 +111,7 @@ fn open_sidecar(lock: &Path) -> io::Result<File> {
 fn acquire(lock: &Path, wait: Duration) -> io::Result<Held> {
     let named = |e: io::Error| io::Error::new(e.kind(), format!("cannot lock {}: {e}", lock.display()));
     let file = open_sidecar(lock)?;
-    let deadline = Instant::now() + wait;
+    let deadline = crate::clock::real_instant() + wait;
     // Why poll rather than block: a blocking flock cannot be bounded, and a stuck holder must
     // become an error the person can act on, not a command that hangs forever.
     let mut pause = Duration::from_millis(1);
@@ -120,7 +120,7 @@ fn acquire(lock: &Path, wait: Duration) -> io::Result<Held> {
             Ok(()) => return Ok(Held { _file: file }),
             Err(rustix::io::Errno::INTR) => continue,
             Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
-                if Instant::now() >= deadline {
+                if crate::clock::real_instant() >= deadline {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         format!(

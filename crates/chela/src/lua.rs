@@ -22,7 +22,7 @@
 //! for building one. Jobs are recorded in `state/lua_jobs.jsonl` ([`jobs`]).
 
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mlua::{Lua, Value};
 
@@ -261,7 +261,7 @@ impl BenchRig {
     /// One run of `code`: its outcome, the time to its first instruction and the total.
     pub async fn run(&self, code: &str) -> (Result<String, String>, Duration, Duration) {
         let ctx = self.base.tool_ctx();
-        let started = Instant::now();
+        let started = crate::clock::real_instant();
         let run = Arc::new(Run::new(
             ctx.clone(),
             tokio::runtime::Handle::current(),

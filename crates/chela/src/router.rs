@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
 use chela_core::router::{Added, Event, EventError, MAX_EMIT_DEPTH, MAX_FILE_BYTES, Plan, Problem, Router, Value};

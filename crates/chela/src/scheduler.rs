@@ -47,11 +47,6 @@ pub const REQUESTS_DIR: &str = "scheduler";
 /// The most requests taken from that folder at once; more wait for the next look.
 pub const MAX_REQUESTS: usize = 64;
 
-/// Seconds since the Unix epoch, now.
-pub fn now_secs() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
 /// The user's zone: `scheduler.timezone`, else `timezone`, else the system's (`TZ`, then
 /// `/etc/localtime`), else UTC. A zone that cannot be read is said in the error.
 pub fn user_zone(cfg: &Config) -> Result<Zone> {

@@ -236,7 +236,7 @@ async fn an_owner_reads_back_the_turns_another_process_added_to_its_session() {
 }
 
 #[tokio::test]
-async fn a_turn_waits_for_another_process_turn_in_the_same_session_and_starts_from_it() {
+async fn a_turn_waits_for_another_process_turn_in_the_same_session_and_starts_from_it_real_time() {
     let s = setup(vec![Step::tool_call("gate", json!({})), Step::text("a done"), Step::text("b done")], &[]);
     let (mut started, open) = add_gate(&s.app);
     let here = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));

@@ -18,7 +18,7 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use chela_core::config as keys;
 use chela_core::skills::{self, Cache, Skill, Stamp};

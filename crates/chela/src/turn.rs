@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use anyhow::Context;
 use chela_core::agent::{AgentRun, Limits, Outcome, Step, ToolCall, ToolResult};
@@ -288,12 +289,16 @@ pub async fn run_turn(
         }
     };
     match &end {
-        TurnEnd::Done(_) => keep(history, run.turn_messages(), agent.limits.history_budget, files).await?,
+        TurnEnd::Done(_) => {
+            keep(history, run.turn_messages(), agent.limits.history_budget, files, agent.ctx.clock.unix_secs_u64())
+                .await?
+        }
         // When tools already changed things, keep the record of it, closed so it stays well-formed.
         // The sentence the person reads, never a Rust form: the model reads it next turn.
         TurnEnd::Failed(e) if run.turn_messages().len() > 1 => {
             run.abort(&format!("(this turn stopped: {})", agent.provider.tell(e)));
-            keep(history, run.turn_messages(), agent.limits.history_budget, files).await?;
+            keep(history, run.turn_messages(), agent.limits.history_budget, files, agent.ctx.clock.unix_secs_u64())
+                .await?;
         }
         TurnEnd::Failed(_) => {}
     }
@@ -323,7 +328,8 @@ fn scope_with_skills(agent: &Agent<'_>, registry: &chela_core::cap::Registry, ba
 /// history in memory, which keeps only as much as a fresh load would read.
 /// A tool's images are kept as notes (`[image: image/png, 1.2 KiB]`): the model saw them in
 /// this turn, and no line of the file or of the history carries them for ever after.
-async fn keep(history: &mut History, turn: &[Message], budget: usize, files: FileWork) -> anyhow::Result<()> {
+/// `ts`: the turn's time, as the session file records it.
+async fn keep(history: &mut History, turn: &[Message], budget: usize, files: FileWork, ts: u64) -> anyhow::Result<()> {
     let mut messages = turn.to_vec();
     for m in &mut messages {
         m.tool_images_to_notes();
@@ -332,7 +338,7 @@ async fn keep(history: &mut History, turn: &[Message], budget: usize, files: Fil
     // The file work gets the messages and hands them back, so they are copied once.
     let messages = files
         .run("saving the conversation", move || {
-            persist(&path, &messages)?;
+            persist(&path, &messages, ts)?;
             Ok(messages)
         })
         .await?;
@@ -344,8 +350,7 @@ async fn keep(history: &mut History, turn: &[Message], budget: usize, files: Fil
     Ok(())
 }
 
-fn persist(path: &Path, messages: &[Message]) -> anyhow::Result<()> {
-    let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+fn persist(path: &Path, messages: &[Message], ts: u64) -> anyhow::Result<()> {
     let (mut storage, name) = FileStorage::for_file(path)?;
     session::append_turn(&mut storage, &name, messages, ts)
         .map_err(|e| anyhow::anyhow!("cannot save the conversation to {}: {e}", path.display()))
@@ -377,7 +382,7 @@ mod tests {
             let budget = 1024;
             for i in 0..400 {
                 let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
-                keep(&mut history, &turn, budget, files).await.unwrap();
+                keep(&mut history, &turn, budget, files, 1_800_000_000).await.unwrap();
             }
             let kept = chela_core::history::bytes(&history.messages) as u64;
             assert!(kept <= tail_bytes(budget), "{files:?}: {kept} bytes kept in memory");

@@ -312,7 +312,7 @@ pub fn archive_session(path: &Path) -> io::Result<Option<PathBuf>> {
 pub fn archive_target(path: &Path) -> io::Result<PathBuf> {
     let dir = path.with_file_name("archive");
     create_private_dir(&dir)?;
-    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let stamp = crate::clock::Clock::system().unix_secs_u64();
     let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let mut target = dir.join(format!("{stem}.{stamp}.jsonl"));
     let mut n = 1;

@@ -4,6 +4,11 @@
 //! pins out of range; ids with control characters; the allowlist and directions; servo angles
 //! out of limits or not finite; LED colours and sizes out of bounds; `board_reload` racing
 //! tool calls; and a bus stuck busy. Each ends quickly with a sentence that says what is wrong.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
 #![cfg(feature = "board")]
 
 use std::os::unix::fs::PermissionsExt;
@@ -274,7 +279,7 @@ fn board_reload_racing_tool_calls_gives_each_call_a_whole_board() {
             std::thread::spawn(move || {
                 let (mut ok, mut refused) = (0, 0);
                 while !stop.load(Ordering::Relaxed) {
-                    match host.read(&ws, "climate") {
+                    match host.read(&ws, "climate", &chela::clock::Clock::system()) {
                         Ok(r) => {
                             assert_eq!(r.values[1].name, "humidity");
                             ok += 1;
@@ -306,6 +311,6 @@ fn board_reload_racing_tool_calls_gives_each_call_a_whole_board() {
     }
     assert!(total > 0);
     // After the race the last board (200 - 1 = 199, 199 % 3 = 1: humid) is the one in use.
-    let r = host.read(&ws, "climate").unwrap();
+    let r = host.read(&ws, "climate", &chela::clock::Clock::system()).unwrap();
     assert!(r.values[1].value > 75.0, "{:?}", r.values);
 }

@@ -6,6 +6,11 @@
 //! are fixed at the mechanism (see `src/tools/files/sandbox.rs`). Cases that need a fresh
 //! process (a file size limit, a predictable temp-name counter, a call that could hang) re-run
 //! this test binary on that one test with `CHELA_ABUSE_CHILD` set.
+
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
 #![cfg(feature = "files")]
 
 use std::fs;

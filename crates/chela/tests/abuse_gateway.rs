@@ -6,6 +6,11 @@
 //! The cases that need the gateway's timers shortened (slow request heads) are service-level
 //! tests in `src/gateway/tests_abuse.rs`.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;

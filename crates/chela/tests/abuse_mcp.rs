@@ -5,6 +5,11 @@
 //!
 //! The bad peer is `tests/mcp/fixtures/bad_peer.py` (Python standard library only).
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

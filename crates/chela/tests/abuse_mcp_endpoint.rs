@@ -6,6 +6,11 @@
 //! `tools/list_changed`; and a host whose token is removed while connected. After each the
 //! daemon still serves.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
+
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;

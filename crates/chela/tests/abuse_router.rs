@@ -4,6 +4,11 @@
 //! a rule that re-raises its own event, and a huge message interpolated many times. Each
 //! attack is bounded, reported, and leaves the daemon answering.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
+
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

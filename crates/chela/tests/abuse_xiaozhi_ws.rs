@@ -6,6 +6,11 @@
 //! another connected device carry on (a whole spoken turn afterwards). The model is the
 //! scripted fake LLM, speech the testkit's `FakeAudio`; everything is on 127.0.0.1.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
+
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;

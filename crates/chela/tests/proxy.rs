@@ -3,6 +3,11 @@
 //! `microsocks` for SOCKS5), and fails when the proxy refuses or is down, even though the
 //! provider itself is reachable directly.
 
+#![allow(
+    clippy::disallowed_methods,
+    reason = "real processes, sockets and threads are held to real time bounds; paused time cannot reach them"
+)]
+
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};

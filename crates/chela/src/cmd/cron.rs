@@ -12,13 +12,13 @@ use chela_core::schedule::Job;
 
 use crate::args::{CronCmd, RulesCmd};
 use crate::config::Config;
-use crate::scheduler::{Scheduler, Settings, now_secs, request};
+use crate::scheduler::{Scheduler, Settings, request};
 use crate::workspace::Workspace;
 
 pub fn run(ws: &Workspace, cmd: CronCmd) -> Result<ExitCode> {
     ws.ensure()?;
     let cfg = Config::load(ws)?;
-    let now = now_secs();
+    let now = crate::clock::Clock::system().unix_secs();
     let sched = Scheduler::open(ws, Settings::from_config(&cfg)?, now);
     let out = match cmd {
         CronCmd::List => list(&sched, now),

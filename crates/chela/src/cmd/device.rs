@@ -13,7 +13,7 @@ use crate::workspace::{Workspace, write_atomic};
 
 pub fn run(ws: &Workspace, cmd: DeviceCmd) -> Result<ExitCode> {
     let store = Devices::open(ws);
-    let now = crate::access::now_secs();
+    let now = crate::clock::Clock::system().unix_secs_u64();
     let out = match cmd {
         DeviceCmd::List => list(&store.load()?, now),
         DeviceCmd::Approve(code) => {

@@ -3,7 +3,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::ExitCode;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use anyhow::Result;
 use chela_core::agent::ModelCall;

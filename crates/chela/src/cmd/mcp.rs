@@ -13,7 +13,7 @@ pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
     let code = match cmd {
         McpCmd::EndpointAdd(name) => {
             let store = crate::mcp::endpoint::Endpoints::open(&base.ws);
-            let token = store.add(&name, crate::access::now_secs()).map_err(anyhow::Error::msg)?;
+            let token = store.add(&name, base.clock.unix_secs_u64()).map_err(anyhow::Error::msg)?;
             outln!(
                 "MCP endpoint `{name}`: token {token}\n(shown once; kept hashed). A tool host dials \
                  ws://<gateway.listen>{}?token={token} and its tools become the group endpoint_{name}, e.g.\n\

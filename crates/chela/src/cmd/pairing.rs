@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use crate::access::{Gate, Listing, allow_from, now_secs};
+use crate::access::{Gate, Listing, allow_from};
 use crate::args::PairingCmd;
 use crate::config::Config;
 use crate::workspace::Workspace;
@@ -14,7 +14,7 @@ use crate::workspace::Workspace;
 pub fn run(ws: &Workspace, cmd: PairingCmd) -> Result<ExitCode> {
     let cfg = Config::load(ws)?;
     let gate = Gate::open(ws)?;
-    let now = now_secs();
+    let now = crate::clock::Clock::system().unix_secs_u64();
     let out = match cmd {
         PairingCmd::List => list(&gate.list(now)?, &cfg, now),
         PairingCmd::Approve(code) => {

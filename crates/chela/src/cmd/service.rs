@@ -10,7 +10,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 
@@ -286,12 +286,12 @@ impl Systemctl {
             .spawn()
             .with_context(|| format!("cannot run {}", self.program.display()))?;
         let readers = [child.stdout.take().map(drain), child.stderr.take().map(drain)];
-        let deadline = Instant::now() + SYSTEMCTL_LIMIT;
+        let deadline = crate::clock::real_instant() + SYSTEMCTL_LIMIT;
         let status = loop {
             if let Some(status) = child.try_wait()? {
                 break status;
             }
-            if Instant::now() > deadline {
+            if crate::clock::real_instant() > deadline {
                 let _ = child.kill();
                 let _ = child.wait();
                 bail!("`systemctl --user {}` did not finish within {} s", args.join(" "), SYSTEMCTL_LIMIT.as_secs());

@@ -25,6 +25,7 @@ use chela_proto::chat::Message;
 
 use crate::access::{Gate, OWNER_CHANNELS};
 use crate::app::{App, Base};
+use crate::clock::Clock;
 use crate::config::{Config, ConfigWatch};
 use crate::router::Rules;
 use crate::scheduler::{Scheduler, Settings};
@@ -95,6 +96,8 @@ pub struct Daemon {
     rules: Arc<Rules>,
     /// The tool hosts connected to the MCP endpoint, checked against their tokens at each reload.
     endpoint_hosts: Arc<crate::mcp::endpoint::Hosts>,
+    /// Where every part of the daemon reads the time.
+    clock: Clock,
 }
 
 impl Daemon {
@@ -102,7 +105,13 @@ impl Daemon {
     /// starts so the owner can finish the setup from the web page, and turns are answered with
     /// what to set until then.
     pub fn load(ws: Workspace) -> Result<Daemon> {
-        let base = Base::load(ws.clone())?;
+        Daemon::load_with(ws, Clock::system())
+    }
+
+    /// [`Daemon::load`] reading the time from `clock`: a test's manual clock makes schedules,
+    /// pairing codes and expiries happen when the test moves it, not after real waiting.
+    pub fn load_with(ws: Workspace, clock: Clock) -> Result<Daemon> {
+        let base = Base::load_with(ws.clone(), clock.clone())?;
         let gate = Arc::new(Gate::open(&ws)?);
         let watch = ConfigWatch::new(ws)?;
         let (ws, toolbox, cfg) = (Arc::clone(&base.ws), Arc::clone(&base.toolbox), Arc::clone(&base.cfg));
@@ -118,7 +127,7 @@ impl Daemon {
         toolbox
             .register(crate::tools::im::group(Arc::clone(&outlets), Arc::clone(&gate)))
             .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
-        let scheduler = Arc::new(Scheduler::open(&ws, Settings::or_utc(&cfg), crate::scheduler::now_secs()));
+        let scheduler = Arc::new(Scheduler::open(&ws, Settings::or_utc(&cfg), clock.unix_secs()));
         toolbox
             .register(crate::tools::scheduler::group(Arc::clone(&scheduler)))
             .map_err(|e| anyhow::anyhow!("cannot add the scheduler tools: {e}"))?;
@@ -144,7 +153,12 @@ impl Daemon {
             scheduler,
             rules,
             endpoint_hosts: Arc::default(),
+            clock,
         })
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     pub fn workspace(&self) -> &Arc<Workspace> {
@@ -229,8 +243,14 @@ impl Daemon {
             Ok(app) => app.with_config(Arc::clone(&cfg)),
             Err(_) => {
                 let skills = Arc::new(crate::skills::Skills::new(&cfg));
-                Base::with_config(Arc::clone(&self.ws), Arc::clone(&self.toolbox), skills, Arc::clone(&cfg))
-                    .and_then(App::from_base)
+                Base::with_config(
+                    Arc::clone(&self.ws),
+                    Arc::clone(&self.toolbox),
+                    skills,
+                    Arc::clone(&cfg),
+                    self.clock.clone(),
+                )
+                .and_then(App::from_base)
             }
         }
         .map(Arc::new)
@@ -255,7 +275,7 @@ impl Daemon {
         // Checked before anything of the message is kept: a stranger's words reach no session,
         // no model and no tool.
         if !OWNER_CHANNELS.contains(&msg.channel.as_str()) {
-            let now = crate::access::now_secs();
+            let now = self.clock.unix_secs_u64();
             let verdict = self.gate.admit(&self.config(), &msg.channel, &msg.sender, now);
             if !verdict.admits() {
                 tracing::info!(channel = %msg.channel, sender = %msg.sender, ?verdict, "a message was not admitted");

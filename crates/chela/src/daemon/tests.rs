@@ -182,7 +182,7 @@ async fn nothing_from_an_unpaired_sender_is_stored_or_reaches_the_model_until_ap
     // A second stranger, denied by the owner, is dropped from then on.
     let Submitted::Answer(other) = d.submit(message("telegram", "8", "hi"), Box::new(Quiet)) else { panic!() };
     let other_code = other.split("pairing code is ").nth(1).unwrap()[..8].to_owned();
-    crate::access::Gate::open(&ws).unwrap().deny(&other_code, crate::access::now_secs()).unwrap();
+    crate::access::Gate::open(&ws).unwrap().deny(&other_code, d.clock().unix_secs_u64()).unwrap();
     assert!(matches!(d.submit(message("telegram", "8", "hi again"), Box::new(Quiet)), Submitted::Drop));
 
     assert!(llm.requests().is_empty(), "nothing reached the model, so no tool ran");
@@ -191,8 +191,8 @@ async fn nothing_from_an_unpaired_sender_is_stored_or_reaches_the_model_until_ap
 
     // The owner approves from another process; the daemon sees it without a restart.
     // Approval does not reset the flood's counter, so the limit is lifted (live) as well.
-    crate::access::Gate::open(&ws).unwrap().approve(&code, crate::access::now_secs()).unwrap();
-    assert!(d.gate().list(crate::access::now_secs()).unwrap().allowed.iter().any(|p| p.sender == "7"));
+    crate::access::Gate::open(&ws).unwrap().approve(&code, d.clock().unix_secs_u64()).unwrap();
+    assert!(d.gate().list(d.clock().unix_secs_u64()).unwrap().allowed.iter().any(|p| p.sender == "7"));
     crate::config::set_override(&ws, "access.rate_per_hour", "0").unwrap();
     assert!(d.reload().unwrap());
     let friend = d.submit(message("telegram", "7", "hello"), Box::new(Quiet));

@@ -19,7 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{ApiError, Gateway, Resp, json as json_response};
-use crate::access::{GateError, now_secs};
+use crate::access::GateError;
 use crate::config::{Config, KeyChoice, KeyWouldMove, edit_list_override, set_overrides, shown_extra};
 use crate::daemon::Daemon;
 use crate::workspace::{read_bounded, read_tail_lines, write_atomic};
@@ -41,7 +41,7 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
             // Open (see `auth::check`): the code itself is the credential.
             let r: CodeReq = parse(body)?;
             let token = gw.token.as_deref().ok_or(ApiError::Unauthorized)?;
-            gw.logins.redeem(token, &r.code, now_secs())?;
+            gw.logins.redeem(token, &r.code, d.clock().unix_secs_u64())?;
             ok(json!({"token": token}))
         }
         (&Method::GET, "/cap/groups") => ok(Value::Array(groups(d, None))),
@@ -58,22 +58,22 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
         (&Method::GET, "/sessions") => ok(blocking(d, sessions_list).await?),
         (&Method::GET, "/memory") => ok(blocking(d, memory_list).await?),
         (&Method::GET, "/pairing") => {
-            let listing = d.gate().list(now_secs()).map_err(gate_error)?;
+            let listing = d.gate().list(d.clock().unix_secs_u64()).map_err(gate_error)?;
             ok(serde_json::to_value(listing).map_err(|e| ApiError::internal("the pairing list", e))?)
         }
         (&Method::POST, "/pairing/approve") => {
             let r: CodeReq = parse(body)?;
-            let peer = d.gate().approve(&r.code, now_secs()).map_err(gate_error)?;
+            let peer = d.gate().approve(&r.code, d.clock().unix_secs_u64()).map_err(gate_error)?;
             ok(json!({"channel": peer.channel, "sender": peer.sender}))
         }
         (&Method::POST, "/pairing/deny") => {
             let r: CodeReq = parse(body)?;
-            let pending = d.gate().deny(&r.code, now_secs()).map_err(gate_error)?;
+            let pending = d.gate().deny(&r.code, d.clock().unix_secs_u64()).map_err(gate_error)?;
             ok(json!({"channel": pending.channel, "sender": pending.sender}))
         }
         (&Method::POST, "/pairing/clear") => {
             let r: ClearReq = parse(body)?;
-            let dropped = d.gate().clear(r.channel.as_deref(), now_secs()).map_err(gate_error)?;
+            let dropped = d.gate().clear(r.channel.as_deref(), d.clock().unix_secs_u64()).map_err(gate_error)?;
             ok(
                 json!({"denied": dropped.iter().map(|p| json!({"channel": p.channel, "sender": p.sender})).collect::<Vec<_>>()}),
             )
@@ -223,15 +223,14 @@ async fn blocking<T: Send + 'static>(
 
 /// The owner approves a job the assistant made that acts on another chat (`chela cron approve`).
 fn scheduler_approve(d: &Daemon, id: &str) -> Result<Value, ApiError> {
-    let job =
-        d.scheduler().approve(id, crate::scheduler::now_secs()).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+    let job = d.scheduler().approve(id, d.clock().unix_secs()).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
     Ok(json!({"id": job.id, "approved": true}))
 }
 
 /// The scheduled jobs with their next fire times, and what is wrong with `cron.json`.
 fn scheduler_jobs(d: &Daemon) -> Result<Value, ApiError> {
     let s = d.scheduler();
-    let now = crate::scheduler::now_secs();
+    let now = d.clock().unix_secs();
     s.refresh(now);
     Ok(json!({"zone": s.zone().name(), "jobs": s.list(now), "problems": s.problems().lines()}))
 }

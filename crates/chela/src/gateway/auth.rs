@@ -89,7 +89,7 @@ pub fn base_url(bound: SocketAddr) -> String {
 /// Prints the one-time console login link for a gateway bound to `bound`: the one line where
 /// a login code is ever written out.
 pub fn announce(token: &str, bound: SocketAddr) {
-    match super::login::link(&base_url(bound), token, crate::access::now_secs()) {
+    match super::login::link(&base_url(bound), token, crate::clock::Clock::system().unix_secs_u64()) {
         Ok(link) => eprintln!(
             "chela: open the console with this link (it works once, within {} minutes; `chela console` prints \
              a new one):\n\n    {link}\n",

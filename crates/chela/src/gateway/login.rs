@@ -52,7 +52,7 @@ pub fn console_link(ws: &crate::workspace::Workspace, cfg: &crate::config::Confi
         );
     }
     let token = super::auth::ensure_token(ws, cfg)?;
-    link(&super::auth::base_url(listen), &token, crate::access::now_secs())
+    link(&super::auth::base_url(listen), &token, crate::clock::Clock::system().unix_secs_u64())
 }
 
 fn mac(token: &str, expires: u64, nonce: &str) -> hmac::Tag {

@@ -197,7 +197,7 @@ fn sse(value: &Value) -> Bytes {
 }
 
 fn unix_now() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    crate::clock::Clock::system().unix_secs_u64()
 }
 
 /// A response id unique in this process.

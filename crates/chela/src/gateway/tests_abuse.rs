@@ -2,7 +2,8 @@
 //! request heads, and a WebSocket client that never reads what it is sent. (The rest of the
 //! corpus runs the real binary: `tests/abuse_gateway.rs`.)
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use futures_util::SinkExt;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

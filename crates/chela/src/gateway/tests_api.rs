@@ -231,7 +231,7 @@ async fn the_setup_form_configures_a_daemon_that_has_no_model_without_a_restart(
 async fn jobs_are_listed_with_next_fire_times_and_an_unreachable_chat_is_reported() {
     let h = harness(vec![], "127.0.0.1:18789", None);
     let s = h.daemon.scheduler();
-    let now = crate::scheduler::now_secs();
+    let now = h.daemon.clock().unix_secs();
     let job = |id: &str, chat: &str| -> chela_core::schedule::Job {
         serde_json::from_value(json!({"id": id, "trigger": {"type": "interval", "every_s": 3600},
             "action": {"type": "agent", "message": "hi", "channel": "telegram", "chat_id": chat}}))
@@ -276,7 +276,7 @@ async fn a_heartbeat_gives_the_open_items_to_the_model_inside_the_active_hours_o
     use crate::scheduler::task::beat;
     let h = harness(vec![Step::text("watered them")], "127.0.0.1:18789", None);
     let ws = h.daemon.workspace();
-    let now = crate::scheduler::now_secs();
+    let now = h.daemon.clock().unix_secs();
     std::fs::write(ws.root().join("HEARTBEAT.md"), "# Tasks\n\n- [x] feed the cat\n").unwrap();
     assert_eq!(beat(&h.daemon, now, false).await.unwrap(), "HEARTBEAT.md has no open items");
     assert!(h.llm.requests().is_empty());
@@ -302,7 +302,7 @@ async fn a_heartbeat_gives_the_open_items_to_the_model_inside_the_active_hours_o
 async fn the_console_shows_a_job_the_assistant_made_for_another_chat_as_waiting_and_approves_it() {
     let h = harness(vec![], "127.0.0.1:18789", None);
     let s = h.daemon.scheduler();
-    let now = crate::scheduler::now_secs();
+    let now = h.daemon.clock().unix_secs();
     let job: chela_core::schedule::Job = serde_json::from_value(json!({"id": "far",
         "trigger": {"type": "interval", "every_s": 3600},
         "action": {"type": "agent", "message": "hi", "channel": "telegram", "chat_id": "7"},

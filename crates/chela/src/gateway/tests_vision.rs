@@ -152,7 +152,7 @@ async fn the_camera_passes_without_the_gateway_token_but_needs_its_own() {
     let (_, _, a) = h.call(req).await;
     let a: Value = serde_json::from_str(&a).unwrap();
     let code = a["activation"]["code"].as_str().unwrap().to_owned();
-    Devices::open(h.daemon.workspace()).edit(|s| s.approve(&code, crate::access::now_secs())).unwrap();
+    Devices::open(h.daemon.workspace()).edit(|s| s.approve(&code, h.daemon.clock().unix_secs_u64())).unwrap();
     let mut req = ota("/xiaozhi/ota/", BODY);
     req.headers_mut().insert("host", "192.168.1.10:18789".parse().unwrap());
     h.call(req).await;

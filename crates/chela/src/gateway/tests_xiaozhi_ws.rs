@@ -440,7 +440,7 @@ async fn a_silent_device_is_closed_and_a_missing_hello_too() {
     // A frame resets the idle clock.
     tokio::time::sleep(Duration::from_millis(250)).await;
     idle.send(WsMessage::text(r#"{"type":"listen","state":"start","mode":"auto"}"#)).await.unwrap();
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     match next(&mut idle).await {
         Got::Closed(Some(why)) => assert_eq!(why, "idle"),
         other => panic!("{other:?}"),

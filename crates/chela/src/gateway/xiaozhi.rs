@@ -12,7 +12,8 @@
 //! costs neither disk writes nor the codes of real devices waiting.
 
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use chela_core::config as keys;
@@ -81,7 +82,7 @@ pub async fn route(
             let current = info.app_version.clone();
             let version = current.clone();
             let max_pending = cfg.usize(keys::XIAOZHI_MAX_PENDING);
-            let now = crate::access::now_secs();
+            let now = gw.daemon.clock().unix_secs_u64();
             let rand = random::<48>().map_err(store_error)?;
             let bearer = bearer(headers);
             let source = peer.ip().to_canonical().to_string();
@@ -119,7 +120,7 @@ pub async fn route(
             let (id, client_id) = device_headers(headers)?;
             let req: ActivateRequest = ota::parse_body(&body).map_err(body_error)?;
             let state = blocking(store.clone(), Devices::load).await?;
-            match state.activate(&id, &client_id, req.challenge.as_deref(), crate::access::now_secs()) {
+            match state.activate(&id, &client_id, req.challenge.as_deref(), gw.daemon.clock().unix_secs_u64()) {
                 Activation::Done => Ok(json(StatusCode::OK, &serde_json::json!({"status": "activated"}))),
                 Activation::Waiting => Ok(json(
                     StatusCode::ACCEPTED,
@@ -223,7 +224,7 @@ fn answer(
     current: &str,
 ) -> ota::Response {
     let (ws_url, http_base) = base(gw, headers);
-    let now_ms = crate::localtime::now_millis();
+    let now_ms = gw.daemon.clock().unix_millis();
     let zone = crate::scheduler::user_zone(&gw.daemon.config()).unwrap_or_else(|_| chela_core::zone::Zone::utc());
     let offset_min = zone.offset_at(now_ms / 1000) / 60;
     let firmware = match firmware {
@@ -347,7 +348,7 @@ pub async fn api(gw: &std::sync::Arc<Gateway>, method: &Method, path: &str, body
         serde_json::from_slice(body).map_err(|e| ApiError::BadRequest(format!("the body must be {what}: {e}")))
     };
     let store = Devices::open(gw.daemon.workspace());
-    let now = crate::access::now_secs();
+    let now = gw.daemon.clock().unix_secs_u64();
     let value = match (method, path) {
         (&Method::GET, "/devices") => {
             let zone =

@@ -10,7 +10,7 @@
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -57,10 +57,6 @@ enum State {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-fn now_ms() -> i64 {
-    crate::localtime::now_millis()
 }
 
 impl Job {
@@ -121,14 +117,14 @@ impl Jobs {
                 )));
             }
             inner.counter += 1;
-            let started_ms = now_ms();
+            let started_ms = ctx.clock.unix_millis();
             let id = format!("lua-{started_ms:x}-{}", inner.counter);
             let run = Arc::new(Run::new(
                 ctx.clone(),
                 tokio::runtime::Handle::current(),
                 super::Limits::from_ctx(ctx, true),
                 true,
-                Instant::now(),
+                crate::clock::real_instant(),
             ));
             inner.list.push(Job {
                 id: id.clone(),
@@ -177,7 +173,7 @@ impl Jobs {
         let error = outcome.err();
         self.append(
             &journal,
-            &[json!({"ev": "end", "id": id, "status": status, "result": result, "error": error, "at": now_ms()})],
+            &[json!({"ev": "end", "id": id, "status": status, "result": result, "error": error, "at": run.clock().unix_millis()})],
         );
         let logs = std::mem::take(&mut lock(&run.out).lines);
         let mut inner = lock(&self.inner);

@@ -97,6 +97,11 @@ impl Run {
         }
     }
 
+    /// The clock of the context the run was started in.
+    pub fn clock(&self) -> &crate::clock::Clock {
+        &self.ctx.clock
+    }
+
     /// Sets what each `sleep` calls first (once; later calls are ignored).
     pub fn set_checkpoint(&self, f: Checkpoint) {
         let _ = self.checkpoint.set(f);
@@ -178,7 +183,7 @@ impl Run {
                 within()
             )));
         }
-        if Instant::now() >= self.deadline {
+        if crate::clock::real_instant() >= self.deadline {
             return Err(self.timeout_err(&within()));
         }
         Ok(())
@@ -227,7 +232,7 @@ impl Run {
         }
         // Whole milliseconds; a float this large saturates to a wait beyond any deadline.
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-        let until = Instant::now() + Duration::from_millis(ms as u64);
+        let until = crate::clock::real_instant() + Duration::from_millis(ms as u64);
         let mut stop = lock(&self.stop);
         loop {
             if *stop {
@@ -237,7 +242,7 @@ impl Run {
                     None => Ok(false),
                 };
             }
-            let now = Instant::now();
+            let now = crate::clock::real_instant();
             if now >= self.deadline {
                 drop(stop);
                 return Err(self.timeout_err(""));
@@ -262,7 +267,7 @@ impl Run {
         if let Some(why) = self.killed() {
             return fail(&why);
         }
-        let remaining = self.deadline.saturating_duration_since(Instant::now());
+        let remaining = self.deadline.saturating_duration_since(crate::clock::real_instant());
         let scope = Scope { extra_visible: &self.ctx.scope };
         let call = self.ctx.toolbox.call(&self.ctx, id, json, self.ctx.caller, scope);
         let result = self.rt.block_on(async {

@@ -35,7 +35,9 @@ fn cpu_ns(tid: i32) -> u64 {
         .unwrap_or(0)
 }
 
-/// How long the worker is watched after the run answered, and the CPU it may use meanwhile
+/// Real time on purpose (the tests that use it end in `_real_time`): a script runs on a thread
+/// of its own and its limit is a real deadline, so only a real window shows that the thread
+/// stopped spending CPU. How long the worker is watched after the run answered, and the CPU it may use meanwhile
 /// (preparing the next states takes about a millisecond; a spinning thread, even on a loaded
 /// machine, takes several times that).
 const WATCH: Duration = Duration::from_millis(500);
@@ -71,7 +73,7 @@ fn fixture() -> Fixture {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn pattern_matching_that_backtracks_for_hours_stops_at_the_time_limit() {
+async fn pattern_matching_that_backtracks_for_hours_stops_at_the_time_limit_real_time() {
     let fx = fixture();
     let cases = [
         ("find", "return ('a'):rep(200):find('.-.-.-.-.-b')"),
@@ -92,7 +94,7 @@ async fn pattern_matching_that_backtracks_for_hours_stops_at_the_time_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plain_find_is_linear_and_an_empty_rep_returns_at_once() {
+async fn a_plain_find_is_linear_and_an_empty_rep_returns_at_once_real_time() {
     let fx = fixture();
     // Lua's plain search compares the needle at every place its first byte occurs: 2e6 × 2e6.
     let code = "local s = ('a'):rep(4000000) return {s:find(('a'):rep(2000000) .. 'b', 1, true)}";
@@ -105,7 +107,7 @@ async fn a_plain_find_is_linear_and_an_empty_rep_returns_at_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn table_functions_over_huge_ranges_stop_at_the_time_limit() {
+async fn table_functions_over_huge_ranges_stop_at_the_time_limit_real_time() {
     let fx = fixture();
     let huge_len = "local t = setmetatable({}, {__len = function() return 1 << 62 end}) ";
     let cases = [
@@ -127,7 +129,7 @@ async fn table_functions_over_huge_ranges_stop_at_the_time_limit() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn encoding_a_table_that_holds_itself_many_times_stops_at_a_limit() {
+async fn encoding_a_table_that_holds_itself_many_times_stops_at_a_limit_real_time() {
     let fx = fixture();
     // 2^26 leaves from 26 small tables.
     let code = "local t = {} for i = 1, 26 do t = {t, t} end return require('cjson').encode(t)";
@@ -150,7 +152,7 @@ async fn wait_status(fx: &Fixture, id: &str, want: &str) -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_job_stuck_in_a_pattern_is_stopped_by_lua_job_stop_and_by_its_own_limit() {
+async fn a_job_stuck_in_a_pattern_is_stopped_by_lua_job_stop_and_by_its_own_limit_real_time() {
     let fx = Fixture::new(&[
         ("lua.stop_grace_ms", "100"),
         ("lua.job_timeout_ms", "600000"),

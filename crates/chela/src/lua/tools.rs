@@ -1,7 +1,7 @@
 //! The tools of the `lua` group.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -65,7 +65,7 @@ impl Tool for LuaRun {
     type Args = RunArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RunArgs) -> ToolResult {
-        let started = Instant::now();
+        let started = crate::clock::real_instant();
         let script = if a.path.is_some() {
             let ctx2 = ctx.clone();
             tokio::task::spawn_blocking(move || script(&ctx2, a))

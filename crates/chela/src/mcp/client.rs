@@ -24,7 +24,8 @@ pub mod names;
 pub mod wire;
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use serde_json::{Value, json};
 

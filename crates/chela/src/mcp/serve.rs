@@ -389,6 +389,7 @@ impl Server {
             Arc::clone(self.daemon.toolbox()),
             skills,
             cfg,
+            self.daemon.clock().clone(),
         )
         .map(|b| b.tool_ctx())
         .map_err(|e| format!("{e:#}"))

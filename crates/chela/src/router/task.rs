@@ -91,7 +91,7 @@ async fn start_jobs(
     if !sched.listens(event.kind()) {
         return Ok(());
     }
-    let now = crate::scheduler::now_secs();
+    let now = daemon.clock().unix_secs();
     // Noting the runs writes `cron.json`: off the async workers.
     let due = tokio::task::spawn_blocking(move || sched.take_event(&event, now)).await?;
     for due in due {

@@ -23,7 +23,7 @@ use chela_core::heartbeat::{ActiveHours, actionable_items};
 use chela_core::schedule::Action;
 use chela_proto::chat::Message;
 
-use super::{Due, Outcome, now_secs};
+use super::{Due, Outcome};
 use crate::daemon::Daemon;
 use crate::turn::{Cancel, Observer, TurnRequest};
 
@@ -37,7 +37,7 @@ pub const HEARTBEAT_SESSION: (&str, &str) = ("heartbeat", "heartbeat");
 /// Runs the scheduler until the daemon stops.
 pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let sched = Arc::clone(daemon.scheduler());
-    let now = now_secs();
+    let now = daemon.clock().unix_secs();
     // The store stats, reads and fsyncs files: that runs on the blocking pool, never on the
     // async thread the channels share.
     let s = Arc::clone(&sched);
@@ -55,7 +55,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     }
     let mut heartbeat = Heartbeat::new(&daemon);
     loop {
-        let now = now_secs();
+        let now = daemon.clock().unix_secs();
         let s = Arc::clone(&sched);
         let (beat, due, next) = tokio::task::spawn_blocking(move || {
             s.refresh(now);
@@ -102,7 +102,7 @@ pub(crate) fn spawn_run(daemon: &Arc<Daemon>, due: Due, permit: Option<tokio::sy
                 (false, why.as_str())
             }
         };
-        let outcome = Outcome::new(now_secs(), ok, message, due.manual);
+        let outcome = Outcome::new(daemon.clock().unix_secs(), ok, message, due.manual);
         let s = Arc::clone(daemon.scheduler());
         let (id2, o) = (id.clone(), outcome.clone());
         // The outcome file is written with fsync: off the async workers.
@@ -203,8 +203,14 @@ pub(crate) async fn call_cap(
 ) -> Result<String, String> {
     let cfg = daemon.config();
     let skills = Arc::new(crate::skills::Skills::new(&cfg));
-    let base = crate::app::Base::with_config(Arc::clone(daemon.workspace()), Arc::clone(daemon.toolbox()), skills, cfg)
-        .map_err(|e| format!("{e:#}"))?;
+    let base = crate::app::Base::with_config(
+        Arc::clone(daemon.workspace()),
+        Arc::clone(daemon.toolbox()),
+        skills,
+        cfg,
+        daemon.clock().clone(),
+    )
+    .map_err(|e| format!("{e:#}"))?;
     let mut ctx = base.tool_ctx();
     ctx.depth = depth;
     let (caller, extra) = match made_by {
@@ -282,7 +288,7 @@ struct Heartbeat {
 
 impl Heartbeat {
     fn new(daemon: &Daemon) -> Heartbeat {
-        Heartbeat { next: interval(daemon).map(|i| now_secs() + i) }
+        Heartbeat { next: interval(daemon).map(|i| daemon.clock().unix_secs() + i) }
     }
 
     /// Whether a heartbeat is due now; arms the next one.
@@ -308,7 +314,7 @@ impl Heartbeat {
     fn spawn(&self, daemon: &Arc<Daemon>, by_hand: bool) {
         let daemon = Arc::clone(daemon);
         tokio::spawn(async move {
-            match beat(&daemon, now_secs(), by_hand).await {
+            match beat(&daemon, daemon.clock().unix_secs(), by_hand).await {
                 Ok(what) => tracing::info!("heartbeat: {what}"),
                 Err(why) => tracing::warn!("heartbeat: {why}"),
             }
@@ -357,3 +363,7 @@ pub async fn beat(daemon: &Arc<Daemon>, now: i64, by_hand: bool) -> Result<Strin
     }
     talk(daemon, &channel, &chat_id, prompt).await.map(|s| format!("{} items; {s}", items.len()))
 }
+
+#[cfg(test)]
+#[path = "tests_task.rs"]
+mod tests;

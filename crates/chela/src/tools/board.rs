@@ -374,7 +374,7 @@ impl Tool for SensorRead {
     type Args = DeviceArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: DeviceArgs) -> ToolResult {
-        let r = self.0.read(&ctx.ws, &a.device).map_err(failed)?;
+        let r = self.0.read(&ctx.ws, &a.device, &ctx.clock).map_err(failed)?;
         Ok(r.to_json().to_string())
     }
 }

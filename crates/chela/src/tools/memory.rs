@@ -33,10 +33,6 @@ pub fn group() -> Group {
         .with(MemoryAppendToday)
 }
 
-fn now() -> u64 {
-    crate::localtime::now_secs().unsigned_abs()
-}
-
 fn io_err(e: io::Error) -> ToolError {
     ToolError::new(format!("The memory file could not be read or written: {e}"))
 }
@@ -120,8 +116,9 @@ impl Tool for MemoryStore {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: StoreArgs) -> ToolResult {
         let tags = tags_of(a.tags);
+        let now = ctx.clock.unix_secs_u64();
         let id = change_entries(&ctx.ws, move |entries| {
-            let e = entries.store(&a.content, &tags, &a.source, now()).map_err(|e| ToolError::new(e.to_string()))?;
+            let e = entries.store(&a.content, &tags, &a.source, now).map_err(|e| ToolError::new(e.to_string()))?;
             Ok(e.id.clone())
         })?;
         Ok(format!("stored as {id}"))
@@ -173,9 +170,10 @@ impl Tool for MemoryUpdate {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: UpdateArgs) -> ToolResult {
         let tags = a.tags.map(|t| tags_of(Some(t)));
+        let now = ctx.clock.unix_secs_u64();
         let line = change_entries(&ctx.ws, move |entries| {
             entries
-                .update(a.id.trim(), &a.content, tags.as_deref(), now())
+                .update(a.id.trim(), &a.content, tags.as_deref(), now)
                 .map(render_line)
                 .map_err(|e| ToolError::new(e.to_string()))
         })?;
@@ -258,7 +256,7 @@ impl Tool for MemoryAppendToday {
         if text.len() > MAX_ENTRY_BYTES {
             return Err(ToolError::new(format!("The note is over {MAX_ENTRY_BYTES} bytes; write a shorter one.")));
         }
-        let path = append_today(&ctx.ws, &ctx.tz, crate::localtime::now_secs(), text).map_err(io_err)?;
+        let path = append_today(&ctx.ws, &ctx.tz, ctx.clock.unix_secs(), text).map_err(io_err)?;
         Ok(format!("noted in {}", path.strip_prefix(ctx.ws.root()).unwrap_or(&path).display()))
     }
 }
@@ -327,7 +325,7 @@ mod tests {
     async fn daily_notes_append() {
         let fx = Fixture::new(&[]);
         let r = fx.call(MemoryAppendToday, serde_json::json!({"content": "Called the plumber"})).await.unwrap();
-        let today = crate::localtime::Local::at(&Zone::utc(), crate::localtime::now_secs()).date();
+        let today = crate::localtime::Local::at(&Zone::utc(), fx.clock.unix_secs()).date();
         assert_eq!(r, format!("noted in memory/{today}.md"));
         let text = std::fs::read_to_string(fx.root().join(format!("memory/{today}.md"))).unwrap();
         assert!(text.starts_with(&format!("# {today}\n\n- ")) && text.ends_with(" Called the plumber\n"), "{text}");

@@ -79,6 +79,8 @@ pub struct ToolCtx {
     /// The tools themselves: Lua's `cap.call` runs tools through it, and the file tools stop
     /// the Lua jobs of a script they delete.
     pub toolbox: Arc<Toolbox>,
+    /// Where the tools read the time (a test's clock, moved by hand).
+    pub clock: crate::clock::Clock,
     /// How many automation steps led to this call (0: a person or a clock; a rule's `cap`
     /// action fired by a message: 1). The `cap_result` event of the call carries it, so rules
     /// reacting to results with more calls stop at the router's depth bound.

@@ -11,7 +11,7 @@ use chela_core::schedule::{Action, Job, Trigger};
 use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::scheduler::{Scheduler, now_secs};
+use crate::scheduler::Scheduler;
 
 pub fn group(sched: Arc<Scheduler>) -> Group {
     let s = || Arc::clone(&sched);
@@ -108,7 +108,7 @@ impl Tool for AddJob {
             made_by,
         };
         let id = job.id.clone();
-        let now = now_secs();
+        let now = ctx.clock.unix_secs();
         let replaced = self.0.upsert(job, now).map_err(failed)?;
         let view = self.0.get(&id, now).ok_or_else(|| ToolError::new("the job vanished as it was added"))?;
         Ok(format!("{} job {id}.{} {}", if replaced { "Replaced" } else { "Added" }, waits(&view), json(&view)))
@@ -129,13 +129,12 @@ impl Tool for ListJobs {
     const BLOCKING: bool = true;
     type Args = NoArgs;
 
-    async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
-        Ok(list(&self.0))
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, _: NoArgs) -> ToolResult {
+        Ok(list(&self.0, ctx.clock.unix_secs()))
     }
 }
 
-fn list(s: &Scheduler) -> String {
-    let now = now_secs();
+fn list(s: &Scheduler, now: i64) -> String {
     s.refresh(now);
     let problems = s.problems().lines();
     json(&serde_json::json!({ "jobs": s.list(now), "problems": problems }))
@@ -154,9 +153,10 @@ macro_rules! id_tool {
             const BLOCKING: bool = true;
             type Args = IdArgs;
 
-            async fn call<'a>(&'a self, _: &'a ToolCtx, a: IdArgs) -> ToolResult {
-                self.0.refresh(now_secs());
-                $run(&self.0, &a.id)
+            async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: IdArgs) -> ToolResult {
+                let now = ctx.clock.unix_secs();
+                self.0.refresh(now);
+                $run(&self.0, &a.id, now)
             }
         }
     };
@@ -168,41 +168,40 @@ pub struct IdArgs {
     id: String,
 }
 
-fn updated(s: &Scheduler, id: &str, what: &str, f: impl FnOnce(&mut Job)) -> ToolResult {
-    let now = now_secs();
+fn updated(s: &Scheduler, id: &str, now: i64, what: &str, f: impl FnOnce(&mut Job)) -> ToolResult {
     s.update(id, now, f).map_err(failed)?;
     let view = s.get(id, now).ok_or_else(|| ToolError::new("the job vanished"))?;
     Ok(format!("Job {id} {what}. {}", json(&view)))
 }
 
-fn get(s: &Scheduler, id: &str) -> ToolResult {
-    s.get(id, now_secs())
+fn get(s: &Scheduler, id: &str, now: i64) -> ToolResult {
+    s.get(id, now)
         .map(|v| json(&v))
         .ok_or_else(|| ToolError::invalid_args(format!("there is no job {id:?} (the job list shows the ids)")))
 }
 
-fn remove(s: &Scheduler, id: &str) -> ToolResult {
+fn remove(s: &Scheduler, id: &str, _now: i64) -> ToolResult {
     s.remove(id).map_err(failed)?;
     Ok(format!("Removed job {id}."))
 }
 
-fn enable(s: &Scheduler, id: &str) -> ToolResult {
-    updated(s, id, "enabled", |j| j.enabled = true)
+fn enable(s: &Scheduler, id: &str, now: i64) -> ToolResult {
+    updated(s, id, now, "enabled", |j| j.enabled = true)
 }
 
-fn disable(s: &Scheduler, id: &str) -> ToolResult {
-    updated(s, id, "disabled", |j| j.enabled = false)
+fn disable(s: &Scheduler, id: &str, now: i64) -> ToolResult {
+    updated(s, id, now, "disabled", |j| j.enabled = false)
 }
 
-fn pause(s: &Scheduler, id: &str) -> ToolResult {
-    updated(s, id, "paused", |j| j.paused = true)
+fn pause(s: &Scheduler, id: &str, now: i64) -> ToolResult {
+    updated(s, id, now, "paused", |j| j.paused = true)
 }
 
-fn resume(s: &Scheduler, id: &str) -> ToolResult {
-    updated(s, id, "resumed", |j| j.paused = false)
+fn resume(s: &Scheduler, id: &str, now: i64) -> ToolResult {
+    updated(s, id, now, "resumed", |j| j.paused = false)
 }
 
-fn trigger(s: &Scheduler, id: &str) -> ToolResult {
+fn trigger(s: &Scheduler, id: &str, _now: i64) -> ToolResult {
     s.trigger(id).map_err(failed)?;
     Ok(format!("Job {id} runs now (its outcome shows in scheduler_get_job)."))
 }
@@ -246,7 +245,7 @@ impl Tool for CronAdd {
     type Args = CronAddArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: CronAddArgs) -> ToolResult {
-        let now = now_secs();
+        let now = ctx.clock.unix_secs();
         let (trigger, delete_after_run) = match a.schedule_type.as_str() {
             "every" => match a.interval_s {
                 Some(i) if i > 0 => (Trigger::Interval { every_s: i.unsigned_abs(), anchor: now }, false),
@@ -331,8 +330,8 @@ impl Tool for CronList {
     const BLOCKING: bool = true;
     type Args = NoArgs;
 
-    async fn call<'a>(&'a self, _: &'a ToolCtx, _: NoArgs) -> ToolResult {
-        Ok(list(&self.0))
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, _: NoArgs) -> ToolResult {
+        Ok(list(&self.0, ctx.clock.unix_secs()))
     }
 }
 
@@ -351,8 +350,8 @@ impl Tool for CronRemove {
     const BLOCKING: bool = true;
     type Args = CronRemoveArgs;
 
-    async fn call<'a>(&'a self, _: &'a ToolCtx, a: CronRemoveArgs) -> ToolResult {
-        self.0.refresh(now_secs());
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: CronRemoveArgs) -> ToolResult {
+        self.0.refresh(ctx.clock.unix_secs());
         self.0.remove(&a.job_id).map_err(failed)?;
         Ok(format!("OK: removed cron job {}.", a.job_id))
     }

@@ -22,6 +22,8 @@ pub struct Fixture {
     pub session: Option<Arc<crate::skills::SessionRef>>,
     /// Every built-in group, with the fixture's switches applied.
     pub toolbox: Arc<super::Toolbox>,
+    /// The tools' clock: the system's unless a test puts a manual one here.
+    pub clock: crate::clock::Clock,
 }
 
 impl Fixture {
@@ -46,6 +48,7 @@ impl Fixture {
             skills,
             session: None,
             toolbox,
+            clock: crate::clock::Clock::system(),
         }
     }
 
@@ -63,6 +66,7 @@ impl Fixture {
             skills: Arc::clone(&self.skills),
             session: self.session.clone(),
             toolbox: Arc::clone(&self.toolbox),
+            clock: self.clock.clone(),
             depth: 0,
             // A test that calls a tool directly is Chela itself; calls through the toolbox say
             // who makes them.

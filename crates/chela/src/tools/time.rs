@@ -4,7 +4,7 @@ use chela_core::zone::Zone;
 use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::localtime::{Local, now_secs};
+use crate::localtime::Local;
 
 pub fn group() -> Group {
     Group::new("time", "The current date and time.").core().with(GetCurrentTime)
@@ -31,7 +31,7 @@ impl Tool for GetCurrentTime {
             })?),
             None => ctx.tz.clone(),
         };
-        Ok(describe(now_secs(), &tz))
+        Ok(describe(ctx.clock.unix_secs(), &tz))
     }
 }
 

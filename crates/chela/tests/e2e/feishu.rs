@@ -108,7 +108,7 @@ fn duplicates_and_group_chatter_are_acked_but_not_answered() {
 }
 
 #[test]
-fn the_tenant_token_is_refreshed_before_expiry_and_after_an_invalid_token_answer() {
+fn the_tenant_token_is_refreshed_before_expiry_and_after_an_invalid_token_answer_real_time() {
     let llm = FakeLlm::start(vec![Step::text("a"), Step::text("b"), Step::text("c")]);
     // A 2 s token is replaced after 1 s (half its life).
     let feishu = FakeFeishu::start(FeishuOptions { token_ttl_secs: 2, ..FeishuOptions::default() });

@@ -14,14 +14,14 @@ fn signal(child: &std::process::Child, sig: libc::c_int) {
     assert_eq!(rc, 0, "kill: {}", std::io::Error::last_os_error());
 }
 
-/// Waits until the daemon made its workspace, then a little for it to set up its signal
-/// handlers (a signal before that would end it the default way, which the tests would report).
+/// Waits until the daemon made its workspace. `chela run` installs its signal handlers before
+/// it loads (and so creates) the workspace, so once `sessions/` is there a signal is a clean
+/// stop, not the default action the tests would report.
 fn settle(ws: &Ws) {
     let started = Instant::now();
     while !ws.path().join("sessions").exists() && started.elapsed() < Duration::from_secs(10) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    std::thread::sleep(Duration::from_millis(200));
 }
 
 #[test]

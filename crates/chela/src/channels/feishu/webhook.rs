@@ -123,7 +123,7 @@ async fn handle(channel: &Channel, req: hyper::Request<Incoming>) -> hyper::Resp
         Err(_) => return refuse(StatusCode::REQUEST_TIMEOUT, "the body did not arrive in time"),
     };
     let settings = &channel.settings;
-    let now = crate::access::now_secs();
+    let now = channel.daemon.clock().unix_secs_u64();
     match verify(&settings.encrypt_key, &settings.verification_token, &parts.headers, &body, now) {
         Err((status, why)) => refuse(status, why),
         Ok(Verified::Challenge(challenge)) => answer(StatusCode::OK, &json!({ "challenge": challenge })),

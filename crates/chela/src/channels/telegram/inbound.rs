@@ -4,7 +4,6 @@
 //! announced by its path.
 
 use std::ffi::OsString;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use chela_proto::chat::{Block, Message, Role};
@@ -120,7 +119,7 @@ async fn save(
 ) -> Result<String, String> {
     let what = if name == "voice.oga" { "voice note" } else { "file" };
     let bytes = download(api, file, what, max_file).await?;
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let secs = crate::clock::Clock::system().unix_secs_u64();
     let unique = format!("{secs}-{}-{}", msg["message_id"].as_i64().unwrap_or(0), safe_name(name));
     let dir = ws.root().join("inbox");
     let file_name = unique.clone();

@@ -237,7 +237,8 @@ async fn handle(chan: &mut Channel, update: &Value) {
             // a flood of commands cannot make the bot write without bound.
             if !allowed {
                 let cfg = chan.daemon.config();
-                match chan.daemon.gate().reply_to_stranger(&cfg, CHANNEL, &sender, crate::access::now_secs()) {
+                match chan.daemon.gate().reply_to_stranger(&cfg, CHANNEL, &sender, chan.daemon.clock().unix_secs_u64())
+                {
                     Admission::Allowed => {}
                     limited => {
                         if let Some(text) = limited.reply_text() {

@@ -172,7 +172,7 @@ async fn call_tool(url: String, timeout: u64) -> (crate::tools::ToolResult, Clie
 #[tokio::test]
 async fn an_endless_event_stream_ends_at_the_call_timeout() {
     let (url, seen) = hostile(legacy(|_| Act::EndlessStream)).await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let (r, clients) = call_tool(url, 2).await;
     let e = r.unwrap_err();
     assert_eq!(e.kind(), ToolErrorKind::TimedOut, "{e}");

@@ -4,7 +4,8 @@
 //! ends (`kill_on_drop`).
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use chela_core::cap::{Caller, Scope};
 use serde_json::json;

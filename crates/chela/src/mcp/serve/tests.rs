@@ -221,7 +221,7 @@ async fn a_cancelled_chat_gets_no_answer_and_other_requests_go_on() {
     pipe.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7}})).await;
     // The next line is the ping's, not the cancelled call's.
     assert_eq!(pipe.ask(9, "ping", json!({})).await["id"], 9);
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     drop(pipe.to);
     tokio::time::timeout(WAIT, pipe.served).await.expect("stops").unwrap().unwrap();
     assert!(started.elapsed() < Duration::from_secs(10), "the cancelled turn did not hold the exit");
@@ -425,7 +425,7 @@ async fn both_transports_take_a_batch_alike_and_apply_its_cancel() {
     let dir = tempfile::tempdir().unwrap();
     let mut pipe = Pipe::start(daemon(&llm, &dir, &[]));
     pipe.handshake("2025-03-26").await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     pipe.send(&slow_chat(7)).await;
     // The chat has reached the model before the cancel comes.
     tokio::time::timeout(WAIT, async {
@@ -447,7 +447,7 @@ async fn both_transports_take_a_batch_alike_and_apply_its_cancel() {
     let llm = FakeLlm::start(vec![Step::text("too late").delay_ms(15_000)]);
     let gw = gateway(&llm, &tempfile::tempdir().unwrap(), "127.0.0.1:18789", None);
     let sid = http_session(&gw, "2025-03-26").await;
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let chat = tokio::spawn({
         let (gw, sid) = (Arc::clone(&gw), sid.clone());
         async move { call(&gw, post(&slow_chat(7), &with_session(&sid, "2025-03-26"))).await }
@@ -486,7 +486,7 @@ async fn http_a_cancelled_or_abandoned_call_stops_its_turn() {
     let gw = gateway(&llm, &tempfile::tempdir().unwrap(), "127.0.0.1:18789", None);
     let sid = http_session(&gw, "2025-11-25").await;
     let headers = with_session(&sid, "2025-11-25");
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
 
     // Cancelled by a notification: its POST ends with 202 and no response.
     let first = tokio::spawn({

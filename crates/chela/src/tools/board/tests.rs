@@ -27,9 +27,9 @@ async fn the_built_in_board_is_used_without_a_board_json() {
 async fn sensor_read_gives_values_units_and_a_time() {
     let f = Fixture::new(&[]);
     let h = Arc::new(Host::default());
-    let before = crate::localtime::now_secs();
+    let before = crate::clock::Clock::system().unix_secs();
     let v = parse(&f.call(SensorRead(Arc::clone(&h)), json!({"device": "climate"})).await.unwrap());
-    let after = crate::localtime::now_secs();
+    let after = crate::clock::Clock::system().unix_secs();
     assert_eq!(v["type"], "aht20");
     assert_eq!(v["values"]["temperature"]["unit"], "°C");
     let t = v["values"]["temperature"]["value"].as_f64().unwrap();
@@ -145,7 +145,7 @@ async fn readings_are_raised_as_router_events() {
         .add_rule(json!({"id": "damp", "match": {"type": "sensor.reading"}, "only_if": [{"field": "humidity", "op": "gt", "value": 1}], "actions": [{"type": "send", "text": "humid"}]}))
         .unwrap();
     assert_eq!(router.handle_event(&e, 0).fired.len(), 1);
-    assert_eq!(h.poll(&f.ws), 3, "the poller reads the three sensors");
+    assert_eq!(h.poll(&f.ws, &crate::clock::Clock::system()), 3, "the poller reads the three sensors");
     for _ in 0..3 {
         assert!(matches!(queue.try_recv(), Ok(crate::router::Work::Event(_))));
     }

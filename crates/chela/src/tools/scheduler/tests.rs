@@ -7,6 +7,11 @@ use crate::scheduler::{FILE, Settings};
 use crate::tools::Erased;
 use crate::tools::testing::Fixture;
 
+/// The time the tools read: the fixture's clock is the system's.
+fn now_secs() -> i64 {
+    crate::clock::Clock::system().unix_secs()
+}
+
 fn open(fx: &Fixture) -> Arc<Scheduler> {
     Arc::new(Scheduler::open(&fx.ws, Settings::from_config(&fx.cfg).unwrap(), now_secs()))
 }
