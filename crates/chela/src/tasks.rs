@@ -59,10 +59,14 @@ mod tests {
         assert_eq!(Arc::strong_count(&held), 2, "the task holds its clone while it runs");
         assert!(!task.is_finished());
         drop(task);
-        // The abort takes effect when the runtime next drops the task; yielding lets it.
-        while Arc::strong_count(&held) > 1 {
-            tokio::task::yield_now().await;
-        }
+        // The abort takes effect when the runtime next drops the task; yielding lets it. The
+        // timeout only turns a regression into a failure instead of a hang.
+        let freed = async {
+            while Arc::strong_count(&held) > 1 {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), freed).await.expect("the task was dropped");
     }
 
     #[tokio::test]
@@ -72,8 +76,11 @@ mod tests {
             let _ = done_tx.send(());
         });
         done.await.unwrap();
-        while !task.is_finished() {
-            tokio::task::yield_now().await;
-        }
+        let finished = async {
+            while !task.is_finished() {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(10), finished).await.expect("the task finished");
     }
 }

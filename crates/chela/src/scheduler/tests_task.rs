@@ -91,6 +91,12 @@ async fn at_stop_the_scheduler_returns_only_once_its_runs_ended() {
     s.daemon.scheduler().trigger("stuck").unwrap();
     s.started.await.expect("the job ran");
     s.daemon.shutdown().trigger();
+    // A scheduler that did not wait for its run would have returned after a few turns of the
+    // runtime (it has nothing else to do); this one is still there, whatever the count.
+    for _ in 0..100 {
+        tokio::task::yield_now().await;
+        assert!(!scheduler.is_finished(), "the scheduler returned while its run was going");
+    }
     // The turn of a real run ends at the stop's grace; this one when released.
     s.release.send(()).unwrap();
     scheduler.await.unwrap().unwrap();
