@@ -229,19 +229,25 @@ fn color_enabled() -> bool {
 /// Ctrl-C: every SIGINT bumps a counter the chat watches.
 pub struct CtrlC {
     rx: watch::Receiver<u64>,
+    /// The signal watcher: it ends with the chat, so no task outlives `chela chat`'s loop.
+    _watcher: crate::tasks::TaskHandle,
 }
 
 impl CtrlC {
     pub fn install() -> Result<CtrlC> {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut sig = signal(SignalKind::interrupt())?;
+        CtrlC::on(tokio::signal::unix::SignalKind::interrupt())
+    }
+
+    /// Counts the signals of `kind` (a test watches one that nothing else sends).
+    fn on(kind: tokio::signal::unix::SignalKind) -> Result<CtrlC> {
+        let mut sig = tokio::signal::unix::signal(kind)?;
         let (tx, rx) = watch::channel(0u64);
-        tokio::spawn(async move {
+        let watcher = crate::tasks::TaskHandle::spawn(async move {
             while sig.recv().await.is_some() {
                 tx.send_modify(|n| *n += 1);
             }
         });
-        Ok(CtrlC { rx })
+        Ok(CtrlC { rx, _watcher: watcher })
     }
 
     /// Forgets interrupts that came before now.
@@ -387,6 +393,17 @@ fn format_duration(d: Duration) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_signal_watcher_ends_with_its_ctrl_c() {
+        let ctrl_c = CtrlC::on(tokio::signal::unix::SignalKind::user_defined2()).unwrap();
+        let mut seen = ctrl_c.rx.clone();
+        drop(ctrl_c);
+        // The watcher holds the sender: the receiver sees it gone once the watcher ended. The
+        // timeout only turns a regression into a failure instead of a hang.
+        let changed = tokio::time::timeout(std::time::Duration::from_secs(10), seen.changed()).await;
+        assert!(changed.expect("the watcher ended").is_err(), "no signal was counted, the sender is gone");
+    }
 
     #[test]
     fn one_final_newline_is_dropped() {

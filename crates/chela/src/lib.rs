@@ -51,6 +51,8 @@ pub mod mcp;
 pub mod net;
 mod provider;
 mod session;
+// Owned tasks: what every spawn in the host goes through.
+mod tasks;
 mod tools;
 mod turn;
 // Images and the model: the bounds of a turn, and one-shot questions about an image.

@@ -141,6 +141,13 @@ impl Host {
     }
 }
 
+impl Host {
+    /// Stops every background job (see [`jobs::Jobs::stop_all`]); their ids. Blocking.
+    pub(crate) fn stop_jobs(&self, grace: Duration) -> Vec<String> {
+        self.jobs.stop_all(grace)
+    }
+}
+
 /// Stops the running jobs of the script at `rel` (or beneath it) before a file tool deletes or
 /// moves it; returns a note for the tool's reply, empty when none ran. Blocking.
 pub(crate) fn stop_jobs_of(ctx: &ToolCtx, rel: &str) -> String {

@@ -702,3 +702,5 @@ pub fn local_time(t: i64, zone: &Zone) -> String {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_task;

@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::error::TrySendError;
 use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::task::JoinSet;
 
 use chela_core::config as keys;
 
@@ -130,6 +131,9 @@ struct Shared {
     idle: Notify,
     /// Cancels the running turns and refuses queued ones: the daemon is stopping.
     stop: Cancel,
+    /// The owners' tasks, awaited by [`SessionHub::close_all`]. Ended ones are reaped whenever an
+    /// owner starts, so this holds at most `max_live` running owners and the few that left since.
+    owners: Mutex<JoinSet<()>>,
 }
 
 impl Shared {
@@ -185,6 +189,7 @@ impl SessionHub {
                 busy: AtomicUsize::new(0),
                 idle: Notify::new(),
                 stop: Cancel::default(),
+                owners: Mutex::default(),
             }),
         }
     }
@@ -203,6 +208,20 @@ impl SessionHub {
     /// answered with a sentence instead of running.
     pub fn stop(&self) {
         self.shared.stop.cancel();
+    }
+
+    /// Ends every conversation's owner once its queued jobs are done, and waits for them: the
+    /// last step of a stop, after [`SessionHub::drained`], so no owner task outlives the hub's
+    /// daemon. Dropping this future aborts the owners still going.
+    pub async fn close_all(&self) {
+        // Their inboxes' senders go with the entries: each owner sees its inbox end and returns.
+        self.shared.live.lock().unwrap_or_else(PoisonError::into_inner).clear();
+        let mut owners = std::mem::take(&mut *self.shared.owners.lock().unwrap_or_else(PoisonError::into_inner));
+        while let Some(done) = owners.join_next().await {
+            if let Err(e) = done {
+                tracing::warn!("a conversation's owner stopped unexpectedly: {e}");
+            }
+        }
     }
 
     /// Resolves when no request is queued or running.
@@ -279,7 +298,9 @@ impl SessionHub {
         let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
         let jobs = Arc::new(AtomicUsize::new(1));
         live.insert(key.clone(), Live { id, inbox: tx, jobs: Arc::clone(&jobs), used });
-        tokio::spawn(own(Arc::clone(shared), key, id, rx, jobs));
+        let mut owners = shared.owners.lock().unwrap_or_else(PoisonError::into_inner);
+        while owners.try_join_next().is_some() {}
+        owners.spawn(own(Arc::clone(shared), key, id, rx, jobs));
         Ok(())
     }
 

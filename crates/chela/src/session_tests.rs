@@ -315,3 +315,22 @@ async fn a_conversation_with_a_turn_in_flight_is_never_closed_to_make_room() {
     open.notify_one();
     assert_eq!(answer(soon(a.finish()).await.unwrap()), "a done");
 }
+
+#[tokio::test]
+async fn closing_the_hub_ends_every_owner_and_waits_for_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+    ws.ensure().unwrap();
+    // Owners that would stay ten minutes with nothing to do.
+    let limits = HubLimits { inbox: 4, max_live: 4, idle: Duration::from_secs(600), files: FileWork::Inline };
+    let hub = SessionHub::unconfigured(Arc::new(ws), limits, "no model yet".into());
+    for chat in ["a", "b"] {
+        let end = hub.submit(request(chat, "hi")).unwrap().finish().await;
+        assert!(end.is_err_and(|e| e.to_string().contains("no model yet")));
+    }
+    assert_eq!(hub.live(), 2);
+    assert_eq!(Arc::strong_count(&hub.shared), 3, "each idle owner holds the hub's state");
+    hub.close_all().await;
+    assert_eq!(hub.live(), 0);
+    assert_eq!(Arc::strong_count(&hub.shared), 1, "no owner is left once close returned");
+}

@@ -5,6 +5,23 @@
 //! the settings files, and on SIGTERM or SIGINT stops within [`STOP_WITHIN`]: no new work,
 //! running turns get [`GRACE`] to finish, then are cancelled (a cancelled turn still saves
 //! what it did), and the process exits.
+//!
+//! Every task of the daemon has an owner that ends it. The services here are one `JoinSet`; each
+//! service owns what it starts (the scheduler its job runs and heartbeats, the router its plans
+//! and `on_event` runs, a channel its replies) and returns only once those ended. The session hub
+//! owns the conversations' owners, the toolbox's Lua host the background jobs, the MCP clients
+//! their connections and each connection its reader, writer and process. So the stop, in order:
+//!
+//! 1. [`Shutdown::trigger`](crate::daemon::Shutdown::trigger): every service stops taking work
+//!    and new messages are answered "stopping".
+//! 2. Running turns get [`GRACE`]; then `SessionHub::stop` cancels them (they still save).
+//! 3. Lua background jobs are asked to stop and, after `lua.stop_grace_ms`, stopped by force;
+//!    meanwhile, the hub drained, the services are awaited, each with its own tasks.
+//! 4. The conversations' owners are ended and awaited (`SessionHub::close_all`).
+//! 5. Whatever is still going when [`STOP_WITHIN`] is nearly up is aborted: dropping a set or a
+//!    handle aborts its tasks.
+//! 6. Last the MCP servers (a turn that was finishing may have called one): the connects still
+//!    going from start-up are aborted, then each server gets its stdin closed, SIGTERM, SIGKILL.
 
 use std::future::Future;
 use std::process::ExitCode;
@@ -102,7 +119,8 @@ pub fn console(ws: &Workspace) -> Result<ExitCode> {
 }
 
 /// Stops taking work, gives running turns [`GRACE`], cancels the rest and waits for them to
-/// save, all within [`STOP_WITHIN`].
+/// save and for every task to end, all within [`STOP_WITHIN`] (the order is in the module's
+/// doc).
 async fn stop(daemon: &Daemon, mut services: Services) {
     let started = tokio::time::Instant::now();
     daemon.shutdown().trigger();
@@ -113,8 +131,13 @@ async fn stop(daemon: &Daemon, mut services: Services) {
     }
     let left = STOP_WITHIN.saturating_sub(started.elapsed()).saturating_sub(Duration::from_millis(200));
     if tokio::time::timeout(left, async {
-        hub.drained().await;
-        while services.set.join_next().await.is_some() {}
+        // Side by side: a stubborn script's forced stop does not hold back the services.
+        let joined = async {
+            hub.drained().await;
+            while services.set.join_next().await.is_some() {}
+        };
+        tokio::join!(stop_lua_jobs(daemon), joined);
+        hub.close_all().await;
     })
     .await
     .is_err()
@@ -124,6 +147,23 @@ async fn stop(daemon: &Daemon, mut services: Services) {
     }
     // The MCP servers last: a turn that was finishing may still have called one.
     daemon.toolbox().mcp().shutdown().await;
+}
+
+/// Stops the Lua background jobs, on the blocking pool (the wait for each is a condition
+/// variable). Dropped by the stop's bound, the wait is left behind, but the jobs were asked.
+async fn stop_lua_jobs(daemon: &Daemon) {
+    #[cfg(feature = "lua")]
+    {
+        let lua = Arc::clone(daemon.toolbox().lua());
+        let grace = Duration::from_millis(daemon.config().int(chela_core::config::LUA_STOP_GRACE_MS).unsigned_abs());
+        match tokio::task::spawn_blocking(move || lua.stop_jobs(grace)).await {
+            Ok(ids) if ids.is_empty() => {}
+            Ok(ids) => tracing::info!("stopped the Lua jobs {}", ids.join(", ")),
+            Err(e) => tracing::warn!("stopping the Lua jobs failed: {e}"),
+        }
+    }
+    #[cfg(not(feature = "lua"))]
+    let _ = daemon;
 }
 
 /// Applies `chela config set` and `chela cap` from other processes to the running daemon.

@@ -290,6 +290,30 @@ impl Jobs {
     }
 }
 
+impl Jobs {
+    /// Stops every running job, each asked first and stopped by force after `grace`; returns
+    /// their ids once each ended (or its forced stop's wait ran out): the daemon is stopping, and
+    /// a job's thread must not go on after it. Blocking.
+    pub fn stop_all(&self, grace: Duration) -> Vec<String> {
+        let running: Vec<(String, Arc<Run>)> = lock(&self.inner)
+            .list
+            .iter()
+            .filter_map(|j| match &j.state {
+                State::Running(run) => Some((j.id.clone(), Arc::clone(run))),
+                State::Ended { .. } => None,
+            })
+            .collect();
+        // All asked at once, so the graces run side by side rather than one after another.
+        for (_, run) in &running {
+            run.request_stop();
+        }
+        for (id, run) in &running {
+            self.stop_run(id, run, grace);
+        }
+        running.into_iter().map(|(id, _)| id).collect()
+    }
+}
+
 /// How long a forced stop waits for the job's thread to notice.
 const FORCED_WAIT: Duration = Duration::from_secs(5);
 

@@ -356,4 +356,21 @@ async fn after_a_restart_running_jobs_are_interrupted_and_ended_ones_kept_with_l
     call(&fx, "lua_job_stop", json!({"job_id": running})).await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_a_stop_every_running_job_is_stopped_and_ended_before_the_call_returns() {
+    let fx = Fixture::new(&[("lua.max_instructions", "1000000000")]);
+    let start = |code: &str| json!({ "code": code });
+    let id = |v: Value| v["job_id"].as_str().unwrap().to_owned();
+    let polite = id(ok(call(&fx, "lua_run_async", start("while sleep(5) do end")).await));
+    let stubborn = id(ok(call(&fx, "lua_run_async", start("while true do end")).await));
+    let lua = std::sync::Arc::clone(fx.toolbox.lua());
+    let stopped = tokio::task::spawn_blocking(move || lua.stop_jobs(Duration::from_millis(200))).await.unwrap();
+    assert_eq!(stopped, [polite.clone(), stubborn.clone()]);
+    // Ended when the call returned, not some time later: nothing is left running.
+    for job in [&polite, &stubborn] {
+        let v = ok(call(&fx, "lua_job_get", json!({"job_id": job})).await);
+        assert_eq!(v["status"], "stopped", "{v}");
+    }
+}
+
 use std::io::Write as _;

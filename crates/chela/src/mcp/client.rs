@@ -35,6 +35,7 @@ use self::names::Names;
 use self::wire::{Era, ToolDef};
 use crate::config::McpServer;
 use crate::net::HttpClient;
+use crate::tasks::TaskHandle;
 use crate::tools::{ToolError, Toolbox};
 
 /// How long the era probe may take before the server is taken for a handshake-era one. Long,
@@ -61,6 +62,9 @@ pub fn backoff(n: u32) -> Duration {
 #[derive(Default)]
 pub struct Clients {
     servers: Vec<Arc<Server>>,
+    /// The background connects [`Clients::start`] began: aborted at [`Clients::shutdown`] (a
+    /// server still starting then is not left half-connected) and when the clients are dropped.
+    starting: Mutex<Vec<TaskHandle>>,
 }
 
 /// One line of `chela mcp list`.
@@ -76,15 +80,21 @@ pub struct Status {
 impl Clients {
     /// `http` carries the remote (`url`) servers' requests.
     pub fn new(servers: &std::collections::BTreeMap<String, McpServer>, http: &HttpClient) -> Clients {
-        Clients { servers: servers.iter().map(|(name, cfg)| Arc::new(Server::new(name, cfg, http))).collect() }
+        Clients {
+            servers: servers.iter().map(|(name, cfg)| Arc::new(Server::new(name, cfg, http))).collect(),
+            starting: Mutex::default(),
+        }
     }
 
     /// Connects, at the daemon's start, the servers configured with `connect = "start"`; in
     /// the background, so a slow server delays nothing.
     pub fn start(&self, toolbox: &Arc<Toolbox>) {
+        let mut starting = self.starting.lock().unwrap_or_else(PoisonError::into_inner);
+        // One task per configured server at most, however often this is called.
+        starting.retain(|t| !t.is_finished());
         for s in self.servers.iter().filter(|s| s.cfg.enabled && !s.cfg.lazy) {
             let (s, tb) = (Arc::clone(s), Arc::downgrade(toolbox));
-            tokio::spawn(async move { s.ensure(&tb).await });
+            starting.push(TaskHandle::spawn(async move { s.ensure(&tb).await }));
         }
     }
 
@@ -122,6 +132,8 @@ impl Clients {
 
     /// Stops every server: stdin closed, then SIGTERM, then SIGKILL, each after a grace time.
     pub async fn shutdown(&self) {
+        // First, so no connect started at start-up puts a new server in place behind this.
+        drop(std::mem::take(&mut *self.starting.lock().unwrap_or_else(PoisonError::into_inner)));
         let mut set = tokio::task::JoinSet::new();
         for s in &self.servers {
             // The connection stays in place, dead: `mcp list` shows it stopped, and the next
@@ -191,6 +203,8 @@ impl Link {
 #[derive(Default)]
 struct State {
     conn: Option<Link>,
+    /// Follows the connection's tool-list changes; replaced (so aborted) with the connection.
+    watcher: Option<TaskHandle>,
     era: Option<Era>,
     tools: Vec<(String, ToolDef)>,
     /// Starts tried since the last one that succeeded: the backoff before the next.
@@ -321,6 +335,7 @@ impl Server {
             }
             st.last_try = Some(Instant::now());
             st.failures = st.failures.saturating_add(1);
+            st.watcher = None;
             st.conn.take()
         };
         if let Some(old) = old {
@@ -329,21 +344,19 @@ impl Server {
         match self.open().await {
             Ok((conn, era, tools)) => {
                 self.install(tb, &tools);
+                // Handshake-era servers say so with a notification; stateless ones over HTTP on
+                // their `subscriptions/listen` stream.
+                let watch = matches!(era, Era::Legacy(_)) || matches!(conn, Link::Http(_));
                 let mut st = self.state();
                 st.conn = Some(conn.clone());
-                st.era = Some(era.clone());
+                st.era = Some(era);
                 st.tools = tools;
                 st.last_error = None;
                 // A server that started and then died is started again at once; only failed
                 // starts back off (each restart waits for a call, so one that dies on every
                 // call restarts at most once per call).
                 st.failures = 0;
-                drop(st);
-                // Handshake-era servers say so with a notification; stateless ones over HTTP on
-                // their `subscriptions/listen` stream.
-                if matches!(era, Era::Legacy(_)) || matches!(conn, Link::Http(_)) {
-                    tokio::spawn(watch_list(Arc::downgrade(self), conn));
-                }
+                st.watcher = watch.then(|| TaskHandle::spawn(watch_list(Arc::downgrade(self), conn)));
                 Ok(())
             }
             Err(e) => {

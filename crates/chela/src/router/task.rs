@@ -11,6 +11,9 @@
 //! its own task, at most [`MAX_JOB_RUNS`] at once: more are dropped and logged, so a flood of
 //! messages cannot start unbounded work.
 //!
+//! The plans' and the jobs' tasks belong to [`serve`]: it awaits them when the daemon stops and
+//! aborts them when it is dropped, so no rule or job outlives the router.
+//!
 //! Depth: what a rule's actions raise (its `emit`s, the `cap_result` of its `cap` calls, the
 //! tool calls of its `agent` turn) is one step deeper than the event that fired it; the core
 //! fires no `emit` past `MAX_EMIT_DEPTH` and [`Daemon::raise`] raises nothing deeper, so rules
@@ -24,7 +27,7 @@ use chela_core::router::{Action, Fired, Plan};
 
 use super::Work;
 use crate::daemon::Daemon;
-use crate::scheduler::task::{call_cap, spawn_run, talk_answer};
+use crate::scheduler::task::{call_cap, finish, reap, spawn_run, talk_answer};
 
 /// How soon an edit of `rules.json` by another process is seen.
 pub const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -43,10 +46,14 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let jobs = Arc::new(tokio::sync::Semaphore::new(MAX_JOB_RUNS));
     let mut look = tokio::time::interval(LOOK_EVERY);
     look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The plans and job runs going now; the semaphores bound them, and finished ones are reaped
+    // at each pass.
+    let mut runs = tokio::task::JoinSet::new();
     loop {
+        reap(&mut runs);
         tokio::select! {
             work = queue.recv() => {
-                let Some(work) = work else { return Ok(()) };
+                let Some(work) = work else { break };
                 let (plan, depth, event) = match work {
                     // A chat message: an outside event, depth 0.
                     Work::Plan(plan) => (plan, 0, None),
@@ -61,13 +68,13 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
                 if !plan.fired.is_empty() {
                     let permit = Arc::clone(&running).acquire_owned().await?;
                     let daemon = Arc::clone(&daemon);
-                    tokio::spawn(async move {
+                    runs.spawn(async move {
                         run_plan(&daemon, plan, depth.saturating_add(1)).await;
                         drop(permit);
                     });
                 }
                 if let Some(event) = event {
-                    start_jobs(&daemon, &jobs, event).await?;
+                    start_jobs(&daemon, &jobs, &mut runs, event).await?;
                 }
             }
             _ = look.tick() => {
@@ -76,15 +83,20 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
                     tracing::info!(rules = rules.len(), "{} changed; its rules apply from now on", super::FILE);
                 }
             }
-            () = daemon.shutdown().wait() => return Ok(()),
+            () = daemon.shutdown().wait() => break,
         }
     }
+    // Their turns end at the stop's grace; `chela run` bounds this wait, and dropping this
+    // future aborts what is left.
+    finish(runs).await;
+    Ok(())
 }
 
 /// Hands `event` to the scheduler's `on_event` jobs and starts those it fires.
 async fn start_jobs(
     daemon: &Arc<Daemon>,
     jobs: &Arc<tokio::sync::Semaphore>,
+    runs: &mut tokio::task::JoinSet<()>,
     event: chela_core::router::Event,
 ) -> Result<()> {
     let sched = Arc::clone(daemon.scheduler());
@@ -99,7 +111,7 @@ async fn start_jobs(
             tracing::warn!(job = %due.job.id, "on_event job not run: {MAX_JOB_RUNS} job runs are already going");
             continue;
         };
-        spawn_run(daemon, due, Some(permit));
+        spawn_run(daemon, runs, due, Some(permit));
     }
     Ok(())
 }

@@ -4,7 +4,9 @@
 //! (a tool notifies it), or at most [`LOOK_EVERY`] so that edits from other processes and
 //! `chela cron trigger` requests are seen. At start it runs, once each, the jobs missed while
 //! Chela was down within their grace window. Each due job runs in its own task, so a slow
-//! model does not hold back the next job.
+//! model does not hold back the next job; those tasks (and the heartbeat's) belong to
+//! [`serve`], which awaits them when the daemon stops (their turns end at the stop's grace) and
+//! aborts them when it is dropped, so no run outlives the scheduler.
 //!
 //! An `agent` job puts its message into its chat through the daemon's session hub, as if the
 //! scheduler had written it, and sends the answer through the chat's channel outlet. A job
@@ -22,6 +24,7 @@ use chela_core::cap::{Caller, Scope};
 use chela_core::heartbeat::{ActiveHours, actionable_items};
 use chela_core::schedule::Action;
 use chela_proto::chat::Message;
+use tokio::task::JoinSet;
 
 use super::{Due, Outcome};
 use crate::daemon::Daemon;
@@ -49,12 +52,16 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         missed
     })
     .await?;
+    // The runs going now. Finished ones are reaped once per pass, so the set holds only the
+    // runs in flight plus those of one `LOOK_EVERY`.
+    let mut runs = JoinSet::new();
     for due in missed {
         tracing::info!(job = %due.job.id, at = due.at, "running a job missed while Chela was down");
-        spawn_run(&daemon, due, None);
+        spawn_run(&daemon, &mut runs, due, None);
     }
     let mut heartbeat = Heartbeat::new(&daemon);
     loop {
+        reap(&mut runs);
         let now = daemon.clock().unix_secs();
         let s = Arc::clone(&sched);
         let (beat, due, next) = tokio::task::spawn_blocking(move || {
@@ -65,13 +72,13 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         })
         .await?;
         if beat {
-            heartbeat.spawn(&daemon, true);
+            heartbeat.spawn(&daemon, &mut runs, true);
         }
         for due in due {
-            spawn_run(&daemon, due, None);
+            spawn_run(&daemon, &mut runs, due, None);
         }
         if heartbeat.due(&daemon, now) {
-            heartbeat.spawn(&daemon, false);
+            heartbeat.spawn(&daemon, &mut runs, false);
         }
         let wake = next.into_iter().chain(heartbeat.next).min();
         let sleep =
@@ -79,16 +86,43 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         tokio::select! {
             () = tokio::time::sleep(sleep.max(Duration::from_millis(50))) => {}
             () = sched.changed.notified() => {}
-            () = daemon.shutdown().wait() => return Ok(()),
+            () = daemon.shutdown().wait() => break,
+        }
+    }
+    // The runs' turns are cancelled by the stop's grace, so this wait ends; `chela run` bounds
+    // it anyway, and dropping this future aborts what is left.
+    finish(runs).await;
+    Ok(())
+}
+
+/// Forgets the runs that ended, saying which of them panicked.
+pub(crate) fn reap(runs: &mut JoinSet<()>) {
+    while let Some(done) = runs.try_join_next() {
+        if let Err(e) = done {
+            tracing::warn!("an automation run stopped unexpectedly: {e}");
         }
     }
 }
 
-/// Runs `due` in its own task; its outcome is kept and a `scheduler` event raised.
+/// Waits for every run of `runs` to end.
+pub(crate) async fn finish(mut runs: JoinSet<()>) {
+    while let Some(done) = runs.join_next().await {
+        if let Err(e) = done {
+            tracing::warn!("an automation run stopped unexpectedly: {e}");
+        }
+    }
+}
+
+/// Runs `due` as a task of `runs`; its outcome is kept and a `scheduler` event raised.
 /// `permit`: held while it runs (the router task bounds the `on_event` runs with it).
-pub(crate) fn spawn_run(daemon: &Arc<Daemon>, due: Due, permit: Option<tokio::sync::OwnedSemaphorePermit>) {
+pub(crate) fn spawn_run(
+    daemon: &Arc<Daemon>,
+    runs: &mut JoinSet<()>,
+    due: Due,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+) {
     let daemon = Arc::clone(daemon);
-    tokio::spawn(async move {
+    runs.spawn(async move {
         let _permit = permit;
         let id = due.job.id.clone();
         let result = run_job(&daemon, &due).await;
@@ -311,9 +345,9 @@ impl Heartbeat {
         }
     }
 
-    fn spawn(&self, daemon: &Arc<Daemon>, by_hand: bool) {
+    fn spawn(&self, daemon: &Arc<Daemon>, runs: &mut JoinSet<()>, by_hand: bool) {
         let daemon = Arc::clone(daemon);
-        tokio::spawn(async move {
+        runs.spawn(async move {
             match beat(&daemon, daemon.clock().unix_secs(), by_hand).await {
                 Ok(what) => tracing::info!("heartbeat: {what}"),
                 Err(why) => tracing::warn!("heartbeat: {why}"),
@@ -365,5 +399,5 @@ pub async fn beat(daemon: &Arc<Daemon>, now: i64, by_hand: bool) -> Result<Strin
 }
 
 #[cfg(test)]
-#[path = "tests_task.rs"]
+#[path = "tests_clock.rs"]
 mod tests;

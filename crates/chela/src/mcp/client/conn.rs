@@ -19,6 +19,7 @@ use tokio::process::{Child, Command};
 use tokio::sync::{Notify, mpsc, oneshot, watch};
 
 use super::wire::{self, Incoming, RpcError};
+use crate::tasks::TaskHandle;
 
 /// The longest message read from a server (one line). Tool results with images are large, but
 /// a server sending more than this is broken or hostile.
@@ -108,6 +109,10 @@ pub struct Conn {
     exited: watch::Receiver<Option<String>>,
     /// Closing stdin: taken by `shutdown`.
     close: Mutex<Option<oneshot::Sender<()>>>,
+    /// The writer, reader, stderr logger and reaper. Dropped with the connection, they are
+    /// aborted, and the reaper's child with them (`kill_on_drop`): a connection dropped without
+    /// `shutdown` (a cancelled connect) leaves no process or task behind.
+    _tasks: [TaskHandle; 4],
 }
 
 impl Conn {
@@ -141,10 +146,12 @@ impl Conn {
         let (close_tx, close_rx) = oneshot::channel();
         let (exit_tx, exit_rx) = watch::channel(None);
         let pid = child.id();
-        tokio::spawn(write_loop(stdin, rx, close_rx, Arc::clone(&shared)));
-        tokio::spawn(read_loop(stdout, tx.clone(), Arc::clone(&shared)));
-        tokio::spawn(log_stderr(stderr, s.server.clone()));
-        tokio::spawn(reap(child, exit_tx, Arc::clone(&shared)));
+        let tasks = [
+            TaskHandle::spawn(write_loop(stdin, rx, close_rx, Arc::clone(&shared))),
+            TaskHandle::spawn(read_loop(stdout, tx.clone(), Arc::clone(&shared))),
+            TaskHandle::spawn(log_stderr(stderr, s.server.clone())),
+            TaskHandle::spawn(reap(child, exit_tx, Arc::clone(&shared))),
+        ];
         Ok(Arc::new(Conn {
             shared,
             tx,
@@ -152,6 +159,7 @@ impl Conn {
             pid,
             exited: exit_rx,
             close: Mutex::new(Some(close_tx)),
+            _tasks: tasks,
         }))
     }
 
@@ -425,6 +433,37 @@ async fn reap(mut child: Child, exit: watch::Sender<Option<String>>, shared: Arc
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Whether process `pid` is still running (gone, or a zombie waiting to be reaped, is not).
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|stat| stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')))
+    }
+
+    #[tokio::test]
+    async fn a_connection_dropped_without_shutdown_ends_its_tasks_and_its_process() {
+        let spawn = Spawn {
+            server: "sleeper".into(),
+            command: "sleep".into(),
+            args: vec!["3600".into()],
+            env: Vec::new(),
+            cwd: None,
+        };
+        let conn = Conn::spawn(&spawn).unwrap();
+        let pid = conn.pid.unwrap();
+        let shared = Arc::downgrade(&conn.shared);
+        assert!(running(pid));
+        drop(conn);
+        // The tasks hold `shared` until they end; the reaper's child goes with the last of them.
+        // The timeout only turns a regression into a failure instead of a hang.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while shared.strong_count() > 0 || running(pid) {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the reader, writer and reaper ended and the server was killed");
+    }
 
     #[tokio::test]
     async fn lines_are_bounded() {

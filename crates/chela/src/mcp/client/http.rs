@@ -30,12 +30,12 @@ use chela_proto::sse;
 use hyper::http::Method;
 use serde_json::{Value, json};
 use tokio::sync::{Notify, oneshot, watch};
-use tokio::task::AbortHandle;
 use tokio::time::Instant;
 
 use super::conn::{CallError, MAX_MESSAGE};
 use super::wire::{self, Era, Incoming, RpcError};
 use crate::net::{Guard, HttpClient, NetError, Request, Response};
+use crate::tasks::TaskHandle;
 
 /// Messages a server may send on one answer's stream before the answer itself.
 pub const MAX_QUEUED: usize = 256;
@@ -113,8 +113,9 @@ pub struct HttpConn {
     dead: Mutex<Option<String>>,
     /// One new handshake at a time after the session expired.
     rehandshake: tokio::sync::Mutex<()>,
-    /// Standing streams (GET, listen, the HTTP+SSE reader): stopped with the connection.
-    tasks: Mutex<Vec<AbortHandle>>,
+    /// Standing streams (GET, listen, the HTTP+SSE reader) and cancel notices: stopped with the
+    /// connection, at its shutdown or when it is dropped.
+    tasks: Mutex<Vec<TaskHandle>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -563,7 +564,7 @@ impl HttpConn {
     /// Opens a standing stream in the background; it ends with the connection.
     fn spawn_stream(self: &Arc<Self>, kind: Stream) {
         let me = Arc::downgrade(self);
-        let task = tokio::spawn(async move {
+        let task = TaskHandle::spawn(async move {
             for n in 0..MAX_REOPEN {
                 let Some(conn) = me.upgrade() else { return };
                 if conn.dead().is_some() {
@@ -577,7 +578,7 @@ impl HttpConn {
                 tokio::time::sleep(super::backoff(n.min(6) + 1)).await;
             }
         });
-        lock(&self.tasks).push(task.abort_handle());
+        self.own(task);
     }
 
     /// One life of a standing stream; whether to open it again.
@@ -672,7 +673,7 @@ impl HttpConn {
         let link = Arc::new(SseLink { endpoint, waiting: Mutex::new(HashMap::new()) });
         *lock(&self.mode) = Mode::Sse(Arc::clone(&link));
         let me = Arc::downgrade(self);
-        let task = tokio::spawn(async move {
+        let task = TaskHandle::spawn(async move {
             let why = loop {
                 let next = resp.chunk(STREAM_IDLE).await;
                 let Some(conn) = me.upgrade() else { return };
@@ -715,7 +716,7 @@ impl HttpConn {
             }
             conn.fail(why);
         });
-        lock(&self.tasks).push(task.abort_handle());
+        self.own(task);
         Ok(())
     }
 
@@ -778,12 +779,18 @@ impl HttpConn {
         Ok(Posted::Status(status, String::from_utf8_lossy(&body).into_owned()))
     }
 
+    /// Keeps `task` with the connection. Finished ones are forgotten first, so the list holds
+    /// the few standing streams and the cancel notices still being sent.
+    fn own(&self, task: TaskHandle) {
+        let mut tasks = lock(&self.tasks);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(task);
+    }
+
     /// Ends the session (DELETE) and every stream.
     pub async fn shutdown(&self) {
         self.fail(format!("MCP server {} was stopped", self.remote.server));
-        for t in lock(&self.tasks).drain(..) {
-            t.abort();
-        }
+        drop(std::mem::take(&mut *lock(&self.tasks)));
         let mode = std::mem::replace(&mut *lock(&self.mode), Mode::Unknown);
         if let Mode::Streamable { session: Some(s), version } = mode {
             let mut headers = self.remote.headers.clone();
@@ -827,10 +834,14 @@ impl Drop for Cancel {
         let (conn, id, reason) = (Arc::clone(&self.conn), self.id, self.reason);
         // Dropping the request's response already closed its connection; the notice is for
         // servers that keep working on it. Best effort, bounded by SIDE_TIMEOUT.
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                let _ = conn.notify("notifications/cancelled", json!({"requestId": id, "reason": reason})).await;
+        if tokio::runtime::Handle::try_current().is_ok() {
+            let notice = TaskHandle::spawn({
+                let conn = Arc::clone(&conn);
+                async move {
+                    let _ = conn.notify("notifications/cancelled", json!({"requestId": id, "reason": reason})).await;
+                }
             });
+            conn.own(notice);
         }
     }
 }
