@@ -101,6 +101,8 @@ pub struct Outcome {
     /// The tool budget ran out and the model was made to answer without tools.
     pub hit_tool_limit: bool,
     pub cancelled: bool,
+    /// A model call failed and [`AgentRun::fail`] closed the turn with a note saying why.
+    pub aborted: bool,
     /// Token counts summed over every model call of the turn.
     pub usage: Usage,
 }
@@ -238,6 +240,7 @@ impl AgentRun {
                 iterations: self.iterations,
                 hit_tool_limit,
                 cancelled: false,
+                aborted: false,
                 usage: self.usage,
             });
             return Ok(());
@@ -309,10 +312,19 @@ impl AgentRun {
         self.close("(turn cancelled by the user)", "Cancelled by the user before it finished.", true);
     }
 
-    /// Ends the turn because the driver cannot go on (the provider failed), like [`cancel`](Self::cancel)
-    /// but with `note` as the closing text.
-    pub fn abort(&mut self, note: &str) {
+    /// Ends the turn because a model call failed (the provider refused, the network broke, the
+    /// answer did not parse): pending calls are answered as not finished and `note`, the
+    /// sentence the person reads, closes the exchange, so what is persisted stays well-formed.
+    /// The outcome is [`aborted`](Outcome::aborted).
+    ///
+    /// Returns whether the turn did something before it failed (a tool ran): its record must
+    /// then be kept, as the world already changed. A driver may drop a turn that did nothing
+    /// (the host does: the person just asks again) or keep the person's message and the note
+    /// (the chip does: its console shows the exchange).
+    pub fn fail(&mut self, note: &str) -> bool {
+        let worked = self.turn_messages().len() > 1;
         self.close(note, "Not finished: the turn was aborted.", false);
+        worked
     }
 
     fn close(&mut self, note: &str, pending_note: &str, cancelled: bool) {
@@ -332,10 +344,11 @@ impl AgentRun {
         self.restore_elided();
         self.state = State::Done(Outcome {
             text: String::from(note),
-            stop_reason: StopReason::Other(String::from(if cancelled { "cancelled" } else { "aborted" })),
+            stop_reason: if cancelled { StopReason::Other(String::from("cancelled")) } else { StopReason::EndTurn },
             iterations: self.iterations,
             hit_tool_limit: false,
             cancelled,
+            aborted: !cancelled,
             usage: self.usage,
         });
     }

@@ -7,7 +7,8 @@
 //! through, the chip's wear-levelled record store on raw flash that implements it ([`flash`]),
 //! the timing of automation: time zones without `std` ([`zone`]), scheduled jobs and their
 //! next fire ([`schedule`]) and the heartbeat's rules ([`heartbeat`]), and the event router
-//! ([`router`]): the rules of `rules.json` that act on events without the model.
+//! ([`router`]): the rules of `rules.json` that act on events without the model; and the
+//! tools the host and the chip both offer, as one contract ([`contract`]).
 //!
 //! What it is not: it opens no file or socket and reads no clock. Time comes in as an argument;
 //! IO happens in the drivers (the `chela` binary on tokio, the firmware on embassy), which feed
@@ -23,6 +24,7 @@ pub mod cap;
 pub mod compaction;
 pub mod config;
 pub mod console;
+pub mod contract;
 pub mod exchange;
 pub mod flash;
 pub mod heartbeat;

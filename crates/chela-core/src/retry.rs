@@ -1,7 +1,30 @@
-//! When to retry a failed provider call, as a pure function of the attempt and what the
-//! server said. The driver supplies the randomness and does the waiting.
+//! When to retry, as pure functions of the attempt: [`Exponential`], the one bounded
+//! exponential back-off every retry loop of Chela steps through (the provider calls, the
+//! Telegram poll and sends, the Feishu long connection, MCP server restarts), and [`Backoff`],
+//! the provider calls' policy on top of it (a retry limit, jitter and the server's
+//! `retry-after`). The driver supplies the randomness and does the waiting.
 
 use core::time::Duration;
+
+/// `base` doubled with each failure, never over `cap`: wait number `n` (0 for the first) of a
+/// bounded exponential back-off. No limit on the retries and no jitter: loops that never give
+/// up (a reconnect, a poll) use it as it is; [`Backoff`] adds both for provider calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exponential {
+    pub base: Duration,
+    pub cap: Duration,
+}
+
+impl Exponential {
+    pub const fn new(base: Duration, cap: Duration) -> Exponential {
+        Exponential { base, cap }
+    }
+
+    /// The wait before retry `n` (0 for the first): `base * 2^n`, at most `cap`.
+    pub fn step(&self, n: u32) -> Duration {
+        self.base.saturating_mul(1u32.checked_shl(n).unwrap_or(u32::MAX)).min(self.cap)
+    }
+}
 
 /// The retry policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -43,7 +66,7 @@ impl Backoff {
         {
             return None;
         }
-        let step = self.base.saturating_mul(1u32.checked_shl(retry).unwrap_or(u32::MAX)).min(self.cap);
+        let step = Exponential::new(self.base, self.cap).step(retry);
         let half = step / 2;
         let jitter = jitter.clamp(0.0, 1.0);
         let computed = half + half.mul_f64(jitter);
@@ -96,6 +119,17 @@ mod tests {
         let wide = Backoff { max_retries: 40, ..b };
         assert!(wide.delay(39, None, 0.5).unwrap() <= b.cap);
         assert_eq!(b.delay(4, None, 0.0), None);
+    }
+
+    #[test]
+    fn the_exponential_doubles_from_its_base_and_stops_at_its_cap() {
+        let e = Exponential::new(Duration::from_secs(1), Duration::from_secs(60));
+        let secs: alloc::vec::Vec<u64> = (0..8).map(|n| e.step(n).as_secs()).collect();
+        assert_eq!(secs, [1, 2, 4, 8, 16, 32, 60, 60]);
+        assert_eq!(e.step(31), Duration::from_secs(60));
+        assert_eq!(e.step(u32::MAX), Duration::from_secs(60), "no overflow past any count");
+        let huge = Exponential::new(Duration::from_secs(u64::MAX / 2), Duration::MAX);
+        assert_eq!(huge.step(3), Duration::MAX, "saturates instead of overflowing");
     }
 
     #[test]

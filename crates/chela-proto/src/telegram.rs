@@ -1,5 +1,6 @@
 //! Telegram's message text: Markdown rendered to the Bot API's HTML subset, and split into
-//! messages within Telegram's length limit.
+//! messages within Telegram's length limit; and the Bot API's wire types ([`wire`]), which the
+//! host's channel and the chip read and write alike.
 //!
 //! What it is: two pure functions the host and the chip share. [`markdown_to_html`] turns what
 //! models write into `parse_mode=HTML` text (tags `b`, `i`, `s`, `code`, `pre`, `a`,
@@ -18,6 +19,7 @@ mod markdown;
 mod split;
 #[cfg(test)]
 mod tests;
+pub mod wire;
 
 pub use markdown::{escape_into, markdown_to_html};
 pub use split::{MAX_MESSAGE_UNITS, split_html, split_plain, utf16_len, visible_text};

@@ -295,12 +295,13 @@ pub async fn run_turn(
         }
         // When tools already changed things, keep the record of it, closed so it stays well-formed.
         // The sentence the person reads, never a Rust form: the model reads it next turn.
-        TurnEnd::Failed(e) if run.turn_messages().len() > 1 => {
-            run.abort(&format!("(this turn stopped: {})", agent.provider.tell(e)));
-            keep(history, run.turn_messages(), agent.limits.history_budget, files, agent.ctx.clock.unix_secs_u64())
-                .await?;
+        // A turn that did nothing is dropped: the person just asks again.
+        TurnEnd::Failed(e) => {
+            if run.fail(&format!("(this turn stopped: {})", agent.provider.tell(e))) {
+                keep(history, run.turn_messages(), agent.limits.history_budget, files, agent.ctx.clock.unix_secs_u64())
+                    .await?;
+            }
         }
-        TurnEnd::Failed(_) => {}
     }
     // A cancelled turn asks for nothing more.
     if matches!(&end, TurnEnd::Done(o) if !o.cancelled) {

@@ -20,9 +20,9 @@ use alloc::vec::Vec;
 
 use chela_board::board::{Backend, Board as Devices, Quantity};
 use chela_board::spec::{self, Bus, Device, Driven, Kind, Spec};
+use chela_core::contract::{self, board};
 use chela_core::flash::Flash;
 use chela_proto::chat::ToolSpec;
-use serde::Deserialize;
 
 use crate::Board;
 use crate::tools::Toolbox;
@@ -103,24 +103,8 @@ impl Compiled {
     }
 }
 
-const SPECS: [ToolSpec<'static>; 2] = [
-    ToolSpec {
-        name: "board_list_devices",
-        description: "List the sensors wired to this device: their ids and types.",
-        input_schema: r#"{"type":"object","properties":{}}"#,
-    },
-    ToolSpec {
-        name: "sensor_read",
-        description: "Read a sensor by its id (see board_list_devices): its values with units, and when they were read.",
-        input_schema: r#"{"type":"object","properties":{"device":{"type":"string"}},"required":["device"]}"#,
-    },
-];
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ReadArgs {
-    device: String,
-}
+/// The sensor tools: the core's contract, as the host offers them.
+pub const SPECS: [ToolSpec<'static>; 2] = [board::LIST_DEVICES, board::SENSOR_READ];
 
 /// The board's sensors, and the tools over them.
 pub struct Sensors<B: Backend> {
@@ -208,8 +192,8 @@ impl<F: Flash, Bo: Board, B: Backend> Toolbox<F, Bo> for Sensors<B> {
         };
         Some(match name {
             "board_list_devices" => Ok(Self::list(devices)),
-            _ => serde_json::from_str::<ReadArgs>(input)
-                .map_err(|e| format!("The arguments do not fit the tool's schema: {e}"))
+            _ => serde_json::from_str::<board::DeviceArgs>(input)
+                .map_err(|e| contract::bad_args(&e))
                 .and_then(|a| devices.read_sensor(&a.device).map_err(|e| format!("{e}")))
                 .map(|values| render(&values, chip.board.unix())),
         })

@@ -1,5 +1,6 @@
-//! Scheduled jobs on the chip: `cron_add`, `cron_list` and `cron_remove` for the model, the jobs
-//! kept in flash, and the jobs that are due handed to the main loop, which runs each as a turn.
+//! Scheduled jobs on the chip: `cron_add`, `cron_list` and `cron_remove` for the model (the
+//! core's contract, `chela_core::contract::cron`, as on the host), the jobs kept in flash, and
+//! the jobs that are due handed to the main loop, which runs each as a turn.
 //!
 //! The maths are the host's: every job is a `chela_core::schedule::Job` (interval, one-shot or
 //! cron expression), validated by `Job::validate`, and a job is due when `Job::catch_up` says a
@@ -16,12 +17,12 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
+use chela_core::contract::{self, cron};
 use chela_core::flash::{Flash, Order};
 use chela_core::schedule::file::{self, LoadedJob};
 use chela_core::schedule::{Action, Job, Trigger};
 use chela_core::zone::Zone;
 use chela_proto::chat::ToolSpec;
-use serde::Deserialize;
 
 use crate::Board;
 use crate::tools::Toolbox;
@@ -36,26 +37,8 @@ pub const MIN_INTERVAL_S: u64 = 60;
 /// The longest message a job may carry.
 pub const MAX_MESSAGE: usize = 1024;
 
-/// The cron tools' specs.
-pub const SPECS: [ToolSpec<'static>; 3] = [
-    ToolSpec {
-        name: "cron_add",
-        description: "Schedule a message to yourself: it arrives as a new turn in this chat when the job fires. \
-                      Give exactly one of every_s (repeat every N seconds, at least 60), in_s (once, N seconds from now), \
-                      at (once, at a Unix time) or cron (a 5-field cron expression, read in UTC).",
-        input_schema: r#"{"type":"object","properties":{"message":{"type":"string","description":"What to do when the job fires."},"every_s":{"type":"integer","minimum":60},"in_s":{"type":"integer","minimum":1},"at":{"type":"integer","description":"Unix seconds"},"cron":{"type":"string","description":"minute hour day-of-month month day-of-week, UTC"},"name":{"type":"string"}},"required":["message"]}"#,
-    },
-    ToolSpec {
-        name: "cron_list",
-        description: "List the scheduled jobs with their next run (UTC).",
-        input_schema: r#"{"type":"object","properties":{}}"#,
-    },
-    ToolSpec {
-        name: "cron_remove",
-        description: "Remove a scheduled job by its id.",
-        input_schema: r#"{"type":"object","properties":{"id":{"type":"string"}},"required":["id"]}"#,
-    },
-];
+/// The cron tools' specs: the core's contract, as the host offers them.
+pub const SPECS: [ToolSpec<'static>; 3] = [cron::ADD, cron::LIST, cron::REMOVE];
 
 /// A job that is due: run `message` as a turn in `chat_id` of `channel`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,23 +55,6 @@ pub struct Cron {
     jobs: Vec<LoadedJob>,
     /// The chat the current turn comes from: a job added in it fires there.
     origin: Option<(String, String)>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AddArgs {
-    message: String,
-    #[serde(default)]
-    name: String,
-    every_s: Option<u64>,
-    in_s: Option<u64>,
-    at: Option<i64>,
-    cron: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct RemoveArgs {
-    id: String,
 }
 
 impl Cron {
@@ -183,7 +149,7 @@ impl Cron {
             .map_err(|e| format!("The jobs could not be saved to flash: {e}"))
     }
 
-    fn add<F: Flash, B: Board>(&mut self, chip: &mut Chip<F, B>, a: AddArgs) -> Result<String, String> {
+    fn add<F: Flash, B: Board>(&mut self, chip: &mut Chip<F, B>, a: cron::AddArgs) -> Result<String, String> {
         let now = chip
             .board
             .unix()
@@ -195,27 +161,18 @@ impl Cron {
         if a.message.trim().is_empty() || a.message.len() > MAX_MESSAGE {
             return Err(format!("The message must be 1 to {MAX_MESSAGE} bytes."));
         }
-        let given = [a.every_s.is_some(), a.in_s.is_some(), a.at.is_some(), a.cron.is_some()];
-        if given.iter().filter(|g| **g).count() != 1 {
-            return Err("Give exactly one of every_s, in_s, at or cron.".into());
+        let cron::Plan { trigger, delete_after_run } = a.plan(now)?;
+        if let Trigger::Interval { every_s, .. } = trigger
+            && every_s < MIN_INTERVAL_S
+        {
+            return Err(format!("interval_s is {every_s}; the shortest interval is {MIN_INTERVAL_S} s."));
         }
-        let (trigger, once) = if let Some(every_s) = a.every_s {
-            if every_s < MIN_INTERVAL_S {
-                return Err(format!("every_s is {every_s}; the shortest interval is {MIN_INTERVAL_S} s."));
-            }
-            (Trigger::Interval { every_s, anchor: now }, false)
-        } else if let Some(in_s) = a.in_s {
-            let at = i64::try_from(in_s).ok().and_then(|s| now.checked_add(s)).ok_or("in_s is too large.")?;
-            (Trigger::Once { at }, true)
-        } else if let Some(at) = a.at {
-            if at <= now {
-                return Err(format!("at ({at}) is not in the future; now is {now}."));
-            }
-            (Trigger::Once { at }, true)
-        } else {
-            (Trigger::Cron { expr: a.cron.unwrap_or_default(), tz: None }, false)
-        };
         let (channel, chat_id) = self.origin.clone().ok_or("This turn has no chat for the job to report to.")?;
+        // The chip's jobs only ever talk in the chat they were made in: a job for another chat
+        // would need the host's approval rules, which the chip does not have.
+        if a.channel.as_ref().is_some_and(|c| *c != channel) || a.chat_id.as_ref().is_some_and(|c| *c != chat_id) {
+            return Err("A job on this device reports to the chat it is made in; leave channel and chat_id out.".into());
+        }
         let id = self.fresh_id();
         let job = Job {
             id: id.clone(),
@@ -225,11 +182,10 @@ impl Cron {
             trigger,
             action: Action::Agent { message: a.message, channel: Some(channel), chat_id: Some(chat_id) },
             grace_s: None,
-            delete_after_run: once,
+            delete_after_run,
             created_at: Some(now),
             last_run: None,
-            // The chip's jobs only ever talk in the chat they were made in (`origin`), so they
-            // need none of the host's approval rules.
+            // See the origin check above: no approval rules apply.
             made_by: None,
         };
         let schedule = job.validate().map_err(|e| format!("The job is not valid: {e}"))?;
@@ -305,12 +261,12 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Cron {
     }
 
     fn run(&mut self, chip: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
-        let bad = |e: serde_json::Error| format!("The arguments do not fit the tool's schema: {e}");
+        let bad = |e: serde_json::Error| contract::bad_args(&e);
         Some(match name {
-            "cron_add" => serde_json::from_str::<AddArgs>(input).map_err(bad).and_then(|a| self.add(chip, a)),
+            "cron_add" => serde_json::from_str::<cron::AddArgs>(input).map_err(bad).and_then(|a| self.add(chip, a)),
             "cron_list" => Ok(self.list(&chip.board)),
             "cron_remove" => {
-                serde_json::from_str::<RemoveArgs>(input).map_err(bad).and_then(|a| self.remove(chip, &a.id))
+                serde_json::from_str::<cron::RemoveArgs>(input).map_err(bad).and_then(|a| self.remove(chip, &a.job_id))
             }
             _ => return None,
         })

@@ -1,10 +1,11 @@
 //! Telegram long polling on the chip: the `getUpdates` reply read within a bound, who may talk
-//! to the device, and the `sendMessage` body. Unknown chats get nothing: not a reply, not a turn.
+//! to the device, and the `sendMessage` body, in the Bot API wire types the host's channel
+//! uses too (`chela_proto::telegram::wire`). Unknown chats get nothing: not a reply, not a turn.
 
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use serde::{Deserialize, Serialize};
+use chela_proto::telegram::wire::{self, ChatId, GetUpdates, SendMessage};
 
 /// Largest `getUpdates` body read: one update at a time (`limit=1`), and a message's text is
 /// at most 4,096 characters, so a body past this is not a text message the chip can take.
@@ -33,34 +34,6 @@ impl Access {
     pub fn admits(&self, chat_id: i64) -> bool {
         self.owner == Some(chat_id) || self.allow.contains(&chat_id)
     }
-}
-
-#[derive(Debug, Deserialize)]
-struct Updates {
-    ok: bool,
-    #[serde(default)]
-    result: Vec<RawUpdate>,
-    #[serde(default)]
-    description: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RawUpdate {
-    update_id: i64,
-    #[serde(default)]
-    message: Option<RawMessage>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RawMessage {
-    chat: RawChat,
-    #[serde(default)]
-    text: Option<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RawChat {
-    id: i64,
 }
 
 /// One update, as the device acts on it.
@@ -100,16 +73,17 @@ pub fn parse_updates(body: &[u8], truncated: bool, access: &Access) -> Result<Po
             chat_id: number_after(body, b"\"chat\":{\"id\":"),
         });
     }
-    let u: Updates =
+    let u: wire::Updates =
         serde_json::from_slice(body).map_err(|e| alloc::format!("getUpdates sent what is not its JSON: {e}"))?;
     if !u.ok {
-        return Err(alloc::format!("getUpdates failed: {}", u.description.unwrap_or_default()));
+        return Err(alloc::format!("getUpdates failed: {}", u.description));
     }
     Ok(Polled::Updates(
         u.result
+            .unwrap_or_default()
             .into_iter()
             .map(|r| match r.message {
-                Some(RawMessage { chat, text: Some(text) }) if access.admits(chat.id) => {
+                Some(wire::Message { chat, text: Some(text), .. }) if access.admits(chat.id) => {
                     Update::Text { update_id: r.update_id, chat_id: chat.id, text }
                 }
                 _ => Update::Ignored { update_id: r.update_id },
@@ -128,17 +102,8 @@ fn number_after(body: &[u8], key: &[u8]) -> Option<i64> {
 
 /// The `getUpdates` path and query after `offset` (the next update wanted).
 pub fn updates_path(token: &str, offset: i64) -> String {
-    alloc::format!(
-        "/bot{token}/getUpdates?offset={offset}&limit=1&timeout={POLL_SECONDS}&allowed_updates=%5B%22message%22%5D"
-    )
-}
-
-#[derive(Serialize)]
-struct SendMessage<'a> {
-    chat_id: i64,
-    text: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    parse_mode: Option<&'a str>,
+    let poll = GetUpdates { offset, timeout: POLL_SECONDS, limit: Some(1), allowed_updates: GetUpdates::MESSAGES };
+    alloc::format!("/bot{token}/getUpdates?{}", poll.query())
 }
 
 /// `sendMessage` bodies for `reply`: rendered to Telegram's HTML and split within its limit.
@@ -146,16 +111,17 @@ pub fn send_bodies(chat_id: i64, reply: &str) -> Vec<String> {
     let chunks = chela_proto::telegram::render_chunks(if reply.trim().is_empty() { "(no reply)" } else { reply });
     chunks
         .iter()
-        .map(|c| {
-            serde_json::to_string(&SendMessage { chat_id, text: c, parse_mode: Some("HTML") })
-                .unwrap_or_else(|_| String::from("{}"))
-        })
+        .map(|c| serde_json::to_string(&send(chat_id, c, Some("HTML"))).unwrap_or_else(|_| String::from("{}")))
         .collect()
 }
 
 /// The body of a plain `sendMessage` (no markup): the short replies the device makes itself.
 pub fn plain_body(chat_id: i64, text: &str) -> String {
-    serde_json::to_string(&SendMessage { chat_id, text, parse_mode: None }).unwrap_or_else(|_| String::from("{}"))
+    serde_json::to_string(&send(chat_id, text, None)).unwrap_or_else(|_| String::from("{}"))
+}
+
+fn send<'a>(chat_id: i64, text: &'a str, parse_mode: Option<&'a str>) -> SendMessage<'a> {
+    SendMessage { chat_id: ChatId::Id(chat_id), text, parse_mode, link_preview_options: None }
 }
 
 #[cfg(test)]

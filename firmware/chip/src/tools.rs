@@ -6,10 +6,11 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use chela_core::agent::{ToolCall, ToolResult};
+use chela_core::contract::memory::{self, RecallArgs, StoreArgs, Tags};
+use chela_core::contract::{bad_args, board, time};
 use chela_core::flash::Flash;
-use chela_core::memory;
+use chela_core::zone::Zone;
 use chela_proto::chat::ToolSpec;
-use serde::Deserialize;
 
 use crate::turn::Chip;
 use crate::{Board, say};
@@ -17,26 +18,18 @@ use crate::{Board, say};
 /// Where memory entries are kept in the store (a kept key: never dropped for room).
 pub const ENTRIES: &str = "entries.jsonl";
 
-/// The memory tools, with the host's names, descriptions and schemas.
-pub const MEMORY: [ToolSpec<'static>; 2] = [
-    ToolSpec {
-        name: "memory_store",
-        description: "Remember a fact for future conversations. Returns its id.",
-        input_schema: r#"{"type":"object","properties":{"content":{"type":"string","description":"One self-contained fact."},"tags":{"type":"array","items":{"type":"string"}},"source":{"type":"string","description":"Where it came from, e.g. chat."}},"required":["content"]}"#,
-    },
-    ToolSpec {
-        name: "memory_recall",
-        description: "Search remembered facts by keywords, best matches first.",
-        input_schema: r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":50}},"required":["query"]}"#,
-    },
-];
+/// The memory tools: the core's contract, as the host offers them.
+pub const MEMORY: [ToolSpec<'static>; 2] = [memory::STORE, memory::RECALL];
 
-/// `get_current_time`, answered from the board's clock (SNTP on the chip).
-pub const TIME: ToolSpec<'static> = ToolSpec {
-    name: "get_current_time",
-    description: "The current date and time (UTC), from the device's network-synchronised clock.",
-    input_schema: r#"{"type":"object","properties":{}}"#,
-};
+/// `get_current_time` (the core's contract), answered from the board's clock (SNTP on the chip)
+/// in UTC, the only zone the chip knows.
+pub const TIME: ToolSpec<'static> = time::CURRENT_TIME;
+
+/// The GPIO tools (the core's contract), for a firmware that offers allowlisted pins.
+pub const GPIO: [ToolSpec<'static>; 2] = [board::GPIO_WRITE, board::GPIO_READ];
+
+/// `led_set` (the core's contract), for a firmware with a status LED.
+pub const LED: [ToolSpec<'static>; 1] = [board::LED_SET];
 
 /// The tools a board adds to the memory tools.
 pub trait Toolbox<F: Flash, B: Board> {
@@ -61,22 +54,6 @@ impl<F: Flash, B: Board> Toolbox<F, B> for () {
     }
 }
 
-#[derive(Deserialize)]
-struct StoreArgs {
-    content: String,
-    #[serde(default)]
-    tags: Vec<String>,
-    #[serde(default)]
-    source: String,
-}
-
-#[derive(Deserialize)]
-struct RecallArgs {
-    query: String,
-    #[serde(default)]
-    max_results: Option<usize>,
-}
-
 /// Runs one tool call: memory here, the rest by the toolbox.
 pub fn run<F: Flash, B: Board, X: Toolbox<F, B>>(
     chip: &mut Chip<F, B>,
@@ -86,16 +63,15 @@ pub fn run<F: Flash, B: Board, X: Toolbox<F, B>>(
     say!(&chip.board, "[tool] {} {}", call.name, call.input.as_str());
     let input = call.input.as_str();
     let out = match call.name.as_str() {
-        "memory_store" => serde_json::from_str::<StoreArgs>(input).map_err(bad_args).and_then(|a| store(chip, a)),
-        "memory_recall" => serde_json::from_str::<RecallArgs>(input).map_err(bad_args).map(|a| {
-            let hits = chip.entries.recall(&a.query, a.max_results.unwrap_or(8).clamp(1, 50));
-            if hits.is_empty() {
-                format!("Nothing remembered matches \"{}\".", a.query)
-            } else {
-                hits.iter().map(|(_, e)| memory::render_line(e)).collect::<Vec<_>>().join("\n")
-            }
-        }),
-        "get_current_time" => current_time(&chip.board),
+        "memory_store" => {
+            serde_json::from_str::<StoreArgs>(input).map_err(|e| bad_args(&e)).and_then(|a| store(chip, a))
+        }
+        "memory_recall" => serde_json::from_str::<RecallArgs>(input)
+            .map_err(|e| bad_args(&e))
+            .map(|a| memory::recall(&chip.entries, &a)),
+        "get_current_time" => serde_json::from_str::<time::TimeArgs>(input)
+            .map_err(|e| bad_args(&e))
+            .and_then(|a| time_now(&chip.board, &a)),
         other => match toolbox.run(chip, other, input) {
             Some(out) => out,
             None => Err(format!("There is no tool `{other}` on this device.")),
@@ -116,7 +92,8 @@ pub fn run<F: Flash, B: Board, X: Toolbox<F, B>>(
 fn store<F: Flash, B: Board>(chip: &mut Chip<F, B>, a: StoreArgs) -> Result<String, String> {
     let source = if a.source.is_empty() { "chat" } else { a.source.as_str() };
     let now = chip.board.unix().unwrap_or(0);
-    let id = chip.entries.store(&a.content, &a.tags, source, now).map_err(|e| e.to_string())?.id.clone();
+    let tags = Tags::into_vec(a.tags);
+    let id = chip.entries.store(&a.content, &tags, source, now).map_err(|e| e.to_string())?.id.clone();
     // Durable before the model hears it is stored; if flash refuses, it is not stored.
     match chip.store.replace(ENTRIES, chip.entries.to_jsonl().as_bytes()) {
         Ok(()) => Ok(format!("stored as {id}")),
@@ -127,7 +104,7 @@ fn store<F: Flash, B: Board>(chip: &mut Chip<F, B>, a: StoreArgs) -> Result<Stri
     }
 }
 
-/// The clock's answer, or why there is none.
+/// The clock as the system prompt's time line reads it, or why there is none.
 pub fn current_time<B: Board>(board: &B) -> Result<String, String> {
     match board.unix() {
         Some(secs) => {
@@ -138,8 +115,13 @@ pub fn current_time<B: Board>(board: &B) -> Result<String, String> {
     }
 }
 
-fn bad_args(e: serde_json::Error) -> String {
-    format!("The arguments do not fit the tool's schema: {e}")
+/// `get_current_time`'s answer: the contract's JSON, in UTC.
+fn time_now<B: Board>(board: &B, a: &time::TimeArgs) -> Result<String, String> {
+    if let Some(zone) = a.zone().filter(|z| !z.eq_ignore_ascii_case("UTC")) {
+        return Err(format!("This device knows only UTC, not `{zone}`; ask without a timezone and convert."));
+    }
+    let secs = board.unix().ok_or("The clock is not set yet: the device has not reached a time server.")?;
+    Ok(time::describe(i64::try_from(secs).unwrap_or(i64::MAX), &Zone::utc()))
 }
 
 /// Two toolboxes offered as one (the firmware's GPIO, LED and cron tools together). A name the

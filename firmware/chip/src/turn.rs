@@ -13,7 +13,7 @@ use chela_core::exchange::{Context, Endpoint, Exchange, ModelError, Options, Out
 use chela_core::flash::{self, Flash, FlashStore, Order};
 use chela_core::memory::{self, Entries};
 use chela_core::prompt;
-use chela_proto::chat::{Message, Reply, StopReason, ToolSpec, Update, Usage};
+use chela_proto::chat::{Message, Reply, ToolSpec, Update, Usage};
 use chela_proto::json::{Counter, Window};
 
 use crate::link::{Answer, Link, LinkError};
@@ -95,7 +95,9 @@ pub async fn run<F: Flash, B: Board, L: Link, X: Toolbox<F, B>>(
                     // and what is persisted stays well-formed.
                     Err(e) => {
                         let ctx = Context { who: endpoint.base_url.as_str(), model: &endpoint.model, key_fix: "" };
-                        run.abort(&format!("(this turn stopped: {})", e.explain(&ctx)));
+                        // The chip keeps the person's message and the note even when no tool
+                        // ran: the exchange shows in the history the console prints.
+                        run.fail(&format!("(this turn stopped: {})", e.explain(&ctx)));
                     }
                 }
                 continue;
@@ -109,7 +111,7 @@ pub async fn run<F: Flash, B: Board, L: Link, X: Toolbox<F, B>>(
                     return Err(format!("the turn ended early: {}", outcome.text));
                 }
                 let text = outcome.text.clone();
-                let aborted = outcome.stop_reason == StopReason::Other("aborted".into());
+                let aborted = outcome.aborted;
                 let (iterations, usage) = (outcome.iterations, outcome.usage);
                 return Ok(Turn {
                     text,

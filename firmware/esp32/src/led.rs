@@ -14,11 +14,11 @@ use chela_board::led::{self, Strip};
 use chela_chip::Board;
 use chela_chip::tools::Toolbox;
 use chela_chip::turn::Chip;
+use chela_core::contract::board::LedArgs;
 use chela_core::flash::Flash;
 use chela_proto::chat::ToolSpec;
 use esp_hal::Blocking;
 use esp_hal_smartled::{RmtSmartLeds, buffer_size, color_order};
-use serde::Deserialize;
 use smart_leds_trait::RGB8;
 
 /// The state the LED shows.
@@ -43,22 +43,8 @@ pub struct Led {
     state: State,
 }
 
-const SPECS: [ToolSpec<'static>; 1] = [ToolSpec {
-    name: "led_set",
-    description: "Set the device's RGB status LED. pattern: solid, off, or status (give the LED back to the device's state colours). \
-                  color: a name (red, green, blue, white, yellow, cyan, magenta, orange) or #rrggbb.",
-    input_schema: r#"{"type":"object","properties":{"color":{"type":"string"},"brightness":{"type":"integer","minimum":0,"maximum":255},"pattern":{"type":"string","enum":["solid","off","status"]}},"required":["pattern"]}"#,
-}];
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SetArgs {
-    pattern: String,
-    #[serde(default)]
-    color: Option<String>,
-    #[serde(default)]
-    brightness: Option<u8>,
-}
+/// The id the one LED answers to (`device` may be left out).
+const LED_ID: &str = "led";
 
 impl Led {
     /// The LED on `writer`; `None` when the RMT could not be set up (the tool then says so).
@@ -86,21 +72,26 @@ impl Led {
         strip.show(&colors).map_err(|e| format!("{e}"))
     }
 
-    fn set(&mut self, a: SetArgs) -> Result<String, String> {
-        if a.pattern == "status" {
+    fn set(&mut self, a: LedArgs) -> Result<String, String> {
+        if let Some(other) = a.device.as_deref().filter(|d| *d != LED_ID) {
+            return Err(format!("This device has one LED, `{LED_ID}`, not `{other}`."));
+        }
+        let pattern = a.pattern();
+        if pattern == "status" {
             self.chosen = None;
             self.paint()?;
             return Ok("The LED shows the device's state again.".into());
         }
         let color = match a.color.as_deref() {
-            Some(c) => led::parse_color(c).ok_or_else(|| format!("`{c}` is not a colour: use a name or #rrggbb."))?,
-            None if a.pattern == "off" => RGB8::default(),
-            None => return Err("Give a color for the solid pattern.".into()),
+            None if pattern == "off" => RGB8::default(),
+            _ => led::parse_color(a.color())
+                .ok_or_else(|| format!("`{}` is not a colour: use a name or #rrggbb.", a.color()))?,
         };
-        let brightness = a.brightness.unwrap_or(64);
-        let colors = match a.pattern.as_str() {
-            "solid" | "off" => led::render(&a.pattern, color, brightness, 1).unwrap_or_default(),
-            other => return Err(format!("`{other}` is not a pattern here: use solid, off or status.")),
+        // A status LED at full power dazzles: a quarter unless asked.
+        let (percent, brightness) = a.brightness(25)?;
+        let colors = match pattern {
+            "solid" | "off" => led::render(pattern, color, brightness, 1).unwrap_or_default(),
+            other => return Err(format!("`{other}` is not a pattern here (one LED): use solid, off or status.")),
         };
         let before = self.chosen.replace(colors);
         // The chosen colour shows now, whatever the state; it is the idle colour from now on.
@@ -110,13 +101,13 @@ impl Led {
             Err(e) => Err(e),
         }
         .inspect_err(|_| self.chosen = before)?;
-        Ok(format!("The LED is {} at brightness {brightness}.", if a.pattern == "off" { "off" } else { "set" }))
+        Ok(format!("The LED is {} at {percent} % brightness.", if pattern == "off" { "off" } else { "set" }))
     }
 }
 
 impl<F: Flash, B: Board> Toolbox<F, B> for Led {
     fn specs(&self) -> &[ToolSpec<'static>] {
-        if self.strip.is_some() { &SPECS } else { &[] }
+        if self.strip.is_some() { &chela_chip::tools::LED } else { &[] }
     }
 
     fn guidance(&self) -> &str {
@@ -125,8 +116,8 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Led {
 
     fn run(&mut self, _: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
         (name == "led_set").then(|| {
-            serde_json::from_str::<SetArgs>(input)
-                .map_err(|e| format!("The arguments do not fit the tool's schema: {e}"))
+            serde_json::from_str::<LedArgs>(input)
+                .map_err(|e| chela_core::contract::bad_args(&e))
                 .and_then(|a| self.set(a))
         })
     }

@@ -8,23 +8,10 @@ use alloc::vec::Vec;
 use chela_chip::Board;
 use chela_chip::tools::Toolbox;
 use chela_chip::turn::Chip;
+use chela_core::contract::board::{PinArgs, WriteArgs};
 use chela_core::flash::Flash;
 use chela_proto::chat::ToolSpec;
 use esp_hal::gpio::{AnyPin, Input, InputConfig, Level, Output, OutputConfig};
-use serde::Deserialize;
-
-const SPECS: [ToolSpec<'static>; 2] = [
-    ToolSpec {
-        name: "gpio_write",
-        description: "Drive a GPIO pin high or low. Only the pins the owner allowed can be used.",
-        input_schema: r#"{"type":"object","properties":{"pin":{"type":"integer","minimum":0,"maximum":30},"level":{"type":"string","enum":["high","low"]}},"required":["pin","level"]}"#,
-    },
-    ToolSpec {
-        name: "gpio_read",
-        description: "Read a GPIO pin's level. Only the pins the owner allowed can be used.",
-        input_schema: r#"{"type":"object","properties":{"pin":{"type":"integer","minimum":0,"maximum":30}},"required":["pin"]}"#,
-    },
-];
 
 /// The GPIO tools with their allowlist.
 pub struct Gpio {
@@ -62,20 +49,9 @@ fn usable(pin: u8) -> bool {
     return pin <= 30 && !(24..=30).contains(&pin);
 }
 
-#[derive(Deserialize)]
-struct WriteArgs {
-    pin: u8,
-    level: String,
-}
-
-#[derive(Deserialize)]
-struct ReadArgs {
-    pin: u8,
-}
-
 impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
     fn specs(&self) -> &[ToolSpec<'static>] {
-        if self.allowed.is_empty() { &[] } else { &SPECS }
+        if self.allowed.is_empty() { &[] } else { &chela_chip::tools::GPIO }
     }
 
     fn guidance(&self) -> &str {
@@ -83,7 +59,7 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
     }
 
     fn run(&mut self, _: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
-        let bad = |e: serde_json::Error| format!("The arguments do not fit the tool's schema: {e}");
+        let bad = |e: serde_json::Error| chela_core::contract::bad_args(&e);
         let allowed = |pin: u8| {
             if self.allowed.contains(&pin) {
                 Ok(())
@@ -94,19 +70,16 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
         Some(match name {
             "gpio_write" => serde_json::from_str::<WriteArgs>(input).map_err(bad).and_then(|a| {
                 allowed(a.pin)?;
-                let level = match a.level.as_str() {
-                    "high" => Level::High,
-                    "low" => Level::Low,
-                    other => return Err(format!("`{other}` is not a level: use high or low.")),
-                };
+                let high = a.value.0;
+                let level = if high { Level::High } else { Level::Low };
                 // SAFETY: the pin is on the owner's allowlist, which names pins nothing else
                 // in the firmware drives; the driver lives only for this call.
                 let pin = unsafe { AnyPin::steal(a.pin) };
                 let out = Output::new(pin, level, OutputConfig::default());
                 core::mem::forget(out); // keep driving the level after the call
-                Ok(format!("GPIO {} is {}.", a.pin, a.level))
+                Ok(format!("GPIO {} is {}.", a.pin, if high { "high" } else { "low" }))
             }),
-            "gpio_read" => serde_json::from_str::<ReadArgs>(input).map_err(bad).and_then(|a| {
+            "gpio_read" => serde_json::from_str::<PinArgs>(input).map_err(bad).and_then(|a| {
                 allowed(a.pin)?;
                 // SAFETY: as above.
                 let pin = unsafe { AnyPin::steal(a.pin) };

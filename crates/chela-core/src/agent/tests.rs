@@ -349,6 +349,33 @@ fn cancelling_mid_tools_leaves_a_well_formed_turn() {
     assert!(well_formed(fresh.turn_messages()));
 }
 
+/// A failed model call closes the turn with the note and marks it aborted (not cancelled);
+/// `fail` says whether tools had already run, so a driver knows the record must be kept.
+#[test]
+fn a_failed_model_call_aborts_and_says_whether_tools_ran() {
+    let mut idle = run_with(Limits::default());
+    assert!(!idle.fail("(this turn stopped: the provider is down)"));
+    let o = expect_done(&idle);
+    assert!(o.aborted && !o.cancelled, "{o:?}");
+    assert_eq!(o.text, "(this turn stopped: the provider is down)");
+    assert_eq!(idle.turn_messages().len(), 2);
+    assert!(well_formed(idle.turn_messages()));
+
+    let mut worked = run_with(Limits::default());
+    worked.handle_reply(tool_reply(&[("a", "memory_store")])).unwrap();
+    worked.handle_tool_results(vec![ToolResult::ok(String::from("a"), "stored as m1")]).unwrap();
+    assert!(worked.fail("(this turn stopped: the provider is down)"));
+    assert!(expect_done(&worked).aborted);
+    assert!(well_formed(worked.turn_messages()), "{:?}", worked.turn_messages());
+
+    let mut cancelled = run_with(Limits::default());
+    cancelled.cancel();
+    assert!(!expect_done(&cancelled).aborted);
+    let mut answered = run_with(Limits::default());
+    answered.handle_reply(text_reply("hello")).unwrap();
+    assert!(!expect_done(&answered).aborted);
+}
+
 #[test]
 fn old_exchanges_leave_the_window_but_stay_in_history() {
     let mut history = vec![];
@@ -546,7 +573,7 @@ proptest! {
         let mut steps = 0;
         loop {
             if let Some((at, cancel)) = stop_at && steps == at {
-                if cancel { run.cancel() } else { run.abort("The provider failed.") }
+                if cancel { run.cancel() } else { run.fail("The provider failed."); }
             }
             steps += 1;
             let calls = match run.next_step() {

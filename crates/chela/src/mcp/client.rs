@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 
+use chela_core::retry::Exponential;
 use serde_json::{Value, json};
 
 use self::conn::{CallError, Conn, Spawn};
@@ -50,11 +51,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// Each step of a stop (closed stdin, SIGTERM) waits this long before the next.
 const STOP_GRACE: Duration = Duration::from_secs(1);
 
-/// Wait before attempt number `n` (0: the first) after failures.
+/// Wait before attempt number `n` (0: the first) after failures: none, then the core's
+/// back-off from a second up to [`MAX_BACKOFF`].
 pub fn backoff(n: u32) -> Duration {
     match n {
         0 => Duration::ZERO,
-        n => Duration::from_secs(1u64 << (n - 1).min(6)).min(MAX_BACKOFF),
+        n => Exponential::new(Duration::from_secs(1), MAX_BACKOFF).step(n - 1),
     }
 }
 

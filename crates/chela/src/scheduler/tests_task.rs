@@ -57,7 +57,7 @@ fn setup(job: serde_json::Value) -> Setup {
     let (release, release_rx) = oneshot::channel();
     let call = Call { started: started_tx, alive: alive_tx, release: release_rx };
     daemon.toolbox().register(group("test_hold", Hold(Mutex::new(Some(call))))).unwrap();
-    let now = super::now_secs();
+    let now = daemon.clock().unix_secs();
     daemon.scheduler().upsert(serde_json::from_value(job).unwrap(), now).unwrap();
     Setup { _dir: dir, daemon, started, alive, release }
 }
@@ -101,7 +101,7 @@ async fn at_stop_the_scheduler_returns_only_once_its_runs_ended() {
     s.release.send(()).unwrap();
     scheduler.await.unwrap().unwrap();
     // The run finished, outcome kept, before the scheduler said it stopped.
-    let status = s.daemon.scheduler().get("stuck", super::now_secs()).and_then(|v| v.status);
+    let status = s.daemon.scheduler().get("stuck", s.daemon.clock().unix_secs()).and_then(|v| v.status);
     let status = status.expect("the run's outcome was kept before the scheduler returned");
     assert!(status.contains("hold answered"), "{status}");
 }

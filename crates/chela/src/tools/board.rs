@@ -7,6 +7,9 @@
 
 use std::sync::Arc;
 
+use chela_core::contract::board::{
+    DeviceArgs, GPIO_READ, GPIO_WRITE, LED_SET, LIST_DEVICES, LedArgs, PinArgs, SENSOR_READ, WriteArgs,
+};
 use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
@@ -38,12 +41,6 @@ pub fn group(host: &Arc<Host>) -> Group {
 #[serde(deny_unknown_fields)]
 pub struct NoArgs {}
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DeviceArgs {
-    device: String,
-}
-
 fn failed(msg: String) -> ToolError {
     ToolError::new(msg)
 }
@@ -61,10 +58,9 @@ fn device_json(d: &chela_board::spec::Device) -> serde_json::Value {
 pub struct ListDevices(Arc<Host>);
 
 impl Tool for ListDevices {
-    const NAME: &'static str = "board_list_devices";
-    const DESCRIPTION: &'static str =
-        "The board (name, chip, where board.json was read) and its devices and allowlisted GPIO pins.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{}}"#;
+    const NAME: &'static str = LIST_DEVICES.name;
+    const DESCRIPTION: &'static str = LIST_DEVICES.description;
+    const SCHEMA: &'static str = LIST_DEVICES.input_schema;
     const BLOCKING: bool = true;
     type Args = NoArgs;
 
@@ -222,20 +218,12 @@ impl Tool for Reload {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PinArgs {
-    pin: u8,
-}
-
 pub struct GpioRead(Arc<Host>);
 
 impl Tool for GpioRead {
-    const NAME: &'static str = "gpio_read";
-    const DESCRIPTION: &'static str =
-        "The level of an allowlisted GPIO pin (an output pin reads back what was last written).";
-    const SCHEMA: &'static str =
-        r#"{"type":"object","properties":{"pin":{"type":"integer","minimum":0,"maximum":255}},"required":["pin"]}"#;
+    const NAME: &'static str = GPIO_READ.name;
+    const DESCRIPTION: &'static str = GPIO_READ.description;
+    const SCHEMA: &'static str = GPIO_READ.input_schema;
     const BLOCKING: bool = true;
     type Args = PinArgs;
 
@@ -251,43 +239,13 @@ fn refused_or_failed(msg: String) -> ToolError {
     if msg.contains("allowlist") { ToolError::refused(msg) } else { ToolError::new(msg) }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WriteArgs {
-    pin: u8,
-    value: Level,
-}
-
-/// A level as the model may write it: 1 or 0, true or false, "high" or "low".
-pub struct Level(bool);
-
-impl<'de> Deserialize<'de> for Level {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Level, D::Error> {
-        let v = serde_json::Value::deserialize(d)?;
-        match &v {
-            serde_json::Value::Bool(b) => Some(*b),
-            serde_json::Value::Number(n) => match n.as_u64() {
-                Some(1) => Some(true),
-                Some(0) => Some(false),
-                _ => None,
-            },
-            serde_json::Value::String(s) if s.eq_ignore_ascii_case("high") => Some(true),
-            serde_json::Value::String(s) if s.eq_ignore_ascii_case("low") => Some(false),
-            _ => None,
-        }
-        .map(Level)
-        .ok_or_else(|| {
-            serde::de::Error::custom(format!("{v} is not a level; use 1 or 0, true or false, \"high\" or \"low\""))
-        })
-    }
-}
-
 pub struct GpioWrite(Arc<Host>);
 
 impl Tool for GpioWrite {
-    const NAME: &'static str = "gpio_write";
-    const DESCRIPTION: &'static str = "Drive an allowlisted output pin high or low. Pins not in board.json's gpio allowlist, and input pins, are refused.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"pin":{"type":"integer","minimum":0,"maximum":255},"value":{"type":"integer","enum":[1,0],"description":"1 (high) or 0 (low); true, false, \"high\" and \"low\" are taken too"}},"required":["pin","value"]}"#;
+    const NAME: &'static str = GPIO_WRITE.name;
+    const DESCRIPTION: &'static str = GPIO_WRITE.description;
+    const SCHEMA: &'static str = GPIO_WRITE.input_schema;
+    const ALIASES: &'static [&'static str] = WriteArgs::ALIASES;
     const BLOCKING: bool = true;
     type Args = WriteArgs;
 
@@ -298,46 +256,48 @@ impl Tool for GpioWrite {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LedArgs {
-    device: String,
-    #[serde(default)]
-    color: Option<String>,
-    #[serde(default)]
-    brightness: Option<u8>,
-    #[serde(default)]
-    pattern: Option<String>,
-}
-
 pub struct LedSet(Arc<Host>);
 
 impl Tool for LedSet {
-    const NAME: &'static str = "led_set";
-    const DESCRIPTION: &'static str =
-        "Light a WS2812 strip: a colour, a brightness in percent and a pattern (solid, off, rainbow, alternate).";
-    const SCHEMA: &'static str = r##"{"type":"object","properties":{"device":{"type":"string"},"color":{"type":"string","description":"#rrggbb or a name (red, green, blue, white, yellow, cyan, magenta, orange); default white"},"brightness":{"type":"integer","minimum":0,"maximum":100,"description":"percent, default 100"},"pattern":{"type":"string","enum":["solid","off","rainbow","alternate"],"description":"default solid"}},"required":["device"]}"##;
+    const NAME: &'static str = LED_SET.name;
+    const DESCRIPTION: &'static str = LED_SET.description;
+    const SCHEMA: &'static str = LED_SET.input_schema;
     const BLOCKING: bool = true;
     type Args = LedArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: LedArgs) -> ToolResult {
-        let color_text = a.color.as_deref().unwrap_or("white");
+        let color_text = a.color();
         let color = chela_board::led::parse_color(color_text).ok_or_else(|| {
             ToolError::invalid_args(format!(
                 "`{}` is not a colour; use #rrggbb or a name like red.",
                 chela_board::spec::printable(color_text)
             ))
         })?;
-        let percent = a.brightness.unwrap_or(100);
-        if percent > 100 {
-            return Err(ToolError::invalid_args(format!("brightness {percent} is over 100 (percent).")));
-        }
-        let level = ((u16::from(percent) * 255 + 50) / 100) as u8;
-        let pattern = a.pattern.as_deref().unwrap_or("solid");
-        let shown = self.0.act(&ctx.ws, |b| b.set_led(&a.device, color, level, pattern)).map_err(failed)?;
+        let (percent, level) = a.brightness(100).map_err(ToolError::invalid_args)?;
+        let pattern = a.pattern();
+        let device = match &a.device {
+            Some(d) => d.clone(),
+            None => self.only_led(ctx)?,
+        };
+        let shown = self.0.act(&ctx.ws, |b| b.set_led(&device, color, level, pattern)).map_err(failed)?;
         let hex: Vec<String> = shown.iter().map(|c| format!("#{:02x}{:02x}{:02x}", c.r, c.g, c.b)).collect();
-        Ok(serde_json::json!({ "device": a.device, "pattern": pattern, "brightness": percent, "leds": hex })
-            .to_string())
+        Ok(serde_json::json!({ "device": device, "pattern": pattern, "brightness": percent, "leds": hex }).to_string())
+    }
+}
+
+impl LedSet {
+    /// The LED a call without `device` means: the board's only WS2812, or a question.
+    fn only_led(&self, ctx: &ToolCtx) -> Result<String, ToolError> {
+        self.0.with(&ctx.ws, |l| {
+            let s = l.spec.as_ref().map_err(|_| failed(l.problems_text().unwrap_or_default()))?;
+            let leds: Vec<&str> =
+                s.devices.iter().filter(|d| d.kind.name() == "ws2812").map(|d| d.id.as_str()).collect();
+            match leds[..] {
+                [one] => Ok(one.to_owned()),
+                [] => Err(ToolError::invalid_args("This board has no LED (board.json names no ws2812).")),
+                _ => Err(ToolError::invalid_args(format!("Name the LED: device is one of {}.", leds.join(", ")))),
+            }
+        })
     }
 }
 
@@ -367,9 +327,9 @@ impl Tool for ServoSet {
 pub struct SensorRead(Arc<Host>);
 
 impl Tool for SensorRead {
-    const NAME: &'static str = "sensor_read";
-    const DESCRIPTION: &'static str = "Read a sensor now: its values with units and the time of the reading.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"device":{"type":"string","description":"A sensor's id from board_list_devices."}},"required":["device"]}"#;
+    const NAME: &'static str = SENSOR_READ.name;
+    const DESCRIPTION: &'static str = SENSOR_READ.description;
+    const SCHEMA: &'static str = SENSOR_READ.input_schema;
     const BLOCKING: bool = true;
     type Args = DeviceArgs;
 

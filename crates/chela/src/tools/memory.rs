@@ -9,6 +9,7 @@ use serde::Deserialize;
 use std::io;
 use std::path::PathBuf;
 
+use chela_core::contract::memory::{RECALL, RecallArgs, STORE, StoreArgs, Tags};
 use chela_core::memory::{Entries, MAX_ENTRY_BYTES, render_line};
 use chela_core::zone::Zone;
 
@@ -35,22 +36,6 @@ pub fn group() -> Group {
 
 fn io_err(e: io::Error) -> ToolError {
     ToolError::new(format!("The memory file could not be read or written: {e}"))
-}
-
-fn tags_of(v: Option<TagsArg>) -> Vec<String> {
-    match v {
-        None => Vec::new(),
-        Some(TagsArg::One(s)) => vec![s],
-        Some(TagsArg::Many(v)) => v,
-    }
-}
-
-/// Tags as a list or as one comma-separated string: models send both.
-#[derive(Deserialize)]
-#[serde(untagged)]
-pub enum TagsArg {
-    One(String),
-    Many(Vec<String>),
 }
 
 /// Runs `change` on the entries under the entries lock, off the async workers (the lock and
@@ -98,24 +83,15 @@ pub fn append_today(ws: &Workspace, tz: &Zone, now: i64, text: &str) -> io::Resu
 
 pub struct MemoryStore;
 
-#[derive(Deserialize)]
-pub struct StoreArgs {
-    content: String,
-    #[serde(default)]
-    tags: Option<TagsArg>,
-    #[serde(default)]
-    source: String,
-}
-
 impl Tool for MemoryStore {
-    const NAME: &'static str = "memory_store";
-    const DESCRIPTION: &'static str = "Remember a fact for future conversations. Returns its id.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"content":{"type":"string","description":"One self-contained fact."},"tags":{"type":"array","items":{"type":"string"}},"source":{"type":"string","description":"Where it came from, e.g. chat."}},"required":["content"]}"#;
+    const NAME: &'static str = STORE.name;
+    const DESCRIPTION: &'static str = STORE.description;
+    const SCHEMA: &'static str = STORE.input_schema;
     type Args = StoreArgs;
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: StoreArgs) -> ToolResult {
-        let tags = tags_of(a.tags);
+        let tags = Tags::into_vec(a.tags);
         let now = ctx.clock.unix_secs_u64();
         let id = change_entries(&ctx.ws, move |entries| {
             let e = entries.store(&a.content, &tags, &a.source, now).map_err(|e| ToolError::new(e.to_string()))?;
@@ -127,27 +103,16 @@ impl Tool for MemoryStore {
 
 pub struct MemoryRecall;
 
-#[derive(Deserialize)]
-pub struct RecallArgs {
-    query: String,
-    #[serde(default)]
-    max_results: Option<usize>,
-}
-
 impl Tool for MemoryRecall {
-    const NAME: &'static str = "memory_recall";
-    const DESCRIPTION: &'static str = "Search remembered facts by keywords, best matches first.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":50}},"required":["query"]}"#;
+    const NAME: &'static str = RECALL.name;
+    const DESCRIPTION: &'static str = RECALL.description;
+    const SCHEMA: &'static str = RECALL.input_schema;
     type Args = RecallArgs;
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RecallArgs) -> ToolResult {
         let entries = load_entries(&ctx.ws).map_err(io_err)?;
-        let hits = entries.recall(&a.query, a.max_results.unwrap_or(8).clamp(1, 50));
-        if hits.is_empty() {
-            return Ok(format!("Nothing remembered matches \"{}\".", a.query));
-        }
-        Ok(hits.iter().map(|(_, e)| render_line(e)).collect::<Vec<_>>().join("\n"))
+        Ok(chela_core::contract::memory::recall(&entries, &a))
     }
 }
 
@@ -158,7 +123,7 @@ pub struct UpdateArgs {
     id: String,
     content: String,
     #[serde(default)]
-    tags: Option<TagsArg>,
+    tags: Option<Tags>,
 }
 
 impl Tool for MemoryUpdate {
@@ -169,7 +134,7 @@ impl Tool for MemoryUpdate {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: UpdateArgs) -> ToolResult {
-        let tags = a.tags.map(|t| tags_of(Some(t)));
+        let tags = a.tags.map(|t| Tags::into_vec(Some(t)));
         let now = ctx.clock.unix_secs_u64();
         let line = change_entries(&ctx.ws, move |entries| {
             entries

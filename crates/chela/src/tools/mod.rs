@@ -198,6 +198,9 @@ pub trait Tool: Send + Sync + 'static {
     /// A JSON Schema object for the arguments. A test checks it against [`Tool::Args`] for
     /// every registered tool, so the two cannot drift apart.
     const SCHEMA: &'static str;
+    /// Argument names still read (serde aliases, e.g. a shared tool's older names) but not in
+    /// the schema: the model is shown one name for each argument.
+    const ALIASES: &'static [&'static str] = &[];
     /// Whether the model may call it (otherwise only people and scripts).
     const LLM_CALLABLE: bool = true;
     /// Whether `call` blocks its thread (file IO, fsync). Such tools run on tokio's blocking
@@ -249,6 +252,12 @@ pub(crate) trait Erased: Send + Sync {
     /// The top-level field names of the argument type, as serde sees them.
     #[cfg(test)]
     fn arg_fields(&self) -> Option<&'static [&'static str]>;
+
+    /// [`Tool::ALIASES`].
+    #[cfg(test)]
+    fn arg_aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
 }
 
 impl<T: Tool> Erased for T {
@@ -276,6 +285,11 @@ impl<T: Tool> Erased for T {
     #[cfg(test)]
     fn arg_fields(&self) -> Option<&'static [&'static str]> {
         testing::struct_fields::<T::Args>()
+    }
+
+    #[cfg(test)]
+    fn arg_aliases(&self) -> &'static [&'static str] {
+        T::ALIASES
     }
 }
 

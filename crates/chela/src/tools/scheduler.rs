@@ -2,11 +2,12 @@
 //! [`crate::scheduler`]). Registered by the daemon, whose scheduler task runs the jobs.
 //!
 //! `cron_add`, `cron_list` and `cron_remove` are MimiClaw's tools with MimiClaw's argument
-//! names, over the same store. A job's channel and chat default to the conversation the tool
-//! is called from.
+//! names, over the same store, as `chela_core::contract::cron` gives them to the host and the
+//! chip alike. A job's channel and chat default to the conversation the tool is called from.
 
 use std::sync::Arc;
 
+use chela_core::contract::cron;
 use chela_core::schedule::{Action, Job, Trigger};
 use serde::Deserialize;
 
@@ -216,66 +217,17 @@ id_tool!(TriggerNow, "scheduler_trigger_now", "Run a scheduled job now, once, wi
 
 pub struct CronAdd(Arc<Scheduler>);
 
-/// MimiClaw's `cron_add` arguments, with its names.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CronAddArgs {
-    name: String,
-    schedule_type: String,
-    message: String,
-    #[serde(default)]
-    interval_s: Option<i64>,
-    #[serde(default)]
-    at_epoch: Option<i64>,
-    #[serde(default)]
-    delay_s: Option<i64>,
-    #[serde(default)]
-    delete_after_run: Option<bool>,
-    #[serde(default)]
-    channel: Option<String>,
-    #[serde(default)]
-    chat_id: Option<String>,
-}
-
 impl Tool for CronAdd {
-    const NAME: &'static str = "cron_add";
-    const DESCRIPTION: &'static str = "Schedule a recurring (every N seconds) or one-shot (at a Unix time, or after a delay) task; when it fires, its message comes to you in the chat.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string"},"schedule_type":{"type":"string","enum":["every","at"]},"message":{"type":"string","description":"What you are told when the job fires"},"interval_s":{"type":"integer","description":"every: seconds between runs"},"at_epoch":{"type":"integer","description":"at: Unix seconds"},"delay_s":{"type":"integer","description":"at: seconds from now (instead of at_epoch)"},"delete_after_run":{"type":"boolean","description":"at: remove after running (default true)"},"channel":{"type":"string"},"chat_id":{"type":"string"}},"required":["name","schedule_type","message"]}"#;
+    const NAME: &'static str = cron::ADD.name;
+    const DESCRIPTION: &'static str = cron::ADD.description;
+    const SCHEMA: &'static str = cron::ADD.input_schema;
+    const ALIASES: &'static [&'static str] = cron::AddArgs::ALIASES;
     const BLOCKING: bool = true;
-    type Args = CronAddArgs;
+    type Args = cron::AddArgs;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: CronAddArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: cron::AddArgs) -> ToolResult {
         let now = ctx.clock.unix_secs();
-        let (trigger, delete_after_run) = match a.schedule_type.as_str() {
-            "every" => match a.interval_s {
-                Some(i) if i > 0 => (Trigger::Interval { every_s: i.unsigned_abs(), anchor: now }, false),
-                Some(i) => {
-                    return Err(ToolError::invalid_args(format!("Error: interval_s must be positive (got {i})")));
-                }
-                None => return Err(ToolError::invalid_args("Error: 'every' jobs need interval_s")),
-            },
-            "at" => {
-                let at = match (a.at_epoch, a.delay_s) {
-                    (Some(at), _) => at,
-                    (None, Some(d)) if d > 0 => now + d,
-                    (None, Some(d)) => {
-                        return Err(ToolError::invalid_args(format!("Error: delay_s must be positive (got {d})")));
-                    }
-                    (None, None) => return Err(ToolError::invalid_args("Error: 'at' jobs need at_epoch or delay_s")),
-                };
-                if at <= now {
-                    return Err(ToolError::invalid_args(format!(
-                        "Error: at_epoch {at} is in the past (now is {now}); pick a later time"
-                    )));
-                }
-                (Trigger::Once { at }, a.delete_after_run.unwrap_or(true))
-            }
-            other => {
-                return Err(ToolError::invalid_args(format!(
-                    "Error: schedule_type must be \"every\" or \"at\", not {other:?}"
-                )));
-            }
-        };
+        let cron::Plan { trigger, delete_after_run } = a.plan(now).map_err(ToolError::invalid_args)?;
         let made_by = crate::automation::made_by(ctx).map_err(ToolError::refused)?;
         let mut action = Action::Agent { message: a.message, channel: a.channel, chat_id: a.chat_id };
         default_target(ctx, &mut action, false)?;
@@ -324,9 +276,9 @@ fn free_id(s: &Scheduler, now: i64) -> String {
 pub struct CronList(Arc<Scheduler>);
 
 impl Tool for CronList {
-    const NAME: &'static str = "cron_list";
-    const DESCRIPTION: &'static str = "List all scheduled cron jobs.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{}}"#;
+    const NAME: &'static str = cron::LIST.name;
+    const DESCRIPTION: &'static str = cron::LIST.description;
+    const SCHEMA: &'static str = cron::LIST.input_schema;
     const BLOCKING: bool = true;
     type Args = NoArgs;
 
@@ -337,20 +289,15 @@ impl Tool for CronList {
 
 pub struct CronRemove(Arc<Scheduler>);
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CronRemoveArgs {
-    job_id: String,
-}
-
 impl Tool for CronRemove {
-    const NAME: &'static str = "cron_remove";
-    const DESCRIPTION: &'static str = "Remove a cron job by its id.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"job_id":{"type":"string"}},"required":["job_id"]}"#;
+    const NAME: &'static str = cron::REMOVE.name;
+    const DESCRIPTION: &'static str = cron::REMOVE.description;
+    const SCHEMA: &'static str = cron::REMOVE.input_schema;
+    const ALIASES: &'static [&'static str] = cron::RemoveArgs::ALIASES;
     const BLOCKING: bool = true;
-    type Args = CronRemoveArgs;
+    type Args = cron::RemoveArgs;
 
-    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: CronRemoveArgs) -> ToolResult {
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: cron::RemoveArgs) -> ToolResult {
         self.0.refresh(ctx.clock.unix_secs());
         self.0.remove(&a.job_id).map_err(failed)?;
         Ok(format!("OK: removed cron job {}.", a.job_id))

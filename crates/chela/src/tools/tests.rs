@@ -140,8 +140,12 @@ fn every_schema_matches_its_argument_type() {
         let props = schema["properties"].as_object().cloned().unwrap_or_default();
         let required: BTreeSet<&str> =
             schema["required"].as_array().into_iter().flatten().map(|r| r.as_str().unwrap()).collect();
-        let fields: BTreeSet<&str> =
+        let mut fields: BTreeSet<&str> =
             handler.arg_fields().unwrap_or_else(|| panic!("{id}: Args is not a struct")).iter().copied().collect();
+        // Aliases are fields serde reads and the schema leaves out: each must be one.
+        for alias in handler.arg_aliases() {
+            assert!(fields.remove(alias), "{id}: alias `{alias}` is not a name the argument type reads");
+        }
         let named: BTreeSet<&str> = props.keys().map(String::as_str).collect();
         assert_eq!(named, fields, "{id}: the schema's properties are the argument fields");
         assert!(required.is_subset(&named), "{id}: required names a property");
@@ -164,5 +168,25 @@ fn every_schema_matches_its_argument_type() {
                 "{id}: `{name}` has the schema's type"
             );
         }
+    }
+}
+
+/// The tools the chip offers too are advertised exactly as the core's contract gives them:
+/// same names, descriptions and schemas, byte for byte. The chip's `tests/contract.rs` checks
+/// its side against the same list, so a spec copied by hand on either side shows up here.
+#[test]
+fn shared_tools_are_advertised_as_the_core_contract() {
+    let fx = Fixture::new(&[]);
+    let tb = Toolbox::new(&fx.cfg);
+    let sched = crate::scheduler::Scheduler::open(
+        &fx.ws,
+        crate::scheduler::Settings::from_config(&fx.cfg).unwrap(),
+        fx.clock.unix_secs(),
+    );
+    tb.register(super::scheduler::group(Arc::new(sched))).unwrap();
+    let registry = tb.registry();
+    for shared in &chela_core::contract::SHARED {
+        let cap = registry.get(shared.name).unwrap_or_else(|| panic!("the host does not offer {}", shared.name));
+        assert_eq!(&cap.tool_spec(), shared, "{} differs from the contract", shared.name);
     }
 }

@@ -1,7 +1,7 @@
 //! The `time` group: what time it is, in the person's zone.
 
+use chela_core::contract::time::{CURRENT_TIME, TimeArgs};
 use chela_core::zone::Zone;
-use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::localtime::Local;
@@ -12,20 +12,14 @@ pub fn group() -> Group {
 
 pub struct GetCurrentTime;
 
-#[derive(Deserialize)]
-pub struct TimeArgs {
-    #[serde(default)]
-    timezone: Option<String>,
-}
-
 impl Tool for GetCurrentTime {
-    const NAME: &'static str = "get_current_time";
-    const DESCRIPTION: &'static str = "Current date and time: ISO 8601 with UTC offset, unix seconds, weekday.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"timezone":{"type":"string","description":"IANA zone, e.g. Europe/Paris. Default: the user's zone."}}}"#;
+    const NAME: &'static str = CURRENT_TIME.name;
+    const DESCRIPTION: &'static str = CURRENT_TIME.description;
+    const SCHEMA: &'static str = CURRENT_TIME.input_schema;
     type Args = TimeArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, args: TimeArgs) -> ToolResult {
-        let tz = match args.timezone.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        let tz = match args.zone() {
             Some(name) => std::sync::Arc::new(crate::scheduler::named_zone(name).map_err(|_| {
                 ToolError::invalid_args(format!("`{name}` is not an IANA time zone name (try e.g. Europe/Paris)."))
             })?),
@@ -35,16 +29,10 @@ impl Tool for GetCurrentTime {
     }
 }
 
-/// The tool's answer for instant `now` (Unix seconds) in `tz`, as JSON.
+/// The tool's answer for instant `now` (Unix seconds) in `tz`, as JSON: the contract's, the
+/// chip answers the same in UTC.
 pub fn describe(now: i64, tz: &Zone) -> String {
-    let z = Local::at(tz, now);
-    serde_json::json!({
-        "iso": z.rfc3339(),
-        "unix": now,
-        "timezone": tz.name(),
-        "weekday": z.weekday(),
-    })
-    .to_string()
+    chela_core::contract::time::describe(now, tz)
 }
 
 #[cfg(test)]

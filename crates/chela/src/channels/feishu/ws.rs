@@ -20,6 +20,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, anyhow, bail};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use chela_core::retry::Exponential;
 use chela_proto::feishu::frame::{Frame, METHOD_CONTROL, METHOD_DATA};
 use chela_proto::feishu::parts::{PartLimits, Reassembler};
 use chela_proto::websocket::{self, Decoder, Message, Role};
@@ -72,7 +73,7 @@ pub async fn run(channel: Arc<Channel>) -> Result<()> {
 /// a random part of `ReconnectNonce`, so many clients do not come back at the same instant.
 fn backoff(failures: u32, config: &ClientConfig) -> Duration {
     let ceiling = Duration::from_secs(config.reconnect_interval.max(1)).min(BACKOFF_CEILING);
-    let base = Duration::from_secs(1u64 << failures.saturating_sub(1).min(10)).min(ceiling);
+    let base = Exponential::new(Duration::from_secs(1), ceiling).step(failures.saturating_sub(1));
     let jitter = if failures == 1 && config.reconnect_nonce > 0 {
         Duration::from_millis(random_u64() % (config.reconnect_nonce.min(600) * 1000))
     } else {

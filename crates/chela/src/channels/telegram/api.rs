@@ -1,6 +1,7 @@
 //! The Bot API client: one method per call the channel makes, over the pooled
 //! [`HttpClient`], each bounded in time and in the bytes it reads, with Telegram's answers
-//! classified by what the caller should do next ([`ApiError`]).
+//! classified by what the caller should do next ([`ApiError`]). The envelope and the request
+//! bodies the chip sends too are `chela_proto::telegram::wire`'s.
 //!
 //! The token is part of every URL (`/bot<TOKEN>/method`), so no error text here ever carries a
 //! URL: they name the method instead, and anything from below is masked.
@@ -8,6 +9,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use chela_proto::telegram::wire::{ChatId, Envelope, GetUpdates, LinkPreview, SendMessage};
 use hyper::http::Method;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -155,7 +157,8 @@ impl Api {
 
     /// Updates from `offset` on, waiting up to [`POLL_SECS`] for one.
     pub async fn get_updates(&self, offset: i64) -> Result<Vec<Value>, ApiError> {
-        let params = json!({"offset": offset, "timeout": POLL_SECS, "allowed_updates": ["message"]});
+        let poll = GetUpdates { offset, timeout: POLL_SECS as u32, limit: None, allowed_updates: GetUpdates::MESSAGES };
+        let params = serde_json::to_value(poll).unwrap_or_default();
         let wait = Duration::from_secs(POLL_SECS) + CALL_TIMEOUT;
         let result = self
             .post("getUpdates", "application/json".to_owned(), Bytes::from(params.to_string()), wait, MAX_UPDATES_BYTES)
@@ -168,11 +171,13 @@ impl Api {
 
     /// Sends `text` (HTML when `html`); the new message's id.
     pub async fn send_message(&self, chat_id: &str, text: &str, html: bool) -> Result<i64, ApiError> {
-        let mut params = json!({"chat_id": chat_id, "text": text, "link_preview_options": {"is_disabled": true}});
-        if html {
-            params["parse_mode"] = "HTML".into();
-        }
-        let message = self.call("sendMessage", &params).await?;
+        let body = SendMessage {
+            chat_id: ChatId::Text(chat_id),
+            text,
+            parse_mode: html.then_some("HTML"),
+            link_preview_options: Some(LinkPreview { is_disabled: true }),
+        };
+        let message = self.call("sendMessage", &serde_json::to_value(body).unwrap_or_default()).await?;
         Ok(message["message_id"].as_i64().unwrap_or_default())
     }
 
@@ -268,36 +273,18 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-#[derive(Deserialize)]
-struct Envelope {
-    ok: bool,
-    #[serde(default)]
-    result: Value,
-    #[serde(default)]
-    error_code: Option<u16>,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    parameters: Option<Parameters>,
-}
-
-#[derive(Deserialize)]
-struct Parameters {
-    retry_after: Option<u64>,
-}
-
 /// The most a 429 makes us wait, whatever it says: an hour of silence is a bug somewhere.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(300);
 
 /// Classifies an answer: `result` when `ok`, else what the caller should do.
 pub fn answer(status: u16, body: &[u8]) -> Result<Value, ApiError> {
-    let envelope: Envelope = match serde_json::from_slice(body) {
+    let envelope: Envelope<Value> = match serde_json::from_slice(body) {
         Ok(e) => e,
         Err(_) if status == 401 => return Err(ApiError::Unauthorized),
         Err(e) => return Err(ApiError::Malformed(format!("status {status}, not JSON ({e})"))),
     };
     if envelope.ok {
-        return Ok(envelope.result);
+        return Ok(envelope.result.unwrap_or_default());
     }
     let code = envelope.error_code.unwrap_or(status);
     match code {

@@ -65,20 +65,21 @@ pub fn configured(cfg: &Config) -> bool {
     !cfg.get(keys::TELEGRAM_TOKEN).is_empty()
 }
 
-/// Bounded exponential back-off for failed polls and sends.
-struct Backoff(Duration);
+/// The core's bounded exponential back-off, 1 s to a minute, for failed polls and sends:
+/// counts the failures in a row.
+struct Backoff(u32);
 
 impl Backoff {
-    const FIRST: Duration = Duration::from_secs(1);
-    const MAX: Duration = Duration::from_secs(60);
+    const STEPS: chela_core::retry::Exponential =
+        chela_core::retry::Exponential::new(Duration::from_secs(1), Duration::from_secs(60));
 
     fn new() -> Backoff {
-        Backoff(Backoff::FIRST)
+        Backoff(0)
     }
 
     fn next(&mut self) -> Duration {
-        let d = self.0;
-        self.0 = (d * 2).min(Backoff::MAX);
+        let d = Backoff::STEPS.step(self.0);
+        self.0 = self.0.saturating_add(1);
         d
     }
 }

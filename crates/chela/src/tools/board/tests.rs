@@ -88,6 +88,20 @@ async fn led_and_servo_state_read_back() {
     assert!(e.0.contains("over 100"), "{e}");
 }
 
+/// The shared `led_set` may leave the device out (the chip has one LED): the board's only
+/// strip is meant. `gpio_write` reads the chip's first name for the level too.
+#[tokio::test]
+async fn led_set_without_a_device_lights_the_only_strip_and_gpio_takes_level() {
+    let f = Fixture::new(&[]);
+    let h = Arc::new(Host::default());
+    let v = parse(&f.call(LedSet(Arc::clone(&h)), json!({"color": "blue"})).await.unwrap());
+    assert_eq!(v["device"], "strip");
+    assert_eq!(v["leds"][0], "#0000ff");
+    f.call(GpioWrite(Arc::clone(&h)), json!({"pin": 2, "level": "high"})).await.unwrap();
+    let v = parse(&f.call(GpioRead(h), json!({"pin": 2})).await.unwrap());
+    assert_eq!(v["level"], "high");
+}
+
 #[tokio::test]
 async fn a_bad_board_json_is_reported_with_lines_and_reload_picks_up_the_fix() {
     let f = Fixture::new(&[]);

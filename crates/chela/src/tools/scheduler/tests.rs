@@ -171,6 +171,31 @@ async fn mimiclaws_cron_tools_with_their_argument_names() {
     assert!(e.0.contains("no job"), "{e}");
 }
 
+/// The one `cron_add` schema the chip shares: a cron expression beside MimiClaw's kinds, and
+/// the chip's first argument names (`every_s`, `in_s`, `cron`, `id`) still read.
+#[tokio::test]
+async fn cron_add_takes_a_cron_expression_and_the_chips_old_names() {
+    let fx = Fixture::new(&[("scheduler.timezone", "UTC")]);
+    let s = open(&fx);
+    let add = |v: Value| call(&fx, CronAdd(Arc::clone(&s)), v);
+    add(json!({"name": "report", "schedule_type": "cron", "message": "report", "cron_expr": "30 8 * * 1-5"}))
+        .await
+        .unwrap();
+    add(json!({"message": "hourly", "every_s": 3600})).await.unwrap();
+    add(json!({"message": "soon", "in_s": 600})).await.unwrap();
+    let e = add(json!({"message": "both", "every_s": 3600, "in_s": 5})).await.unwrap_err();
+    assert!(e.0.contains("exactly one of"), "{e}");
+    let list: Value = serde_json::from_str(&call(&fx, CronList(Arc::clone(&s)), json!({})).await.unwrap()).unwrap();
+    let jobs = list["jobs"].as_array().unwrap();
+    let by = |m: &str| jobs.iter().find(|j| j["action"]["message"] == m).unwrap().clone();
+    assert_eq!(by("report")["trigger"], json!({"type": "cron", "expr": "30 8 * * 1-5"}));
+    assert_eq!(by("hourly")["trigger"]["every_s"], 3600);
+    assert_eq!(by("soon")["delete_after_run"], true);
+    let id = by("soon")["id"].as_str().unwrap().to_owned();
+    call(&fx, CronRemove(Arc::clone(&s)), json!({"id": id})).await.unwrap();
+    assert_eq!(s.list(now_secs()).len(), 2);
+}
+
 #[tokio::test]
 async fn the_job_count_is_bounded_by_the_setting() {
     let fx = Fixture::new(&[("scheduler.max_jobs", "3")]);

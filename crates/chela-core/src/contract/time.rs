@@ -1,0 +1,94 @@
+//! `get_current_time`: the instant in the person's zone. The host reads the zone from its
+//! settings (or the call's `timezone`); the chip knows only UTC and refuses another zone.
+
+use alloc::format;
+use alloc::string::String;
+
+use chela_proto::chat::ToolSpec;
+use serde::{Deserialize, Serialize};
+
+use crate::zone::Zone;
+
+pub const CURRENT_TIME: ToolSpec<'static> = ToolSpec {
+    name: "get_current_time",
+    description: "Current date and time: ISO 8601 with UTC offset, unix seconds, weekday.",
+    input_schema: r#"{"type":"object","properties":{"timezone":{"type":"string","description":"IANA zone, e.g. Europe/Paris. Default: the user's zone."}}}"#,
+};
+
+#[derive(Debug, Default, Deserialize)]
+pub struct TimeArgs {
+    #[serde(default)]
+    pub timezone: Option<String>,
+}
+
+impl TimeArgs {
+    /// The zone asked for, if any (blank counts as none).
+    pub fn zone(&self) -> Option<&str> {
+        self.timezone.as_deref().map(str::trim).filter(|s| !s.is_empty())
+    }
+}
+
+const WEEKDAYS: [&str; 7] = ["Thursday", "Friday", "Saturday", "Sunday", "Monday", "Tuesday", "Wednesday"];
+
+/// The tool's answer for instant `now` (Unix seconds) in `zone`, as JSON: `iso` (RFC 3339 with
+/// the zone's offset), `unix`, `timezone` and `weekday`.
+pub fn describe(now: i64, zone: &Zone) -> String {
+    let offset = zone.offset_at(now);
+    let local = now + i64::from(offset);
+    let days = local.div_euclid(86_400);
+    let secs = local.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    let sign = if offset < 0 { '-' } else { '+' };
+    let off = offset.unsigned_abs() / 60;
+    let iso = format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}{sign}{:02}:{:02}",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60,
+        off / 60,
+        off % 60
+    );
+    let weekday = WEEKDAYS[days.rem_euclid(7) as usize];
+    #[derive(Serialize)]
+    struct Answer<'a> {
+        iso: &'a str,
+        unix: i64,
+        timezone: &'a str,
+        weekday: &'a str,
+    }
+    let answer = Answer { iso: &iso, unix: now, timezone: zone.name(), weekday };
+    serde_json::to_string(&answer).unwrap_or_default()
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iso_with_the_zones_offset_and_the_weekday() {
+        let t = 1_796_037_920; // 2026-11-30T11:25:20Z, a Monday
+        let out: serde_json::Value = serde_json::from_str(&describe(t, &Zone::utc())).unwrap();
+        assert_eq!(out["iso"], "2026-11-30T11:25:20+00:00");
+        assert_eq!(out["unix"], 1_796_037_920);
+        assert_eq!(out["weekday"], "Monday");
+        let out: serde_json::Value = serde_json::from_str(&describe(t, &Zone::fixed("X", -(5 * 3600 + 1800)))).unwrap();
+        assert_eq!(out["iso"], "2026-11-30T05:55:20-05:30");
+        let out: serde_json::Value = serde_json::from_str(&describe(0, &Zone::fixed("Y", 14 * 3600))).unwrap();
+        assert_eq!(out["iso"], "1970-01-01T14:00:00+14:00");
+        assert_eq!(out["weekday"], "Thursday");
+        assert_eq!(out["timezone"], "Y");
+    }
+}

@@ -1,0 +1,171 @@
+//! The Bot API's wire format, the part Chela reads and writes on both sides: the answer
+//! envelope every method returns ([`Envelope`]), the updates `getUpdates` gives ([`Update`],
+//! [`Message`]: the fields the host and the chip act on; the rest is skipped), and the
+//! `sendMessage` and `getUpdates` requests ([`SendMessage`], [`GetUpdates`]).
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde::{Deserialize, Serialize};
+
+/// Every Bot API answer: `result` when `ok`, else the error code, Telegram's sentence and,
+/// for a 429, how long to wait.
+#[derive(Debug, Deserialize)]
+pub struct Envelope<T> {
+    pub ok: bool,
+    #[serde(default = "none")]
+    pub result: Option<T>,
+    #[serde(default)]
+    pub error_code: Option<u16>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub parameters: Option<Parameters>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+/// `ResponseParameters`: what to do after an error.
+#[derive(Debug, Deserialize)]
+pub struct Parameters {
+    #[serde(default)]
+    pub retry_after: Option<u64>,
+}
+
+/// One update; only messages are asked for (`allowed_updates=["message"]`).
+#[derive(Debug, Deserialize)]
+pub struct Update {
+    pub update_id: i64,
+    #[serde(default)]
+    pub message: Option<Message>,
+}
+
+/// A message, as far as Chela reads one.
+#[derive(Debug, Deserialize)]
+pub struct Message {
+    #[serde(default)]
+    pub message_id: i64,
+    pub chat: Chat,
+    #[serde(default)]
+    pub from: Option<User>,
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct Chat {
+    pub id: i64,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct User {
+    pub id: i64,
+}
+
+/// Whom a call is for: a chat's number (the chip's settings) or its text (the host keeps
+/// chat ids as text; Telegram takes both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum ChatId<'a> {
+    Id(i64),
+    Text(&'a str),
+}
+
+/// `LinkPreviewOptions`, as far as Chela sets them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct LinkPreview {
+    pub is_disabled: bool,
+}
+
+/// A `sendMessage` body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SendMessage<'a> {
+    pub chat_id: ChatId<'a>,
+    pub text: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parse_mode: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_preview_options: Option<LinkPreview>,
+}
+
+/// A `getUpdates` request: as a JSON body (the host) or a query string (the chip).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct GetUpdates {
+    /// The first update wanted: one past the last confirmed.
+    pub offset: i64,
+    /// Seconds Telegram holds the request open waiting for an update.
+    pub timeout: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    pub allowed_updates: &'static [&'static str],
+}
+
+impl GetUpdates {
+    /// Only messages: the one kind of update Chela acts on.
+    pub const MESSAGES: &'static [&'static str] = &["message"];
+
+    /// The request as a query string (`allowed_updates` as JSON, percent-encoded).
+    pub fn query(&self) -> String {
+        let mut allowed = String::from("%5B");
+        for (i, kind) in self.allowed_updates.iter().enumerate() {
+            if i > 0 {
+                allowed.push_str("%2C");
+            }
+            allowed.push_str("%22");
+            allowed.push_str(kind);
+            allowed.push_str("%22");
+        }
+        allowed.push_str("%5D");
+        let limit = self.limit.map(|n| alloc::format!("&limit={n}")).unwrap_or_default();
+        alloc::format!("offset={}{limit}&timeout={}&allowed_updates={allowed}", self.offset, self.timeout)
+    }
+}
+
+/// The updates of a `getUpdates` answer that reads, or why it does not.
+pub type Updates = Envelope<Vec<Update>>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_envelope_carries_the_result_or_the_error() {
+        let ok: Updates = serde_json::from_str(
+            r#"{"ok":true,"result":[{"update_id":11,"message":{"message_id":2,"from":{"id":7,"is_bot":false},"chat":{"id":42,"type":"private"},"date":1,"text":"hello"}},{"update_id":12,"edited_message":{}}]}"#,
+        )
+        .unwrap();
+        let updates = ok.result.unwrap();
+        let m = updates[0].message.as_ref().unwrap();
+        assert_eq!((updates[0].update_id, m.message_id, m.chat.id), (11, 2, 42));
+        assert_eq!((m.from.as_ref().unwrap().id, m.text.as_deref()), (7, Some("hello")));
+        assert!(updates[1].message.is_none());
+        let refused: Envelope<serde_json::Value> = serde_json::from_str(
+            r#"{"ok":false,"error_code":429,"description":"Too Many Requests","parameters":{"retry_after":7}}"#,
+        )
+        .unwrap();
+        assert!(!refused.ok && refused.result.is_none());
+        assert_eq!((refused.error_code, refused.parameters.unwrap().retry_after), (Some(429), Some(7)));
+    }
+
+    #[test]
+    fn requests_as_each_side_sends_them() {
+        let body = SendMessage {
+            chat_id: ChatId::Text("-100"),
+            text: "a",
+            parse_mode: Some("HTML"),
+            link_preview_options: Some(LinkPreview { is_disabled: true }),
+        };
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            r#"{"chat_id":"-100","text":"a","parse_mode":"HTML","link_preview_options":{"is_disabled":true}}"#
+        );
+        let plain = SendMessage { chat_id: ChatId::Id(42), text: "b", parse_mode: None, link_preview_options: None };
+        assert_eq!(serde_json::to_string(&plain).unwrap(), r#"{"chat_id":42,"text":"b"}"#);
+        let poll = GetUpdates { offset: 5, timeout: 25, limit: Some(1), allowed_updates: GetUpdates::MESSAGES };
+        assert_eq!(poll.query(), "offset=5&limit=1&timeout=25&allowed_updates=%5B%22message%22%5D");
+        let host = GetUpdates { limit: None, timeout: 30, ..poll };
+        assert_eq!(serde_json::to_string(&host).unwrap(), r#"{"offset":5,"timeout":30,"allowed_updates":["message"]}"#);
+    }
+}
