@@ -4,7 +4,6 @@ use chela_core::contract::time::{CURRENT_TIME, TimeArgs};
 use chela_core::zone::Zone;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::localtime::Local;
 
 pub fn group() -> Group {
     Group::new("time", "The current date and time.").core().with(GetCurrentTime)
