@@ -29,6 +29,8 @@ mod router;
 pub mod scheduler;
 pub mod skills;
 pub mod storage;
+// Time zones from the system's tz database; public for benches/prompt.rs.
+pub mod tzdb;
 // The voice pipeline's parts; public for benches/voice.rs and the xiaozhi endpoint.
 #[cfg(feature = "voice")]
 pub mod voice;
