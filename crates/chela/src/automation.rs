@@ -64,7 +64,7 @@ pub fn made_by(ctx: &crate::tools::ToolCtx) -> Result<Option<MadeBy>, String> {
     };
     let groups = ctx.session.as_ref().map_or_else(Vec::new, |s| {
         chela_core::skills::unlocked_groups(
-            &ctx.toolbox.registry(),
+            &ctx.tools.registry(),
             &s.named_groups(),
             &ctx.cfg.list(chela_core::config::CAPS_HIDDEN),
         )
@@ -80,7 +80,7 @@ pub(crate) fn model_ctx(ctx: &mut crate::tools::ToolCtx, m: &MadeBy) -> Vec<Stri
     ctx.conversation = Some((m.channel.clone(), m.chat_id.clone()));
     ctx.session = Some(std::sync::Arc::new(crate::skills::SessionRef::new(&m.channel, &m.chat_id, m.groups.clone())));
     chela_core::skills::unlocked_groups(
-        &ctx.toolbox.registry(),
+        &ctx.tools.registry(),
         &m.groups,
         &ctx.cfg.list(chela_core::config::CAPS_HIDDEN),
     )

@@ -344,7 +344,7 @@ pub async fn serve(daemon: Arc<crate::daemon::Daemon>) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let (host, ws) = (Arc::clone(daemon.toolbox().board()), Arc::clone(daemon.workspace()));
+                let (host, ws) = (Arc::clone(&daemon.tools().board), Arc::clone(daemon.workspace()));
                 tokio::task::spawn_blocking(move || host.poll(&ws)).await?;
             }
             () = daemon.shutdown().wait() => return Ok(()),

@@ -60,4 +60,4 @@ mod vision;
 /// For the escape-and-abuse corpus of the file tools (`tests/abuse_files.rs`) only.
 #[cfg(feature = "files")]
 #[doc(hidden)]
-pub use tools::files::ManualCalls;
+pub use app::ManualCalls;

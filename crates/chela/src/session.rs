@@ -431,7 +431,7 @@ async fn locked_turn(
         .run("reading the conversation", move || {
             let loaded = load.map(|(p, budget)| load_history(&p, budget)).transpose()?;
             let b = &a.base;
-            let skills = b.skills.for_session(&b.ws, &b.cfg, &channel, &chat);
+            let skills = b.tools.skills.for_session(&b.ws, &b.cfg, &channel, &chat);
             Ok((loaded, a.system_prompt(&channel, &chat), skills))
         })
         .await?;

@@ -94,7 +94,9 @@ pub struct History {
 /// Everything a turn needs.
 pub struct Agent<'a> {
     pub provider: &'a Provider,
-    pub toolbox: &'a Toolbox,
+    pub toolbox: &'a Arc<Toolbox>,
+    /// The MCP servers, connected before the model is shown the tools.
+    pub mcp: &'a crate::mcp::client::Clients,
     pub ctx: ToolCtx,
     pub limits: Limits,
 }
@@ -203,7 +205,7 @@ pub async fn run_turn(
     ctx.depth = req.depth;
     // MCP servers not connected yet (lazy ones, or the first turn of a one-shot command)
     // connect before the model is shown the tools; a no-op once they are.
-    ctx.toolbox.mcp().ensure(&ctx.toolbox).await;
+    agent.mcp.ensure(agent.toolbox).await;
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
     let system = crate::compact::system_with_summary(system, history.summary.as_ref());

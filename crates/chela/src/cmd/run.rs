@@ -60,7 +60,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         services.spawn("feishu", crate::channels::feishu::serve(Arc::clone(&daemon)));
     }
     // MCP servers with `connect = "start"` connect in the background; lazy ones on first need.
-    daemon.toolbox().mcp().start(daemon.toolbox());
+    daemon.tools().mcp.start(daemon.toolbox());
     tracing::info!("chela run: serving from {}", daemon.workspace().root().display());
 
     let mut failed = false;
@@ -123,7 +123,7 @@ async fn stop(daemon: &Daemon, mut services: Services) {
         services.set.abort_all();
     }
     // The MCP servers last: a turn that was finishing may still have called one.
-    daemon.toolbox().mcp().shutdown().await;
+    daemon.tools().mcp.shutdown().await;
 }
 
 /// Applies `chela config set` and `chela cap` from other processes to the running daemon.

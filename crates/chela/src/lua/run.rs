@@ -256,7 +256,7 @@ impl Run {
     /// as JSON text.
     pub fn cap_call(&self, id: &str, json: &str) -> (bool, String) {
         let fail = |msg: &str| (false, serde_json::json!({ "error": msg }).to_string());
-        if self.ctx.toolbox.registry().get(id).is_some_and(|c| c.group == super::GROUP) {
+        if self.ctx.tools.registry().get(id).is_some_and(|c| c.group == super::GROUP) {
             return fail(&format!("`{id}` cannot be called from a Lua script (scripts do not start scripts)."));
         }
         if let Some(why) = self.killed() {
@@ -264,7 +264,7 @@ impl Run {
         }
         let remaining = self.deadline.saturating_duration_since(Instant::now());
         let scope = Scope { extra_visible: &self.ctx.scope };
-        let call = self.ctx.toolbox.call(&self.ctx, id, json, self.ctx.caller, scope);
+        let call = self.ctx.tools.call_tool(&self.ctx, id, json, self.ctx.caller, scope);
         let result = self.rt.block_on(async {
             let killed = self.kill_notify.notified();
             tokio::pin!(killed);

@@ -383,15 +383,9 @@ impl Server {
         }
         // No model configured: the tools still work, with a context of their own.
         let cfg = self.daemon.config();
-        let skills = Arc::new(crate::skills::Skills::new(&cfg));
-        crate::app::Base::with_config(
-            Arc::clone(self.daemon.workspace()),
-            Arc::clone(self.daemon.toolbox()),
-            skills,
-            cfg,
-        )
-        .map(|b| b.tool_ctx())
-        .map_err(|e| format!("{e:#}"))
+        crate::app::Base::with_config(Arc::clone(self.daemon.workspace()), self.daemon.tools().clone(), cfg)
+            .map(|b| b.tool_ctx())
+            .map_err(|e| format!("{e:#}"))
     }
 
     /// Runs one turn in the conversation `mcp`/`session` (default: the client's name).

@@ -202,8 +202,7 @@ pub(crate) async fn call_cap(
     made_by: Option<&chela_core::router::MadeBy>,
 ) -> Result<String, String> {
     let cfg = daemon.config();
-    let skills = Arc::new(crate::skills::Skills::new(&cfg));
-    let base = crate::app::Base::with_config(Arc::clone(daemon.workspace()), Arc::clone(daemon.toolbox()), skills, cfg)
+    let base = crate::app::Base::with_config(Arc::clone(daemon.workspace()), daemon.tools().clone(), cfg)
         .map_err(|e| format!("{e:#}"))?;
     let mut ctx = base.tool_ctx();
     ctx.depth = depth;
