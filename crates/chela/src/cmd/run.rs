@@ -51,7 +51,15 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     services.spawn("scheduler", crate::scheduler::task::serve(Arc::clone(&daemon)));
     services.spawn("router", crate::router::task::serve(Arc::clone(&daemon)));
     #[cfg(feature = "board")]
-    services.spawn("board", crate::board::serve(Arc::clone(&daemon)));
+    services.spawn(
+        "board",
+        crate::board::serve(
+            Arc::clone(&daemon.tools().board),
+            Arc::clone(daemon.workspace()),
+            daemon.config().int(chela_core::config::BOARD_POLL_SECS).unsigned_abs(),
+            daemon.shutdown().clone(),
+        ),
+    );
 
     if crate::channels::telegram::configured(&daemon.config()) {
         services.spawn("telegram", crate::channels::telegram::serve(Arc::clone(&daemon)));

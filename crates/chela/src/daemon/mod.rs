@@ -33,8 +33,8 @@ use crate::tools::Toolbox;
 use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
 use crate::workspace::Workspace;
 
-mod outlet;
-mod shutdown;
+pub mod outlet;
+pub mod shutdown;
 
 pub use outlet::{BoxFuture, Outlet, Outlets};
 pub use shutdown::Shutdown;
