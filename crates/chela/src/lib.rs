@@ -49,7 +49,8 @@ mod gateway;
 mod keyrule;
 // Public for benches/mcp.rs (the connection and the wire decisions).
 pub mod mcp;
-pub mod net;
+// Outbound HTTP: its own crate (it imports nothing of the host); `crate::net::…` still works.
+pub use chela_net as net;
 mod provider;
 mod session;
 mod tools;
