@@ -208,7 +208,6 @@ pub async fn run_turn(
     agent.mcp.ensure(agent.toolbox).await;
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
-    let system = crate::compact::system_with_summary(system, history.summary.as_ref());
     let mut images = ImageBudget::for_turn(&ctx.cfg);
     let mut user = req.user.clone();
     if !images.vision() {
@@ -298,10 +297,6 @@ pub async fn run_turn(
             keep(history, run.turn_messages(), agent.limits.history_budget, files).await?;
         }
         TurnEnd::Failed(_) => {}
-    }
-    // A cancelled turn asks for nothing more.
-    if matches!(&end, TurnEnd::Done(o) if !o.cancelled) {
-        crate::compact::after_turn(agent, history, cancel).await;
     }
     Ok(end)
 }
