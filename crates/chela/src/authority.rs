@@ -38,8 +38,12 @@ use std::path::{Path, PathBuf};
 
 use ring::hmac;
 
-use crate::workspace::{Replace, create_private_dir, open_dir, read_bounded, write_atomic_at};
+use crate::fsio::{Replace, create_private_dir, open_dir, read_bounded, write_atomic_at};
 
+/// The config file inside the workspace.
+pub const CONFIG_FILE: &str = "chela.toml";
+/// Runtime overrides written by `chela config set`.
+pub const OVERRIDES_FILE: &str = "overrides.toml";
 /// The folder of Chela's records, in the workspace.
 pub const STATE_DIR: &str = "state";
 /// The seal key's file, in [`STATE_DIR`].
@@ -89,8 +93,8 @@ const CRON_WHY: &str = "jobs change only through the scheduler tools, which reco
 
 /// The protected names of the workspace folder (compared without regard to ASCII case).
 pub const PROTECTED: &[Protected] = &[
-    Protected { name: crate::workspace::CONFIG_FILE, reach: Reach::None, why: KEYS_WHY },
-    Protected { name: crate::workspace::OVERRIDES_FILE, reach: Reach::None, why: KEYS_WHY },
+    Protected { name: CONFIG_FILE, reach: Reach::None, why: KEYS_WHY },
+    Protected { name: OVERRIDES_FILE, reach: Reach::None, why: KEYS_WHY },
     Protected { name: "sessions", reach: Reach::None, why: SESSIONS_WHY },
     Protected { name: STATE_DIR, reach: Reach::None, why: STATE_WHY },
     Protected { name: "board.json", reach: Reach::ReadOnly, why: BOARD_WHY },

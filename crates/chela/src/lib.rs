@@ -35,6 +35,8 @@ pub mod tzdb;
 #[cfg(feature = "voice")]
 pub mod voice;
 pub mod workspace;
+// Whole-or-nothing file writes and bounded reads, under the workspace and the seals.
+pub mod fsio;
 
 mod app;
 mod automation;
