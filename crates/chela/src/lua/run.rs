@@ -12,6 +12,14 @@ use mlua::Lua;
 
 use crate::tools::ToolCtx;
 
+/// Instructions between two checks of the limits. Small enough that a stop or a timeout lands
+/// within microseconds, large enough that the hook costs little.
+pub(crate) const HOOK_EVERY: u32 = 1000;
+
+/// Lua calls deeper than this are refused ("recursion too deep"); checked by the hook, so a
+/// runaway recursion stops long before it fills `lua.max_memory_bytes` with stack frames.
+pub(crate) const MAX_DEPTH: usize = 200;
+
 /// What bounds one run, read from the configuration when it starts.
 #[derive(Clone, Debug)]
 pub(crate) struct Limits {
@@ -148,14 +156,14 @@ impl Run {
         mlua::Error::runtime(self.killed().unwrap_or_default())
     }
 
-    /// Called every [`super::sandbox::HOOK_EVERY`] instructions: enforces the instruction
+    /// Called every [`HOOK_EVERY`] instructions: enforces the instruction
     /// budget, the wall-clock limit, a forced stop and the call depth.
     pub fn on_hook(&self, too_deep: bool) -> mlua::Result<()> {
-        self.charge(u64::from(super::sandbox::HOOK_EVERY), None)?;
+        self.charge(u64::from(HOOK_EVERY), None)?;
         if too_deep {
             return Err(mlua::Error::runtime(format!(
                 "recursion too deep: more than {} nested Lua calls (stack overflow refused).",
-                super::sandbox::MAX_DEPTH
+                MAX_DEPTH
             )));
         }
         Ok(())
