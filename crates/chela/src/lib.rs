@@ -31,9 +31,9 @@ pub mod skills;
 pub mod storage;
 // Time zones from the system's tz database; public for benches/prompt.rs.
 pub mod tzdb;
-// The voice pipeline's parts; public for benches/voice.rs and the xiaozhi endpoint.
+// The voice pipeline: its own crate (it needs only chela-net and the core's keys); `crate::voice::…` still works.
 #[cfg(feature = "voice")]
-pub mod voice;
+pub use chela_voice as voice;
 pub mod workspace;
 // Whole-or-nothing file writes and bounded reads, under the workspace and the seals.
 pub mod fsio;
