@@ -117,7 +117,7 @@ fn quantile(sorted: &[u64], q: f64) -> u64 {
 
 fn main() {
     let iters = std::env::var("CHELA_BENCH_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000usize);
-    let tz = chela::scheduler::named_zone("Europe/Paris").expect("the system has tzdata");
+    let tz = chela::tzdb::named_zone("Europe/Paris").expect("the system has tzdata");
     // Fixed, so the daily notes picked do not depend on when the benchmark runs.
     let now = 1_796_037_920; // 2026-11-30T11:25:20Z
     let today = Local::at(&tz, now).date();

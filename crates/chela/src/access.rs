@@ -34,7 +34,7 @@ use crate::workspace::{Replace, Workspace, create_private_dir, open_dir, write_a
 pub const OWNER_CHANNELS: &[&str] = &["ws", "api", "cli", "mcp", "xiaozhi"];
 
 /// The store's file name, in the workspace's `state/` folder.
-pub const STORE_FILE: &str = "access.json";
+pub const STORE_FILE: &str = crate::authority::ACCESS_STORE;
 /// Largest store read: the bounded lists of `chela_core::access` take well under this.
 pub const MAX_STORE_BYTES: u64 = 1 << 20;
 

@@ -12,7 +12,7 @@
 //!   allowlist), `rules.json` and `cron.json` (changed through the router and scheduler tools,
 //!   which record who made each entry). The file tools, and so everything that calls them, refuse
 //!   to write them; the configuration files and the folders below cannot even be read.
-//!   [`PROTECTED`] is that list; the sandbox ([`crate::tools::sandbox`]) is the one place every
+//!   [`PROTECTED`] is that list; the file tools' sandbox (`tools::sandbox`) is the one place every
 //!   model-driven file access passes.
 //! - **Chela's own records of the owner's decisions** in `state/` (the pairing store, the
 //!   approved devices, the MCP endpoint tokens): the whole folder is out of the file tools'
@@ -38,15 +38,32 @@ use std::path::{Path, PathBuf};
 
 use ring::hmac;
 
-use crate::devices::hex_of as hex;
-use crate::workspace::{Replace, create_private_dir, open_dir, read_bounded, write_atomic_at};
+use crate::fsio::{Replace, create_private_dir, open_dir, read_bounded, write_atomic_at};
 
+/// The config file inside the workspace.
+pub const CONFIG_FILE: &str = "chela.toml";
+/// Runtime overrides written by `chela config set`.
+pub const OVERRIDES_FILE: &str = "overrides.toml";
 /// The folder of Chela's records, in the workspace.
 pub const STATE_DIR: &str = "state";
 /// The seal key's file, in [`STATE_DIR`].
 pub const KEY_FILE: &str = "seal.key";
 /// The sealed stores, in [`STATE_DIR`].
-pub const SEALED: &[&str] = &[crate::access::STORE_FILE, crate::devices::STORE_FILE, crate::mcp::endpoint::STORE_FILE];
+pub const SEALED: &[&str] = &[ACCESS_STORE, DEVICES_STORE, ENDPOINTS_STORE];
+/// The pairing store (who may talk to Chela), in [`STATE_DIR`].
+pub const ACCESS_STORE: &str = "access.json";
+/// The approved voice devices, in [`STATE_DIR`].
+pub const DEVICES_STORE: &str = "devices.json";
+/// The MCP endpoints' tokens, in [`STATE_DIR`].
+pub const ENDPOINTS_STORE: &str = "mcp_endpoints.json";
+// The stores' names live here, not with their owners, because this rule lists them and every
+// owner seals through it: the names sit under both.
+/// The router's rule file and the version a tool replaced.
+pub const RULES_FILE: &str = "rules.json";
+pub const RULES_BACKUP: &str = "rules.json.bak";
+/// The scheduler's job file and the version a tool replaced.
+pub const CRON_FILE: &str = "cron.json";
+pub const CRON_BACKUP: &str = "cron.json.bak";
 
 /// How a protected name may be reached by the file tools.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,15 +93,15 @@ const CRON_WHY: &str = "jobs change only through the scheduler tools, which reco
 
 /// The protected names of the workspace folder (compared without regard to ASCII case).
 pub const PROTECTED: &[Protected] = &[
-    Protected { name: crate::workspace::CONFIG_FILE, reach: Reach::None, why: KEYS_WHY },
-    Protected { name: crate::workspace::OVERRIDES_FILE, reach: Reach::None, why: KEYS_WHY },
+    Protected { name: CONFIG_FILE, reach: Reach::None, why: KEYS_WHY },
+    Protected { name: OVERRIDES_FILE, reach: Reach::None, why: KEYS_WHY },
     Protected { name: "sessions", reach: Reach::None, why: SESSIONS_WHY },
     Protected { name: STATE_DIR, reach: Reach::None, why: STATE_WHY },
     Protected { name: "board.json", reach: Reach::ReadOnly, why: BOARD_WHY },
-    Protected { name: crate::router::FILE, reach: Reach::ReadOnly, why: RULES_WHY },
-    Protected { name: crate::router::BACKUP, reach: Reach::ReadOnly, why: RULES_WHY },
-    Protected { name: crate::scheduler::FILE, reach: Reach::ReadOnly, why: CRON_WHY },
-    Protected { name: crate::scheduler::BACKUP, reach: Reach::ReadOnly, why: CRON_WHY },
+    Protected { name: RULES_FILE, reach: Reach::ReadOnly, why: RULES_WHY },
+    Protected { name: RULES_BACKUP, reach: Reach::ReadOnly, why: RULES_WHY },
+    Protected { name: CRON_FILE, reach: Reach::ReadOnly, why: CRON_WHY },
+    Protected { name: CRON_BACKUP, reach: Reach::ReadOnly, why: CRON_WHY },
 ];
 
 /// The protected entry `name` (a name in the workspace folder) matches, if any.
@@ -178,11 +195,11 @@ fn keyring(dir: &Path) -> io::Result<Keyring> {
         let mut secret = [0u8; 32];
         rustix::rand::getrandom(&mut secret, rustix::rand::GetRandomFlags::empty()).map_err(io::Error::from)?;
         let ring = Keyring { key: hmac::Key::new(hmac::HMAC_SHA256, &secret), adopted: Vec::new() };
-        let mut text = format!("{KEY_HEADER}\nkey {}\n", hex(&secret));
+        let mut text = format!("{KEY_HEADER}\nkey {}\n", hex_of(&secret));
         for name in SEALED {
             match read_bounded(&dir.join(name), MAX_ADOPTED_BYTES) {
                 Ok(Some(old)) if split(&old).is_none() => {
-                    text.push_str(&format!("adopted {name} {}\n", hex(&ring.mac(name, old.as_bytes()))));
+                    text.push_str(&format!("adopted {name} {}\n", hex_of(&ring.mac(name, old.as_bytes()))));
                     tracing::warn!(
                         "{}: written before Chela sealed its authority files; trusted as it is now",
                         dir.join(name).display()
@@ -258,7 +275,7 @@ pub fn seal(path: &Path, json: &[u8]) -> io::Result<Vec<u8>> {
     out.push_str("\n  ");
     out.push_str(SEAL_MEMBER);
     let mac = ring.mac(name, out.as_bytes());
-    out.push_str(&hex(&mac));
+    out.push_str(&hex_of(&mac));
     out.push_str("\"\n}\n");
     Ok(out.into_bytes())
 }
@@ -322,6 +339,11 @@ fn dir_and_name(path: &Path) -> io::Result<(&Path, &str)> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| io::Error::other("a store needs a name"))?;
     Ok((dir, name))
+}
+
+/// Lower-case hex of `bytes` (seals, device tokens, login links).
+pub fn hex_of(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn unhex<const N: usize>(s: &str) -> Option<[u8; N]> {

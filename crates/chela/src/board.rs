@@ -332,10 +332,15 @@ impl Host {
     }
 }
 
-/// `chela run`'s poller: every `board.poll_secs` (0: off) reads each sensor and raises its
-/// readings for the router.
-pub async fn serve(daemon: Arc<crate::daemon::Daemon>) -> anyhow::Result<()> {
-    let secs = daemon.config().int(chela_core::config::BOARD_POLL_SECS).unsigned_abs();
+/// `chela run`'s poller: every `secs` (`board.poll_secs`; 0: off) reads each sensor of `host`
+/// and raises its readings for the router, until `shutdown`.
+pub async fn serve(
+    host: Arc<Host>,
+    ws: Arc<Workspace>,
+    secs: u64,
+    clock: crate::clock::Clock,
+    shutdown: crate::daemon::shutdown::Shutdown,
+) -> anyhow::Result<()> {
     if secs == 0 {
         return Ok(());
     }
@@ -344,11 +349,10 @@ pub async fn serve(daemon: Arc<crate::daemon::Daemon>) -> anyhow::Result<()> {
     loop {
         tokio::select! {
             _ = tick.tick() => {
-                let (host, ws) = (Arc::clone(daemon.toolbox().board()), Arc::clone(daemon.workspace()));
-                let clock = daemon.clock().clone();
+                let (host, ws, clock) = (Arc::clone(&host), Arc::clone(&ws), clock.clone());
                 tokio::task::spawn_blocking(move || host.poll(&ws, &clock)).await?;
             }
-            () = daemon.shutdown().wait() => return Ok(()),
+            () = shutdown.wait() => return Ok(()),
         }
     }
 }

@@ -241,7 +241,7 @@ fn unknown(key: &Key) -> ! {
 pub fn check(key: &'static Key, value: &str) -> Result<String> {
     let v = model::check(key, value)?;
     match key.kind {
-        Kind::TimeZone if !v.is_empty() && crate::scheduler::named_zone(&v).is_err() => {
+        Kind::TimeZone if !v.is_empty() && crate::tzdb::named_zone(&v).is_err() => {
             bail!(
                 "`{}` is not a valid value for `{}`: expected an IANA time zone name such as Europe/Berlin or Asia/Shanghai",
                 key.shown(&v),

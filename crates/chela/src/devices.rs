@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use crate::workspace::{Replace, Workspace, create_private_dir, open_dir, write_atomic_at};
 
 /// The store's file name, in the workspace's `state/` folder.
-pub const STORE_FILE: &str = "devices.json";
+pub const STORE_FILE: &str = crate::authority::DEVICES_STORE;
 /// Largest store read.
 pub const MAX_STORE_BYTES: u64 = 1 << 20;
 /// Most bound (approved or revoked) devices; approving one more is refused.
@@ -226,9 +226,7 @@ pub fn valid_client_id(raw: &str) -> bool {
     !raw.is_empty() && raw.len() <= MAX_CLIENT_ID && raw.bytes().all(|b| b.is_ascii_graphic())
 }
 
-pub fn hex_of(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::authority::hex_of;
 
 /// The hex SHA-256 of a token.
 pub fn token_hash(token: &str) -> String {

@@ -30,10 +30,14 @@ mod router;
 pub mod scheduler;
 pub mod skills;
 pub mod storage;
-// The voice pipeline's parts; public for benches/voice.rs and the xiaozhi endpoint.
+// Time zones from the system's tz database; public for benches/prompt.rs.
+pub mod tzdb;
+// The voice pipeline: its own crate (it needs only chela-net and the core's keys); `crate::voice::…` still works.
 #[cfg(feature = "voice")]
-pub mod voice;
+pub use chela_voice as voice;
 pub mod workspace;
+// Whole-or-nothing file writes and bounded reads, under the workspace and the seals.
+pub mod fsio;
 
 mod app;
 mod automation;
@@ -48,7 +52,8 @@ mod gateway;
 mod keyrule;
 // Public for benches/mcp.rs (the connection and the wire decisions).
 pub mod mcp;
-pub mod net;
+// Outbound HTTP: its own crate (it imports nothing of the host); `crate::net::…` still works.
+pub use chela_net as net;
 mod provider;
 mod session;
 // Owned tasks: what every spawn in the host goes through.
@@ -61,4 +66,4 @@ mod vision;
 /// For the escape-and-abuse corpus of the file tools (`tests/abuse_files.rs`) only.
 #[cfg(feature = "files")]
 #[doc(hidden)]
-pub use tools::files::ManualCalls;
+pub use app::ManualCalls;

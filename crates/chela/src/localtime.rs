@@ -1,7 +1,7 @@
 //! The wall clock in the person's zone, as prompts, tools and daily notes show it.
 //!
 //! The zone maths is `chela_core::zone` (TZif files and POSIX rules), read from the system's tz
-//! database by [`crate::automation::load_zone`]; this module only picks the zone and formats
+//! database by [`crate::tzdb::load_zone`]; this module only picks the zone and formats
 //! readings. It replaces a general date library: Chela needs "now, in this zone" as RFC 3339,
 //! the weekday, the date and `HH:MM`, and nothing else.
 
@@ -17,7 +17,7 @@ pub type Tz = Arc<Zone>;
 /// when the name is empty. A zone that cannot be read falls back to UTC with a warning: config
 /// values were checked when loaded, so this is a tz database that went away.
 pub fn zone(name: &str) -> Tz {
-    let loaded = if name.is_empty() { crate::automation::load_zone("") } else { crate::scheduler::named_zone(name) };
+    let loaded = if name.is_empty() { crate::tzdb::load_zone("") } else { crate::tzdb::named_zone(name) };
     Arc::new(loaded.unwrap_or_else(|e| {
         tracing::warn!("times are shown in UTC: {e:#}");
         Zone::utc()
@@ -122,15 +122,15 @@ mod tests {
     fn readings_in_zones_with_and_without_dst() {
         // 2026-11-30T11:25:20Z, a Monday.
         let t = 1_796_037_920;
-        let shanghai = crate::automation::load_zone("Asia/Shanghai").unwrap();
+        let shanghai = crate::tzdb::load_zone("Asia/Shanghai").unwrap();
         let l = Local::at(&shanghai, t);
         assert_eq!(l.rfc3339(), "2026-11-30T19:25:20+08:00");
         assert_eq!((l.weekday(), l.hour_minute()), ("Monday", "19:25".to_owned()));
-        let ny = crate::automation::load_zone("America/New_York").unwrap();
+        let ny = crate::tzdb::load_zone("America/New_York").unwrap();
         assert_eq!(Local::at(&ny, t).rfc3339(), "2026-11-30T06:25:20-05:00");
         // Summer time, a half-hour zone and a date line crossing.
         assert_eq!(Local::at(&ny, 1_782_000_000).rfc3339(), "2026-06-20T20:00:00-04:00");
-        let kolkata = crate::automation::load_zone("Asia/Kolkata").unwrap();
+        let kolkata = crate::tzdb::load_zone("Asia/Kolkata").unwrap();
         assert_eq!(Local::at(&kolkata, t).rfc3339(), "2026-11-30T16:55:20+05:30");
         let utc = Zone::utc();
         assert_eq!(Local::at(&utc, 0).rfc3339(), "1970-01-01T00:00:00+00:00");

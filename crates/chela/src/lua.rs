@@ -17,7 +17,8 @@
 //! metered instead ([`strlib`], the prelude's `table` wrappers): their steps count as
 //! instructions and the deadline and a forced stop reach them.
 //!
-//! How it is driven: [`Host`] is owned by the toolbox (one per process); its tools run each
+//! How it is driven: [`Host`] is owned by whoever builds the toolbox (one per process); it is
+//! told before a file tool removes a script ([`crate::tools::BeforeRemove`]); its tools run each
 //! script on tokio's blocking pool with a state prepared ahead of time, so a call does not pay
 //! for building one. Jobs are recorded in `state/lua_jobs.jsonl` ([`jobs`]).
 
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use mlua::{Lua, Value};
 
-use crate::tools::{Group, ToolCtx, ToolError};
+use crate::tools::{BeforeRemove, Group, ToolCtx, ToolError};
 
 mod jobs;
 mod run;
@@ -48,6 +49,7 @@ pub(crate) const MAX_SCRIPT_BYTES: u64 = 1024 * 1024;
 
 pub fn group(host: &Arc<Host>) -> Group {
     Group::new(GROUP, "Run sandboxed Lua scripts that call tools with cap.call.")
+        .switched_by(chela_core::config::LUA_ENABLED, "Lua scripts")
         .guidance(
             "Lua scripts: lua_run {path|code, args} calls the script's run(args) and returns its value and \
              printed output. Scripts use cap.call(id, json) -> ok, result_json to call tools, \
@@ -148,11 +150,17 @@ impl Host {
     }
 }
 
-/// Stops the running jobs of the script at `rel` (or beneath it) before a file tool deletes or
-/// moves it; returns a note for the tool's reply, empty when none ran. Blocking.
-pub(crate) fn stop_jobs_of(ctx: &ToolCtx, rel: &str) -> String {
-    let ids = ctx.toolbox.lua().jobs.stop_path(ctx.ws.root(), rel, tools::grace(ctx));
-    if ids.is_empty() { String::new() } else { format!(" (stopped the Lua jobs running it first: {})", ids.join(", ")) }
+impl BeforeRemove for Host {
+    /// Stops the running jobs of the script at `rel` (or beneath it) before a file tool deletes
+    /// or moves it; the note names them, empty when none ran. Blocking.
+    fn before_remove(&self, ctx: &ToolCtx, rel: &str) -> String {
+        let ids = self.jobs.stop_path(ctx.ws.root(), rel, tools::grace(ctx));
+        if ids.is_empty() {
+            String::new()
+        } else {
+            format!(" (stopped the Lua jobs running it first: {})", ids.join(", "))
+        }
+    }
 }
 
 /// Reads the script at workspace path `rel` through the file sandbox. Blocking.
@@ -249,25 +257,20 @@ fn explain(e: &mlua::Error, run: &Run) -> String {
 }
 
 /// Runs inline `code` with `args` the way `lua_run` does and reports how long it took to reach
-/// the first instruction. For `benches/lua.rs` only.
+/// the first instruction. For `benches/lua.rs` only; `BenchRig::load` is with the code that
+/// builds the toolbox (`app.rs`).
 #[doc(hidden)]
 pub struct BenchRig {
-    base: crate::app::Base,
-    host: Arc<Host>,
+    /// The context of a call by hand, as the loaded workspace gives it.
+    pub(crate) ctx: ToolCtx,
+    pub(crate) toolbox: Arc<crate::tools::Toolbox>,
+    pub(crate) host: Arc<Host>,
 }
 
 impl BenchRig {
-    /// Loads the workspace at `root` as every command does.
-    pub fn load(root: &std::path::Path) -> anyhow::Result<BenchRig> {
-        let ws = crate::workspace::Workspace::locate(Some(root.to_owned()))?;
-        let base = crate::app::Base::load(ws)?;
-        let host = Arc::clone(base.toolbox.lua());
-        Ok(BenchRig { base, host })
-    }
-
     /// One run of `code`: its outcome, the time to its first instruction and the total.
     pub async fn run(&self, code: &str) -> (Result<String, String>, Duration, Duration) {
-        let ctx = self.base.tool_ctx();
+        let ctx = self.ctx.clone();
         let started = crate::clock::real_instant();
         let run = Arc::new(Run::new(
             ctx.clone(),
@@ -287,9 +290,8 @@ impl BenchRig {
 
     /// A tool call as the model makes it (through the registry), e.g. `lua_run`.
     pub async fn call(&self, id: &str, args: &str) -> Result<String, String> {
-        let ctx = self.base.tool_ctx();
         let scope = chela_core::cap::Scope::default();
-        self.base.toolbox.call(&ctx, id, args, chela_core::cap::Caller::Model, scope).await.map_err(|e| e.0)
+        self.toolbox.call(&self.ctx, id, args, chela_core::cap::Caller::Model, scope).await.map_err(|e| e.0)
     }
 }
 

@@ -229,7 +229,7 @@ mod tests {
         let (_d, ws) = ws();
         // 23:30 UTC on the 29th is already the 30th in Shanghai.
         let now = 1_795_995_000; // 2026-11-29T23:30:00Z
-        let tz = crate::automation::load_zone("Asia/Shanghai").unwrap();
+        let tz = crate::tzdb::load_zone("Asia/Shanghai").unwrap();
         let p = crate::tools::memory::append_today(&ws, &tz, now, "Booked dentist\nfor Friday").unwrap();
         assert!(p.ends_with("memory/2026-11-30.md"), "{}", p.display());
         crate::tools::memory::append_today(&ws, &tz, now, "Second note").unwrap();

@@ -36,9 +36,9 @@ use crate::workspace::{Workspace, write_atomic};
 pub mod task;
 
 /// The rule file's name in the workspace.
-pub const FILE: &str = "rules.json";
+pub const FILE: &str = crate::authority::RULES_FILE;
 /// Where the version a tool replaced is kept when it had bad rules.
-pub const BACKUP: &str = "rules.json.bak";
+pub const BACKUP: &str = crate::authority::RULES_BACKUP;
 /// How many plans and events wait for the router task; more are dropped and counted.
 pub const QUEUE: usize = 256;
 

@@ -38,9 +38,9 @@ pub mod task;
 pub use outcomes::Outcome;
 
 /// The job file's name in the workspace.
-pub const FILE: &str = "cron.json";
+pub const FILE: &str = crate::authority::CRON_FILE;
 /// Where the version a tool replaced is kept.
-pub const BACKUP: &str = "cron.json.bak";
+pub const BACKUP: &str = crate::authority::CRON_BACKUP;
 /// The folder where `chela cron trigger` and `chela heartbeat trigger` leave requests for the
 /// running daemon.
 pub const REQUESTS_DIR: &str = "scheduler";
@@ -52,22 +52,9 @@ pub const MAX_REQUESTS: usize = 64;
 pub fn user_zone(cfg: &Config) -> Result<Zone> {
     let name = [cfg.get(keys::SCHEDULER_TIMEZONE), cfg.get(keys::TIMEZONE)].into_iter().find(|n| !n.is_empty());
     if let Some(name) = name {
-        return named_zone(name);
+        return crate::tzdb::named_zone(name);
     }
-    crate::automation::system_zone()
-}
-
-/// The zone called `name` from the system's zone database (`automation::load_zone`, which
-/// `chela doctor` uses too, so both read and refuse a name alike).
-pub fn named_zone(name: &str) -> Result<Zone> {
-    if name == "UTC" || name == "Etc/UTC" {
-        return Ok(Zone::utc());
-    }
-    if name.is_empty() {
-        // `load_zone` reads an empty name as "the system's"; here it is no name at all.
-        bail!("time zone \"\": empty name");
-    }
-    crate::automation::load_zone(name)
+    crate::tzdb::system_zone()
 }
 
 /// The scheduler's settings, from the configuration.
@@ -104,6 +91,12 @@ impl Settings {
 
 /// What the store found in the file (entries left out with their line, or the whole file).
 pub type Problems = crate::automation::Problems<BadEntry>;
+
+impl crate::automation::BadLine for BadEntry {
+    fn bad_line(&self) -> String {
+        format!("{FILE} {self}")
+    }
+}
 
 /// Identifies a version of the file, to notice edits from other processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -452,7 +452,7 @@ async fn locked_turn(
         .run("reading the conversation", move || {
             let loaded = load.map(|(p, budget)| load_history(&p, budget)).transpose()?;
             let b = &a.base;
-            let skills = b.skills.for_session(&b.ws, &b.cfg, &channel, &chat);
+            let skills = b.tools.skills.for_session(&b.ws, &b.cfg, &channel, &chat);
             Ok((loaded, a.system_prompt(&channel, &chat), skills))
         })
         .await?;
@@ -467,7 +467,14 @@ async fn locked_turn(
     };
     let mut agent = app.agent();
     agent.ctx.session = Some(Arc::new(SessionRef::new(&req.channel, &req.chat_id, skills.named_groups)));
-    run_turn(&agent, history, system, req, files).await
+    // Compaction wraps the turn: the summary of the folded turns rides in the system prompt,
+    // and a turn that finished may fold the oldest ones (a cancelled turn asks for nothing more).
+    let system = crate::compact::system_with_summary(system, history.summary.as_ref());
+    let end = run_turn(&agent, history, system, req, files).await?;
+    if matches!(&end, TurnEnd::Done(o) if !o.cancelled) {
+        crate::compact::after_turn(&agent, history, &req.cancel).await;
+    }
+    Ok(end)
 }
 
 async fn restart(path: &Path, files: FileWork) -> anyhow::Result<()> {

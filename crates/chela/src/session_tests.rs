@@ -55,7 +55,7 @@ fn setup(script: Vec<Step>, overrides: &[(&str, &str)]) -> Setup {
 fn add_gate(app: &App) -> (UnboundedReceiver<()>, Arc<Notify>) {
     let (started, started_rx) = tokio::sync::mpsc::unbounded_channel();
     let open = Arc::new(Notify::new());
-    app.base.toolbox.register(fake::group("test", fake::Gate { started, open: open.clone() })).unwrap();
+    app.base.tools.toolbox.register(fake::group("test", fake::Gate { started, open: open.clone() })).unwrap();
     (started_rx, open)
 }
 

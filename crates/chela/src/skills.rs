@@ -58,28 +58,8 @@ pub struct Found {
     pub overrides_built_in: bool,
 }
 
-/// The conversation a turn runs in, for per-session tools. Shared by the turn's tool calls.
-#[derive(Debug)]
-pub struct SessionRef {
-    pub channel: String,
-    pub chat: String,
-    /// The capability groups named by the skills active now (gating filters them per call).
-    named_groups: Mutex<Vec<String>>,
-}
-
-impl SessionRef {
-    pub fn new(channel: &str, chat: &str, named_groups: Vec<String>) -> SessionRef {
-        SessionRef { channel: channel.into(), chat: chat.into(), named_groups: Mutex::new(named_groups) }
-    }
-
-    pub fn named_groups(&self) -> Vec<String> {
-        self.named_groups.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    fn set_named_groups(&self, groups: Vec<String>) {
-        *self.named_groups.lock().unwrap_or_else(PoisonError::into_inner) = groups;
-    }
-}
+// The conversation a turn runs in; it lives with the tools, which all get it.
+pub use crate::tools::SessionRef;
 
 /// What a turn needs from the skills: its part of the system prompt and the groups named by
 /// the active skills.

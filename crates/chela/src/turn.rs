@@ -95,7 +95,9 @@ pub struct History {
 /// Everything a turn needs.
 pub struct Agent<'a> {
     pub provider: &'a Provider,
-    pub toolbox: &'a Toolbox,
+    pub toolbox: &'a Arc<Toolbox>,
+    /// The MCP servers, connected before the model is shown the tools.
+    pub mcp: &'a crate::mcp::client::Clients,
     pub ctx: ToolCtx,
     pub limits: Limits,
 }
@@ -204,10 +206,9 @@ pub async fn run_turn(
     ctx.depth = req.depth;
     // MCP servers not connected yet (lazy ones, or the first turn of a one-shot command)
     // connect before the model is shown the tools; a no-op once they are.
-    ctx.toolbox.mcp().ensure(&ctx.toolbox).await;
+    agent.mcp.ensure(agent.toolbox).await;
     let obs = &mut *req.observer;
     let cancel = &req.cancel;
-    let system = crate::compact::system_with_summary(system, history.summary.as_ref());
     let mut images = ImageBudget::for_turn(&ctx.cfg);
     let mut user = req.user.clone();
     if !images.vision() {
@@ -302,10 +303,6 @@ pub async fn run_turn(
                     .await?;
             }
         }
-    }
-    // A cancelled turn asks for nothing more.
-    if matches!(&end, TurnEnd::Done(o) if !o.cancelled) {
-        crate::compact::after_turn(agent, history, cancel).await;
     }
     Ok(end)
 }

@@ -12,9 +12,9 @@ use crate::config::edit_list_override;
 
 pub async fn run(base: Base, cmd: CapCmd) -> Result<ExitCode> {
     // The MCP servers' tools are groups too: connect them first, stop them at the end.
-    base.toolbox.mcp().ensure(&base.toolbox).await;
+    base.tools.mcp.ensure(&base.tools.toolbox).await;
     let out = run_cmd(&base, cmd).await;
-    base.toolbox.mcp().shutdown().await;
+    base.tools.mcp.shutdown().await;
     out
 }
 
@@ -29,7 +29,7 @@ async fn run_cmd(base: &Base, cmd: CapCmd) -> Result<ExitCode> {
                 bail!("the arguments must be a JSON object, e.g. '{{\"path\":\"notes.md\"}}'");
             }
             let ctx = base.tool_ctx();
-            match base.toolbox.call(&ctx, &id, &json, Caller::Manual, Scope::default()).await {
+            match base.tools.toolbox.call(&ctx, &id, &json, Caller::Manual, Scope::default()).await {
                 Ok(out) => {
                     outln!("{out}");
                     Ok(ExitCode::SUCCESS)
@@ -41,14 +41,14 @@ async fn run_cmd(base: &Base, cmd: CapCmd) -> Result<ExitCode> {
             }
         }
         CapCmd::Enable(group, on) => {
-            let mut reg = chela_core::cap::Registry::clone(&base.toolbox.registry());
+            let mut reg = chela_core::cap::Registry::clone(&base.tools.toolbox.registry());
             reg.set_enabled(&group, on).map_err(explain)?;
             edit_list_override(&base.ws, CAPS_DISABLED, &group, !on)?;
             outln!("{group}: {}", if on { "enabled" } else { "disabled for every caller" });
             Ok(ExitCode::SUCCESS)
         }
         CapCmd::Show(group, visible) => {
-            let mut reg = chela_core::cap::Registry::clone(&base.toolbox.registry());
+            let mut reg = chela_core::cap::Registry::clone(&base.tools.toolbox.registry());
             reg.set_visible(&group, visible).map_err(explain)?;
             let default_visible = reg.group(&group).is_some_and(|g| g.spec.visible_by_default);
             // Record only what differs from the group's default, so defaults can change later.
@@ -66,7 +66,7 @@ fn explain(e: ControlError) -> anyhow::Error {
 
 /// Groups, their switches and their tools.
 pub fn list(base: &Base) -> String {
-    let reg = &base.toolbox.registry();
+    let reg = &base.tools.toolbox.registry();
     let mut out = String::new();
     for g in reg.groups() {
         let state = match (g.spec.core, g.enabled, g.visible) {

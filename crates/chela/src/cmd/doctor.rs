@@ -83,7 +83,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         check_settings(cfg, &mut r);
         check_cron(&ws, cfg, &mut r);
         check_rules(&ws, &mut r);
-        super::state::doctor(&ws, &mut r);
+        check_state(&ws, &mut r);
         services::check(cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
         match crate::channels::telegram::doctor(cfg).await {
@@ -204,7 +204,7 @@ fn check_cron(ws: &Workspace, cfg: &Config, r: &mut Report) {
     for job in &jobs {
         if let chela_core::schedule::Trigger::Cron { tz: Some(tz), .. } = &job.job.trigger
             && tz != user_zone
-            && let Err(e) = crate::automation::load_zone(tz)
+            && let Err(e) = crate::tzdb::load_zone(tz)
         {
             zones_ok = false;
             r.warn(&format!("cron.json line {}: job {:?}: trigger.tz: {e:#}", job.line, job.job.id), &fix);
@@ -250,6 +250,20 @@ pub(super) fn find_program(program: &str) -> Option<std::path::PathBuf> {
 }
 
 /// The Feishu app credentials, when the channel is on: can they get a tenant token?
+/// A line for each sealed store that is there (what `chela state check` says in full).
+fn check_state(ws: &Workspace, r: &mut Report) {
+    let dir = ws.root().join(crate::authority::STATE_DIR);
+    for (name, verdict) in crate::authority::check(&dir, super::state::MAX_STORE_BYTES) {
+        match verdict {
+            Ok(()) => r.ok(&format!("state/{name}: sealed by Chela")),
+            Err(why) => r.fail(
+                &format!("state/{name} is not trusted: {why}"),
+                &format!("check it, then `chela state trust {name}`, or move it away"),
+            ),
+        }
+    }
+}
+
 async fn check_feishu(cfg: &Config, r: &mut Report) {
     let feishu = &cfg.settings().channels.feishu;
     if feishu.app_id.is_empty() {

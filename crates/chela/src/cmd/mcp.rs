@@ -9,7 +9,7 @@ use crate::app::Base;
 use crate::args::McpCmd;
 
 pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
-    let tb = &base.toolbox;
+    let (tb, mcp) = (&base.tools.toolbox, &base.tools.mcp);
     let code = match cmd {
         McpCmd::EndpointAdd(name) => {
             let store = crate::mcp::endpoint::Endpoints::open(&base.ws);
@@ -46,8 +46,8 @@ pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
             }
         }
         McpCmd::List => {
-            tb.mcp().ensure(tb).await;
-            let list = tb.mcp().status();
+            mcp.ensure(tb).await;
+            let list = mcp.status();
             if list.is_empty() {
                 outln!("No MCP servers are configured. Add one to chela.toml, e.g.\n\n{EXAMPLE}");
             }
@@ -57,7 +57,7 @@ pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
             }
             ExitCode::SUCCESS
         }
-        McpCmd::Test(name) => match tb.mcp().test(&name, tb).await {
+        McpCmd::Test(name) => match mcp.test(&name, tb).await {
             Ok((era, tools)) => {
                 outln!("{name}: connected, protocol {}, {} tools", era.label(), tools.len());
                 for (id, t) in tools {
@@ -72,7 +72,7 @@ pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
             }
         },
     };
-    tb.mcp().shutdown().await;
+    mcp.shutdown().await;
     Ok(code)
 }
 

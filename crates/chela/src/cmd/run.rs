@@ -68,7 +68,16 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     services.spawn("scheduler", crate::scheduler::task::serve(Arc::clone(&daemon)));
     services.spawn("router", crate::router::task::serve(Arc::clone(&daemon)));
     #[cfg(feature = "board")]
-    services.spawn("board", crate::board::serve(Arc::clone(&daemon)));
+    services.spawn(
+        "board",
+        crate::board::serve(
+            Arc::clone(&daemon.tools().board),
+            Arc::clone(daemon.workspace()),
+            daemon.config().int(chela_core::config::BOARD_POLL_SECS).unsigned_abs(),
+            daemon.clock().clone(),
+            daemon.shutdown().clone(),
+        ),
+    );
 
     if crate::channels::telegram::configured(&daemon.config()) {
         services.spawn("telegram", crate::channels::telegram::serve(Arc::clone(&daemon)));
@@ -77,7 +86,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         services.spawn("feishu", crate::channels::feishu::serve(Arc::clone(&daemon)));
     }
     // MCP servers with `connect = "start"` connect in the background; lazy ones on first need.
-    daemon.toolbox().mcp().start(daemon.toolbox());
+    daemon.tools().mcp.start(daemon.toolbox());
     tracing::info!("chela run: serving from {}", daemon.workspace().root().display());
 
     let mut failed = false;
@@ -146,7 +155,7 @@ async fn stop(daemon: &Daemon, mut services: Services) {
         services.set.abort_all();
     }
     // The MCP servers last: a turn that was finishing may still have called one.
-    daemon.toolbox().mcp().shutdown().await;
+    daemon.tools().mcp.shutdown().await;
 }
 
 /// Stops the Lua background jobs, on the blocking pool (the wait for each is a condition
@@ -154,7 +163,7 @@ async fn stop(daemon: &Daemon, mut services: Services) {
 async fn stop_lua_jobs(daemon: &Daemon) {
     #[cfg(feature = "lua")]
     {
-        let lua = Arc::clone(daemon.toolbox().lua());
+        let lua = Arc::clone(&daemon.tools().lua);
         let grace = Duration::from_millis(daemon.config().int(chela_core::config::LUA_STOP_GRACE_MS).unsigned_abs());
         match tokio::task::spawn_blocking(move || lua.stop_jobs(grace)).await {
             Ok(ids) if ids.is_empty() => {}

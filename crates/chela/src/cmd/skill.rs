@@ -21,7 +21,7 @@ fn session_of(s: &str) -> (&str, &str) {
 }
 
 pub fn run(base: &Base, cmd: SkillCmd) -> Result<ExitCode> {
-    let (ws, cfg, skills) = (&*base.ws, &*base.cfg, &*base.skills);
+    let (ws, cfg, skills) = (&*base.ws, &*base.cfg, &*base.tools.skills);
     let fail = |e: crate::tools::ToolError| anyhow!("{e}");
     match cmd {
         SkillCmd::List => {

@@ -10,7 +10,7 @@ use crate::authority::{self, STATE_DIR};
 use crate::workspace::Workspace;
 
 /// Largest store looked at: the stores' own bounds are smaller.
-const MAX_STORE_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_STORE_BYTES: u64 = 4 << 20;
 
 pub fn run(ws: &Workspace, cmd: StateCmd) -> Result<ExitCode> {
     let dir = ws.root().join(STATE_DIR);
@@ -36,19 +36,6 @@ pub fn run(ws: &Workspace, cmd: StateCmd) -> Result<ExitCode> {
             let said = authority::trust(&dir, &name, MAX_STORE_BYTES)?;
             outln!("{said}");
             Ok(ExitCode::SUCCESS)
-        }
-    }
-}
-
-/// `chela doctor`'s line for each sealed store that is there.
-pub(crate) fn doctor(ws: &Workspace, r: &mut super::doctor::Report) {
-    for (name, verdict) in authority::check(&ws.root().join(STATE_DIR), MAX_STORE_BYTES) {
-        match verdict {
-            Ok(()) => r.ok(&format!("state/{name}: sealed by Chela")),
-            Err(why) => r.fail(
-                &format!("state/{name} is not trusted: {why}"),
-                &format!("check it, then `chela state trust {name}`, or move it away"),
-            ),
         }
     }
 }

@@ -34,8 +34,8 @@ use crate::tools::Toolbox;
 use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
 use crate::workspace::Workspace;
 
-mod outlet;
-mod shutdown;
+pub mod outlet;
+pub mod shutdown;
 
 pub use outlet::{BoxFuture, Outlet, Outlets};
 pub use shutdown::Shutdown;
@@ -81,7 +81,7 @@ struct Current {
 
 pub struct Daemon {
     ws: Arc<Workspace>,
-    toolbox: Arc<Toolbox>,
+    tools: crate::app::Tools,
     current: RwLock<Current>,
     watch: Mutex<ConfigWatch>,
     hub: SessionHub,
@@ -114,7 +114,8 @@ impl Daemon {
         let base = Base::load_with(ws.clone(), clock.clone())?;
         let gate = Arc::new(Gate::open(&ws)?);
         let watch = ConfigWatch::new(ws)?;
-        let (ws, toolbox, cfg) = (Arc::clone(&base.ws), Arc::clone(&base.toolbox), Arc::clone(&base.cfg));
+        let (ws, tools, cfg) = (Arc::clone(&base.ws), base.tools.clone(), Arc::clone(&base.cfg));
+        let toolbox = Arc::clone(&tools.toolbox);
         let app = App::from_base(base).map(Arc::new).map_err(|e| format!("{e:#}"));
         let limits = HubLimits::from_config(&cfg);
         let hub = match &app {
@@ -140,10 +141,10 @@ impl Daemon {
             .map_err(anyhow::Error::msg)?;
         // Sensor readings become router events.
         #[cfg(feature = "board")]
-        toolbox.board().connect(Arc::clone(&rules));
+        tools.board.connect(Arc::clone(&rules));
         Ok(Daemon {
             ws,
-            toolbox,
+            tools,
             current: RwLock::new(Current { cfg, app }),
             watch: Mutex::new(watch),
             hub,
@@ -167,7 +168,12 @@ impl Daemon {
 
     /// The tools, shared by every turn; groups are switched here at runtime.
     pub fn toolbox(&self) -> &Arc<Toolbox> {
-        &self.toolbox
+        &self.tools.toolbox
+    }
+
+    /// The toolbox with the services behind its groups (the MCP servers, the board, Lua).
+    pub fn tools(&self) -> &crate::app::Tools {
+        &self.tools
     }
 
     /// The configuration now.
@@ -236,21 +242,14 @@ impl Daemon {
             tracing::warn!("{w}");
         }
         // The capability switches apply even when the provider settings are incomplete.
-        self.toolbox.apply(&cfg);
+        self.tools.toolbox.apply(&cfg);
         self.scheduler.set_settings(Settings::or_utc(&cfg));
         let previous = self.read().app.clone();
         let app = match &previous {
             Ok(app) => app.with_config(Arc::clone(&cfg)),
             Err(_) => {
-                let skills = Arc::new(crate::skills::Skills::new(&cfg));
-                Base::with_config(
-                    Arc::clone(&self.ws),
-                    Arc::clone(&self.toolbox),
-                    skills,
-                    Arc::clone(&cfg),
-                    self.clock.clone(),
-                )
-                .and_then(App::from_base)
+                Base::with_config(Arc::clone(&self.ws), self.tools.clone(), Arc::clone(&cfg), self.clock.clone())
+                    .and_then(App::from_base)
             }
         }
         .map(Arc::new)

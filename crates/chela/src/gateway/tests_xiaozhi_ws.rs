@@ -19,7 +19,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use super::*;
 use crate::daemon::Daemon;
 use crate::devices::{Device, Devices, Info, State, token_hash};
-use crate::voice::vad::tests::espeak_16k;
+use crate::voice::testing::espeak_16k;
 use crate::workspace::Workspace;
 
 const MAC: &str = "aa:bb:cc:dd:ee:01";

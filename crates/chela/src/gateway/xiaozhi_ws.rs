@@ -424,7 +424,7 @@ impl Conn {
         }
         if self.pipeline.is_none() {
             let cfg = self.gw.daemon.config();
-            let voice = Arc::new(VoiceConfig::from_config(&cfg));
+            let voice = Arc::new(VoiceConfig::from_settings(|k| cfg.get(k)));
             let http = match crate::app::http_client(&cfg) {
                 Ok(h) => h,
                 Err(e) => {

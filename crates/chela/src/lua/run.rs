@@ -12,6 +12,14 @@ use mlua::Lua;
 
 use crate::tools::ToolCtx;
 
+/// Instructions between two checks of the limits. Small enough that a stop or a timeout lands
+/// within microseconds, large enough that the hook costs little.
+pub(crate) const HOOK_EVERY: u32 = 1000;
+
+/// Lua calls deeper than this are refused ("recursion too deep"); checked by the hook, so a
+/// runaway recursion stops long before it fills `lua.max_memory_bytes` with stack frames.
+pub(crate) const MAX_DEPTH: usize = 200;
+
 /// What bounds one run, read from the configuration when it starts.
 #[derive(Clone, Debug)]
 pub(crate) struct Limits {
@@ -153,14 +161,14 @@ impl Run {
         mlua::Error::runtime(self.killed().unwrap_or_default())
     }
 
-    /// Called every [`super::sandbox::HOOK_EVERY`] instructions: enforces the instruction
+    /// Called every [`HOOK_EVERY`] instructions: enforces the instruction
     /// budget, the wall-clock limit, a forced stop and the call depth.
     pub fn on_hook(&self, too_deep: bool) -> mlua::Result<()> {
-        self.charge(u64::from(super::sandbox::HOOK_EVERY), None)?;
+        self.charge(u64::from(HOOK_EVERY), None)?;
         if too_deep {
             return Err(mlua::Error::runtime(format!(
                 "recursion too deep: more than {} nested Lua calls (stack overflow refused).",
-                super::sandbox::MAX_DEPTH
+                MAX_DEPTH
             )));
         }
         Ok(())
@@ -261,7 +269,7 @@ impl Run {
     /// as JSON text.
     pub fn cap_call(&self, id: &str, json: &str) -> (bool, String) {
         let fail = |msg: &str| (false, serde_json::json!({ "error": msg }).to_string());
-        if self.ctx.toolbox.registry().get(id).is_some_and(|c| c.group == super::GROUP) {
+        if self.ctx.tools.registry().get(id).is_some_and(|c| c.group == super::GROUP) {
             return fail(&format!("`{id}` cannot be called from a Lua script (scripts do not start scripts)."));
         }
         if let Some(why) = self.killed() {
@@ -269,7 +277,7 @@ impl Run {
         }
         let remaining = self.deadline.saturating_duration_since(crate::clock::real_instant());
         let scope = Scope { extra_visible: &self.ctx.scope };
-        let call = self.ctx.toolbox.call(&self.ctx, id, json, self.ctx.caller, scope);
+        let call = self.ctx.tools.call_tool(&self.ctx, id, json, self.ctx.caller, scope);
         let result = self.rt.block_on(async {
             let killed = self.kill_notify.notified();
             tokio::pin!(killed);

@@ -9,15 +9,8 @@ use std::sync::Arc;
 use mlua::{HookTriggers, Lua, LuaOptions, MultiValue, StdLib, Table, Value, VmState};
 
 use super::run::Run;
+pub(super) use super::run::{HOOK_EVERY, MAX_DEPTH};
 use super::strlib::{self, Meter};
-
-/// Instructions between two checks of the limits. Small enough that a stop or a timeout lands
-/// within microseconds, large enough that the hook costs little.
-pub(super) const HOOK_EVERY: u32 = 1000;
-
-/// Lua calls deeper than this are refused ("recursion too deep"); checked by the hook, so a
-/// runaway recursion stops long before it fills `lua.max_memory_bytes` with stack frames.
-pub(super) const MAX_DEPTH: usize = 200;
 
 /// Nesting deeper than this is refused by `cjson.encode` (and a table that contains itself).
 const MAX_JSON_DEPTH: usize = 64;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use chela_core::cap::{Caller, Scope};
 use serde_json::{Value, json};
 
+use crate::tools::ToolResult;
 use crate::tools::testing::Fixture;
-use crate::tools::{ToolResult, Toolbox};
 
 async fn call(fx: &Fixture, id: &str, args: Value) -> ToolResult {
     fx.toolbox.call(&fx.ctx(), id, &args.to_string(), Caller::Model, Scope::default()).await
@@ -345,12 +345,12 @@ async fn after_a_restart_running_jobs_are_interrupted_and_ended_ones_kept_with_l
     let journal = fx.root().join(super::jobs::JOURNAL);
     std::fs::OpenOptions::new().append(true).open(&journal).unwrap().write_all(b"{\"ev\":\"end\",\"id\":").unwrap();
     // A second toolbox on the same workspace is what the next process sees.
-    let again = Toolbox::new(&fx.cfg);
-    let v: Value = serde_json::from_str(&again.lua().jobs.list(fx.root())).unwrap();
+    let again = crate::app::Tools::load(&fx.cfg, &fx.http);
+    let v: Value = serde_json::from_str(&again.lua.jobs.list(fx.root())).unwrap();
     let status = |id: &str| v["jobs"].as_array().unwrap().iter().find(|j| j["job_id"] == id).unwrap()["status"].clone();
     assert_eq!(status(&running), "interrupted", "{v}");
     assert_eq!(status(&done), "done", "{v}");
-    let d: Value = serde_json::from_str(&again.lua().jobs.get(fx.root(), &done, 0).unwrap()).unwrap();
+    let d: Value = serde_json::from_str(&again.lua.jobs.get(fx.root(), &done, 0).unwrap()).unwrap();
     assert_eq!(d["result"], json!({"x": 1}));
     assert_eq!(d["logs"], json!([{"seq": 1, "line": "one"}, {"seq": 2, "line": "two"}]));
     call(&fx, "lua_job_stop", json!({"job_id": running})).await.unwrap();
@@ -363,7 +363,7 @@ async fn at_a_stop_every_running_job_is_stopped_and_ended_before_the_call_return
     let id = |v: Value| v["job_id"].as_str().unwrap().to_owned();
     let polite = id(ok(call(&fx, "lua_run_async", start("while sleep(5) do end")).await));
     let stubborn = id(ok(call(&fx, "lua_run_async", start("while true do end")).await));
-    let lua = std::sync::Arc::clone(fx.toolbox.lua());
+    let lua = std::sync::Arc::clone(&fx.tools.lua);
     let stopped = tokio::task::spawn_blocking(move || lua.stop_jobs(Duration::from_millis(200))).await.unwrap();
     assert_eq!(stopped, [polite.clone(), stubborn.clone()]);
     // Ended when the call returned, not some time later: nothing is left running.

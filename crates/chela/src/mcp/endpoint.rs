@@ -33,7 +33,7 @@ pub const PATH: &str = "/xiaozhi/mcp/";
 pub const MAX_MESSAGE: usize = 1024 * 1024;
 /// Messages waiting to be written to a host.
 pub const OUTBOUND: usize = 32;
-pub const STORE_FILE: &str = "mcp_endpoints.json";
+pub const STORE_FILE: &str = crate::authority::ENDPOINTS_STORE;
 const MAX_STORE_BYTES: u64 = 1024 * 1024;
 /// Most endpoint names kept.
 const MAX_ENDPOINTS: usize = 64;
@@ -311,7 +311,7 @@ pub async fn serve<S>(
     name: String,
     ws: S,
     mut joined: Joined,
-    shutdown: crate::daemon::Shutdown,
+    shutdown: crate::daemon::shutdown::Shutdown,
 ) where
     S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
         + futures_util::Sink<Message>

@@ -383,11 +383,9 @@ impl Server {
         }
         // No model configured: the tools still work, with a context of their own.
         let cfg = self.daemon.config();
-        let skills = Arc::new(crate::skills::Skills::new(&cfg));
         crate::app::Base::with_config(
             Arc::clone(self.daemon.workspace()),
-            Arc::clone(self.daemon.toolbox()),
-            skills,
+            self.daemon.tools().clone(),
             cfg,
             self.daemon.clock().clone(),
         )

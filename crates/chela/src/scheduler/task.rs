@@ -236,11 +236,9 @@ pub(crate) async fn call_cap(
     made_by: Option<&chela_core::router::MadeBy>,
 ) -> Result<String, String> {
     let cfg = daemon.config();
-    let skills = Arc::new(crate::skills::Skills::new(&cfg));
     let base = crate::app::Base::with_config(
         Arc::clone(daemon.workspace()),
-        Arc::clone(daemon.toolbox()),
-        skills,
+        daemon.tools().clone(),
         cfg,
         daemon.clock().clone(),
     )

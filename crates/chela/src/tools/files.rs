@@ -383,7 +383,7 @@ impl Tool for FileDelete {
         let place = sb.place(&a.path, Access::Write, false)?;
         let name = name_of(&place, "The workspace itself cannot be deleted.")?;
         #[cfg(feature = "lua")]
-        let note = crate::lua::stop_jobs_of(ctx, &a.path);
+        let note = ctx.before_remove(&a.path);
         #[cfg(not(feature = "lua"))]
         let note = "";
         match sb.kind(&place, &a.path)? {
@@ -459,7 +459,7 @@ impl Tool for FileMove {
         let to = destination(&sb, &a)?;
         let to_name = name_of(&to, WHOLE)?;
         #[cfg(feature = "lua")]
-        let note = crate::lua::stop_jobs_of(ctx, &a.from);
+        let note = ctx.before_remove(&a.from);
         #[cfg(not(feature = "lua"))]
         let note = "";
         // Without overwrite the kernel refuses an existing destination at the rename itself.
@@ -533,28 +533,6 @@ impl Tool for FileStat {
             out["links"] = n.into();
         }
         Ok(out.to_string())
-    }
-}
-
-/// Calls tools by hand, in-process, the way `chela cap call` does (same loading, same
-/// registry, `Caller::Manual`). Public only for the escape-and-abuse corpus
-/// (`tests/abuse_files.rs`): its race cases make thousands of calls against a thread that
-/// swaps folders, and a process per call would be too slow to reach the odds of the attack.
-#[doc(hidden)]
-pub struct ManualCalls(crate::app::Base);
-
-impl ManualCalls {
-    /// Loads the workspace at `root` as every command does (creating it if needed).
-    pub fn load(root: &std::path::Path) -> anyhow::Result<ManualCalls> {
-        let ws = crate::workspace::Workspace::locate(Some(root.to_owned()))?;
-        Ok(ManualCalls(crate::app::Base::load(ws)?))
-    }
-
-    /// Runs tool `id` with JSON `args`; the error is the text a person would see.
-    pub async fn call(&self, id: &str, args: &str) -> Result<String, String> {
-        let ctx = self.0.tool_ctx();
-        let scope = chela_core::cap::Scope::default();
-        self.0.toolbox.call(&ctx, id, args, chela_core::cap::Caller::Manual, scope).await.map_err(|e| e.0)
     }
 }
 

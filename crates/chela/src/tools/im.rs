@@ -15,7 +15,7 @@ use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::access::{Gate, send_refused};
-use crate::daemon::Outlets;
+use crate::daemon::outlet::Outlets;
 
 /// The largest file sent: what the Telegram Bot API accepts from a bot, the smallest platform
 /// limit of the channels.
@@ -102,7 +102,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::daemon::{BoxFuture, Outlet};
+    use crate::daemon::outlet::{BoxFuture, Outlet};
     use crate::tools::testing::Fixture;
 
     /// Records what it was asked to send, reading the file as a channel uploading it would.

@@ -2,8 +2,9 @@
 //!
 //! A tool is one type implementing [`Tool`]: a `NAME`, a `DESCRIPTION`, a JSON `SCHEMA`, typed
 //! arguments, and an async `call`. Each group lists its tools in one function (see
-//! [`time::group`]); [`Toolbox::new`] registers every group this build includes, so the full
-//! list is greppable in one place.
+//! [`time::group`]); [`Toolbox::new`] registers the groups that need nothing but a [`ToolCtx`],
+//! and whoever builds the toolbox adds the groups that own a service (skills, Lua, the board,
+//! the MCP servers, the channels' and the daemon's tools), so the toolbox knows none of them.
 //!
 //! Tool errors are written for the model to read and act on, and for a person to read when
 //! they call a tool by hand; their [`ToolErrorKind`] says what went wrong for code that maps
@@ -20,7 +21,7 @@ use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use chela_core::cap::{CallError, Caller, Capability, ControlError, GroupSpec, Registry, Scope};
@@ -72,13 +73,14 @@ pub struct ToolCtx {
     /// The conversation the call is made from (`channel`, `chat_id`), when there is one: the
     /// default target of what a tool sets up for later (a scheduled job).
     pub conversation: Option<(String, String)>,
-    /// The workspace's skills and their cache.
-    pub skills: Arc<crate::skills::Skills>,
     /// The conversation the call is made in (per-session tools need it); `None` outside a turn.
-    pub session: Option<Arc<crate::skills::SessionRef>>,
-    /// The tools themselves: Lua's `cap.call` runs tools through it, and the file tools stop
-    /// the Lua jobs of a script they delete.
-    pub toolbox: Arc<Toolbox>,
+    pub session: Option<Arc<SessionRef>>,
+    /// Calls other tools through the registry: Lua's `cap.call`, and the rules and jobs that
+    /// record which hidden groups their conversation unlocked. Only that much of the toolbox.
+    pub tools: Arc<dyn CallTools>,
+    /// Told before a file tool deletes or moves a path (the Lua host stops the jobs running a
+    /// script there); `None` when nothing needs telling.
+    pub before_remove: Option<Arc<dyn BeforeRemove>>,
     /// Where the tools read the time (a test's clock, moved by hand).
     pub clock: crate::clock::Clock,
     /// How many automation steps led to this call (0: a person or a clock; a rule's `cap`
@@ -91,6 +93,77 @@ pub struct ToolCtx {
     /// script never raises its caller's privileges.
     pub caller: Caller,
     pub scope: Vec<String>,
+}
+
+/// The conversation a turn runs in, for per-session tools. Shared by the turn's tool calls.
+#[derive(Debug)]
+pub struct SessionRef {
+    pub channel: String,
+    pub chat: String,
+    /// The capability groups named by the skills active now (gating filters them per call).
+    named_groups: Mutex<Vec<String>>,
+}
+
+impl SessionRef {
+    pub fn new(channel: &str, chat: &str, named_groups: Vec<String>) -> SessionRef {
+        SessionRef { channel: channel.into(), chat: chat.into(), named_groups: Mutex::new(named_groups) }
+    }
+
+    pub fn named_groups(&self) -> Vec<String> {
+        self.named_groups.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Skills activated or deactivated during the turn change what the next model call sees.
+    pub fn set_named_groups(&self, groups: Vec<String>) {
+        *self.named_groups.lock().unwrap_or_else(PoisonError::into_inner) = groups;
+    }
+}
+
+/// The narrow handle a tool gets on the toolbox (a trait, so that what a tool may do with its
+/// fellows is this and nothing else: no registering, no reaching the services behind groups).
+pub trait CallTools: Send + Sync {
+    /// The registry as it is now.
+    fn registry(&self) -> Snapshot;
+
+    /// [`Toolbox::call`]: tool `id` with JSON `input`, if `caller` may use it in `scope`.
+    fn call_tool<'a>(
+        &'a self,
+        ctx: &'a ToolCtx,
+        id: &'a str,
+        input: &'a str,
+        caller: Caller,
+        scope: Scope<'a>,
+    ) -> Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>>;
+}
+
+impl CallTools for Toolbox {
+    fn registry(&self) -> Snapshot {
+        Toolbox::registry(self)
+    }
+
+    fn call_tool<'a>(
+        &'a self,
+        ctx: &'a ToolCtx,
+        id: &'a str,
+        input: &'a str,
+        caller: Caller,
+        scope: Scope<'a>,
+    ) -> Pin<Box<dyn Future<Output = ToolResult> + Send + 'a>> {
+        Box::pin(self.call(ctx, id, input, caller, scope))
+    }
+}
+
+/// What a file tool tells before it deletes or moves workspace path `rel` (blocking); the
+/// answer is a note for the tool's reply, empty when there is nothing to say.
+pub trait BeforeRemove: Send + Sync {
+    fn before_remove(&self, ctx: &ToolCtx, rel: &str) -> String;
+}
+
+impl ToolCtx {
+    /// The note of [`ToolCtx::before_remove`] for `rel`, empty when nobody is told.
+    pub fn before_remove(&self, rel: &str) -> String {
+        self.before_remove.as_ref().map(|h| h.before_remove(self, rel)).unwrap_or_default()
+    }
 }
 
 /// What kind of failure a [`ToolError`] is, for code that maps it (MCP error codes, retries).
@@ -303,6 +376,15 @@ fn parse_args<T: Tool>(input: &str) -> Result<T::Args, ToolError> {
 pub struct Group {
     spec: GroupSpec,
     tools: Vec<(Capability, Arc<dyn Erased>)>,
+    switch: Option<Switch>,
+}
+
+/// A boolean setting that switches a whole group off when false (`lua.enabled`), and what the
+/// group is in words, for the refusal.
+#[derive(Clone, Copy)]
+struct Switch {
+    key: &'static chela_core::config::Key,
+    what: &'static str,
 }
 
 impl Group {
@@ -318,7 +400,17 @@ impl Group {
                 guidance: "".into(),
             },
             tools: Vec::new(),
+            switch: None,
         }
+    }
+
+    /// Switched off, like `caps.disabled` would, while the boolean setting `key` is false;
+    /// `what` names the group in the refusal ("Lua scripts"). The switch is read when the
+    /// configuration is applied ([`Toolbox::apply`]).
+    #[cfg_attr(not(feature = "lua"), allow(dead_code))]
+    pub fn switched_by(mut self, key: &'static chela_core::config::Key, what: &'static str) -> Group {
+        self.switch = Some(Switch { key, what });
+        self
     }
 
     /// Always enabled and visible.
@@ -368,6 +460,8 @@ struct State {
     switches: [Vec<String>; 3],
     /// Group names in the persisted switches that are not registered.
     unknown_groups: Vec<String>,
+    /// The groups a boolean setting switches off, by group id.
+    setting_switches: HashMap<String, Switch>,
 }
 
 /// The registry as it was when taken; changes made later do not show in it.
@@ -386,39 +480,21 @@ pub struct Toolbox {
     // Copy-on-write: readers take an `Arc` and never hold the lock while a tool runs, and a
     // change builds a new state, so a turn sees either the old tool set or the new one.
     state: RwLock<Arc<State>>,
-    /// The Lua scripts' states and jobs, shared by the `lua` tools and the file tools.
-    #[cfg(feature = "lua")]
-    lua: Arc<crate::lua::Host>,
     /// Told of every finished call (the daemon raises `cap_result` events with it).
     on_result: std::sync::OnceLock<ResultHook>,
-    /// The configured MCP servers; each connected one is a group `mcp_NAME`.
-    mcp: crate::mcp::client::Clients,
-    /// The board (board.json and its live devices), shared by the `board` tools and the poller.
-    #[cfg(feature = "board")]
-    board: Arc<crate::board::Host>,
-}
-
-/// The HTTP client of the remote MCP servers: the configured proxy applies. A proxy setting
-/// that cannot be read stops the daemon and every command earlier (`app::http_client`), so the
-/// fallback here only serves code that builds a toolbox without it (tests).
-fn mcp_http(cfg: &Config) -> HttpClient {
-    crate::app::http_client(cfg).unwrap_or_else(|_| HttpClient::new(crate::net::ClientOptions::default()))
 }
 
 /// What [`Toolbox::on_result`] calls after each call: the context, the tool's id and its result.
 pub type ResultHook = Box<dyn Fn(&ToolCtx, &str, &ToolResult) + Send + Sync>;
 
 impl Toolbox {
-    /// Registers every group compiled into this build, then applies the persisted switches.
+    /// Registers the groups of this build that need only a [`ToolCtx`], then applies the
+    /// persisted switches. The groups with a service of their own are registered by whoever
+    /// owns the service (`app::Tools::load`), before it applies the configuration again.
     pub fn new(cfg: &Config) -> Toolbox {
-        #[cfg(feature = "lua")]
-        let lua = Arc::new(crate::lua::Host::new());
-        #[cfg(feature = "board")]
-        let board = Arc::new(crate::board::Host::default());
         // Each optional group is a cargo feature: a build without it has none of its code.
         let groups = vec![
             time::group(),
-            skills::group(),
             settings::group(),
             #[cfg(feature = "memory")]
             memory::group(),
@@ -428,20 +504,8 @@ impl Toolbox {
             web::group(),
             #[cfg(feature = "http")]
             http::group(),
-            #[cfg(feature = "lua")]
-            crate::lua::group(&lua),
-            #[cfg(feature = "board")]
-            board::group(&board),
         ];
-        let tb = Toolbox {
-            state: RwLock::new(Arc::default()),
-            #[cfg(feature = "lua")]
-            lua,
-            on_result: std::sync::OnceLock::new(),
-            mcp: crate::mcp::client::Clients::new(&cfg.settings().mcp.servers, &mcp_http(cfg)),
-            #[cfg(feature = "board")]
-            board,
-        };
+        let tb = Toolbox { state: RwLock::new(Arc::default()), on_result: std::sync::OnceLock::new() };
         for g in groups {
             // Two built-in tools with one name is a programming error caught by the tests.
             if let Err(e) = tb.register(g) {
@@ -450,23 +514,6 @@ impl Toolbox {
         }
         tb.apply(cfg);
         tb
-    }
-
-    /// The Lua host: its prepared states and background jobs.
-    #[cfg(feature = "lua")]
-    pub fn lua(&self) -> &Arc<crate::lua::Host> {
-        &self.lua
-    }
-
-    /// The MCP servers of the configuration the toolbox was made with.
-    pub fn mcp(&self) -> &crate::mcp::client::Clients {
-        &self.mcp
-    }
-
-    /// The board host: board.json, the live devices and the readings' events.
-    #[cfg(feature = "board")]
-    pub fn board(&self) -> &Arc<crate::board::Host> {
-        &self.board
     }
 
     /// The current registry, to list tools or build a prompt from.
@@ -494,8 +541,12 @@ impl Toolbox {
         self.change(|s| {
             let (caps, handlers): (Vec<_>, Vec<_>) = g.tools.into_iter().unzip();
             let names: Vec<String> = caps.iter().map(|c| c.id.to_string()).collect();
+            let id = g.spec.id.to_string();
             s.registry.add_group(g.spec, caps)?;
             s.handlers.extend(names.into_iter().zip(handlers));
+            if let Some(sw) = g.switch {
+                s.setting_switches.insert(id, sw);
+            }
             s.reapply();
             Ok(())
         })
@@ -539,12 +590,12 @@ impl Toolbox {
     pub fn apply(&self, cfg: &Config) {
         use chela_core::config::{CAPS_DISABLED, CAPS_HIDDEN, CAPS_SHOWN};
         self.change(|s| {
-            #[cfg_attr(not(feature = "lua"), allow(unused_mut))]
             let mut disabled = cfg.list(CAPS_DISABLED);
-            // `lua.enabled = false` switches the group off like `caps.disabled` would.
-            #[cfg(feature = "lua")]
-            if !cfg.bool(chela_core::config::LUA_ENABLED) && !disabled.iter().any(|g| g == crate::lua::GROUP) {
-                disabled.push(crate::lua::GROUP.into());
+            // A group's own setting (`lua.enabled = false`) switches it off like `caps.disabled`.
+            for (group, sw) in &s.setting_switches {
+                if !cfg.bool(sw.key) && !disabled.contains(group) {
+                    disabled.push(group.clone());
+                }
             }
             s.switches = [disabled, cfg.list(CAPS_HIDDEN), cfg.list(CAPS_SHOWN)];
             s.reapply();
@@ -600,7 +651,7 @@ impl Toolbox {
     async fn call_inner(&self, ctx: &ToolCtx, id: &str, input: &str, caller: Caller, scope: Scope<'_>) -> OutputResult {
         let handler = {
             let state = self.current();
-            state.registry.authorize(id, caller, scope).map_err(|e| refusal(e, ctx))?;
+            state.registry.authorize(id, caller, scope).map_err(|e| refusal(e, ctx, &state))?;
             let handler = state
                 .handlers
                 .get(id)
@@ -633,19 +684,19 @@ impl Toolbox {
     }
 }
 
-/// Why a call is refused, in words; a Lua tool refused because `lua.enabled` is off says so.
-fn refusal(e: CallError, ctx: &ToolCtx) -> ToolError {
-    #[cfg(feature = "lua")]
+/// Why a call is refused, in words; a tool whose group's own setting is off (`lua.enabled`)
+/// names that setting.
+fn refusal(e: CallError, ctx: &ToolCtx, state: &State) -> ToolError {
     if let CallError::GroupDisabled { id, group } = &e
-        && group == crate::lua::GROUP
-        && !ctx.cfg.bool(chela_core::config::LUA_ENABLED)
+        && let Some(sw) = state.setting_switches.get(group.as_ref() as &str)
+        && !ctx.cfg.bool(sw.key)
     {
+        let (what, key) = (sw.what, sw.key.name);
         return ToolError::refused(format!(
-            "The tool `{id}` is switched off: Lua scripts are off (lua.enabled = false). Turn them on with \
-             `chela config set lua.enabled true`."
+            "The tool `{id}` is switched off: {what} are off ({key} = false). Turn them on with \
+             `chela config set {key} true`."
         ));
     }
-    let _ = ctx;
     ToolError::from(e)
 }
 

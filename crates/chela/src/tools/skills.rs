@@ -1,22 +1,26 @@
 //! The `skill_mgr` group: list, activate, deactivate, save and delete skills. Core: always
 //! enabled and visible, since it is how hidden groups are reached at all.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
-use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::skills::{Found, Origin, SessionRef};
+use super::{Group, SessionRef, Tool, ToolCtx, ToolError, ToolResult};
+use crate::skills::{Found, Origin, Skills};
 
-pub fn group() -> Group {
+/// The group over the workspace's skills and their cache (`skills`, shared with the turns
+/// that build prompts from them).
+pub fn group(skills: &Arc<Skills>) -> Group {
     Group::new("skill_mgr", "Skills: instructions for particular tasks, activated per conversation.")
         .core()
-        .with(SkillList)
-        .with(SkillActivate)
-        .with(SkillDeactivate)
-        .with(SkillSave)
-        .with(SkillDelete)
+        .with(SkillList(Arc::clone(skills)))
+        .with(SkillActivate(Arc::clone(skills)))
+        .with(SkillDeactivate(Arc::clone(skills)))
+        .with(SkillSave(Arc::clone(skills)))
+        .with(SkillDelete(Arc::clone(skills)))
 }
 
-fn session(ctx: &ToolCtx, tool: &str) -> Result<std::sync::Arc<SessionRef>, ToolError> {
+fn session(ctx: &ToolCtx, tool: &str) -> Result<Arc<SessionRef>, ToolError> {
     ctx.session.clone().ok_or_else(|| {
         ToolError::refused(format!(
             "{tool} works inside a conversation. From the terminal use `chela skill {}` with --session.",
@@ -33,7 +37,7 @@ fn origin(f: &Found) -> &'static str {
     }
 }
 
-pub struct SkillList;
+pub struct SkillList(pub Arc<Skills>);
 
 #[derive(Deserialize)]
 pub struct NoArgs {}
@@ -46,9 +50,9 @@ impl Tool for SkillList {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, _: NoArgs) -> ToolResult {
-        let (all, problems) = ctx.skills.list(&ctx.ws, &ctx.cfg);
+        let (all, problems) = self.0.list(&ctx.ws, &ctx.cfg);
         let active = match &ctx.session {
-            Some(s) => ctx.skills.active(&ctx.ws, &s.channel, &s.chat),
+            Some(s) => self.0.active(&ctx.ws, &s.channel, &s.chat),
             None => Vec::new(),
         };
         let skills: Vec<serde_json::Value> = all
@@ -68,7 +72,7 @@ impl Tool for SkillList {
     }
 }
 
-pub struct SkillActivate;
+pub struct SkillActivate(pub Arc<Skills>);
 
 #[derive(Deserialize)]
 pub struct NameArgs {
@@ -84,7 +88,7 @@ impl Tool for SkillActivate {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: NameArgs) -> ToolResult {
         let session = session(ctx, Self::NAME)?;
-        let f = ctx.skills.activate(&ctx.ws, &ctx.cfg, &session, &a.name)?;
+        let f = self.0.activate(&ctx.ws, &ctx.cfg, &session, &a.name)?;
         let unlocks = if f.skill.groups.is_empty() {
             String::new()
         } else {
@@ -97,7 +101,7 @@ impl Tool for SkillActivate {
     }
 }
 
-pub struct SkillDeactivate;
+pub struct SkillDeactivate(pub Arc<Skills>);
 
 impl Tool for SkillDeactivate {
     const NAME: &'static str = "skill_deactivate";
@@ -109,7 +113,7 @@ impl Tool for SkillDeactivate {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: NameArgs) -> ToolResult {
         let session = session(ctx, Self::NAME)?;
-        if ctx.skills.deactivate(&ctx.ws, &ctx.cfg, &session, &a.name)? {
+        if self.0.deactivate(&ctx.ws, &ctx.cfg, &session, &a.name)? {
             Ok(format!("Skill `{}` is no longer active in this conversation.", a.name))
         } else {
             Ok(format!("Skill `{}` was not active in this conversation.", a.name))
@@ -117,7 +121,7 @@ impl Tool for SkillDeactivate {
     }
 }
 
-pub struct SkillSave;
+pub struct SkillSave(pub Arc<Skills>);
 
 #[derive(Deserialize)]
 pub struct SaveArgs {
@@ -135,11 +139,11 @@ impl Tool for SkillSave {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: SaveArgs) -> ToolResult {
-        ctx.skills.save(&ctx.ws, &ctx.cfg, &a.name, &a.content, a.lua.as_deref())
+        self.0.save(&ctx.ws, &ctx.cfg, &a.name, &a.content, a.lua.as_deref())
     }
 }
 
-pub struct SkillDelete;
+pub struct SkillDelete(pub Arc<Skills>);
 
 impl Tool for SkillDelete {
     const NAME: &'static str = "skill_delete";
@@ -149,7 +153,7 @@ impl Tool for SkillDelete {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: NameArgs) -> ToolResult {
-        ctx.skills.delete(&ctx.ws, &a.name)
+        self.0.delete(&ctx.ws, &a.name)
     }
 }
 

@@ -19,9 +19,11 @@ pub struct Fixture {
     pub tz: crate::localtime::Tz,
     pub skills: Arc<crate::skills::Skills>,
     /// The conversation tool calls are made in; `None` as for `chela cap call`.
-    pub session: Option<Arc<crate::skills::SessionRef>>,
+    pub session: Option<Arc<super::SessionRef>>,
     /// Every built-in group, with the fixture's switches applied.
     pub toolbox: Arc<super::Toolbox>,
+    /// The toolbox with its services, built as every command builds them.
+    pub tools: crate::app::Tools,
     /// The tools' clock: the system's unless a test puts a manual one here.
     pub clock: crate::clock::Clock,
 }
@@ -37,8 +39,8 @@ impl Fixture {
         }
         let cfg = Arc::new(Config::load(&ws).unwrap());
         let http = HttpClient::new(ClientOptions::default());
-        let skills = Arc::new(crate::skills::Skills::new(&cfg));
-        let toolbox = Arc::new(super::Toolbox::new(&cfg));
+        let tools = crate::app::Tools::load(&cfg, &http);
+        let (skills, toolbox) = (Arc::clone(&tools.skills), Arc::clone(&tools.toolbox));
         Fixture {
             _dir: dir,
             ws: Arc::new(ws),
@@ -48,8 +50,17 @@ impl Fixture {
             skills,
             session: None,
             toolbox,
+            tools,
             clock: crate::clock::Clock::system(),
         }
+    }
+
+    /// The Lua host, told before a file tool removes a script, as in every command.
+    fn tools_before_remove(&self) -> Option<Arc<dyn super::BeforeRemove>> {
+        #[cfg(feature = "lua")]
+        return Some(Arc::clone(&self.tools.lua) as Arc<dyn super::BeforeRemove>);
+        #[cfg(not(feature = "lua"))]
+        None
     }
 
     pub fn root(&self) -> &Path {
@@ -63,9 +74,9 @@ impl Fixture {
             http: self.http.clone(),
             tz: self.tz.clone(),
             conversation: None,
-            skills: Arc::clone(&self.skills),
             session: self.session.clone(),
-            toolbox: Arc::clone(&self.toolbox),
+            tools: Arc::clone(&self.toolbox) as Arc<dyn super::CallTools>,
+            before_remove: self.tools_before_remove(),
             clock: self.clock.clone(),
             depth: 0,
             // A test that calls a tool directly is Chela itself; calls through the toolbox say

@@ -19,7 +19,7 @@ impl Tool for GetCurrentTime {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, args: TimeArgs) -> ToolResult {
         let tz = match args.zone() {
-            Some(name) => std::sync::Arc::new(crate::scheduler::named_zone(name).map_err(|_| {
+            Some(name) => std::sync::Arc::new(crate::tzdb::named_zone(name).map_err(|_| {
                 ToolError::invalid_args(format!("`{name}` is not an IANA time zone name (try e.g. Europe/Paris)."))
             })?),
             None => ctx.tz.clone(),
@@ -42,13 +42,13 @@ mod tests {
     fn iso_with_offset_and_unix_seconds() {
         let t = 1_796_037_920; // 2026-11-30T11:25:20Z
         let out: serde_json::Value =
-            serde_json::from_str(&describe(t, &crate::automation::load_zone("Asia/Shanghai").unwrap())).unwrap();
+            serde_json::from_str(&describe(t, &crate::tzdb::load_zone("Asia/Shanghai").unwrap())).unwrap();
         assert_eq!(out["iso"], "2026-11-30T19:25:20+08:00");
         assert_eq!(out["unix"], 1_796_037_920);
         assert_eq!(out["timezone"], "Asia/Shanghai");
         assert_eq!(out["weekday"], "Monday");
         let out: serde_json::Value =
-            serde_json::from_str(&describe(t, &crate::automation::load_zone("America/New_York").unwrap())).unwrap();
+            serde_json::from_str(&describe(t, &crate::tzdb::load_zone("America/New_York").unwrap())).unwrap();
         assert_eq!(out["iso"], "2026-11-30T06:25:20-05:00");
     }
 }

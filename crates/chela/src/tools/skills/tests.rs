@@ -21,7 +21,7 @@ fn in_session(mut f: Fixture, chat: &str) -> Fixture {
 }
 
 async fn list(f: &Fixture) -> Value {
-    serde_json::from_str(&f.call(SkillList, json!({})).await.unwrap()).unwrap()
+    serde_json::from_str(&f.call(SkillList(Arc::clone(&f.skills)), json!({})).await.unwrap()).unwrap()
 }
 
 /// The skills' names, leaving out `board_hardware_info`: a built-in skill of the optional
@@ -50,7 +50,7 @@ fn skill<'a>(list: &'a Value, name: &str) -> &'a Value {
 async fn save_list_activate_deactivate_delete() {
     let f = in_session(Fixture::new(&[]), "t");
     let out = f
-        .call(SkillSave, json!({"name": "notes", "content": skill_md("notes", "Take notes.", "settings"), "lua": "function run(a) return 1 end"}))
+        .call(SkillSave(Arc::clone(&f.skills)), json!({"name": "notes", "content": skill_md("notes", "Take notes.", "settings"), "lua": "function run(a) return 1 end"}))
         .await
         .unwrap();
     assert!(out.contains("saved skill `notes`") && out.contains("scripts/main.lua"), "{out}");
@@ -61,23 +61,23 @@ async fn save_list_activate_deactivate_delete() {
     assert_eq!(skill(&l, "notes")["unlocks"], json!(["settings"]));
     assert_eq!(skill(&l, "notes")["active"], false);
 
-    let out = f.call(SkillActivate, json!({"name": "notes"})).await.unwrap();
+    let out = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "notes"})).await.unwrap();
     assert!(out.contains("It unlocks: settings.") && out.contains("Do the notes thing."), "{out}");
     assert_eq!(f.session.as_ref().unwrap().named_groups(), ["settings"], "the running turn sees it at once");
     assert_eq!(skill(&list(&f).await, "notes")["active"], true);
     let saved = std::fs::read_to_string(f.root().join("sessions/cli_t.skills.json")).unwrap();
     assert_eq!(saved, r#"["notes"]"#);
     // Activating twice keeps one entry.
-    f.call(SkillActivate, json!({"name": "notes"})).await.unwrap();
+    f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "notes"})).await.unwrap();
     assert_eq!(f.skills.active(&f.ws, "cli", "t"), ["notes"]);
 
-    let out = f.call(SkillDeactivate, json!({"name": "notes"})).await.unwrap();
+    let out = f.call(SkillDeactivate(Arc::clone(&f.skills)), json!({"name": "notes"})).await.unwrap();
     assert!(out.contains("no longer active"), "{out}");
     assert!(f.session.as_ref().unwrap().named_groups().is_empty());
-    let out = f.call(SkillDeactivate, json!({"name": "notes"})).await.unwrap();
+    let out = f.call(SkillDeactivate(Arc::clone(&f.skills)), json!({"name": "notes"})).await.unwrap();
     assert!(out.contains("was not active"), "{out}");
 
-    let out = f.call(SkillDelete, json!({"name": "notes"})).await.unwrap();
+    let out = f.call(SkillDelete(Arc::clone(&f.skills)), json!({"name": "notes"})).await.unwrap();
     assert!(out.contains("deleted the skill and `skills/notes/`"), "{out}");
     assert!(!f.root().join("skills/notes").exists());
     assert_eq!(names(&list(&f).await), ["chela_settings"]);
@@ -86,31 +86,34 @@ async fn save_list_activate_deactivate_delete() {
 #[tokio::test]
 async fn built_in_skills_are_read_only_and_a_workspace_skill_overrides_them() {
     let f = Fixture::new(&[]);
-    let e = f.call(SkillDelete, json!({"name": "chela_settings"})).await.unwrap_err();
+    let e = f.call(SkillDelete(Arc::clone(&f.skills)), json!({"name": "chela_settings"})).await.unwrap_err();
     assert!(e.0.contains("built-in skill; it cannot be deleted"), "{e}");
     assert_eq!(e.kind(), ToolErrorKind::Refused);
-    f.call(SkillSave, json!({"name": "chela_settings", "content": skill_md("chela_settings", "Mine.", "")}))
-        .await
-        .unwrap();
+    f.call(
+        SkillSave(Arc::clone(&f.skills)),
+        json!({"name": "chela_settings", "content": skill_md("chela_settings", "Mine.", "")}),
+    )
+    .await
+    .unwrap();
     let l = list(&f).await;
     assert_eq!(skill(&l, "chela_settings")["description"], "Mine.");
     assert_eq!(skill(&l, "chela_settings")["origin"], "workspace, overrides the built-in one");
     // Deleting the override brings the built-in one back.
-    f.call(SkillDelete, json!({"name": "chela_settings"})).await.unwrap();
+    f.call(SkillDelete(Arc::clone(&f.skills)), json!({"name": "chela_settings"})).await.unwrap();
     assert_eq!(skill(&list(&f).await, "chela_settings")["origin"], "built-in");
 }
 
 #[tokio::test]
 async fn activation_needs_a_conversation_and_is_bounded() {
     let f = Fixture::new(&[("skills.max_active", "1")]);
-    let e = f.call(SkillActivate, json!({"name": "chela_settings"})).await.unwrap_err();
+    let e = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "chela_settings"})).await.unwrap_err();
     assert!(e.0.contains("works inside a conversation") && e.0.contains("chela skill activate"), "{e}");
     let f = in_session(f, "t");
-    f.call(SkillSave, json!({"name": "a", "content": skill_md("a", "A.", "")})).await.unwrap();
-    f.call(SkillActivate, json!({"name": "a"})).await.unwrap();
-    let e = f.call(SkillActivate, json!({"name": "chela_settings"})).await.unwrap_err();
+    f.call(SkillSave(Arc::clone(&f.skills)), json!({"name": "a", "content": skill_md("a", "A.", "")})).await.unwrap();
+    f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "a"})).await.unwrap();
+    let e = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "chela_settings"})).await.unwrap_err();
     assert!(e.0.contains("skills.max_active") && e.0.contains("skill_deactivate"), "{e}");
-    let e = f.call(SkillActivate, json!({"name": "nope"})).await.unwrap_err();
+    let e = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "nope"})).await.unwrap_err();
     // (With the `board` feature, board_hardware_info is listed between them.)
     assert!(e.0.contains("There is no skill `nope`. Skills: a, ") && e.0.ends_with("chela_settings."), "{e}");
     assert_eq!(e.kind(), ToolErrorKind::NotFound);
@@ -123,20 +126,24 @@ async fn bad_names_and_bad_files_are_refused_before_anything_is_written() {
         for tool in ["save", "activate", "delete"] {
             let args = json!({"name": bad, "content": skill_md("x", "d", "")});
             let e = match tool {
-                "save" => f.call(SkillSave, args).await,
-                "activate" => f.call(SkillActivate, args).await,
-                _ => f.call(SkillDelete, args).await,
+                "save" => f.call(SkillSave(Arc::clone(&f.skills)), args).await,
+                "activate" => f.call(SkillActivate(Arc::clone(&f.skills)), args).await,
+                _ => f.call(SkillDelete(Arc::clone(&f.skills)), args).await,
             }
             .unwrap_err();
             assert!(e.0.contains("is not a valid skill name"), "{tool} {bad:?}: {e}");
         }
     }
-    let e = f.call(SkillSave, json!({"name": "x", "content": "no front matter"})).await.unwrap_err();
+    let e =
+        f.call(SkillSave(Arc::clone(&f.skills)), json!({"name": "x", "content": "no front matter"})).await.unwrap_err();
     assert!(e.0.contains("must start with front matter"), "{e}");
-    let e = f.call(SkillSave, json!({"name": "x", "content": skill_md("y", "d", "")})).await.unwrap_err();
+    let e = f
+        .call(SkillSave(Arc::clone(&f.skills)), json!({"name": "x", "content": skill_md("y", "d", "")}))
+        .await
+        .unwrap_err();
     assert!(e.0.contains("the two must match"), "{e}");
     let huge = skill_md("x", "d", "") + &"x".repeat(40_000);
-    let e = f.call(SkillSave, json!({"name": "x", "content": huge})).await.unwrap_err();
+    let e = f.call(SkillSave(Arc::clone(&f.skills)), json!({"name": "x", "content": huge})).await.unwrap_err();
     assert!(e.0.contains("skills.max_bytes"), "{e}");
     assert!(!f.root().join("skills").exists(), "nothing was written");
 }
@@ -147,7 +154,7 @@ async fn a_huge_skill_md_on_disk_is_refused_without_reading_it_into_the_prompt()
     std::fs::create_dir_all(f.root().join("skills/big")).unwrap();
     let text = skill_md("big", "d", "") + &"x".repeat(10 * 1024 * 1024);
     std::fs::write(f.root().join("skills/big/SKILL.md"), text).unwrap();
-    let e = f.call(SkillActivate, json!({"name": "big"})).await.unwrap_err();
+    let e = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "big"})).await.unwrap_err();
     assert!(e.0.contains("skills/big/SKILL.md") && e.0.contains("skills.max_bytes"), "{e}");
     let l = list(&f).await;
     assert_eq!(names(&l), ["chela_settings"]);
@@ -164,14 +171,17 @@ async fn planted_symlinks_and_hard_links_are_not_followed() {
     std::fs::create_dir_all(f.root().join("skills")).unwrap();
     symlink(outside.path(), f.root().join("skills/evil")).unwrap();
 
-    let e = f.call(SkillActivate, json!({"name": "evil"})).await.unwrap_err();
+    let e = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "evil"})).await.unwrap_err();
     assert!(e.0.contains("`skills/evil` is a symlink"), "{e}");
     let l = list(&f).await;
     assert_eq!(names(&l), ["chela_settings"]);
     assert!(l["problems"].to_string().contains("skills/evil` is a symlink"), "{l}");
-    let e = f.call(SkillSave, json!({"name": "evil", "content": skill_md("evil", "Mine.", "")})).await.unwrap_err();
+    let e = f
+        .call(SkillSave(Arc::clone(&f.skills)), json!({"name": "evil", "content": skill_md("evil", "Mine.", "")}))
+        .await
+        .unwrap_err();
     assert!(e.0.contains("symlink"), "{e}");
-    let e = f.call(SkillDelete, json!({"name": "evil"})).await.unwrap_err();
+    let e = f.call(SkillDelete(Arc::clone(&f.skills)), json!({"name": "evil"})).await.unwrap_err();
     assert!(e.0.contains("symlink"), "{e}");
     assert_eq!(
         std::fs::read_to_string(outside.path().join("SKILL.md")).unwrap(),
@@ -182,13 +192,13 @@ async fn planted_symlinks_and_hard_links_are_not_followed() {
     // A symlinked SKILL.md in a real folder, and a hard-linked one.
     std::fs::create_dir_all(f.root().join("skills/link")).unwrap();
     symlink(outside.path().join("SKILL.md"), f.root().join("skills/link/SKILL.md")).unwrap();
-    let e = f.call(SkillActivate, json!({"name": "link"})).await.unwrap_err();
+    let e = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "link"})).await.unwrap_err();
     assert!(e.0.contains("symlink"), "{e}");
     std::fs::create_dir_all(f.root().join("skills/hard")).unwrap();
     let mine = f.root().join("hard.md");
     std::fs::write(&mine, skill_md("hard", "Shared.", "")).unwrap();
     std::fs::hard_link(&mine, f.root().join("skills/hard/SKILL.md")).unwrap();
-    let e = f.call(SkillActivate, json!({"name": "hard"})).await.unwrap_err();
+    let e = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "hard"})).await.unwrap_err();
     assert!(e.0.contains("hard links"), "{e}");
 
     // `skills` itself a symlink to a folder outside.
@@ -199,7 +209,10 @@ async fn planted_symlinks_and_hard_links_are_not_followed() {
     let l = list(&f).await;
     assert_eq!(names(&l), ["chela_settings"]);
     assert!(l["problems"].to_string().contains("`skills` in the workspace is a symlink"), "{l}");
-    let e = f.call(SkillSave, json!({"name": "new", "content": skill_md("new", "d", "")})).await.unwrap_err();
+    let e = f
+        .call(SkillSave(Arc::clone(&f.skills)), json!({"name": "new", "content": skill_md("new", "d", "")}))
+        .await
+        .unwrap_err();
     assert!(e.0.contains("symlink"), "{e}");
     assert!(!outside.path().join("new").exists(), "nothing was written outside");
 }
@@ -216,7 +229,7 @@ async fn a_fifo_as_skill_md_does_not_hang() {
         0,
     )
     .unwrap();
-    let e = f.call(SkillActivate, json!({"name": "pipe"})).await.unwrap_err();
+    let e = f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "pipe"})).await.unwrap_err();
     assert!(e.0.contains("not a regular file"), "{e}");
 }
 
@@ -232,6 +245,6 @@ async fn a_damaged_activation_file_counts_as_none() {
     }
     // A working activation replaces the damaged file.
     std::fs::write(f.root().join("sessions/cli_t.skills.json"), "{not json").unwrap();
-    f.call(SkillActivate, json!({"name": "chela_settings"})).await.unwrap();
+    f.call(SkillActivate(Arc::clone(&f.skills)), json!({"name": "chela_settings"})).await.unwrap();
     assert_eq!(f.skills.active(&f.ws, "cli", "t"), ["chela_settings"]);
 }

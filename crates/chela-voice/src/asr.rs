@@ -11,7 +11,7 @@ use bytes::Bytes;
 use hyper::http::Method;
 
 use super::{AsrConfig, UPLINK_RATE, VoiceError, wav};
-use crate::net::{Guard, HttpClient, NetError, Request};
+use chela_net::{Guard, HttpClient, NetError, Request};
 
 /// A transcription is a few sentences; a larger answer is not one.
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;

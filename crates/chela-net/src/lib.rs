@@ -46,7 +46,7 @@ pub use error::{NetError, Phase};
 pub use proxy::Proxy;
 
 use error::chain;
-pub(crate) use url::Url;
+pub use url::Url;
 
 const USER_AGENT_VALUE: &str = concat!("chela/", env!("CARGO_PKG_VERSION"));
 
@@ -125,7 +125,7 @@ pub enum Guard {
     PublicOnly,
 }
 
-pub(crate) trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
 impl HttpClient {
@@ -164,7 +164,7 @@ impl HttpClient {
     /// A raw connection to `url`'s origin (through the proxy, with TLS for `https://`), for a
     /// protocol that takes the connection over after its own HTTP upgrade: the Feishu long
     /// connection's WebSocket. Only for configured endpoints (`Guard::AllowAll`).
-    pub(crate) async fn open_stream(&self, url: &Url, timeout: Duration) -> Result<Box<dyn Io>, NetError> {
+    pub async fn open_stream(&self, url: &Url, timeout: Duration) -> Result<Box<dyn Io>, NetError> {
         self.inner.dialer.open(url, Guard::AllowAll, Instant::now() + timeout).await
     }
 

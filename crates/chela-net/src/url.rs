@@ -17,7 +17,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use hyper::http::uri::PathAndQuery;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Url {
+pub struct Url {
     pub https: bool,
     /// Lower-cased host name or IP literal; IPv6 without brackets.
     pub host: String,
@@ -29,7 +29,7 @@ pub(crate) struct Url {
 }
 
 impl Url {
-    pub(crate) fn parse(s: &str) -> Result<Url, String> {
+    pub fn parse(s: &str) -> Result<Url, String> {
         let (scheme, rest) = s.split_once("://").ok_or_else(|| "it must start with http:// or https://".to_owned())?;
         let https = match scheme.to_ascii_lowercase().as_str() {
             "http" => false,
@@ -55,12 +55,12 @@ impl Url {
     }
 
     /// `host:port` with IPv6 in brackets: for CONNECT, errors and logs.
-    pub(crate) fn authority(&self) -> String {
+    pub fn authority(&self) -> String {
         authority(&self.host, self.port)
     }
 
     /// The `Host` header value: the port is left out when it is the scheme's default.
-    pub(crate) fn host_header(&self) -> String {
+    pub fn host_header(&self) -> String {
         let default = if self.https { 443 } else { 80 };
         if self.port == default { bracketed(&self.host) } else { self.authority() }
     }

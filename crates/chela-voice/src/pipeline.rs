@@ -35,7 +35,7 @@ use super::sentence::Splitter;
 use super::tts::{Closed, PcmSink, Tts};
 use super::vad::{Endpointer, Utterance};
 use super::{UPLINK_RATE, VoiceConfig, VoiceError};
-use crate::net::HttpClient;
+use chela_net::HttpClient;
 
 /// Sentences waiting for TTS; a turn that writes faster waits.
 pub const SENTENCE_QUEUE: usize = 16;

@@ -20,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::resample::Resampler;
 use super::{DOWNLINK_RATE, TtsConfig, VoiceError, wav};
-use crate::net::{Guard, HttpClient, NetError, Request};
+use chela_net::{Guard, HttpClient, NetError, Request};
 
 /// Two minutes of 24 kHz s16 mono, far beyond one sentence: a server that sends more is broken.
 pub const MAX_AUDIO_BYTES: usize = 2 * 60 * 24_000 * 2;
@@ -231,7 +231,7 @@ mod tests {
     }
 
     fn client(cfg: TtsConfig) -> Tts {
-        Tts::new(HttpClient::new(crate::net::ClientOptions::default()), cfg)
+        Tts::new(HttpClient::new(chela_net::ClientOptions::default()), cfg)
     }
 
     #[tokio::test]

@@ -10,9 +10,9 @@ use tokio::time::{Instant, timeout};
 
 use super::pacer::FRAME;
 use super::pipeline::{Heard, Mode, Output, Pipeline, Providers};
-use super::vad::tests::espeak_16k;
 use super::{AsrConfig, TtsConfig, VoiceConfig, VoiceError};
-use crate::net::{ClientOptions, HttpClient};
+use crate::testing::espeak_16k;
+use chela_net::{ClientOptions, HttpClient};
 
 fn config(fake: &FakeAudio) -> VoiceConfig {
     let asr = AsrConfig {

@@ -25,6 +25,9 @@ pub mod wav;
 
 #[cfg(test)]
 mod tests_pipeline;
+// Test speech, for this crate's tests and the host's (`features = ["testing"]`).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -124,24 +127,25 @@ pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(30);
 const OPENAI_BASE: &str = "https://api.openai.com/v1";
 
 impl VoiceConfig {
-    /// The `voice.*` settings: the providers a device's pipeline uses.
-    pub fn from_config(cfg: &crate::config::Config) -> VoiceConfig {
+    /// The `voice.*` settings: the providers a device's pipeline uses, read through `get` (the
+    /// host's configuration lookup, so this crate knows no configuration layers).
+    pub fn from_settings<'a>(get: impl Fn(&'static chela_core::config::Key) -> &'a str) -> VoiceConfig {
         use chela_core::config as keys;
         let or = |v: &str, d: &str| if v.trim().is_empty() { d.to_owned() } else { v.trim().to_owned() };
         let asr = AsrConfig {
-            base_url: or(cfg.get(keys::VOICE_ASR_BASE_URL), OPENAI_BASE),
-            api_key: cfg.get(keys::VOICE_ASR_API_KEY).to_owned(),
-            model: or(cfg.get(keys::VOICE_ASR_MODEL), "whisper-1"),
+            base_url: or(get(keys::VOICE_ASR_BASE_URL), OPENAI_BASE),
+            api_key: get(keys::VOICE_ASR_API_KEY).to_owned(),
+            model: or(get(keys::VOICE_ASR_MODEL), "whisper-1"),
             timeout: PROVIDER_TIMEOUT,
         };
-        let voice = cfg.get(keys::VOICE_TTS_VOICE);
-        let tts = if cfg.get(keys::VOICE_TTS_PROVIDER) == "espeak" {
+        let voice = get(keys::VOICE_TTS_VOICE);
+        let tts = if get(keys::VOICE_TTS_PROVIDER) == "espeak" {
             TtsConfig::Espeak { program: PathBuf::from("espeak-ng"), voice: or(voice, "en"), timeout: PROVIDER_TIMEOUT }
         } else {
             TtsConfig::OpenAi {
-                base_url: or(cfg.get(keys::VOICE_TTS_BASE_URL), OPENAI_BASE),
-                api_key: cfg.get(keys::VOICE_TTS_API_KEY).to_owned(),
-                model: or(cfg.get(keys::VOICE_TTS_MODEL), "tts-1"),
+                base_url: or(get(keys::VOICE_TTS_BASE_URL), OPENAI_BASE),
+                api_key: get(keys::VOICE_TTS_API_KEY).to_owned(),
+                model: or(get(keys::VOICE_TTS_MODEL), "tts-1"),
                 voice: or(voice, "alloy"),
                 timeout: PROVIDER_TIMEOUT,
             }

@@ -153,7 +153,7 @@ impl Encoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::voice::{DOWNLINK_FRAME_SAMPLES, UPLINK_RATE};
+    use crate::{DOWNLINK_FRAME_SAMPLES, UPLINK_RATE};
 
     /// A 440 Hz tone at `rate`.
     pub(crate) fn tone(rate: u32, ms: u32) -> Vec<i16> {

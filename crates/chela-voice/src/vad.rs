@@ -181,21 +181,9 @@ impl Endpointer {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use std::process::Command;
-
-    /// `text` spoken by espeak-ng, as 16 kHz mono PCM (espeak's 22.05 kHz resampled), or None
-    /// when espeak-ng is not installed (the CI installs it; see .ci/run).
-    pub(crate) fn espeak_16k(text: &str) -> Vec<i16> {
-        let out = Command::new("espeak-ng")
-            .args(["--stdout", "-v", "en", text])
-            .output()
-            .expect("espeak-ng is needed by the voice tests (Debian: apt-get install espeak-ng)");
-        assert!(out.status.success());
-        let (rate, pcm) = crate::voice::wav::decode(&out.stdout).unwrap();
-        crate::voice::resample::resample(&pcm, rate, UPLINK_RATE)
-    }
+    use crate::testing::espeak_16k;
 
     fn silence(ms: usize) -> Vec<i16> {
         vec![0; ms * 16]
