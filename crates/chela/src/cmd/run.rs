@@ -102,7 +102,7 @@ pub fn console(ws: &Workspace) -> Result<ExitCode> {
 }
 
 /// Stops taking work, gives running turns [`GRACE`], cancels the rest and waits for them to
-/// save, all within [`STOP_WITHIN`].
+/// save, then for their answers to be delivered, all within [`STOP_WITHIN`].
 async fn stop(daemon: &Daemon, mut services: Services) {
     let started = tokio::time::Instant::now();
     daemon.shutdown().trigger();
@@ -115,6 +115,8 @@ async fn stop(daemon: &Daemon, mut services: Services) {
     if tokio::time::timeout(left, async {
         hub.drained().await;
         while services.set.join_next().await.is_some() {}
+        // Last, so the answers of turns that ended (or were cancelled) just now go out too.
+        daemon.flush().await;
     })
     .await
     .is_err()
