@@ -104,6 +104,18 @@ pub struct Daemon {
     deliveries: deliver::Deliveries,
 }
 
+/// What [`Daemon::converse`] did with a message, for a channel that answers on the request it
+/// came on and must choose the response's status before the answer exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conversed {
+    /// A turn runs; its answer will reach the reply.
+    Queued,
+    /// The daemon answered itself (not allowed yet, busy, stopping); that sentence will reach the reply.
+    Said,
+    /// Nothing will reach the reply (a router rule took the message, or a stranger is ignored).
+    Dropped,
+}
+
 /// What a delivery task waits for before it sends.
 enum Coming {
     Turn(Pending<TurnEnd>),
@@ -304,13 +316,24 @@ impl Daemon {
     /// comes of it to `reply` (the turn's answer, or the daemon's own sentence: a pairing code,
     /// "busy", "stopping"), after the chat's earlier answers. A message the daemon drops (a
     /// router rule consumed it, a stranger over the limits) drops `reply` unused.
-    pub fn converse(self: &Arc<Self>, msg: Incoming, observer: Box<dyn Observer + Send>, reply: Box<dyn Reply>) {
+    pub fn converse(
+        self: &Arc<Self>,
+        msg: Incoming,
+        observer: Box<dyn Observer + Send>,
+        reply: Box<dyn Reply>,
+    ) -> Conversed {
         let (channel, chat_id, sender) = (msg.channel.clone(), msg.chat_id.clone(), msg.sender.clone());
         match self.submit(msg, observer) {
-            Submitted::Queued(pending) => self.deliver(&channel, &chat_id, Some(sender), Coming::Turn(pending), reply),
+            Submitted::Queued(pending) => {
+                self.deliver(&channel, &chat_id, Some(sender), Coming::Turn(pending), reply);
+                Conversed::Queued
+            }
             // The gate's answers go to strangers by design, so their admission is not asked again.
-            Submitted::Answer(text) => self.deliver(&channel, &chat_id, None, Coming::Said(text), reply),
-            Submitted::Drop => {}
+            Submitted::Answer(text) => {
+                self.deliver(&channel, &chat_id, None, Coming::Said(text), reply);
+                Conversed::Said
+            }
+            Submitted::Drop => Conversed::Dropped,
         }
     }
 
