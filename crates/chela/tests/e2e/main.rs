@@ -36,6 +36,7 @@ mod service;
 mod sessions;
 mod shared_session;
 mod skills;
+mod stop;
 
 mod telegram;
 mod xiaozhi_sdk;
