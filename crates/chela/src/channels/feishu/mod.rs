@@ -215,7 +215,7 @@ impl Observer for Quiet {
 }
 
 /// Sends to Feishu chats on Chela's own initiative (the IM tools).
-struct FeishuOutlet {
+pub(crate) struct FeishuOutlet {
     api: Arc<Api>,
 }
 
