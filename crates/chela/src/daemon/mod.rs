@@ -337,6 +337,18 @@ impl Daemon {
         }
     }
 
+    /// Delivers the answer of a turn Chela started itself (a scheduled job, a router action) to
+    /// `reply`, in the chat's order with the answers to the people in it.
+    pub fn deliver_turn(
+        self: &Arc<Self>,
+        channel: &str,
+        chat_id: &str,
+        pending: Pending<TurnEnd>,
+        reply: Box<dyn Reply>,
+    ) {
+        self.deliver(channel, chat_id, None, Coming::Turn(pending), reply);
+    }
+
     /// Sends a channel's own answer (a command's, a refusal) to `reply`, in the chat's order.
     pub fn say(self: &Arc<Self>, channel: &str, chat_id: &str, text: String, reply: Box<dyn Reply>) {
         self.deliver(channel, chat_id, None, Coming::Said(text), reply);
