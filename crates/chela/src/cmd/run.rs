@@ -17,10 +17,12 @@
 //! 2. Running turns get [`GRACE`]; then `SessionHub::stop` cancels them (they still save).
 //! 3. Lua background jobs are asked to stop and, after `lua.stop_grace_ms`, stopped by force;
 //!    meanwhile, the hub drained, the services are awaited, each with its own tasks.
-//! 4. The conversations' owners are ended and awaited (`SessionHub::close_all`).
-//! 5. Whatever is still going when [`STOP_WITHIN`] is nearly up is aborted: dropping a set or a
+//! 4. The daemon's deliveries are flushed: the answers of turns that ended (or were cancelled)
+//!    just now still go out, each chat's in order (`Daemon::flush`).
+//! 5. The conversations' owners are ended and awaited (`SessionHub::close_all`).
+//! 6. Whatever is still going when [`STOP_WITHIN`] is nearly up is aborted: dropping a set or a
 //!    handle aborts its tasks.
-//! 6. Last the MCP servers (a turn that was finishing may have called one): the connects still
+//! 7. Last the MCP servers (a turn that was finishing may have called one): the connects still
 //!    going from start-up are aborted, then each server gets its stdin closed, SIGTERM, SIGKILL.
 
 use std::future::Future;
@@ -128,8 +130,8 @@ pub fn console(ws: &Workspace) -> Result<ExitCode> {
 }
 
 /// Stops taking work, gives running turns [`GRACE`], cancels the rest and waits for them to
-/// save and for every task to end, all within [`STOP_WITHIN`] (the order is in the module's
-/// doc).
+/// save, for their answers to be delivered and for every task to end, all within [`STOP_WITHIN`]
+/// (the order is in the module's doc).
 async fn stop(daemon: &Daemon, mut services: Services) {
     let started = tokio::time::Instant::now();
     daemon.shutdown().trigger();
@@ -146,6 +148,8 @@ async fn stop(daemon: &Daemon, mut services: Services) {
             while services.set.join_next().await.is_some() {}
         };
         tokio::join!(stop_lua_jobs(daemon), joined);
+        // After the turns, so the answers of turns that ended (or were cancelled) just now go out too.
+        daemon.flush().await;
         hub.close_all().await;
     })
     .await

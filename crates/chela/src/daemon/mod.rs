@@ -5,8 +5,10 @@
 //! and the rate limit: [`crate::access::Gate`]), and
 //! queues the turn with the conversation's owner in [`SessionHub`], whose bounded inboxes are
 //! the message bus: the turns of one chat run in order, different chats at once, and a chat
-//! that floods gets a "busy" answer rather than growing a queue. The channel awaits the
-//! [`Pending`] answer and sends [`Daemon::reply_text`] back.
+//! that floods gets a "busy" answer rather than growing a queue. The channel gives
+//! [`Daemon::converse`] a [`Reply`] (a chat through its [`Outlet`], or the connection the message
+//! came on) and the daemon delivers the answer there, in per-chat order, from one task set that
+//! a graceful stop flushes ([`deliver`]).
 //!
 //! Settings follow the files: [`Daemon::reload`] (called every second by `chela run`) swaps in
 //! a new [`App`] when `chela.toml` or `overrides.toml` changed, so `chela config set llm.model …`
@@ -15,7 +17,8 @@
 //! token `chela mcp endpoint remove` took away.
 //!
 //! Stopping: [`Shutdown::trigger`] tells every service to stop taking work; `chela run` then
-//! waits for [`SessionHub::drained`] and cancels what is still running (see `cmd/run.rs`).
+//! waits for [`SessionHub::drained`], cancels what is still running and [`Daemon::flush`]es the
+//! answers on their way (see `cmd/run.rs`).
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 
@@ -34,9 +37,11 @@ use crate::tools::Toolbox;
 use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
 use crate::workspace::Workspace;
 
+pub mod deliver;
 pub mod outlet;
 pub mod shutdown;
 
+pub use deliver::{Answer, OutletReply, Reply, Waiter};
 pub use outlet::{BoxFuture, Outlet, Outlets};
 pub use shutdown::Shutdown;
 
@@ -98,6 +103,27 @@ pub struct Daemon {
     endpoint_hosts: Arc<crate::mcp::endpoint::Hosts>,
     /// Where every part of the daemon reads the time.
     clock: Clock,
+    /// The answers on their way to every channel, in per-chat order.
+    deliveries: deliver::Deliveries,
+}
+
+/// What [`Daemon::converse`] did with a message, for a channel that answers on the request it
+/// came on and must choose the response's status before the answer exists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Conversed {
+    /// A turn runs; its answer will reach the reply.
+    Queued,
+    /// The daemon answered itself (not allowed yet, busy, stopping); that sentence will reach the reply.
+    Said,
+    /// Nothing will reach the reply (a router rule took the message, or a stranger is ignored).
+    Dropped,
+}
+
+/// What a delivery task waits for before it sends.
+enum Coming {
+    Turn(Pending<TurnEnd>),
+    Restart(Pending<()>),
+    Said(String),
 }
 
 impl Daemon {
@@ -155,6 +181,7 @@ impl Daemon {
             rules,
             endpoint_hosts: Arc::default(),
             clock,
+            deliveries: deliver::Deliveries::default(),
         })
     }
 
@@ -304,6 +331,127 @@ impl Daemon {
         }
     }
 
+    /// The one way a conversation goes: submits `msg` ([`Daemon::submit`]) and delivers what
+    /// comes of it to `reply` (the turn's answer, or the daemon's own sentence: a pairing code,
+    /// "busy", "stopping"), after the chat's earlier answers. A message the daemon drops (a
+    /// router rule consumed it, a stranger over the limits) drops `reply` unused.
+    pub fn converse(
+        self: &Arc<Self>,
+        msg: Incoming,
+        observer: Box<dyn Observer + Send>,
+        reply: Box<dyn Reply>,
+    ) -> Conversed {
+        let (channel, chat_id, sender) = (msg.channel.clone(), msg.chat_id.clone(), msg.sender.clone());
+        match self.submit(msg, observer) {
+            Submitted::Queued(pending) => {
+                self.deliver(&channel, &chat_id, Some(sender), Coming::Turn(pending), reply);
+                Conversed::Queued
+            }
+            // The gate's answers go to strangers by design, so their admission is not asked again.
+            Submitted::Answer(text) => {
+                self.deliver(&channel, &chat_id, None, Coming::Said(text), reply);
+                Conversed::Said
+            }
+            Submitted::Drop => Conversed::Dropped,
+        }
+    }
+
+    /// Delivers the answer of a turn Chela started itself (a scheduled job, a router action) to
+    /// `reply`, in the chat's order with the answers to the people in it.
+    pub fn deliver_turn(
+        self: &Arc<Self>,
+        channel: &str,
+        chat_id: &str,
+        pending: Pending<TurnEnd>,
+        reply: Box<dyn Reply>,
+    ) {
+        self.deliver(channel, chat_id, None, Coming::Turn(pending), reply);
+    }
+
+    /// Sends a channel's own answer (a command's, a refusal) to `reply`, in the chat's order.
+    pub fn say(self: &Arc<Self>, channel: &str, chat_id: &str, text: String, reply: Box<dyn Reply>) {
+        self.deliver(channel, chat_id, None, Coming::Said(text), reply);
+    }
+
+    /// `/new` for a channel: restarts the chat's session after its queued turns ([`Daemon::restart`])
+    /// and tells `reply` how it went, in the chat's order.
+    pub fn restart_then(self: &Arc<Self>, channel: &str, chat_id: &str, sender: &str, reply: Box<dyn Reply>) {
+        let coming = match self.restart(channel, chat_id) {
+            Ok(pending) => Coming::Restart(pending),
+            Err(e) => Coming::Said(e.to_string()),
+        };
+        self.deliver(channel, chat_id, Some(sender.to_owned()), coming, reply);
+    }
+
+    /// Runs one delivery in the daemon's task set. `sender`, when given, must still be allowed to
+    /// talk when the answer is ready: a revoke that lands while the model works keeps the rest of
+    /// that turn, previews included, from the revoked person.
+    fn deliver(
+        self: &Arc<Self>,
+        channel: &str,
+        chat_id: &str,
+        sender: Option<String>,
+        coming: Coming,
+        mut reply: Box<dyn Reply>,
+    ) {
+        let deliver::Place { mut before, done } = self.deliveries.place(channel, chat_id);
+        let (daemon, channel, chat_id) = (Arc::clone(self), channel.to_owned(), chat_id.to_owned());
+        self.deliveries.spawn(async move {
+            let may_send = || sender.as_deref().is_none_or(|s| daemon.may_talk(&channel, s));
+            let answer = match coming {
+                Coming::Said(text) => Answer::said(text),
+                Coming::Restart(pending) => Answer::said(match pending.finish().await {
+                    Ok(()) => "Started a new conversation; the previous one is archived.".to_owned(),
+                    Err(e) => format!("The conversation could not be restarted: {e:#}"),
+                }),
+                Coming::Turn(pending) => {
+                    let (ended_tx, mut ended) = tokio::sync::oneshot::channel();
+                    let working = reply.working();
+                    let turn = async {
+                        let finish = pending.finish();
+                        tokio::pin!(finish);
+                        // A sign that gives up early leaves the turn to finish unwatched.
+                        let end = tokio::select! {
+                            end = &mut finish => end,
+                            () = working => (&mut finish).await,
+                        };
+                        let _ = ended_tx.send(());
+                        end
+                    };
+                    let show = async {
+                        // The chat's earlier answer goes first, previews included.
+                        tokio::select! {
+                            biased;
+                            _ = &mut ended => return,
+                            () = deliver::Place::wait_before(&mut before) => {}
+                        }
+                        reply.preview(ended, &may_send).await;
+                    };
+                    let (end, ()) = tokio::join!(turn, show);
+                    Answer { text: daemon.reply_text(&end), end: Some(end) }
+                }
+            };
+            deliver::Place::wait_before(&mut before).await;
+            if may_send() {
+                reply.send(answer).await;
+            } else {
+                tracing::warn!(%channel, chat = %chat_id, "an answer was not sent: its sender may no longer talk to Chela");
+            }
+            drop(done);
+        });
+    }
+
+    /// How many answers are on their way to their channels.
+    pub fn deliveries_in_flight(&self) -> usize {
+        self.deliveries.in_flight()
+    }
+
+    /// Waits until every answer on its way was delivered: called at a graceful stop, after the
+    /// turns ended, under the stop's time bound (dropping this future aborts what is left).
+    pub async fn flush(&self) {
+        self.deliveries.flush().await;
+    }
+
     /// Raises the `message` event of an admitted message (source and channel: the channel's
     /// name); whether a rule consumed it. Text past the core's bound is cut for the event.
     fn raise_message(&self, msg: &Incoming) -> bool {
@@ -367,3 +515,5 @@ impl Daemon {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_deliver;

@@ -1,6 +1,7 @@
 //! Where Chela speaks on its own: each running channel registers an [`Outlet`], and the tools
-//! that send (`telegram_send_text`, `im_send_media`, …) look it up by channel name. A channel
-//! that is not running has no outlet, so a tool names that instead of failing somewhere deep.
+//! that send (`im_send_text`, `im_send_media` and the channels' aliases) look it up by channel
+//! name. A channel that is not running has no outlet, so a tool names that instead of failing
+//! somewhere deep. The daemon also delivers answers through it ([`super::OutletReply`]).
 
 use std::collections::BTreeMap;
 use std::future::Future;

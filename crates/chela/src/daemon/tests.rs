@@ -7,7 +7,7 @@ use chela_testkit::{FakeLlm, Step};
 
 use super::*;
 
-struct Quiet;
+pub(super) struct Quiet;
 
 impl Observer for Quiet {
     fn text(&mut self, _: &str) {}
@@ -16,7 +16,7 @@ impl Observer for Quiet {
     fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
 }
 
-fn workspace(dir: &tempfile::TempDir, settings: &[(&str, &str)]) -> Workspace {
+pub(super) fn workspace(dir: &tempfile::TempDir, settings: &[(&str, &str)]) -> Workspace {
     let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
     ws.ensure().unwrap();
     for (k, v) in settings {
@@ -25,7 +25,7 @@ fn workspace(dir: &tempfile::TempDir, settings: &[(&str, &str)]) -> Workspace {
     ws
 }
 
-fn with_llm(llm: &FakeLlm) -> Vec<(&'static str, String)> {
+pub(super) fn with_llm(llm: &FakeLlm) -> Vec<(&'static str, String)> {
     vec![
         ("llm.provider", "anthropic".to_owned()),
         ("llm.base_url", llm.anthropic_base_url()),
@@ -34,7 +34,7 @@ fn with_llm(llm: &FakeLlm) -> Vec<(&'static str, String)> {
     ]
 }
 
-fn message(channel: &str, sender: &str, text: &str) -> Incoming {
+pub(super) fn message(channel: &str, sender: &str, text: &str) -> Incoming {
     Incoming {
         channel: channel.into(),
         chat_id: format!("{sender}-chat"),
@@ -54,7 +54,7 @@ async fn answer(d: &Daemon, s: Submitted) -> String {
     }
 }
 
-fn refs<'a>(v: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+pub(super) fn refs<'a>(v: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
     v.iter().map(|(k, v)| (*k, v.as_str())).collect()
 }
 

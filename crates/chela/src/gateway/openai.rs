@@ -19,11 +19,11 @@ use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
 use hyper::{Response, StatusCode};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::stream::ChannelBody;
 use super::{ApiError, Gateway, Resp, json as json_response};
-use crate::daemon::{Incoming, Submitted};
+use crate::daemon::{Answer, BoxFuture, Conversed, Daemon, Incoming, Reply, Waiter};
 use crate::turn::{Cancel, Observer, TurnEnd};
 
 /// The one model this endpoint offers.
@@ -121,68 +121,111 @@ pub async fn completions(gw: &Arc<Gateway>, headers: &HeaderMap, body: &[u8]) ->
         user: Message::user_text(text),
         cancel: Cancel::default(),
     };
-    let pending = match gw.daemon.submit(incoming, observer) {
-        Submitted::Queued(p) => p,
-        Submitted::Answer(a) => return Err(ApiError::Busy(a)),
-        Submitted::Drop => return Err(ApiError::Forbidden("this client may not talk to Chela".to_owned())),
-    };
-    let daemon = Arc::clone(&gw.daemon);
-    let finish = async move {
-        let end = pending.finish().await;
-        if one_shot && let Ok(closed) = daemon.hub().close("api", &chat) {
-            let _ = closed.finish().await;
-        }
-        let ok = matches!(&end, Ok(TurnEnd::Done(_)));
-        let usage = match &end {
-            Ok(TurnEnd::Done(o)) => Some(o.usage),
-            _ => None,
-        };
-        (ok, daemon.reply_text(&end), usage)
-    };
+    let close = OneShot { daemon: Arc::clone(&gw.daemon), chat: one_shot.then_some(chat) };
     if !req.stream {
-        let (ok, text, usage) = finish.await;
-        if !ok {
-            return Err(ApiError::Upstream(text));
+        let (reply, answer) = Waiter::new();
+        let conversed = gw.daemon.converse(incoming, observer, Box::new(reply));
+        let answer = answer.await;
+        close.close().await;
+        let answer = match (conversed, answer) {
+            (Conversed::Queued, Ok(a)) => a,
+            (_, Ok(a)) => return Err(ApiError::Busy(a.text)),
+            (_, Err(_)) => return Err(ApiError::Forbidden("this client may not talk to Chela".to_owned())),
+        };
+        if !answer.is_done() {
+            return Err(ApiError::Upstream(answer.text));
         }
-        let usage = usage.unwrap_or_default();
+        let usage = match &answer.end {
+            Some(Ok(TurnEnd::Done(o))) => o.usage,
+            _ => Default::default(),
+        };
         let (input, output) = (usage.input_tokens, usage.output_tokens);
         return Ok(json_response(
             StatusCode::OK,
             &json!({
                 "id": id, "object": "chat.completion", "created": created, "model": MODEL,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": answer.text}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": input, "completion_tokens": output, "total_tokens": input + output},
             }),
         ));
     }
+    let (said_tx, said) = oneshot::channel();
+    let reply = SseEnd { tx: tx.clone(), id: id.clone(), created, cut, close, said: Some(said_tx) };
+    match gw.daemon.converse(incoming, observer, Box::new(reply)) {
+        Conversed::Queued => {}
+        Conversed::Said => {
+            let text = said.await.unwrap_or_else(|_| "Chela did not answer".to_owned());
+            return Err(ApiError::Busy(text));
+        }
+        Conversed::Dropped => return Err(ApiError::Forbidden("this client may not talk to Chela".to_owned())),
+    }
     // The role first, as OpenAI does; the observer streams the text; the end comes last.
     let _ = tx.try_send(sse(&chunk(&id, created, json!({"role": "assistant", "content": ""}), None)));
-    let end_id = id.clone();
-    tokio::spawn(async move {
-        let (ok, text, _) = finish.await;
-        if cut.is_cancelled() {
-            // Part of the answer was lost: end the stream without `[DONE]`, so the client
-            // sees it broke off rather than taking a shortened answer as whole.
-            return;
-        }
-        let last = if ok {
-            chunk(&end_id, created, json!({}), Some("stop"))
-        } else {
-            json!({"error": {"message": text, "type": "chela_error"}})
-        };
-        // Waiting here is bounded by the client: hyper stops reading the queue when it is gone,
-        // and then the send fails.
-        let _ = tokio::time::timeout(Duration::from_secs(30), async {
-            let _ = tx.send(sse(&last)).await;
-            let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
-        })
-        .await;
-    });
     let mut resp = Response::new(ChannelBody(rx).boxed());
     let h = resp.headers_mut();
     h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(resp)
+}
+
+/// A one-shot request's conversation, closed once answered so it leaves no session behind.
+struct OneShot {
+    daemon: Arc<Daemon>,
+    chat: Option<String>,
+}
+
+impl OneShot {
+    async fn close(self) {
+        if let Some(chat) = self.chat
+            && let Ok(closed) = self.daemon.hub().close("api", &chat)
+        {
+            let _ = closed.finish().await;
+        }
+    }
+}
+
+/// Ends a streamed answer: the last chunk (or the error) and `[DONE]`. The daemon's own
+/// sentence (busy, stopping) goes back to the handler instead, which answers with a status.
+struct SseEnd {
+    tx: mpsc::Sender<Bytes>,
+    id: String,
+    created: u64,
+    /// Set by the observer once a chunk was dropped.
+    cut: Cancel,
+    close: OneShot,
+    said: Option<oneshot::Sender<String>>,
+}
+
+impl Reply for SseEnd {
+    fn send(mut self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            if answer.end.is_none() {
+                if let Some(said) = self.said.take() {
+                    let _ = said.send(answer.text);
+                }
+                return;
+            }
+            let SseEnd { tx, id, created, cut, close, .. } = *self;
+            close.close().await;
+            if cut.is_cancelled() {
+                // Part of the answer was lost: end the stream without `[DONE]`, so the client
+                // sees it broke off rather than taking a shortened answer as whole.
+                return;
+            }
+            let last = if answer.is_done() {
+                chunk(&id, created, json!({}), Some("stop"))
+            } else {
+                json!({"error": {"message": answer.text, "type": "chela_error"}})
+            };
+            // Waiting here is bounded by the client: hyper stops reading the queue when it is
+            // gone, and then the send fails.
+            let _ = tokio::time::timeout(Duration::from_secs(30), async {
+                let _ = tx.send(sse(&last)).await;
+                let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
+            })
+            .await;
+        })
+    }
 }
 
 fn chunk(id: &str, created: u64, delta: Value, finish: Option<&str>) -> Value {

@@ -45,7 +45,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use super::auth::Who;
 use super::{ApiError, Gateway, Resp, full};
-use crate::daemon::{BoxFuture, Incoming, Outlet, Submitted};
+use crate::daemon::{Answer, BoxFuture, Incoming, Outlet, Reply};
 use crate::turn::{Cancel, Observer};
 
 /// Chat ids one connection may speak in; each is a session and a slot in [`Clients`].
@@ -332,7 +332,13 @@ struct ConnState {
 }
 
 /// Handles one text message; an error is `(sentence, chat_id)` to send back.
-fn on_text(gw: &Gateway, who: Who, text: &str, out: &Outbox, conn: &mut ConnState) -> Result<(), (String, String)> {
+fn on_text(
+    gw: &Arc<Gateway>,
+    who: Who,
+    text: &str,
+    out: &Outbox,
+    conn: &mut ConnState,
+) -> Result<(), (String, String)> {
     let msg: ClientMessage = serde_json::from_str(text).map_err(|e| {
         (
             format!("the message is not the expected JSON ({e}); send {{\"type\":\"message\",\"content\":\"…\"}}"),
@@ -382,27 +388,46 @@ fn on_text(gw: &Gateway, who: Who, text: &str, out: &Outbox, conn: &mut ConnStat
         cancel: Cancel::default(),
     };
     let observer = Box::new(WsObserver { out: out.clone(), chat: chat.clone() });
-    match gw.daemon.submit(incoming, observer) {
-        Submitted::Queued(pending) => {
-            *conn.busy.lock().unwrap_or_else(PoisonError::into_inner).entry(chat.clone()).or_default() += 1;
-            let (daemon, out, busy) = (Arc::clone(&gw.daemon), out.clone(), Arc::clone(&conn.busy));
-            tokio::spawn(async move {
-                let end = pending.finish().await;
-                {
-                    let mut busy = busy.lock().unwrap_or_else(PoisonError::into_inner);
-                    if let Some(n) = busy.get_mut(&chat) {
-                        *n -= 1;
-                        if *n == 0 {
-                            busy.remove(&chat);
-                        }
-                    }
-                }
-                out.push(&event("response", &daemon.reply_text(&end), &chat));
-            });
-            Ok(())
+    *conn.busy.lock().unwrap_or_else(PoisonError::into_inner).entry(chat.clone()).or_default() += 1;
+    let busy = Waiting { busy: Arc::clone(&conn.busy), chat: chat.clone() };
+    gw.daemon.converse(incoming, observer, Box::new(WsReply { out: out.clone(), chat, busy }));
+    Ok(())
+}
+
+/// Answers on the connection the message came on: the turn's answer as a `response`, the
+/// daemon's own sentence (busy, stopping) as an `error`.
+struct WsReply {
+    out: Outbox,
+    chat: String,
+    busy: Waiting,
+}
+
+impl Reply for WsReply {
+    fn send(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
+        let WsReply { out, chat, busy } = *self;
+        // Freed first: a client that writes again as soon as it has the answer finds room.
+        drop(busy);
+        let kind = if answer.end.is_some() { "response" } else { "error" };
+        out.push(&event(kind, &answer.text, &chat));
+        Box::pin(async {})
+    }
+}
+
+/// A chat of a connection with an answer pending, counted until its reply is sent or dropped.
+struct Waiting {
+    busy: Arc<Mutex<HashMap<String, usize>>>,
+    chat: String,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        let mut busy = self.busy.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = busy.get_mut(&self.chat) {
+            *n -= 1;
+            if *n == 0 {
+                busy.remove(&self.chat);
+            }
         }
-        Submitted::Answer(text) => Err((text, chat)),
-        Submitted::Drop => Ok(()),
     }
 }
 

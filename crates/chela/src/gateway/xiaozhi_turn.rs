@@ -16,9 +16,9 @@ use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Message as ChatMessage;
 use chela_proto::xiaozhi::message::{Llm, Message as XzMessage};
 use serde_json::Value;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::{Notify, mpsc, oneshot};
 
-use crate::daemon::{Daemon, Incoming, Submitted};
+use crate::daemon::{Answer, BoxFuture, Daemon, Incoming, Reply};
 use crate::turn::{Cancel, Observer, TurnEnd};
 use crate::voice::pipeline::ReplyWriter;
 
@@ -103,32 +103,54 @@ pub fn start(ctx: Ctx, text: String, writer: ReplyWriter) -> Running {
         user: ChatMessage::user_text(text),
         cancel: cancel.clone(),
     };
-    let submitted = ctx.daemon.submit(incoming, Box::new(DeviceObserver(Arc::clone(&stream))));
-    let running = Running { cancel: cancel.clone() };
-    tokio::spawn(async move {
-        let mut speaker = Speaker { ctx, writer: Some(writer), face_set: false, cancel };
-        match submitted {
-            Submitted::Queued(pending) => {
-                let mut finish = std::pin::pin!(pending.finish());
-                let end = loop {
-                    tokio::select! {
-                        biased;
-                        end = &mut finish => break end,
-                        () = stream.more.notified() => speaker.speak(&stream.take()).await,
-                    }
-                };
-                speaker.speak(&stream.take()).await;
-                speaker.end(&end).await;
+    let daemon = Arc::clone(&ctx.daemon);
+    let speaker = Speaker { ctx, writer: Some(writer), face_set: false, cancel: cancel.clone() };
+    let observer = Box::new(DeviceObserver(Arc::clone(&stream)));
+    // A message the daemon drops drops this reply: its writer, closed unused, ends the reply
+    // as an empty `finish` would.
+    daemon.converse(incoming, observer, Box::new(Spoken { speaker, stream }));
+    Running { cancel }
+}
+
+/// Speaks the answer on the device it was asked on: while the turn runs, as it is written.
+struct Spoken {
+    speaker: Speaker,
+    stream: Arc<Stream>,
+}
+
+impl Reply for Spoken {
+    fn preview<'a>(
+        &'a mut self,
+        mut ended: oneshot::Receiver<()>,
+        _may_send: &'a (dyn Fn() -> bool + Sync),
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut ended => return,
+                    () = self.stream.more.notified() => self.speaker.speak(&self.stream.take()).await,
+                }
             }
-            Submitted::Answer(text) => {
-                speaker.alert(&text);
-                speaker.speak(&text).await;
-                speaker.finish().await;
+        })
+    }
+
+    fn send(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
+        let Spoken { mut speaker, stream } = *self;
+        Box::pin(async move {
+            match answer.end {
+                Some(end) => {
+                    speaker.speak(&stream.take()).await;
+                    speaker.end(&end).await;
+                }
+                None => {
+                    speaker.alert(&answer.text);
+                    speaker.speak(&answer.text).await;
+                    speaker.finish().await;
+                }
             }
-            Submitted::Drop => speaker.finish().await,
-        }
-    });
-    running
+        })
+    }
 }
 
 struct Speaker {

@@ -32,7 +32,7 @@ use chela_core::config::{CAPS_DISABLED, MCP_SERVE_GROUPS};
 use chela_proto::chat::Message;
 use serde_json::{Map, Value, json};
 
-use crate::daemon::{Daemon, Incoming, Submitted};
+use crate::daemon::{Daemon, Incoming, Waiter};
 use crate::tools::{ToolCtx, ToolErrorKind};
 use crate::turn::{Cancel, Observer, TurnEnd};
 
@@ -415,14 +415,14 @@ impl Server {
             user: Message::user_text(message.to_owned()),
             cancel: cancel.clone(),
         };
-        match self.daemon.submit(incoming, Box::new(Quiet)) {
-            Submitted::Queued(pending) => {
-                let end = pending.finish().await;
-                let ok = matches!(&end, Ok(TurnEnd::Done(o)) if !o.cancelled);
-                tool_result(&self.daemon.reply_text(&end), !ok)
+        let (reply, answer) = Waiter::new();
+        self.daemon.converse(incoming, Box::new(Quiet), Box::new(reply));
+        match answer.await {
+            Ok(a) => {
+                let ok = matches!(&a.end, Some(Ok(TurnEnd::Done(o))) if !o.cancelled);
+                tool_result(&a.text, !ok)
             }
-            Submitted::Answer(a) => tool_result(&a, true),
-            Submitted::Drop => tool_result("a router rule took this message; there is no answer", true),
+            Err(_) => tool_result("a router rule took this message; there is no answer", true),
         }
     }
 }

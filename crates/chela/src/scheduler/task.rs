@@ -27,7 +27,7 @@ use chela_proto::chat::Message;
 use tokio::task::JoinSet;
 
 use super::{Due, Outcome};
-use crate::daemon::Daemon;
+use crate::daemon::{Answer, BoxFuture, Daemon, Outlet, Reply};
 use crate::turn::{Cancel, Observer, TurnRequest};
 
 /// The longest sleep: how soon a file edited by another process is seen.
@@ -279,14 +279,55 @@ pub(crate) async fn talk_answer(
     if !daemon.gate().may_send(&daemon.config(), channel, chat_id) {
         return Err(format!("{channel}/{chat_id} is not a chat allowed to talk to Chela (unpaired or gone)"));
     }
-    let answer = turn(daemon, channel, chat_id, text, depth).await?;
-    outlet.send_text(chat_id, &answer).await.map_err(|e| format!("the answer could not be sent: {e}"))?;
-    Ok(answer)
+    let pending = daemon.hub().submit(request(channel, chat_id, text, depth)).map_err(|e| e.to_string())?;
+    let (reported, report) = tokio::sync::oneshot::channel();
+    daemon.deliver_turn(
+        channel,
+        chat_id,
+        pending,
+        Box::new(Reported { outlet, chat_id: chat_id.to_owned(), reported }),
+    );
+    report.await.map_err(|_| "the answer was not delivered: Chela stopped first".to_owned())?
+}
+
+/// Sends a job's answer through the outlet, like any answer in that chat, and tells the job
+/// what became of it: the answer sent, or why none was.
+struct Reported {
+    outlet: Arc<dyn Outlet>,
+    chat_id: String,
+    reported: tokio::sync::oneshot::Sender<Result<String, String>>,
+}
+
+impl Reply for Reported {
+    fn send(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let failed = !matches!(answer.end, Some(Ok(crate::turn::TurnEnd::Done(_))));
+            let result = if failed {
+                Err(answer.text)
+            } else {
+                match self.outlet.send_text(&self.chat_id, &answer.text).await {
+                    Ok(()) => Ok(answer.text),
+                    Err(e) => Err(format!("the answer could not be sent: {e}")),
+                }
+            };
+            let _ = self.reported.send(result);
+        })
+    }
 }
 
 /// One turn in `(channel, chat_id)`, queued behind that chat's other turns; its answer.
 async fn turn(daemon: &Arc<Daemon>, channel: &str, chat_id: &str, text: String, depth: u8) -> Result<String, String> {
-    let req = TurnRequest {
+    let pending = daemon.hub().submit(request(channel, chat_id, text, depth)).map_err(|e| e.to_string())?;
+    let end = pending.finish().await;
+    if let Ok(crate::turn::TurnEnd::Failed(_)) | Err(_) = &end {
+        return Err(daemon.reply_text(&end));
+    }
+    Ok(daemon.reply_text(&end))
+}
+
+/// A turn Chela starts itself in `(channel, chat_id)`.
+fn request(channel: &str, chat_id: &str, text: String, depth: u8) -> TurnRequest {
+    TurnRequest {
         channel: channel.to_owned(),
         chat_id: chat_id.to_owned(),
         user: Message::user_text(text),
@@ -295,13 +336,7 @@ async fn turn(daemon: &Arc<Daemon>, channel: &str, chat_id: &str, text: String, 
         depth,
         cancel: Cancel::default(),
         observer: Box::new(Quiet),
-    };
-    let pending = daemon.hub().submit(req).map_err(|e| e.to_string())?;
-    let end = pending.finish().await;
-    if let Ok(crate::turn::TurnEnd::Failed(_)) | Err(_) = &end {
-        return Err(daemon.reply_text(&end));
     }
-    Ok(daemon.reply_text(&end))
 }
 
 struct Quiet;

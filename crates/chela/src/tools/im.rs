@@ -1,7 +1,7 @@
 //! The `im` group: Chela sends on its own, through the outlet of a running channel
 //! ([`crate::daemon::Outlets`]). Registered by the daemon, which owns the outlets; `chela chat`
-//! alone has no channel to send through and so no such group. Each channel's helper adds its
-//! own `*_send_*` tools; `im_send_media` is the one for any channel.
+//! alone has no channel to send through and so no such group. `im_send_text` ([`super::send`])
+//! and `im_send_media` send to any running channel.
 //!
 //! Only chats the pairing gate lets Chela write to are sent to ([`Gate::may_send`]): listed in a
 //! channel's `allow_from`, an approved person's own chat, a chat where someone allowed talked,
@@ -27,9 +27,11 @@ pub const MAX_CAPTION_CHARS: usize = 1024;
 pub fn group(outlets: Arc<Outlets>, gate: Arc<Gate>) -> Group {
     Group::new("im", "Send messages and files to the chats of the running channels.")
         .guidance(
-            "IM: im_send_media sends a workspace file to a chat of a running channel (telegram, feishu, \
-             ws), for example a report you wrote; only chats allowed to talk to you can be reached.",
+            "IM: im_send_text sends a message and im_send_media a workspace file (for example a report \
+             you wrote) to a chat of a running channel (telegram, feishu, ws); only chats allowed to talk \
+             to you can be reached.",
         )
+        .with(super::send::ImSendText { outlets: Arc::clone(&outlets), gate: Arc::clone(&gate) })
         .with(ImSendMedia { outlets, gate })
 }
 

@@ -43,6 +43,7 @@ pub mod im;
 pub mod memory;
 pub mod router;
 pub mod scheduler;
+pub mod send;
 // The file sandbox: the file tools' and the skills' only way to the workspace's files.
 #[cfg_attr(not(feature = "files"), allow(dead_code))]
 #[path = "files/sandbox.rs"]

@@ -41,6 +41,7 @@ mod service;
 mod sessions;
 mod shared_session;
 mod skills;
+mod stop;
 
 mod telegram;
 mod xiaozhi_sdk;

@@ -24,10 +24,9 @@ use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Message;
 use chela_proto::feishu::event::{Envelope, MessageEvent, parse_envelope};
 use tokio::io::AsyncReadExt;
-use tokio::task::JoinSet;
 
 use crate::config::{Config, Feishu};
-use crate::daemon::{BoxFuture, Daemon, Incoming, Outlet, Submitted};
+use crate::daemon::{Answer, BoxFuture, Daemon, Incoming, Outlet, Reply};
 use crate::net::HttpClient;
 use crate::turn::{Cancel, Observer};
 
@@ -38,8 +37,6 @@ pub use webhook::unverifiable as unverifiable_webhook;
 pub const CHANNEL: &str = "feishu";
 /// Characters per message sent; Feishu takes far more, but long messages read badly on a phone.
 pub const MAX_CHUNK_CHARS: usize = 4000;
-/// Answers still being sent when the daemon stops get this long.
-const SEND_GRACE: Duration = Duration::from_secs(2);
 
 /// Whether the settings turn the channel on.
 pub fn configured(cfg: &Config) -> bool {
@@ -84,7 +81,6 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         settings: settings.clone(),
         bot_open_id,
         seen: Mutex::new(seen::Seen::open(daemon.workspace())),
-        replies: Mutex::new(JoinSet::new()),
     });
     daemon.outlets().register(Arc::new(FeishuOutlet { api: Arc::clone(&api) }));
     if let Err(e) = daemon.toolbox().register(tool::group(api, Arc::clone(daemon.gate()))) {
@@ -96,8 +92,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     };
     daemon.outlets().unregister(CHANNEL);
     daemon.toolbox().unregister(tool::GROUP);
-    let mut replies = std::mem::take(&mut *channel.replies.lock().unwrap_or_else(PoisonError::into_inner));
-    let _ = tokio::time::timeout(SEND_GRACE, async { while replies.join_next().await.is_some() {} }).await;
+    // The answers still on their way are the daemon's: it flushes them after the turns end.
     served
 }
 
@@ -114,8 +109,6 @@ pub struct Channel {
     bot_open_id: Option<String>,
     /// Event ids handled, in this run and earlier ones ([`seen`]).
     seen: Mutex<seen::Seen>,
-    /// Turns waiting for their answer to be sent; bounded by the session hub's queues.
-    replies: Mutex<JoinSet<()>>,
 }
 
 impl Channel {
@@ -150,13 +143,14 @@ impl Channel {
             return;
         }
         let Some(text) = m.text(bot) else {
-            self.reply(m.message_id, "I can read text messages only, for now.".to_owned());
+            let reply = Box::new(ThreadReply { api: Arc::clone(&self.api), message_id: m.message_id });
+            self.daemon.say(CHANNEL, &m.chat_id, "I can read text messages only, for now.".to_owned(), reply);
             return;
         };
         if text.is_empty() {
             return;
         }
-        let sender = m.sender.clone();
+        let reply = Box::new(ThreadReply { api: Arc::clone(&self.api), message_id: m.message_id });
         let incoming = Incoming {
             channel: CHANNEL.to_owned(),
             chat_id: m.chat_id,
@@ -164,35 +158,19 @@ impl Channel {
             user: Message::user_text(text),
             cancel: Cancel::default(),
         };
-        match self.daemon.submit(incoming, Box::new(Quiet)) {
-            Submitted::Queued(pending) => {
-                let daemon = Arc::clone(&self.daemon);
-                let api = Arc::clone(&self.api);
-                self.spawn(async move {
-                    let end = pending.finish().await;
-                    // Asked again at delivery: a revoke while the model worked keeps the answer
-                    // from the revoked person.
-                    if !daemon.may_talk(CHANNEL, &sender) {
-                        tracing::warn!("the Feishu answer was not sent: {sender} may no longer talk to Chela");
-                        return;
-                    }
-                    send_reply(&api, &m.message_id, &daemon.reply_text(&end)).await;
-                });
-            }
-            Submitted::Answer(text) => self.reply(m.message_id, text),
-            Submitted::Drop => {}
-        }
+        self.daemon.converse(incoming, Box::new(Quiet), reply);
     }
+}
 
-    fn reply(&self, message_id: String, text: String) {
-        let api = Arc::clone(&self.api);
-        self.spawn(async move { send_reply(&api, &message_id, &text).await });
-    }
+/// An answer goes out as a reply to the message it answers.
+struct ThreadReply {
+    api: Arc<Api>,
+    message_id: String,
+}
 
-    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
-        let mut replies = self.replies.lock().unwrap_or_else(PoisonError::into_inner);
-        while replies.try_join_next().is_some() {}
-        replies.spawn(task);
+impl Reply for ThreadReply {
+    fn send(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
+        Box::pin(async move { send_reply(&self.api, &self.message_id, &answer.text).await })
     }
 }
 
@@ -237,7 +215,7 @@ impl Observer for Quiet {
 }
 
 /// Sends to Feishu chats on Chela's own initiative (the IM tools).
-struct FeishuOutlet {
+pub(crate) struct FeishuOutlet {
     api: Arc<Api>,
 }
 

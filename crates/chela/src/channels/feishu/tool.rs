@@ -1,6 +1,8 @@
 //! The `feishu` tool group, registered while the channel runs (like an MCP server's tools):
 //! `feishu_send_message`, with which Chela writes to a Feishu chat on its own, e.g. from a
-//! schedule or while working on another chat's request.
+//! schedule or while working on another chat's request. A documented alias of `im_send_text`
+//! for Feishu: it checks the chat id's shape, then sends the same way ([`crate::tools::send`],
+//! the channel's outlet).
 //!
 //! Only chats the pairing gate opens ([`Gate::may_send`]): where a person who may talk to Chela
 //! (allowed or approved) has talked, while they still may; a revoke closes them at once. A
@@ -12,8 +14,8 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::api::Api;
-use super::{CHANNEL, MAX_CHUNK_CHARS, chunks};
-use crate::access::{Gate, send_refused};
+use super::{FeishuOutlet, MAX_CHUNK_CHARS, chunks};
+use crate::access::Gate;
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 /// The group's id: `chela cap disable feishu` switches the tool off.
@@ -22,11 +24,11 @@ pub const GROUP: &str = "feishu";
 const MAX_TEXT_CHARS: usize = 4 * MAX_CHUNK_CHARS;
 
 pub fn group(api: Arc<Api>, gate: Arc<Gate>) -> Group {
-    Group::new(GROUP, "Send messages to Feishu chats.").with(SendMessage { api, gate })
+    Group::new(GROUP, "Send messages to Feishu chats.").with(SendMessage { outlet: FeishuOutlet { api }, gate })
 }
 
 pub struct SendMessage {
-    api: Arc<Api>,
+    outlet: FeishuOutlet,
     gate: Arc<Gate>,
 }
 
@@ -49,28 +51,16 @@ impl Tool for SendMessage {
         if chat.is_empty() || !chat.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
             return Err(ToolError::invalid_args(format!("`{chat}` is not a Feishu chat id (they look like oc_…).")));
         }
-        let text = args.text.trim();
-        if text.is_empty() {
-            return Err(ToolError::invalid_args("The text is empty."));
-        }
-        if text.chars().count() > MAX_TEXT_CHARS {
-            return Err(ToolError::invalid_args(format!(
-                "The text is longer than {MAX_TEXT_CHARS} characters; send less, or in several messages."
-            )));
-        }
-        if !self.gate.may_send(&ctx.cfg, CHANNEL, chat) {
-            return Err(ToolError::refused(send_refused(CHANNEL, chat)));
-        }
-        let pieces = chunks(text, MAX_CHUNK_CHARS);
-        for piece in &pieces {
-            self.api.send_text(chat, piece).await.map_err(|e| ToolError::new(format!("{e:#}")))?;
-        }
-        Ok(serde_json::json!({"sent": true, "chat_id": chat, "messages": pieces.len()}).to_string())
+        crate::tools::send::send_text(&self.outlet, &self.gate, ctx, chat, &args.text, MAX_TEXT_CHARS).await?;
+        // The outlet sends in these pieces.
+        let pieces = chunks(args.text.trim(), MAX_CHUNK_CHARS).len();
+        Ok(serde_json::json!({"sent": true, "chat_id": chat, "messages": pieces}).to_string())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::CHANNEL;
     use super::*;
     use crate::net::{ClientOptions, HttpClient};
     use crate::tools::ToolErrorKind;
@@ -94,7 +84,7 @@ mod tests {
         let ctx = fixture.ctx();
         let gate = Arc::new(Gate::open(&ctx.ws).unwrap());
         let api = Arc::new(Api::new(http, &fake.base_url(), "cli_test", "secret-test"));
-        let tool = SendMessage { api, gate: Arc::clone(&gate) };
+        let tool = SendMessage { outlet: FeishuOutlet { api }, gate: Arc::clone(&gate) };
         let args = |chat: &str, text: &str| SendArgs { chat_id: chat.into(), text: text.into() };
 
         let refused = tool.call(&ctx, args("oc_known", "hello")).await.unwrap_err();

@@ -30,7 +30,6 @@ mod reply;
 mod stream;
 mod tool;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -38,22 +37,17 @@ use anyhow::{Result, bail};
 use chela_core::access::Admission;
 use chela_core::config as keys;
 use serde_json::Value;
-use tokio::sync::oneshot;
-use tokio::task::JoinSet;
 
 use crate::config::Config;
-use crate::daemon::{Daemon, Incoming, Submitted};
+use crate::daemon::{Daemon, Incoming};
 use crate::turn::{Cancel, Observer};
 
 pub use api::{Api, ApiError};
 pub use reply::TelegramOutlet;
+use reply::TelegramReply;
 
 /// The channel's name in sessions, `allow_from` and outlets.
 pub const CHANNEL: &str = "telegram";
-/// How often "typing" is renewed while a turn runs (Telegram shows it for 5 s).
-const TYPING_EVERY: Duration = Duration::from_secs(4);
-/// Replies still being sent are given this long after a stop (`chela run` allows 5 s in all).
-const FLUSH_ON_STOP: Duration = Duration::from_secs(4);
 
 const HELP: &str = "I'm Chela, a personal assistant. Send me a message, a photo, a document or a voice note.\n\n\
 /new or /reset: start a fresh conversation (the old one is archived)\n\
@@ -99,31 +93,6 @@ struct Channel {
     daemon: Arc<Daemon>,
     api: Api,
     max_file: usize,
-    /// Replies being sent; reaped as they finish, so this holds at most the turns in flight.
-    replies: JoinSet<()>,
-    /// Per chat, the signal that its latest reply was sent (see [`Place`]).
-    order: HashMap<String, oneshot::Receiver<()>>,
-}
-
-/// Chats remembered in [`Channel::order`] before those with nothing in flight are forgotten.
-const MAX_ORDERED: usize = 1024;
-
-/// A reply's place in its chat: the turns of a chat end in order, but their replies are sent
-/// by separate tasks, and a long one (or one held up by a 429) must not be overtaken.
-struct Place {
-    before: Option<oneshot::Receiver<()>>,
-    done: oneshot::Sender<()>,
-}
-
-impl Place {
-    /// Waits for the chat's previous reply; drop the returned sender once this one is sent.
-    async fn wait(self) -> oneshot::Sender<()> {
-        if let Some(before) = self.before {
-            // Dropped (sent or failed) is all that is waited for.
-            let _ = before.await;
-        }
-        self.done
-    }
 }
 
 /// Runs the channel until the daemon stops. Errors only when it cannot run at all.
@@ -145,18 +114,11 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     if let Err(e) = daemon.toolbox().register(tool::group(api.clone(), Arc::clone(daemon.gate()))) {
         tracing::warn!("the telegram tools are not available: {e}");
     }
-    let mut chan = Channel {
-        daemon: Arc::clone(&daemon),
-        api,
-        max_file: cfg.usize(keys::TELEGRAM_MAX_FILE_BYTES),
-        replies: JoinSet::new(),
-        order: HashMap::new(),
-    };
+    let mut chan = Channel { daemon: Arc::clone(&daemon), api, max_file: cfg.usize(keys::TELEGRAM_MAX_FILE_BYTES) };
     let result = poll(&mut chan).await;
     daemon.outlets().unregister(CHANNEL);
     daemon.toolbox().unregister(tool::GROUP);
-    // Turns are being finished or cancelled by `chela run`; let their answers go out.
-    let _ = tokio::time::timeout(FLUSH_ON_STOP, async { while chan.replies.join_next().await.is_some() {} }).await;
+    // The answers still on their way are the daemon's: it flushes them after the turns end.
     result
 }
 
@@ -177,7 +139,6 @@ async fn poll(chan: &mut Channel) -> Result<()> {
             got = chan.api.get_updates(next) => got,
             () = chan.daemon.shutdown().wait() => return Ok(()),
         };
-        while chan.replies.try_join_next().is_some() {}
         let wait = match got {
             Ok(updates) => {
                 backoff = Backoff::new();
@@ -222,7 +183,7 @@ fn command(text: &str) -> Option<String> {
     Some(word.split('@').next().unwrap_or(word).to_ascii_lowercase())
 }
 
-async fn handle(chan: &mut Channel, update: &Value) {
+async fn handle(chan: &Channel, update: &Value) {
     let Some(msg) = update.get("message") else { return };
     let (Some(chat), Some(sender)) = (msg["chat"]["id"].as_i64(), msg["from"]["id"].as_i64()) else {
         tracing::debug!("telegram: a message without a chat or a sender was skipped");
@@ -255,7 +216,7 @@ async fn handle(chan: &mut Channel, update: &Value) {
             );
             return chan.answer(&chat_id, text);
         }
-        Some("new" | "reset") if allowed => return chan.restart(&chat_id),
+        Some("new" | "reset") if allowed => return chan.restart(&chat_id, &sender),
         _ => {}
     }
     // Nothing from a sender who may not talk is downloaded or stored: the daemon sees only the
@@ -269,7 +230,6 @@ async fn handle(chan: &mut Channel, update: &Value) {
     } else {
         chela_proto::chat::Message::user_text(text)
     };
-    let sender_id = sender.clone();
     let incoming =
         Incoming { channel: CHANNEL.to_owned(), chat_id: chat_id.clone(), sender, user, cancel: Cancel::default() };
     // Read for each message, so `chela config set channels.telegram.stream_edits false` applies
@@ -280,132 +240,19 @@ async fn handle(chan: &mut Channel, update: &Value) {
     } else {
         (Box::new(Quiet), None)
     };
-    match chan.daemon.submit(incoming, observer) {
-        Submitted::Queued(pending) => {
-            let (api, daemon, place) = (chan.api.clone(), Arc::clone(&chan.daemon), chan.place(&chat_id));
-            let to = To { chat_id, sender: sender_id };
-            chan.replies.spawn(answer_turn(api, daemon, to, pending, place, preview));
-        }
-        Submitted::Answer(text) => chan.answer(&chat_id, text),
-        Submitted::Drop => {}
-    }
-}
-
-/// Where a turn's answer goes, and whose message started it.
-struct To {
-    chat_id: String,
-    sender: String,
-}
-
-/// Sends the answer of a queued turn, with "typing" meanwhile and, when `preview` is given, the
-/// answer growing in one message while it is written ([`stream`]).
-///
-/// The sender's admission is checked again before every send and edit: a revoke that lands
-/// while the model works must keep the rest of that turn from the revoked person too.
-async fn answer_turn(
-    api: Api,
-    daemon: Arc<Daemon>,
-    to: To,
-    pending: crate::session::Pending<crate::turn::TurnEnd>,
-    place: Place,
-    mut preview: Option<stream::Preview>,
-) {
-    let To { chat_id, sender } = to;
-    let may_deliver = || daemon.may_talk(CHANNEL, &sender);
-    let Place { mut before, done } = place;
-    let (stop, stopped) = oneshot::channel();
-    let turn = async {
-        let typing = async {
-            loop {
-                if let Err(e) = api.send_chat_action(&chat_id, "typing").await {
-                    tracing::debug!("telegram: typing: {e}");
-                }
-                tokio::time::sleep(TYPING_EVERY).await;
-            }
-        };
-        let end = tokio::select! {
-            end = pending.finish() => end,
-            () = typing => unreachable!("the typing loop never ends"),
-        };
-        let _ = stop.send(());
-        end
-    };
-    let show = async {
-        let Some(preview) = preview.as_mut() else { return };
-        let mut stopped = stopped;
-        // The chat's previous answer goes first, previews included.
-        if let Some(earlier) = before.as_mut() {
-            tokio::select! {
-                biased;
-                _ = &mut stopped => return,
-                _ = earlier => before = None,
-            }
-        }
-        preview.run(&api, &chat_id, stopped, &may_deliver).await;
-    };
-    let (end, ()) = tokio::join!(turn, show);
-    let text = daemon.reply_text(&end);
-    if let Some(earlier) = before {
-        // Dropped (sent or failed) is all that is waited for.
-        let _ = earlier.await;
-    }
-    if !may_deliver() {
-        tracing::warn!("telegram: the answer to chat {chat_id} was not sent: {sender} may no longer talk to Chela");
-        drop(done);
-        return;
-    }
-    let sent = match preview.as_ref().and_then(|p| p.message.map(|id| (p, id))) {
-        Some((p, id)) => {
-            p.settle().await;
-            reply::finish_markdown(&api, &chat_id, id, &text).await
-        }
-        None => reply::send_markdown(&api, &chat_id, &text).await,
-    };
-    if let Err(e) = sent {
-        tracing::warn!("telegram: the answer to chat {chat_id} was not delivered: {e}");
-    }
-    drop(done);
+    chan.daemon.converse(incoming, observer, Box::new(TelegramReply::new(chan.api.clone(), chat_id, preview)));
 }
 
 impl Channel {
-    fn place(&mut self, chat_id: &str) -> Place {
-        if self.order.len() >= MAX_ORDERED {
-            self.order.retain(|_, sent| matches!(sent.try_recv(), Err(oneshot::error::TryRecvError::Empty)));
-        }
-        let (done, next) = oneshot::channel();
-        Place { before: self.order.insert(chat_id.to_owned(), next), done }
+    /// Sends `text` as is (no Markdown), in the chat's order, without holding up the poll loop.
+    fn answer(&self, chat_id: &str, text: String) {
+        let reply = TelegramReply::new(self.api.clone(), chat_id.to_owned(), None);
+        self.daemon.say(CHANNEL, chat_id, text, Box::new(reply));
     }
 
-    /// Sends `text` as is (no Markdown), from a task so the poll loop goes on.
-    fn answer(&mut self, chat_id: &str, text: String) {
-        let (api, chat_id, place) = (self.api.clone(), chat_id.to_owned(), self.place(chat_id));
-        self.replies.spawn(async move {
-            let _sent = place.wait().await;
-            if let Err(e) = reply::send_plain(&api, &chat_id, &text).await {
-                tracing::warn!("telegram: a reply to chat {chat_id} was not delivered: {e}");
-            }
-        });
-    }
-
-    fn restart(&mut self, chat_id: &str) {
-        let text = match self.daemon.restart(CHANNEL, chat_id) {
-            Ok(pending) => {
-                let (api, chat_id, place) = (self.api.clone(), chat_id.to_owned(), self.place(chat_id));
-                self.replies.spawn(async move {
-                    let text = match pending.finish().await {
-                        Ok(()) => "Started a new conversation; the previous one is archived.".to_owned(),
-                        Err(e) => format!("The conversation could not be restarted: {e:#}"),
-                    };
-                    let _sent = place.wait().await;
-                    if let Err(e) = reply::send_plain(&api, &chat_id, &text).await {
-                        tracing::warn!("telegram: a reply to chat {chat_id} was not delivered: {e}");
-                    }
-                });
-                return;
-            }
-            Err(e) => e.to_string(),
-        };
-        self.answer(chat_id, text);
+    fn restart(&self, chat_id: &str, sender: &str) {
+        let reply = TelegramReply::new(self.api.clone(), chat_id.to_owned(), None);
+        self.daemon.restart_then(CHANNEL, chat_id, sender, Box::new(reply));
     }
 }
 

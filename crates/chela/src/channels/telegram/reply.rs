@@ -1,5 +1,6 @@
 //! Sending: an answer as Telegram HTML in chunks Telegram accepts (resent plain if Telegram
-//! still refuses the markup), plain text, files; and the [`Outlet`] the sending tools use.
+//! still refuses the markup), plain text, files; the [`Reply`] the daemon delivers a chat's
+//! answers through, and the [`Outlet`] the sending tools use.
 
 use std::future::Future;
 use std::path::Path;
@@ -7,10 +8,15 @@ use std::time::Duration;
 
 use chela_proto::telegram::{MAX_MESSAGE_UNITS, render_chunks, split_plain, visible_text};
 
-use super::api::{Api, ApiError, Upload};
-use super::{Backoff, CHANNEL};
-use crate::daemon::{BoxFuture, Outlet};
+use tokio::sync::oneshot;
 
+use super::api::{Api, ApiError, Upload};
+use super::stream::Preview;
+use super::{Backoff, CHANNEL};
+use crate::daemon::{Answer, BoxFuture, Outlet, Reply};
+
+/// How often "typing" is renewed while a turn runs (Telegram shows it for 5 s).
+const TYPING_EVERY: Duration = Duration::from_secs(4);
 /// Tries per message: 429s and network errors are retried this many times in all.
 const MAX_ATTEMPTS: usize = 5;
 /// Telegram's limit on an uploaded file.
@@ -113,6 +119,64 @@ pub async fn send_plain(api: &Api, chat_id: &str, text: &str) -> Result<(), ApiE
         }
     }
     Ok(())
+}
+
+/// Where the answer to one message goes: "typing" while the turn runs, the answer growing in
+/// one message when `preview` is given ([`super::stream`]), then the whole answer as Telegram
+/// HTML. The daemon's own sentences (a pairing code, "busy") and the commands' answers go plain.
+pub struct TelegramReply {
+    api: Api,
+    chat_id: String,
+    preview: Option<Preview>,
+}
+
+impl TelegramReply {
+    pub fn new(api: Api, chat_id: String, preview: Option<Preview>) -> TelegramReply {
+        TelegramReply { api, chat_id, preview }
+    }
+}
+
+impl Reply for TelegramReply {
+    fn working(&self) -> BoxFuture<'static, ()> {
+        let (api, chat_id) = (self.api.clone(), self.chat_id.clone());
+        Box::pin(async move {
+            loop {
+                if let Err(e) = api.send_chat_action(&chat_id, "typing").await {
+                    tracing::debug!("telegram: typing: {e}");
+                }
+                tokio::time::sleep(TYPING_EVERY).await;
+            }
+        })
+    }
+
+    fn preview<'a>(
+        &'a mut self,
+        ended: oneshot::Receiver<()>,
+        may_send: &'a (dyn Fn() -> bool + Sync),
+    ) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Some(preview) = self.preview.as_mut() {
+                preview.run(&self.api, &self.chat_id, ended, may_send).await;
+            }
+        })
+    }
+
+    fn send(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
+        Box::pin(async move {
+            let TelegramReply { api, chat_id, preview } = *self;
+            let sent = match (&answer.end, preview.as_ref().and_then(|p| p.message.map(|id| (p, id)))) {
+                (None, _) => send_plain(&api, &chat_id, &answer.text).await,
+                (Some(_), Some((p, id))) => {
+                    p.settle().await;
+                    finish_markdown(&api, &chat_id, id, &answer.text).await
+                }
+                (Some(_), None) => send_markdown(&api, &chat_id, &answer.text).await,
+            };
+            if let Err(e) = sent {
+                tracing::warn!("telegram: the answer to chat {chat_id} was not delivered: {e}");
+            }
+        })
+    }
 }
 
 /// The channel's way of speaking on its own, for the sending tools.

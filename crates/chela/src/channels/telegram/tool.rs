@@ -1,6 +1,7 @@
 //! The `telegram` tool group, registered while the channel runs: `telegram_send_text`, with
 //! which Chela writes to a Telegram chat on its own (from a schedule, or while working on
-//! another chat's request).
+//! another chat's request). A documented alias of `im_send_text` for Telegram: it checks the
+//! chat id's shape, then sends the same way ([`crate::tools::send`], the channel's outlet).
 //!
 //! Only to chats the pairing gate opens ([`Gate::may_send`]): a private chat whose id is listed
 //! in `channels.telegram.allow_from` or is an approved person's (a private chat's id is its
@@ -11,9 +12,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::TelegramOutlet;
 use super::api::Api;
-use super::{CHANNEL, reply};
-use crate::access::{Gate, send_refused};
+use crate::access::Gate;
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 /// The group's id: `chela cap disable telegram` switches the tool off.
@@ -22,11 +23,11 @@ pub const GROUP: &str = "telegram";
 const MAX_TEXT_CHARS: usize = 4 * 4096;
 
 pub fn group(api: Api, gate: Arc<Gate>) -> Group {
-    Group::new(GROUP, "Send messages to Telegram chats.").with(SendText { api, gate })
+    Group::new(GROUP, "Send messages to Telegram chats.").with(SendText { outlet: TelegramOutlet::new(api), gate })
 }
 
 pub struct SendText {
-    api: Api,
+    outlet: TelegramOutlet,
     gate: Arc<Gate>,
 }
 
@@ -51,25 +52,14 @@ impl Tool for SendText {
                 "`{chat}` is not a Telegram chat id (a number, e.g. 123456789)."
             )));
         }
-        let text = args.text.trim();
-        if text.is_empty() {
-            return Err(ToolError::invalid_args("The text is empty."));
-        }
-        if text.chars().count() > MAX_TEXT_CHARS {
-            return Err(ToolError::invalid_args(format!(
-                "The text is longer than {MAX_TEXT_CHARS} characters; send less, or in several messages."
-            )));
-        }
-        if !self.gate.may_send(&ctx.cfg, CHANNEL, chat) {
-            return Err(ToolError::refused(send_refused(CHANNEL, chat)));
-        }
-        reply::send_markdown(&self.api, chat, text).await.map_err(|e| ToolError::new(e.to_string()))?;
+        crate::tools::send::send_text(&self.outlet, &self.gate, ctx, chat, &args.text, MAX_TEXT_CHARS).await?;
         Ok(serde_json::json!({"sent": true, "chat_id": chat}).to_string())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::CHANNEL;
     use super::*;
     use crate::net::{ClientOptions, HttpClient};
     use crate::tools::ToolErrorKind;
@@ -92,7 +82,7 @@ mod tests {
         let fixture = crate::tools::testing::Fixture::new(&[("channels.telegram.allow_from", "9, 42")]);
         let ctx = fixture.ctx();
         let gate = Arc::new(Gate::open(&ctx.ws).unwrap());
-        let tool = SendText { api, gate: Arc::clone(&gate) };
+        let tool = SendText { outlet: TelegramOutlet::new(api), gate: Arc::clone(&gate) };
         let args = |chat: &str, text: &str| SendTextArgs { chat_id: chat.into(), text: text.into() };
 
         let refused = tool.call(&ctx, args("7", "hello")).await.unwrap_err();
