@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# Runs every test of the workspace. The proxy tests use real proxies from Debian (tinyproxy for
-# HTTP CONNECT, microsocks for SOCKS5), and the line-editor test a real terminal (tmux); this
-# installs them first when they are missing. The gateway's OpenAI test runs the official `openai`
+# Runs every test of the workspace under cargo-nextest (each test in its own process, with a
+# per-test time bound and a report of the slow ones; settings in .config/nextest.toml), then the
+# examples in the docs, which nextest does not run. Arguments go to `cargo nextest run`
+# (a filter, `-p chela`, `--profile ci`); with arguments the doc examples are left out.
+# cargo-nextest is installed from crates.io (pinned) when it is missing: scripts/install-nextest.sh.
+#
+# The proxy tests use real proxies from Debian (tinyproxy for HTTP CONNECT, microsocks for
+# SOCKS5), and the line-editor test a real terminal (tmux); this installs them first when they
+# are missing. The gateway's OpenAI test runs the official `openai`
 # Python SDK from a venv it makes under target/ (`pip install openai`), so python3 with venv is
 # needed too.
 set -euo pipefail
@@ -27,4 +33,8 @@ if ((${#need[@]})); then
   $sudo apt-get update -qq
   $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
-exec cargo test --workspace "$@"
+scripts/install-nextest.sh
+cargo nextest run --workspace "$@"
+if (($# == 0)); then
+  cargo test --doc --workspace
+fi

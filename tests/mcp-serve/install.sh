@@ -10,6 +10,10 @@ PY_MCP=2.3.0
 TS_SDK=1.32.2
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
+# Tests in parallel processes (nextest runs each test in its own) call this at once: one
+# installs while the others wait here, then find the clients installed.
+exec 9>"$dir/.lock"
+flock 9
 if ! "$dir/venv/bin/python" -c "import mcp, importlib.metadata as m; assert m.version('mcp') == '$PY_MCP'" 2>/dev/null; then
   python3 -m venv "$dir/venv"
   "$dir/venv/bin/pip" install --quiet --disable-pip-version-check "mcp==$PY_MCP"

@@ -14,7 +14,7 @@
 //!
 //! What it is not: a recogniser or a synthesiser. The transcript is whatever the test set,
 //! whatever the audio said. The formats are written from OpenAI's API reference and checked
-//! against the `openai` Python SDK (`crates/chela/tests/voice_fake.rs`); they share no code with Chela.
+//! against the `openai` Python SDK (`crates/chela/tests/e2e/voice_fake.rs`); they share no code with Chela.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;

@@ -42,6 +42,11 @@ pub fn openai_python(tmp: &std::path::Path) -> PathBuf {
     use std::process::Command;
     let venv = tmp.join("openai-venv");
     let python = venv.join("bin/python");
+    // Tests in other processes (nextest runs each test in its own) make the same venv: one
+    // makes it under this lock while the others wait, then find it ready. The lock goes with
+    // the file handle when this returns.
+    let lock = std::fs::File::create(tmp.join("openai-venv.lock")).expect("cannot create the venv's lock file");
+    rustix::fs::flock(&lock, rustix::fs::FlockOperation::LockExclusive).expect("cannot lock the venv's lock file");
     let ready = |p: &Path| Command::new(p).args(["-c", "import openai"]).status().is_ok_and(|s| s.success());
     if ready(&python) {
         return python;

@@ -223,7 +223,7 @@ impl App {
 
 /// Calls tools by hand, in-process, the way `chela cap call` does (same loading, same
 /// registry, `Caller::Manual`). Public only for the escape-and-abuse corpus
-/// (`tests/abuse_files.rs`): its race cases make thousands of calls against a thread that
+/// (`tests/abuse/files.rs`): its race cases make thousands of calls against a thread that
 /// swaps folders, and a process per call would be too slow to reach the odds of the attack.
 #[cfg(feature = "files")]
 #[doc(hidden)]

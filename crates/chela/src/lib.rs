@@ -63,7 +63,7 @@ mod turn;
 // Images and the model: the bounds of a turn, and one-shot questions about an image.
 mod vision;
 
-/// For the escape-and-abuse corpus of the file tools (`tests/abuse_files.rs`) only.
+/// For the escape-and-abuse corpus of the file tools (`tests/abuse/files.rs`) only.
 #[cfg(feature = "files")]
 #[doc(hidden)]
 pub use app::ManualCalls;

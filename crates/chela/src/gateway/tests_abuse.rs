@@ -1,6 +1,6 @@
 //! Abuse cases that need the gateway's timers shortened, over a real 127.0.0.1 socket: slow
 //! request heads, and a WebSocket client that never reads what it is sent. (The rest of the
-//! corpus runs the real binary: `tests/abuse_gateway.rs`.)
+//! corpus runs the real binary: `tests/abuse/gateway.rs`.)
 
 use std::time::Duration;
 use tokio::time::Instant;

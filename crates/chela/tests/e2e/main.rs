@@ -15,11 +15,13 @@
 // These two use the optional tool groups (files, memory, web, http): the default build's.
 #[cfg(all(feature = "files", feature = "memory", feature = "web", feature = "http"))]
 mod board;
+mod broken_pipe;
 mod cap;
 #[cfg(feature = "files")]
 mod chat;
 mod compaction;
 mod config;
+mod crash;
 mod ctrl_c;
 mod doctor;
 mod errors;
@@ -32,6 +34,7 @@ mod mcp;
 mod mcp_image;
 #[cfg(feature = "memory")]
 mod mcp_serve;
+mod proxy;
 mod router;
 mod run;
 #[cfg(feature = "files")]
@@ -44,6 +47,7 @@ mod skills;
 mod stop;
 
 mod telegram;
+mod voice_fake;
 mod xiaozhi_sdk;
 
 use std::fs;

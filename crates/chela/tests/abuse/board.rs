@@ -96,7 +96,7 @@ impl Ws {
 
 /// The simulated default board, with `extra` top-level fields.
 fn simulated(extra: &str) -> String {
-    let base = include_str!("../../chela-board/boards/simulated.json");
+    let base = include_str!("../../../chela-board/boards/simulated.json");
     let at = base.rfind('}').unwrap();
     let body = base[..at].trim_end();
     if extra.is_empty() { base.to_owned() } else { format!("{body},\n{extra}\n}}\n") }
