@@ -175,10 +175,12 @@ fn every_schema_matches_its_argument_type() {
 /// The tools the chip offers too are advertised exactly as the core's contract gives them:
 /// same names, descriptions and schemas, byte for byte. The chip's `tests/contract.rs` checks
 /// its side against the same list, so a spec copied by hand on either side shows up here.
+#[cfg(feature = "board")]
 #[test]
 fn shared_tools_are_advertised_as_the_core_contract() {
     let fx = Fixture::new(&[]);
-    let tb = Toolbox::new(&fx.cfg);
+    // Built as every command builds it: the board's tools come with the board's service.
+    let tb = Arc::clone(&fx.toolbox);
     let sched = crate::scheduler::Scheduler::open(
         &fx.ws,
         crate::scheduler::Settings::from_config(&fx.cfg).unwrap(),
