@@ -29,6 +29,9 @@ use smart_leds_trait::RGB8;
 use crate::router::Rules;
 use crate::workspace::{Workspace, read_bounded};
 
+// The `board` tool group: the model's hands on the board.
+pub mod tools;
+
 /// The board description's file name in the workspace.
 pub const FILE: &str = "board.json";
 /// Where the built-in board comes from when the workspace has no board.json.
