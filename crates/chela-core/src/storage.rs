@@ -2,7 +2,7 @@
 //!
 //! Three operations, enough for session records and memory entries: append whole lines,
 //! replace a file atomically, and read a file's lines newest first. The host implements them
-//! over files (`crates/chela/src/storage.rs`), the chip will over flash, and tests use the
+//! over files (`crates/chela-infra/src/storage.rs`), the chip will over flash, and tests use the
 //! in-memory model in [`mem`], which can drop unsynced writes and crash at any operation.
 //!
 //! The one hard part, reading lines backwards in fixed-size blocks, lives here once

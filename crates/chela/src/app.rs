@@ -54,7 +54,7 @@ impl Tools {
             #[cfg(feature = "lua")]
             crate::lua::group(&tools.lua),
             #[cfg(feature = "board")]
-            crate::tools::board::group(&tools.board),
+            crate::board::tools::group(&tools.board),
         ];
         for g in groups {
             // Two built-in tools with one name is a programming error caught by the tests.

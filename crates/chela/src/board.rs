@@ -29,8 +29,11 @@ use smart_leds_trait::RGB8;
 use crate::router::Rules;
 use crate::workspace::{Workspace, read_bounded};
 
+// The `board` tool group: the model's hands on the board.
+pub mod tools;
+
 /// The board description's file name in the workspace.
-pub const FILE: &str = "board.json";
+pub const FILE: &str = crate::authority::BOARD_FILE;
 /// Where the built-in board comes from when the workspace has no board.json.
 pub const BUILT_IN: &str = "built-in simulated board (no board.json in the workspace)";
 

@@ -34,6 +34,8 @@ use crate::tools::{ResultHook, ToolCtx, ToolResult};
 use crate::workspace::{Workspace, write_atomic};
 
 pub mod task;
+// The `router` tool group: the model's hands on this service.
+pub mod tools;
 
 /// The rule file's name in the workspace.
 pub const FILE: &str = crate::authority::RULES_FILE;

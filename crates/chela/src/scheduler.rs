@@ -34,6 +34,8 @@ use crate::workspace::{Workspace, write_atomic};
 
 pub mod outcomes;
 pub mod task;
+// The `scheduler` tool group: the model's hands on this service.
+pub mod tools;
 
 pub use outcomes::Outcome;
 

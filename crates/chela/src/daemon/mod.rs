@@ -156,11 +156,11 @@ impl Daemon {
             .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
         let scheduler = Arc::new(Scheduler::open(&ws, Settings::or_utc(&cfg), clock.unix_secs()));
         toolbox
-            .register(crate::tools::scheduler::group(Arc::clone(&scheduler)))
+            .register(crate::scheduler::tools::group(Arc::clone(&scheduler)))
             .map_err(|e| anyhow::anyhow!("cannot add the scheduler tools: {e}"))?;
         let rules = Arc::new(Rules::open(&ws));
         toolbox
-            .register(crate::tools::router::group(Arc::clone(&rules)))
+            .register(crate::router::tools::group(Arc::clone(&rules)))
             .map_err(|e| anyhow::anyhow!("cannot add the router tools: {e}"))?;
         toolbox
             .on_result(crate::router::cap_results(Arc::clone(&rules), Arc::clone(&scheduler)))
@@ -274,10 +274,8 @@ impl Daemon {
         let previous = self.read().app.clone();
         let app = match &previous {
             Ok(app) => app.with_config(Arc::clone(&cfg)),
-            Err(_) => {
-                Base::with_config(Arc::clone(&self.ws), self.tools.clone(), Arc::clone(&cfg), self.clock.clone())
-                    .and_then(App::from_base)
-            }
+            Err(_) => Base::with_config(Arc::clone(&self.ws), self.tools.clone(), Arc::clone(&cfg), self.clock.clone())
+                .and_then(App::from_base),
         }
         .map(Arc::new)
         .map_err(|e| format!("{e:#}"));

@@ -31,8 +31,6 @@ use crate::config::Config;
 use crate::net::HttpClient;
 use crate::workspace::Workspace;
 
-#[cfg(feature = "board")]
-pub mod board;
 #[cfg(feature = "files")]
 pub mod files;
 #[cfg(feature = "http")]
@@ -41,8 +39,6 @@ pub mod http;
 pub mod im;
 #[cfg(feature = "memory")]
 pub mod memory;
-pub mod router;
-pub mod scheduler;
 pub mod send;
 // The file sandbox: the file tools' and the skills' only way to the workspace's files.
 #[cfg_attr(not(feature = "files"), allow(dead_code))]

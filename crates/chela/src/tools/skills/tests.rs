@@ -25,7 +25,7 @@ async fn list(f: &Fixture) -> Value {
 }
 
 /// The skills' names, leaving out `board_hardware_info`: a built-in skill of the optional
-/// `board` feature, tested with its tools (tools/board).
+/// `board` feature, tested with its tools (board/tools).
 fn names(list: &Value) -> Vec<String> {
     list["skills"]
         .as_array()

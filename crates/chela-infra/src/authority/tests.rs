@@ -1,7 +1,7 @@
 use super::*;
 
 fn store(dir: &Path) -> PathBuf {
-    dir.join(crate::access::STORE_FILE)
+    dir.join(ACCESS_STORE)
 }
 
 fn write(path: &Path, bytes: &[u8]) {
@@ -43,7 +43,7 @@ fn a_changed_byte_a_planted_file_and_a_moved_store_are_refused() {
     assert!(e.contains("it has no seal"), "{e}");
 
     // The same sealed bytes under another store's name.
-    let other = dir.path().join(crate::devices::STORE_FILE);
+    let other = dir.path().join(DEVICES_STORE);
     write(&other, &sealed);
     assert!(matches!(read_sealed(&other, 1 << 20), Err(SealError::Untrusted { .. })));
 
@@ -70,7 +70,7 @@ fn stores_from_before_seals_are_adopted_once_and_byte_for_byte() {
     write(&path, old);
     read_sealed(&path, 1 << 20).unwrap();
     // A store planted after the key was made is not adopted.
-    let devices = dir.path().join(crate::devices::STORE_FILE);
+    let devices = dir.path().join(DEVICES_STORE);
     write(&devices, b"{}");
     assert!(matches!(read_sealed(&devices, 1 << 20), Err(SealError::Untrusted { .. })));
 }
@@ -83,7 +83,7 @@ fn the_owner_trusts_a_store_after_checking_it() {
     write(&path, br#"{"allowed": ["telegram:5"]}"#);
     assert_eq!(check(dir.path(), 1 << 20).len(), 1);
     assert!(check(dir.path(), 1 << 20)[0].1.is_err());
-    let said = trust(dir.path(), crate::access::STORE_FILE, 1 << 20).unwrap();
+    let said = trust(dir.path(), ACCESS_STORE, 1 << 20).unwrap();
     assert!(said.contains("trusted"), "{said}");
     assert!(read_sealed(&path, 1 << 20).unwrap().unwrap().contains("telegram:5"));
     assert!(check(dir.path(), 1 << 20)[0].1.is_ok());
@@ -103,7 +103,7 @@ fn a_broken_key_file_is_an_error_not_a_new_key() {
     // Moved away: a new key is made, and a store sealed with the old one is not adopted.
     std::fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
     assert!(matches!(read_sealed(&path, 1 << 20), Err(SealError::Untrusted { .. })));
-    trust(dir.path(), crate::access::STORE_FILE, 1 << 20).unwrap();
+    trust(dir.path(), ACCESS_STORE, 1 << 20).unwrap();
     read_sealed(&path, 1 << 20).unwrap();
 }
 
@@ -121,8 +121,7 @@ fn protected_names_match_without_case() {
     assert_eq!(protected(b"STATE").map(|p| p.reach), Some(Reach::None));
     assert_eq!(protected(b"Board.JSON").map(|p| p.reach), Some(Reach::ReadOnly));
     assert!(protected(b"notes.md").is_none());
-    #[cfg(feature = "board")]
-    assert!(protected(crate::board::FILE.as_bytes()).is_some());
+    assert!(protected(BOARD_FILE.as_bytes()).is_some());
 }
 
 proptest::proptest! {

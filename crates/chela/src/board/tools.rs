@@ -12,8 +12,8 @@ use chela_core::contract::board::{
 };
 use serde::Deserialize;
 
-use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::board::Host;
+use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 pub const GROUP: &str = "board";
 

@@ -58,6 +58,8 @@ pub const DEVICES_STORE: &str = "devices.json";
 pub const ENDPOINTS_STORE: &str = "mcp_endpoints.json";
 // The stores' names live here, not with their owners, because this rule lists them and every
 // owner seals through it: the names sit under both.
+/// The board description (its owner, `board::FILE`, is an alias).
+pub const BOARD_FILE: &str = "board.json";
 /// The router's rule file and the version a tool replaced.
 pub const RULES_FILE: &str = "rules.json";
 pub const RULES_BACKUP: &str = "rules.json.bak";
@@ -97,7 +99,7 @@ pub const PROTECTED: &[Protected] = &[
     Protected { name: OVERRIDES_FILE, reach: Reach::None, why: KEYS_WHY },
     Protected { name: "sessions", reach: Reach::None, why: SESSIONS_WHY },
     Protected { name: STATE_DIR, reach: Reach::None, why: STATE_WHY },
-    Protected { name: "board.json", reach: Reach::ReadOnly, why: BOARD_WHY },
+    Protected { name: BOARD_FILE, reach: Reach::ReadOnly, why: BOARD_WHY },
     Protected { name: RULES_FILE, reach: Reach::ReadOnly, why: RULES_WHY },
     Protected { name: RULES_BACKUP, reach: Reach::ReadOnly, why: RULES_WHY },
     Protected { name: CRON_FILE, reach: Reach::ReadOnly, why: CRON_WHY },

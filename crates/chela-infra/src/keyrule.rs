@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use crate::net::Url;
+use chela_net::Url;
 
 /// The `llm.api_key` value that means "this server needs no key; send none".
 pub const NO_KEY: &str = "none";

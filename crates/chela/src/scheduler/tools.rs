@@ -11,8 +11,8 @@ use chela_core::contract::cron;
 use chela_core::schedule::{Action, Job, Trigger};
 use serde::Deserialize;
 
-use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::scheduler::Scheduler;
+use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 pub fn group(sched: Arc<Scheduler>) -> Group {
     let s = || Arc::clone(&sched);

@@ -265,7 +265,7 @@ pub fn check(key: &'static Key, value: &str) -> Result<String> {
             );
         }
         Kind::Proxy if !v.is_empty() => {
-            if let Err(e) = crate::net::Proxy::parse(&v) {
+            if let Err(e) = chela_net::Proxy::parse(&v) {
                 // The parser's message is masked too: the one mechanism covers every output.
                 bail!("`{}` is not a valid value for `{}`: {}", key.shown(&v), key.name, model::mask_url_userinfo(&e));
             }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use chela_core::router::Added;
 use serde::Deserialize;
 
-use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::router::Rules;
+use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 pub fn group(rules: Arc<Rules>) -> Group {
     let r = || Arc::clone(&rules);

@@ -1,0 +1,29 @@
+//! The ground floor of Chela's host: what every other part stands on and which knows none of
+//! them. The workspace folder and its files (whole-or-nothing writes, bounded reads, locks,
+//! the authority rule and its seals), the configuration layers, session storage, the clock,
+//! time zones, owned tasks, the log and command output.
+//!
+//! It depends on `chela-core` and, for its URL and proxy parsers, on `chela-net`; nothing of
+//! the host. The `chela` crate re-exports every module under its old name
+//! (`chela::workspace`, `chela::config`, …).
+
+// First, so its `outln!`/`out!` macros (exported at this crate's root) are documented with it.
+pub mod out;
+
+// The authority rule: the files the model never changes, and the seals of Chela's records.
+pub mod authority;
+pub mod clock;
+pub mod config;
+// Whole-or-nothing file writes and bounded reads, under the workspace and the seals.
+pub mod fsio;
+// When a provider needs no API key.
+pub mod keyrule;
+pub mod localtime;
+pub mod lock;
+pub mod log;
+pub mod storage;
+// Owned tasks: what every spawn in the host goes through.
+pub mod tasks;
+// Time zones from the system's tz database.
+pub mod tzdb;
+pub mod workspace;
