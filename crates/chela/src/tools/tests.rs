@@ -187,9 +187,6 @@ fn shared_tools_are_advertised_as_the_core_contract() {
         fx.clock.unix_secs(),
     );
     tb.register(crate::scheduler::tools::group(Arc::new(sched))).unwrap();
-    // The board tools are part of the shared contract; the toolbox alone no longer has them.
-    #[cfg(feature = "board")]
-    tb.register(crate::board::tools::group(&Arc::new(crate::board::Host::default()))).unwrap();
     let registry = tb.registry();
     for shared in &chela_core::contract::SHARED {
         let cap = registry.get(shared.name).unwrap_or_else(|| panic!("the host does not offer {}", shared.name));
