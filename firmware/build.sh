@@ -10,7 +10,7 @@
 # Bounded: the build by 40 min (CHELA_BUILD_TIMEOUT=SECONDS overrides it: CI builds at a low
 # priority beside the tests, where a build may wait longer for the CPU).
 set -euo pipefail
-# CHELA_BOARD (optional): a board.json whose I2C sensors the image drives (docs/guide/hardware.md, "On the ESP32");
+# CHELA_BOARD (optional): a board.json whose I2C sensors the image drives (docs/guide/hardware.md);
 # a relative path is taken from where this script is run.
 if [ -n "${CHELA_BOARD:-}" ]; then
   CHELA_BOARD=$(realpath -e -- "$CHELA_BOARD") || { echo "chela-firmware: FAILED: CHELA_BOARD=$CHELA_BOARD does not exist" >&2; exit 1; }
@@ -78,7 +78,7 @@ heap=$("$nm_tool" -S -C -t d "$elf" | awk '$3 ~ /^[bBdD]$/ && $NF ~ /::HEAP$/ &&
 reclaimed=$(awk '$1 == ".dram2_uninit" { print $2 }' <<<"$sections")
 
 # A panic prints a stack dump that `espflash monitor` unwinds with the ELF's .eh_frame and names
-# with its line tables (docs/guide/chip.md, "The serial console"): both must be in the ELF (not the image).
+# with its line tables (docs/guide/chip.md): both must be in the ELF (not the image).
 eh_frame=$(awk '$1 == ".eh_frame" { print $2 }' <<<"$sections")
 [ "${eh_frame:-0}" -ge 4096 ] || fail "the ELF has no unwind tables (.eh_frame ${eh_frame:-missing}): keep -C force-unwind-tables in esp32/.cargo/config.toml"
 grep -q '^\.debug_line ' <<<"$sections" || fail "the ELF has no line tables: keep debug = \"line-tables-only\" in esp32/Cargo.toml"

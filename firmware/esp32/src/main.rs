@@ -11,7 +11,7 @@
 //! board.json (`chela_chip::board` over [`hw`]).
 //!
 //! Settings are typed on the serial console and kept in flash; the build's environment
-//! (`CHELA_*`, see docs/guide/chip.md, "The ESP32 firmware") gives the defaults. Nothing here was run on
+//! (`CHELA_*`, docs/guide/chip.md) gives the defaults. Nothing here was run on
 //! a board: it builds, links and is accepted by `esptool elf2image`; the shared logic is
 //! tested on the host and on QEMU.
 #![no_std]

@@ -20,7 +20,7 @@
 //!   group keeps its name. One listing at a time, at most one a second however many
 //!   notifications come (`client/listing.rs`).
 //!
-//! Device quirks honoured (those of the xiaozhi firmware): integer ids only (an answer with another id is
+//! Device quirks honoured (xiaozhi's): integer ids only (an answer with another id is
 //! ignored), errors may have no `code`, `nextCursor` is the next tool's name, notifications
 //! from the peer are never answered, no `ping` is ever sent. `initialize` asks for 2024-11-05
 //! and, for a device, carries `capabilities.vision {url, token}` (xiaozhi-sdk refuses an
