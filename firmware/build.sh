@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
-# Builds Chela's release firmware for one chip and proves the image is valid (issue 9 §5):
+# Builds Chela's release firmware for one chip and proves the image is valid:
 #   firmware/build.sh esp32c3|esp32c6
-# Builds firmware/esp32 (Debian rustc-web + build-std + lld-16, shared/docs/firmware-build.md),
+# Builds firmware/esp32 (Debian rustc-web + build-std + lld-16, docs/guide/chip.md),
 # converts the ELF with `esptool elf2image` (esptool from PyPI, pinned, in a venv under
 # firmware/target/), prints the image size, the static RAM (IRAM + DRAM + BSS from `size -A`),
 # the heap and the stack left, checks that the image fits its partition and meets the C3's targets
 # (image <= 1,000,000 B, static RAM <= 200 KiB, heap + stack >= 120 KiB), and prints the ELF's path last.
-# Settings are baked in from CHELA_* variables (see the README's firmware section).
+# Settings are baked in from CHELA_* variables (docs/guide/chip.md, "The ESP32 firmware").
 # Bounded: the build by 40 min (CHELA_BUILD_TIMEOUT=SECONDS overrides it: CI builds at a low
 # priority beside the tests, where a build may wait longer for the CPU).
 set -euo pipefail
-# CHELA_BOARD (optional): a board.json whose I2C sensors the image drives (README, "Sensors");
+# CHELA_BOARD (optional): a board.json whose I2C sensors the image drives (docs/guide/hardware.md);
 # a relative path is taken from where this script is run.
 if [ -n "${CHELA_BOARD:-}" ]; then
   CHELA_BOARD=$(realpath -e -- "$CHELA_BOARD") || { echo "chela-firmware: FAILED: CHELA_BOARD=$CHELA_BOARD does not exist" >&2; exit 1; }
@@ -78,7 +78,7 @@ heap=$("$nm_tool" -S -C -t d "$elf" | awk '$3 ~ /^[bBdD]$/ && $NF ~ /::HEAP$/ &&
 reclaimed=$(awk '$1 == ".dram2_uninit" { print $2 }' <<<"$sections")
 
 # A panic prints a stack dump that `espflash monitor` unwinds with the ELF's .eh_frame and names
-# with its line tables (README, "The serial console"): both must be in the ELF (not the image).
+# with its line tables (docs/guide/chip.md): both must be in the ELF (not the image).
 eh_frame=$(awk '$1 == ".eh_frame" { print $2 }' <<<"$sections")
 [ "${eh_frame:-0}" -ge 4096 ] || fail "the ELF has no unwind tables (.eh_frame ${eh_frame:-missing}): keep -C force-unwind-tables in esp32/.cargo/config.toml"
 grep -q '^\.debug_line ' <<<"$sections" || fail "the ELF has no line tables: keep debug = \"line-tables-only\" in esp32/Cargo.toml"
@@ -90,7 +90,7 @@ echo "chela-firmware: $chip heap $heap B ($((heap / 1024)) KiB; ${reclaimed:-0} 
 echo "chela-firmware: $chip stack $stack B; heap + stack $((heap + stack)) B ($(((heap + stack) / 1024)) KiB)"
 
 # The hard limit: the image must fit the app partition of esp32/partitions.csv. The C3's image
-# must also meet issue 9's target, 1,000,000 B (docs/BENCHMARKS.md, "The C3 image under
+# must also meet the C3's target, 1,000,000 B (docs/BENCHMARKS.md, "The C3 image under
 # 1,000,000 B"): a change that grows it past that fails here, in CI.
 app_size=$(awk -F, '$1 == "factory" { gsub(/ /, "", $5); print $5 }' esp32/partitions.csv)
 [ -n "$app_size" ] || fail "esp32/partitions.csv has no factory partition"
@@ -99,8 +99,8 @@ app_partition=$((app_size))
 echo "chela-firmware: $chip image fits the app partition ($image of $app_partition B, $((app_partition - image)) B free)"
 if [ "$chip" = esp32c3 ]; then
   [ "$image" -le 1000000 ] ||
-    fail "the C3 image is $image B, over issue 9's target of 1,000,000 B by $((image - 1000000)) B (firmware/size-by-crate.py OLD.elf NEW.elf shows what grew)"
-  echo "chela-firmware: esp32c3 image within issue 9's target of 1,000,000 B ($((1000000 - image)) B to spare)"
+    fail "the C3 image is $image B, over the C3's target of 1,000,000 B by $((image - 1000000)) B (firmware/size-by-crate.py OLD.elf NEW.elf shows what grew)"
+  echo "chela-firmware: esp32c3 image within the C3's target of 1,000,000 B ($((1000000 - image)) B to spare)"
   [ "$static" -le $((200 * 1024)) ] || fail "the C3's static RAM is $static B, over 200 KiB"
   [ $((heap + stack)) -ge $((120 * 1024)) ] || fail "the C3 leaves $((heap + stack)) B for heap and stack, under 120 KiB"
   echo "chela-firmware: esp32c3 within its RAM targets (static RAM <= 200 KiB, heap + stack >= 120 KiB)"

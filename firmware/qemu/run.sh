@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The emulator turn (issue 9 §6): builds firmware/qemu if needed and runs it on
+# The emulator turn: builds firmware/qemu if needed and runs it on
 # `qemu-system-riscv32 -machine virt -m 512K`. Prints the firmware's UART output; exits 0 and
 # ends with `chela-qemu: turn ok` only when every turn completed and every check passed,
 # non-zero with the reason otherwise. Bounded: the build by 15 min, the run by 30 s

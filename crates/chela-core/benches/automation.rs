@@ -1,4 +1,4 @@
-//! The cost of one next-fire computation (issue 10 §7): a cron expression in Europe/Berlin
+//! The cost of one next-fire computation: a cron expression in Europe/Berlin
 //! (the zone read from the system's tz database) and an interval, from instants spread over
 //! 2026–2036, so some searches cross DST changes, month ends and leap days.
 //!

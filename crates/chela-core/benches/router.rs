@@ -5,7 +5,7 @@
 //! - *mixed*: 20 event types, 5 rules each, half with a text pattern, half with a guard;
 //! - *chat*: 100 rules on `message` with `prefix`/`contains` text patterns, chat messages of
 //!   6 to 14 words;
-//! - *guarded*: the worst case of issue 10 §7: 100 rules on the same type (`sensor`), each with
+//! - *guarded*: the worst case we size for: 100 rules on the same type (`sensor`), each with
 //!   two guards (`temp gt N`, `room eq "roomK"`), events with 8 fields; some rules fire;
 //! - *guarded-all*: 100 rules on `sensor` whose two number guards hold and whose string guard
 //!   (`contains`, which the router tries last) fails, all constants distinct, so every guard of

@@ -1,4 +1,4 @@
-//! The chip's serial console (issue 9 §2, §7): MimiClaw's commands, the settings they change,
+//! The chip's serial console: MimiClaw's commands, the settings they change,
 //! and the boot rules.
 //!
 //! What it is: [`Console`], a line interpreter that takes the bytes read from the UART and

@@ -77,7 +77,7 @@ impl Backoff {
 /// Parses a `retry-after` header (delay seconds, at most a day; HTTP dates are not worth a date
 /// parser here and fall back to the computed backoff) or OpenAI's `retry-after-ms`. Both are
 /// read as plain decimals (`2`, `0.5`, `150`), exactly, without a float parser (core's is about
-/// 15 KB of the firmware, issue 9 §5); anything else is no hint.
+/// 15 KB of the firmware, which must stay under 1 MB); anything else is no hint.
 pub fn parse_retry_after(seconds: Option<&str>, millis: Option<&str>) -> Option<Duration> {
     if let Some(ms) = millis.and_then(|v| decimal(v, 1_000_000)) {
         return Some(ms);

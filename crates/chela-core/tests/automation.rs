@@ -224,7 +224,7 @@ fn reference_next(e: &Expr, tz: &TimeZone, now: i64) -> Option<i64> {
     None
 }
 
-/// The property test of issue 10 §5: random expressions from random instants over ten years
+/// The property test of the schedules: random expressions from random instants over ten years
 /// (2026 to 2036), in zones with ordinary, half-hour and southern DST, against the reference.
 #[test]
 fn cron_next_fire_matches_the_reference_over_ten_years() {

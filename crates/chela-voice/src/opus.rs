@@ -1,6 +1,6 @@
 //! Opus in pure Rust (the `opus-rs` crate, a port of libopus 1.6; RFC 6716): an uplink decoder
 //! and a downlink encoder that cuts PCM into 60 ms packets. No C library is linked, so a build
-//! needs only a Rust toolchain (issue 29 §1); packets interoperate with libopus both ways (the
+//! needs only a Rust toolchain; packets interoperate with libopus both ways (the
 //! tests below decode libopus's packets bit for bit, and the xiaozhi SDK test decodes ours with
 //! libopus).
 //!

@@ -1,6 +1,6 @@
 //! The daemon's figures: `chela run` with its gateway, against the instant fake LLM on 127.0.0.1.
 //!
-//! Printed, each beside its target from issue 8 §8:
+//! Printed, each beside its target:
 //! 1. ready: spawn of `chela run` to the first 200 from `/health` (median of 20 runs);
 //! 2. idle RSS after 1 s, with the gateway only and with the gateway and (fake) Telegram;
 //! 3. one warm turn through `POST /v1/chat/completions`: wall per request (median, p99) less

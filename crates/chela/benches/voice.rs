@@ -1,4 +1,4 @@
-//! The voice pipeline's figures (issue 14 §6), with instant fake providers (the testkit's fake
+//! The voice pipeline's figures, with instant fake providers (the testkit's fake
 //! OpenAI audio API on 127.0.0.1):
 //! 1. server time from the end of speech (the VAD's decision) to the first downlink frame: ASR
 //!    upload and answer, the reply's first sentence through TTS and Opus, the pacer. Each round

@@ -1,4 +1,4 @@
-//! The xiaozhi conversation's figures (issue 14 §6) through the real `chela run` and its
+//! The xiaozhi conversation's figures through the real `chela run` and its
 //! `/xiaozhi/v1/` endpoint, with instant fakes (the scripted fake LLM, the testkit's fake
 //! OpenAI audio API), everything on 127.0.0.1:
 //! 1. memory per connected idle device: the daemon's RSS (`/proc/PID/status` VmRSS) before and

@@ -1,5 +1,5 @@
 //! The `chela` binary: parses the command line, sets up logging and the runtime, and hands
-//! over to the command. See the README for what each command does.
+//! over to the command. docs/guide/running.md says what each command does.
 
 use std::process::ExitCode;
 

@@ -2,8 +2,7 @@
 //! capability group `mcp_<name>`; [`serve`] is Chela as an MCP server, so other assistants
 //! (Claude Desktop, Cursor, the MCP Inspector) can use its tools and talk to it.
 //!
-//! Wire facts and gotchas are in `shared/docs/protocols.md` §4; the design is in
-//! `docs/DESIGN.md` ("MCP client" and the server's section).
+//! The design, with the wire facts and the peers' quirks, is in `docs/DESIGN.md` ("MCP").
 
 pub mod client;
 pub mod device;

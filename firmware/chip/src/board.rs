@@ -1,4 +1,4 @@
-//! The board layer on the chip (issue 13 §3): the sensors a build-time `board.json` names, run
+//! The board layer on the chip: the sensors a build-time `board.json` names, run
 //! by chela-board's drivers over whatever [`Backend`] the chip gives (esp-hal's I²C on the
 //! ESP32, chela-board's simulated bus in the host tests), and the `board_list_devices` and
 //! `sensor_read` tools over them.

@@ -1,4 +1,4 @@
-//! The board layer's chip backend (issue 13 §3): esp-hal's I²C and GPIO behind chela-board's
+//! The board layer's chip backend: esp-hal's I²C and GPIO behind chela-board's
 //! `Backend`, so the host's drivers (AHT20, SGP30, BH1750) run unchanged on the chip, and the
 //! `sensor_read` / `board_list_devices` tools (`chela_chip::board::Sensors`) over them.
 //!

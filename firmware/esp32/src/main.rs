@@ -1,4 +1,4 @@
-//! Chela on an ESP32-C3 or ESP32-C6 (issue 9): the same agent core as the host, over WiFi.
+//! Chela on an ESP32-C3 or ESP32-C6: the same agent core as the host, over WiFi.
 //!
 //! What it is: esp-hal with esp-rtos/embassy; WiFi station (esp-radio) with DHCP and DNS
 //! (embassy-net); HTTPS with pinned root CAs (reqwless over embedded-tls, [`net`]); SNTP for
@@ -11,7 +11,7 @@
 //! board.json (`chela_chip::board` over [`hw`]).
 //!
 //! Settings are typed on the serial console and kept in flash; the build's environment
-//! (`CHELA_*`, see the README's firmware section) gives the defaults. Nothing here was run on
+//! (`CHELA_*`, docs/guide/chip.md) gives the defaults. Nothing here was run on
 //! a board: it builds, links and is accepted by `esptool elf2image`; the shared logic is
 //! tested on the host and on QEMU.
 #![no_std]
@@ -144,7 +144,7 @@ impl Settings {
 
 /// After a panic, once esp-backtrace has printed the reason and a stack dump on the serial
 /// console (`espflash monitor` turns the dump into a backtrace from the ELF): reboot rather than
-/// hang (issue 9 §7).
+/// hang, so a crash never leaves the chip dead.
 #[unsafe(no_mangle)]
 pub fn custom_halt() -> ! {
     esp_hal::system::software_reset()

@@ -1,4 +1,4 @@
-//! The emulator turn (issue 9 §6): `chela-core` runs scripted agent turns with tool calls on
+//! The emulator turn: `chela-core` runs scripted agent turns with tool calls on
 //! QEMU's riscv32 `virt` machine, built for the ESP32-C3's `riscv32imc` like the chip firmware.
 //!
 //! What it is: the chip's turn driver without the radio. Turn 1 (Anthropic Messages, streamed)
@@ -458,7 +458,7 @@ fn run() -> Result<(), String> {
     drop(session);
     check("four boots so far, three quick resets: still a normal boot", chip.guard.mode() == BootMode::Normal)?;
 
-    // The boot guard (§7): a minute up clears the counter; then the chip crashes right after
+    // The boot guard: a minute up clears the counter; then the chip crashes right after
     // every boot. The fifth boot in a row starts in safe mode, with the console on.
     let mut chip = chip;
     chip.board.advance(60_000);

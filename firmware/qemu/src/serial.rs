@@ -1,4 +1,4 @@
-//! The serial console (issue 9 §2): command lines typed into the core's `Console`, as the UART
+//! The serial console: command lines typed into the core's `Console`, as the UART
 //! would hand them over, in uneven pieces. The replies go to the UART; the effects are
 //! returned for the checks (the emulator has no radio to reconnect).
 

@@ -1,4 +1,4 @@
-//! The boot guard (issue 9 §7): a crash loop ends in safe mode, not in a chip that resets
+//! The boot guard: a crash loop ends in safe mode, not in a chip that resets
 //! forever.
 //!
 //! A counter of boots that have not yet lived long enough is kept in flash under

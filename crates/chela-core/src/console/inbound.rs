@@ -1,4 +1,4 @@
-//! Input bigger than the chip's buffers (issue 9 §7): refused with a short reply, never a
+//! Input bigger than the chip's buffers: refused with a short reply, never a
 //! reset. The firmware reads Telegram's `getUpdates` answer into a fixed buffer; when the
 //! answer does not fit, only its start is there. [`overflowed_update`] finds in that start
 //! what the firmware needs to move past the update and tell the person: the update's id and

@@ -3,7 +3,7 @@
 //!
 //! serde's derive for an internally tagged enum buffers the whole object in its private
 //! `Content` tree to find the tag first; on the chip that path was about 17 KB of the image
-//! (issue 9 §5). Here each field is read into its slot as it comes, the tag wherever it is, and
+//! budget. Here each field is read into its slot as it comes, the tag wherever it is, and
 //! the checks and messages are serde's own: an unknown `type` is ``unknown variant `x`, expected
 //! one of …``, a field the variant does not have is ``unknown field `x`, expected …`` (with
 //! that variant's fields), a repeated one ``duplicate field `x` ``, a missing one

@@ -36,7 +36,7 @@ fn vendor_key_variables_fill_an_empty_key_for_their_provider() {
 
 #[test]
 fn unknown_keys_and_bad_values_are_refused_with_choices() {
-    // An unknown key is a warning with a "did you mean", not an error (issue 6 §4).
+    // An unknown key is a warning with a "did you mean", not an error (a typo stops nothing).
     let cfg = Config::from_layers(Some("[llm]\nmodle = \"x\""), None, &[]).unwrap();
     let msg = cfg.warnings.join("\n");
     assert!(msg.contains("llm.model") && msg.contains("chela.toml"), "{msg}");

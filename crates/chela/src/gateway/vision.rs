@@ -1,5 +1,5 @@
 //! `POST /mcp/vision/explain`: where a xiaozhi device's camera tool posts a photo and a
-//! question (protocols.md §1.4). The body is `multipart/form-data` with a `question` field and
+//! question (xiaozhi's vision URL). The body is `multipart/form-data` with a `question` field and
 //! a `file` part (the photo, image/jpeg); the headers are `Authorization: Bearer <token>`,
 //! `Device-Id` and `Client-Id`. The token is the one Chela put in the device's MCP
 //! `initialize` (`capabilities.vision.token`, see [`crate::devices::DeviceState::vision_token`]):

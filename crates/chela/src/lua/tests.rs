@@ -1,4 +1,4 @@
-//! The Lua group against real Lua: the escape corpus of issue 11 §3, Ameba-Claw's example,
+//! The Lua group against real Lua: the sandbox escape corpus, Ameba-Claw's example,
 //! the limits, the jobs and their journal.
 
 use std::time::Duration;
@@ -112,7 +112,7 @@ impl crate::tools::Tool for PeopleOnly {
     }
 }
 
-/// A script has its caller's rights and no more (issue 27 §1): one the model starts cannot call
+/// A script has its caller's rights and no more: one the model starts cannot call
 /// a hidden group its conversation has not unlocked, nor a tool for people only, in a run or a
 /// job; the groups the conversation unlocked work; a person and Chela itself keep their rights.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

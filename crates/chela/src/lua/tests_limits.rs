@@ -1,4 +1,4 @@
-//! A limit stops the work, not only the wait (issue 27 §4): each library function that loops in
+//! A limit stops the work, not only the wait: each library function that loops in
 //! C, given input that makes it run for hours, is stopped by `lua.timeout_ms`, and the thread
 //! that ran it uses no more CPU once the run has answered. Also `lua_job_stop` on a job stuck
 //! in one, and a job's own time limit.

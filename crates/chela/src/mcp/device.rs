@@ -1,5 +1,5 @@
 //! MCP where the other side dials in: a xiaozhi device (its tools over the conversation
-//! WebSocket, protocols.md §1.4) or a tool host on the MCP endpoint (§1.5). The peer is the
+//! WebSocket) or a tool host on the MCP endpoint. The peer is the
 //! MCP server, Chela the client; this module knows no transport, only JSON values in and out.
 //!
 //! # The contract with a transport
@@ -20,7 +20,7 @@
 //!   group keeps its name. One listing at a time, at most one a second however many
 //!   notifications come (`client/listing.rs`).
 //!
-//! Device quirks honoured (protocols.md §0): integer ids only (an answer with another id is
+//! Device quirks honoured (xiaozhi's): integer ids only (an answer with another id is
 //! ignored), errors may have no `code`, `nextCursor` is the next tool's name, notifications
 //! from the peer are never answered, no `ping` is ever sent. `initialize` asks for 2024-11-05
 //! and, for a device, carries `capabilities.vision {url, token}` (xiaozhi-sdk refuses an

@@ -1,5 +1,5 @@
 //! The device MCP client against an in-process fake device that speaks the firmware's quirks
-//! (protocols.md §0, §1.4): integer ids only, pages cut by the next tool's name, errors
+//! (xiaozhi's): integer ids only, pages cut by the next tool's name, errors
 //! without `code`, user-only tools, a camera call that never ends.
 
 use std::sync::{Arc, Mutex, Weak};

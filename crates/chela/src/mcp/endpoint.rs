@@ -1,4 +1,4 @@
-//! The MCP endpoint (protocols.md §1.5): a tool host (`mcp2xiaozhi`, `mcp_pipe.py`) dials
+//! The MCP endpoint: a tool host (`mcp2xiaozhi`, `mcp_pipe.py`) dials
 //! `ws://<gateway>/xiaozhi/mcp/?token=…` and Chela is the MCP client on that socket. Each text
 //! frame is one bare JSON-RPC message; the host's tools become the group `endpoint_<name>`
 //! (through [`super::device`], the same client as a device's) and go when it hangs up.

@@ -1,4 +1,4 @@
-//! The permanent escape-and-abuse corpus of the file tools (security issue 7 §1).
+//! The permanent escape-and-abuse corpus of the file tools.
 //!
 //! Each case is what a hostile model, a planted file or a second process did or could do, run
 //! against the real tools (in-process, as `chela cap call` calls them) on real files in temp

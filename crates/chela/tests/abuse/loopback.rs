@@ -1,4 +1,4 @@
-//! Another user's process on the same machine, against the loopback gateway (issue 27 §5): it
+//! Another user's process on the same machine, against the loopback gateway: it
 //! reaches 127.0.0.1 like the owner's browser does, so loopback alone proves nothing. Each
 //! test runs the real `chela run` on its own workspace with the fake LLM standing in for the
 //! provider and a second fake for the attacker's server.

@@ -2,7 +2,7 @@
 //!
 //! Each case runs the real `chela` binary against the fake LLM in a hostile mode and holds it
 //! to a time bound, a memory bound (the child's own peak RSS, `VmHWM`) and a clear error.
-//! Every case here failed before its fix (issue 7 §4): 2 million empty text blocks took 271 MB
+//! Every case here failed before its fix: 2 million empty text blocks took 271 MB
 //! and 26 s; 300,000 empty tool calls took 356 MB, over 120 s of CPU, wrote a 65 MB session
 //! line and ignored Ctrl-C for 69 s; a server that pings forever never timed out.
 

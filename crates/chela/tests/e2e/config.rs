@@ -33,7 +33,7 @@ fn set_show_unset_and_reset_runtime_overrides() {
     let key = show_line(&out.stdout, "llm.api_key");
     assert!(key.ends_with("# runtime (overrides.toml)"), "{key}");
     assert!(!key.contains(&format!("{secret:?}")), "{key}");
-    // Numbers and booleans are shown bare, as TOML writes them (issue 6 §4).
+    // Numbers and booleans are shown bare, as TOML writes them.
     assert_eq!(show_value(&out.stdout, "llm.max_tokens"), "1000");
     assert_eq!(show_value(&out.stdout, "llm.stream"), "true");
     assert!(show_line(&out.stdout, "llm.model").ends_with("# default"));
@@ -102,7 +102,7 @@ fn a_broken_config_file_is_named() {
 
     ws.write_config("[llm]\nmax_tokens = \"lots\"\n");
     ws.run(&["config", "show"]).expect_code(1).stderr_has("chela.toml").stderr_has("llm.max_tokens");
-    // An unknown key is a warning naming the file and the key meant, not a failure (issue 6 §4).
+    // An unknown key is a warning naming the file and the key meant, not a failure.
     ws.write_config("[llm]\nmodle = \"x\"\n");
     ws.run(&["config", "show"]).expect_ok().stderr_has("chela.toml").stderr_has("Did you mean `llm.model`?");
 }

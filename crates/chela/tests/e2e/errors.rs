@@ -164,7 +164,7 @@ fn no_key_for_a_hosted_provider_stops_before_any_request() {
     }
 }
 
-// Issue 6: a refused connection used to be retried (5.7 s before the person heard anything);
+// A refused connection used to be retried (5.7 s before the person heard anything);
 // nothing listening is not transient, so it is said at once. Transient failures keep their
 // retries (the next test).
 #[test]

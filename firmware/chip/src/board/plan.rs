@@ -1,4 +1,4 @@
-//! A build's board description, checked on the host (issue 9 §5): `firmware/esp32/build.rs`
+//! A build's board description, checked on the host: `firmware/esp32/build.rs`
 //! runs [`check`] with chela-board's own checker, so a bad board.json fails the build with the
 //! checker's message, and writes [`to_rust`]'s text, a [`super::Compiled`] the chip reads with
 //! no JSON parser and no checker in the image.

@@ -123,7 +123,7 @@ pub fn decode_value(v: &Value) -> Result<Incoming, String> {
     }
 }
 
-/// What the answer to `server/discover` says about the era (protocols.md §4.2): a discover
+/// What the answer to `server/discover` says about the era: a discover
 /// result or -32022 naming our revision means modern; any other error means the handshake era.
 pub fn probe_outcome(answer: &Result<Value, RpcError>) -> bool {
     match answer {
