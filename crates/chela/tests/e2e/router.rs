@@ -324,7 +324,8 @@ fn a_hand_broken_rules_json_keeps_its_good_rules_and_a_rule_the_model_writes_run
     let path = ws.path().join("rules.json");
     std::fs::write(&path, broken).unwrap();
     let d = Daemon::start(&ws, &tg);
-    assert!(d.log().contains("rules.json line 3: rule `bad`: `only_if[0].op`: unknown op `gte`"), "{}", d.log());
+    // Said at load, before the first poll; waited for because stderr is read by another thread.
+    d.wait_log("rules.json line 3: rule `bad`: `only_if[0].op`: unknown op `gte`", 1);
 
     // The good rule runs; the bad ones do not (`bad` would drop every message).
     assert_eq!(say(&tg, OWNER, "hi", 1), ["hello from the rules"]);
