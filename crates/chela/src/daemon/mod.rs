@@ -274,10 +274,8 @@ impl Daemon {
         let previous = self.read().app.clone();
         let app = match &previous {
             Ok(app) => app.with_config(Arc::clone(&cfg)),
-            Err(_) => {
-                Base::with_config(Arc::clone(&self.ws), self.tools.clone(), Arc::clone(&cfg), self.clock.clone())
-                    .and_then(App::from_base)
-            }
+            Err(_) => Base::with_config(Arc::clone(&self.ws), self.tools.clone(), Arc::clone(&cfg), self.clock.clone())
+                .and_then(App::from_base),
         }
         .map(Arc::new)
         .map_err(|e| format!("{e:#}"));

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::stream::ChannelBody;
 use super::{ApiError, Gateway, Resp, json as json_response};
 use crate::daemon::{Answer, BoxFuture, Conversed, Daemon, Incoming, Reply, Waiter};
-use crate::turn::{Cancel, Observer, TurnEnd};
+use crate::turn::{Cancel, Observer, Quiet, TurnEnd};
 
 /// The one model this endpoint offers.
 pub const MODEL: &str = "chela";
@@ -112,7 +112,7 @@ pub async fn completions(gw: &Arc<Gateway>, headers: &HeaderMap, body: &[u8]) ->
     let observer: Box<dyn Observer + Send> = if req.stream {
         Box::new(SseObserver { tx: tx.clone(), id: id.clone(), created, cut: cut.clone() })
     } else {
-        Box::new(Silent)
+        Box::new(Quiet)
     };
     let incoming = Incoming {
         channel: "api".to_owned(),
@@ -247,16 +247,6 @@ fn unix_now() -> u64 {
 fn chat_stamp() -> String {
     static N: AtomicU64 = AtomicU64::new(0);
     format!("{:x}{:04x}", unix_now(), N.fetch_add(1, Ordering::Relaxed))
-}
-
-/// An observer for turns whose progress nobody watches.
-pub(crate) struct Silent;
-
-impl Observer for Silent {
-    fn text(&mut self, _: &str) {}
-    fn reply_done(&mut self, _: bool) {}
-    fn tool_started(&mut self, _: &ToolCall) {}
-    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
 }
 
 /// Streams the answer's text as chunks. A client that lets [`super::Limits::outbound`] chunks
