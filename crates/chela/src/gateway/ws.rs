@@ -57,11 +57,6 @@ pub const MAX_BUSY_CHATS_PER_CONNECTION: usize = 4;
 /// The longest chat id a client may choose: it becomes part of a file name.
 pub const MAX_CHAT_ID: usize = 128;
 
-/// Whether `req` asks for a WebSocket.
-pub fn is_upgrade<B>(req: &Request<B>) -> bool {
-    req.headers().get(UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
-}
-
 /// Answers an upgrade request with 101 and serves the connection on its own task.
 pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -> Result<Resp, ApiError> {
     if req.method() != hyper::Method::GET {

@@ -36,7 +36,7 @@ use bytes::Bytes;
 use chela_core::config as keys;
 use chela_proto::xiaozhi::frame::{self, Frame, Kind, Version};
 use chela_proto::xiaozhi::message::{
-    self, Alert, Hello, ListenMode, ListenState, Message as XzMessage, MessageError, Stt, Tts, TtsState,
+    self, Hello, ListenMode, ListenState, Message as XzMessage, MessageError, Stt, Tts, TtsState,
 };
 use futures_util::{SinkExt, StreamExt};
 use hyper::header::{AUTHORIZATION, HeaderMap, HeaderValue, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
@@ -50,7 +50,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self as tung, Message};
 
-use super::xiaozhi_turn::{self, Running};
+use super::xiaozhi_turn::{self, Running, alert};
 use super::{ApiError, Gateway, Resp, json as json_resp};
 use crate::devices::{Devices, normalize_id};
 use crate::voice::pipeline::{Mode, Output, Pipeline, Providers};
@@ -553,11 +553,6 @@ impl Conn {
             }
         }
     }
-}
-
-/// An `alert` the firmware shows (all three fields are required).
-pub(super) fn alert(session_id: Option<String>, message: &str) -> Alert {
-    Alert { session_id, status: "Error".into(), message: message.to_owned(), emotion: "sad".into() }
 }
 
 fn kind(m: &XzMessage) -> &'static str {
