@@ -29,6 +29,7 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use crate::channels::openai;
 use crate::daemon::Daemon;
 
 mod admit;
@@ -37,9 +38,8 @@ pub(crate) mod auth;
 pub(crate) mod http;
 pub(crate) mod login;
 mod mcp_endpoint;
-mod openai;
 mod page;
-mod stream;
+pub(crate) mod stream;
 mod tool;
 pub(crate) mod vision;
 pub(crate) mod ws;
@@ -79,7 +79,7 @@ pub struct Gateway {
     pub(crate) limits: Limits,
     pub(crate) clients: Arc<ws::Clients>,
     /// `/mcp`: the MCP server and its handshake-era sessions.
-    pub(crate) mcp: crate::mcp::serve::http::Endpoint,
+    pub(crate) mcp: crate::channels::mcp::http::Endpoint,
     /// xiaozhi devices: the rate of new activation codes.
     pub(crate) onboarding: xiaozhi::Onboarding,
     admission: Arc<admit::Admission>,
@@ -112,7 +112,7 @@ impl Gateway {
             tracing::warn!("gateway: the {} tool group is not available: {e}", tool::GROUP);
         }
         Arc::new(Gateway {
-            mcp: crate::mcp::serve::http::Endpoint::new(Arc::clone(&daemon)),
+            mcp: crate::channels::mcp::http::Endpoint::new(Arc::clone(&daemon)),
             daemon,
             listen,
             token,
@@ -257,10 +257,10 @@ impl Gateway {
             (_, "/v1/chat/completions") if method == Method::POST => {
                 let (parts, body) = req.into_parts();
                 let body = self.read_body(body).await?;
-                openai::completions(self, &parts.headers, &body).await
+                openai::completions(&self.daemon, &self.limits, &parts.headers, &body).await
             }
             (&Method::GET, "/v1/models") => Ok(openai::models()),
-            (_, "/mcp") => crate::mcp::serve::http::handle(&self.limits, &self.mcp, req).await,
+            (_, "/mcp") => crate::channels::mcp::http::handle(&self.limits, &self.mcp, req).await,
             (_, p) if p.starts_with("/api/") => {
                 let (_, body) = req.into_parts();
                 let body = if matches!(method, Method::GET | Method::HEAD) {
