@@ -7,3 +7,4 @@ pub mod feishu;
 pub mod mcp;
 pub mod openai;
 pub mod telegram;
+pub mod ws;

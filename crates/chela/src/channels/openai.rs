@@ -105,8 +105,7 @@ pub async fn completions(
     };
     let (chat, one_shot) = match named {
         Some(id) => {
-            crate::gateway::ws::check_chat_id(&id)
-                .map_err(|e| ApiError::BadRequest(format!("the session name: {e}")))?;
+            super::ws::check_chat_id(&id).map_err(|e| ApiError::BadRequest(format!("the session name: {e}")))?;
             (id, false)
         }
         None => (format!("once_{}", ONE_SHOT.fetch_add(1, Ordering::Relaxed) + 1), true),

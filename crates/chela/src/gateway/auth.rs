@@ -24,26 +24,9 @@ use chela_core::config::GATEWAY_TOKEN;
 use hyper::header::{AUTHORIZATION, HOST, ORIGIN};
 use hyper::{Method, Request};
 
+use super::http::Who;
 use super::{ApiError, Gateway};
 use crate::daemon::Daemon;
-
-/// Who is asking, as the daemon's `Incoming::sender` names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Who {
-    /// A client on this machine (loopback listen address) that presented the token.
-    Owner,
-    /// A client elsewhere that presented `gateway.token`.
-    TokenHolder,
-}
-
-impl Who {
-    pub fn sender(self) -> &'static str {
-        match self {
-            Who::Owner => "owner",
-            Who::TokenHolder => "token",
-        }
-    }
-}
 
 /// The token clients must present on `listen`. Generates and stores one when none is set.
 pub fn token_for(daemon: &Daemon, listen: SocketAddr) -> anyhow::Result<String> {

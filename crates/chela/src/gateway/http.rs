@@ -16,7 +16,7 @@ use chela_core::config as keys;
 use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
-use hyper::header::{CONTENT_TYPE, UPGRADE};
+use hyper::header::{CONNECTION, CONTENT_TYPE, SEC_WEBSOCKET_ACCEPT, UPGRADE};
 use hyper::{Request, Response};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -230,4 +230,34 @@ pub(crate) fn full(body: impl Into<Bytes>) -> BoxBody<Bytes, Infallible> {
 /// Whether `req` asks for a WebSocket.
 pub fn is_upgrade<B>(req: &Request<B>) -> bool {
     req.headers().get(UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// The 101 answer to a WebSocket upgrade request whose `Sec-WebSocket-Key` is `key`.
+pub fn switching_protocols(key: &HeaderValue) -> Result<Resp, ApiError> {
+    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
+    let mut resp = Response::new(full(""));
+    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+    let h = resp.headers_mut();
+    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
+    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
+    h.insert(SEC_WEBSOCKET_ACCEPT, HeaderValue::from_str(&accept).map_err(|e| ApiError::internal("accept key", e))?);
+    Ok(resp)
+}
+
+/// Who is asking, as the daemon's `Incoming::sender` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Who {
+    /// A client on this machine (loopback listen address) that presented the token.
+    Owner,
+    /// A client elsewhere that presented `gateway.token`.
+    TokenHolder,
+}
+
+impl Who {
+    pub fn sender(self) -> &'static str {
+        match self {
+            Who::Owner => "owner",
+            Who::TokenHolder => "token",
+        }
+    }
 }

@@ -29,10 +29,10 @@ use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
-use crate::channels::openai;
+use crate::channels::{openai, ws};
 use crate::daemon::Daemon;
 
-mod admit;
+pub(crate) mod admit;
 mod api;
 pub(crate) mod auth;
 pub(crate) mod http;
@@ -40,9 +40,7 @@ pub(crate) mod login;
 mod mcp_endpoint;
 mod page;
 pub(crate) mod stream;
-mod tool;
 pub(crate) mod vision;
-pub(crate) mod ws;
 mod xiaozhi;
 #[cfg(feature = "voice")]
 mod xiaozhi_turn;
@@ -66,7 +64,6 @@ mod tests_xiaozhi_ws;
 
 pub use http::{ApiError, Limits, Resp};
 pub(crate) use http::{full, json};
-pub use ws::WsOutlet;
 
 /// One running gateway: the daemon it serves, where it listens, and who may use it.
 pub struct Gateway {
@@ -107,9 +104,9 @@ pub async fn serve(daemon: Arc<Daemon>) -> anyhow::Result<()> {
 impl Gateway {
     pub fn new(daemon: Arc<Daemon>, listen: SocketAddr, token: Option<String>, limits: Limits) -> Arc<Gateway> {
         let clients = Arc::new(ws::Clients::default());
-        daemon.outlets().register(Arc::new(WsOutlet(Arc::clone(&clients))));
-        if let Err(e) = daemon.toolbox().register(tool::group(Arc::clone(&clients))) {
-            tracing::warn!("gateway: the {} tool group is not available: {e}", tool::GROUP);
+        daemon.outlets().register(Arc::new(ws::WsOutlet(Arc::clone(&clients))));
+        if let Err(e) = daemon.toolbox().register(ws::tool::group(Arc::clone(&clients))) {
+            tracing::warn!("gateway: the {} tool group is not available: {e}", ws::tool::GROUP);
         }
         Arc::new(Gateway {
             mcp: crate::channels::mcp::http::Endpoint::new(Arc::clone(&daemon)),
@@ -179,7 +176,7 @@ impl Gateway {
             });
         }
         self.daemon.outlets().unregister("ws");
-        self.daemon.toolbox().unregister(tool::GROUP);
+        self.daemon.toolbox().unregister(ws::tool::GROUP);
     }
 
     /// Whether a request on a reserved connection may be served: it comes from this machine, or
@@ -247,7 +244,15 @@ impl Gateway {
         }
         if upgrade {
             return match path.as_str() {
-                "/" | "/ws" => ws::accept(self, who, req),
+                "/" | "/ws" => {
+                    let slot = admit::ws_slot(&req);
+                    let ctx = ws::Ctx {
+                        daemon: Arc::clone(&self.daemon),
+                        clients: Arc::clone(&self.clients),
+                        limits: self.limits,
+                    };
+                    ws::accept(ctx, who, req, slot)
+                }
                 _ => Err(ApiError::NotFound(format!("there is no WebSocket at {path}; use /ws"))),
             };
         }
@@ -285,12 +290,6 @@ impl Gateway {
     {
         http::read_body(&self.limits, body).await
     }
-}
-
-/// The WebSocket slot [`Gateway::route`] took for an upgrade request: its task keeps it while the
-/// socket is open.
-pub(crate) fn ws_slot<B>(req: &Request<B>) -> Option<admit::WsSlot> {
-    req.extensions().get::<admit::WsSlot>().cloned()
 }
 
 /// The answer on a reserved connection to a request that did not prove it is the owner's.

@@ -163,10 +163,10 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
             return Err(ApiError::Busy("the device store cannot be read; the owner has been told in the log".into()));
         }
     };
-    let resp = super::ws::switching_protocols(key)?;
+    let resp = super::http::switching_protocols(key)?;
     let gw = Arc::clone(gw);
     // Counted among the gateway's WebSockets for as long as this task serves the socket.
-    let slot = super::ws_slot(&req);
+    let slot = super::admit::ws_slot(&req);
     tokio::spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(req).await {

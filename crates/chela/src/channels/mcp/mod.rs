@@ -405,7 +405,7 @@ impl Server {
             Some(s) => s.to_owned(),
             None => chat_id_for(client),
         };
-        if let Err(e) = crate::gateway::ws::check_chat_id(&chat_id) {
+        if let Err(e) = crate::channels::ws::check_chat_id(&chat_id) {
             return tool_result(&format!("`session`: {e}"), true);
         }
         let incoming = Incoming {

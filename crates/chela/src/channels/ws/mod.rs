@@ -17,10 +17,10 @@
 //! closed; the page reconnects by itself. Pings are answered by the codec; a close is answered
 //! and ends the connection.
 //!
-//! [`Limits::ws_message`]: super::Limits::ws_message
-//! [`Limits::outbound`]: super::Limits::outbound
-//! [`Limits::write_timeout`]: super::Limits::write_timeout
-//! [`Limits::ws_idle`]: super::Limits::ws_idle
+//! [`Limits::ws_message`]: Limits::ws_message
+//! [`Limits::outbound`]: Limits::outbound
+//! [`Limits::write_timeout`]: Limits::write_timeout
+//! [`Limits::ws_idle`]: Limits::ws_idle
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -31,8 +31,8 @@ use std::time::Duration;
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Message as ChatMessage;
 use futures_util::{SinkExt, StreamExt};
-use hyper::header::{CONNECTION, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION, UPGRADE};
-use hyper::{Request, Response, StatusCode};
+use hyper::Request;
+use hyper::header::{SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -43,22 +43,33 @@ use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
-use super::auth::Who;
-use super::{ApiError, Gateway, Resp, full};
-use crate::daemon::{Answer, BoxFuture, Incoming, Outlet, Reply};
+use crate::daemon::{Answer, BoxFuture, Daemon, Incoming, Outlet, Reply};
+use crate::gateway::admit::WsSlot;
+use crate::gateway::http::{ApiError, Limits, Resp, Who, switching_protocols};
 use crate::turn::{Cancel, Observer};
+
+pub mod tool;
 
 /// Chat ids one connection may speak in; each is a session and a slot in [`Clients`].
 pub const MAX_CHATS_PER_CONNECTION: usize = 64;
 /// Chats of one connection with a turn in flight at once: with
-/// [`Limits::ws_per_address`](super::Limits::ws_per_address) sockets per address, what one
+/// [`Limits::ws_per_address`](Limits::ws_per_address) sockets per address, what one
 /// address can hold of `sessions.max_live` (8 × 4 of the default 64).
 pub const MAX_BUSY_CHATS_PER_CONNECTION: usize = 4;
 /// The longest chat id a client may choose: it becomes part of a file name.
 pub const MAX_CHAT_ID: usize = 128;
 
-/// Answers an upgrade request with 101 and serves the connection on its own task.
-pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -> Result<Resp, ApiError> {
+/// What a chat connection needs of the gateway that accepted it.
+#[derive(Clone)]
+pub struct Ctx {
+    pub daemon: Arc<Daemon>,
+    pub clients: Arc<Clients>,
+    pub limits: Limits,
+}
+
+/// Answers an upgrade request with 101 and serves the connection on its own task, which holds
+/// the gateway's WebSocket `slot` while the socket is open.
+pub fn accept<B: Send + 'static>(ctx: Ctx, who: Who, req: Request<B>, slot: Option<WsSlot>) -> Result<Resp, ApiError> {
     if req.method() != hyper::Method::GET {
         return Err(ApiError::BadRequest("a WebSocket is opened with GET".to_owned()));
     }
@@ -72,28 +83,13 @@ pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -
         return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
     };
     let resp = switching_protocols(key)?;
-    let gw = Arc::clone(gw);
-    // Counted among the gateway's WebSockets for as long as this task serves the socket.
-    let slot = super::ws_slot(&req);
     tokio::spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(req).await {
-            Ok(upgraded) => connection(gw, who, TokioIo::new(upgraded)).await,
+            Ok(upgraded) => connection(ctx, who, TokioIo::new(upgraded)).await,
             Err(e) => tracing::debug!("gateway: WebSocket upgrade failed: {e}"),
         }
     });
-    Ok(resp)
-}
-
-/// The 101 answer to a WebSocket upgrade request whose `Sec-WebSocket-Key` is `key`.
-pub(super) fn switching_protocols(key: &HeaderValue) -> Result<Resp, ApiError> {
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let mut resp = Response::new(full(""));
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = resp.headers_mut();
-    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
-    h.insert(SEC_WEBSOCKET_ACCEPT, HeaderValue::from_str(&accept).map_err(|e| ApiError::internal("accept key", e))?);
     Ok(resp)
 }
 
@@ -233,11 +229,11 @@ pub fn check_chat_id(id: &str) -> Result<(), String> {
 }
 
 /// One connection, until the client leaves, is cut off, or the daemon stops.
-async fn connection<S>(gw: Arc<Gateway>, who: Who, io: S)
+async fn connection<S>(ctx: Ctx, who: Who, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let limits = gw.limits;
+    let limits = ctx.limits;
     let config = WebSocketConfig::default()
         .max_message_size(Some(limits.ws_message))
         .max_frame_size(Some(limits.ws_message))
@@ -249,12 +245,12 @@ where
     let (tx, mut rx) = mpsc::channel(limits.outbound.max(1));
     let out = Outbox::new(tx);
     let mut conn = ConnState {
-        id: gw.clients.next_conn.fetch_add(1, Ordering::Relaxed),
+        id: ctx.clients.next_conn.fetch_add(1, Ordering::Relaxed),
         own_chat: None,
         joined: Vec::new(),
         busy: Arc::default(),
     };
-    let shutdown = gw.daemon.shutdown().clone();
+    let shutdown = ctx.daemon.shutdown().clone();
     let mut last = tokio::time::Instant::now();
     loop {
         tokio::select! {
@@ -266,7 +262,7 @@ where
                 }
                 Some(Ok(Message::Text(text))) => {
                     last = tokio::time::Instant::now();
-                    if let Err(e) = on_text(&gw, who, text.as_str(), &out, &mut conn) {
+                    if let Err(e) = on_text(&ctx, who, text.as_str(), &out, &mut conn) {
                         out.push(&event("error", &e.0, &e.1));
                     }
                 }
@@ -313,7 +309,7 @@ where
             }
         }
     }
-    gw.clients.leave(conn.id, &conn.joined);
+    ctx.clients.leave(conn.id, &conn.joined);
 }
 
 /// What one connection has opened.
@@ -327,13 +323,7 @@ struct ConnState {
 }
 
 /// Handles one text message; an error is `(sentence, chat_id)` to send back.
-fn on_text(
-    gw: &Arc<Gateway>,
-    who: Who,
-    text: &str,
-    out: &Outbox,
-    conn: &mut ConnState,
-) -> Result<(), (String, String)> {
+fn on_text(ctx: &Ctx, who: Who, text: &str, out: &Outbox, conn: &mut ConnState) -> Result<(), (String, String)> {
     let msg: ClientMessage = serde_json::from_str(text).map_err(|e| {
         (
             format!("the message is not the expected JSON ({e}); send {{\"type\":\"message\",\"content\":\"…\"}}"),
@@ -347,7 +337,7 @@ fn on_text(
         }
         None => conn
             .own_chat
-            .get_or_insert_with(|| format!("ws_{}", gw.clients.next_chat.fetch_add(1, Ordering::Relaxed) + 1))
+            .get_or_insert_with(|| format!("ws_{}", ctx.clients.next_chat.fetch_add(1, Ordering::Relaxed) + 1))
             .clone(),
     };
     if msg.kind != "message" {
@@ -360,7 +350,7 @@ fn on_text(
         if conn.joined.len() >= MAX_CHATS_PER_CONNECTION {
             return Err((format!("one connection may use at most {MAX_CHATS_PER_CONNECTION} chat ids"), chat));
         }
-        gw.clients.join(&chat, conn.id, out);
+        ctx.clients.join(&chat, conn.id, out);
         conn.joined.push(chat.clone());
     }
     {
@@ -385,7 +375,7 @@ fn on_text(
     let observer = Box::new(WsObserver { out: out.clone(), chat: chat.clone() });
     *conn.busy.lock().unwrap_or_else(PoisonError::into_inner).entry(chat.clone()).or_default() += 1;
     let busy = Waiting { busy: Arc::clone(&conn.busy), chat: chat.clone() };
-    gw.daemon.converse(incoming, observer, Box::new(WsReply { out: out.clone(), chat, busy }));
+    ctx.daemon.converse(incoming, observer, Box::new(WsReply { out: out.clone(), chat, busy }));
     Ok(())
 }
 
