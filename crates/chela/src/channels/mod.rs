@@ -8,3 +8,5 @@ pub mod mcp;
 pub mod openai;
 pub mod telegram;
 pub mod ws;
+#[cfg(feature = "voice")]
+pub mod xiaozhi;

@@ -42,10 +42,6 @@ mod page;
 pub(crate) mod stream;
 pub(crate) mod vision;
 mod xiaozhi;
-#[cfg(feature = "voice")]
-mod xiaozhi_turn;
-#[cfg(feature = "voice")]
-pub(crate) mod xiaozhi_ws;
 
 #[cfg(test)]
 mod tests;
@@ -236,7 +232,13 @@ impl Gateway {
         }
         if device_ws {
             #[cfg(feature = "voice")]
-            return xiaozhi_ws::accept(self, req).await;
+            let host = crate::channels::xiaozhi::Host {
+                daemon: Arc::clone(&self.daemon),
+                limits: self.limits,
+                camera_url: format!("{}{}", xiaozhi::base(self, req.headers()).1, vision::PATH),
+            };
+            let slot = admit::ws_slot(&req);
+            return crate::channels::xiaozhi::accept(host, req, slot).await;
             #[cfg(not(feature = "voice"))]
             return Err(ApiError::NotFound(
                 "this Chela was built without the `voice` feature: no xiaozhi conversations".into(),
