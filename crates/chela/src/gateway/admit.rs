@@ -151,6 +151,12 @@ impl Drop for WsHeld {
     }
 }
 
+/// The WebSocket slot the router took for an upgrade request: its task keeps it while the
+/// socket is open.
+pub fn ws_slot<B>(req: &Request<B>) -> Option<WsSlot> {
+    req.extensions().get::<WsSlot>().cloned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,10 +200,4 @@ mod tests {
         drop(copy);
         assert_eq!(adm.counts(), (0, 0));
     }
-}
-
-/// The WebSocket slot [`Gateway::route`] took for an upgrade request: its task keeps it while the
-/// socket is open.
-pub fn ws_slot<B>(req: &Request<B>) -> Option<WsSlot> {
-    req.extensions().get::<WsSlot>().cloned()
 }

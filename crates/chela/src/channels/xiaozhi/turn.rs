@@ -290,6 +290,11 @@ pub fn emotion(text: &str) -> (Face, &str) {
     (Face { name: "neutral", emoji: None }, text)
 }
 
+/// An `alert` the firmware shows (all three fields are required).
+pub fn alert(session_id: Option<String>, message: &str) -> Alert {
+    Alert { session_id, status: "Error".into(), message: message.to_owned(), emotion: "sad".into() }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,9 +332,4 @@ mod tests {
         fresh.push("two.");
         assert_eq!(fresh.take(), "two.", "taking makes room again");
     }
-}
-
-/// An `alert` the firmware shows (all three fields are required).
-pub fn alert(session_id: Option<String>, message: &str) -> Alert {
-    Alert { session_id, status: "Error".into(), message: message.to_owned(), emotion: "sad".into() }
 }
