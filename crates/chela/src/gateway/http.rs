@@ -8,7 +8,9 @@ use hyper::StatusCode;
 use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,6 +20,7 @@ use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
 use hyper::header::{CONNECTION, CONTENT_TYPE, SEC_WEBSOCKET_ACCEPT, UPGRADE};
 use hyper::{Request, Response};
+use tokio::task::JoinSet;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -258,6 +261,33 @@ impl Who {
         match self {
             Who::Owner => "owner",
             Who::TokenHolder => "token",
+        }
+    }
+}
+
+/// The gateway's connection tasks: its HTTP connections and the WebSockets upgraded from them.
+/// Owned here so that a stop waits for them (an answer on its way still reaches its client) and
+/// dropping the gateway ends them. The set holds live connections only, so it is bounded by
+/// [`Limits::connections`] and [`Limits::websockets`].
+#[derive(Debug, Default)]
+pub struct Conns(Mutex<JoinSet<()>>);
+
+impl Conns {
+    pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut set = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        while set.try_join_next().is_some() {}
+        set.spawn(task);
+    }
+
+    /// Waits until every connection ended, those started meanwhile too (a request upgraded
+    /// after the listener stopped).
+    pub async fn closed(&self) {
+        loop {
+            let mut set = std::mem::take(&mut *self.0.lock().unwrap_or_else(PoisonError::into_inner));
+            if set.is_empty() {
+                return;
+            }
+            while set.join_next().await.is_some() {}
         }
     }
 }

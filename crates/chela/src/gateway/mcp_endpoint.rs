@@ -48,7 +48,7 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
     let joined = gw.daemon.endpoint_hosts().join(&name, &token);
     // Counted among the gateway's WebSockets for as long as this task serves the socket.
     let slot = super::admit::ws_slot(&req);
-    tokio::spawn(async move {
+    gw.conns.spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => {

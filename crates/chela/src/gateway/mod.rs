@@ -76,6 +76,7 @@ pub struct Gateway {
     /// xiaozhi devices: the rate of new activation codes.
     pub(crate) onboarding: xiaozhi::Onboarding,
     admission: Arc<admit::Admission>,
+    conns: Arc<http::Conns>,
 }
 
 /// Starts the gateway of `daemon` on `gateway.listen` and serves until the daemon stops.
@@ -114,6 +115,7 @@ impl Gateway {
             onboarding: xiaozhi::Onboarding::default(),
             admission: admit::Admission::new(limits),
             logins: login::Logins::default(),
+            conns: Arc::default(),
         })
     }
 
@@ -146,7 +148,8 @@ impl Gateway {
             };
             let _ = stream.set_nodelay(true);
             let gw = Arc::clone(&self);
-            tokio::spawn(async move {
+            let shutdown = shutdown.clone();
+            self.conns.spawn(async move {
                 let probation = admitted.probation;
                 let service = hyper::service::service_fn(|req| {
                     let gw = Arc::clone(&gw);
@@ -165,12 +168,23 @@ impl Gateway {
                     .max_buf_size(gw.limits.head.max(8192))
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades();
-                if let Err(e) = conn.await {
+                tokio::pin!(conn);
+                // At a stop the request in flight is still answered (its turn's answer comes
+                // with the daemon's flush); only then does the connection close.
+                let ended = tokio::select! {
+                    ended = conn.as_mut() => ended,
+                    () = shutdown.wait() => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = ended {
                     tracing::debug!(%peer, "gateway connection ended: {e}");
                 }
                 drop(admitted);
             });
         }
+        self.conns.closed().await;
         self.daemon.outlets().unregister("ws");
         self.daemon.toolbox().unregister(ws::tool::GROUP);
     }
@@ -235,6 +249,7 @@ impl Gateway {
             let host = crate::channels::xiaozhi::Host {
                 daemon: Arc::clone(&self.daemon),
                 limits: self.limits,
+                conns: Arc::clone(&self.conns),
                 camera_url: format!("{}{}", xiaozhi::base(self, req.headers()).1, vision::PATH),
             };
             let slot = admit::ws_slot(&req);
@@ -252,6 +267,7 @@ impl Gateway {
                         daemon: Arc::clone(&self.daemon),
                         clients: Arc::clone(&self.clients),
                         limits: self.limits,
+                        conns: Arc::clone(&self.conns),
                     };
                     ws::accept(ctx, who, req, slot)
                 }

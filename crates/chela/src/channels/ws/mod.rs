@@ -24,7 +24,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -45,7 +45,7 @@ use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use crate::daemon::{Answer, BoxFuture, Daemon, Incoming, Outlet, Reply};
 use crate::gateway::admit::WsSlot;
-use crate::gateway::http::{ApiError, Limits, Resp, Who, switching_protocols};
+use crate::gateway::http::{ApiError, Conns, Limits, Resp, Who, switching_protocols};
 use crate::turn::{Cancel, Observer};
 
 pub mod tool;
@@ -65,6 +65,7 @@ pub struct Ctx {
     pub daemon: Arc<Daemon>,
     pub clients: Arc<Clients>,
     pub limits: Limits,
+    pub conns: Arc<Conns>,
 }
 
 /// Answers an upgrade request with 101 and serves the connection on its own task, which holds
@@ -83,7 +84,8 @@ pub fn accept<B: Send + 'static>(ctx: Ctx, who: Who, req: Request<B>, slot: Opti
         return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
     };
     let resp = switching_protocols(key)?;
-    tokio::spawn(async move {
+    let conns = Arc::clone(&ctx.conns);
+    conns.spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => connection(ctx, who, TokioIo::new(upgraded)).await,
@@ -249,10 +251,18 @@ where
         own_chat: None,
         joined: Vec::new(),
         busy: Arc::default(),
+        owed: Arc::default(),
     };
     let shutdown = ctx.daemon.shutdown().clone();
     let mut last = tokio::time::Instant::now();
+    // Set at a stop: the socket stays open until the answers still pending were written (the
+    // daemon delivers them while it stops), then closes.
+    let mut stopping = false;
     loop {
+        if stopping && rx.is_empty() && conn.owed.count.load(Ordering::Acquire) == 0 {
+            let _ = tokio::time::timeout(limits.write_timeout, socket.close(None)).await;
+            break;
+        }
         tokio::select! {
             incoming = socket.next() => match incoming {
                 None => break,
@@ -303,10 +313,8 @@ where
                 tracing::info!("gateway: a WebSocket client let {} events pile up unread; cut off", limits.outbound);
                 break;
             }
-            () = shutdown.wait() => {
-                let _ = tokio::time::timeout(Duration::from_secs(1), socket.close(None)).await;
-                break;
-            }
+            () = conn.owed.settled.notified(), if stopping => {}
+            () = shutdown.wait(), if !stopping => stopping = true,
         }
     }
     ctx.clients.leave(conn.id, &conn.joined);
@@ -320,6 +328,7 @@ struct ConnState {
     joined: Vec<String>,
     /// Turns in flight per chat; at most [`MAX_BUSY_CHATS_PER_CONNECTION`] chats.
     busy: Arc<Mutex<HashMap<String, usize>>>,
+    owed: Arc<Owed>,
 }
 
 /// Handles one text message; an error is `(sentence, chat_id)` to send back.
@@ -375,7 +384,8 @@ fn on_text(ctx: &Ctx, who: Who, text: &str, out: &Outbox, conn: &mut ConnState) 
     let observer = Box::new(WsObserver { out: out.clone(), chat: chat.clone() });
     *conn.busy.lock().unwrap_or_else(PoisonError::into_inner).entry(chat.clone()).or_default() += 1;
     let busy = Waiting { busy: Arc::clone(&conn.busy), chat: chat.clone() };
-    ctx.daemon.converse(incoming, observer, Box::new(WsReply { out: out.clone(), chat, busy }));
+    let owing = Owing::new(&conn.owed);
+    ctx.daemon.converse(incoming, observer, Box::new(WsReply { out: out.clone(), chat, busy, owing }));
     Ok(())
 }
 
@@ -385,15 +395,18 @@ struct WsReply {
     out: Outbox,
     chat: String,
     busy: Waiting,
+    owing: Owing,
 }
 
 impl Reply for WsReply {
     fn send(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
-        let WsReply { out, chat, busy } = *self;
+        let WsReply { out, chat, busy, owing } = *self;
         // Freed first: a client that writes again as soon as it has the answer finds room.
         drop(busy);
         let kind = if answer.end.is_some() { "response" } else { "error" };
         out.push(&event(kind, &answer.text, &chat));
+        // Settled once queued: the connection writes it before it closes at a stop.
+        drop(owing);
         Box::pin(async {})
     }
 }
@@ -402,6 +415,31 @@ impl Reply for WsReply {
 struct Waiting {
     busy: Arc<Mutex<HashMap<String, usize>>>,
     chat: String,
+}
+
+/// The answers a connection still owes its client, counted until each was queued for writing
+/// (or dropped): a stopping connection closes once none is left.
+#[derive(Default)]
+struct Owed {
+    count: AtomicUsize,
+    settled: tokio::sync::Notify,
+}
+
+/// One owed answer, settled when dropped.
+struct Owing(Arc<Owed>);
+
+impl Owing {
+    fn new(owed: &Arc<Owed>) -> Owing {
+        owed.count.fetch_add(1, Ordering::AcqRel);
+        Owing(Arc::clone(owed))
+    }
+}
+
+impl Drop for Owing {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        self.0.settled.notify_one();
+    }
 }
 
 impl Drop for Waiting {

@@ -53,7 +53,7 @@ use tokio_tungstenite::tungstenite::{self as tung, Message};
 use crate::daemon::Daemon;
 use crate::devices::{Devices, normalize_id};
 use crate::gateway::admit::WsSlot;
-use crate::gateway::http::{ApiError, Limits, Resp, json as json_resp, switching_protocols};
+use crate::gateway::http::{ApiError, Conns, Limits, Resp, json as json_resp, switching_protocols};
 use crate::voice::pipeline::{Mode, Output, Pipeline, Providers};
 use crate::voice::{DOWNLINK_RATE, FRAME_MS, VoiceConfig};
 use turn::{Running, alert};
@@ -114,6 +114,7 @@ fn unauthorized(why: &str) -> Resp {
 pub struct Host {
     pub daemon: Arc<Daemon>,
     pub limits: Limits,
+    pub conns: Arc<Conns>,
     /// Where the device's camera posts a photo: the address the device reached the gateway at.
     pub camera_url: String,
 }
@@ -177,7 +178,8 @@ pub async fn accept<B: Send + 'static>(host: Host, req: Request<B>, slot: Option
         }
     };
     let resp = switching_protocols(key)?;
-    tokio::spawn(async move {
+    let conns = Arc::clone(&host.conns);
+    conns.spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => connection(host, device, vision, version, TokioIo::new(upgraded)).await,
