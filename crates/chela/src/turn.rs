@@ -40,6 +40,17 @@ pub trait Observer {
     fn tool_finished(&mut self, call: &ToolCall, result: &ToolResult, elapsed: Duration);
 }
 
+/// For turns whose progress nobody watches: answers sent whole, scheduled jobs, callers that
+/// get the whole answer at the end.
+pub struct Quiet;
+
+impl Observer for Quiet {
+    fn text(&mut self, _: &str) {}
+    fn reply_done(&mut self, _: bool) {}
+    fn tool_started(&mut self, _: &ToolCall) {}
+    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
+}
+
 /// Stops a turn from elsewhere (Ctrl-C, a channel's "stop"): clones share one switch.
 #[derive(Clone, Debug)]
 pub struct Cancel(Arc<tokio::sync::watch::Sender<bool>>);

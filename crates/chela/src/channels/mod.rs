@@ -1,6 +1,12 @@
-//! The messaging platforms `chela run` serves, one module each. A channel turns platform
+//! The ways people and programs talk to Chela, one module each: the messaging platforms and
+//! MCP-serve's `chat`. A channel turns platform
 //! events into [`crate::daemon::Incoming`] messages and sends the answers back; it never runs a
 //! turn itself.
 
 pub mod feishu;
+pub mod mcp;
+pub mod openai;
 pub mod telegram;
+pub mod ws;
+#[cfg(feature = "voice")]
+pub mod xiaozhi;

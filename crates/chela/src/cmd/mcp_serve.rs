@@ -1,4 +1,4 @@
-//! `chela mcp serve`: Chela as an MCP server on stdin/stdout (see `crate::mcp::serve`).
+//! `chela mcp serve`: Chela as an MCP server on stdin/stdout (see `crate::channels::mcp`).
 //!
 //! It loads the workspace as the daemon does (the same tools, the same turn path for `chat`),
 //! but serves no channel and no gateway: the client that started it is its only user. stdout
@@ -17,6 +17,6 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     if let Err(why) = daemon.app() {
         tracing::warn!("no model is configured, so the chat tool answers with what to set: {why}");
     }
-    crate::mcp::serve::stdio::serve(daemon, tokio::io::stdin(), tokio::io::stdout()).await?;
+    crate::channels::mcp::stdio::serve(daemon, tokio::io::stdin(), tokio::io::stdout()).await?;
     Ok(ExitCode::SUCCESS)
 }

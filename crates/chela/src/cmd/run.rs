@@ -120,7 +120,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
 /// `chela console`: prints a one-time login link for the web console of the running daemon.
 pub fn console(ws: &Workspace) -> Result<ExitCode> {
     let cfg = crate::config::Config::load(ws)?;
-    let link = crate::gateway::login::console_link(ws, &cfg)?;
+    let link = crate::gateway::auth::console_link(ws, &cfg)?;
     outln!("{link}");
     eprintln!(
         "Open it in a browser on this machine while `chela run` is running; it works once, within {} minutes.",

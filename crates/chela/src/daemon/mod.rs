@@ -38,7 +38,10 @@ use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
 use crate::workspace::Workspace;
 
 pub mod deliver;
+#[cfg(feature = "files")]
+pub mod im;
 pub mod outlet;
+pub mod send;
 pub mod shutdown;
 
 pub use deliver::{Answer, OutletReply, Reply, Waiter};
@@ -152,7 +155,7 @@ impl Daemon {
         // The tools that send exist only where channels run: here, not in `chela chat`.
         #[cfg(feature = "files")]
         toolbox
-            .register(crate::tools::im::group(Arc::clone(&outlets), Arc::clone(&gate)))
+            .register(im::group(Arc::clone(&outlets), Arc::clone(&gate)))
             .map_err(|e| anyhow::anyhow!("cannot add the im tools: {e}"))?;
         let scheduler = Arc::new(Scheduler::open(&ws, Settings::or_utc(&cfg), clock.unix_secs()));
         toolbox

@@ -20,7 +20,9 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use super::{ApiError, Limits};
+use hyper::Request;
+
+use super::http::{ApiError, Limits};
 
 /// The gateway's counts of connections and WebSockets, in all and per source address.
 pub struct Admission {
@@ -147,6 +149,12 @@ impl Drop for WsHeld {
         s.ws -= 1;
         release(&mut s.ws_by_ip, self.ip);
     }
+}
+
+/// The WebSocket slot the router took for an upgrade request: its task keeps it while the
+/// socket is open.
+pub fn ws_slot<B>(req: &Request<B>) -> Option<WsSlot> {
+    req.extensions().get::<WsSlot>().cloned()
 }
 
 #[cfg(test)]

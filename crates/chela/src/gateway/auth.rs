@@ -24,26 +24,9 @@ use chela_core::config::GATEWAY_TOKEN;
 use hyper::header::{AUTHORIZATION, HOST, ORIGIN};
 use hyper::{Method, Request};
 
+use super::http::Who;
 use super::{ApiError, Gateway};
 use crate::daemon::Daemon;
-
-/// Who is asking, as the daemon's `Incoming::sender` names them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Who {
-    /// A client on this machine (loopback listen address) that presented the token.
-    Owner,
-    /// A client elsewhere that presented `gateway.token`.
-    TokenHolder,
-}
-
-impl Who {
-    pub fn sender(self) -> &'static str {
-        match self {
-            Who::Owner => "owner",
-            Who::TokenHolder => "token",
-        }
-    }
-}
 
 /// The token clients must present on `listen`. Generates and stores one when none is set.
 pub fn token_for(daemon: &Daemon, listen: SocketAddr) -> anyhow::Result<String> {
@@ -86,6 +69,20 @@ pub fn base_url(bound: SocketAddr) -> String {
     }
 }
 
+/// `chela console`: a fresh link to the gateway `cfg` describes, making and storing
+/// `gateway.token` first if none is set.
+pub fn console_link(ws: &crate::workspace::Workspace, cfg: &crate::config::Config) -> anyhow::Result<String> {
+    let listen = cfg.settings().gateway.addr();
+    if listen.port() == 0 {
+        anyhow::bail!(
+            "gateway.listen is {listen}: the port is chosen when `chela run` starts, so only the link it prints \
+             can name it. Set a fixed port (`chela config set gateway.listen 127.0.0.1:18789`) to use `chela console`."
+        );
+    }
+    let token = ensure_token(ws, cfg)?;
+    super::login::link(&base_url(listen), &token, crate::clock::Clock::system().unix_secs_u64())
+}
+
 /// Prints the one-time console login link for a gateway bound to `bound`: the one line where
 /// a login code is ever written out.
 pub fn announce(token: &str, bound: SocketAddr) {
@@ -118,7 +115,7 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
             clip(host)
         )));
     }
-    let changes = !matches!(*req.method(), Method::GET | Method::HEAD) || super::ws::is_upgrade(req);
+    let changes = !matches!(*req.method(), Method::GET | Method::HEAD) || super::http::is_upgrade(req);
     if changes && let Some(origin) = req.headers().get(ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         if !same_origin(origin, host) {
@@ -145,7 +142,7 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let query = super::ws::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
+    let query = super::http::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
     match bearer.or(query.as_deref()) {
         Some(given) if !token.is_empty() && constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(who),
         _ => {

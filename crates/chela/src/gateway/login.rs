@@ -41,20 +41,6 @@ pub fn link(base: &str, token: &str, now: u64) -> anyhow::Result<String> {
     Ok(format!("{base}/#login={}", code(token, now)?))
 }
 
-/// `chela console`: a fresh link to the gateway `cfg` describes, making and storing
-/// `gateway.token` first if none is set.
-pub fn console_link(ws: &crate::workspace::Workspace, cfg: &crate::config::Config) -> anyhow::Result<String> {
-    let listen = cfg.settings().gateway.addr();
-    if listen.port() == 0 {
-        anyhow::bail!(
-            "gateway.listen is {listen}: the port is chosen when `chela run` starts, so only the link it prints \
-             can name it. Set a fixed port (`chela config set gateway.listen 127.0.0.1:18789`) to use `chela console`."
-        );
-    }
-    let token = super::auth::ensure_token(ws, cfg)?;
-    link(&super::auth::base_url(listen), &token, crate::clock::Clock::system().unix_secs_u64())
-}
-
 fn mac(token: &str, expires: u64, nonce: &str) -> hmac::Tag {
     let key = hmac::Key::new(hmac::HMAC_SHA256, token.as_bytes());
     let mut ctx = hmac::Context::with_key(&key);

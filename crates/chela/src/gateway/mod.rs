@@ -23,34 +23,25 @@ use std::time::Duration;
 
 use anyhow::Context;
 use bytes::Bytes;
-use chela_core::config as keys;
-use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Body;
-use hyper::header::{CONTENT_TYPE, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
+use hyper::header::HeaderValue;
+use hyper::{Method, Request, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 
+use crate::channels::{openai, ws};
 use crate::daemon::Daemon;
 
-mod admit;
+pub(crate) mod admit;
 mod api;
-mod auth;
-mod error;
+pub(crate) mod auth;
+pub(crate) mod http;
 pub(crate) mod login;
 mod mcp_endpoint;
-mod openai;
 mod page;
-mod stream;
-mod tool;
+pub(crate) mod stream;
 pub(crate) mod vision;
-pub(crate) mod ws;
 mod xiaozhi;
-#[cfg(feature = "voice")]
-mod xiaozhi_turn;
-#[cfg(feature = "voice")]
-pub(crate) mod xiaozhi_ws;
 
 #[cfg(test)]
 mod tests;
@@ -67,101 +58,8 @@ mod tests_xiaozhi;
 #[cfg(all(test, feature = "voice"))]
 mod tests_xiaozhi_ws;
 
-pub use error::ApiError;
-pub use ws::WsOutlet;
-
-/// The response body every handler returns: a whole buffer or a stream (SSE).
-pub type Resp = Response<BoxBody<Bytes, Infallible>>;
-
-/// The bounds of one gateway.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Open connections at once; one more is closed as soon as it is accepted.
-    pub connections: usize,
-    /// Bytes of one request body.
-    pub body: usize,
-    /// How long a request body may take to arrive.
-    pub body_timeout: Duration,
-    /// How long a request head may take to arrive (slowloris).
-    pub header_timeout: Duration,
-    /// Bytes hyper buffers for a request head.
-    pub head: usize,
-    /// Bytes of one WebSocket message, however many frames it comes in.
-    pub ws_message: usize,
-    /// Events waiting to be written to one WebSocket (or one SSE stream); a client that lets
-    /// more pile up is cut off.
-    pub outbound: usize,
-    /// How long writing one event to a client may take before it is cut off.
-    pub write_timeout: Duration,
-    /// How long a xiaozhi device has to send its `hello` after the upgrade.
-    pub device_hello: Duration,
-    /// A xiaozhi device that sends nothing for this long is closed (the firmware's own rule).
-    pub device_idle: Duration,
-    /// Connections one source address other than this machine may hold.
-    pub per_address: usize,
-    /// The last of [`Limits::connections`], kept for the owner (see [`admit`]).
-    pub reserved: usize,
-    /// How long a connection on probation in the reserve may take to send its head.
-    pub probation_header_timeout: Duration,
-    /// Upgraded WebSockets open at once (chat, devices, MCP tool hosts).
-    pub websockets: usize,
-    /// WebSockets one source address other than this machine may hold.
-    pub ws_per_address: usize,
-    /// A `/ws` chat socket with no message either way and no turn in flight for this long is
-    /// closed (the page reconnects by itself).
-    pub ws_idle: Duration,
-    /// Whether a loopback peer is a client on this machine (exempt from the per-address caps,
-    /// and given a reserved slot outright). Tests switch it off to play remote clients from
-    /// 127.0.0.x.
-    pub loopback_is_local: bool,
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            connections: 256,
-            body: 1024 * 1024,
-            body_timeout: Duration::from_secs(30),
-            header_timeout: Duration::from_secs(10),
-            // hyper's smallest read buffer; a browser's request head fits in a few KiB.
-            head: 16 * 1024,
-            ws_message: 256 * 1024,
-            outbound: 256,
-            write_timeout: Duration::from_secs(10),
-            device_hello: Duration::from_secs(10),
-            device_idle: Duration::from_secs(120),
-            per_address: 16,
-            reserved: 32,
-            probation_header_timeout: Duration::from_secs(2),
-            websockets: 128,
-            ws_per_address: 8,
-            ws_idle: Duration::from_secs(300),
-            loopback_is_local: true,
-        }
-    }
-}
-
-impl Limits {
-    /// The defaults with the `gateway.*` bounds the owner set.
-    pub fn from_config(cfg: &crate::config::Config) -> Limits {
-        let connections = cfg.usize(keys::GATEWAY_MAX_CONNECTIONS);
-        Limits {
-            connections,
-            // An eighth: plenty for one person's page and scripts, little for an attacker to miss.
-            reserved: (connections / 8).max(1),
-            per_address: cfg.usize(keys::GATEWAY_CONNECTIONS_PER_ADDRESS),
-            websockets: cfg.usize(keys::GATEWAY_MAX_WEBSOCKETS),
-            ws_per_address: cfg.usize(keys::GATEWAY_WEBSOCKETS_PER_ADDRESS),
-            ws_idle: Duration::from_secs(cfg.usize(keys::GATEWAY_WEBSOCKET_IDLE_SECS) as u64),
-            ..Limits::default()
-        }
-    }
-
-    /// Whether `peer` is a client on this machine.
-    fn is_local(&self, peer: SocketAddr) -> bool {
-        self.loopback_is_local && peer.ip().to_canonical().is_loopback()
-    }
-}
+pub use http::{ApiError, Limits, Resp};
+pub(crate) use http::{full, json};
 
 /// One running gateway: the daemon it serves, where it listens, and who may use it.
 pub struct Gateway {
@@ -174,10 +72,11 @@ pub struct Gateway {
     pub(crate) limits: Limits,
     pub(crate) clients: Arc<ws::Clients>,
     /// `/mcp`: the MCP server and its handshake-era sessions.
-    pub(crate) mcp: crate::mcp::serve::http::Endpoint,
+    pub(crate) mcp: crate::channels::mcp::http::Endpoint,
     /// xiaozhi devices: the rate of new activation codes.
     pub(crate) onboarding: xiaozhi::Onboarding,
     admission: Arc<admit::Admission>,
+    conns: Arc<http::Conns>,
 }
 
 /// Starts the gateway of `daemon` on `gateway.listen` and serves until the daemon stops.
@@ -202,12 +101,12 @@ pub async fn serve(daemon: Arc<Daemon>) -> anyhow::Result<()> {
 impl Gateway {
     pub fn new(daemon: Arc<Daemon>, listen: SocketAddr, token: Option<String>, limits: Limits) -> Arc<Gateway> {
         let clients = Arc::new(ws::Clients::default());
-        daemon.outlets().register(Arc::new(WsOutlet(Arc::clone(&clients))));
-        if let Err(e) = daemon.toolbox().register(tool::group(Arc::clone(&clients))) {
-            tracing::warn!("gateway: the {} tool group is not available: {e}", tool::GROUP);
+        daemon.outlets().register(Arc::new(ws::WsOutlet(Arc::clone(&clients))));
+        if let Err(e) = daemon.toolbox().register(ws::tool::group(Arc::clone(&clients))) {
+            tracing::warn!("gateway: the {} tool group is not available: {e}", ws::tool::GROUP);
         }
         Arc::new(Gateway {
-            mcp: crate::mcp::serve::http::Endpoint::new(Arc::clone(&daemon)),
+            mcp: crate::channels::mcp::http::Endpoint::new(Arc::clone(&daemon)),
             daemon,
             listen,
             token,
@@ -216,6 +115,7 @@ impl Gateway {
             onboarding: xiaozhi::Onboarding::default(),
             admission: admit::Admission::new(limits),
             logins: login::Logins::default(),
+            conns: Arc::default(),
         })
     }
 
@@ -248,7 +148,8 @@ impl Gateway {
             };
             let _ = stream.set_nodelay(true);
             let gw = Arc::clone(&self);
-            tokio::spawn(async move {
+            let shutdown = shutdown.clone();
+            self.conns.spawn(async move {
                 let probation = admitted.probation;
                 let service = hyper::service::service_fn(|req| {
                     let gw = Arc::clone(&gw);
@@ -267,14 +168,25 @@ impl Gateway {
                     .max_buf_size(gw.limits.head.max(8192))
                     .serve_connection(TokioIo::new(stream), service)
                     .with_upgrades();
-                if let Err(e) = conn.await {
+                tokio::pin!(conn);
+                // At a stop the request in flight is still answered (its turn's answer comes
+                // with the daemon's flush); only then does the connection close.
+                let ended = tokio::select! {
+                    ended = conn.as_mut() => ended,
+                    () = shutdown.wait() => {
+                        conn.as_mut().graceful_shutdown();
+                        conn.await
+                    }
+                };
+                if let Err(e) = ended {
                     tracing::debug!(%peer, "gateway connection ended: {e}");
                 }
                 drop(admitted);
             });
         }
+        self.conns.closed().await;
         self.daemon.outlets().unregister("ws");
-        self.daemon.toolbox().unregister(tool::GROUP);
+        self.daemon.toolbox().unregister(ws::tool::GROUP);
     }
 
     /// Whether a request on a reserved connection may be served: it comes from this machine, or
@@ -300,7 +212,7 @@ impl Gateway {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let upgrade = ws::is_upgrade(&req);
+        let upgrade = http::is_upgrade(&req);
         let path = req.uri().path().to_owned();
         let method = req.method().clone();
         // The page asks for the token itself, so it is served to anyone (it holds no data).
@@ -334,7 +246,14 @@ impl Gateway {
         }
         if device_ws {
             #[cfg(feature = "voice")]
-            return xiaozhi_ws::accept(self, req).await;
+            let host = crate::channels::xiaozhi::Host {
+                daemon: Arc::clone(&self.daemon),
+                limits: self.limits,
+                conns: Arc::clone(&self.conns),
+                camera_url: format!("{}{}", xiaozhi::base(self, req.headers()).1, vision::PATH),
+            };
+            let slot = admit::ws_slot(&req);
+            return crate::channels::xiaozhi::accept(host, req, slot).await;
             #[cfg(not(feature = "voice"))]
             return Err(ApiError::NotFound(
                 "this Chela was built without the `voice` feature: no xiaozhi conversations".into(),
@@ -342,7 +261,16 @@ impl Gateway {
         }
         if upgrade {
             return match path.as_str() {
-                "/" | "/ws" => ws::accept(self, who, req),
+                "/" | "/ws" => {
+                    let slot = admit::ws_slot(&req);
+                    let ctx = ws::Ctx {
+                        daemon: Arc::clone(&self.daemon),
+                        clients: Arc::clone(&self.clients),
+                        limits: self.limits,
+                        conns: Arc::clone(&self.conns),
+                    };
+                    ws::accept(ctx, who, req, slot)
+                }
                 _ => Err(ApiError::NotFound(format!("there is no WebSocket at {path}; use /ws"))),
             };
         }
@@ -352,10 +280,10 @@ impl Gateway {
             (_, "/v1/chat/completions") if method == Method::POST => {
                 let (parts, body) = req.into_parts();
                 let body = self.read_body(body).await?;
-                openai::completions(self, &parts.headers, &body).await
+                openai::completions(&self.daemon, &self.limits, &parts.headers, &body).await
             }
             (&Method::GET, "/v1/models") => Ok(openai::models()),
-            (_, "/mcp") => crate::mcp::serve::http::handle(self, &self.mcp, req).await,
+            (_, "/mcp") => crate::channels::mcp::http::handle(&self.limits, &self.mcp, req).await,
             (_, p) if p.starts_with("/api/") => {
                 let (_, body) = req.into_parts();
                 let body = if matches!(method, Method::GET | Method::HEAD) {
@@ -378,26 +306,8 @@ impl Gateway {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let limit = self.limits.body;
-        let collect = Limited::new(body, limit).collect();
-        match tokio::time::timeout(self.limits.body_timeout, collect).await {
-            Err(_) => Err(ApiError::Timeout(format!(
-                "the request body did not arrive within {} s",
-                self.limits.body_timeout.as_secs()
-            ))),
-            Ok(Ok(collected)) => Ok(collected.to_bytes()),
-            Ok(Err(e)) if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() => {
-                Err(ApiError::TooLarge(format!("the request body is over {limit} bytes, the most the gateway reads")))
-            }
-            Ok(Err(e)) => Err(ApiError::BadRequest(format!("the request body could not be read: {e}"))),
-        }
+        http::read_body(&self.limits, body).await
     }
-}
-
-/// The WebSocket slot [`Gateway::route`] took for an upgrade request: its task keeps it while the
-/// socket is open.
-pub(crate) fn ws_slot<B>(req: &Request<B>) -> Option<admit::WsSlot> {
-    req.extensions().get::<admit::WsSlot>().cloned()
 }
 
 /// The answer on a reserved connection to a request that did not prove it is the owner's.
@@ -416,16 +326,4 @@ fn busy_for_strangers() -> Resp {
 /// Whether `path` is the xiaozhi conversation endpoint, `/xiaozhi/v1/` (with or without the slash).
 fn is_device_ws(path: &str) -> bool {
     path == "/xiaozhi/v1/" || path == "/xiaozhi/v1"
-}
-
-/// A JSON response.
-pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Resp {
-    let mut resp = Response::new(full(value.to_string()));
-    *resp.status_mut() = status;
-    resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    resp
-}
-
-pub(crate) fn full(body: impl Into<Bytes>) -> BoxBody<Bytes, Infallible> {
-    Full::new(body.into()).boxed()
 }

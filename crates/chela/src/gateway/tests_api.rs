@@ -148,7 +148,7 @@ async fn pairing_requests_are_listed_approved_and_revoked() {
         user: chela_proto::chat::Message::user_text("hello?"),
         cancel: Cancel::default(),
     };
-    let quiet = Box::new(super::openai::Silent);
+    let quiet = Box::new(crate::turn::Quiet);
     assert!(matches!(h.daemon.submit(stranger, quiet), Submitted::Answer(_)), "a code was offered");
     let (status, listing) = h.get("/api/pairing").await;
     assert_eq!(status, StatusCode::OK);
@@ -182,7 +182,7 @@ async fn the_console_clears_a_queue_strangers_filled() {
             user: chela_proto::chat::Message::user_text("let me in"),
             cancel: Cancel::default(),
         };
-        h.daemon.submit(stranger, Box::new(super::openai::Silent));
+        h.daemon.submit(stranger, Box::new(crate::turn::Quiet));
     }
     assert_eq!(h.get("/api/pairing").await.1["pending"].as_array().unwrap().len(), 3);
     let (status, e) = h.send("POST", "/api/pairing/clear", r#"{"channel":"telegram","extra":1}"#).await;

@@ -401,7 +401,7 @@ async fn a_model_failure_is_shown_and_spoken_not_a_hang() {
     assert_eq!(alert["status"], "Error");
     assert_eq!(alert["emotion"], "sad");
     assert!(!alert["message"].as_str().unwrap().is_empty());
-    assert!(js.iter().any(|v| v["text"] == xiaozhi_turn::SPOKEN_FAILURE), "{js:?}");
+    assert!(js.iter().any(|v| v["text"] == crate::channels::xiaozhi::turn::SPOKEN_FAILURE), "{js:?}");
 }
 
 #[tokio::test]

@@ -28,7 +28,7 @@ use tokio::task::JoinSet;
 
 use super::{Due, Outcome};
 use crate::daemon::{Answer, BoxFuture, Daemon, Outlet, Reply};
-use crate::turn::{Cancel, Observer, TurnRequest};
+use crate::turn::{Cancel, Quiet, TurnRequest};
 
 /// The longest sleep: how soon a file edited by another process is seen.
 pub const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -337,15 +337,6 @@ fn request(channel: &str, chat_id: &str, text: String, depth: u8) -> TurnRequest
         cancel: Cancel::default(),
         observer: Box::new(Quiet),
     }
-}
-
-struct Quiet;
-
-impl Observer for Quiet {
-    fn text(&mut self, _: &str) {}
-    fn reply_done(&mut self, _: bool) {}
-    fn tool_started(&mut self, _: &chela_core::agent::ToolCall) {}
-    fn tool_finished(&mut self, _: &chela_core::agent::ToolCall, _: &chela_core::agent::ToolResult, _: Duration) {}
 }
 
 /// The heartbeat's timer: `heartbeat.interval` minutes after the last one.

@@ -35,11 +35,8 @@ use crate::workspace::Workspace;
 pub mod files;
 #[cfg(feature = "http")]
 pub mod http;
-#[cfg(feature = "files")]
-pub mod im;
 #[cfg(feature = "memory")]
 pub mod memory;
-pub mod send;
 // The file sandbox: the file tools' and the skills' only way to the workspace's files.
 #[cfg_attr(not(feature = "files"), allow(dead_code))]
 #[path = "files/sandbox.rs"]

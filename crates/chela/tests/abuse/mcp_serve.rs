@@ -3,7 +3,7 @@
 //! 127.0.0.1 port). Each case checks that the input is refused with a clear error within a
 //! bound, and that the server still answers afterwards.
 //!
-//! The token on a non-loopback address is a service-level test (`src/mcp/serve/tests.rs`),
+//! The token on a non-loopback address is a service-level test (`src/channels/mcp/tests.rs`),
 //! since tests bind loopback only.
 
 #![allow(

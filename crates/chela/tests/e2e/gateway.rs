@@ -37,6 +37,14 @@ impl Running {
     pub fn stderr(&self) -> String {
         self.stderr.now()
     }
+
+    pub fn pid(&self) -> libc::pid_t {
+        libc::pid_t::try_from(self.child.id()).unwrap()
+    }
+
+    pub fn wait(&mut self, limit: Duration) -> std::process::ExitStatus {
+        crate::wait_exit(&mut self.child, limit)
+    }
 }
 
 impl Drop for Running {
@@ -46,7 +54,7 @@ impl Drop for Running {
     }
 }
 
-fn runtime() -> tokio::runtime::Runtime {
+pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
 }
 

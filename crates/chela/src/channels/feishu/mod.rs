@@ -17,10 +17,8 @@ mod ws;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
 
 use anyhow::{Result, bail};
-use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Message;
 use chela_proto::feishu::event::{Envelope, MessageEvent, parse_envelope};
 use tokio::io::AsyncReadExt;
@@ -28,7 +26,7 @@ use tokio::io::AsyncReadExt;
 use crate::config::{Config, Feishu};
 use crate::daemon::{Answer, BoxFuture, Daemon, Incoming, Outlet, Reply};
 use crate::net::HttpClient;
-use crate::turn::{Cancel, Observer};
+use crate::turn::{Cancel, Quiet};
 
 pub use api::Api;
 pub use webhook::unverifiable as unverifiable_webhook;
@@ -202,16 +200,6 @@ pub fn chunks(text: &str, max: usize) -> Vec<&str> {
     }
     out.push(rest);
     out
-}
-
-/// Feishu answers are sent whole, so nothing is shown while a turn runs.
-struct Quiet;
-
-impl Observer for Quiet {
-    fn text(&mut self, _: &str) {}
-    fn reply_done(&mut self, _: bool) {}
-    fn tool_started(&mut self, _: &ToolCall) {}
-    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
 }
 
 /// Sends to Feishu chats on Chela's own initiative (the IM tools).

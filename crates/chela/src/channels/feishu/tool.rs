@@ -1,7 +1,7 @@
 //! The `feishu` tool group, registered while the channel runs (like an MCP server's tools):
 //! `feishu_send_message`, with which Chela writes to a Feishu chat on its own, e.g. from a
 //! schedule or while working on another chat's request. A documented alias of `im_send_text`
-//! for Feishu: it checks the chat id's shape, then sends the same way ([`crate::tools::send`],
+//! for Feishu: it checks the chat id's shape, then sends the same way ([`crate::daemon::send`],
 //! the channel's outlet).
 //!
 //! Only chats the pairing gate opens ([`Gate::may_send`]): where a person who may talk to Chela
@@ -51,7 +51,7 @@ impl Tool for SendMessage {
         if chat.is_empty() || !chat.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
             return Err(ToolError::invalid_args(format!("`{chat}` is not a Feishu chat id (they look like oc_…).")));
         }
-        crate::tools::send::send_text(&self.outlet, &self.gate, ctx, chat, &args.text, MAX_TEXT_CHARS).await?;
+        crate::daemon::send::send_text(&self.outlet, &self.gate, ctx, chat, &args.text, MAX_TEXT_CHARS).await?;
         // The outlet sends in these pieces.
         let pieces = chunks(args.text.trim(), MAX_CHUNK_CHARS).len();
         Ok(serde_json::json!({"sent": true, "chat_id": chat, "messages": pieces}).to_string())

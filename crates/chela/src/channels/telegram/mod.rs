@@ -40,7 +40,7 @@ use serde_json::Value;
 
 use crate::config::Config;
 use crate::daemon::{Daemon, Incoming};
-use crate::turn::{Cancel, Observer};
+use crate::turn::{Cancel, Observer, Quiet};
 
 pub use api::{Api, ApiError};
 pub use reply::TelegramOutlet;
@@ -76,17 +76,6 @@ impl Backoff {
         self.0 = self.0.saturating_add(1);
         d
     }
-}
-
-/// With `stream_edits` off, replies are sent whole: the turn's progress is not shown (only
-/// "typing").
-struct Quiet;
-
-impl Observer for Quiet {
-    fn text(&mut self, _: &str) {}
-    fn reply_done(&mut self, _: bool) {}
-    fn tool_started(&mut self, _: &chela_core::agent::ToolCall) {}
-    fn tool_finished(&mut self, _: &chela_core::agent::ToolCall, _: &chela_core::agent::ToolResult, _: Duration) {}
 }
 
 struct Channel {

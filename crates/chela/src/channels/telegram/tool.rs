@@ -1,7 +1,7 @@
 //! The `telegram` tool group, registered while the channel runs: `telegram_send_text`, with
 //! which Chela writes to a Telegram chat on its own (from a schedule, or while working on
 //! another chat's request). A documented alias of `im_send_text` for Telegram: it checks the
-//! chat id's shape, then sends the same way ([`crate::tools::send`], the channel's outlet).
+//! chat id's shape, then sends the same way ([`crate::daemon::send`], the channel's outlet).
 //!
 //! Only to chats the pairing gate opens ([`Gate::may_send`]): a private chat whose id is listed
 //! in `channels.telegram.allow_from` or is an approved person's (a private chat's id is its
@@ -52,7 +52,7 @@ impl Tool for SendText {
                 "`{chat}` is not a Telegram chat id (a number, e.g. 123456789)."
             )));
         }
-        crate::tools::send::send_text(&self.outlet, &self.gate, ctx, chat, &args.text, MAX_TEXT_CHARS).await?;
+        crate::daemon::send::send_text(&self.outlet, &self.gate, ctx, chat, &args.text, MAX_TEXT_CHARS).await?;
         Ok(serde_json::json!({"sent": true, "chat_id": chat}).to_string())
     }
 }

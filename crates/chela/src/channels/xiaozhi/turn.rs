@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Message as ChatMessage;
-use chela_proto::xiaozhi::message::{Llm, Message as XzMessage};
+use chela_proto::xiaozhi::message::{Alert, Llm, Message as XzMessage};
 use serde_json::Value;
 use tokio::sync::{Notify, mpsc, oneshot};
 
@@ -220,7 +220,7 @@ impl Speaker {
 
     fn alert(&self, text: &str) {
         let shown: String = text.chars().take(ALERT_CHARS).collect();
-        self.control(XzMessage::Alert(super::xiaozhi_ws::alert(Some(self.ctx.session_id.clone()), &shown)));
+        self.control(XzMessage::Alert(alert(Some(self.ctx.session_id.clone()), &shown)));
     }
 
     fn control(&self, msg: XzMessage) {
@@ -288,6 +288,11 @@ pub fn emotion(text: &str) -> (Face, &str) {
         }
     }
     (Face { name: "neutral", emoji: None }, text)
+}
+
+/// An `alert` the firmware shows (all three fields are required).
+pub fn alert(session_id: Option<String>, message: &str) -> Alert {
+    Alert { session_id, status: "Error".into(), message: message.to_owned(), emotion: "sad".into() }
 }
 
 #[cfg(test)]

@@ -13,9 +13,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use super::outlet::Outlets;
 use crate::access::{Gate, send_refused};
-use crate::daemon::outlet::Outlets;
+use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 /// The largest file sent: what the Telegram Bot API accepts from a bot, the smallest platform
 /// limit of the channels.
@@ -77,7 +77,7 @@ impl Tool for ImSendMedia {
         // workers; the outlet then reads this very file through /proc/self/fd, so a file swapped
         // in under the same name meanwhile is never what is sent.
         let (c, rel) = (ctx.clone(), a.path.clone());
-        let (file, size) = tokio::task::spawn_blocking(move || super::files::open_workspace_file(&c, &rel))
+        let (file, size) = tokio::task::spawn_blocking(move || crate::tools::files::open_workspace_file(&c, &rel))
             .await
             .map_err(|e| ToolError::new(format!("opening {} stopped unexpectedly: {e}", a.path)))??;
         if size > MAX_MEDIA_BYTES {

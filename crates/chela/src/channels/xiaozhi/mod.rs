@@ -15,7 +15,7 @@
 //! 60 ms packets. `listen`, `abort`, `mcp` and audio frames drive the pipeline; what it yields
 //! goes out as `stt`, `llm`, `tts` and binary frames in the device's protocol version, paced.
 //! A recognised (or typed, `listen detect`) utterance is a turn in the device's own session
-//! (channel `xiaozhi`, chat = the device id), see [`super::xiaozhi_turn`]. Closing: no frame for
+//! (channel `xiaozhi`, chat = the device id), see [`turn`]. Closing: no frame for
 //! [`Limits::device_idle`] (120 s, the firmware's own rule), a `goodbye`, too many frames that
 //! are not audio in a row ([`MAX_BAD_FRAMES`]), the daemon stopping, or the device leaving.
 //!
@@ -24,9 +24,9 @@
 //! device MCP link's in [`MCP_QUEUE`], the pipeline's own queues are bounded (see its docs),
 //! and each write may take [`Limits::write_timeout`].
 //!
-//! [`Limits::device_hello`]: super::Limits::device_hello
-//! [`Limits::device_idle`]: super::Limits::device_idle
-//! [`Limits::write_timeout`]: super::Limits::write_timeout
+//! [`Limits::device_hello`]: Limits::device_hello
+//! [`Limits::device_idle`]: Limits::device_idle
+//! [`Limits::write_timeout`]: Limits::write_timeout
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,7 +36,7 @@ use bytes::Bytes;
 use chela_core::config as keys;
 use chela_proto::xiaozhi::frame::{self, Frame, Kind, Version};
 use chela_proto::xiaozhi::message::{
-    self, Alert, Hello, ListenMode, ListenState, Message as XzMessage, MessageError, Stt, Tts, TtsState,
+    self, Hello, ListenMode, ListenState, Message as XzMessage, MessageError, Stt, Tts, TtsState,
 };
 use futures_util::{SinkExt, StreamExt};
 use hyper::header::{AUTHORIZATION, HeaderMap, HeaderValue, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
@@ -50,11 +50,15 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{self as tung, Message};
 
-use super::xiaozhi_turn::{self, Running};
-use super::{ApiError, Gateway, Resp, json as json_resp};
+use crate::daemon::Daemon;
 use crate::devices::{Devices, normalize_id};
+use crate::gateway::admit::WsSlot;
+use crate::gateway::http::{ApiError, Conns, Limits, Resp, json as json_resp, switching_protocols};
 use crate::voice::pipeline::{Mode, Output, Pipeline, Providers};
 use crate::voice::{DOWNLINK_RATE, FRAME_MS, VoiceConfig};
+use turn::{Running, alert};
+
+pub mod turn;
 
 /// Largest WebSocket message from a device, text or binary (a device MCP page is ~8 KB).
 pub const MAX_MESSAGE: usize = message::MAX_MESSAGE;
@@ -87,9 +91,9 @@ pub struct DeviceHello {
 /// **The device MCP hook.** Called once after a `hello` with `features.mcp`: the device MCP
 /// client (`crate::mcp::device`) takes the device's MCP messages, and its tools become the
 /// group `device_<id>` until the connection ends (dropping the link removes the group).
-fn attach_mcp(gw: &Arc<Gateway>, hello: &DeviceHello, out: mpsc::Sender<Value>) -> Option<Box<dyn McpLink>> {
+fn attach_mcp(host: &Host, hello: &DeviceHello, out: mpsc::Sender<Value>) -> Option<Box<dyn McpLink>> {
     tracing::debug!(device = %hello.device, session = %hello.session_id, "xiaozhi: the device offers MCP tools");
-    Some(Box::new(crate::mcp::device::attach(gw.daemon.toolbox(), &hello.device, hello.vision.clone(), out)))
+    Some(Box::new(crate::mcp::device::attach(host.daemon.toolbox(), &hello.device, hello.vision.clone(), out)))
 }
 
 impl McpLink for crate::mcp::device::DevicePeer {
@@ -105,9 +109,20 @@ fn unauthorized(why: &str) -> Resp {
     resp
 }
 
-/// Checks the device's handshake and answers 101, serving the connection on its own task.
-pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Result<Resp, ApiError> {
-    if !gw.daemon.config().bool(keys::XIAOZHI_ENABLED) {
+/// What a device's connection needs of the gateway that accepted it.
+#[derive(Clone)]
+pub struct Host {
+    pub daemon: Arc<Daemon>,
+    pub limits: Limits,
+    pub conns: Arc<Conns>,
+    /// Where the device's camera posts a photo: the address the device reached the gateway at.
+    pub camera_url: String,
+}
+
+/// Checks the device's handshake and answers 101, serving the connection on its own task,
+/// which holds the gateway's WebSocket `slot` while the socket is open.
+pub async fn accept<B: Send + 'static>(host: Host, req: Request<B>, slot: Option<WsSlot>) -> Result<Resp, ApiError> {
+    if !host.daemon.config().bool(keys::XIAOZHI_ENABLED) {
         return Err(ApiError::NotFound("xiaozhi devices are off here (xiaozhi.enabled = false)".into()));
     }
     if req.method() != hyper::Method::GET {
@@ -141,15 +156,14 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
             "a device needs its token (Authorization: Bearer …); restart it so its OTA check fetches one",
         ));
     };
-    let store = Devices::open(gw.daemon.workspace());
+    let store = Devices::open(host.daemon.workspace());
     let (id, token) = (device.clone(), token.to_owned());
     let verdict = tokio::task::spawn_blocking(move || {
         store.load().map(|s| s.token_ok(&id, &client_id, &token).then(|| s.vision_token(&id)))
     })
     .await
     .map_err(|e| ApiError::internal("the device store", e))?;
-    // The camera posts to the same address the device reached the gateway at.
-    let camera_url = format!("{}{}", super::xiaozhi::base(gw, headers).1, super::vision::PATH);
+    let camera_url = host.camera_url.clone();
     let vision = match verdict {
         Ok(Some(vision_token)) => vision_token.map(|t| (camera_url, t)),
         Ok(None) => {
@@ -163,14 +177,12 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
             return Err(ApiError::Busy("the device store cannot be read; the owner has been told in the log".into()));
         }
     };
-    let resp = super::ws::switching_protocols(key)?;
-    let gw = Arc::clone(gw);
-    // Counted among the gateway's WebSockets for as long as this task serves the socket.
-    let slot = super::ws_slot(&req);
-    tokio::spawn(async move {
+    let resp = switching_protocols(key)?;
+    let conns = Arc::clone(&host.conns);
+    conns.spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(req).await {
-            Ok(upgraded) => connection(gw, device, vision, version, TokioIo::new(upgraded)).await,
+            Ok(upgraded) => connection(host, device, vision, version, TokioIo::new(upgraded)).await,
             Err(e) => tracing::debug!("xiaozhi: WebSocket upgrade failed: {e}"),
         }
     });
@@ -212,7 +224,7 @@ enum Stop {
 
 /// One device's connection state (owned by its task).
 struct Conn {
-    gw: Arc<Gateway>,
+    host: Host,
     device: String,
     /// What `initialize` offers the device as its camera's endpoint (see [`DeviceHello`]).
     vision: Option<(String, String)>,
@@ -229,11 +241,11 @@ struct Conn {
 }
 
 /// One device's conversation, until it leaves, falls silent, or the daemon stops.
-async fn connection<S>(gw: Arc<Gateway>, device: String, vision: Option<(String, String)>, version: Version, io: S)
+async fn connection<S>(host: Host, device: String, vision: Option<(String, String)>, version: Version, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let limits = gw.limits;
+    let limits = host.limits;
     let config = WebSocketConfig::default()
         .max_message_size(Some(MAX_MESSAGE))
         .max_frame_size(Some(MAX_MESSAGE))
@@ -245,7 +257,7 @@ where
     let (control, mut control_rx) = mpsc::channel(CONTROL_QUEUE);
     let (mcp_tx, mut mcp_rx) = mpsc::channel(MCP_QUEUE);
     let mut c = Conn {
-        gw: Arc::clone(&gw),
+        host: host.clone(),
         device,
         vision,
         version,
@@ -259,7 +271,7 @@ where
         downlink_ms: 0,
     };
     tracing::debug!(device = %c.device, protocol = version.number(), "xiaozhi: a device connected");
-    let shutdown = gw.daemon.shutdown().clone();
+    let shutdown = host.daemon.shutdown().clone();
     let mut deadline = Instant::now() + limits.device_hello;
     let stop = loop {
         let output = async {
@@ -423,7 +435,7 @@ impl Conn {
             return Err(Stop::Close(CloseCode::Policy, "transport must be websocket"));
         }
         if self.pipeline.is_none() {
-            let cfg = self.gw.daemon.config();
+            let cfg = self.host.daemon.config();
             let voice = Arc::new(VoiceConfig::from_settings(|k| cfg.get(k)));
             let http = match crate::app::http_client(&cfg) {
                 Ok(h) => h,
@@ -446,13 +458,13 @@ impl Conn {
                     session_id: self.session_id.clone(),
                     vision: self.vision.clone(),
                 };
-                self.mcp = attach_mcp(&self.gw, &who, self.mcp_tx.clone());
+                self.mcp = attach_mcp(&self.host, &who, self.mcp_tx.clone());
             }
         }
         say(
             socket,
             XzMessage::Hello(Hello::server(&self.session_id, DOWNLINK_RATE, FRAME_MS)),
-            self.gw.limits.write_timeout,
+            self.host.limits.write_timeout,
         )
         .await
     }
@@ -500,20 +512,20 @@ impl Conn {
                 say(
                     socket,
                     XzMessage::Stt(Stt { session_id: sid.clone(), text: text.clone() }),
-                    self.gw.limits.write_timeout,
+                    self.host.limits.write_timeout,
                 )
                 .await?;
                 // A new utterance cancels the running turn; `start_reply` cancels its speech.
                 self.turn = None;
                 let Some(pipeline) = &mut self.pipeline else { return Ok(()) };
                 let writer = pipeline.start_reply();
-                let ctx = xiaozhi_turn::Ctx {
-                    daemon: Arc::clone(&self.gw.daemon),
+                let ctx = turn::Ctx {
+                    daemon: Arc::clone(&self.host.daemon),
                     device: self.device.clone(),
                     session_id: self.session_id.clone(),
                     control: self.control.clone(),
                 };
-                self.turn = Some(xiaozhi_turn::start(ctx, text, writer));
+                self.turn = Some(turn::start(ctx, text, writer));
                 Ok(())
             }
             Output::TtsStart => {
@@ -521,13 +533,13 @@ impl Conn {
                 say(
                     socket,
                     XzMessage::Tts(Tts { session_id: sid, state: TtsState::Start, text: None }),
-                    self.gw.limits.write_timeout,
+                    self.host.limits.write_timeout,
                 )
                 .await
             }
             Output::SentenceStart(text) => {
                 let tts = Tts { session_id: sid, state: TtsState::SentenceStart, text: Some(text) };
-                say(socket, XzMessage::Tts(tts), self.gw.limits.write_timeout).await
+                say(socket, XzMessage::Tts(tts), self.host.limits.write_timeout).await
             }
             Output::Frame(packet) => {
                 let mut buf = Vec::with_capacity(packet.len() + self.version.header_len());
@@ -537,27 +549,22 @@ impl Conn {
                     return Ok(());
                 }
                 self.downlink_ms = self.downlink_ms.wrapping_add(FRAME_MS);
-                send(socket, Message::binary(buf), self.gw.limits.write_timeout).await
+                send(socket, Message::binary(buf), self.host.limits.write_timeout).await
             }
             Output::TtsStop => {
                 say(
                     socket,
                     XzMessage::Tts(Tts { session_id: sid, state: TtsState::Stop, text: None }),
-                    self.gw.limits.write_timeout,
+                    self.host.limits.write_timeout,
                 )
                 .await
             }
             Output::Problem { spoken, error } => {
                 tracing::warn!(device = %self.device, "xiaozhi: {error}");
-                say(socket, XzMessage::Alert(alert(sid, spoken)), self.gw.limits.write_timeout).await
+                say(socket, XzMessage::Alert(alert(sid, spoken)), self.host.limits.write_timeout).await
             }
         }
     }
-}
-
-/// An `alert` the firmware shows (all three fields are required).
-pub(super) fn alert(session_id: Option<String>, message: &str) -> Alert {
-    Alert { session_id, status: "Error".into(), message: message.to_owned(), emotion: "sad".into() }
 }
 
 fn kind(m: &XzMessage) -> &'static str {

@@ -21,10 +21,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::stream::ChannelBody;
-use super::{ApiError, Gateway, Resp, json as json_response};
 use crate::daemon::{Answer, BoxFuture, Conversed, Daemon, Incoming, Reply, Waiter};
-use crate::turn::{Cancel, Observer, TurnEnd};
+use crate::gateway::http::{ApiError, Limits, Resp, json as json_response};
+use crate::gateway::stream::ChannelBody;
+use crate::turn::{Cancel, Observer, Quiet, TurnEnd};
 
 /// The one model this endpoint offers.
 pub const MODEL: &str = "chela";
@@ -78,7 +78,12 @@ fn content_text(content: &Value) -> Result<String, ApiError> {
     }
 }
 
-pub async fn completions(gw: &Arc<Gateway>, headers: &HeaderMap, body: &[u8]) -> Result<Resp, ApiError> {
+pub async fn completions(
+    daemon: &Arc<Daemon>,
+    limits: &Limits,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Resp, ApiError> {
     let req: ChatRequest = serde_json::from_slice(body).map_err(|e| {
         ApiError::BadRequest(format!(
             "the request is not a chat completion request ({e}); send {{\"model\":\"chela\",\"messages\":[{{\"role\":\"user\",\"content\":\"…\"}}]}}"
@@ -107,12 +112,12 @@ pub async fn completions(gw: &Arc<Gateway>, headers: &HeaderMap, body: &[u8]) ->
     };
     let id = format!("chatcmpl-{}", chat_stamp());
     let created = unix_now();
-    let (tx, rx) = mpsc::channel::<Bytes>(gw.limits.outbound.max(2));
+    let (tx, rx) = mpsc::channel::<Bytes>(limits.outbound.max(2));
     let cut = Cancel::default();
     let observer: Box<dyn Observer + Send> = if req.stream {
         Box::new(SseObserver { tx: tx.clone(), id: id.clone(), created, cut: cut.clone() })
     } else {
-        Box::new(Silent)
+        Box::new(Quiet)
     };
     let incoming = Incoming {
         channel: "api".to_owned(),
@@ -121,10 +126,10 @@ pub async fn completions(gw: &Arc<Gateway>, headers: &HeaderMap, body: &[u8]) ->
         user: Message::user_text(text),
         cancel: Cancel::default(),
     };
-    let close = OneShot { daemon: Arc::clone(&gw.daemon), chat: one_shot.then_some(chat) };
+    let close = OneShot { daemon: Arc::clone(daemon), chat: one_shot.then_some(chat) };
     if !req.stream {
         let (reply, answer) = Waiter::new();
-        let conversed = gw.daemon.converse(incoming, observer, Box::new(reply));
+        let conversed = daemon.converse(incoming, observer, Box::new(reply));
         let answer = answer.await;
         close.close().await;
         let answer = match (conversed, answer) {
@@ -151,7 +156,7 @@ pub async fn completions(gw: &Arc<Gateway>, headers: &HeaderMap, body: &[u8]) ->
     }
     let (said_tx, said) = oneshot::channel();
     let reply = SseEnd { tx: tx.clone(), id: id.clone(), created, cut, close, said: Some(said_tx) };
-    match gw.daemon.converse(incoming, observer, Box::new(reply)) {
+    match daemon.converse(incoming, observer, Box::new(reply)) {
         Conversed::Queued => {}
         Conversed::Said => {
             let text = said.await.unwrap_or_else(|_| "Chela did not answer".to_owned());
@@ -249,17 +254,7 @@ fn chat_stamp() -> String {
     format!("{:x}{:04x}", unix_now(), N.fetch_add(1, Ordering::Relaxed))
 }
 
-/// An observer for turns whose progress nobody watches.
-pub(crate) struct Silent;
-
-impl Observer for Silent {
-    fn text(&mut self, _: &str) {}
-    fn reply_done(&mut self, _: bool) {}
-    fn tool_started(&mut self, _: &ToolCall) {}
-    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
-}
-
-/// Streams the answer's text as chunks. A client that lets [`super::Limits::outbound`] chunks
+/// Streams the answer's text as chunks. A client that lets [`Limits::outbound`] chunks
 /// pile up unread gets no more of them (the stream is cut: it then ends without `[DONE]`).
 struct SseObserver {
     tx: mpsc::Sender<Bytes>,

@@ -51,7 +51,7 @@ use super::{
     UNSUPPORTED_VERSION, classify, error, meta_version,
 };
 use crate::daemon::Daemon;
-use crate::gateway::{ApiError, Gateway, Resp, full};
+use crate::gateway::http::{ApiError, Limits, Resp, full, read_body};
 use crate::turn::Cancel;
 
 /// Handshake-era sessions kept at once.
@@ -231,7 +231,7 @@ fn new_id() -> Option<String> {
 }
 
 /// Answers one request to `/mcp`.
-pub async fn handle<B>(gw: &Arc<Gateway>, mcp: &Endpoint, req: Request<B>) -> Result<Resp, ApiError>
+pub async fn handle<B>(limits: &Limits, mcp: &Endpoint, req: Request<B>) -> Result<Resp, ApiError>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -259,7 +259,7 @@ where
             &error(Value::Null, INVALID_REQUEST, "send the message as Content-Type: application/json"),
         ));
     }
-    let body = gw.read_body(body).await?;
+    let body = read_body(limits, body).await?;
     let msg: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
         Err(e) => {
@@ -537,7 +537,7 @@ fn accepted() -> Resp {
 }
 
 fn rpc_status(status: StatusCode, body: &Value) -> Resp {
-    crate::gateway::json(status, body)
+    crate::gateway::http::json(status, body)
 }
 
 /// A reply as JSON, or as one SSE event for a client that accepts only a stream.

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{Tool, ToolCtx, ToolError, ToolResult};
+use super::outlet::{Outlet, Outlets};
 use crate::access::{Gate, send_refused};
-use crate::daemon::{Outlet, Outlets};
+use crate::tools::{Tool, ToolCtx, ToolError, ToolResult};
 
 /// The longest text one call sends: four messages' worth on the platform with the smallest
 /// messages (Feishu's pieces of 4000 characters).

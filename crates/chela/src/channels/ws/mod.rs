@@ -17,22 +17,22 @@
 //! closed; the page reconnects by itself. Pings are answered by the codec; a close is answered
 //! and ends the connection.
 //!
-//! [`Limits::ws_message`]: super::Limits::ws_message
-//! [`Limits::outbound`]: super::Limits::outbound
-//! [`Limits::write_timeout`]: super::Limits::write_timeout
-//! [`Limits::ws_idle`]: super::Limits::ws_idle
+//! [`Limits::ws_message`]: Limits::ws_message
+//! [`Limits::outbound`]: Limits::outbound
+//! [`Limits::write_timeout`]: Limits::write_timeout
+//! [`Limits::ws_idle`]: Limits::ws_idle
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Message as ChatMessage;
 use futures_util::{SinkExt, StreamExt};
-use hyper::header::{CONNECTION, HeaderValue, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION, UPGRADE};
-use hyper::{Request, Response, StatusCode};
+use hyper::Request;
+use hyper::header::{SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
 use hyper_util::rt::TokioIo;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -43,27 +43,34 @@ use tokio_tungstenite::tungstenite::protocol::frame::CloseFrame;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
-use super::auth::Who;
-use super::{ApiError, Gateway, Resp, full};
-use crate::daemon::{Answer, BoxFuture, Incoming, Outlet, Reply};
+use crate::daemon::{Answer, BoxFuture, Daemon, Incoming, Outlet, Reply};
+use crate::gateway::admit::WsSlot;
+use crate::gateway::http::{ApiError, Conns, Limits, Resp, Who, switching_protocols};
 use crate::turn::{Cancel, Observer};
+
+pub mod tool;
 
 /// Chat ids one connection may speak in; each is a session and a slot in [`Clients`].
 pub const MAX_CHATS_PER_CONNECTION: usize = 64;
 /// Chats of one connection with a turn in flight at once: with
-/// [`Limits::ws_per_address`](super::Limits::ws_per_address) sockets per address, what one
+/// [`Limits::ws_per_address`](Limits::ws_per_address) sockets per address, what one
 /// address can hold of `sessions.max_live` (8 × 4 of the default 64).
 pub const MAX_BUSY_CHATS_PER_CONNECTION: usize = 4;
 /// The longest chat id a client may choose: it becomes part of a file name.
 pub const MAX_CHAT_ID: usize = 128;
 
-/// Whether `req` asks for a WebSocket.
-pub fn is_upgrade<B>(req: &Request<B>) -> bool {
-    req.headers().get(UPGRADE).and_then(|v| v.to_str().ok()).is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+/// What a chat connection needs of the gateway that accepted it.
+#[derive(Clone)]
+pub struct Ctx {
+    pub daemon: Arc<Daemon>,
+    pub clients: Arc<Clients>,
+    pub limits: Limits,
+    pub conns: Arc<Conns>,
 }
 
-/// Answers an upgrade request with 101 and serves the connection on its own task.
-pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -> Result<Resp, ApiError> {
+/// Answers an upgrade request with 101 and serves the connection on its own task, which holds
+/// the gateway's WebSocket `slot` while the socket is open.
+pub fn accept<B: Send + 'static>(ctx: Ctx, who: Who, req: Request<B>, slot: Option<WsSlot>) -> Result<Resp, ApiError> {
     if req.method() != hyper::Method::GET {
         return Err(ApiError::BadRequest("a WebSocket is opened with GET".to_owned()));
     }
@@ -77,28 +84,14 @@ pub fn accept<B: Send + 'static>(gw: &Arc<Gateway>, who: Who, req: Request<B>) -
         return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
     };
     let resp = switching_protocols(key)?;
-    let gw = Arc::clone(gw);
-    // Counted among the gateway's WebSockets for as long as this task serves the socket.
-    let slot = super::ws_slot(&req);
-    tokio::spawn(async move {
+    let conns = Arc::clone(&ctx.conns);
+    conns.spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(req).await {
-            Ok(upgraded) => connection(gw, who, TokioIo::new(upgraded)).await,
+            Ok(upgraded) => connection(ctx, who, TokioIo::new(upgraded)).await,
             Err(e) => tracing::debug!("gateway: WebSocket upgrade failed: {e}"),
         }
     });
-    Ok(resp)
-}
-
-/// The 101 answer to a WebSocket upgrade request whose `Sec-WebSocket-Key` is `key`.
-pub(super) fn switching_protocols(key: &HeaderValue) -> Result<Resp, ApiError> {
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key.as_bytes());
-    let mut resp = Response::new(full(""));
-    *resp.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
-    let h = resp.headers_mut();
-    h.insert(UPGRADE, HeaderValue::from_static("websocket"));
-    h.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
-    h.insert(SEC_WEBSOCKET_ACCEPT, HeaderValue::from_str(&accept).map_err(|e| ApiError::internal("accept key", e))?);
     Ok(resp)
 }
 
@@ -238,11 +231,11 @@ pub fn check_chat_id(id: &str) -> Result<(), String> {
 }
 
 /// One connection, until the client leaves, is cut off, or the daemon stops.
-async fn connection<S>(gw: Arc<Gateway>, who: Who, io: S)
+async fn connection<S>(ctx: Ctx, who: Who, io: S)
 where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
-    let limits = gw.limits;
+    let limits = ctx.limits;
     let config = WebSocketConfig::default()
         .max_message_size(Some(limits.ws_message))
         .max_frame_size(Some(limits.ws_message))
@@ -254,14 +247,22 @@ where
     let (tx, mut rx) = mpsc::channel(limits.outbound.max(1));
     let out = Outbox::new(tx);
     let mut conn = ConnState {
-        id: gw.clients.next_conn.fetch_add(1, Ordering::Relaxed),
+        id: ctx.clients.next_conn.fetch_add(1, Ordering::Relaxed),
         own_chat: None,
         joined: Vec::new(),
         busy: Arc::default(),
+        owed: Arc::default(),
     };
-    let shutdown = gw.daemon.shutdown().clone();
+    let shutdown = ctx.daemon.shutdown().clone();
     let mut last = tokio::time::Instant::now();
+    // Set at a stop: the socket stays open until the answers still pending were written (the
+    // daemon delivers them while it stops), then closes.
+    let mut stopping = false;
     loop {
+        if stopping && rx.is_empty() && conn.owed.count.load(Ordering::Acquire) == 0 {
+            let _ = tokio::time::timeout(limits.write_timeout, socket.close(None)).await;
+            break;
+        }
         tokio::select! {
             incoming = socket.next() => match incoming {
                 None => break,
@@ -271,7 +272,7 @@ where
                 }
                 Some(Ok(Message::Text(text))) => {
                     last = tokio::time::Instant::now();
-                    if let Err(e) = on_text(&gw, who, text.as_str(), &out, &mut conn) {
+                    if let Err(e) = on_text(&ctx, who, text.as_str(), &out, &mut conn) {
                         out.push(&event("error", &e.0, &e.1));
                     }
                 }
@@ -312,13 +313,11 @@ where
                 tracing::info!("gateway: a WebSocket client let {} events pile up unread; cut off", limits.outbound);
                 break;
             }
-            () = shutdown.wait() => {
-                let _ = tokio::time::timeout(Duration::from_secs(1), socket.close(None)).await;
-                break;
-            }
+            () = conn.owed.settled.notified(), if stopping => {}
+            () = shutdown.wait(), if !stopping => stopping = true,
         }
     }
-    gw.clients.leave(conn.id, &conn.joined);
+    ctx.clients.leave(conn.id, &conn.joined);
 }
 
 /// What one connection has opened.
@@ -329,16 +328,11 @@ struct ConnState {
     joined: Vec<String>,
     /// Turns in flight per chat; at most [`MAX_BUSY_CHATS_PER_CONNECTION`] chats.
     busy: Arc<Mutex<HashMap<String, usize>>>,
+    owed: Arc<Owed>,
 }
 
 /// Handles one text message; an error is `(sentence, chat_id)` to send back.
-fn on_text(
-    gw: &Arc<Gateway>,
-    who: Who,
-    text: &str,
-    out: &Outbox,
-    conn: &mut ConnState,
-) -> Result<(), (String, String)> {
+fn on_text(ctx: &Ctx, who: Who, text: &str, out: &Outbox, conn: &mut ConnState) -> Result<(), (String, String)> {
     let msg: ClientMessage = serde_json::from_str(text).map_err(|e| {
         (
             format!("the message is not the expected JSON ({e}); send {{\"type\":\"message\",\"content\":\"…\"}}"),
@@ -352,7 +346,7 @@ fn on_text(
         }
         None => conn
             .own_chat
-            .get_or_insert_with(|| format!("ws_{}", gw.clients.next_chat.fetch_add(1, Ordering::Relaxed) + 1))
+            .get_or_insert_with(|| format!("ws_{}", ctx.clients.next_chat.fetch_add(1, Ordering::Relaxed) + 1))
             .clone(),
     };
     if msg.kind != "message" {
@@ -365,7 +359,7 @@ fn on_text(
         if conn.joined.len() >= MAX_CHATS_PER_CONNECTION {
             return Err((format!("one connection may use at most {MAX_CHATS_PER_CONNECTION} chat ids"), chat));
         }
-        gw.clients.join(&chat, conn.id, out);
+        ctx.clients.join(&chat, conn.id, out);
         conn.joined.push(chat.clone());
     }
     {
@@ -390,7 +384,8 @@ fn on_text(
     let observer = Box::new(WsObserver { out: out.clone(), chat: chat.clone() });
     *conn.busy.lock().unwrap_or_else(PoisonError::into_inner).entry(chat.clone()).or_default() += 1;
     let busy = Waiting { busy: Arc::clone(&conn.busy), chat: chat.clone() };
-    gw.daemon.converse(incoming, observer, Box::new(WsReply { out: out.clone(), chat, busy }));
+    let owing = Owing::new(&conn.owed);
+    ctx.daemon.converse(incoming, observer, Box::new(WsReply { out: out.clone(), chat, busy, owing }));
     Ok(())
 }
 
@@ -400,15 +395,18 @@ struct WsReply {
     out: Outbox,
     chat: String,
     busy: Waiting,
+    owing: Owing,
 }
 
 impl Reply for WsReply {
     fn send(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
-        let WsReply { out, chat, busy } = *self;
+        let WsReply { out, chat, busy, owing } = *self;
         // Freed first: a client that writes again as soon as it has the answer finds room.
         drop(busy);
         let kind = if answer.end.is_some() { "response" } else { "error" };
         out.push(&event(kind, &answer.text, &chat));
+        // Settled once queued: the connection writes it before it closes at a stop.
+        drop(owing);
         Box::pin(async {})
     }
 }
@@ -417,6 +415,31 @@ impl Reply for WsReply {
 struct Waiting {
     busy: Arc<Mutex<HashMap<String, usize>>>,
     chat: String,
+}
+
+/// The answers a connection still owes its client, counted until each was queued for writing
+/// (or dropped): a stopping connection closes once none is left.
+#[derive(Default)]
+struct Owed {
+    count: AtomicUsize,
+    settled: tokio::sync::Notify,
+}
+
+/// One owed answer, settled when dropped.
+struct Owing(Arc<Owed>);
+
+impl Owing {
+    fn new(owed: &Arc<Owed>) -> Owing {
+        owed.count.fetch_add(1, Ordering::AcqRel);
+        Owing(Arc::clone(owed))
+    }
+}
+
+impl Drop for Owing {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::AcqRel);
+        self.0.settled.notify_one();
+    }
 }
 
 impl Drop for Waiting {

@@ -34,7 +34,7 @@ use serde_json::{Map, Value, json};
 
 use crate::daemon::{Daemon, Incoming, Waiter};
 use crate::tools::{ToolCtx, ToolErrorKind};
-use crate::turn::{Cancel, Observer, TurnEnd};
+use crate::turn::{Cancel, Quiet, TurnEnd};
 
 pub mod http;
 pub mod stdio;
@@ -405,7 +405,7 @@ impl Server {
             Some(s) => s.to_owned(),
             None => chat_id_for(client),
         };
-        if let Err(e) = crate::gateway::ws::check_chat_id(&chat_id) {
+        if let Err(e) = crate::channels::ws::check_chat_id(&chat_id) {
             return tool_result(&format!("`session`: {e}"), true);
         }
         let incoming = Incoming {
@@ -476,22 +476,6 @@ fn server_info() -> Value {
 
 const INSTRUCTIONS: &str = "Chela is a personal assistant. Its tools work on its own workspace (memory, files, \
      schedules); `chat` hands a whole request to Chela, which answers with its own model and tools.";
-
-/// A turn's progress is not shown to MCP callers: they get the whole answer.
-struct Quiet;
-
-impl Observer for Quiet {
-    fn text(&mut self, _: &str) {}
-    fn reply_done(&mut self, _: bool) {}
-    fn tool_started(&mut self, _: &chela_core::agent::ToolCall) {}
-    fn tool_finished(
-        &mut self,
-        _: &chela_core::agent::ToolCall,
-        _: &chela_core::agent::ToolResult,
-        _: std::time::Duration,
-    ) {
-    }
-}
 
 #[cfg(test)]
 mod tests;

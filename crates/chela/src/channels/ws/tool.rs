@@ -10,7 +10,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::ws::{Clients, check_chat_id};
+use super::{Clients, check_chat_id};
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 /// The group's id: `chela cap disable local` switches the tool off.
