@@ -128,8 +128,11 @@ pub struct Limits {
     /// How long writing one event to a client may take before it is cut off.
     pub write_timeout: Duration,
     /// How long a xiaozhi device has to send its `hello` after the upgrade.
+    // Read by the xiaozhi channel, which a build without `voice` leaves out.
+    #[cfg_attr(not(feature = "voice"), allow(dead_code))]
     pub device_hello: Duration,
     /// A xiaozhi device that sends nothing for this long is closed (the firmware's own rule).
+    #[cfg_attr(not(feature = "voice"), allow(dead_code))]
     pub device_idle: Duration,
     /// Connections one source address other than this machine may hold.
     pub per_address: usize,

@@ -246,14 +246,16 @@ impl Gateway {
         }
         if device_ws {
             #[cfg(feature = "voice")]
-            let host = crate::channels::xiaozhi::Host {
-                daemon: Arc::clone(&self.daemon),
-                limits: self.limits,
-                conns: Arc::clone(&self.conns),
-                camera_url: format!("{}{}", xiaozhi::base(self, req.headers()).1, vision::PATH),
-            };
-            let slot = admit::ws_slot(&req);
-            return crate::channels::xiaozhi::accept(host, req, slot).await;
+            {
+                let host = crate::channels::xiaozhi::Host {
+                    daemon: Arc::clone(&self.daemon),
+                    limits: self.limits,
+                    conns: Arc::clone(&self.conns),
+                    camera_url: format!("{}{}", xiaozhi::base(self, req.headers()).1, vision::PATH),
+                };
+                let slot = admit::ws_slot(&req);
+                return crate::channels::xiaozhi::accept(host, req, slot).await;
+            }
             #[cfg(not(feature = "voice"))]
             return Err(ApiError::NotFound(
                 "this Chela was built without the `voice` feature: no xiaozhi conversations".into(),
