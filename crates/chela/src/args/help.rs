@@ -144,7 +144,7 @@ Commands:
   mcp endpoint add|list|remove [NAME]
                           Tokens for tool hosts (mcp2xiaozhi) dialling ws://…/xiaozhi/mcp/
   board check [FILE]      Check board.json (the board's devices and GPIO allowlist)
-  device list|approve CODE|revoke ID
+  device list|approve CODE|deny CODE|revoke ID
                           xiaozhi voice devices: those waiting with a code, approved, revoked
   device firmware set FILE VERSION [--device ID] | firmware clear
                           Offer a firmware image to older devices, or stop offering it
