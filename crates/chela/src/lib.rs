@@ -46,6 +46,7 @@ pub mod mcp;
 // Outbound HTTP: its own crate (it imports nothing of the host); `crate::net::…` still works.
 pub use chela_net as net;
 mod provider;
+mod serve;
 mod session;
 mod tools;
 mod turn;
