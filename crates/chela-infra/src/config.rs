@@ -466,5 +466,34 @@ pub fn edit_list_override(ws: &Workspace, key: &'static Key, item: &str, present
     })
 }
 
+/// Every key, its effective value (secrets masked) and the layer it came from, in aligned
+/// columns. Strings are quoted; numbers and booleans are bare; lists are arrays. Here, below both
+/// `chela config show` and the model's `config_show` tool, so both print the same table.
+pub fn show(cfg: &Config) -> String {
+    let rows: Vec<(&str, String, String)> = cfg
+        .entries()
+        .iter()
+        .map(|e| {
+            // Strings go through `{:?}` so a newline in a value cannot break the one-line rows.
+            let value = match typed(e.key, &e.key.shown(cfg.effective(e.key))) {
+                toml::Value::String(s) => format!("{s:?}"),
+                other => other.to_string(),
+            };
+            (e.key.name, value, e.layer.to_string())
+        })
+        .chain(
+            cfg.extra().iter().map(|(path, value, layer)| (path.as_str(), shown_extra(path, value), layer.to_string())),
+        )
+        .collect();
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0).min(48);
+    let mut out = String::new();
+    for (k, v, layer) in rows {
+        let pad = w1.saturating_sub(v.chars().count());
+        out.push_str(&format!("{k:<w0$}  {v}{:pad$}  # {layer}\n", ""));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests;

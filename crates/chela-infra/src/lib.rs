@@ -1,7 +1,7 @@
 //! The ground floor of Chela's host: what every other part stands on and which knows none of
 //! them. The workspace folder and its files (whole-or-nothing writes, bounded reads, locks,
 //! the authority rule and its seals), the configuration layers, session storage, the clock,
-//! time zones, owned tasks, the log and command output.
+//! time zones, owned tasks, the stop signal, the log and command output.
 //!
 //! It depends on `chela-core` and, for its URL and proxy parsers, on `chela-net`; nothing of
 //! the host. The `chela` crate re-exports every module under its old name
@@ -21,6 +21,8 @@ pub mod keyrule;
 pub mod localtime;
 pub mod lock;
 pub mod log;
+// The one stop signal: the daemon triggers it, every long-running part below it watches it.
+pub mod shutdown;
 pub mod storage;
 // Owned tasks: what every spawn in the host goes through.
 pub mod tasks;

@@ -50,7 +50,7 @@ impl Tools {
             board: Arc::new(crate::board::Host::default()),
         };
         let groups = vec![
-            crate::tools::skills::group(&tools.skills),
+            crate::skills::tools::group(&tools.skills),
             #[cfg(feature = "lua")]
             crate::lua::group(&tools.lua),
             #[cfg(feature = "board")]

@@ -26,7 +26,6 @@ use chela_board::spec::{self, Driven, Problem, Spec};
 use chela_core::router::{Event, Value};
 use smart_leds_trait::RGB8;
 
-use crate::router::Rules;
 use crate::workspace::{Workspace, read_bounded};
 
 // The `board` tool group: the model's hands on the board.
@@ -220,7 +219,9 @@ fn round(v: f32) -> f64 {
 pub struct Host {
     loaded: Mutex<Option<Loaded>>,
     started: Instant,
-    rules: OnceLock<Arc<Rules>>,
+    /// Where readings go as events: the router's queue, handed in by the daemon above, so the
+    /// board knows nothing of the router.
+    events: OnceLock<Box<dyn Fn(Event) + Send + Sync>>,
     /// The poller's failing sensors and their last error: a fault is logged when it starts or
     /// changes and when it ends, not on every poll.
     failing: Mutex<BTreeMap<String, String>>,
@@ -231,16 +232,16 @@ impl Default for Host {
         Host {
             loaded: Mutex::new(None),
             started: Instant::now(),
-            rules: OnceLock::new(),
+            events: OnceLock::new(),
             failing: Mutex::new(BTreeMap::new()),
         }
     }
 }
 
 impl Host {
-    /// Readings are raised as events on `rules` from now on (the daemon calls this once).
-    pub fn connect(&self, rules: Arc<Rules>) {
-        let _ = self.rules.set(rules);
+    /// Readings are handed to `raise` as events from now on (the daemon calls this once).
+    pub fn connect(&self, raise: impl Fn(Event) + Send + Sync + 'static) {
+        let _ = self.events.set(Box::new(raise));
     }
 
     /// Runs `f` on the loaded board, loading it first if needed.
@@ -287,8 +288,8 @@ impl Host {
     }
 
     fn raise(&self, reading: &Reading) {
-        if let (Some(rules), Some(event)) = (self.rules.get(), reading.event()) {
-            rules.raise(event);
+        if let (Some(raise), Some(event)) = (self.events.get(), reading.event()) {
+            raise(event);
         }
     }
 
@@ -342,7 +343,7 @@ pub async fn serve(
     ws: Arc<Workspace>,
     secs: u64,
     clock: crate::clock::Clock,
-    shutdown: crate::daemon::shutdown::Shutdown,
+    shutdown: crate::shutdown::Shutdown,
 ) -> anyhow::Result<()> {
     if secs == 0 {
         return Ok(());

@@ -14,7 +14,9 @@
 // `#[macro_use]` puts its `outln!`/`out!` macros in scope for every module below.
 #[macro_use]
 extern crate chela_infra;
-pub use chela_infra::{authority, clock, config, fsio, localtime, lock, log, out, outln, storage, tzdb, workspace};
+pub use chela_infra::{
+    authority, clock, config, fsio, localtime, lock, log, out, outln, shutdown, storage, tzdb, workspace,
+};
 use chela_infra::{keyrule, tasks};
 
 pub mod access;
@@ -46,6 +48,7 @@ pub mod mcp;
 // Outbound HTTP: its own crate (it imports nothing of the host); `crate::net::…` still works.
 pub use chela_net as net;
 mod provider;
+mod serve;
 mod session;
 mod tools;
 mod turn;

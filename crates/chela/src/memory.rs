@@ -222,25 +222,4 @@ mod tests {
         assert!(shown.contains("fact number 499") && !shown.contains("fact number 400 "), "{shown}");
         assert_eq!(shown, e.render(1024), "the same as rendering the whole file");
     }
-
-    #[test]
-    #[cfg(feature = "memory")]
-    fn daily_notes_are_dated_in_the_users_zone() {
-        let (_d, ws) = ws();
-        // 23:30 UTC on the 29th is already the 30th in Shanghai.
-        let now = 1_795_995_000; // 2026-11-29T23:30:00Z
-        let tz = crate::tzdb::load_zone("Asia/Shanghai").unwrap();
-        let p = crate::tools::memory::append_today(&ws, &tz, now, "Booked dentist\nfor Friday").unwrap();
-        assert!(p.ends_with("memory/2026-11-30.md"), "{}", p.display());
-        crate::tools::memory::append_today(&ws, &tz, now, "Second note").unwrap();
-        let text = std::fs::read_to_string(&p).unwrap();
-        assert_eq!(text, "# 2026-11-30\n\n- 07:30 Booked dentist\n  for Friday\n- 07:30 Second note\n");
-        std::fs::write(daily_path(&ws, "2026-11-28".parse().unwrap()), "# 2026-11-28\n\n- old").unwrap();
-        std::fs::write(daily_path(&ws, "2026-11-20".parse().unwrap()), "- too old").unwrap();
-        let recent = recent_daily(&ws, "2026-11-30".parse().unwrap(), 3);
-        assert_eq!(
-            recent,
-            "### 2026-11-28\n- old\n\n### 2026-11-30\n- 07:30 Booked dentist\n  for Friday\n- 07:30 Second note"
-        );
-    }
 }

@@ -697,5 +697,6 @@ pub fn local_time(t: i64, zone: &Zone) -> String {
 
 #[cfg(test)]
 mod tests;
+// The router's tests reuse its daemon with a held job run.
 #[cfg(test)]
-mod tests_task;
+pub(crate) mod tests_task;

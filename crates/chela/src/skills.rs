@@ -29,6 +29,9 @@ use crate::tools::ToolError;
 use crate::tools::sandbox::{Access, How, Kind, Opened, Sandbox, kind_of, refuse_links};
 use crate::workspace::{Replace, Workspace, read_bounded, write_atomic, write_atomic_at};
 
+// The `skill_mgr` group beside the skills it manages, as every service keeps its tools.
+pub mod tools;
+
 /// The built-in skills: name and `SKILL.md` text.
 const BUILT_IN: &[(&str, &str)] = &[
     ("chela_settings", include_str!("skills/chela_settings.md")),

@@ -22,8 +22,8 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::daemon::{Answer, BoxFuture, Conversed, Daemon, Incoming, Reply, Waiter};
-use crate::gateway::http::{ApiError, Limits, Resp, json as json_response};
-use crate::gateway::stream::ChannelBody;
+use crate::serve::http::{ApiError, Limits, Resp, json as json_response};
+use crate::serve::stream::ChannelBody;
 use crate::turn::{Cancel, Observer, Quiet, TurnEnd};
 
 /// The one model this endpoint offers.

@@ -7,7 +7,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use chela_core::config as model;
 
 use crate::args::ConfigCmd;
-use crate::config::{Config, reset_overrides, restart_note, set_overrides, unset_override_with};
+use crate::config::{Config, reset_overrides, restart_note, set_overrides, show, unset_override_with};
 use crate::workspace::Workspace;
 
 pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
@@ -89,32 +89,4 @@ fn read_value_from_stdin(key: &str) -> Result<String> {
         }
     }
     Ok(text)
-}
-
-/// Every key, its effective value (secrets masked) and the layer it came from, in aligned
-/// columns. Strings are quoted; numbers and booleans are bare; lists are arrays.
-pub fn show(cfg: &Config) -> String {
-    let rows: Vec<(&str, String, String)> =
-        cfg.entries()
-            .iter()
-            .map(|e| {
-                // Strings go through `{:?}` so a newline in a value cannot break the one-line rows.
-                let value = match crate::config::typed(e.key, &e.key.shown(cfg.effective(e.key))) {
-                    toml::Value::String(s) => format!("{s:?}"),
-                    other => other.to_string(),
-                };
-                (e.key.name, value, e.layer.to_string())
-            })
-            .chain(cfg.extra().iter().map(|(path, value, layer)| {
-                (path.as_str(), crate::config::shown_extra(path, value), layer.to_string())
-            }))
-            .collect();
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-    let w1 = rows.iter().map(|r| r.1.chars().count()).max().unwrap_or(0).min(48);
-    let mut out = String::new();
-    for (k, v, layer) in rows {
-        let pad = w1.saturating_sub(v.chars().count());
-        out.push_str(&format!("{k:<w0$}  {v}{:pad$}  # {layer}\n", ""));
-    }
-    out
 }

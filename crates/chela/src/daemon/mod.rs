@@ -42,11 +42,10 @@ pub mod deliver;
 pub mod im;
 pub mod outlet;
 pub mod send;
-pub mod shutdown;
 
+pub use crate::shutdown::Shutdown;
 pub use deliver::{Answer, OutletReply, Reply, Waiter};
 pub use outlet::{BoxFuture, Outlet, Outlets};
-pub use shutdown::Shutdown;
 
 /// One message from a channel.
 pub struct Incoming {
@@ -170,7 +169,12 @@ impl Daemon {
             .map_err(anyhow::Error::msg)?;
         // Sensor readings become router events.
         #[cfg(feature = "board")]
-        tools.board.connect(Arc::clone(&rules));
+        tools.board.connect({
+            let rules = Arc::clone(&rules);
+            move |e| {
+                rules.raise(e);
+            }
+        });
         Ok(Daemon {
             ws,
             tools,

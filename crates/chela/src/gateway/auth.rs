@@ -24,9 +24,9 @@ use chela_core::config::GATEWAY_TOKEN;
 use hyper::header::{AUTHORIZATION, HOST, ORIGIN};
 use hyper::{Method, Request};
 
-use super::http::Who;
 use super::{ApiError, Gateway};
 use crate::daemon::Daemon;
+use crate::serve::http::Who;
 
 /// The token clients must present on `listen`. Generates and stores one when none is set.
 pub fn token_for(daemon: &Daemon, listen: SocketAddr) -> anyhow::Result<String> {
@@ -115,7 +115,7 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
             clip(host)
         )));
     }
-    let changes = !matches!(*req.method(), Method::GET | Method::HEAD) || super::http::is_upgrade(req);
+    let changes = !matches!(*req.method(), Method::GET | Method::HEAD) || crate::serve::http::is_upgrade(req);
     if changes && let Some(origin) = req.headers().get(ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         if !same_origin(origin, host) {
@@ -142,7 +142,8 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let query = super::http::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
+    let query =
+        crate::serve::http::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
     match bearer.or(query.as_deref()) {
         Some(given) if !token.is_empty() && constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(who),
         _ => {

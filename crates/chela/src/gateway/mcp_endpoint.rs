@@ -42,12 +42,12 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
     let Some(key) = req.headers().get(SEC_WEBSOCKET_KEY) else {
         return Err(ApiError::BadRequest("the upgrade request has no Sec-WebSocket-Key".to_owned()));
     };
-    let resp = super::http::switching_protocols(key)?;
+    let resp = crate::serve::http::switching_protocols(key)?;
     let (toolbox, shutdown) = (Arc::clone(gw.daemon.toolbox()), gw.daemon.shutdown().clone());
     // Recorded before the answer: a `remove` from now on cuts this host at the next reload.
     let joined = gw.daemon.endpoint_hosts().join(&name, &token);
     // Counted among the gateway's WebSockets for as long as this task serves the socket.
-    let slot = super::admit::ws_slot(&req);
+    let slot = crate::serve::admit::ws_slot(&req);
     gw.conns.spawn(async move {
         let _slot = slot;
         match hyper::upgrade::on(req).await {

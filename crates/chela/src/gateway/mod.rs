@@ -31,15 +31,13 @@ use tokio::net::TcpListener;
 
 use crate::channels::{openai, ws};
 use crate::daemon::Daemon;
+use crate::serve::{admit, http};
 
-pub(crate) mod admit;
 mod api;
 pub(crate) mod auth;
-pub(crate) mod http;
 pub(crate) mod login;
 mod mcp_endpoint;
 mod page;
-pub(crate) mod stream;
 pub(crate) mod vision;
 mod xiaozhi;
 

@@ -327,7 +327,7 @@ async fn download(store: Devices, name: &str) -> Result<Resp, ApiError> {
             }
         }
     });
-    let mut resp = Response::new(super::stream::ChannelBody(rx).boxed());
+    let mut resp = Response::new(crate::serve::stream::ChannelBody(rx).boxed());
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     resp.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(len));
     Ok(resp)

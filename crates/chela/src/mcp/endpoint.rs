@@ -311,7 +311,7 @@ pub async fn serve<S>(
     name: String,
     ws: S,
     mut joined: Joined,
-    shutdown: crate::daemon::shutdown::Shutdown,
+    shutdown: crate::shutdown::Shutdown,
 ) where
     S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>>
         + futures_util::Sink<Message>

@@ -1,6 +1,7 @@
 //! The job store against real files, with `now` passed in.
 
 use std::fs;
+use std::sync::Arc;
 
 use super::*;
 use crate::tools::testing::Fixture;
@@ -258,4 +259,23 @@ fn outcomes_are_kept_across_restarts_and_shown_in_the_listing() {
     assert_eq!(again.get("ok", T0).unwrap().last_outcome.unwrap().message.len(), outcomes::MAX_MESSAGE);
     fs::write(fx.root().join(outcomes::FILE), "{not json").unwrap();
     assert!(Scheduler::open(&fx.ws, settings(&fx), T0).get("ok", T0).unwrap().last_outcome.is_none());
+}
+
+/// The tools the chip offers too are advertised exactly as the core's contract gives them:
+/// same names, descriptions and schemas, byte for byte. The chip's `tests/contract.rs` checks
+/// its side against the same list, so a spec copied by hand on either side shows up here. It
+/// stands with the scheduler's tests because the list includes the scheduler's group.
+#[cfg(feature = "board")]
+#[test]
+fn shared_tools_are_advertised_as_the_core_contract() {
+    let fx = Fixture::new(&[]);
+    // Built as every command builds it: the board's tools come with the board's service.
+    let tb = Arc::clone(&fx.toolbox);
+    let sched = Scheduler::open(&fx.ws, Settings::from_config(&fx.cfg).unwrap(), fx.clock.unix_secs());
+    tb.register(tools::group(Arc::new(sched))).unwrap();
+    let registry = tb.registry();
+    for shared in &chela_core::contract::SHARED {
+        let cap = registry.get(shared.name).unwrap_or_else(|| panic!("the host does not offer {}", shared.name));
+        assert_eq!(&cap.tool_spec(), shared, "{} differs from the contract", shared.name);
+    }
 }

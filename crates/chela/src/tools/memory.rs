@@ -295,4 +295,28 @@ mod tests {
         let text = std::fs::read_to_string(fx.root().join(format!("memory/{today}.md"))).unwrap();
         assert!(text.starts_with(&format!("# {today}\n\n- ")) && text.ends_with(" Called the plumber\n"), "{text}");
     }
+
+    // The notes are written by the memory tools, which stand above memory.rs (the prompt reads
+    // them there), so their dating is tested here, where both are in reach.
+    #[test]
+    fn daily_notes_are_dated_in_the_users_zone() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::locate(Some(dir.path().to_path_buf())).unwrap();
+        ws.ensure().unwrap();
+        // 23:30 UTC on the 29th is already the 30th in Shanghai.
+        let now = 1_795_995_000; // 2026-11-29T23:30:00Z
+        let tz = crate::tzdb::load_zone("Asia/Shanghai").unwrap();
+        let p = append_today(&ws, &tz, now, "Booked dentist\nfor Friday").unwrap();
+        assert!(p.ends_with("memory/2026-11-30.md"), "{}", p.display());
+        append_today(&ws, &tz, now, "Second note").unwrap();
+        let text = std::fs::read_to_string(&p).unwrap();
+        assert_eq!(text, "# 2026-11-30\n\n- 07:30 Booked dentist\n  for Friday\n- 07:30 Second note\n");
+        std::fs::write(daily_path(&ws, "2026-11-28".parse().unwrap()), "# 2026-11-28\n\n- old").unwrap();
+        std::fs::write(daily_path(&ws, "2026-11-20".parse().unwrap()), "- too old").unwrap();
+        let recent = crate::memory::recent_daily(&ws, "2026-11-30".parse().unwrap(), 3);
+        assert_eq!(
+            recent,
+            "### 2026-11-28\n- old\n\n### 2026-11-30\n- 07:30 Booked dentist\n  for Friday\n- 07:30 Second note"
+        );
+    }
 }

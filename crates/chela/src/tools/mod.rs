@@ -42,7 +42,6 @@ pub mod memory;
 #[path = "files/sandbox.rs"]
 pub mod sandbox;
 pub mod settings;
-pub mod skills;
 pub mod time;
 #[cfg(feature = "web")]
 pub mod web;

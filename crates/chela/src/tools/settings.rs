@@ -22,7 +22,7 @@ impl Tool for ConfigShow {
     type Args = NoArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, _: NoArgs) -> ToolResult {
-        Ok(crate::cmd::config::show(&ctx.cfg))
+        Ok(crate::config::show(&ctx.cfg))
     }
 }
 

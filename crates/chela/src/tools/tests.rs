@@ -171,25 +171,3 @@ fn every_schema_matches_its_argument_type() {
         }
     }
 }
-
-/// The tools the chip offers too are advertised exactly as the core's contract gives them:
-/// same names, descriptions and schemas, byte for byte. The chip's `tests/contract.rs` checks
-/// its side against the same list, so a spec copied by hand on either side shows up here.
-#[cfg(feature = "board")]
-#[test]
-fn shared_tools_are_advertised_as_the_core_contract() {
-    let fx = Fixture::new(&[]);
-    // Built as every command builds it: the board's tools come with the board's service.
-    let tb = Arc::clone(&fx.toolbox);
-    let sched = crate::scheduler::Scheduler::open(
-        &fx.ws,
-        crate::scheduler::Settings::from_config(&fx.cfg).unwrap(),
-        fx.clock.unix_secs(),
-    );
-    tb.register(crate::scheduler::tools::group(Arc::new(sched))).unwrap();
-    let registry = tb.registry();
-    for shared in &chela_core::contract::SHARED {
-        let cap = registry.get(shared.name).unwrap_or_else(|| panic!("the host does not offer {}", shared.name));
-        assert_eq!(&cap.tool_spec(), shared, "{} differs from the contract", shared.name);
-    }
-}

@@ -145,7 +145,12 @@ async fn readings_are_raised_as_router_events() {
     let h = Arc::new(Host::default());
     let rules = Arc::new(crate::router::Rules::open(&f.ws));
     let mut queue = rules.take_queue().unwrap();
-    h.connect(Arc::clone(&rules));
+    h.connect({
+        let rules = Arc::clone(&rules);
+        move |e| {
+            rules.raise(e);
+        }
+    });
     f.call(SensorRead(Arc::clone(&h)), json!({"device": "climate"})).await.unwrap();
     let crate::router::Work::Event(e) = queue.try_recv().unwrap() else { panic!("not an event") };
     assert_eq!(e.kind(), "sensor.reading");

@@ -51,7 +51,7 @@ use super::{
     UNSUPPORTED_VERSION, classify, error, meta_version,
 };
 use crate::daemon::Daemon;
-use crate::gateway::http::{ApiError, Limits, Resp, full, read_body};
+use crate::serve::http::{ApiError, Limits, Resp, full, read_body};
 use crate::turn::Cancel;
 
 /// Handshake-era sessions kept at once.
@@ -537,7 +537,7 @@ fn accepted() -> Resp {
 }
 
 fn rpc_status(status: StatusCode, body: &Value) -> Resp {
-    crate::gateway::http::json(status, body)
+    crate::serve::http::json(status, body)
 }
 
 /// A reply as JSON, or as one SSE event for a client that accepts only a stream.

@@ -44,8 +44,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{Role, WebSocketConfig};
 
 use crate::daemon::{Answer, BoxFuture, Daemon, Incoming, Outlet, Reply};
-use crate::gateway::admit::WsSlot;
-use crate::gateway::http::{ApiError, Conns, Limits, Resp, Who, switching_protocols};
+use crate::serve::admit::WsSlot;
+use crate::serve::http::{ApiError, Conns, Limits, Resp, Who, switching_protocols};
 use crate::turn::{Cancel, Observer};
 
 pub mod tool;

@@ -52,8 +52,8 @@ use tokio_tungstenite::tungstenite::{self as tung, Message};
 
 use crate::daemon::Daemon;
 use crate::devices::{Devices, normalize_id};
-use crate::gateway::admit::WsSlot;
-use crate::gateway::http::{ApiError, Conns, Limits, Resp, json as json_resp, switching_protocols};
+use crate::serve::admit::WsSlot;
+use crate::serve::http::{ApiError, Conns, Limits, Resp, json as json_resp, switching_protocols};
 use crate::voice::pipeline::{Mode, Output, Pipeline, Providers};
 use crate::voice::{DOWNLINK_RATE, FRAME_MS, VoiceConfig};
 use turn::{Running, alert};

@@ -11,10 +11,10 @@
 //! - upgraded WebSockets no longer hold a connection, so they are counted on their own
 //!   ([`Limits::websockets`]).
 //!
-//! [`Limits::per_address`]: super::Limits::per_address
-//! [`Limits::ws_per_address`]: super::Limits::ws_per_address
-//! [`Limits::reserved`]: super::Limits::reserved
-//! [`Limits::websockets`]: super::Limits::websockets
+//! [`Limits::per_address`]: super::http::Limits::per_address
+//! [`Limits::ws_per_address`]: super::http::Limits::ws_per_address
+//! [`Limits::reserved`]: super::http::Limits::reserved
+//! [`Limits::websockets`]: super::http::Limits::websockets
 
 use std::collections::HashMap;
 use std::net::IpAddr;

@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::{Group, SessionRef, Tool, ToolCtx, ToolError, ToolResult};
-use crate::skills::{Found, Origin, Skills};
+use super::{Found, Origin, Skills};
+use crate::tools::{Group, SessionRef, Tool, ToolCtx, ToolError, ToolResult};
 
 /// The group over the workspace's skills and their cache (`skills`, shared with the turns
 /// that build prompts from them).

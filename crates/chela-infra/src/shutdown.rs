@@ -1,4 +1,6 @@
-//! The one shutdown signal every task of the daemon watches.
+//! The one shutdown signal every task of the daemon watches. It lives on the ground floor so
+//! the parts below the daemon (the board, MCP endpoint hosts) can watch it without importing
+//! the daemon.
 
 use std::sync::Arc;
 
