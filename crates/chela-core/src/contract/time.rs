@@ -37,7 +37,7 @@ pub fn describe(now: i64, zone: &Zone) -> String {
     let local = now + i64::from(offset);
     let days = local.div_euclid(86_400);
     let secs = local.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = crate::zone::civil::civil_from_days(days);
     let sign = if offset < 0 { '-' } else { '+' };
     let off = offset.unsigned_abs() / 60;
     let iso = format!(
@@ -58,19 +58,6 @@ pub fn describe(now: i64, zone: &Zone) -> String {
     }
     let answer = Answer { iso: &iso, unix: now, timezone: zone.name(), weekday };
     serde_json::to_string(&answer).unwrap_or_default()
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
 }
 
 #[cfg(test)]
