@@ -17,6 +17,7 @@ pub mod boot;
 pub mod console;
 pub mod cron;
 pub mod link;
+pub mod ota;
 #[cfg(feature = "tls")]
 pub mod pki;
 pub mod telegram;
