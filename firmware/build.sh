@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds Chela's release firmware for one chip and proves the image is valid:
-#   firmware/build.sh esp32c3|esp32c6
+#   firmware/build.sh esp32c3|esp32c6 [--sign KEYFILE]
+# With --sign, the Ed25519 key's public half is built into the firmware (it then takes
+# over-the-air updates signed with that key, and only those) and the image is signed with it
+# (firmware/sign.sh, openssl): firmware/target/chela-CHIP.ota is the update file to serve.
 # Builds firmware/esp32 (Debian rustc-web + build-std + lld-16, docs/guide/chip.md),
 # converts the ELF with `esptool elf2image` (esptool from PyPI, pinned, in a venv under
 # firmware/target/), prints the image size, the static RAM (IRAM + DRAM + BSS from `size -A`),
@@ -24,6 +27,13 @@ fail() {
 }
 
 chip=${1:-}
+sign_key=
+if [ "${2:-}" = --sign ]; then
+  [ -n "${3:-}" ] || fail "usage: firmware/build.sh esp32c3|esp32c6 --sign KEYFILE"
+  sign_key=$(realpath -e -- "$3") || fail "no key file at $3 (make one: openssl genpkey -algorithm ed25519 -out KEYFILE)"
+elif [ -n "${2:-}" ]; then
+  fail "usage: firmware/build.sh esp32c3|esp32c6 [--sign KEYFILE] (got '$2')"
+fi
 case $chip in
   esp32c3) target=riscv32imc-unknown-none-elf ;;
   esp32c6) target=riscv32imac-unknown-none-elf ;;
@@ -40,6 +50,13 @@ done
 [ -d /usr/lib/rustlib/src/rust/library ] || fail "the Rust sources for build-std are missing: apt-get install rust-web-src"
 
 export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
+# The update key: built in with --sign, none otherwise (the firmware then refuses every update).
+if [ -n "$sign_key" ]; then
+  CHELA_OTA_PUBKEY=$(./sign.sh --pubkey "$sign_key") || fail "the key's public half could not be read"
+  export CHELA_OTA_PUBKEY
+else
+  unset CHELA_OTA_PUBKEY
+fi
 # CHELA_FIRMWARE_TARGET_DIR: another target dir (to build both chips at once); firmware/target by default.
 export CARGO_TARGET_DIR="${CHELA_FIRMWARE_TARGET_DIR:-$PWD/target}"
 cargo=cargo
@@ -89,14 +106,25 @@ echo "chela-firmware: $chip static RAM $static B ($((static / 1024)) KiB: IRAM +
 echo "chela-firmware: $chip heap $heap B ($((heap / 1024)) KiB; ${reclaimed:-0} B of it in RAM reclaimed from the bootloader)"
 echo "chela-firmware: $chip stack $stack B; heap + stack $((heap + stack)) B ($(((heap + stack) / 1024)) KiB)"
 
-# The hard limit: the image must fit the app partition of esp32/partitions.csv. The C3's image
-# must also meet the C3's target, 1,000,000 B (docs/BENCHMARKS.md, "The C3 image under
-# 1,000,000 B"): a change that grows it past that fails here, in CI.
-app_size=$(awk -F, '$1 == "factory" { gsub(/ /, "", $5); print $5 }' esp32/partitions.csv)
-[ -n "$app_size" ] || fail "esp32/partitions.csv has no factory partition"
-app_partition=$((app_size))
-[ "$image" -le "$app_partition" ] || fail "the $chip image is $image B, over the app partition's $app_partition B (partitions.csv)"
-echo "chela-firmware: $chip image fits the app partition ($image of $app_partition B, $((app_partition - image)) B free)"
+# The hard limit: the image must fit an app slot of esp32/partitions.csv (two of the same size,
+# for over-the-air updates), and the table must fit the 4 MB flash with a 512 KiB `chela` store.
+# The C3's image must also meet the C3's target, 1,000,000 B (docs/BENCHMARKS.md, "The C3 image
+# under 1,000,000 B"): a change that grows it past that fails here, in CI.
+table=$(grep -v '^#' esp32/partitions.csv | tr -d ' ')
+part_size() { awk -F, -v n="$1" '$1 == n { print $5 }' <<<"$table"; }
+slot0=$(part_size ota_0)
+slot1=$(part_size ota_1)
+[ -n "$slot0" ] && [ "$slot0" = "$slot1" ] || fail "esp32/partitions.csv needs two app slots ota_0 and ota_1 of the same size"
+[ "$(part_size otadata)" = 0x2000 ] || fail "esp32/partitions.csv needs an otadata partition of 0x2000 bytes"
+[ $(($(part_size chela))) -ge $((512 * 1024)) ] || fail "esp32/partitions.csv's chela store is under 512 KiB"
+end=0
+while IFS=, read -r _ _ _ offset size _; do
+  [ -n "$size" ] && [ $((offset + size)) -gt "$end" ] && end=$((offset + size))
+done <<<"$table"
+[ "$end" -le $((4 * 1024 * 1024)) ] || fail "esp32/partitions.csv ends at $end B, past the 4 MB flash"
+app_partition=$((slot0))
+[ "$image" -le "$app_partition" ] || fail "the $chip image is $image B, over the app slot's $app_partition B (partitions.csv)"
+echo "chela-firmware: $chip image fits an app slot ($image of $app_partition B, $((app_partition - image)) B free)"
 if [ "$chip" = esp32c3 ]; then
   [ "$image" -le 1000000 ] ||
     fail "the C3 image is $image B, over the C3's target of 1,000,000 B by $((image - 1000000)) B (firmware/size-by-crate.py OLD.elf NEW.elf shows what grew)"
@@ -104,5 +132,8 @@ if [ "$chip" = esp32c3 ]; then
   [ "$static" -le $((200 * 1024)) ] || fail "the C3's static RAM is $static B, over 200 KiB"
   [ $((heap + stack)) -ge $((120 * 1024)) ] || fail "the C3 leaves $((heap + stack)) B for heap and stack, under 120 KiB"
   echo "chela-firmware: esp32c3 within its RAM targets (static RAM <= 200 KiB, heap + stack >= 120 KiB)"
+fi
+if [ -n "$sign_key" ]; then
+  ./sign.sh "$sign_key" "$bin" "$CARGO_TARGET_DIR/chela-$chip.ota" || fail "the image could not be signed"
 fi
 echo "$elf"
