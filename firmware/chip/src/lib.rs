@@ -20,6 +20,7 @@ pub mod link;
 pub mod ota;
 #[cfg(feature = "tls")]
 pub mod pki;
+pub mod portal;
 pub mod telegram;
 pub mod time;
 #[cfg(feature = "tls")]
