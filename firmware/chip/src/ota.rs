@@ -141,6 +141,8 @@ pub enum OtaError {
     BadSignature,
     /// The running image is still on trial: its fallback is the slot an update would overwrite.
     OnTrial,
+    /// The server did not answer 200 to the update's `GET`.
+    Status(u16),
     /// The slot partitions are not two of the same size, or `otadata` is not two 4 KiB sectors.
     Layout(&'static str),
     Flash(String),
@@ -165,6 +167,7 @@ impl fmt::Display for OtaError {
             OtaError::OnTrial => {
                 f.write_str("the running image is still on trial (not ready yet); update again once it is")
             }
+            OtaError::Status(s) => write!(f, "the server answered {s}, not 200 with the update"),
             OtaError::Layout(why) => write!(f, "the partition table does not allow updates: {why}"),
             OtaError::Flash(e) => write!(f, "flash error: {e}"),
         }
@@ -475,6 +478,63 @@ impl Update {
         select(otadata, self.target)?;
         Ok(self.target)
     }
+}
+
+/// An update arriving as an HTTP body (the console's `ota URL` response, or a gateway's `POST
+/// /ota` request body): each piece goes to [`Update::write`]; `report` hears the progress every
+/// [`REPORT_EVERY`] bytes. The first error stops the body and is what [`Receiver::finish`] says.
+pub struct Receiver<'a, S: Flash> {
+    update: Update,
+    slots: &'a mut [S; 2],
+    report: &'a mut dyn FnMut(Progress),
+    error: Option<OtaError>,
+    reported: u64,
+}
+
+/// How often a [`Receiver`] reports progress.
+pub const REPORT_EVERY: u64 = 64 * 1024;
+
+impl<'a, S: Flash> Receiver<'a, S> {
+    pub fn new(update: Update, slots: &'a mut [S; 2], report: &'a mut dyn FnMut(Progress)) -> Self {
+        Receiver { update, slots, report, error: None, reported: 0 }
+    }
+
+    /// Checks and selects what arrived (see [`Update::finish`]).
+    pub fn finish<D: Flash>(self, otadata: &mut D) -> Result<usize, OtaError> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        self.update.finish(otadata, self.slots)
+    }
+}
+
+impl<S: Flash> crate::link::Answer for Receiver<'_, S> {
+    fn head(&mut self, status: u16, _: &[(&str, &str)]) {
+        if status != 200 {
+            self.error = Some(OtaError::Status(status));
+        }
+    }
+
+    fn body(&mut self, bytes: &[u8]) -> bool {
+        if self.error.is_some() {
+            return false;
+        }
+        match self.update.write(self.slots, bytes) {
+            Ok(p) => {
+                if p.written >= self.reported + REPORT_EVERY {
+                    self.reported = p.written;
+                    (self.report)(p);
+                }
+                true
+            }
+            Err(e) => {
+                self.error = Some(e);
+                false
+            }
+        }
+    }
+
+    fn end(&mut self) {}
 }
 
 /// Writes an entry selecting `target` (on trial, no boots counted) into the `otadata` sector

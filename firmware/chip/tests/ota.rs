@@ -3,6 +3,7 @@
 //! power cut at every step, the trial boots and the rollback, and an update signed by
 //! `firmware/sign.sh` (openssl) taken by the chip's check.
 
+use chela_chip::link::Answer;
 use chela_chip::ota::{
     self, BootCheck, CHIP_ESP32C3, CHIP_ESP32C6, Entry, HEADER_LEN, Header, MAX_TRIAL_BOOTS, OtaError, Update,
 };
@@ -431,4 +432,45 @@ fn an_update_signed_by_sign_sh_is_taken() {
     let mut u = Update::begin(Some(&*other.pk), CHIP_ESP32C3, &chip.otadata, &chip.slots, 0).unwrap();
     u.write(&mut chip.slots, &file).unwrap();
     assert_eq!(u.finish(&mut chip.otadata, &mut chip.slots), Err(OtaError::BadSignature));
+}
+
+/// The HTTP side: an update as a response body in network-sized pieces, with progress; a
+/// non-200 answer or a bad piece stops the body and is the reason.
+#[test]
+fn an_update_arrives_as_an_http_body() {
+    let key = keys(7);
+    let new = esp_image(CHIP_ESP32C3, 150_000, 2);
+    let file = update_file(&key, &new);
+    let mut chip = Chip::new(&esp_image(CHIP_ESP32C3, 30_000, 1));
+    chip.slots = [RamFlash::new(SECTOR, 64), RamFlash::new(SECTOR, 64)];
+    let mut seen = Vec::new();
+    let mut report = |p: ota::Progress| seen.push(p.written);
+    let u = Update::begin(Some(&*key.pk), CHIP_ESP32C3, &chip.otadata, &chip.slots, 0).unwrap();
+    let mut r = ota::Receiver::new(u, &mut chip.slots, &mut report);
+    r.head(200, &[]);
+    for piece in file.chunks(512) {
+        assert!(r.body(piece));
+    }
+    r.end();
+    assert_eq!(r.finish(&mut chip.otadata), Ok(1));
+    assert_eq!(seen.len(), 2, "every 64 KiB of 150,000 B: {seen:?}");
+    assert!(seen.windows(2).all(|w| w[1] >= w[0] + ota::REPORT_EVERY));
+    assert!(chip.slot_holds(1, &new));
+
+    let mut chip = Chip::new(&esp_image(CHIP_ESP32C3, 30_000, 1));
+    let mut none = |_: ota::Progress| {};
+    let u = Update::begin(Some(&*key.pk), CHIP_ESP32C3, &chip.otadata, &chip.slots, 0).unwrap();
+    let mut r = ota::Receiver::new(u, &mut chip.slots, &mut none);
+    r.head(404, &[]);
+    assert!(!r.body(&file[..512]), "a 404 body is not written");
+    let err = r.finish(&mut chip.otadata).unwrap_err();
+    assert_eq!(err, OtaError::Status(404));
+    assert!(err.to_string().contains("404"));
+
+    let u = Update::begin(Some(&*key.pk), CHIP_ESP32C3, &chip.otadata, &chip.slots, 0).unwrap();
+    let mut r = ota::Receiver::new(u, &mut chip.slots, &mut none);
+    r.head(200, &[]);
+    assert!(!r.body("<html>not found</html>".repeat(5).as_bytes()));
+    assert_eq!(r.finish(&mut chip.otadata), Err(OtaError::NotAnUpdate));
+    assert_eq!(chip.boots(), 0);
 }
