@@ -11,6 +11,11 @@ use esp_storage::{FlashStorage, FlashStorageError};
 /// The partition's label in `partitions.csv`.
 pub const LABEL: &str = "chela";
 
+/// The store uses at most this much of its partition: its index lives in RAM (16 B a record),
+/// and a 512 KiB store of short session lines could take tens of KiB of a 128 KiB heap. The
+/// rest of the partition is kept for when the index's cost at that size is measured.
+const STORE_MAX_BYTES: u32 = 128 * 1024;
+
 const SECTOR: u32 = FlashStorage::SECTOR_SIZE;
 
 /// The `chela` data partition. Offsets are from its start.
@@ -28,7 +33,7 @@ impl Partition {
             let pt = partitions::read_partition_table(&mut flash, &mut table)
                 .map_err(|_| "the partition table could not be read")?;
             let entry = pt.iter().find(|e| e.label_as_str() == LABEL).ok_or("there is no `chela` partition")?;
-            (entry.offset(), entry.len())
+            (entry.offset(), entry.len().min(STORE_MAX_BYTES))
         };
         if start % SECTOR != 0 || len < 2 * SECTOR {
             return Err("the `chela` partition must be sector-aligned and at least two sectors");
