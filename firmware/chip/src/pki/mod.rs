@@ -35,6 +35,7 @@
 //!   a dNSName (not `1.2.3.4`, not `*.2.3.4`).
 
 mod cert;
+mod clock;
 mod der;
 mod hash;
 mod mont;
@@ -52,6 +53,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use cert::{Cert, PublicKey, SigAlg};
+pub use clock::{Agreement, TOLERANCE_SECS, TimeCheck};
 use hash::Hash;
 
 /// Chains longer than this are refused.
@@ -234,7 +236,8 @@ impl fmt::Display for PkiError {
 /// dates are not checked).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Clock {
-    /// Unix seconds from a time server: a certificate must be in date.
+    /// Unix seconds that can be trusted (on the board: SNTP's time once an authenticated
+    /// HTTPS `Date` agreed with it, [`TimeCheck`]): a certificate must be in date.
     Known(u64),
     /// Not set yet, but it is no earlier than these Unix seconds (the image's build time): a
     /// certificate that expired before them is refused; one not yet valid cannot be told.
@@ -244,7 +247,7 @@ pub enum Clock {
 }
 
 impl Clock {
-    /// The board's clock when it is set (`unix`), otherwise the floor it cannot be under.
+    /// `unix` when it is known and trusted, otherwise the floor the time cannot be under.
     pub fn from_board(unix: Option<u64>, floor: u64) -> Clock {
         unix.map_or(Clock::AtLeast(floor), Clock::Known)
     }

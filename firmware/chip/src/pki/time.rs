@@ -64,6 +64,33 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + day_of_era - 719_468
 }
 
+/// An HTTP `Date` header in Unix seconds: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`),
+/// the only form RFC 9110 lets a server send; anything else is `None`.
+pub(crate) fn http_date(text: &str) -> Option<u64> {
+    const MONTHS: [&[u8]; 12] =
+        [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
+    let b = text.trim().as_bytes();
+    if b.len() != 29
+        || !b[..3].iter().all(u8::is_ascii_alphabetic)
+        || &b[3..5] != b", "
+        || b[7] != b' '
+        || b[11] != b' '
+        || b[16] != b' '
+        || b[19] != b':'
+        || b[22] != b':'
+        || &b[25..] != b" GMT"
+    {
+        return None;
+    }
+    let month = MONTHS.iter().position(|m| *m == &b[8..11])? as i64 + 1;
+    let n = |r: core::ops::Range<usize>| digits(&b[r]).ok();
+    let (day, year, hour, minute, second) = (n(5..7)?, n(12..16)?, n(17..19)?, n(20..22)?, n(23..25)?);
+    if day == 0 || day > days_in_month(year, month) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    u64::try_from(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -91,5 +118,23 @@ mod tests {
         assert!(t(der::GENERALIZED_TIME, "21000229000000Z").is_err(), "2100 is not a leap year");
         assert!(t(der::GENERALIZED_TIME, "20000101000000.5Z").is_err());
         assert!(t(der::UTC_TIME, "20000101000000Z").is_err(), "a GeneralizedTime in a UTCTime tag");
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(http_date(" Thu, 03 Dec 2026 12:00:00 GMT "), Some(1_796_299_200));
+        for bad in [
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 31 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nox 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMTX",
+            "",
+        ] {
+            assert_eq!(http_date(bad), None, "{bad}");
+        }
     }
 }
