@@ -195,51 +195,56 @@ pub(crate) fn check_constraints<'a>(
             Reader::new(subtree.value).next().ok().map(|b| (b.tag, b.value))
         })
     };
+    // Every base and name looked at is paid for, so a wide certificate under wide constraints,
+    // met again on each path tried, costs a bounded time.
+    let mut spend = || {
+        *budget = budget.checked_sub(1).ok_or("the name constraints take too many comparisons")?;
+        Ok::<(), Why>(())
+    };
+    let (mut has_dns, mut has_ip) = (false, false);
     for (tag, base) in bases(0).chain(bases(1)) {
+        spend()?;
         match tag {
-            DNS_NAME if valid_base(base) => {}
+            DNS_NAME if valid_base(base) => has_dns = true,
             DNS_NAME => return Err("a dNSName name constraint is malformed"),
-            IP_ADDRESS if valid_ip_constraint(base) => {}
+            IP_ADDRESS if valid_ip_constraint(base) => has_ip = true,
             IP_ADDRESS => return Err("an iPAddress name constraint is malformed"),
             DIRECTORY_NAME => return Err("a directoryName name constraint cannot be checked"),
             _ => return Err("a name constraint is of a kind the chip does not check"),
         }
     }
-    let mut spend = || {
-        *budget = budget.checked_sub(1).ok_or("the name constraints take too many comparisons")?;
-        Ok::<(), Why>(())
-    };
     for san in sans {
         for (tag, name) in entries(san) {
+            spend()?;
             // A name of a kind no base speaks of is not constrained (not even checked for
             // shape), as in webpki.
-            if !bases(0).chain(bases(1)).any(|(t, _)| t == tag) {
-                continue;
-            }
             let (within, overlaps): (Matcher, Matcher) = match tag {
+                DNS_NAME if !has_dns => continue,
                 DNS_NAME if valid_dns(name, true) => (dns_within, dns_overlaps),
                 DNS_NAME => return Err("a dNSName under a name constraint is malformed"),
+                IP_ADDRESS if !has_ip => continue,
                 IP_ADDRESS if name.len() == 4 || name.len() == 16 => (ip_within, ip_within),
                 IP_ADDRESS => return Err("an iPAddress under a name constraint is malformed"),
-                // Only dNSName and iPAddress bases got past the check above.
-                _ => return Err("a name constraint is of a kind the chip does not check"),
+                _ => continue,
             };
             // (a permitted base of this kind contains it, one does not)
             let mut permitted = (false, false);
-            for (_, base) in bases(0).filter(|(t, _)| *t == tag) {
+            for (base_tag, base) in bases(0) {
                 spend()?;
-                if within(name, base) {
-                    permitted.0 = true;
-                } else {
-                    permitted.1 = true;
+                if base_tag == tag {
+                    if within(name, base) {
+                        permitted.0 = true;
+                    } else {
+                        permitted.1 = true;
+                    }
                 }
             }
             if permitted == (false, true) {
                 return Err("a name is outside the names its issuer's name constraints permit");
             }
-            for (_, base) in bases(1).filter(|(t, _)| *t == tag) {
+            for (base_tag, base) in bases(1) {
                 spend()?;
-                if overlaps(name, base) {
+                if base_tag == tag && overlaps(name, base) {
                     return Err("a name is one its issuer's name constraints exclude");
                 }
             }
@@ -276,6 +281,81 @@ mod tests {
         // A wildcard may stand for a name an excluded base names.
         assert!(dns_overlaps(b"*.example.com", b"a.example.com"));
         assert!(!dns_overlaps(b"*.example.com", b"a.example.org"));
+    }
+
+    fn tlv(tag: u8, content: &[u8]) -> alloc::vec::Vec<u8> {
+        let len = content.len();
+        let head: alloc::vec::Vec<u8> = match len {
+            0..0x80 => alloc::vec![tag, len as u8],
+            0x80..0x100 => alloc::vec![tag, 0x81, len as u8],
+            _ => alloc::vec![tag, 0x82, (len >> 8) as u8, len as u8],
+        };
+        [head, content.to_vec()].concat()
+    }
+
+    /// nameConstraints contents from (list tag, base tag, base) triples, and a SAN's contents.
+    fn constraints(bases: &[(u8, u8, &[u8])]) -> alloc::vec::Vec<u8> {
+        [PERMITTED, EXCLUDED]
+            .iter()
+            .filter_map(|&list| {
+                let subtrees: alloc::vec::Vec<u8> = bases
+                    .iter()
+                    .filter(|b| b.0 == list)
+                    .flat_map(|&(_, tag, base)| tlv(der::SEQUENCE, &tlv(tag, base)))
+                    .collect();
+                (!subtrees.is_empty()).then(|| tlv(list, &subtrees))
+            })
+            .flatten()
+            .collect()
+    }
+
+    fn check(bases: &[(u8, u8, &[u8])], names: &[(u8, &[u8])]) -> Result<(), Why> {
+        let nc = constraints(bases);
+        assert_eq!(parse_constraints(&nc), Ok(&nc[..]));
+        let san: alloc::vec::Vec<u8> = names.iter().flat_map(|&(tag, v)| tlv(tag, v)).collect();
+        check_constraints(&nc, [None, Some(&san[..])].into_iter(), &mut COMPARISONS.clone())
+    }
+
+    #[test]
+    fn constraints_permit_and_exclude() {
+        let api: (u8, &[u8]) = (DNS_NAME, b"api.test.example");
+        assert_eq!(check(&[(PERMITTED, DNS_NAME, b"test.example")], &[api]), Ok(()));
+        assert!(check(&[(PERMITTED, DNS_NAME, b"other.org")], &[api]).is_err());
+        // One permitted base of the name's kind is enough.
+        assert_eq!(check(&[(PERMITTED, DNS_NAME, b"other.org"), (PERMITTED, DNS_NAME, b"example")], &[api]), Ok(()));
+        assert!(
+            check(&[(PERMITTED, DNS_NAME, b"test.example"), (EXCLUDED, DNS_NAME, b"api.test.example")], &[api])
+                .is_err()
+        );
+        // Bases of another kind do not bind a DNS name, but an address needs a permitted one
+        // of its own family.
+        assert_eq!(check(&[(PERMITTED, IP_ADDRESS, &[10, 0, 0, 0, 255, 0, 0, 0])], &[api]), Ok(()));
+        assert!(
+            check(&[(PERMITTED, IP_ADDRESS, &[10, 0, 0, 0, 255, 0, 0, 0])], &[(IP_ADDRESS, &[11, 0, 0, 1])]).is_err()
+        );
+        assert!(check(&[(PERMITTED, IP_ADDRESS, &[0; 32])], &[(IP_ADDRESS, &[10, 0, 0, 1])]).is_err());
+        assert_eq!(
+            check(&[(EXCLUDED, IP_ADDRESS, &[11, 0, 0, 0, 255, 0, 0, 0])], &[(IP_ADDRESS, &[10, 0, 0, 1])]),
+            Ok(())
+        );
+        // What the chip does not evaluate fails closed, whatever the names.
+        assert!(check(&[(PERMITTED, 0x81, b"test.example")], &[api]).is_err());
+        assert!(check(&[(EXCLUDED, DIRECTORY_NAME, &[0x30, 0x00])], &[api]).is_err());
+        assert!(check(&[(PERMITTED, DNS_NAME, b"bad..base")], &[api]).is_err());
+        assert!(check(&[(PERMITTED, DNS_NAME, b"test.example")], &[(DNS_NAME, b"bad..name")]).is_err());
+    }
+
+    #[test]
+    fn constraints_cost_a_bounded_time() {
+        let bases: alloc::vec::Vec<(u8, u8, &[u8])> =
+            (0..40).map(|_| (PERMITTED, DNS_NAME, &b"x.example"[..])).collect();
+        let nc = constraints(&bases);
+        let san: alloc::vec::Vec<u8> = (0..40).flat_map(|_| tlv(DNS_NAME, b"a.x.example")).collect();
+        let sans = || core::iter::repeat_n(Some(&san[..]), 8);
+        assert_eq!(check_constraints(&nc, sans(), &mut COMPARISONS.clone()), Ok(()));
+        let mut budget = 1000;
+        assert!(check_constraints(&nc, sans(), &mut budget).is_err());
+        assert_eq!(budget, 0);
     }
 
     #[test]
