@@ -29,7 +29,9 @@ const HOSTS: [&str; 7] =
 type Stricter = (&'static str, fn(&PkiError) -> bool);
 
 /// Why the chip may refuse a chain webpki accepts: each one a deliberate choice.
-const STRICTER: [Stricter; 3] = [
+const STRICTER: [Stricter; 4] = [
+    // The chip dials names only; an IP host is refused rather than matched to iPAddress SANs.
+    ("an IP-address host", |e| matches!(e, PkiError::WrongHost { host } if host.parse::<std::net::IpAddr>().is_ok())),
     // webpki does not read an issuer's keyUsage; the chip wants keyCertSign when it is there.
     ("an issuer's keyUsage without keyCertSign", |e| matches!(e, PkiError::IssuerMayNotSign { .. })),
     // webpki evaluates a constraint only against names of its own kind; the chip refuses any

@@ -31,8 +31,9 @@
 //! - The host must match a subjectAltName dNSName (no fallback to the common name), ASCII
 //!   case-insensitively; a wildcard only as the whole left-most label, standing for exactly
 //!   one label (`*.example.com` matches `a.example.com`, not `example.com` or
-//!   `a.b.example.com`). A host that is an IP address matches only an iPAddress entry, never
-//!   a dNSName (not `1.2.3.4`, not `*.2.3.4`).
+//!   `a.b.example.com`). A host that is an IP address is refused: it never matches a dNSName
+//!   (not `1.2.3.4`, not `*.2.3.4`), and the chip, which dials names only, does not match
+//!   iPAddress entries.
 
 mod cert;
 mod clock;

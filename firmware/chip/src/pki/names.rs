@@ -2,8 +2,6 @@
 //! of every certificate under a CA against that CA's nameConstraints (RFC 5280 4.2.1.10, read
 //! as rustls-webpki reads it). What the chip cannot evaluate is refused, never skipped.
 
-use core::net::IpAddr;
-
 use super::der::{self, Reader, Why};
 
 pub(crate) const DNS_NAME: u8 = 0x82;
@@ -32,34 +30,16 @@ fn entries(san: Option<&[u8]>) -> impl Iterator<Item = (u8, &[u8])> {
     core::iter::from_fn(move || r.next().ok().map(|t| (t.tag, t.value)))
 }
 
-/// The leaf's subjectAltName against the host the chip dialled. An IP address matches only an
-/// iPAddress entry: a dNSName such as `1.2.3.4` or `*.2.3.4` never stands for an address.
+/// The leaf's subjectAltName against the host the chip dialled. The chip dials names only, so
+/// a host that is an IP address (a `:`, or a last label all digits) matches nothing: never a
+/// dNSName such as `1.2.3.4` or `*.2.3.4`, and no iPAddress entry either (matching those would
+/// cost the image an address parser for hosts it never calls).
 pub(crate) fn host_matches(san: Option<&[u8]>, host: &str) -> bool {
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        let mut buf = [0u8; 16];
-        let want = octets(ip, &mut buf);
-        return entries(san).any(|(tag, v)| tag == IP_ADDRESS && v == want);
-    }
     let host = host.strip_suffix('.').unwrap_or(host).as_bytes();
-    // A name whose last label is all digits is an address in another spelling (or nonsense):
-    // no certificate name may vouch for it.
     if !valid_dns(host, false) {
         return false;
     }
     entries(san).any(|(tag, pattern)| tag == DNS_NAME && valid_dns(pattern, true) && dns_matches(pattern, host))
-}
-
-fn octets(ip: IpAddr, buf: &mut [u8; 16]) -> &[u8] {
-    match ip {
-        IpAddr::V4(v4) => {
-            buf[..4].copy_from_slice(&v4.octets());
-            &buf[..4]
-        }
-        IpAddr::V6(v6) => {
-            *buf = v6.octets();
-            &buf[..]
-        }
-    }
 }
 
 /// A valid subjectAltName dNSName against a valid host: ASCII case-insensitive; a wildcard

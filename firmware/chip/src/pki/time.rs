@@ -1,6 +1,8 @@
 //! X.509 times (UTCTime and GeneralizedTime, both in UTC with seconds, as RFC 5280 requires)
 //! into Unix seconds, with integer date maths.
 
+use chela_core::zone::civil;
+
 use super::der::{self, Tlv, Why};
 
 const BAD: Why = "a validity time is malformed";
@@ -39,29 +41,14 @@ fn digits(bytes: &[u8]) -> Result<i64, Why> {
         .try_fold(0i64, |acc, &b| if b.is_ascii_digit() { Ok(acc * 10 + i64::from(b - b'0')) } else { Err(BAD) })
 }
 
-fn is_leap(year: i64) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
+// The core's calendar (already in the image for the clock tools); the callers have checked
+// the ranges (year 0..=9999, month 1..=12, day 1..=31), so the narrowing casts are exact.
 fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
+    i64::from(civil::days_in_month(year as i32, month as u8))
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (years 0..=9999 here): count whole
-/// 400-year eras from 0000-03-01, so February's leap day falls at the end of its year.
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let shifted_month = (month + 9) % 12; // March = 0
-    let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+    civil::days_from_civil(year as i32, month as u8, day as u8)
 }
 
 /// An HTTP `Date` header in Unix seconds: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`),
