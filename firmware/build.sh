@@ -63,6 +63,12 @@ bin="$CARGO_TARGET_DIR/chela-$chip.bin"
   { cat "$bin.log" >&2; fail "esptool elf2image refused the $chip ELF"; }
 grep -q "Successfully created" "$bin.log" || { cat "$bin.log" >&2; fail "esptool elf2image did not say it created the image"; }
 image=$(stat -c %s "$bin")
+# Whatever esp32/partitions.csv says, the image must fit one app slot of the 4 MB layout with
+# over-the-air updates: bootloader and table below 0x10000, two slots 64 KiB-aligned, and a
+# 512 KiB store: (4 MiB - 512 KiB - 0x10000) / 2 rounded down to 64 KiB = 0x1B0000 B a slot.
+ota_slot=$((((4 * 1024 * 1024 - 512 * 1024 - 0x10000) / 2) / 0x10000 * 0x10000))
+[ "$image" -le "$ota_slot" ] ||
+  fail "the $chip image is $image B, over an OTA slot's $ota_slot B (two slots and a 512 KiB store on 4 MB flash)"
 
 # Static RAM: the sections loaded into or reserved in SRAM (IRAM code, data, bss), from
 # `size -A`; not the stack, the bootloader's reclaimed RAM or the linker's address-space fillers.
@@ -85,6 +91,7 @@ grep -q '^\.debug_line ' <<<"$sections" || fail "the ELF has no line tables: kee
 echo "chela-firmware: $chip sections (size -A):"
 grep -E '^\.(trap|rwtext|rwtext\.wifi|data|data\.wifi|bss|noinit|stack|dram2_uninit|text|rodata|rodata\.wifi) ' <<<"$sections" | sed 's/^/    /'
 echo "chela-firmware: $chip image $image B ($bin)"
+echo "chela-firmware: $chip image fits an OTA slot ($image of $ota_slot B: two slots and a 512 KiB store on 4 MB flash)"
 echo "chela-firmware: $chip static RAM $static B ($((static / 1024)) KiB: IRAM + DRAM + BSS, the heap's .bss part included)"
 echo "chela-firmware: $chip heap $heap B ($((heap / 1024)) KiB; ${reclaimed:-0} B of it in RAM reclaimed from the bootloader)"
 echo "chela-firmware: $chip stack $stack B; heap + stack $((heap + stack)) B ($(((heap + stack) / 1024)) KiB)"

@@ -2,11 +2,17 @@
 //! certificates by their DER headers: no panic; a refusal always has a message; the same
 //! answer twice; with the firmware's pinned roots nothing made up is accepted, and with the
 //! input's own certificates as roots the path search still ends, and knowing less of the time
-//! (a floor, or nothing) never refuses a chain that a known time accepts.
+//! (a floor, or nothing) never refuses a chain that a known time accepts; and whatever the
+//! chip accepts at a known time, rustls-webpki accepts too (the chip may only be stricter).
 #![no_main]
+
+use std::time::Duration;
 
 use chela_chip::pki::{Clock, Scheme, verify_chain, verify_handshake};
 use libfuzzer_sys::fuzz_target;
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+
+const NOW: u64 = 1_800_000_000;
 
 const PINNED: [&[u8]; 4] = [
     include_bytes!("../../firmware/esp32/certs/gts_root_r1.der"),
@@ -14,6 +20,28 @@ const PINNED: [&[u8]; 4] = [
     include_bytes!("../../firmware/esp32/certs/isrg_root_x1.der"),
     include_bytes!("../../firmware/esp32/certs/godaddy_root_g2.der"),
 ];
+
+/// webpki's verdict on `certs` (leaf first) under `root` for a TLS server named `host`.
+fn webpki_accepts(certs: &[&[u8]], root: &[u8], host: &str) -> Result<(), String> {
+    let root = CertificateDer::from(root);
+    let anchor = webpki::anchor_from_trusted_cert(&root).map_err(|e| format!("anchor: {e:?}"))?;
+    let leaf = CertificateDer::from(certs[0]);
+    let ee = webpki::EndEntityCert::try_from(&leaf).map_err(|e| format!("leaf: {e:?}"))?;
+    let ints: Vec<CertificateDer<'_>> = certs[1..].iter().map(|c| CertificateDer::from(*c)).collect();
+    let now = UnixTime::since_unix_epoch(Duration::from_secs(NOW));
+    ee.verify_for_usage(
+        webpki::ALL_VERIFICATION_ALGS,
+        &[anchor],
+        &ints,
+        now,
+        webpki::KeyUsage::server_auth(),
+        None,
+        None,
+    )
+    .map_err(|e| format!("{e:?}"))?;
+    ee.verify_is_valid_for_subject_name(&ServerName::try_from(host).map_err(|e| format!("{e:?}"))?)
+        .map_err(|e| format!("{e:?}"))
+}
 
 /// Consecutive DER TLVs (up to 10); what does not frame is the last piece.
 fn split(mut data: &[u8]) -> Vec<&[u8]> {
@@ -38,17 +66,24 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     for host in ["api.test.example", "a.wild.test.example", "api.telegram.org"] {
-        let first = verify_chain(&certs, &PINNED, host, Clock::Known(1_800_000_000));
-        assert_eq!(first, verify_chain(&certs, &PINNED, host, Clock::Known(1_800_000_000)), "the same answer twice");
+        let first = verify_chain(&certs, &PINNED, host, Clock::Known(NOW));
+        assert_eq!(first, verify_chain(&certs, &PINNED, host, Clock::Known(NOW)), "the same answer twice");
         let err = first.expect_err("made-up bytes never lead to a pinned root");
         assert!(!err.to_string().is_empty());
         // The input's own certificates as trust anchors: the path search over them ends.
         // Knowing less of the time never refuses more: Known, then a floor, then nothing.
         let own = &certs[certs.len() - 1..];
         let mut accepted = false;
-        for clock in [Clock::Known(1_800_000_000), Clock::AtLeast(1_800_000_000), Clock::Unknown] {
+        for clock in [Clock::Known(NOW), Clock::AtLeast(NOW), Clock::Unknown] {
             match verify_chain(&certs, own, host, clock) {
-                Ok(()) => accepted = true,
+                Ok(()) => {
+                    if clock == Clock::Known(NOW) {
+                        if let Err(why) = webpki_accepts(&certs, own[0], host) {
+                            panic!("the chip accepted a chain for {host} that webpki refuses: {why}");
+                        }
+                    }
+                    accepted = true;
+                }
                 Err(e) => {
                     assert!(!accepted, "{clock:?} refused what a better-known clock accepted: {e}");
                     assert!(!e.to_string().is_empty());

@@ -234,6 +234,70 @@ fn bad_intermediates_and_leaves_are_refused_for_their_reason() {
     assert_eq!(check(&["ec-leaf", "rsa-int"], HOST, Clock::Unknown), Err(PkiError::UntrustedIssuer { host: host() }));
 }
 
+/// nameConstraints bind whatever their criticality, on intermediates and on pinned roots;
+/// one the chip cannot evaluate refuses the path instead of being skipped.
+#[test]
+fn name_constraints_are_enforced_critical_or_not() {
+    let violation = |names: &[&str]| match check(names, HOST, Clock::Known(now())) {
+        Err(PkiError::NameConstraintViolation { host, what }) => {
+            assert_eq!(host, HOST);
+            what
+        }
+        other => panic!("{names:?}: {other:?}"),
+    };
+    // Non-critical "permitted DNS:other.org" over api.test.example: webpki and openssl refuse it.
+    assert!(violation(&["nc-leaf", "nc-int"]).contains("permit"));
+    assert!(violation(&["ncx-leaf", "ncx-int"]).contains("exclude"));
+    // Fail closed: an email constraint says nothing of DNS names to webpki, but the chip does
+    // not evaluate that kind and refuses (chip-stricter, listed in tests/pki_webpki.rs).
+    assert!(violation(&["ncmail-leaf", "ncmail-int"]).contains("does not check"));
+    // A constraint that permits the name lets the chain through.
+    assert_eq!(check(&["ncok-leaf", "ncok-int"], HOST, Clock::Known(now())), Ok(()));
+    let err = check(&["nc-leaf", "nc-int"], HOST, Clock::Known(now())).unwrap_err();
+    assert!(err.to_string().contains("name constraints"), "{err}");
+    // A pinned root's own constraints count too.
+    let (leaf, root) = (der("ncr-leaf"), der("nc-root"));
+    assert!(matches!(
+        verify_chain(&[&leaf], &[&root], HOST, Clock::Known(now())),
+        Err(PkiError::NameConstraintViolation { .. })
+    ));
+    // The same root's leaf for a name it permits is fine: the constraint is read, not feared.
+    let other = der("ec-leaf");
+    assert!(!matches!(
+        verify_chain(&[&other], &[&root], HOST, Clock::Known(now())),
+        Err(PkiError::NameConstraintViolation { .. })
+    ));
+}
+
+#[test]
+fn any_extended_key_usage_is_not_server_auth() {
+    assert_eq!(
+        check(&["anyeku-leaf", "ec-int"], HOST, Clock::Known(now())),
+        Err(PkiError::LeafNotForServers { host: host() })
+    );
+    assert_eq!(
+        check(&["anyeku-int-leaf", "anyeku-int"], HOST, Clock::Known(now())),
+        Err(PkiError::IssuerNotForServers { host: host() })
+    );
+}
+
+/// ip-leaf carries DNS:1.2.3.4, DNS:*.2.3.4, IP:10.0.0.1 and IP:::1. The chip dials names only:
+/// an address never matches a dNSName, and IP hosts are refused outright.
+#[test]
+fn ip_hosts_are_refused() {
+    for bad in ["1.2.3.4", "9.2.3.4", "1.2.3.4.", "10.0.0.1", "::1", "0:0:0:0:0:0:0:1", "2.3.4", "127.0.0.1"] {
+        assert_eq!(
+            check(&["ip-leaf", "ec-int"], bad, Clock::Unknown),
+            Err(PkiError::WrongHost { host: bad.to_string() }),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        check(&["ec-leaf", "ec-int"], "127.0.0.1", Clock::Unknown),
+        Err(PkiError::WrongHost { host: "127.0.0.1".into() })
+    );
+}
+
 #[test]
 fn paths_are_bounded() {
     let deep = ["deep-leaf", "deep-int6", "deep-int5", "deep-int4", "deep-int3", "deep-int2", "deep-int1"];

@@ -8,9 +8,7 @@ use alloc::format;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
-use chela_chip::Board as _;
 use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
-use chela_chip::pki::Clock;
 use chela_chip::tls::{self, Trust};
 use chela_core::exchange::{Head, NetFailure};
 use core::net::SocketAddr;
@@ -184,7 +182,7 @@ impl Https {
         };
         let mut conn: TlsConnection<'_, _, Aes128GcmSha256> =
             TlsConnection::new(socket, &mut self.rx[..], &mut self.tx[..]);
-        let clock = Clock::from_board(Esp.unix(), certs::BUILT_UNIX);
+        let clock = Esp.cert_clock();
         let mut trust = Trust::new(roots, clock, Entropy(self.rng));
         match with_timeout(CONNECT, tls::open(&mut conn, host, &mut trust)).await {
             Err(_) => return Err(timed_out("in the TLS handshake")),
@@ -209,6 +207,9 @@ impl Https {
                 let _ = content_type.push_str(chela_core::text::prefix(value, 96));
             } else if name.eq_ignore_ascii_case("retry-after") {
                 let _ = retry_after.push_str(chela_core::text::prefix(value, 32));
+            } else if name.eq_ignore_ascii_case("date") {
+                // The chain verified above: an authenticated time to check SNTP's against.
+                Esp.https_date(value);
             }
         }
         let status = resp.status.0;

@@ -4,6 +4,7 @@ use p256::ecdsa::signature::hazmat::PrehashVerifier;
 
 use super::der::{self, Reader, Tlv, Why};
 use super::hash::Hash;
+use super::names;
 use super::p384;
 use super::rsa::RsaKey;
 use super::time;
@@ -25,8 +26,8 @@ const BASIC_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x13];
 const KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x0f];
 const EXT_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25];
 const SUBJECT_ALT_NAME: &[u8] = &[0x55, 0x1d, 0x11];
+const NAME_CONSTRAINTS: &[u8] = &[0x55, 0x1d, 0x1e];
 const SERVER_AUTH: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x01];
-const ANY_EXTENDED_KEY_USAGE: &[u8] = &[0x55, 0x1d, 0x25, 0x00];
 
 /// How a certificate is signed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +67,9 @@ pub(crate) struct Cert<'a> {
     pub eku: Option<&'a [u8]>,
     /// subjectAltName's contents (a SEQUENCE OF GeneralName), when present.
     pub san: Option<&'a [u8]>,
+    /// nameConstraints' contents, checked for shape only (`names::parse_constraints`), when
+    /// present, critical or not.
+    pub name_constraints: Option<&'a [u8]>,
     /// A critical extension the chip does not know is present.
     pub unknown_critical: bool,
 }
@@ -126,6 +130,7 @@ impl<'a> Cert<'a> {
             key_cert_sign: None,
             eku: None,
             san: None,
+            name_constraints: None,
             unknown_critical: false,
         };
         if let Some(ext) = extensions {
@@ -139,7 +144,7 @@ impl<'a> Cert<'a> {
         let list = wrapper.expect(der::SEQUENCE, "extensions are malformed")?;
         wrapper.finish("extensions are malformed")?;
         let mut list = Reader::new(list.value);
-        let mut seen = [false; 4];
+        let mut seen = [false; 5];
         while !list.is_empty() {
             let ext = list.expect(der::SEQUENCE, "an extension is malformed")?;
             let mut e = Reader::new(ext.value);
@@ -155,6 +160,7 @@ impl<'a> Cert<'a> {
                 KEY_USAGE => 1,
                 EXT_KEY_USAGE => 2,
                 SUBJECT_ALT_NAME => 3,
+                NAME_CONSTRAINTS => 4,
                 _ => {
                     self.unknown_critical |= critical;
                     continue;
@@ -171,35 +177,24 @@ impl<'a> Cert<'a> {
                 0 => self.basic = Some(basic_constraints(inner.value)?),
                 1 => self.key_cert_sign = Some(key_cert_sign(&inner)?),
                 2 => self.eku = Some(check_oid_list(inner.value)?),
+                4 => self.name_constraints = Some(names::parse_constraints(inner.value)?),
                 _ => self.san = Some(check_general_names(inner.value)?),
             }
         }
         Ok(())
     }
 
-    /// Whether extKeyUsage is absent or allows TLS servers.
+    /// Whether extKeyUsage is absent or names serverAuth. anyExtendedKeyUsage is not enough:
+    /// webpki and OpenSSL refuse it for a TLS server, and so does the chip.
     pub fn allows_server_auth(&self) -> bool {
         let Some(eku) = self.eku else { return true };
         let mut r = Reader::new(eku);
         while let Ok(oid) = r.next() {
-            if oid.value == SERVER_AUTH || oid.value == ANY_EXTENDED_KEY_USAGE {
+            if oid.value == SERVER_AUTH {
                 return true;
             }
         }
         false
-    }
-
-    /// The subjectAltName dNSName entries (malformed entries end the list).
-    pub fn dns_names(&self) -> impl Iterator<Item = &'a [u8]> {
-        let mut r = Reader::new(self.san.unwrap_or(&[]));
-        core::iter::from_fn(move || {
-            loop {
-                let name = r.next().ok()?;
-                if name.tag == 0x82 {
-                    return Some(name.value);
-                }
-            }
-        })
     }
 
     /// Whether `issuer`'s key made this certificate's signature.
@@ -302,14 +297,17 @@ fn key_cert_sign(bits: &Tlv<'_>) -> Result<bool, Why> {
     }
 }
 
-/// subjectAltName: at least one GeneralName, each a well-formed TLV.
+/// subjectAltName: at least one GeneralName, each a well-formed TLV with a GeneralName's tag.
 fn check_general_names(value: &[u8]) -> Result<&[u8], Why> {
     let mut r = Reader::new(value);
     if r.is_empty() {
         return Err("subjectAltName is empty");
     }
     while !r.is_empty() {
-        r.next().map_err(|_| "subjectAltName is malformed")?;
+        let name = r.next().map_err(|_| "subjectAltName is malformed")?;
+        if !names::is_general_name(name.tag) {
+            return Err("subjectAltName has an entry that is not a GeneralName");
+        }
     }
     Ok(value)
 }

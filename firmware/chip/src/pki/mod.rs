@@ -1,8 +1,7 @@
 //! Certificate checking for the chip's TLS: the server's chain against pinned roots, and the
 //! TLS 1.3 CertificateVerify signature. Plain Rust over RustCrypto's SHA-2 and P-256 ECDSA;
 //! RSA and P-384 ECDSA are our own, over one Montgomery multiplication (`mont`). What it is
-//! not: a TLS stack (embedded-tls calls in here through its verifier trait), revocation, or
-//! name constraints.
+//! not: a TLS stack (embedded-tls calls in here through its verifier trait) or revocation.
 //!
 //! The rules:
 //! - DER is read by our own reader: definite lengths only, at most 4 length bytes, every
@@ -16,22 +15,32 @@
 //! - Path: from the leaf, an issuer is looked for first among the roots, then among the other
 //!   certificates sent, by subject == issuer (raw DER, byte for byte) and a signature that
 //!   verifies. An issuer that is not a root must say cA=TRUE in basicConstraints, have
-//!   keyCertSign if it has keyUsage, allow serverAuth or anyExtendedKeyUsage if it has
-//!   extKeyUsage, and respect its pathLenConstraint; no certificate is used twice.
-//! - The leaf must not be a CA, and its extKeyUsage, if present, must include serverAuth.
+//!   keyCertSign if it has keyUsage, name serverAuth if it has extKeyUsage
+//!   (anyExtendedKeyUsage is not enough, as in webpki and OpenSSL), and respect its
+//!   pathLenConstraint; no certificate is used twice.
+//! - The leaf must not be a CA, and its extKeyUsage, if present, must name serverAuth.
 //!   A leaf or intermediate with a critical extension other than basicConstraints, keyUsage,
-//!   extKeyUsage and subjectAltName is refused. With `now` known, the leaf and intermediates
-//!   must be within their validity; roots are trust anchors by subject and key only (their
-//!   dates, extensions and own signature are not looked at).
+//!   extKeyUsage, subjectAltName and nameConstraints is refused. With `now` known, the leaf
+//!   and intermediates must be within their validity; roots are trust anchors by subject,
+//!   key and name constraints (their dates, other extensions and own signature are not
+//!   looked at).
+//! - nameConstraints, critical or not, on an intermediate or a pinned root, bind the
+//!   subjectAltNames of every certificate under it in the path (`names`): dNSName and
+//!   iPAddress subtrees are evaluated as webpki does; a constraint of any other kind, or a
+//!   malformed one, refuses the path rather than being skipped.
 //! - The host must match a subjectAltName dNSName (no fallback to the common name), ASCII
 //!   case-insensitively; a wildcard only as the whole left-most label, standing for exactly
 //!   one label (`*.example.com` matches `a.example.com`, not `example.com` or
-//!   `a.b.example.com`).
+//!   `a.b.example.com`). A host that is an IP address is refused: it never matches a dNSName
+//!   (not `1.2.3.4`, not `*.2.3.4`), and the chip, which dials names only, does not match
+//!   iPAddress entries.
 
 mod cert;
+mod clock;
 mod der;
 mod hash;
 mod mont;
+mod names;
 mod p384;
 mod rsa;
 mod time;
@@ -45,6 +54,7 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use cert::{Cert, PublicKey, SigAlg};
+pub use clock::{Agreement, TOLERANCE_SECS, TimeCheck};
 use hash::Hash;
 
 /// Chains longer than this are refused.
@@ -141,6 +151,12 @@ pub enum PkiError {
     PathLenExceeded {
         host: String,
     },
+    /// A name in the path is outside what an issuer's nameConstraints allow, or a constraint
+    /// is one the chip cannot evaluate (`what` says which).
+    NameConstraintViolation {
+        host: String,
+        what: &'static str,
+    },
     /// The path needs more than [`MAX_INTERMEDIATES`] intermediates.
     PathTooLong {
         host: String,
@@ -197,6 +213,9 @@ impl fmt::Display for PkiError {
             PkiError::PathLenExceeded { host } => {
                 write!(f, "the chain for {host} has more intermediates than an issuer's pathLenConstraint allows")
             }
+            PkiError::NameConstraintViolation { host, what } => {
+                write!(f, "the chain for {host} breaks an issuer's name constraints: {what}")
+            }
             PkiError::PathTooLong { host } => {
                 write!(f, "the chain for {host} needs more than {MAX_INTERMEDIATES} intermediates")
             }
@@ -218,7 +237,8 @@ impl fmt::Display for PkiError {
 /// dates are not checked).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Clock {
-    /// Unix seconds from a time server: a certificate must be in date.
+    /// Unix seconds that can be trusted (on the board: SNTP's time once an authenticated
+    /// HTTPS `Date` agreed with it, [`TimeCheck`]): a certificate must be in date.
     Known(u64),
     /// Not set yet, but it is no earlier than these Unix seconds (the image's build time): a
     /// certificate that expired before them is refused; one not yet valid cannot be told.
@@ -228,7 +248,7 @@ pub enum Clock {
 }
 
 impl Clock {
-    /// The board's clock when it is set (`unix`), otherwise the floor it cannot be under.
+    /// `unix` when it is known and trusted, otherwise the floor the time cannot be under.
     pub fn from_board(unix: Option<u64>, floor: u64) -> Clock {
         unix.map_or(Clock::AtLeast(floor), Clock::Known)
     }
@@ -251,7 +271,14 @@ pub fn verify_chain(chain: &[&[u8]], roots: &[&[u8]], host: &str, clock: Clock) 
         return Err(PkiError::Malformed { which: which(i), what: "it is over 8 KiB" });
     }
     let leaf = Cert::parse(chain[0]).map_err(|what| PkiError::Malformed { which: Which::Leaf, what })?;
-    let mut path = Path { host, clock, certs: Vec::with_capacity(chain.len()), roots: Vec::new(), memo: Vec::new() };
+    let mut path = Path {
+        host,
+        clock,
+        certs: Vec::with_capacity(chain.len()),
+        roots: Vec::new(),
+        memo: Vec::new(),
+        comparisons: names::COMPARISONS,
+    };
     path.usable(&leaf, Which::Leaf)?;
     if leaf.basic.is_some_and(|(ca, _)| ca) {
         return Err(PkiError::LeafIsCa { host: host.to_string() });
@@ -259,7 +286,7 @@ pub fn verify_chain(chain: &[&[u8]], roots: &[&[u8]], host: &str, clock: Clock) 
     if !leaf.allows_server_auth() {
         return Err(PkiError::LeafNotForServers { host: host.to_string() });
     }
-    if !leaf.dns_names().any(|name| host_matches(name, host)) {
+    if !names::host_matches(leaf.san, host) {
         return Err(PkiError::WrongHost { host: host.to_string() });
     }
     // Unparsable extras cannot be in a path; they are remembered for the error only.
@@ -297,9 +324,11 @@ struct Path<'a, 'h> {
     roots: Vec<Cert<'a>>,
     /// `memo[child * (certs + roots) + issuer]`, issuers numbered certs first, then roots.
     memo: Vec<Option<Result<bool, &'static str>>>,
+    /// Name-constraint comparisons left for the whole search.
+    comparisons: u32,
 }
 
-impl Path<'_, '_> {
+impl<'a> Path<'a, '_> {
     /// Whether `certs[child]` has an issuer leading to a root; `below` intermediates are
     /// already in the path under the issuer looked for. The depth is at most
     /// [`MAX_INTERMEDIATES`] + 1.
@@ -312,7 +341,10 @@ impl Path<'_, '_> {
         for r in 0..self.roots.len() {
             if self.roots[r].subject == issuer_name {
                 match self.signed(child, self.certs.len() + r) {
-                    Ok(true) => return true,
+                    Ok(true) => match self.names_allowed(self.roots[r].name_constraints, used) {
+                        Ok(()) => return true,
+                        Err(e) => note(err, e),
+                    },
                     Ok(false) => note(err, PkiError::BadSignature { which }),
                     Err(what) => {
                         let which = if self.roots[r].key.is_err() { Which::Root(r) } else { which };
@@ -347,6 +379,11 @@ impl Path<'_, '_> {
                 note(err, e);
                 continue;
             }
+            let constraints = self.certs[j].as_ref().and_then(|c| c.name_constraints);
+            if let Err(e) = self.names_allowed(constraints, used) {
+                note(err, e);
+                continue;
+            }
             used[j] = true;
             if self.extend(j, below + 1, used, err) {
                 return true;
@@ -373,6 +410,14 @@ impl Path<'_, '_> {
         };
         self.memo[slot] = Some(result);
         result
+    }
+
+    /// An issuer's nameConstraints against every certificate under it in the path (`used`).
+    fn names_allowed(&mut self, constraints: Option<&'a [u8]>, used: &[bool; MAX_CHAIN]) -> Result<(), PkiError> {
+        let Some(constraints) = constraints else { return Ok(()) };
+        let under = self.certs.iter().zip(used).filter(|(_, u)| **u).filter_map(|(c, _)| c.as_ref()).map(|c| c.san);
+        names::check_constraints(constraints, under, &mut self.comparisons)
+            .map_err(|what| PkiError::NameConstraintViolation { host: self.host.to_string(), what })
     }
 
     /// The rules for an intermediate with `below` intermediates under it in the path.
@@ -420,25 +465,6 @@ impl Path<'_, '_> {
 /// Keeps the first specific reason a path failed: it is the one nearest the leaf.
 fn note(slot: &mut Option<PkiError>, e: PkiError) {
     slot.get_or_insert(e);
-}
-
-/// A subjectAltName dNSName against the host (a trailing dot on the host is ignored).
-fn host_matches(pattern: &[u8], host: &str) -> bool {
-    let host = host.strip_suffix('.').unwrap_or(host).as_bytes();
-    if host.is_empty() || pattern.is_empty() || !host.is_ascii() {
-        return false;
-    }
-    if let Some(rest) = pattern.strip_prefix(b"*.") {
-        // The wildcard stands for one whole label; the rest must be a name of at least two
-        // labels with no other wildcard.
-        let Some(dot) = host.iter().position(|&b| b == b'.') else { return false };
-        return dot > 0
-            && !rest.contains(&b'*')
-            && rest.contains(&b'.')
-            && !host[..dot].contains(&b'*')
-            && host[dot + 1..].eq_ignore_ascii_case(rest);
-    }
-    !pattern.contains(&b'*') && pattern.eq_ignore_ascii_case(host)
 }
 
 /// Checks a TLS 1.3 CertificateVerify `signature` over `message` made with the key of `leaf` (DER).

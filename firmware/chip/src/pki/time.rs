@@ -1,6 +1,8 @@
 //! X.509 times (UTCTime and GeneralizedTime, both in UTC with seconds, as RFC 5280 requires)
 //! into Unix seconds, with integer date maths.
 
+use chela_core::zone::civil;
+
 use super::der::{self, Tlv, Why};
 
 const BAD: Why = "a validity time is malformed";
@@ -39,29 +41,41 @@ fn digits(bytes: &[u8]) -> Result<i64, Why> {
         .try_fold(0i64, |acc, &b| if b.is_ascii_digit() { Ok(acc * 10 + i64::from(b - b'0')) } else { Err(BAD) })
 }
 
-fn is_leap(year: i64) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
+// The core's calendar (already in the image for the clock tools); the callers have checked
+// the ranges (year 0..=9999, month 1..=12, day 1..=31), so the narrowing casts are exact.
 fn days_in_month(year: i64, month: i64) -> i64 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
+    i64::from(civil::days_in_month(year as i32, month as u8))
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date (years 0..=9999 here): count whole
-/// 400-year eras from 0000-03-01, so February's leap day falls at the end of its year.
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y - era * 400;
-    let shifted_month = (month + 9) % 12; // March = 0
-    let day_of_year = (153 * shifted_month + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
+    civil::days_from_civil(year as i32, month as u8, day as u8)
+}
+
+/// An HTTP `Date` header in Unix seconds: IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`),
+/// the only form RFC 9110 lets a server send; anything else is `None`.
+pub(crate) fn http_date(text: &str) -> Option<u64> {
+    const MONTHS: [&[u8]; 12] =
+        [b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec"];
+    let b = text.trim().as_bytes();
+    if b.len() != 29
+        || !b[..3].iter().all(u8::is_ascii_alphabetic)
+        || &b[3..5] != b", "
+        || b[7] != b' '
+        || b[11] != b' '
+        || b[16] != b' '
+        || b[19] != b':'
+        || b[22] != b':'
+        || &b[25..] != b" GMT"
+    {
+        return None;
+    }
+    let month = MONTHS.iter().position(|m| *m == &b[8..11])? as i64 + 1;
+    let n = |r: core::ops::Range<usize>| digits(&b[r]).ok();
+    let (day, year, hour, minute, second) = (n(5..7)?, n(12..16)?, n(17..19)?, n(20..22)?, n(23..25)?);
+    if day == 0 || day > days_in_month(year, month) || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    u64::try_from(days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second).ok()
 }
 
 #[cfg(test)]
@@ -91,5 +105,23 @@ mod tests {
         assert!(t(der::GENERALIZED_TIME, "21000229000000Z").is_err(), "2100 is not a leap year");
         assert!(t(der::GENERALIZED_TIME, "20000101000000.5Z").is_err());
         assert!(t(der::UTC_TIME, "20000101000000Z").is_err(), "a GeneralizedTime in a UTCTime tag");
+    }
+
+    #[test]
+    fn http_dates() {
+        assert_eq!(http_date("Sun, 06 Nov 1994 08:49:37 GMT"), Some(784_111_777));
+        assert_eq!(http_date(" Thu, 03 Dec 2026 12:00:00 GMT "), Some(1_796_299_200));
+        for bad in [
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 31 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nox 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMTX",
+            "",
+        ] {
+            assert_eq!(http_date(bad), None, "{bad}");
+        }
     }
 }
