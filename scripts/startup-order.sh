@@ -29,6 +29,15 @@ work=$(mktemp -d)
 map="$dir/startup-order/chela.map"
 mkdir -p "$(dirname "$map")"
 command -v valgrind >/dev/null || { echo "startup-order: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
+# The list is for the static build only (build.rs passes it to lld for the musl target): a list
+# traced from a glibc build would name other symbols (the crates' hashes differ per target).
+if [ $# -ne 2 ]; then
+  libdir=$(rustc --print target-libdir --target "$target" 2>/dev/null || true)
+  [ -n "$libdir" ] && [ -d "$libdir" ] ||
+    { echo "startup-order: the $target target is needed (rustup target add $target)" >&2; exit 1; }
+  command -v musl-gcc >/dev/null ||
+    { echo "startup-order: musl-gcc is needed for ring's and Lua's C (apt-get install musl-tools)" >&2; exit 1; }
+fi
 
 if [ $# -eq 2 ]; then
   bin=$1

@@ -11,6 +11,7 @@
 //! is gone.
 
 use std::future::Future;
+use std::pin::Pin;
 
 use tokio::task::AbortHandle;
 
@@ -22,6 +23,9 @@ pub struct TaskHandle(AbortHandle);
 impl TaskHandle {
     /// Spawns `task` on the current runtime, owned by the returned handle.
     pub fn spawn(task: impl Future<Output = ()> + Send + 'static) -> TaskHandle {
+        // Boxed, so every owned task shares one task type: tokio's task code is compiled once,
+        // not once per kind of task.
+        let task: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(task);
         TaskHandle(tokio::spawn(task).abort_handle())
     }
 

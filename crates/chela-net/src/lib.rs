@@ -30,6 +30,8 @@ mod tests_pool;
 #[cfg(test)]
 mod tests_proxy;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -125,6 +127,11 @@ pub enum Guard {
     PublicOnly,
 }
 
+/// What [`HttpClient::send`] and [`HttpClient::open_stream`] return: their future, boxed in this
+/// crate. An `async fn`'s body is compiled into every crate that awaits it; boxed here, the
+/// request path (connect, TLS, proxy, the pool) is compiled once however many crates send.
+pub type Pending<'a, T> = Pin<Box<dyn Future<Output = Result<T, NetError>> + Send + 'a>>;
+
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
@@ -142,7 +149,11 @@ impl HttpClient {
     }
 
     /// Sends `req` and returns once the response headers are in.
-    pub async fn send(&self, req: Request) -> Result<Response, NetError> {
+    pub fn send(&self, req: Request) -> Pending<'_, Response> {
+        Box::pin(self.send_now(req))
+    }
+
+    async fn send_now(&self, req: Request) -> Result<Response, NetError> {
         let url = Url::parse(&req.url).map_err(|reason| NetError::InvalidUrl { url: req.url.clone(), reason })?;
         let head = build_request(&url, req.method, &req.headers, req.body)?;
         let deadline = Instant::now() + req.timeout;
@@ -164,8 +175,8 @@ impl HttpClient {
     /// A raw connection to `url`'s origin (through the proxy, with TLS for `https://`), for a
     /// protocol that takes the connection over after its own HTTP upgrade: the Feishu long
     /// connection's WebSocket. Only for configured endpoints (`Guard::AllowAll`).
-    pub async fn open_stream(&self, url: &Url, timeout: Duration) -> Result<Box<dyn Io>, NetError> {
-        self.inner.dialer.open(url, Guard::AllowAll, Instant::now() + timeout).await
+    pub fn open_stream<'a>(&'a self, url: &'a Url, timeout: Duration) -> Pending<'a, Box<dyn Io>> {
+        Box::pin(self.inner.dialer.open(url, Guard::AllowAll, Instant::now() + timeout))
     }
 
     /// Sends `head` on a connection of its own, closed when the `Response` is dropped.

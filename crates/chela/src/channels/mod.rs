@@ -10,3 +10,6 @@ pub mod telegram;
 pub mod ws;
 #[cfg(feature = "voice")]
 pub mod xiaozhi;
+
+#[cfg(test)]
+mod tests_send_tools;

@@ -26,6 +26,7 @@
 //!    going from start-up are aborted, then each server gets its stdin closed, SIGTERM, SIGKILL.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,6 +52,8 @@ struct Services {
 
 impl Services {
     fn spawn(&mut self, name: &'static str, service: impl Future<Output = Result<()>> + Send + 'static) {
+        // Boxed, so the services share one task type (tokio's task code compiled once, not per service).
+        let service: Pin<Box<dyn Future<Output = Result<()>> + Send>> = Box::pin(service);
         self.set.spawn(async move { (name, service.await) });
     }
 }

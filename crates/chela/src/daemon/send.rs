@@ -109,16 +109,6 @@ mod tests {
         }
     }
 
-    #[test]
-    fn the_schema_names_the_argument_fields() {
-        let schema: serde_json::Value = serde_json::from_str(ImSendText::SCHEMA).unwrap();
-        let mut named: Vec<&str> = schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
-        named.sort_unstable();
-        let mut fields = crate::tools::testing::struct_fields::<TextArgs>().unwrap().to_vec();
-        fields.sort_unstable();
-        assert_eq!(named, fields);
-    }
-
     #[tokio::test]
     async fn it_sends_through_the_channels_outlet_only_to_chats_the_gate_opens() {
         let fx = Fixture::new(&[("channels.telegram.allow_from", "42")]);

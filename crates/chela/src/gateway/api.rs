@@ -217,9 +217,16 @@ async fn blocking<T: Send + 'static>(
     d: &Arc<Daemon>,
     f: impl FnOnce(&Daemon) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    let d = Arc::clone(d);
+    run_blocking(Arc::clone(d), Box::new(f)).await
+}
+
+/// [`blocking`]'s body, boxed: the routes share one blocking task type per answer type instead
+/// of one per route, so tokio's task code is compiled a few times, not once per route.
+async fn run_blocking<T: Send + 'static>(d: Arc<Daemon>, f: FileWork<T>) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(move || f(&d)).await.map_err(|e| ApiError::internal("file work stopped", e))?
 }
+
+type FileWork<T> = Box<dyn FnOnce(&Daemon) -> Result<T, ApiError> + Send>;
 
 /// The owner approves a job the assistant made that acts on another chat (`chela cron approve`).
 fn scheduler_approve(d: &Daemon, id: &str) -> Result<Value, ApiError> {

@@ -201,3 +201,41 @@ async fn the_deny_endpoint_needs_the_gateway_token_like_the_rest_of_the_dashboar
     let stored = std::fs::read_to_string(h.daemon.workspace().root().join("state/devices.json")).unwrap();
     assert!(stored.contains(&code), "a refused deny forgot the code");
 }
+
+/// The image is read by the response body itself, as the device takes it: no task of its own is
+/// left reading for a device that went away or a gateway that stopped.
+#[tokio::test(flavor = "current_thread")]
+async fn a_firmware_download_is_read_by_its_body_and_leaves_no_task() {
+    use http_body_util::BodyExt;
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    let store = crate::devices::Devices::open(h.daemon.workspace());
+    let image: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+    std::fs::create_dir_all(store.firmware_dir()).unwrap();
+    std::fs::write(store.firmware_dir().join("2.0.6.bin"), &image).unwrap();
+    let offer = crate::devices::FirmwareOffer {
+        file: "2.0.6.bin".into(),
+        version: "2.0.6".into(),
+        device: String::new(),
+        size: image.len() as u64,
+    };
+    store
+        .edit(|s| {
+            s.firmware = Some(offer);
+            Ok(())
+        })
+        .unwrap();
+    let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+    let before = tasks();
+
+    let resp = h.gw.handle(super::tests::PEER, device_req("GET", "/xiaozhi/ota/download/2.0.6.bin", MAC, "")).await;
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["content-length"], image.len().to_string().as_str());
+    assert_eq!(tasks(), before, "no reader task beside the body");
+    let mut body = resp.into_body();
+    let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert!(!first.is_empty() && first.len() < image.len(), "a piece at a time: {}", first.len());
+    assert_eq!(first[..], image[..first.len()]);
+    // The device goes away after one piece.
+    drop(body);
+    assert_eq!(tasks(), before);
+}

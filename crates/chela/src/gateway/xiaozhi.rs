@@ -290,8 +290,8 @@ async fn blocking<T: Send + 'static>(
         .map_err(store_error)
 }
 
-/// Serves the offered firmware image, if `name` is exactly its file name, as a stream of
-/// chunks through a bounded queue.
+/// Serves the offered firmware image, if `name` is exactly its file name, read as the device
+/// takes it (the body is the connection's: nothing reads on after it is gone).
 async fn download(store: Devices, name: &str) -> Result<Resp, ApiError> {
     let missing = || ApiError::NotFound("no firmware of that name is offered".into());
     if !crate::devices::plain_bin_name(name) {
@@ -306,28 +306,7 @@ async fn download(store: Devices, name: &str) -> Result<Resp, ApiError> {
         return Err(ApiError::internal("the firmware file", "not a regular file within the size limit"));
     }
     let len = meta.len();
-    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(4);
-    tokio::spawn(async move {
-        use tokio::io::AsyncReadExt;
-        let mut file = file.take(len);
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match file.read(&mut buf).await {
-                Ok(0) => break,
-                Ok(n) => {
-                    if tx.send(Bytes::copy_from_slice(&buf[..n])).await.is_err() {
-                        break;
-                    }
-                }
-                // A short body against its Content-Length: the device sees the download failed.
-                Err(e) => {
-                    tracing::warn!("xiaozhi: reading the firmware image failed: {e}");
-                    break;
-                }
-            }
-        }
-    });
-    let mut resp = Response::new(crate::serve::stream::ChannelBody(rx).boxed());
+    let mut resp = Response::new(crate::serve::stream::FileBody::new(file, len).boxed());
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/octet-stream"));
     resp.headers_mut().insert(CONTENT_LENGTH, HeaderValue::from(len));
     Ok(resp)

@@ -10,6 +10,7 @@ use hyper::header::{HeaderValue, WWW_AUTHENTICATE};
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -277,6 +278,8 @@ pub struct Conns(Mutex<JoinSet<()>>);
 
 impl Conns {
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        // Boxed, so every kind of connection shares one task type (tokio's task code compiled once).
+        let task: Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(task);
         let mut set = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         while set.try_join_next().is_some() {}
         set.spawn(task);

@@ -335,8 +335,11 @@ impl<T: Tool> Erased for T {
             }
             // The tool's future is driven on a blocking-pool thread; IO and timers it uses still
             // work because the runtime keeps running on its own threads.
+            // Boxed, so every blocking tool shares one task type: tokio's task code is compiled
+            // once instead of once per tool.
             let rt = tokio::runtime::Handle::current();
-            tokio::task::spawn_blocking(move || rt.block_on(self.call(&ctx, args)))
+            let work: Box<dyn FnOnce() -> ToolResult + Send> = Box::new(move || rt.block_on(self.call(&ctx, args)));
+            tokio::task::spawn_blocking(work)
                 .await
                 .map_err(|e| ToolError::new(format!("{} stopped unexpectedly: {e}", T::NAME)))?
                 .map(ToolOutput::from)

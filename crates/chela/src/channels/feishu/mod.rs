@@ -11,7 +11,7 @@
 
 mod api;
 mod seen;
-mod tool;
+pub(crate) mod tool;
 mod webhook;
 mod ws;
 

@@ -65,12 +65,22 @@ pub async fn run(channel: Arc<Channel>, listen: &str) -> Result<()> {
         format!("cannot listen on {listen} for Feishu webhooks; set channels.feishu.webhook_listen to a free address")
     })?;
     tracing::info!("Feishu webhooks are served on http://{}", listener.local_addr()?);
+    serve(channel, listener).await
+}
+
+/// Accepts webhook connections on `listener` until the daemon stops, then waits for those
+/// still open: a request in flight is answered (Feishu would otherwise retry it against the
+/// next start) and each connection closes when it is idle. The connections are this
+/// function's own, so none outlives it: dropping it aborts them.
+async fn serve(channel: Arc<Channel>, listener: TcpListener) -> Result<()> {
     let permits = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let shutdown = channel.daemon.shutdown().clone();
+    // Bounded by the permits: a connection holds one until its task ends.
+    let conns = crate::serve::http::Conns::default();
     loop {
         let permit = tokio::select! {
             p = Arc::clone(&permits).acquire_owned() => p?,
-            () = shutdown.wait() => return Ok(()),
+            () = shutdown.wait() => break,
         };
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
@@ -82,22 +92,33 @@ pub async fn run(channel: Arc<Channel>, listen: &str) -> Result<()> {
                     continue;
                 }
             },
-            () = shutdown.wait() => return Ok(()),
+            () = shutdown.wait() => break,
         };
         let channel = Arc::clone(&channel);
-        tokio::spawn(async move {
+        let shutdown = shutdown.clone();
+        conns.spawn(async move {
             let _permit = permit;
             let service = hyper::service::service_fn(move |req| {
                 let channel = Arc::clone(&channel);
                 async move { Ok::<_, Infallible>(handle(&channel, req).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
+            let conn = hyper::server::conn::http1::Builder::new()
                 .timer(TokioTimer::new())
                 .header_read_timeout(READ_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+                .serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                () = shutdown.wait() => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
         });
     }
+    drop(listener);
+    conns.closed().await;
+    Ok(())
 }
 
 fn answer(status: StatusCode, body: &Value) -> hyper::Response<Full<Bytes>> {
@@ -297,5 +318,55 @@ mod tests {
             let (status, why) = verify(key, "", &HeaderMap::new(), body, NOW).unwrap_err();
             assert_eq!(status, StatusCode::BAD_REQUEST, "{why}");
         }
+    }
+
+    /// A stop ends the webhook's connections with it: an idle keep-alive connection is closed,
+    /// and once `serve` returned no connection task is left holding the channel.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stop_closes_the_open_connections_and_leaves_no_task_behind() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        const WAIT: Duration = Duration::from_secs(20);
+        let dir = tempfile::tempdir().unwrap();
+        let ws = crate::workspace::Workspace::locate(Some(dir.path().join("ws"))).unwrap();
+        ws.ensure().unwrap();
+        let daemon = Arc::new(crate::daemon::Daemon::load(ws).unwrap());
+        let mut settings = Feishu::default();
+        settings.verification_token = "vt".into();
+        let http = crate::net::HttpClient::new(crate::net::ClientOptions::default());
+        let channel = Arc::new(Channel {
+            daemon: Arc::clone(&daemon),
+            // Never called: a URL verification is answered without Feishu.
+            api: Arc::new(super::super::Api::new(http.clone(), "http://127.0.0.1:9", "cli_test", "secret")),
+            http,
+            settings,
+            bot_open_id: None,
+            seen: std::sync::Mutex::new(super::super::seen::Seen::open(daemon.workspace())),
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let served = tokio::spawn(serve(Arc::clone(&channel), listener));
+
+        let mut client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"challenge":"ch-1","token":"vt","type":"url_verification"}"#;
+        let req = format!(
+            "POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        client.write_all(req.as_bytes()).await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !String::from_utf8_lossy(&got).contains("ch-1") {
+            let n = tokio::time::timeout(WAIT, client.read(&mut buf)).await.expect("answered in time").unwrap();
+            assert!(n > 0, "closed before answering: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+
+        // The connection is kept alive for Feishu's next event, until the stop.
+        daemon.shutdown().trigger();
+        tokio::time::timeout(WAIT, served).await.expect("stopped in time").unwrap().unwrap();
+        assert_eq!(Arc::strong_count(&channel), 1, "a connection task outlived the webhook");
+        let n = tokio::time::timeout(WAIT, client.read(&mut buf)).await.expect("closed in time").unwrap_or(0);
+        assert_eq!(n, 0, "the idle connection was closed at the stop");
     }
 }

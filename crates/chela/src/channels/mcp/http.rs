@@ -52,6 +52,7 @@ use super::{
 };
 use crate::daemon::Daemon;
 use crate::serve::http::{ApiError, Limits, Resp, full, read_body};
+use crate::tasks::TaskHandle;
 use crate::turn::Cancel;
 
 /// Handshake-era sessions kept at once.
@@ -97,6 +98,9 @@ impl State {
 pub struct Endpoint {
     server: Arc<Server>,
     state: Arc<Mutex<State>>,
+    /// The task that compares the served tools ([`watch`]), owned here so that it ends with the
+    /// gateway even if the daemon never stops. Not in `state`: the task holds that.
+    watcher: Mutex<Option<TaskHandle>>,
 }
 
 fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
@@ -105,7 +109,7 @@ fn lock(state: &Mutex<State>) -> std::sync::MutexGuard<'_, State> {
 
 impl Endpoint {
     pub fn new(daemon: Arc<Daemon>) -> Endpoint {
-        Endpoint { server: Arc::new(Server::new(daemon)), state: Arc::default() }
+        Endpoint { server: Arc::new(Server::new(daemon)), state: Arc::default(), watcher: Mutex::default() }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -459,7 +463,9 @@ fn get(mcp: &Endpoint, headers: &HeaderMap) -> Resp {
         if !state.watching {
             state.watching = true;
             let served = mcp.server.tool_names();
-            tokio::spawn(watch(Arc::clone(&mcp.server), Arc::clone(&mcp.state), served));
+            // A watcher that ended by itself is replaced here; its handle only aborts a finished task.
+            let task = TaskHandle::spawn(watch(Arc::clone(&mcp.server), Arc::clone(&mcp.state), served));
+            *mcp.watcher.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
         }
     }
     tracing::debug!(client = ?session.client, "mcp: a GET stream opened");

@@ -630,6 +630,24 @@ async fn http_the_get_stream_announces_changes_one_per_session_and_ends() {
     assert_eq!(next_event(&mut third).await, None);
 }
 
+/// The stream's watcher belongs to the gateway: a gateway dropped while the daemon runs on (a
+/// restart of the gateway alone) leaves no watcher behind holding the sessions and their
+/// streams, so the open stream ends with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_the_get_stream_watcher_ends_with_its_gateway() {
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let d = daemon(&llm, &dir, &[]);
+    let gw =
+        Gateway::new(Arc::clone(&d), "127.0.0.1:18789".parse().unwrap(), Some(LOCAL_TOKEN.into()), Limits::default());
+    let sid = http_session(&gw, "2025-11-25").await;
+    let mut stream = gw.handle(PEER, get_stream(Some(&sid))).await.into_body();
+    assert_eq!(Arc::strong_count(&gw), 1);
+    drop(gw);
+    assert_eq!(next_event(&mut stream).await, None, "the stream ended with the gateway");
+    assert!(!d.shutdown().is_triggered(), "the daemon did not stop");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_a_get_stream_nobody_reads_holds_at_most_its_queue() {
     let llm = FakeLlm::start(vec![]);

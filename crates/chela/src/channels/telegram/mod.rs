@@ -28,7 +28,7 @@ mod inbound;
 mod offset;
 mod reply;
 mod stream;
-mod tool;
+pub(crate) mod tool;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -65,16 +65,6 @@ mod tests {
     use crate::tools::ToolErrorKind;
     use chela_testkit::FakeTelegram;
 
-    #[test]
-    fn the_schema_names_the_argument_fields() {
-        let schema: serde_json::Value = serde_json::from_str(SendText::SCHEMA).unwrap();
-        let mut named: Vec<&str> = schema["properties"].as_object().unwrap().keys().map(String::as_str).collect();
-        named.sort_unstable();
-        let mut fields = crate::tools::testing::struct_fields::<SendTextArgs>().unwrap().to_vec();
-        fields.sort_unstable();
-        assert_eq!(named, fields);
-    }
-
     #[tokio::test]
     async fn it_sends_only_to_allowed_chats() {
         let fake = FakeTelegram::start("1:tool-test");
