@@ -16,6 +16,7 @@ pub mod board;
 pub mod boot;
 pub mod console;
 pub mod cron;
+pub mod gateway;
 pub mod link;
 #[cfg(feature = "tls")]
 pub mod pki;
