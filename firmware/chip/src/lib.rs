@@ -17,9 +17,12 @@ pub mod boot;
 pub mod console;
 pub mod cron;
 pub mod gateway;
+pub mod heartbeat;
 pub mod link;
 #[cfg(feature = "tls")]
 pub mod pki;
+pub mod proxy;
+pub mod search;
 pub mod telegram;
 pub mod time;
 #[cfg(feature = "tls")]
