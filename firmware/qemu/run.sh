@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The emulator turn: builds firmware/qemu if needed and runs it on
-# `qemu-system-riscv32 -machine virt -m 512K`. Prints the firmware's UART output; exits 0 and
+# `qemu-system-riscv32 -machine virt -m 536K`. Prints the firmware's UART output; exits 0 and
 # ends with `chela-qemu: turn ok` only when every turn completed and every check passed,
 # non-zero with the reason otherwise. Bounded: the build by 15 min, the run by 30 s
 # (CHELA_BUILD_TIMEOUT and CHELA_QEMU_TIMEOUT override them). `firmware/qemu/run.sh --build-only` stops after the
@@ -36,7 +36,7 @@ trap 'rm -f "$log"' EXIT
 # the start of RAM and entered there. No monitor and no stdin, so nothing can wait for input.
 status=0
 timeout --kill-after=5 "${CHELA_QEMU_TIMEOUT:-30}" qemu-system-riscv32 \
-  -machine virt -cpu rv32,a=false,f=false,d=false -m 512K -bios none \
+  -machine virt -cpu rv32,a=false,f=false,d=false -m 536K -bios none \
   -display none -monitor none -serial stdio -kernel "$elf" </dev/null >"$log" 2>&1 || status=$?
 cat "$log"
 case $status in

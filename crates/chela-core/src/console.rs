@@ -41,6 +41,9 @@ pub use settings::{CONFIG_KEY, ChipConfig, ChipDefaults, Field, LoadReport, MAX_
 /// The person's long-term memory file, which `memory_read` and `memory_write` show and replace.
 pub const MEMORY_FILE: &str = "MEMORY.md";
 
+/// The heartbeat's list (`heartbeat_read`, `heartbeat_write`; the chip's heartbeat reads it).
+pub const HEARTBEAT_FILE: &str = "HEARTBEAT.md";
+
 /// The most of `MEMORY.md` that `memory_read` prints.
 pub const MAX_SHOWN_MEMORY: usize = 2048;
 
@@ -110,6 +113,8 @@ pub struct Status {
     pub heap: Heap,
     pub uptime_ms: u64,
     pub mode: Option<BootMode>,
+    /// Fresh random bytes from the board's RNG, for `gateway_token`; all zero when it has none.
+    pub random: [u8; 16],
 }
 
 /// The data a command works on.
@@ -140,10 +145,20 @@ const COMMANDS: &[Command] = &[
     Command { name: "set_model_provider", usage: "anthropic|openai", help: "which API to call" },
     Command { name: "set_model", usage: "MODEL", help: "the model to ask (\"\" for the provider's default)" },
     Command { name: "set_base_url", usage: "URL", help: "the provider's address (\"\" for its default)" },
+    Command { name: "set_tavily_key", usage: "KEY", help: "web_search through Tavily (preferred; \"\" for none)" },
+    Command { name: "set_search_key", usage: "KEY", help: "web_search through Brave Search (\"\" for none)" },
+    Command {
+        name: "set_proxy",
+        usage: "URL",
+        help: "an HTTP proxy for every connection: http://[user:pass@]host:port (\"\" for none)",
+    },
+    Command { name: "gateway_token", usage: "[off]", help: "a new WebSocket gateway token, shown once (off: none)" },
     Command { name: "config_show", usage: "", help: "every setting, secrets masked, and where it comes from" },
     Command { name: "config_reset", usage: "", help: "forget the settings made here: back to the build's" },
     Command { name: "memory_read", usage: "", help: "print MEMORY.md" },
     Command { name: "memory_write", usage: "TEXT", help: "replace MEMORY.md with TEXT (\\n for a new line)" },
+    Command { name: "heartbeat_read", usage: "", help: "print HEARTBEAT.md" },
+    Command { name: "heartbeat_write", usage: "TEXT", help: "replace HEARTBEAT.md with TEXT (\\n for a new line)" },
     Command { name: "session_list", usage: "", help: "the chat sessions in flash, and lines dropped for room" },
     Command { name: "session_clear", usage: "NAME|CHAT_ID", help: "forget one chat session" },
     Command { name: "heap_info", usage: "", help: "free heap, and how full the flash is" },
@@ -209,11 +224,18 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
         ("set_model_provider", [v]) => set(ctx, &[(Field::Provider, v)]),
         ("set_model", [v]) => set(ctx, &[(Field::Model, v)]),
         ("set_base_url", [v]) => set(ctx, &[(Field::BaseUrl, v)]),
+        ("set_tavily_key", [v]) => set(ctx, &[(Field::TavilyKey, v)]),
+        ("set_search_key", [v]) => set(ctx, &[(Field::BraveKey, v)]),
+        ("set_proxy", [v]) => set(ctx, &[(Field::Proxy, v)]),
+        ("gateway_token", []) => gateway_token(ctx),
+        ("gateway_token", ["off"]) => set(ctx, &[(Field::GatewayToken, "")]),
         ("config_show", []) => Reply::text(ctx.config.show()),
         ("config_reset", []) => config_reset(ctx),
         ("wifi_status", []) => Reply::text(wifi_status(ctx)),
         ("memory_read", []) => memory_read(ctx),
         ("memory_write", words) if !words.is_empty() => memory_write(ctx, &words.join(" ")),
+        ("heartbeat_read", []) => file_read(ctx, HEARTBEAT_FILE),
+        ("heartbeat_write", words) if !words.is_empty() => file_write(ctx, HEARTBEAT_FILE, &words.join(" ")),
         ("session_list", []) => Reply::text(session_list(ctx.store)),
         ("session_clear", [name]) => session_clear(ctx, name),
         ("heap_info", []) => Reply::text(heap_info(ctx)),
@@ -296,8 +318,17 @@ fn wifi_status<F: Flash>(ctx: &Ctx<'_, F>) -> String {
 }
 
 fn memory_read<F: Flash>(ctx: &Ctx<'_, F>) -> Reply {
+    file_read(ctx, MEMORY_FILE)
+}
+
+fn memory_write<F: Flash>(ctx: &mut Ctx<'_, F>, content: &str) -> Reply {
+    file_write(ctx, MEMORY_FILE, content)
+}
+
+/// Prints the file `name` (`MEMORY.md`, `HEARTBEAT.md`), at most [`MAX_SHOWN_MEMORY`] of it.
+fn file_read<F: Flash>(ctx: &Ctx<'_, F>, name: &str) -> Reply {
     let mut content = Vec::new();
-    let read = ctx.store.read(MEMORY_FILE, Order::OldestFirst, &mut |r| {
+    let read = ctx.store.read(name, Order::OldestFirst, &mut |r| {
         if content.len() < MAX_SHOWN_MEMORY + 4 {
             content.extend_from_slice(r.payload);
             if r.kind != flash::Kind::Replace {
@@ -307,11 +338,11 @@ fn memory_read<F: Flash>(ctx: &Ctx<'_, F>) -> Reply {
         ControlFlow::Continue(())
     });
     if let Err(e) = read {
-        return Reply::error(format!("MEMORY.md could not be read: {e}"));
+        return Reply::error(format!("{name} could not be read: {e}"));
     }
     let text = String::from_utf8_lossy(&content);
     if text.trim().is_empty() {
-        return Reply::text("MEMORY.md is empty\n");
+        return Reply::text(format!("{name} is empty\n"));
     }
     let mut out = text::truncate_visibly(&text, MAX_SHOWN_MEMORY).into_owned();
     if !out.ends_with('\n') {
@@ -320,21 +351,35 @@ fn memory_read<F: Flash>(ctx: &Ctx<'_, F>) -> Reply {
     Reply::text(out)
 }
 
-fn memory_write<F: Flash>(ctx: &mut Ctx<'_, F>, content: &str) -> Reply {
+fn file_write<F: Flash>(ctx: &mut Ctx<'_, F>, name: &str, content: &str) -> Reply {
     let mut body = content.to_owned();
     body.push('\n');
-    match Storage::replace(ctx.store, MEMORY_FILE, body.as_bytes()) {
+    match Storage::replace(ctx.store, name, body.as_bytes()) {
         Ok(()) => Reply {
-            text: format!("MEMORY.md written ({} bytes)\n", body.len()),
-            effects: alloc::vec![Effect::MemoryChanged],
+            text: format!("{name} written ({} bytes)\n", body.len()),
+            effects: if name == MEMORY_FILE { alloc::vec![Effect::MemoryChanged] } else { Vec::new() },
         },
-        Err(e) => Reply::error(format!("MEMORY.md was not written: {e}")),
+        Err(e) => Reply::error(format!("{name} was not written: {e}")),
     }
+}
+
+/// `gateway_token`: a new token of 128 random bits, shown once; `config_show` masks it after.
+fn gateway_token<F: Flash>(ctx: &mut Ctx<'_, F>) -> Reply {
+    if ctx.status.random == [0; 16] {
+        return Reply::error("this board gave no random bytes; no token was made");
+    }
+    let token: String = ctx.status.random.iter().map(|b| format!("{b:02x}")).collect();
+    let mut reply = set(ctx, &[(Field::GatewayToken, token.as_str())]);
+    if reply.text.starts_with("error") {
+        return reply;
+    }
+    reply.text = format!("gateway_token = {token}\n(shown only now: copy it into the client; config_show masks it)\n");
+    reply
 }
 
 /// Whether a store key is a chat session (not memory, settings or the boot counter).
 fn is_session<F: Flash>(store: &FlashStore<F>, key: &str) -> bool {
-    !key.starts_with("chip/") && !store.limits().kept.contains(&key) && key != MEMORY_FILE
+    !key.starts_with("chip/") && !store.limits().kept.contains(&key) && key != MEMORY_FILE && key != HEARTBEAT_FILE
 }
 
 fn session_list<F: Flash>(store: &FlashStore<F>) -> String {

@@ -19,9 +19,10 @@ pub mod board;
 pub mod cron;
 pub mod memory;
 pub mod time;
+pub mod web;
 
 /// Every tool of the contract, in the order the specs are listed here.
-pub static SHARED: [ToolSpec<'static>; 11] = [
+pub static SHARED: [ToolSpec<'static>; 12] = [
     memory::STORE,
     memory::RECALL,
     time::CURRENT_TIME,
@@ -33,6 +34,7 @@ pub static SHARED: [ToolSpec<'static>; 11] = [
     board::GPIO_READ,
     board::GPIO_WRITE,
     board::LED_SET,
+    web::SEARCH,
 ];
 
 /// The contract's spec of `name`, if it is a shared tool.

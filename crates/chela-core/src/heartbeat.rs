@@ -30,6 +30,24 @@ pub fn actionable_items(text: &str) -> Vec<&str> {
         .collect()
 }
 
+/// What the agent is prompted with for `items` (from [`actionable_items`]), on the host and
+/// the chip alike. `editable`: the agent can edit `HEARTBEAT.md` (the host's file tools); the
+/// chip's model cannot, so it is not asked to tick items there.
+pub fn prompt(items: &[&str], editable: bool) -> String {
+    let mut prompt = String::from(if editable {
+        "[Heartbeat] HEARTBEAT.md has these open items. Act on the ones you can now, and mark what is \
+         done there as `- [x]`:\n"
+    } else {
+        "[Heartbeat] HEARTBEAT.md has these open items. Act on the ones you can now, and say which are \
+         done (the person ticks them on the device):\n"
+    });
+    for item in items {
+        prompt.push_str(item);
+        prompt.push('\n');
+    }
+    prompt
+}
+
 fn is_checked(line: &str) -> bool {
     let Some(rest) = line.strip_prefix(['-', '*', '+']) else { return false };
     let rest = rest.trim_start();

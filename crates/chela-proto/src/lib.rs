@@ -24,6 +24,7 @@ pub mod anthropic;
 pub mod chat;
 pub mod error;
 pub mod feishu;
+pub mod gateway;
 pub mod json;
 pub mod openai;
 pub mod sse;

@@ -16,11 +16,15 @@ pub mod board;
 pub mod boot;
 pub mod console;
 pub mod cron;
+pub mod gateway;
+pub mod heartbeat;
 pub mod link;
 pub mod ota;
 #[cfg(feature = "tls")]
 pub mod pki;
 pub mod portal;
+pub mod proxy;
+pub mod search;
 pub mod telegram;
 pub mod time;
 #[cfg(feature = "tls")]

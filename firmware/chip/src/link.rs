@@ -1,5 +1,5 @@
 //! The network as the turn driver sees it: one HTTPS `POST` whose body the driver writes in
-//! windows and whose answer it reads in pieces. The board implements it (TLS over WiFi on
+//! windows (or a `GET`) and whose answer it reads in pieces. The board implements it (TLS over WiFi on
 //! the chip, a scripted server on the emulator).
 
 use alloc::string::String;
@@ -54,6 +54,10 @@ pub trait Link {
         body: &mut BodyWriter<'_>,
         answer: &mut dyn Answer,
     ) -> Result<(), LinkError>;
+
+    /// Sends `GET head.url` with `head.headers`, then hands the response to `answer` as
+    /// [`post`](Link::post) does (`web_search` through Brave Search).
+    async fn get(&mut self, head: &Head, answer: &mut dyn Answer) -> Result<(), LinkError>;
 
     /// Waits until `ms` (the board's `now_ms`) before a retry.
     async fn wait_until(&mut self, ms: u64) -> Result<(), LinkError>;

@@ -7,7 +7,7 @@ use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
-use chela_core::agent::{AgentRun, Limits, ModelCall, Step};
+use chela_core::agent::{AgentRun, Limits, ModelCall, Step, ToolCall, ToolResult};
 use chela_core::console::{BootGuard, ChipConfig, MEMORY_FILE};
 use chela_core::exchange::{Context, Endpoint, Exchange, ModelError, Options, Outcome};
 use chela_core::flash::{self, Flash, FlashStore, Order};
@@ -17,6 +17,7 @@ use chela_proto::chat::{Message, Reply, ToolSpec, Update, Usage};
 use chela_proto::json::{Counter, Window};
 
 use crate::link::{Answer, Link, LinkError};
+use crate::search;
 use crate::tools::{self, Toolbox};
 use crate::{Board, say};
 
@@ -78,11 +79,40 @@ pub async fn run<F: Flash, B: Board, L: Link, X: Toolbox<F, B>>(
     history: Vec<Message>,
     user: &str,
 ) -> Result<Turn, String> {
+    drive(chip, endpoint, link, toolbox, &mut search::Off, origin, history, user).await
+}
+
+/// [`run`], with `web_search` over `link` offered when a search key is set ([`search`]). A
+/// firmware links it only through here: the ESP32 image does not have the room for it yet.
+pub async fn run_searching<F: Flash, B: Board, L: Link, X: Toolbox<F, B>>(
+    chip: &mut Chip<F, B>,
+    endpoint: &Endpoint,
+    link: &mut L,
+    toolbox: &mut X,
+    origin: Origin<'_>,
+    history: Vec<Message>,
+    user: &str,
+) -> Result<Turn, String> {
+    drive(chip, endpoint, link, toolbox, &mut search::Web, origin, history, user).await
+}
+
+#[allow(clippy::too_many_arguments)] // the two entry points above name them all
+async fn drive<F: Flash, B: Board, L: Link, X: Toolbox<F, B>, S: search::Search<L>>(
+    chip: &mut Chip<F, B>,
+    endpoint: &Endpoint,
+    link: &mut L,
+    toolbox: &mut X,
+    searcher: &mut S,
+    origin: Origin<'_>,
+    history: Vec<Message>,
+    user: &str,
+) -> Result<Turn, String> {
     let system = system_prompt(chip, toolbox, origin);
     let limits = Limits { history_budget: HISTORY_BYTES, max_tool_output: 4 * 1024, ..Limits::default() };
     let mut run = AgentRun::new(history, Message::user_text(user), system, limits);
+    let searching: &[ToolSpec<'static>] = if searcher.offered(&chip.config) { &search::SPECS } else { &[] };
     let specs: Vec<ToolSpec<'static>> =
-        tools::MEMORY.iter().chain([&tools::TIME]).chain(toolbox.specs()).copied().collect();
+        tools::MEMORY.iter().chain([&tools::TIME]).chain(toolbox.specs()).chain(searching).copied().collect();
     let (mut model_calls, mut tool_calls) = (0u32, 0u32);
     loop {
         // Each arm ends the borrow of `run` that `next_step` took before feeding it.
@@ -104,7 +134,16 @@ pub async fn run<F: Flash, B: Board, L: Link, X: Toolbox<F, B>>(
             }
             Step::CallTools(calls) => {
                 tool_calls += calls.len() as u32;
-                calls.iter().map(|c| tools::run(chip, toolbox, c)).collect::<Vec<_>>()
+                let mut results = Vec::with_capacity(calls.len());
+                for c in calls.iter() {
+                    // The one tool that needs the network: it runs over the turn's link.
+                    results.push(if !searching.is_empty() && c.name == search::SPECS[0].name {
+                        web_search(chip, link, searcher, c).await
+                    } else {
+                        tools::run(chip, toolbox, c)
+                    });
+                }
+                results
             }
             Step::Done(outcome) => {
                 if outcome.cancelled || outcome.hit_tool_limit {
@@ -125,6 +164,26 @@ pub async fn run<F: Flash, B: Board, L: Link, X: Toolbox<F, B>>(
             }
         };
         run.handle_tool_results(results).map_err(|e| e.to_string())?;
+    }
+}
+
+/// Runs a `web_search` call over `link`, logged on the console as the other tools are.
+async fn web_search<F: Flash, B: Board, L: Link, S: search::Search<L>>(
+    chip: &Chip<F, B>,
+    link: &mut L,
+    searcher: &mut S,
+    call: &ToolCall,
+) -> ToolResult {
+    say!(&chip.board, "[tool] web_search {}", call.input.as_str());
+    match searcher.run(&chip.config, link, call.input.as_str()).await {
+        Ok(text) => {
+            say!(&chip.board, "[tool] -> {} bytes of results", text.len());
+            ToolResult::ok(call.id.clone(), text)
+        }
+        Err(e) => {
+            say!(&chip.board, "[tool] failed: {e}");
+            ToolResult::error(call.id.clone(), e)
+        }
     }
 }
 

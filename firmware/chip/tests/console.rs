@@ -21,6 +21,10 @@ const BUILD: ChipDefaults = ChipDefaults {
     api_key: "",
     model: "",
     base_url: "",
+    tavily_key: "",
+    brave_key: "",
+    proxy: "",
+    gateway_token: "",
 };
 const KEY: &str = "sk-ant-api03-console-test-SECRET-99";
 const TOKEN: &str = "8123456789:AAHconsoleTestSecretToken99";

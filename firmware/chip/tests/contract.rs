@@ -58,6 +58,7 @@ fn every_tool_the_chip_shares_with_the_host_is_the_core_contract() {
         .chain(&chela_chip::board::SPECS)
         .chain(&tools::GPIO)
         .chain(&tools::LED)
+        .chain(&chela_chip::search::SPECS)
         .copied()
         .collect();
     for spec in &advertised {

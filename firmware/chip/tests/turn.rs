@@ -25,6 +25,10 @@ const DEFAULTS: ChipDefaults = ChipDefaults {
     api_key: "sk-ant-test",
     model: "",
     base_url: "",
+    tavily_key: "",
+    brave_key: "",
+    proxy: "",
+    gateway_token: "",
 };
 const ORIGIN: Origin<'static> = Origin { channel: "telegram", chat_id: "42" };
 
@@ -92,6 +96,10 @@ impl Link for Scripted {
                 Ok(())
             }
         }
+    }
+
+    async fn get(&mut self, head: &Head, _: &mut dyn Answer) -> Result<(), LinkError> {
+        panic!("these scripts make no GET (asked for {})", head.url)
     }
 
     async fn wait_until(&mut self, ms: u64) -> Result<(), LinkError> {

@@ -105,6 +105,10 @@ struct Settings {
     model: &'static str,
     base_url: &'static str,
     gpio_allow: &'static str,
+    tavily_key: &'static str,
+    brave_key: &'static str,
+    proxy: &'static str,
+    gateway_token: &'static str,
 }
 
 const SETTINGS: Settings = Settings {
@@ -118,6 +122,10 @@ const SETTINGS: Settings = Settings {
     model: setting!("CHELA_MODEL"),
     base_url: setting!("CHELA_BASE_URL"),
     gpio_allow: setting!("CHELA_GPIO_ALLOW"),
+    tavily_key: setting!("CHELA_TAVILY_KEY"),
+    brave_key: setting!("CHELA_BRAVE_KEY"),
+    proxy: setting!("CHELA_PROXY"),
+    gateway_token: setting!("CHELA_GATEWAY_TOKEN"),
 };
 
 impl Settings {
@@ -138,6 +146,10 @@ impl Settings {
             api_key: self.api_key,
             model: self.model,
             base_url: self.base_url,
+            tavily_key: self.tavily_key,
+            brave_key: self.brave_key,
+            proxy: self.proxy,
+            gateway_token: self.gateway_token,
         }
     }
 }
@@ -195,7 +207,10 @@ fn status(chip: &Chip<Partition, Esp>, stack: Option<Stack<'static>>) -> Status 
         (_, true, _) | (_, _, true) => Wifi::Connecting,
         _ => Wifi::Failed,
     };
-    Status { wifi, heap: heap(), uptime_ms: chip.board.now_ms(), mode: Some(chip.guard.mode()) }
+    // Fresh for every line: `gateway_token` makes its token from them.
+    let mut random = [0u8; 16];
+    Rng::new().read(&mut random);
+    Status { wifi, heap: heap(), uptime_ms: chip.board.now_ms(), mode: Some(chip.guard.mode()), random }
 }
 
 /// Reads what was typed and runs it on the console; carries out the effects.

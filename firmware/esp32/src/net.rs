@@ -274,6 +274,11 @@ impl Link for Https {
         self.exchange(Method::POST, &head.url, &headers, body, answer).await
     }
 
+    async fn get(&mut self, head: &Head, answer: &mut dyn Answer) -> Result<(), LinkError> {
+        let headers: Vec<(&str, &str)> = head.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        self.exchange(Method::GET, &head.url, &headers, &[][..], answer).await
+    }
+
     async fn wait_until(&mut self, ms: u64) -> Result<(), LinkError> {
         Timer::at(Instant::from_millis(ms)).await;
         Ok(())

@@ -6,7 +6,8 @@
 //! reads the session and the entry back from the core's flash store; turn 2 (OpenAI Chat
 //! Completions, streamed) asks where it is, with turn 1 as history, and the model calls
 //! `memory_recall`. Turns 3 and 4 are hostile servers (an endless stream, an endless whole
-//! body) that must be refused with a short reply within the heap. Every request body is encoded
+//! body) that must be refused with a short reply within the heap. Turn 5 calls `web_search`
+//! through a local Tavily, turn 6 is a heartbeat ([`net_turns`]). Every request body is encoded
 //! by `chela-proto` in 512-byte windows and checked by the scripted server (`wire`); every
 //! answer is fed to the proto decoders in uneven pieces. The replies are checked, the heap,
 //! stack and flash use printed over the UART, and QEMU exits through the sifive_test device:
@@ -23,6 +24,7 @@ extern crate alloc;
 mod clock;
 mod console;
 mod heap;
+mod net_turns;
 mod serial;
 mod stack;
 mod wire;
@@ -51,6 +53,10 @@ pub const DEFAULTS: ChipDefaults = ChipDefaults {
     api_key: env_or(option_env!("CHELA_API_KEY"), ""),
     model: env_or(option_env!("CHELA_MODEL"), ""),
     base_url: env_or(option_env!("CHELA_BASE_URL"), ""),
+    tavily_key: "",
+    brave_key: "",
+    proxy: "",
+    gateway_token: "",
 };
 
 const fn env_or(v: Option<&'static str>, or: &'static str) -> &'static str {
@@ -246,7 +252,7 @@ fn turn(
 ) -> Result<Turn, String> {
     let ep = endpoint(kind);
     let mut no_tools = ();
-    let fut = turn::run(chip, &ep, server, &mut no_tools, ORIGIN, history, user);
+    let fut = turn::run_searching(chip, &ep, server, &mut no_tools, ORIGIN, history, user);
     // The turn's whole state machine sits on this stack while block_on polls it: the
     // largest single item on the emulator's stack (on the chip it lives in the task arena).
     println!("chela-qemu: turn future {} B on the stack", core::mem::size_of_val(&fut));
@@ -429,6 +435,11 @@ fn run() -> Result<(), String> {
     let note4 = t4.text.clone();
     drop(t4);
 
+    // Turns 5 and 6, outside the session: web_search through a local Tavily, and a heartbeat.
+    let wire = server.into_wire();
+    let (wire, peak5, largest5) = net_turns::web_search(&mut chip, wire)?;
+    let (_wire, peak6) = net_turns::heartbeat(&mut chip, wire)?;
+
     // A last reboot: all four turns are in the session, the refused ones closed by their notes.
     let (flash, clock, seed) = boot::power_off(chip);
     println!("--- reboot");
@@ -508,6 +519,8 @@ fn run() -> Result<(), String> {
         "chela-qemu: turn 4 (endless whole body) heap peak {} B above {} B held; refused after {} response bytes",
         peak4, before4, whole_bytes
     );
+    println!("chela-qemu: turn 5 (web_search, Tavily) heap peak {} B; largest request body {} B", peak5, largest5);
+    println!("chela-qemu: turn 6 (heartbeat) heap peak {} B", peak6);
     println!(
         "chela-qemu: arena {} B: high-water {} B, allocator used peak (turn 4) {} B, {} allocations",
         heap::arena_size(),

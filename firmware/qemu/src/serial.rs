@@ -49,6 +49,8 @@ pub fn type_in(chip: &mut Chip, bytes: &[u8]) -> Transcript {
             },
             uptime_ms: chip.board.now_ms(),
             mode: Some(chip.guard.mode()),
+            // No RNG here: `gateway_token` refuses, as on a board without one.
+            random: [0; 16],
         };
         let mut ctx = Ctx { store: &mut chip.store, config: &mut chip.config, status };
         let mut rest = line;

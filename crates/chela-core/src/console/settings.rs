@@ -45,10 +45,18 @@ pub enum Field {
     Model,
     /// Empty: the provider's own address.
     BaseUrl,
+    /// `web_search` through Tavily (preferred when both keys are set).
+    TavilyKey,
+    /// `web_search` through Brave Search.
+    BraveKey,
+    /// An HTTP CONNECT proxy for every outbound connection: `http://[user:password@]host:port`.
+    Proxy,
+    /// The WebSocket gateway's token; empty: the gateway admits nobody.
+    GatewayToken,
 }
 
 impl Field {
-    pub const ALL: [Field; 8] = [
+    pub const ALL: [Field; 12] = [
         Field::WifiSsid,
         Field::WifiPassword,
         Field::TgToken,
@@ -57,6 +65,10 @@ impl Field {
         Field::ApiKey,
         Field::Model,
         Field::BaseUrl,
+        Field::TavilyKey,
+        Field::BraveKey,
+        Field::Proxy,
+        Field::GatewayToken,
     ];
 
     /// Its name in `config_show` and in the record.
@@ -70,6 +82,10 @@ impl Field {
             Field::ApiKey => "api_key",
             Field::Model => "model",
             Field::BaseUrl => "base_url",
+            Field::TavilyKey => "tavily_key",
+            Field::BraveKey => "brave_key",
+            Field::Proxy => "proxy",
+            Field::GatewayToken => "gateway_token",
         }
     }
 
@@ -85,6 +101,10 @@ impl Field {
             Field::ApiKey => "CHELA_API_KEY",
             Field::Model => "CHELA_MODEL",
             Field::BaseUrl => "CHELA_BASE_URL",
+            Field::TavilyKey => "CHELA_TAVILY_KEY",
+            Field::BraveKey => "CHELA_BRAVE_KEY",
+            Field::Proxy => "CHELA_PROXY",
+            Field::GatewayToken => "CHELA_GATEWAY_TOKEN",
         }
     }
 
@@ -94,7 +114,15 @@ impl Field {
 
     /// Shown masked everywhere.
     pub fn is_secret(self) -> bool {
-        matches!(self, Field::WifiPassword | Field::TgToken | Field::ApiKey)
+        matches!(
+            self,
+            Field::WifiPassword
+                | Field::TgToken
+                | Field::ApiKey
+                | Field::TavilyKey
+                | Field::BraveKey
+                | Field::GatewayToken
+        )
     }
 
     fn index(self) -> usize {
@@ -103,7 +131,11 @@ impl Field {
 
     /// `value` as it may be shown.
     pub fn shown(self, value: &str) -> String {
-        if self.is_secret() { config::mask(value) } else { value.to_owned() }
+        match self {
+            Field::Proxy => config::mask_url_userinfo(value),
+            _ if self.is_secret() => config::mask(value),
+            _ => value.to_owned(),
+        }
     }
 
     /// `value` in canonical form, or why it is refused. The reason never quotes a secret.
@@ -156,8 +188,27 @@ impl Field {
                 "anthropic" | "openai" => Ok(v.to_owned()),
                 _ => Err(bad("anthropic or openai")),
             },
-            Field::ApiKey if v.is_empty() || (v.len() <= 256 && printable(v)) => Ok(v.to_owned()),
-            Field::ApiKey => Err(bad("up to 256 printable ASCII characters without spaces")),
+            Field::ApiKey | Field::TavilyKey | Field::BraveKey if v.is_empty() || (v.len() <= 256 && printable(v)) => {
+                Ok(v.to_owned())
+            }
+            Field::ApiKey | Field::TavilyKey | Field::BraveKey => {
+                Err(bad("up to 256 printable ASCII characters without spaces"))
+            }
+            // Guessable tokens would open the device to the LAN: at least 128 bits as hex.
+            Field::GatewayToken if v.is_empty() || ((32..=128).contains(&v.len()) && printable(v)) => Ok(v.to_owned()),
+            Field::GatewayToken => Err(bad("32 to 128 printable ASCII characters (gateway_token makes one)")),
+            Field::Proxy => {
+                let host = v.strip_prefix("http://").map(|r| r.rsplit_once('@').map_or(r, |(_, h)| h));
+                let host = host.map(|h| h.trim_end_matches('/').split(':').next().unwrap_or(""));
+                let ok = host.is_some_and(|h| {
+                    !h.is_empty() && h.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-')
+                });
+                if v.is_empty() || (ok && v.len() <= 256 && printable(v)) {
+                    Ok(v.to_owned())
+                } else {
+                    Err(bad("an HTTP proxy: http://[user:password@]host:port, or empty for none"))
+                }
+            }
             Field::Model if v.len() <= 128 && printable(v) => Ok(v.to_owned()),
             Field::Model => Err(bad("a model name: up to 128 printable ASCII characters without spaces")),
             Field::BaseUrl => {
@@ -201,6 +252,10 @@ pub struct ChipDefaults {
     pub api_key: &'static str,
     pub model: &'static str,
     pub base_url: &'static str,
+    pub tavily_key: &'static str,
+    pub brave_key: &'static str,
+    pub proxy: &'static str,
+    pub gateway_token: &'static str,
 }
 
 impl ChipDefaults {
@@ -214,6 +269,10 @@ impl ChipDefaults {
             Field::ApiKey => self.api_key,
             Field::Model => self.model,
             Field::BaseUrl => self.base_url,
+            Field::TavilyKey => self.tavily_key,
+            Field::BraveKey => self.brave_key,
+            Field::Proxy => self.proxy,
+            Field::GatewayToken => self.gateway_token,
         }
     }
 }
@@ -252,7 +311,7 @@ pub struct LoadReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChipConfig {
     defaults: ChipDefaults,
-    overrides: [Option<String>; 8],
+    overrides: [Option<String>; 12],
 }
 
 impl ChipConfig {
@@ -405,6 +464,7 @@ impl ChipConfig {
                     Field::Model => format!("({} default: {})", self.provider_name(), self.model()),
                     Field::BaseUrl => format!("({} default: {})", self.provider_name(), self.base_url()),
                     Field::Provider => "(anthropic)".to_owned(),
+                    Field::GatewayToken => "(not set: the gateway admits nobody)".to_owned(),
                     _ => "(not set)".to_owned(),
                 },
                 Field::WifiSsid => format!("\"{value}\""),
@@ -430,6 +490,10 @@ mod tests {
         api_key: "sk-ant-build-0123456789",
         model: "",
         base_url: "",
+        tavily_key: "",
+        brave_key: "",
+        proxy: "",
+        gateway_token: "",
     };
 
     #[test]

@@ -23,6 +23,10 @@ const DEFAULTS: ChipDefaults = ChipDefaults {
     api_key: "",
     model: "",
     base_url: "",
+    tavily_key: "",
+    brave_key: "",
+    proxy: "",
+    gateway_token: "",
 };
 
 const API_KEY: &str = "sk-ant-api03-Zq9xSECRETSECRETSECRET-77";
@@ -108,7 +112,11 @@ fn mimiclaw_commands_set_settings_that_survive_a_reboot_masked() {
          provider       flash  openai\n\
          api_key        flash  sk-a****77\n\
          model          flash  gpt-4.1\n\
-         base_url       unset  (openai default: https://api.openai.com/v1)\n"
+         base_url       unset  (openai default: https://api.openai.com/v1)\n\
+         tavily_key     unset  (not set)\n\
+         brave_key      unset  (not set)\n\
+         proxy          unset  (not set)\n\
+         gateway_token  unset  (not set: the gateway admits nobody)\n"
     );
     // config_reset goes back to the build's values, in flash too.
     assert_eq!(chip.run("config_reset"), "settings reset to the build's values\n");
@@ -363,4 +371,45 @@ fn the_store_keeps_settings_apart_from_sessions_with_few_keys() {
     assert_eq!(run_line("set_model m", &mut ctx).text, "model = m (saved)\n");
     let r = run_line("memory_write x", &mut ctx);
     assert_eq!(r.text, "error: MEMORY.md was not written: the flash store already holds 2 keys\n");
+}
+
+#[test]
+fn search_keys_proxy_gateway_token_and_the_heartbeat_file() {
+    let mut chip = Chip::boot(RamFlash::new(4096, 8));
+    // No RNG: no token, rather than a guessable one.
+    assert!(chip.run("gateway_token").starts_with("error: this board gave no random bytes"), "{}", chip.printed);
+    assert_eq!(chip.config.get(Field::GatewayToken), "");
+    chip.status.random = [0x5a; 16];
+    let token = "5a".repeat(16);
+    let out = chip.run("gateway_token");
+    assert!(out.starts_with(&format!("gateway_token = {token}\n(shown only now")), "{out}");
+    assert_eq!(chip.config.get(Field::GatewayToken), token);
+    let shown = chip.run("config_show");
+    assert!(shown.contains("gateway_token") && !shown.contains(&token), "{shown}");
+    assert!(Field::GatewayToken.check("short").is_err(), "a hand-set token is at least 128 bits of hex");
+
+    assert_eq!(chip.run("set_tavily_key tvly-SECRETSECRET-42"), "tavily_key = tvly****42 (saved)\n");
+    assert_eq!(chip.run("set_search_key BSA-SECRETSECRET-77"), "brave_key = BSA-****77 (saved)\n");
+    let out = chip.run("set_proxy http://me:hunter22@proxy.lan:3128");
+    assert!(out.starts_with("proxy = http://me:****@proxy.lan:3128"), "{out}");
+    for bad in ["socks5://proxy.lan:1080", "http://", "https://proxy.lan", "http://a b:1"] {
+        assert!(chip.run(&format!("set_proxy \"{bad}\"")).starts_with("error: proxy must be"), "{bad}");
+    }
+    let shown = chip.run("config_show");
+    for secret in ["SECRETSECRET", "hunter22", &token] {
+        assert!(!shown.contains(secret), "{shown}");
+    }
+
+    assert_eq!(chip.run("heartbeat_read"), "HEARTBEAT.md is empty\n");
+    assert!(chip.run("heartbeat_write \"- [ ] call Ana\\n- [x] done\"").starts_with("HEARTBEAT.md written"));
+    assert!(!chip.effects.contains(&Effect::MemoryChanged), "the heartbeat file is not the memory");
+    assert_eq!(chip.run("heartbeat_read"), "- [ ] call Ana\n- [x] done\n");
+    assert_eq!(chip.run("session_list"), "no sessions\n", "HEARTBEAT.md is not a chat session");
+
+    let mut chip = chip.reboot();
+    assert_eq!(chip.config.get(Field::GatewayToken), token);
+    assert_eq!(chip.config.get(Field::TavilyKey), "tvly-SECRETSECRET-42");
+    assert_eq!(chip.config.get(Field::Proxy), "http://me:hunter22@proxy.lan:3128");
+    assert_eq!(chip.run("heartbeat_read"), "- [ ] call Ana\n- [x] done\n");
+    assert!(chip.run("gateway_token off").starts_with("gateway_token = (empty) (saved)"));
 }

@@ -21,6 +21,9 @@ use std::net::SocketAddr;
 
 use anyhow::Context;
 use chela_core::config::GATEWAY_TOKEN;
+/// The token rules the chip's gateway shares.
+pub use chela_proto::gateway::query_param;
+use chela_proto::gateway::{bearer, token_matches};
 use hyper::header::{AUTHORIZATION, HOST, ORIGIN};
 use hyper::{Method, Request};
 
@@ -136,16 +139,11 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
     }
     // No token configured: nobody is let in (the gateway is always started with one).
     let token = gw.token.as_deref().unwrap_or("");
-    let bearer = req
-        .headers()
-        .get(AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+    let bearer = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let query =
         crate::serve::http::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
     match bearer.or(query.as_deref()) {
-        Some(given) if !token.is_empty() && constant_time_eq(given.as_bytes(), token.as_bytes()) => Ok(who),
+        Some(given) if token_matches(given, token) => Ok(who),
         _ => {
             tracing::info!(%peer, "gateway: a request without the right token was refused");
             Err(ApiError::Unauthorized)
@@ -169,47 +167,6 @@ fn is_local_host(host: &str) -> bool {
 fn same_origin(origin: &str, host: &str) -> bool {
     let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
     rest.is_some_and(|r| !host.is_empty() && r.eq_ignore_ascii_case(host))
-}
-
-/// One `name=value` of a query string, percent-decoded.
-pub fn query_param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (k, v) = pair.split_once('=')?;
-        (k == name).then(|| percent_decode(v))
-    })
-}
-
-fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| char::from(b).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => {
-                if let (Some(h), Some(l)) = (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                    out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-                    i += 3;
-                    continue;
-                }
-                out.push(b'%');
-            }
-            b'+' => out.push(b' '),
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// Compares without stopping at the first difference, so the time taken does not tell an
-/// attacker how much of a guess was right. (The length is not secret: tokens are generated
-/// with a fixed one.)
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// A header value as it may be quoted in an error: bounded.
@@ -238,20 +195,5 @@ mod tests {
         assert!(!same_origin("https://evil.example", "127.0.0.1:18789"));
         assert!(!same_origin("null", "127.0.0.1:18789"));
         assert!(!same_origin("http://", ""));
-    }
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(constant_time_eq(b"abc", b"abc"));
-        assert!(!constant_time_eq(b"abc", b"abd"));
-        assert!(!constant_time_eq(b"abc", b"abcd"));
-        assert!(!constant_time_eq(b"", b"a"));
-    }
-
-    #[test]
-    fn query_tokens_are_percent_decoded() {
-        assert_eq!(query_param("a=1&token=x%2By+z", "token").as_deref(), Some("x+y z"));
-        assert_eq!(query_param("token=%zz%4", "token").as_deref(), Some("%zz%4"));
-        assert_eq!(query_param("tokens=1", "token"), None);
     }
 }

@@ -405,14 +405,7 @@ pub async fn beat(daemon: &Arc<Daemon>, now: i64, by_hand: bool) -> Result<Strin
     if items.is_empty() {
         return Ok("HEARTBEAT.md has no open items".to_owned());
     }
-    let mut prompt = String::from(
-        "[Heartbeat] HEARTBEAT.md has these open items. Act on the ones you can now, and mark what is \
-         done there as `- [x]`:\n",
-    );
-    for item in &items {
-        prompt.push_str(item);
-        prompt.push('\n');
-    }
+    let prompt = chela_core::heartbeat::prompt(&items, true);
     let channel = cfg.get(chela_core::config::HEARTBEAT_CHANNEL).to_owned();
     let chat_id = cfg.get(chela_core::config::HEARTBEAT_CHAT_ID).to_owned();
     if channel.is_empty() || chat_id.is_empty() {

@@ -1,16 +1,13 @@
-//! The `web` group: `web_search`, through Tavily (preferred) or Brave Search.
-//!
-//! Tavily: `POST {search.tavily_url}/search` with a bearer key and `{"query", "max_results",
-//! "search_depth": "basic"}`; results carry `title`, `url`, `content`. Brave:
-//! `GET {search.brave_url}/res/v1/web/search?q=…&count=…` with `X-Subscription-Token`; results
-//! are under `web.results` with `title`, `url`, `description` (which may hold `<strong>` tags).
+//! The `web` group: `web_search`, through Tavily (preferred) or Brave Search, at
+//! `search.tavily_url` and `search.brave_url`. The requests, the answers' parsing and the text
+//! are the core's contract (`chela_core::contract::web`), shared with the chip.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use chela_core::config as keys;
+use chela_core::contract::web::{self as contract, Hit, SEARCH, SearchArgs};
 use hyper::http::Method;
-use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::net::{Guard, Request};
@@ -31,25 +28,10 @@ const MAX_SNIPPET: usize = 500;
 
 pub struct WebSearch;
 
-#[derive(Deserialize)]
-pub struct SearchArgs {
-    query: String,
-    #[serde(default)]
-    max_results: Option<usize>,
-}
-
-/// One result, whatever the engine.
-#[derive(Debug, PartialEq, Eq)]
-pub struct Hit {
-    pub title: String,
-    pub url: String,
-    pub snippet: String,
-}
-
 impl Tool for WebSearch {
-    const NAME: &'static str = "web_search";
-    const DESCRIPTION: &'static str = "Search the web. Returns title, URL and snippet for each result.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}"#;
+    const NAME: &'static str = SEARCH.name;
+    const DESCRIPTION: &'static str = SEARCH.description;
+    const SCHEMA: &'static str = SEARCH.input_schema;
     type Args = SearchArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: SearchArgs) -> ToolResult {
@@ -57,7 +39,8 @@ impl Tool for WebSearch {
         if query.is_empty() {
             return Err(ToolError::invalid_args("The search query is empty."));
         }
-        let n = a.max_results.unwrap_or_else(|| ctx.cfg.usize(keys::SEARCH_MAX_RESULTS)).clamp(1, 20);
+        let n =
+            a.max_results.unwrap_or_else(|| ctx.cfg.usize(keys::SEARCH_MAX_RESULTS)).clamp(1, contract::MAX_RESULTS);
         let tavily = ctx.cfg.get(keys::SEARCH_TAVILY_KEY);
         let brave = ctx.cfg.get(keys::SEARCH_BRAVE_KEY);
         let hits = if !tavily.is_empty() {
@@ -74,19 +57,8 @@ impl Tool for WebSearch {
         if hits.is_empty() {
             return Ok(format!("No results for \"{query}\"."));
         }
-        Ok(render(&hits))
+        Ok(contract::render(&hits, usize::MAX))
     }
-}
-
-fn render(hits: &[Hit]) -> String {
-    let mut out = String::new();
-    for (i, h) in hits.iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        out.push_str(&format!("{}. {}\n   {}\n   {}", i + 1, h.title, h.url, h.snippet));
-    }
-    out
 }
 
 async fn fetch(ctx: &ToolCtx, engine: &str, req: Request) -> Result<Bytes, ToolError> {
@@ -115,28 +87,7 @@ fn timeout(ctx: &ToolCtx) -> Duration {
     Duration::from_secs(ctx.cfg.int(keys::HTTP_TIMEOUT_SECS).unsigned_abs())
 }
 
-/// One result as either engine sends it: Tavily calls the snippet `content`, Brave `description`.
-#[derive(Deserialize)]
-struct Item {
-    #[serde(default)]
-    title: String,
-    #[serde(default)]
-    url: String,
-    #[serde(default, alias = "description")]
-    content: String,
-}
-
-fn parse<T: serde::de::DeserializeOwned>(engine: &str, bytes: &[u8]) -> Result<T, ToolError> {
-    serde_json::from_slice(bytes).map_err(|e| ToolError::new(format!("{engine} sent an unreadable answer: {e}")))
-}
-
 async fn tavily_search(ctx: &ToolCtx, key: &str, query: &str, n: usize) -> Result<Vec<Hit>, ToolError> {
-    #[derive(Deserialize)]
-    struct Resp {
-        #[serde(default)]
-        results: Vec<Item>,
-    }
-    let body = serde_json::json!({"query": query, "max_results": n, "search_depth": "basic"}).to_string();
     let req = Request {
         method: Method::POST,
         url: format!("{}/search", ctx.cfg.get(keys::SEARCH_TAVILY_URL)),
@@ -144,33 +95,17 @@ async fn tavily_search(ctx: &ToolCtx, key: &str, query: &str, n: usize) -> Resul
             ("authorization".to_owned(), format!("Bearer {key}")),
             ("content-type".to_owned(), "application/json".to_owned()),
         ],
-        body: Bytes::from(body),
+        body: Bytes::from(contract::tavily_body(query, n)),
         timeout: timeout(ctx),
         guard: Guard::AllowAll,
     };
-    let resp: Resp = parse("Tavily", &fetch(ctx, "Tavily", req).await?)?;
-    Ok(resp
-        .results
-        .into_iter()
-        .take(n)
-        .map(|r| Hit { title: r.title, url: r.url, snippet: snippet(&r.content) })
-        .collect())
+    contract::parse_tavily(&fetch(ctx, "Tavily", req).await?, n, MAX_SNIPPET).map_err(ToolError::new)
 }
 
 async fn brave_search(ctx: &ToolCtx, key: &str, query: &str, n: usize) -> Result<Vec<Hit>, ToolError> {
-    #[derive(Deserialize)]
-    struct Resp {
-        #[serde(default)]
-        web: Option<Web>,
-    }
-    #[derive(Deserialize)]
-    struct Web {
-        #[serde(default)]
-        results: Vec<Item>,
-    }
     let req = Request {
         method: Method::GET,
-        url: format!("{}/res/v1/web/search?q={}&count={n}", ctx.cfg.get(keys::SEARCH_BRAVE_URL), percent_encode(query)),
+        url: format!("{}{}", ctx.cfg.get(keys::SEARCH_BRAVE_URL), contract::brave_path(query, n)),
         headers: vec![
             ("accept".to_owned(), "application/json".to_owned()),
             ("x-subscription-token".to_owned(), key.to_owned()),
@@ -179,49 +114,7 @@ async fn brave_search(ctx: &ToolCtx, key: &str, query: &str, n: usize) -> Result
         timeout: timeout(ctx),
         guard: Guard::AllowAll,
     };
-    let resp: Resp = parse("Brave Search", &fetch(ctx, "Brave Search", req).await?)?;
-    Ok(resp
-        .web
-        .map(|w| w.results)
-        .unwrap_or_default()
-        .into_iter()
-        .take(n)
-        // Brave marks the matched words with <strong>.
-        .map(|r| Hit { title: strip_tags(&r.title), url: r.url, snippet: snippet(&strip_tags(&r.content)) })
-        .collect())
-}
-
-fn snippet(s: &str) -> String {
-    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    let cut = chela_core::text::prefix(&one_line, MAX_SNIPPET);
-    if cut.len() < one_line.len() { format!("{cut}…") } else { one_line }
-}
-
-/// Removes HTML tags and decodes the few entities search snippets use.
-fn strip_tags(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut in_tag = false;
-    for c in s.chars() {
-        match c {
-            '<' => in_tag = true,
-            '>' if in_tag => in_tag = false,
-            c if !in_tag => out.push(c),
-            _ => {}
-        }
-    }
-    out.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'")
-}
-
-/// Percent-encodes a query parameter value (RFC 3986 unreserved characters stay as they are).
-pub fn percent_encode(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() * 3);
-    for b in s.bytes() {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
-            _ => out.push_str(&format!("%{b:02X}")),
-        }
-    }
-    out
+    contract::parse_brave(&fetch(ctx, "Brave Search", req).await?, n, MAX_SNIPPET).map_err(ToolError::new)
 }
 
 #[cfg(test)]
@@ -298,7 +191,7 @@ mod tests {
 
     #[test]
     fn encoding() {
-        assert_eq!(percent_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
-        assert_eq!(strip_tags("<b>x</b> &lt;y&gt;"), "x <y>");
+        assert_eq!(contract::percent_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        assert_eq!(contract::strip_tags("<b>x</b> &lt;y&gt;"), "x <y>");
     }
 }

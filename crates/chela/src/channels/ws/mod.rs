@@ -34,7 +34,6 @@ use futures_util::{SinkExt, StreamExt};
 use hyper::Request;
 use hyper::header::{SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
 use hyper_util::rt::TokioIo;
-use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_tungstenite::WebSocketStream;
@@ -56,8 +55,9 @@ pub const MAX_CHATS_PER_CONNECTION: usize = 64;
 /// [`Limits::ws_per_address`](Limits::ws_per_address) sockets per address, what one
 /// address can hold of `sessions.max_live` (8 × 4 of the default 64).
 pub const MAX_BUSY_CHATS_PER_CONNECTION: usize = 4;
-/// The longest chat id a client may choose: it becomes part of a file name.
-pub const MAX_CHAT_ID: usize = 128;
+use chela_proto::gateway::ClientMessage;
+/// The chat ids and messages the chip's gateway shares.
+pub use chela_proto::gateway::check_chat_id;
 
 /// What a chat connection needs of the gateway that accepted it.
 #[derive(Clone)]
@@ -205,29 +205,6 @@ impl Outlet for WsOutlet {
 
 fn event(kind: &str, content: &str, chat_id: &str) -> Value {
     json!({"type": kind, "content": content, "chat_id": chat_id})
-}
-
-/// What a client sends.
-#[derive(Deserialize)]
-struct ClientMessage {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    content: String,
-    #[serde(default)]
-    chat_id: Option<String>,
-}
-
-/// A chat id a client chose: short, and of characters a file name keeps as they are.
-pub fn check_chat_id(id: &str) -> Result<(), String> {
-    if id.is_empty() || id.len() > MAX_CHAT_ID {
-        return Err(format!("a chat_id has 1 to {MAX_CHAT_ID} characters"));
-    }
-    if !id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':' | '@')) || id.starts_with('.')
-    {
-        return Err("a chat_id may hold only letters, digits and _ - . : @ (and not start with a dot)".to_owned());
-    }
-    Ok(())
 }
 
 /// One connection, until the client leaves, is cut off, or the daemon stops.

@@ -1,0 +1,204 @@
+//! `web_search` through Tavily (preferred) or Brave Search, as both sides speak it: the
+//! request each engine is sent, its answer read into [`Hit`]s, and the text the model gets.
+//! The sides differ only in the socket and in how much of the answer they keep (the chip's
+//! budget is smaller: [`render`] takes the byte limit).
+//!
+//! Tavily: `POST …/search` with a bearer key and `{"query", "max_results", "search_depth":
+//! "basic"}`; results carry `title`, `url`, `content`. Brave: `GET
+//! …/res/v1/web/search?q=…&count=…` with `X-Subscription-Token`; results are under
+//! `web.results` with `title`, `url`, `description` (which may hold `<strong>` tags).
+
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use chela_proto::chat::ToolSpec;
+use serde::Deserialize;
+
+pub const SEARCH: ToolSpec<'static> = ToolSpec {
+    name: "web_search",
+    description: "Search the web. Returns title, URL and snippet for each result.",
+    input_schema: r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}"#,
+};
+
+/// The most results asked for.
+pub const MAX_RESULTS: usize = 20;
+
+#[derive(Debug, Deserialize)]
+pub struct SearchArgs {
+    pub query: String,
+    #[serde(default)]
+    pub max_results: Option<usize>,
+}
+
+/// One result, whatever the engine.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Hit {
+    pub title: String,
+    pub url: String,
+    pub snippet: String,
+}
+
+/// Tavily's request body.
+pub fn tavily_body(query: &str, n: usize) -> String {
+    chela_proto::json::to_string(|w| {
+        w.begin_object()
+            .field_str("query", query)
+            .field_u64("max_results", n as u64)
+            .field_str("search_depth", "basic")
+            .end_object();
+    })
+}
+
+/// Brave's path and query, after its base URL.
+pub fn brave_path(query: &str, n: usize) -> String {
+    format!("/res/v1/web/search?q={}&count={n}", percent_encode(query))
+}
+
+/// One result as either engine sends it: Tavily calls the snippet `content`, Brave `description`.
+#[derive(Deserialize)]
+struct Item {
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    url: String,
+    #[serde(default, alias = "description")]
+    content: String,
+}
+
+#[derive(Deserialize)]
+struct Tavily {
+    #[serde(default)]
+    results: Vec<Item>,
+}
+
+#[derive(Deserialize)]
+struct Brave {
+    #[serde(default)]
+    web: Option<Tavily>,
+}
+
+/// Tavily's answer: at most `n` hits, snippets on one line and at most `max_snippet` bytes.
+pub fn parse_tavily(body: &[u8], n: usize, max_snippet: usize) -> Result<Vec<Hit>, String> {
+    let r: Tavily = serde_json::from_slice(body).map_err(|e| format!("Tavily sent an unreadable answer: {e}"))?;
+    Ok(r.results
+        .into_iter()
+        .take(n)
+        .map(|r| Hit { title: r.title, url: r.url, snippet: snippet(&r.content, max_snippet) })
+        .collect())
+}
+
+/// Brave's answer, its `<strong>` marks removed.
+pub fn parse_brave(body: &[u8], n: usize, max_snippet: usize) -> Result<Vec<Hit>, String> {
+    let r: Brave = serde_json::from_slice(body).map_err(|e| format!("Brave Search sent an unreadable answer: {e}"))?;
+    Ok(r.web
+        .map(|w| w.results)
+        .unwrap_or_default()
+        .into_iter()
+        .take(n)
+        .map(|r| Hit {
+            title: strip_tags(&r.title),
+            url: r.url,
+            snippet: snippet(&strip_tags(&r.content), max_snippet),
+        })
+        .collect())
+}
+
+/// The model's text: `1. title\n   url\n   snippet`, one block per hit, cut at whole hits to at
+/// most `max_bytes` (the first hit is cut inside if it alone is longer).
+pub fn render(hits: &[Hit], max_bytes: usize) -> String {
+    let mut out = String::new();
+    for (i, h) in hits.iter().enumerate() {
+        let block = format!("{}{}. {}\n   {}\n   {}", if i > 0 { "\n" } else { "" }, i + 1, h.title, h.url, h.snippet);
+        if out.len() + block.len() > max_bytes {
+            if i == 0 {
+                out.push_str(crate::text::prefix(&block, max_bytes));
+            }
+            break;
+        }
+        out.push_str(&block);
+    }
+    out
+}
+
+fn snippet(s: &str, max: usize) -> String {
+    let one_line = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    let cut = crate::text::prefix(&one_line, max);
+    if cut.len() < one_line.len() { format!("{cut}…") } else { one_line }
+}
+
+/// Removes HTML tags and decodes the few entities search snippets use.
+pub fn strip_tags(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_tag = false;
+    for c in s.chars() {
+        match c {
+            '<' => in_tag = true,
+            '>' if in_tag => in_tag = false,
+            c if !in_tag => out.push(c),
+            _ => {}
+        }
+    }
+    out.replace("&amp;", "&").replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&#39;", "'")
+}
+
+/// Percent-encodes a query parameter value (RFC 3986 unreserved characters stay as they are).
+pub fn percent_encode(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() * 3);
+    for b in s.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// The sentence for an engine's answer other than 200.
+pub fn status_error(engine: &str, status: u16, body: &[u8]) -> String {
+    match status {
+        401 | 403 => format!("{engine} rejected the search key (HTTP {status}); the user should check it."),
+        429 => format!("{engine} is rate-limiting searches (HTTP 429); try again in a minute."),
+        432 | 433 => format!("{engine} says the plan's search quota is used up (HTTP {status})."),
+        _ => format!(
+            "{engine} answered HTTP {status}: {}",
+            crate::text::prefix(String::from_utf8_lossy(body).trim(), 200)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding() {
+        assert_eq!(percent_encode("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        assert_eq!(strip_tags("<b>x</b> &lt;y&gt;"), "x <y>");
+        assert_eq!(brave_path("a b", 3), "/res/v1/web/search?q=a%20b&count=3");
+        assert_eq!(tavily_body("q\"", 5), r#"{"query":"q\"","max_results":5,"search_depth":"basic"}"#);
+    }
+
+    #[test]
+    fn answers_are_read_trimmed_and_bounded() {
+        let body = br#"{"results":[{"title":"A","url":"u1","content":"one\n two","score":0.9},{"title":"B","url":"u2","content":"xxxxxxxxxx"},{"title":"C"}]}"#;
+        let hits = parse_tavily(body, 2, 4).unwrap();
+        assert_eq!(hits.len(), 2);
+        // Cut at 4 bytes of the one-line text, whitespace and all, as the host always did.
+        assert_eq!(hits[0].snippet, "one …");
+        assert_eq!(hits[1].snippet, "xxxx…");
+        let brave = br#"{"web":{"results":[{"title":"<b>T</b>","url":"u","description":"a &amp; b"}]}}"#;
+        assert_eq!(
+            parse_brave(brave, 5, 100).unwrap(),
+            [Hit { title: "T".into(), url: "u".into(), snippet: "a & b".into() }]
+        );
+        assert!(parse_brave(b"{}", 5, 100).unwrap().is_empty());
+        assert!(parse_tavily(b"<html>", 5, 100).unwrap_err().contains("unreadable"));
+        let text = render(&hits, 1000);
+        assert_eq!(text, "1. A\n   u1\n   one …\n2. B\n   u2\n   xxxx…");
+        // Cut at whole hits; a first hit longer than the budget is cut inside.
+        assert_eq!(render(&hits, 21), "1. A\n   u1\n   one …");
+        assert_eq!(render(&hits, 6), "1. A\n ");
+        assert!(status_error("Tavily", 432, b"").contains("quota"));
+    }
+}

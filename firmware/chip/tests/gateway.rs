@@ -1,0 +1,259 @@
+//! The chip's gateway (`chela_chip::gateway`) against a real WebSocket client (tungstenite)
+//! over loopback, and against hand-made bytes for the abuse cases.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread;
+
+use chela_chip::gateway::{self, Action, Conn, MAX_HEAD, MAX_MESSAGE};
+use chela_proto::websocket::{Message as WsMessage, encode};
+use tungstenite::Message;
+
+const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+/// Serves one connection the way the firmware's task does: the head, the upgrade, then frames;
+/// a turn is answered with `echo: …`.
+fn serve_one(mut sock: TcpStream) {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 256];
+    let end = loop {
+        let n = sock.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+        head.extend_from_slice(&buf[..n]);
+        match gateway::head_end(&head) {
+            Ok(Some(end)) => break end,
+            Ok(None) => {}
+            Err(answer) => return drop(sock.write_all(answer.as_bytes())),
+        }
+    };
+    match gateway::upgrade(&head[..end], TOKEN) {
+        Ok(answer) => sock.write_all(answer.as_bytes()).unwrap(),
+        Err(answer) => return drop(sock.write_all(answer.as_bytes())),
+    }
+    let mut conn = Conn::new(1);
+    let mut actions = Vec::new();
+    conn.feed(&head[end..], &mut actions);
+    loop {
+        for a in actions.drain(..) {
+            match a {
+                Action::Send(bytes) => sock.write_all(&bytes).unwrap(),
+                Action::Close(bytes) => return drop(sock.write_all(&bytes)),
+                Action::Turn { content, .. } => {
+                    let reply = conn.answer(Ok(&format!("echo: {content}"))).unwrap();
+                    sock.write_all(&reply).unwrap();
+                }
+            }
+        }
+        let n = sock.read(&mut buf).unwrap_or(0);
+        if n == 0 {
+            return;
+        }
+        conn.feed(&buf[..n], &mut actions);
+    }
+}
+
+fn server() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    thread::spawn(move || {
+        for sock in listener.incoming().flatten() {
+            thread::spawn(move || serve_one(sock));
+        }
+    });
+    port
+}
+
+fn json(m: Message) -> serde_json::Value {
+    serde_json::from_str(m.to_text().unwrap()).unwrap()
+}
+
+#[test]
+fn a_real_client_chats_with_the_token() {
+    let port = server();
+    let (mut ws, resp) = tungstenite::connect(format!("ws://127.0.0.1:{port}/ws?token={TOKEN}")).unwrap();
+    assert_eq!(resp.status(), 101);
+    ws.send(Message::text(r#"{"type":"message","content":"hello","chat_id":"kitchen"}"#)).unwrap();
+    let v = json(ws.read().unwrap());
+    assert_eq!(v, serde_json::json!({"type":"response","content":"echo: hello","chat_id":"kitchen"}));
+    // No chat id: the connection's own.
+    ws.send(Message::text(r#"{"type":"message","content":"again"}"#)).unwrap();
+    assert_eq!(json(ws.read().unwrap())["chat_id"], "ws_1");
+    // Pings are answered.
+    ws.send(Message::Ping(b"p".to_vec().into())).unwrap();
+    assert!(matches!(ws.read().unwrap(), Message::Pong(p) if &p[..] == b"p"));
+    ws.close(None).unwrap();
+}
+
+#[test]
+fn the_token_is_required_as_a_bearer_or_in_the_query() {
+    let port = server();
+    let url = format!("ws://127.0.0.1:{port}/");
+    let err = tungstenite::connect(&url).unwrap_err();
+    assert!(matches!(err, tungstenite::Error::Http(ref r) if r.status() == 401), "{err:?}");
+    let err = tungstenite::connect(format!("{url}?token=wrong")).unwrap_err();
+    assert!(matches!(err, tungstenite::Error::Http(ref r) if r.status() == 401), "{err:?}");
+    let mut req = tungstenite::client::IntoClientRequest::into_client_request(url.as_str()).unwrap();
+    req.headers_mut().insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+    assert!(tungstenite::connect(req).is_ok());
+}
+
+fn head(lines: &[&str]) -> Vec<u8> {
+    let mut h = lines.join("\r\n");
+    h.push_str("\r\n\r\n");
+    h.into_bytes()
+}
+
+const KEY: &str = "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==";
+
+#[test]
+fn upgrades_are_checked() {
+    let ok = |extra: &[&'static str]| {
+        let mut l = vec![
+            "GET /?token=t HTTP/1.1",
+            "Host: chip:18789",
+            "Upgrade: websocket",
+            "Connection: keep-alive, Upgrade",
+            "Sec-WebSocket-Version: 13",
+            KEY,
+        ];
+        l.extend_from_slice(extra);
+        gateway::upgrade(&head(&l), "t")
+    };
+    // RFC 6455's own example key and answer.
+    assert!(ok(&[]).unwrap().contains("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"));
+    assert!(ok(&["Origin: http://chip:18789"]).is_ok());
+    assert!(ok(&["Origin: http://evil.example"]).unwrap_err().starts_with("HTTP/1.1 403"));
+    let status = |h: &[&str], token: &str| gateway::upgrade(&head(h), token).map_err(|e| e[9..12].to_owned());
+    let up = ["Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13", KEY];
+    let with = |first: &'static str| [&[first][..], &up[..]].concat();
+    assert_eq!(status(&with("POST /?token=t HTTP/1.1"), "t").unwrap_err(), "400");
+    assert_eq!(status(&with("GET /admin?token=t HTTP/1.1"), "t").unwrap_err(), "404");
+    assert_eq!(status(&with("GET /?token=t HTTP/1.1")[..1], "t").unwrap_err(), "426");
+    // No token set on the chip: nobody gets in, not even with an empty one.
+    assert_eq!(status(&with("GET /?token= HTTP/1.1"), "").unwrap_err(), "401");
+    assert_eq!(status(&with("GET /?token=T HTTP/1.1"), "t").unwrap_err(), "401");
+    let old = ["GET /?token=t HTTP/1.1", "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 8", KEY];
+    assert_eq!(status(&old, "t").unwrap_err(), "400");
+    let nokey = ["GET /?token=t HTTP/1.1", "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13"];
+    assert_eq!(status(&nokey, "t").unwrap_err(), "400");
+    assert_eq!(gateway::upgrade(&[0xff, 0xfe, b'\r', b'\n', b'\r', b'\n'], "t").unwrap_err()[9..12].to_owned(), "400");
+}
+
+#[test]
+fn the_head_is_bounded() {
+    assert_eq!(gateway::head_end(b"GET / HTTP/1.1\r\n").unwrap(), None);
+    assert_eq!(gateway::head_end(b"GET / HTTP/1.1\r\n\r\nrest").unwrap(), Some(18));
+    let endless = vec![b'a'; MAX_HEAD];
+    assert!(gateway::head_end(&endless).unwrap_err().starts_with("HTTP/1.1 431"));
+    let mut late = vec![b'a'; MAX_HEAD];
+    late.extend_from_slice(b"\r\n\r\n");
+    assert!(gateway::head_end(&late).is_err());
+}
+
+/// A client's frame: masked, as a client must.
+fn client_frame(m: &WsMessage) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(m, Some([1, 2, 3, 4]), &mut out);
+    out
+}
+
+fn text(s: &str) -> Vec<u8> {
+    client_frame(&WsMessage::Text(s.to_owned()))
+}
+
+/// The events among `actions`, decoded.
+fn events(actions: &[Action]) -> Vec<serde_json::Value> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Send(b) => {
+                let mut d = chela_proto::websocket::Decoder::new(chela_proto::websocket::Role::Client, 1 << 16);
+                d.handle_bytes(b);
+                match d.poll_message().unwrap() {
+                    Some(WsMessage::Text(t)) => Some(serde_json::from_str(&t).unwrap()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn close_code(a: &Action) -> u16 {
+    let Action::Close(b) = a else { panic!("not a close: {a:?}") };
+    let mut d = chela_proto::websocket::Decoder::new(chela_proto::websocket::Role::Client, 1 << 16);
+    d.handle_bytes(b);
+    match d.poll_message().unwrap() {
+        Some(WsMessage::Close(code, _)) => code,
+        m => panic!("{m:?}"),
+    }
+}
+
+#[test]
+fn one_turn_at_a_time_per_connection() {
+    let mut conn = Conn::new(7);
+    let mut out = Vec::new();
+    let msg = text(r#"{"type":"message","content":"one"}"#);
+    // Byte by byte: frames may arrive in any pieces.
+    for b in &msg {
+        conn.feed(std::slice::from_ref(b), &mut out);
+    }
+    assert_eq!(out, [Action::Turn { chat_id: "ws_7".into(), content: "one".into() }]);
+    out.clear();
+    conn.feed(&text(r#"{"type":"message","content":"two","chat_id":"x"}"#), &mut out);
+    let e = events(&out);
+    assert_eq!(e[0]["type"], "error");
+    assert!(e[0]["content"].as_str().unwrap().contains("one message at a time"));
+    assert_eq!(conn.waiting(), Some("ws_7"));
+    let answer = conn.answer(Err("the model failed")).unwrap();
+    assert_eq!(
+        events(&[Action::Send(answer)])[0],
+        serde_json::json!({"type":"error","content":"the model failed","chat_id":"ws_7"})
+    );
+    assert!(conn.answer(Ok("late")).is_none());
+}
+
+#[test]
+fn abuse_is_answered_or_closed() {
+    let bad = |input: Vec<u8>| {
+        let mut conn = Conn::new(1);
+        let mut out = Vec::new();
+        conn.feed(&input, &mut out);
+        out
+    };
+    for (input, why) in [
+        (text("not json"), "not the expected JSON"),
+        (text(r#"{"type":"subscribe","content":"x"}"#), "unknown message type"),
+        (text(r#"{"type":"message","content":"  "}"#), "empty"),
+        (text(r#"{"type":"message","content":"x","chat_id":"../etc"}"#), "chat_id may hold only"),
+        (client_frame(&WsMessage::Binary(vec![1, 2])), "text frames"),
+        (text(&format!(r#"{{"type":"message","content":"x","chat_id":"{}"}}"#, "a".repeat(49))), "at most 48"),
+    ] {
+        let out = bad(input);
+        let e = events(&out);
+        assert_eq!(e.len(), 1, "{why}: {out:?}");
+        assert!(e[0]["content"].as_str().unwrap().contains(why), "{e:?}");
+    }
+    // A message over the bound, in one frame or in fragments: closed with 1009 from its header.
+    let huge = text(&format!(r#"{{"type":"message","content":"{}"}}"#, "a".repeat(MAX_MESSAGE)));
+    assert_eq!(close_code(&bad(huge[..16].to_vec())[0]), 1009);
+    // Unmasked frames (a server's) and reserved bits break the protocol: 1002.
+    let mut unmasked = Vec::new();
+    encode(&WsMessage::Text("x".into()), None, &mut unmasked);
+    assert_eq!(close_code(&bad(unmasked)[0]), 1002);
+    let mut rsv = text("x");
+    rsv[0] |= 0x40;
+    assert_eq!(close_code(&bad(rsv)[0]), 1002);
+    // A close is answered, and nothing after it is read.
+    let mut conn = Conn::new(1);
+    let mut out = Vec::new();
+    let mut input = client_frame(&WsMessage::Close(1000, String::new()));
+    input.extend(text(r#"{"type":"message","content":"after"}"#));
+    conn.feed(&input, &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(close_code(&out[0]), 1000);
+    conn.feed(&text(r#"{"type":"message","content":"later"}"#), &mut out);
+    assert_eq!(out.len(), 1);
+}
