@@ -16,6 +16,7 @@ pub(crate) mod doctor;
 mod mcp;
 mod mcp_serve;
 mod pairing;
+pub(crate) mod presence;
 mod run;
 mod service;
 mod skill;

@@ -1,0 +1,142 @@
+//! What a new user meets first, through the real binary: the small commands that must say
+//! the right thing (job names, addresses, notes only when they apply), the files a fresh
+//! workspace gets, and `chela mcp serve` fed by a pipe that closes at once.
+
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::gateway::Running;
+use crate::{Ws, finish};
+
+#[test]
+fn cron_list_shows_each_jobs_name() {
+    let ws = Ws::empty();
+    let job = r#"{"id":"tea","name":"Brew the tea","trigger":{"type":"interval","every_s":600},"action":{"type":"cap","name":"get_current_time"}}"#;
+    ws.run(&["cron", "add", job]).expect_ok();
+    let unnamed = r#"{"id":"plain","trigger":{"type":"interval","every_s":600},"action":{"type":"cap","name":"get_current_time"}}"#;
+    ws.run(&["cron", "add", unnamed]).expect_ok();
+    let list = ws.run(&["cron", "list"]);
+    list.expect_ok().stdout_has("tea  active").stdout_has("    name: Brew the tea");
+    assert_eq!(list.stdout.matches("name:").count(), 1, "a job without a name gets no name line:\n{}", list.stdout);
+}
+
+#[test]
+fn a_control_character_in_a_jobs_name_never_reaches_the_terminal() {
+    let ws = Ws::empty();
+    let job = r#"{"id":"x","name":"evil\u001b[2Jname","trigger":{"type":"interval","every_s":600},"action":{"type":"cap","name":"get_current_time"}}"#;
+    ws.run(&["cron", "add", job]).expect_ok();
+    let list = ws.run(&["cron", "list"]);
+    list.expect_ok().stdout_has("name: evil [2Jname");
+    assert!(!list.stdout.contains('\u{1b}'), "{:?}", list.stdout);
+}
+
+/// `chela mcp serve` with three lines written at once and stdin closed right after.
+fn serve_piped(ws: &Ws) -> Vec<Value> {
+    let mut child = ws.cmd(&["mcp", "serve"]).stdin(Stdio::piped()).spawn().unwrap();
+    let lines = concat!(
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"pipe","version":"1"}}}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        "\n",
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+        "\n",
+    );
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(lines.as_bytes()).unwrap();
+    drop(stdin);
+    let out = finish(child, Duration::from_secs(20));
+    out.expect_ok();
+    out.stdout.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect()
+}
+
+#[test]
+fn mcp_serve_answers_everything_read_before_stdin_ends_every_run() {
+    let ws = Ws::empty();
+    for run in 0..10 {
+        let answers = serve_piped(&ws);
+        let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+        assert_eq!(ids, [&Value::from(0), &Value::from(1)], "run {run}: {answers:?}");
+        assert!(answers[1]["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "run {run}: {answers:?}");
+    }
+}
+
+#[test]
+fn mcp_endpoint_add_prints_the_address_the_gateway_listens_on() {
+    for (listen, dial) in [("127.0.0.1:23456", "ws://127.0.0.1:23456/"), ("0.0.0.0:23457", "ws://127.0.0.1:23457/")] {
+        let mut ws = Ws::empty();
+        ws.set_env("CHELA_GATEWAY__LISTEN", listen);
+        let out = ws.run(&["mcp", "endpoint", "add", "bench"]);
+        out.expect_ok().stdout_has(&format!("MCP_ENDPOINT='{dial}"));
+        assert!(!out.stdout.contains("18789"), "{}", out.stdout);
+    }
+}
+
+#[test]
+fn restart_notes_only_when_a_daemon_serves_this_workspace() {
+    let ws = Ws::empty();
+    let out = ws.run(&["config", "set", "sessions.max_live", "9"]);
+    out.expect_ok();
+    assert!(!out.stderr.contains("restart"), "no daemon runs:\n{}", out.stderr);
+    let out = ws.run(&["config", "unset", "sessions.max_live"]);
+    assert!(!out.stderr.contains("restart"), "no daemon runs:\n{}", out.stderr);
+
+    // A daemon on another workspace is not this one's.
+    let other = Ws::empty();
+    let daemon = Running::start(&other);
+    let out = ws.run(&["config", "set", "sessions.max_live", "9"]);
+    assert!(!out.stderr.contains("restart"), "the daemon serves another workspace:\n{}", out.stderr);
+    drop(daemon);
+
+    let daemon = Running::start(&ws);
+    for key in ["sessions.max_live", "channels.telegram.token"] {
+        let value = if key == "sessions.max_live" { "9" } else { "123:abc" };
+        let out = ws.run(&["config", "set", key, value]);
+        out.expect_ok().stderr_has(&format!("a running `chela run` reads {key} only when it starts"));
+        ws.run(&["config", "unset", key]).expect_ok().stderr_has("restart it");
+    }
+    let out = ws.run(&["config", "set", "llm.model", "another-model"]);
+    out.expect_ok();
+    assert!(!out.stderr.contains("restart"), "llm.* applies to the next turn:\n{}", out.stderr);
+    drop(daemon);
+}
+
+#[test]
+fn a_fresh_workspace_gets_heartbeat_md_with_its_format_explained() {
+    let ws = Ws::empty();
+    ws.run(&["cap", "list"]).expect_ok();
+    let text = std::fs::read_to_string(ws.path().join("HEARTBEAT.md")).unwrap();
+    assert!(text.contains("<!--") && text.contains("heartbeat.interval") && text.contains("- [x]"), "{text}");
+    // The person's edits are kept.
+    std::fs::write(ws.path().join("HEARTBEAT.md"), "- [ ] water the plants\n").unwrap();
+    ws.run(&["cap", "list"]).expect_ok();
+    assert_eq!(std::fs::read_to_string(ws.path().join("HEARTBEAT.md")).unwrap(), "- [ ] water the plants\n");
+}
+
+#[cfg(feature = "web")]
+#[test]
+fn web_search_is_offered_only_with_a_search_key_and_doctor_says_how_to_set_one() {
+    use chela_testkit::{FakeLlm, Step};
+
+    use crate::{Provider, body, tool_names};
+    // doctor's own test call takes a step too.
+    let steps = (0..5).map(|i| Step::text(format!("answer {i}"))).collect();
+    let llm = FakeLlm::start(steps);
+    let mut ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    ws.chat("hi", &[]).expect_ok();
+    let offered = tool_names(Provider::Anthropic, &body(&llm, 0));
+    assert!(!offered.iter().any(|t| t == "web_search"), "{offered:?}");
+    assert!(!body(&llm, 0).to_string().contains("use web_search"), "nor its guidance in the prompt");
+    let doctor = ws.run(&["doctor"]);
+    doctor.stdout_has("web search is off").stdout_has("chela config set search.tavily_key -");
+    // A person who calls it by hand is told what to set.
+    ws.run(&["cap", "call", "web_search", r#"{"query":"x"}"#]).expect_code(1).stderr_has("search.tavily_key");
+
+    ws.set_env("CHELA_SEARCH__BRAVE_KEY", "brave-test-key");
+    ws.chat("again", &[]).expect_ok();
+    let offered = tool_names(Provider::Anthropic, &body(&llm, llm.requests().len() - 1));
+    assert!(offered.iter().any(|t| t == "web_search"), "{offered:?}");
+    ws.run(&["doctor"]).stdout_has("web search through Brave Search");
+}
