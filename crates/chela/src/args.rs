@@ -319,6 +319,16 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     // The first mistake, reported once the words show which command it was meant for.
     let mut mistake: Option<String> = None;
     loop {
+        // The word after `config set KEY` is its value even when it starts with `-` (`-5`):
+        // only the flags themselves are read as flags there.
+        if words.len() == 3
+            && words[..2] == ["config", "set"]
+            && let Some(mut raw) = p.try_raw_args()
+            && let Some(value) = raw.next_if(|a| a.to_str().is_some_and(|s| s.starts_with('-') && !is_flag(s)))
+        {
+            words.push(value.to_string_lossy().into_owned());
+            continue;
+        }
         let arg = match p.next() {
             Ok(Some(arg)) => arg,
             Ok(None) => break,
@@ -502,7 +512,12 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
             let shape = synopsis(topic);
             bail!("`chela {}` does not fit `{shape}`. {}", words.join(" "), pointer(words))
         }
-        (other, _) => bail!("unknown command `{other}`. Run `chela help` for the commands."),
+        (other, _) => match suggest_command(other) {
+            Some(close) => {
+                bail!("unknown command `{other}`. Did you mean `chela {close}`? Run `chela help` for the commands.")
+            }
+            None => bail!("unknown command `{other}`. Run `chela help` for the commands."),
+        },
     };
     let takes_session =
         matches!(command, Command::Chat(_) | Command::Skill(SkillCmd::Activate { .. } | SkillCmd::Deactivate { .. }));
@@ -513,6 +528,58 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         );
     }
     Ok(command)
+}
+
+/// Every command's first word.
+const COMMANDS: &[&str] = &[
+    "chat",
+    "config",
+    "cap",
+    "skill",
+    "pairing",
+    "doctor",
+    "service",
+    "run",
+    "console",
+    "cron",
+    "rules",
+    "heartbeat",
+    "mcp",
+    "board",
+    "device",
+    "state",
+    "help",
+];
+
+/// The command a mistyped first word most likely meant. Words shorter than three letters
+/// are too far from any to guess.
+fn suggest_command(word: &str) -> Option<&'static str> {
+    if word.chars().count() < 3 {
+        return None;
+    }
+    chela_core::config::suggest(word, COMMANDS.iter().copied())
+}
+
+/// Whether a word that starts with `-` is one of the flags, rather than a value such as `-5`.
+fn is_flag(word: &str) -> bool {
+    if let Some(long) = word.strip_prefix("--") {
+        let name = long.split('=').next().unwrap_or_default();
+        return name.is_empty()
+            || [
+                "workspace",
+                "verbose",
+                "help",
+                "version",
+                "message",
+                "session",
+                "new",
+                "device",
+                "keep-key",
+                "drop-key",
+            ]
+            .contains(&name);
+    }
+    word.len() > 1 && word[1..].chars().all(|c| matches!(c, 'v' | 'h' | 'V' | 'm'))
 }
 
 /// Refuses a message with nothing to say, before anything is sent.
@@ -589,6 +656,11 @@ mod tests {
         assert_eq!(cli(&["-vv", "doctor"]).unwrap().verbose, 2);
         let e = cli(&["chta"]).unwrap_err().to_string();
         assert!(e.contains("unknown command `chta`"), "{e}");
+        assert!(e.contains("Did you mean `chela chat`?"), "{e}");
+        let e = cli(&["doctr"]).unwrap_err().to_string();
+        assert!(e.contains("Did you mean `chela doctor`?"), "{e}");
+        let e = cli(&["xylophone"]).unwrap_err().to_string();
+        assert!(!e.contains("Did you mean"), "nothing is close: {e}");
         let e = cli(&["chat", "--bogus"]).unwrap_err().to_string();
         assert!(e.contains("--bogus"), "{e}");
     }
@@ -713,6 +785,30 @@ mod tests {
         assert!(e.contains("`chela config set KEY VALUE [--keep-key|--drop-key]`"), "{e}");
         let e = cli(&["--bogus"]).unwrap_err().to_string();
         assert!(e.contains("--bogus") && e.contains("chela help"), "no command, still an error: {e}");
+    }
+
+    #[test]
+    fn a_value_after_config_set_key_is_a_value_even_with_a_dash() {
+        let set = |k: &str, v: &str, c| Command::Config(ConfigCmd::Set(k.into(), v.into(), c));
+        assert_eq!(
+            cli(&["config", "set", "llm.max_tokens", "-5"]).unwrap().command,
+            set("llm.max_tokens", "-5", KeyChoice::Ask)
+        );
+        assert_eq!(cli(&["config", "set", "x", "-"]).unwrap().command, set("x", "-", KeyChoice::Ask));
+        assert_eq!(
+            cli(&["config", "set", "x", "--not-a-flag"]).unwrap().command,
+            set("x", "--not-a-flag", KeyChoice::Ask)
+        );
+        assert_eq!(
+            cli(&["config", "set", "x", "-1", "--keep-key"]).unwrap().command,
+            set("x", "-1", KeyChoice::Keep),
+            "flags after the value are still flags"
+        );
+        assert_eq!(cli(&["config", "set", "x", "--help"]).unwrap().command, Command::Help(Topic::ConfigSet));
+        assert_eq!(cli(&["-v", "config", "set", "x", "-v", "y"]).unwrap().verbose, 2);
+        // Anywhere else a dash still starts a flag.
+        assert!(cli(&["config", "get", "-5"]).is_err());
+        assert!(cli(&["config", "set", "x", "y", "-5"]).is_err());
     }
 
     #[test]

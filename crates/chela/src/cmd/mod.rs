@@ -22,6 +22,26 @@ mod service;
 mod skill;
 mod state;
 
+/// What `chela --version` prints: the version, the commit it was built from, and the
+/// optional parts (cargo features) this build has, so a bug report says what ran.
+pub fn version() -> String {
+    let features: Vec<&str> = [
+        (cfg!(feature = "files"), "files"),
+        (cfg!(feature = "memory"), "memory"),
+        (cfg!(feature = "web"), "web"),
+        (cfg!(feature = "http"), "http"),
+        (cfg!(feature = "lua"), "lua"),
+        (cfg!(feature = "board"), "board"),
+        (cfg!(feature = "board-linux"), "board-linux"),
+        (cfg!(feature = "voice"), "voice"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    let features = if features.is_empty() { "none".to_owned() } else { features.join(" ") };
+    format!("chela {} (commit {})\nfeatures: {features}\n", env!("CARGO_PKG_VERSION"), env!("CHELA_COMMIT"))
+}
+
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let ws = Workspace::locate(cli.workspace)?;
     match cli.command {

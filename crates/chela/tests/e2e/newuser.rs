@@ -140,3 +140,78 @@ fn web_search_is_offered_only_with_a_search_key_and_doctor_says_how_to_set_one()
     assert!(offered.iter().any(|t| t == "web_search"), "{offered:?}");
     ws.run(&["doctor"]).stdout_has("web search through Brave Search");
 }
+
+#[test]
+fn one_url_parser_refuses_an_empty_or_impossible_port_everywhere_and_names_the_setting() {
+    for bad in ["http://127.0.0.1:", "http://localhost:99999/v1"] {
+        let ws = Ws::empty();
+        let out = ws.run(&["config", "set", "llm.base_url", bad]);
+        out.expect_code(1).stderr_has("chela: ").stderr_has("`llm.base_url`").stderr_has("is not a valid port");
+        assert!(
+            !ws.path().join("overrides.toml").exists()
+                || !std::fs::read_to_string(ws.path().join("overrides.toml")).unwrap().contains(bad)
+        );
+
+        // Written by hand, the chat and doctor refuse it the same way, instead of blaming the key.
+        ws.write_config(&format!("[llm]\nbase_url = \"{bad}\"\napi_key = \"k\"\n"));
+        let chat = ws.chat("hi", &[]);
+        chat.expect_code(1).stderr_has("llm.base_url").stderr_has("is not a valid port");
+        assert!(!chat.stderr.contains("API key"), "{}", chat.stderr);
+        let doctor = ws.run(&["doctor"]);
+        doctor.expect_code(1).stdout_has("llm.base_url").stdout_has("is not a valid port");
+    }
+}
+
+#[test]
+fn a_value_after_the_key_is_a_value_even_with_a_dash() {
+    let ws = Ws::empty();
+    let out = ws.run(&["config", "set", "llm.max_tokens", "-5"]);
+    out.expect_code(1).stderr_has("`-5` is not a valid value for `llm.max_tokens`: expected a whole number from 1");
+    assert!(!out.stderr.contains("invalid option"), "{}", out.stderr);
+}
+
+#[test]
+fn mistyped_commands_and_keys_get_one_suggestion_in_the_one_error_style() {
+    let ws = Ws::empty();
+    let out = ws.run(&["chta"]);
+    out.expect_code(2).stderr_has("chela: unknown command `chta`. Did you mean `chela chat`?");
+    let out = ws.run(&["config", "get", "llm.modle"]);
+    out.expect_code(1).stderr_has("chela: unknown config key `llm.modle`. Did you mean `llm.model`?");
+    assert!(!out.stderr.contains("llm.provider"), "one suggestion, not every key: {}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+}
+
+#[test]
+fn a_toml_syntax_error_shows_the_line_and_a_caret() {
+    let ws = Ws::empty();
+    ws.write_config("[llm]\nmodel \"gpt-4.1\"\n");
+    let out = ws.run(&["config", "show"]);
+    out.expect_code(1).stderr_has("chela: ").stderr_has("chela.toml").stderr_has("line 2, column 7");
+    out.stderr_has("  2 | model \"gpt-4.1\"\n    |       ^");
+}
+
+#[test]
+fn version_names_the_commit_and_the_features() {
+    let ws = Ws::empty();
+    let out = ws.run(&["--version"]);
+    out.expect_ok();
+    let first = out.stdout.lines().next().unwrap_or_default();
+    assert!(first.starts_with(&format!("chela {} (commit ", env!("CARGO_PKG_VERSION"))), "{}", out.stdout);
+    // Built from this checkout: the commit is git's, not "unknown".
+    let head = std::process::Command::new("git")
+        .args(["-C", env!("CARGO_MANIFEST_DIR"), "rev-parse", "--short=12", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+    if let Some(head) = head {
+        assert!(first.contains(&head), "{first} names {head}");
+    }
+    let features = out.stdout.lines().nth(1).unwrap_or_default();
+    for (on, name) in
+        [(cfg!(feature = "web"), "web"), (cfg!(feature = "voice"), "voice"), (cfg!(feature = "lua"), "lua")]
+    {
+        assert_eq!(features.split_whitespace().any(|f| f == name), on, "{features}");
+    }
+    assert!(features.starts_with("features: "), "{}", out.stdout);
+}
