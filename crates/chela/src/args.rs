@@ -27,6 +27,10 @@ pub enum Command {
     Skill(SkillCmd),
     Pairing(PairingCmd),
     Doctor,
+    /// `chela status [--json]`: what the daemon of this workspace is doing.
+    Status {
+        json: bool,
+    },
     Service(ServiceCmd),
     /// `chela run`: the daemon.
     Run,
@@ -76,6 +80,7 @@ pub enum Topic {
     PairingRevoke,
     PairingClear,
     Doctor,
+    Status,
     Service,
     ServiceInstall,
     ServiceUninstall,
@@ -104,6 +109,7 @@ impl Topic {
             ("help", _) => return if words.len() > 1 { Topic::of(&words[1..]) } else { Some(Topic::Main) },
             ("chat", _) => Topic::Chat,
             ("doctor", _) => Topic::Doctor,
+            ("status", _) => Topic::Status,
             ("run", _) => Topic::Run,
             ("console", _) => Topic::Console,
             ("cron", _) => Topic::Cron,
@@ -158,6 +164,7 @@ impl Topic {
             | Topic::Skill
             | Topic::Pairing
             | Topic::Doctor
+            | Topic::Status
             | Topic::Service
             | Topic::Run
             | Topic::Console
@@ -313,6 +320,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     let mut new = false;
     let mut device = None;
     let mut key_choice = None;
+    let mut json = false;
     let mut help = false;
     let mut version = false;
     let mut words: Vec<String> = Vec::new();
@@ -366,6 +374,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
                 key_choice = Some(KeyChoice::Drop);
                 Ok(())
             }
+            Long("json") => {
+                json = true;
+                Ok(())
+            }
             Value(v) => v.string().map(|v| words.push(v)),
             other => Err(other.unexpected()),
         };
@@ -392,6 +404,11 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
         bail!("--device only goes with `chela device firmware set FILE VERSION --device ID`. {}", pointer(&words));
     }
     let mut command = command(&words, message, session, new)?;
+    match &mut command {
+        Command::Status { json: j } => *j = json,
+        _ if json => bail!("--json only goes with `chela status`. {}", pointer(&words)),
+        _ => {}
+    }
     if let Some(choice) = key_choice {
         match &mut command {
             Command::Config(ConfigCmd::Set(_, _, c) | ConfigCmd::Unset(_, c)) => *c = choice,
@@ -472,6 +489,7 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
             ),
         },
         ("doctor", []) => Command::Doctor,
+        ("status", []) => Command::Status { json: false },
         ("service", ["install"]) => Command::Service(ServiceCmd::Install),
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
@@ -504,8 +522,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("board", ["check"]) => Command::Board(None),
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
-            "config" | "cap" | "skill" | "pairing" | "doctor" | "service" | "run" | "console" | "cron" | "rules"
-            | "heartbeat" | "board" | "device" | "state",
+            "config" | "cap" | "skill" | "pairing" | "doctor" | "status" | "service" | "run" | "console" | "cron"
+            | "rules" | "heartbeat" | "board" | "device" | "state",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
@@ -538,6 +556,7 @@ const COMMANDS: &[&str] = &[
     "skill",
     "pairing",
     "doctor",
+    "status",
     "service",
     "run",
     "console",
@@ -576,6 +595,7 @@ fn is_flag(word: &str) -> bool {
                 "device",
                 "keep-key",
                 "drop-key",
+                "json",
             ]
             .contains(&name);
     }
@@ -809,6 +829,18 @@ mod tests {
         // Anywhere else a dash still starts a flag.
         assert!(cli(&["config", "get", "-5"]).is_err());
         assert!(cli(&["config", "set", "x", "y", "-5"]).is_err());
+    }
+
+    #[test]
+    fn status_takes_json_and_nothing_else_does() {
+        assert_eq!(cli(&["status"]).unwrap().command, Command::Status { json: false });
+        assert_eq!(cli(&["status", "--json"]).unwrap().command, Command::Status { json: true });
+        assert_eq!(cli(&["--json", "status"]).unwrap().command, Command::Status { json: true });
+        assert_eq!(cli(&["status", "-h"]).unwrap().command, Command::Help(Topic::Status));
+        let e = cli(&["doctor", "--json"]).unwrap_err().to_string();
+        assert!(e.contains("--json only goes with `chela status`"), "{e}");
+        assert!(cli(&["status", "now"]).is_err());
+        assert!(cli(&["statsu"]).unwrap_err().to_string().contains("Did you mean `chela status`?"));
     }
 
     #[test]

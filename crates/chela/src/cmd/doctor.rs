@@ -148,6 +148,13 @@ fn check_workspace(ws: &Workspace, r: &mut Report) {
     }
 }
 
+/// Whether a Chela gateway answers `GET /health` at `listen` (a wildcard address through
+/// loopback), for `chela status`.
+pub(crate) async fn gateway_answers(listen: &str, token: &str) -> Result<(), String> {
+    let addr = listen.parse().map_err(|_| format!("`{listen}` is not an address"))?;
+    services::health(addr, token).await
+}
+
 /// Whether `web_search` is offered: only once a search key is set.
 fn check_search(cfg: &Config, r: &mut Report) {
     if !cfg!(feature = "web") {

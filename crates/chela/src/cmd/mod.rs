@@ -21,6 +21,7 @@ mod run;
 mod service;
 mod skill;
 mod state;
+mod status;
 
 /// What `chela --version` prints: the version, the commit it was built from, and the
 /// optional parts (cargo features) this build has, so a bug report says what ran.
@@ -56,6 +57,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Device(c) => device::run(&ws, c),
         Command::State(c) => state::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
+        Command::Status { json } => status::run(&ws, json).await,
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,
         Command::Console => run::console(&ws),

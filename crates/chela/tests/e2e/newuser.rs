@@ -215,3 +215,48 @@ fn version_names_the_commit_and_the_features() {
     }
     assert!(features.starts_with("features: "), "{}", out.stdout);
 }
+
+/// A port nothing listens on now (bound and let go), for a daemon whose address a test names.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[test]
+fn status_says_whether_a_daemon_serves_this_workspace_and_what_waits() {
+    let mut ws = Ws::empty();
+    let port = free_port();
+    ws.set_env("CHELA_GATEWAY__LISTEN", &format!("127.0.0.1:{port}"));
+    let job = r#"{"id":"tea","name":"Brew the tea","trigger":{"type":"interval","every_s":600},"action":{"type":"cap","name":"get_current_time"}}"#;
+    ws.run(&["cron", "add", job]).expect_ok();
+
+    let out = ws.run(&["status"]);
+    out.expect_code(3).stdout_has("chela run: not running on").stdout_has("Brew the tea");
+    let json: Value = serde_json::from_str(&ws.run(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(json["running"], false, "{json}");
+
+    // A daemon of another workspace is not this one's.
+    let other = Ws::empty();
+    let elsewhere = Running::start(&other);
+    ws.run(&["status"]).expect_code(3);
+    drop(elsewhere);
+
+    let daemon = Running::start(&ws);
+    let out = ws.run(&["status"]);
+    out.expect_ok()
+        .stdout_has(&format!("(pid {}, up ", daemon.pid()))
+        .stdout_has(&format!("gateway:   http://127.0.0.1:{port} answers"))
+        .stdout_has("channels:  telegram off, feishu off")
+        .stdout_has("pairing:   no requests waiting")
+        .stdout_has("  tea  Brew the tea");
+    let json: Value = serde_json::from_str(&ws.run(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(json["running"], true, "{json}");
+    assert_eq!(json["daemon"]["pid"], daemon.pid(), "{json}");
+    assert_eq!(json["daemon"]["gateway_answers"], true, "{json}");
+    assert_eq!(json["daemon"]["version"], env!("CARGO_PKG_VERSION"), "{json}");
+    assert_eq!(json["next_jobs"][0]["id"], "tea", "{json}");
+
+    // Killed without a chance to tidy up: its run.json stays, but nothing vouches for it.
+    drop(daemon);
+    let out = ws.run(&["status"]);
+    out.expect_code(3).stdout_has("not running");
+}

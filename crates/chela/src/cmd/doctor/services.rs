@@ -67,7 +67,7 @@ async fn gateway_at(addr: SocketAddr, token: &str, r: &mut Report) {
 
 /// Asks whatever listens on `addr` for the gateway's `GET /health`: `Ok` when it answers as a
 /// Chela gateway does (200, `{"status":"ok"}`), else what it did instead.
-async fn health(addr: SocketAddr, token: &str) -> Result<(), String> {
+pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> {
     // A wildcard address is reached through loopback.
     let target = match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
