@@ -91,7 +91,7 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         check_cron(&ws, cfg, &mut r);
         check_rules(&ws, &mut r);
         check_state(&ws, &mut r);
-        services::check(cfg, &mut r).await;
+        services::check(&ws, cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
         match crate::channels::telegram::doctor(cfg).await {
             Some(Ok(what)) => r.ok(&what),

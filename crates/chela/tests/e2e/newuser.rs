@@ -260,3 +260,22 @@ fn status_says_whether_a_daemon_serves_this_workspace_and_what_waits() {
     let out = ws.run(&["status"]);
     out.expect_code(3).stdout_has("not running");
 }
+
+#[test]
+fn doctor_tells_this_workspaces_daemon_from_another_ones() {
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut mine = Ws::empty();
+    mine.set_env("CHELA_GATEWAY__LISTEN", &listen);
+    let mut theirs = Ws::empty();
+    theirs.set_env("CHELA_GATEWAY__LISTEN", &listen);
+    let daemon = Running::start(&mine);
+    let out = mine.run(&["doctor"]);
+    out.stdout_has(&format!(
+        "gateway address {listen} is served by a running `chela run` of this workspace (pid {})",
+        daemon.pid()
+    ));
+    let out = theirs.run(&["doctor"]);
+    out.expect_code(1)
+        .stdout_has(&format!("FAIL  gateway address {listen} is served by a Chela that is not this workspace's"));
+}
