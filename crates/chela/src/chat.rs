@@ -276,7 +276,7 @@ fn slash_command(line: &str) -> Option<Slash<'_>> {
         return None;
     }
     Some(match name {
-        "help" | "?" => Slash::Help,
+        "help" => Slash::Help,
         "new" => Slash::New,
         "model" => Slash::Model,
         "session" => Slash::Session,
