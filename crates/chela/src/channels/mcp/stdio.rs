@@ -5,9 +5,10 @@
 //! that answers them, and a writer that owns stdout. Requests run concurrently, at most
 //! [`MAX_IN_FLIGHT`] at once; past that the loop stops reading, so a flood waits in the pipe
 //! rather than in memory. `notifications/cancelled` stops the named call; at the end of stdin
-//! every request read before it is still answered, then the server exits. Batches are taken by [`Server::batch`]. Every second the
-//! settings files are looked at (as `chela run` does); when the served tools changed, an
-//! initialized handshake-era client is sent `notifications/tools/list_changed`.
+//! every request read before it is still answered, then the server exits. Batches are taken by
+//! [`Server::batch`]. Every second the settings files are looked at (as `chela run` does); when
+//! the served tools changed, an initialized handshake-era client is sent
+//! `notifications/tools/list_changed`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -146,7 +147,8 @@ where
     }
     // stdin closed. A client that pipes its requests and closes at once still reads stdout, so
     // everything read before the end is answered; each call is bounded by its own limits
-    // (tools.timeout_secs, llm.deadline_secs). A client that is really gone cancels the process.
+    // (tools.timeout_secs, llm.deadline_secs). Answers to a client that is gone meet a closed
+    // stdout and are dropped by the writer.
     while tasks.join_next().await.is_some() {}
     reader.abort();
     drop(out);
