@@ -24,8 +24,13 @@
 //! resident memory, never correctness. Without `rust-lld` the build links as before and says
 //! so. `CHELA_LINK_MAP=PATH` also writes lld's link map there (the script's input; its folder
 //! must exist).
+//!
+//! The commit: `chela --version` names the commit it was built from (`CHELA_COMMIT` at build
+//! time, else `git` in the source folder, else "unknown": a source tarball or a Docker context
+//! without `.git` still builds). The build reruns when the checked-out commit moves.
 
 use std::path::Path;
+use std::process::Command;
 
 /// Where Debian, Fedora and Arch keep the C library.
 const LIBC_PATHS: &[&str] = &[
@@ -54,6 +59,40 @@ fn main() {
     println!("cargo:rerun-if-env-changed=CHELA_LINK_MAP");
     if linux && static_musl {
         order_startup_code(&var("HOST"), &var("RUSTC"));
+    }
+    println!("cargo:rustc-env=CHELA_COMMIT={}", commit());
+}
+
+/// `HASH (DATE)` of the commit being built, or what `CHELA_COMMIT` says, or `unknown`.
+fn commit() -> String {
+    println!("cargo:rerun-if-env-changed=CHELA_COMMIT");
+    if let Ok(given) = std::env::var("CHELA_COMMIT")
+        && !given.trim().is_empty()
+    {
+        return given.trim().to_owned();
+    }
+    let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_default();
+    let git = |args: &[&str]| -> Option<String> {
+        let out = Command::new("git").arg("-C").arg(&dir).args(args).output().ok()?;
+        let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+        (out.status.success() && !text.is_empty()).then_some(text)
+    };
+    let Some(hash) = git(&["rev-parse", "--short=12", "HEAD"]) else { return "unknown".to_owned() };
+    // Rebuild when HEAD moves: HEAD itself, the branch it names, or the packed refs.
+    let mut watched = vec![git(&["rev-parse", "--git-path", "HEAD"]), git(&["rev-parse", "--git-path", "packed-refs"])];
+    if let Some(branch) = git(&["rev-parse", "--symbolic-full-name", "HEAD"]).filter(|b| b.starts_with("refs/")) {
+        watched.push(git(&["rev-parse", "--git-path", &branch]));
+    }
+    for path in watched.into_iter().flatten() {
+        let path = if Path::new(&path).is_absolute() { path } else { format!("{dir}/{path}") };
+        // A path that does not exist would make cargo run this script on every build.
+        if Path::new(&path).exists() {
+            println!("cargo:rerun-if-changed={path}");
+        }
+    }
+    match git(&["log", "-1", "--format=%cs"]) {
+        Some(date) => format!("{hash} {date}"),
+        None => hash,
     }
 }
 

@@ -412,11 +412,18 @@ impl fmt::Display for ConfigError {
         match self {
             ConfigError::UnknownKey { key, suggestion } => {
                 write!(f, "unknown config key `{key}`.")?;
+                // One suggestion when one is close; the keys of the section it names when none
+                // is; never all of them.
                 if let Some(s) = suggestion {
-                    write!(f, " Did you mean `{s}`?")?;
+                    return write!(f, " Did you mean `{s}`?");
                 }
-                f.write_str(" Valid keys: ")?;
-                for (i, k) in KEYS.iter().enumerate() {
+                let section = key.split('.').next().unwrap_or_default();
+                let mut same = KEYS.iter().filter(|k| k.section() == section).peekable();
+                if same.peek().is_none() {
+                    return f.write_str(" `chela config show` lists every key.");
+                }
+                write!(f, " The keys of [{section}]: ")?;
+                for (i, k) in same.enumerate() {
                     if i > 0 {
                         f.write_str(", ")?;
                     }
@@ -573,8 +580,13 @@ mod tests {
         let e = key("llm.modle").unwrap_err();
         assert_eq!(e, ConfigError::UnknownKey { key: "llm.modle".into(), suggestion: Some("llm.model") });
         let msg = e.to_string();
-        assert!(msg.contains("Did you mean `llm.model`?") && msg.contains("llm.provider"), "{msg}");
+        assert!(msg.contains("Did you mean `llm.model`?"), "{msg}");
+        assert!(!msg.contains("llm.provider"), "one suggestion, not every key: {msg}");
         assert!(matches!(key("zzzzzzzzzz"), Err(ConfigError::UnknownKey { suggestion: None, .. })));
+        let msg = key("zzzzzzzzzz").unwrap_err().to_string();
+        assert!(msg.contains("`chela config show` lists every key") && !msg.contains("llm.model"), "{msg}");
+        let msg = key("llm.zzzzzzzzzzzz").unwrap_err().to_string();
+        assert!(msg.contains("The keys of [llm]: llm.provider, ") && !msg.contains("agent."), "{msg}");
     }
 
     #[test]

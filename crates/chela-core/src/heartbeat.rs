@@ -16,11 +16,38 @@ use crate::zone::civil::SECS_PER_DAY;
 pub const MAX_ITEMS: usize = 100;
 pub const MAX_ITEM_LEN: usize = 500;
 
+/// What a fresh workspace's `HEARTBEAT.md` holds: a heading and a comment saying how the file
+/// is read, and no open item, so a heartbeat costs nothing until the person writes one.
+pub const HEARTBEAT_DEFAULT: &str = "\
+# Heartbeat
+
+<!--
+Every heartbeat.interval minutes (30 by default; 0 turns it off) Chela reads this file and asks
+the model to act on its open items: every line below that is not blank, not a heading (#) and
+not a ticked box (- [x]). Write one task per line, for example
+  - [ ] tell me if it will rain tomorrow
+The model ticks what it did (- [x]). heartbeat.active_hours limits when it runs, and
+heartbeat.channel with heartbeat.chat_id say where its answer goes. Nothing inside this
+comment is a task.
+-->
+";
+
 /// The lines that ask for action: not blank, not a Markdown heading (`#`…), not a checked box
-/// (`- [x]`, `* [X]`, `+ [x]`). Trimmed, at most [`MAX_ITEMS`] of them.
+/// (`- [x]`, `* [X]`, `+ [x]`), not inside an HTML comment (`<!-- … -->`, where the file
+/// explains itself). Trimmed, at most [`MAX_ITEMS`] of them.
 pub fn actionable_items(text: &str) -> Vec<&str> {
+    let mut in_comment = false;
     text.lines()
         .map(str::trim)
+        .filter(|line| {
+            if in_comment || line.starts_with("<!--") {
+                // A comment ends on the line holding `-->` (after its opening, when on one line).
+                let after_open = line.strip_prefix("<!--").unwrap_or(line);
+                in_comment = !after_open.contains("-->");
+                return false;
+            }
+            true
+        })
         .filter(|line| !line.is_empty() && !line.starts_with('#') && !is_checked(line))
         .map(|line| match line.char_indices().nth(MAX_ITEM_LEN) {
             Some((cut, _)) => &line[..cut],
@@ -124,6 +151,20 @@ mod tests {
         assert_eq!(actionable_items(text), ["- [ ] call mum", "Check the oven", "+ [ ] plus box"]);
         assert!(actionable_items("# only\n\n- [x] done\n").is_empty());
         assert!(actionable_items("").is_empty());
+    }
+
+    #[test]
+    fn comments_are_no_items_and_the_default_file_has_none() {
+        assert!(actionable_items(HEARTBEAT_DEFAULT).is_empty(), "a fresh file asks for nothing");
+        let text =
+            "<!-- one line -->\n- [ ] a\n<!--\n- [ ] hidden\n-->\n- [ ] b\n<!-- open\nstill hidden\nend -->\nc\n";
+        assert_eq!(actionable_items(text), ["- [ ] a", "- [ ] b", "c"]);
+        // An unclosed comment hides the rest, as it does in any Markdown viewer.
+        assert_eq!(actionable_items("x\n<!--\ny\n"), ["x"]);
+        assert_eq!(
+            actionable_items(&alloc::format!("{HEARTBEAT_DEFAULT}- [ ] water the plants\n")),
+            ["- [ ] water the plants"]
+        );
     }
 
     #[test]

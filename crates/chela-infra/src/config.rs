@@ -264,6 +264,13 @@ pub fn check(key: &'static Key, value: &str) -> Result<String> {
                 key.name
             );
         }
+        // The client's own parser decides, so a URL stored here is one a request can be sent
+        // to (no empty port, no port past 65535, no space in the path).
+        Kind::Url if !v.is_empty() => {
+            if let Err(e) = chela_net::Url::parse(&v) {
+                bail!("`{}` is not a valid value for `{}`: {e}", key.shown(&v), key.name);
+            }
+        }
         Kind::Proxy if !v.is_empty() => {
             if let Err(e) = chela_net::Proxy::parse(&v) {
                 // The parser's message is masked too: the one mechanism covers every output.

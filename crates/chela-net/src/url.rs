@@ -105,6 +105,7 @@ pub(crate) fn parse_host_port(authority: &str) -> Result<(String, Option<IpAddr>
     let port = match port {
         None => None,
         Some(p) => match p.parse::<u16>() {
+            _ if p.is_empty() => return Err("an empty port (nothing after `:`) is not a valid port".into()),
             Ok(0) | Err(_) => return Err(format!("`{p}` is not a valid port")),
             Ok(n) => Some(n),
         },

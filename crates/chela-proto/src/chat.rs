@@ -508,6 +508,8 @@ pub enum Update<'a> {
     Text(&'a str),
     /// The model started a tool call.
     ToolUseStart { id: &'a str, name: &'a str },
+    /// The call failed in a way worth retrying (`why`); it is made again in `wait_ms`.
+    Retrying { why: &'a str, wait_ms: u64 },
 }
 
 /// Tool-call arguments that are not a JSON object.

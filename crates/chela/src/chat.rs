@@ -1,8 +1,11 @@
 //! `chela chat`: the terminal channel.
 //!
-//! Interactive: a prompt, answers streamed as they arrive, each tool call shown as it runs.
-//! One-shot (`-m`): the reply alone on stdout, everything else on stderr, a non-zero exit on
-//! failure. Ctrl-C during a turn cancels the turn; at the prompt it leaves.
+//! Interactive: a prompt, answers streamed as they arrive, each tool call shown as it runs,
+//! and slash commands (`/help` lists them) that never reach the model. One-shot (`-m`): the
+//! reply alone on stdout, everything else on stderr, a non-zero exit on failure. Ctrl-C during
+//! a turn cancels the turn; at a terminal's prompt it clears the line, and on an empty line
+//! says how to leave (Ctrl-D, `/quit`). While the model is silent a "thinking…" shows on
+//! stderr when it is a terminal, and each retry is announced with its wait.
 //!
 //! The turns go through the session's owner ([`SessionHub`]), as every channel's do.
 
@@ -86,6 +89,7 @@ impl Chat {
             cancel: cancel.clone(),
             observer: Box::new(term.clone()),
         })?;
+        term.lock().thinking();
         let done = pending.finish();
         tokio::pin!(done);
         loop {
@@ -162,7 +166,7 @@ async fn one_shot(chat: &Chat, message: String, ctrl_c: &mut CtrlC) -> Result<Ex
         }
         TurnEnd::Failed(e) => {
             term.end_line();
-            eprintln!("{}", chat.app.explain(&e));
+            eprintln!("chela: {}", chat.app.explain(&e));
             Ok(ExitCode::FAILURE)
         }
     }
@@ -173,7 +177,7 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
     let mut input = Input::open(app.base.ws.root());
     let color = color_enabled();
     eprintln!(
-        "Chela {} — {} · model {} · session {}. /new starts over, /exit or Ctrl-D leaves.",
+        "Chela {} — {} · model {} · session {}. /help lists the commands; Ctrl-D or /quit leaves.",
         env!("CARGO_PKG_VERSION"),
         app.provider.describe(),
         app.provider.model,
@@ -183,26 +187,48 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
         ctrl_c.reset();
         let line = tokio::select! {
             l = input.next(if color { "\x1b[1m› \x1b[0m" } else { "› " }) => l,
+            // A signal reaches the prompt only when no line editor reads the keys (a pipe).
             () = ctrl_c.interrupted() => Line::End,
         };
-        let Line::Text(line) = line else {
-            outln!();
-            return Ok(ExitCode::SUCCESS);
+        let line = match line {
+            Line::Text(line) => line,
+            Line::Interrupted => {
+                eprintln!("(to leave, press Ctrl-D or type /quit)");
+                continue;
+            }
+            Line::Cleared => continue,
+            Line::End => {
+                eprintln!();
+                return Ok(ExitCode::SUCCESS);
+            }
         };
         let line = line.trim();
-        match line {
-            "" => continue,
-            "/exit" | "/quit" => return Ok(ExitCode::SUCCESS),
-            "/new" => {
-                chat.restart().await?;
-                eprintln!("Started a new session; the old one is in {}.", path.with_file_name("archive").display());
-                continue;
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(command) = slash_command(line) {
+            match command {
+                Slash::Quit => return Ok(ExitCode::SUCCESS),
+                Slash::New => {
+                    chat.restart().await?;
+                    eprintln!("Started a new session; the old one is in {}.", path.with_file_name("archive").display());
+                }
+                Slash::Help => eprintln!("{SLASH_HELP}"),
+                Slash::Model => eprintln!(
+                    "model {} · {}. Change it with `chela config set llm.model NAME` (from the next chat on).",
+                    app.provider.model,
+                    app.provider.describe()
+                ),
+                Slash::Session => eprintln!(
+                    "session {} · {}. `chela chat --session NAME` opens another; /new starts this one over.",
+                    chat.session,
+                    path.display()
+                ),
+                Slash::Unknown(name) => {
+                    eprintln!("unknown command /{name}; nothing was sent. /help lists the commands.")
+                }
             }
-            "/help" => {
-                eprintln!("/new starts a fresh conversation, /exit leaves. Ctrl-C stops a turn.");
-                continue;
-            }
-            _ => {}
+            continue;
         }
         let shared = SharedTerminal::new(true);
         ctrl_c.reset();
@@ -220,6 +246,43 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
             }
         }
     }
+}
+
+/// What `/help` prints.
+const SLASH_HELP: &str = "\
+/help      this list
+/new       start a fresh conversation (the old one is archived)
+/model     the model and provider answering
+/session   this conversation's name and file
+/quit      leave (also /exit, or Ctrl-D)
+Ctrl-C stops an answer; at the prompt it clears the line.";
+
+/// A line the chat answers itself.
+#[derive(Debug, PartialEq, Eq)]
+enum Slash<'a> {
+    Help,
+    New,
+    Model,
+    Session,
+    Quit,
+    Unknown(&'a str),
+}
+
+/// The slash command `line` is, if it is one: `/word` alone. A line that only starts with a
+/// slash (`/etc/hosts is missing`) is a message.
+fn slash_command(line: &str) -> Option<Slash<'_>> {
+    let name = line.strip_prefix('/')?;
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return None;
+    }
+    Some(match name {
+        "help" => Slash::Help,
+        "new" => Slash::New,
+        "model" => Slash::Model,
+        "session" => Slash::Session,
+        "quit" | "exit" => Slash::Quit,
+        other => Slash::Unknown(other),
+    })
 }
 
 fn color_enabled() -> bool {
@@ -295,6 +358,10 @@ impl Observer for SharedTerminal {
     fn tool_finished(&mut self, call: &ToolCall, result: &ToolResult, elapsed: Duration) {
         self.lock().tool_finished(call, result, elapsed);
     }
+
+    fn retrying(&mut self, why: &str, wait: Duration) {
+        self.lock().retrying(why, wait);
+    }
 }
 
 /// Shows a turn in the terminal.
@@ -306,11 +373,48 @@ struct Terminal {
     round: String,
     /// Whether stdout's cursor is at the start of a line.
     at_line_start: bool,
+    /// stderr is a terminal: "thinking…" can be shown there and taken back.
+    indicate: bool,
+    /// "thinking…" is on the screen now.
+    thinking: bool,
 }
 
 impl Terminal {
     fn new(live: bool) -> Terminal {
-        Terminal { live, color: color_enabled(), round: String::new(), at_line_start: true }
+        Terminal {
+            live,
+            color: color_enabled(),
+            round: String::new(),
+            at_line_start: true,
+            indicate: std::io::stderr().is_terminal(),
+            thinking: false,
+        }
+    }
+
+    /// Shows "thinking…" on stderr until the next text, tool or end: the model is working.
+    fn thinking(&mut self) {
+        if self.indicate && !self.thinking && self.at_line_start {
+            eprint!("{}", self.dim("thinking…"));
+            let _ = std::io::stderr().flush();
+            self.thinking = true;
+        }
+    }
+
+    /// Takes "thinking…" back off its line.
+    fn done_thinking(&mut self) {
+        if self.thinking {
+            eprint!("\r\x1b[K");
+            let _ = std::io::stderr().flush();
+            self.thinking = false;
+        }
+    }
+
+    fn retrying(&mut self, why: &str, wait: Duration) {
+        self.done_thinking();
+        self.end_line();
+        let line = format!("{why}, retrying in {}", format_wait(wait));
+        eprintln!("{}", self.dim(&line));
+        self.thinking();
     }
 
     fn dim(&self, s: &str) -> String {
@@ -318,6 +422,7 @@ impl Terminal {
     }
 
     fn end_line(&mut self) {
+        self.done_thinking();
         if !self.at_line_start {
             outln!();
             self.at_line_start = true;
@@ -328,6 +433,7 @@ impl Terminal {
 
 impl Observer for Terminal {
     fn text(&mut self, text: &str) {
+        self.done_thinking();
         self.round.push_str(text);
         if self.live {
             out!("{text}");
@@ -368,6 +474,8 @@ impl Observer for Terminal {
         } else {
             eprintln!("{}", self.dim(&line));
         }
+        // The model reads the result and answers next.
+        self.thinking();
     }
 }
 
@@ -378,6 +486,11 @@ fn short_args(json: &str) -> String {
         return one_line;
     }
     format!("{}…", chela_core::text::prefix(&one_line, 79))
+}
+
+/// A retry's wait as people say it: whole seconds from one second up.
+fn format_wait(d: Duration) -> String {
+    if d >= Duration::from_secs(1) { format!("{} s", d.as_secs_f64().round()) } else { format!("{} ms", d.as_millis()) }
 }
 
 fn format_duration(d: Duration) -> String {
@@ -418,6 +531,26 @@ mod tests {
         ] {
             assert_eq!(strip_final_newline(raw.to_owned()), want, "{raw:?}");
         }
+    }
+
+    #[test]
+    fn slash_commands_are_words_after_a_slash_and_paths_are_messages() {
+        assert_eq!(slash_command("/help"), Some(Slash::Help));
+        assert_eq!(slash_command("/exit"), Some(Slash::Quit));
+        assert_eq!(slash_command("/quit"), Some(Slash::Quit));
+        assert_eq!(slash_command("/model"), Some(Slash::Model));
+        assert_eq!(slash_command("/session"), Some(Slash::Session));
+        assert_eq!(slash_command("/new"), Some(Slash::New));
+        assert_eq!(slash_command("/foo"), Some(Slash::Unknown("foo")));
+        for message in ["/etc/hosts is missing", "/ alone", "/", "hello /help", "/new please"] {
+            assert_eq!(slash_command(message), None, "{message}");
+        }
+        for name in ["help", "new", "model", "session", "quit"] {
+            assert!(SLASH_HELP.contains(&format!("/{name} ")), "/help lists /{name}");
+        }
+        assert_eq!(format_wait(Duration::from_millis(4000)), "4 s");
+        assert_eq!(format_wait(Duration::from_millis(1600)), "2 s");
+        assert_eq!(format_wait(Duration::from_millis(250)), "250 ms");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use chela::args::{self, Command};
 use chela::cmd;
-use chela::{out, outln};
+use chela::out;
 
 fn main() -> ExitCode {
     let cli = match args::parse(std::env::args_os().skip(1)) {
@@ -21,7 +21,7 @@ fn main() -> ExitCode {
             return ExitCode::SUCCESS;
         }
         Command::Version => {
-            outln!("chela {}", env!("CARGO_PKG_VERSION"));
+            out!("{}", chela::cmd::version());
             return ExitCode::SUCCESS;
         }
         _ => {}

@@ -40,11 +40,13 @@ pub fn daily_path(ws: &Workspace, date: Date) -> PathBuf {
     memory_dir(ws).join(format!("{date}.md"))
 }
 
-/// Writes the default memory files that are missing. Returns the names written.
+/// Writes the default memory files that are missing, and `HEARTBEAT.md` (whose comment says
+/// how the heartbeat reads it). Returns the names written.
 pub fn ensure_defaults(ws: &Workspace) -> io::Result<Vec<&'static str>> {
     std::fs::create_dir_all(memory_dir(ws))?;
     let mut written = Vec::new();
-    for (name, text) in FILES {
+    let heartbeat = ("HEARTBEAT.md", chela_core::heartbeat::HEARTBEAT_DEFAULT);
+    for (name, text) in FILES.into_iter().chain([heartbeat]) {
         if create_if_missing(&ws.root().join(name), text.as_bytes())? {
             written.push(name);
         }
@@ -194,7 +196,7 @@ mod tests {
     #[test]
     fn defaults_are_written_once_and_edits_are_kept() {
         let (_d, ws) = ws();
-        assert_eq!(ensure_defaults(&ws).unwrap(), ["SOUL.md", "AGENTS.md", "USER.md", "MEMORY.md"]);
+        assert_eq!(ensure_defaults(&ws).unwrap(), ["SOUL.md", "AGENTS.md", "USER.md", "MEMORY.md", "HEARTBEAT.md"]);
         std::fs::write(ws.root().join("SOUL.md"), "I am a pirate.").unwrap();
         std::fs::remove_file(ws.root().join("USER.md")).unwrap();
         assert_eq!(ensure_defaults(&ws).unwrap(), ["USER.md"]);

@@ -38,6 +38,8 @@ pub trait Observer {
     fn reply_done(&mut self, tools_follow: bool);
     fn tool_started(&mut self, call: &ToolCall);
     fn tool_finished(&mut self, call: &ToolCall, result: &ToolResult, elapsed: Duration);
+    /// The model call failed for a passing reason (`why`) and is made again after `wait`.
+    fn retrying(&mut self, _why: &str, _wait: Duration) {}
 }
 
 /// For turns whose progress nobody watches: answers sent whole, scheduled jobs, callers that
@@ -237,10 +239,10 @@ pub async fn run_turn(
                 let registry = agent.toolbox.registry();
                 let extra = scope_with_skills(agent, &registry, &req.scope);
                 let tools = registry.tools_for(Scope { extra_visible: &extra });
-                let mut on_update = |u: Update<'_>| {
-                    if let Update::Text(t) = u {
-                        obs.text(t);
-                    }
+                let mut on_update = |u: Update<'_>| match u {
+                    Update::Text(t) => obs.text(t),
+                    Update::Retrying { why, wait_ms } => obs.retrying(why, Duration::from_millis(wait_ms)),
+                    Update::ToolUseStart { .. } => {}
                 };
                 let result = tokio::select! {
                     r = agent.provider.complete(&call, &tools, &mut on_update) => Some(r),

@@ -55,16 +55,85 @@ pub(super) fn parse(text: &str) -> Result<Parsed> {
     Ok(out)
 }
 
-/// A TOML syntax error with its line, never the text of the line: it may hold a secret.
+/// A TOML syntax error with its line and column, the line shown with a caret under the
+/// spot. Only what cannot be a secret is shown as written: a section header, and the value of
+/// a known setting that is not a credential; every other character after the `=` (or of a line
+/// that is no `key = value`) is a `*`, so the caret still points at the right column.
 pub(super) fn syntax_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
     let message = e.message().trim();
-    match e.span() {
-        Some(span) => {
-            let line = text.as_bytes()[..span.start.min(text.len())].iter().filter(|b| **b == b'\n').count() + 1;
-            anyhow::anyhow!("line {line}: {message}")
-        }
-        None => anyhow::anyhow!("{message}"),
+    let Some(span) = e.span() else { return anyhow::anyhow!("{message}") };
+    let at = floor_char_boundary(text, span.start.min(text.len()));
+    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    let number = text[..at].matches('\n').count() + 1;
+    let section = section_before(&text[..line_start]);
+    let raw = text[line_start..line_end].trim_end_matches('\r');
+    let shown = masked_line(raw, &section);
+    let column = text[line_start..at].chars().count();
+    let (window, caret) = window(&shown, column);
+    let gutter = " ".repeat(number.to_string().len());
+    anyhow::anyhow!(
+        "line {number}, column {}: {message}\n  {number} | {window}\n  {gutter} | {}^",
+        column + 1,
+        " ".repeat(caret)
+    )
+}
+
+fn floor_char_boundary(text: &str, mut i: usize) -> usize {
+    while !text.is_char_boundary(i) {
+        i -= 1;
     }
+    i
+}
+
+/// The `[section]` the last header before `text`'s end opens (empty at the top).
+fn section_before(text: &str) -> String {
+    text.lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('[') && !l.starts_with("[["))
+        .map(|l| l.trim_start_matches('[').split(']').next().unwrap_or("").trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// `line` with what may be a secret replaced by `*`, char for char.
+fn masked_line(line: &str, section: &str) -> String {
+    let trimmed = line.trim_start();
+    if trimmed.starts_with('[') || trimmed.starts_with('#') || trimmed.is_empty() {
+        return line.to_owned();
+    }
+    let star = |s: &str| s.chars().map(|c| if c.is_whitespace() { c } else { '*' }).collect::<String>();
+    // The name is what comes before `=`, or the first word when the `=` is what is missing.
+    let (name, value) = match line.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (trimmed.split_whitespace().next().unwrap_or_default(), None),
+    };
+    let field = name.trim().trim_matches('"');
+    let full = if section.is_empty() { field.to_owned() } else { format!("{section}.{field}") };
+    let plain = model::key(&full).is_ok_and(|k| !k.is_secret()) && !model::is_secret_name(field);
+    match value {
+        _ if plain => line.to_owned(),
+        Some(value) => format!("{name}={}", star(value)),
+        None => star(line),
+    }
+}
+
+/// At most [`SHOWN_CHARS`] of `line` around `column`, and where the caret goes in them.
+fn window(line: &str, column: usize) -> (String, usize) {
+    const SHOWN_CHARS: usize = 100;
+    let chars: Vec<char> = line.chars().collect();
+    let from = column.saturating_sub(SHOWN_CHARS / 2).min(chars.len().saturating_sub(SHOWN_CHARS));
+    let to = (from + SHOWN_CHARS).min(chars.len());
+    let mut shown: String = chars[from..to].iter().map(|c| if c.is_control() { ' ' } else { *c }).collect();
+    let mut caret = column - from;
+    if from > 0 {
+        shown.insert(0, '…');
+        caret += 1;
+    }
+    if to < chars.len() {
+        shown.push('…');
+    }
+    (shown, caret)
 }
 
 /// Collects the leaves under a typed root: known keys into `values`, the rest into `typed`.

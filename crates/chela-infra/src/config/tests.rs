@@ -258,3 +258,54 @@ fn xiaozhi_and_voice_keys_are_checked_and_secrets_masked() {
         assert!(!shown.contains("0123456789") && shown.contains("****"), "{shown}");
     }
 }
+
+#[test]
+fn urls_are_checked_by_the_clients_parser_and_the_error_names_the_setting() {
+    for (bad, why) in [
+        ("http://127.0.0.1:", "is not a valid port"),
+        ("http://localhost:99999/v1", "`99999` is not a valid port"),
+        ("http://localhost:0/v1", "`0` is not a valid port"),
+        ("http://[::1/v1", "missing `]`"),
+        ("http://example.com/a b", "URL with a host"),
+    ] {
+        let e = check(chela_core::config::LLM_BASE_URL, bad).unwrap_err().to_string();
+        assert!(e.contains("`llm.base_url`") && e.contains(why), "{bad}: {e}");
+        // Wherever the value comes from, the same parser refuses it.
+        let file = format!("[llm]\nbase_url = \"{bad}\"\n");
+        let e = Config::from_layers(Some(&file), None, &[]).unwrap_err();
+        assert!(format!("{e:#}").contains("llm.base_url"), "{e:#}");
+        let e = Config::from_layers(None, None, &env(&[("CHELA_SEARCH__BRAVE_URL", bad)])).unwrap_err();
+        assert!(format!("{e:#}").contains("search.brave_url"), "{e:#}");
+    }
+    for good in ["http://127.0.0.1:8080/v1", "https://api.openai.com/v1", "http://[::1]:3000", ""] {
+        check(chela_core::config::LLM_BASE_URL, good).unwrap_or_else(|e| panic!("{good}: {e}"));
+    }
+}
+
+#[test]
+fn a_toml_syntax_error_shows_the_line_and_a_caret_and_masks_what_may_be_secret() {
+    let e = Config::from_layers(Some("[llm]\nprovider \"openai\"\n"), None, &[]).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(msg.contains("line 2, column 10"), "{msg}");
+    assert!(msg.contains("  2 | provider \"openai\"\n    |          ^"), "{msg}");
+
+    // A credential's value is starred, char for char, so the caret still lines up.
+    let e = Config::from_layers(Some("[llm]\napi_key = sk-secret-1 x\n"), None, &[]).unwrap_err();
+    let msg = format!("{e:#}");
+    assert!(!msg.contains("sk-secret-1"), "{msg}");
+    assert!(msg.contains("  2 | api_key = *********** *"), "{msg}");
+    // A line that is no `key = value` could be a pasted key: starred too.
+    let e = Config::from_layers(Some("[llm]\nsk-pasted-secret\n"), None, &[]).unwrap_err();
+    assert!(!format!("{e:#}").contains("sk-pasted-secret"), "{e:#}");
+    // Unknown names (typed sections, typos) are starred as well.
+    let e = Config::from_layers(Some("[channels.telegram]\ntokn = 12:ab\n"), None, &[]).unwrap_err();
+    assert!(!format!("{e:#}").contains("12:ab"), "{e:#}");
+    // A long line is shown around the spot, the caret under it.
+    let long = format!("[llm]\nmodel = \"{}\" junk\n", "m".repeat(300));
+    let msg = format!("{:#}", Config::from_layers(Some(&long), None, &[]).unwrap_err());
+    let lines: Vec<&str> = msg.lines().collect();
+    let (shown, caret) = (lines[lines.len() - 2], lines[lines.len() - 1]);
+    assert!(shown.chars().count() < 120, "{shown}");
+    let at = caret.chars().position(|c| c == '^').unwrap();
+    assert_eq!(shown.chars().nth(at), Some('j'), "{shown}\n{caret}");
+}

@@ -30,6 +30,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::State => "chela state [check] | state trust FILE",
         Topic::PairingClear => "chela pairing clear [CHANNEL]",
         Topic::Doctor => "chela doctor",
+        Topic::Status => "chela status [--json]",
         Topic::Service => "chela service <install|uninstall|status>",
         Topic::ServiceInstall => "chela service install",
         Topic::ServiceUninstall => "chela service uninstall",
@@ -75,6 +76,7 @@ pub fn text(topic: Topic) -> String {
         Topic::State => ("check the seals of the pairing, device and endpoint stores, or trust one.", STATE),
         Topic::PairingClear => ("deny every waiting pairing request.", PAIRING_CLEAR),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
+        Topic::Status => ("what the daemon of this workspace is doing, and what waits for you.", STATUS),
         Topic::Service => ("run Chela as a systemd user service.", SERVICE),
         Topic::ServiceInstall => ("install and start the systemd user service.", SERVICE_INSTALL),
         Topic::ServiceUninstall => ("stop and remove the systemd user service.", SERVICE_UNINSTALL),
@@ -131,6 +133,7 @@ Commands:
                           Take an approved sender's access away
   pairing clear [CHANNEL] Deny every waiting request (a queue strangers filled)
   doctor                  Check the configuration, workspace and provider
+  status [--json]         Whether `chela run` serves this workspace, and what waits for you
   service install|uninstall|status
                           Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
@@ -349,6 +352,18 @@ answers (one small request). Each problem comes with what to do about it.
 
 Example:
   chela doctor
+";
+
+const STATUS: &str = "\
+Whether a `chela run` serves this workspace (a daemon of another workspace does not count):
+its process id, version, uptime and address, and whether its gateway answers. Then the
+channels configured, the voice devices (approved, seen lately, waiting), the pairing
+requests waiting for you, and the next scheduled jobs. --json prints the same as JSON for
+scripts. Exit status: 0 when a daemon runs here, 3 when none does.
+
+Examples:
+  chela status
+  chela status --json
 ";
 
 const STATE: &str = "\

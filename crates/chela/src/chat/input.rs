@@ -1,8 +1,10 @@
 //! Where the interactive chat's lines come from.
 //!
 //! A terminal gets a line editor (rustyline: arrows, Ctrl-A/E, Ctrl-R search) with a history
-//! kept in the workspace's `.chat_history`. Anything else (a pipe, a file, a test) is read as
-//! plain lines, and the prompt is printed on stdout as before.
+//! kept in the workspace's `.chat_history`. Ctrl-C there clears a typed line, as shells do; on
+//! an empty line it is reported, so the chat can say how to leave (Ctrl-D). Anything else (a
+//! pipe, a file, a test) is read as plain lines, with the prompt on stderr: stdout carries
+//! only the answers.
 //!
 //! Both read on a thread of their own, so a read that never finishes never holds up exit. The
 //! editor is asked for one line at a time: between lines the terminal is left alone, so a
@@ -10,6 +12,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
 
@@ -28,7 +32,11 @@ const MAX_PLAIN_LINE: u64 = 256 * 1024;
 /// What a request for a line gives back.
 pub enum Line {
     Text(String),
-    /// Ctrl-D, Ctrl-C at the prompt, or the end of the input: leave.
+    /// Ctrl-C on an empty line of the editor.
+    Interrupted,
+    /// Ctrl-C on a line with text in the editor: the text is dropped.
+    Cleared,
+    /// Ctrl-D, or the end of the input: leave.
     End,
 }
 
@@ -63,8 +71,8 @@ impl Input {
                 answers.recv().await.unwrap_or(Line::End)
             }
             Input::Plain(lines) => {
-                out!("{prompt}");
-                let _ = std::io::stdout().flush();
+                eprint!("{prompt}");
+                let _ = std::io::stderr().flush();
                 lines.recv().await.map_or(Line::End, Line::Text)
             }
         }
@@ -74,7 +82,9 @@ impl Input {
 fn editor(history_path: PathBuf) -> rustyline::Result<Input> {
     use rustyline::error::ReadlineError;
     let config = rustyline::Config::builder().max_history_size(MAX_HISTORY_LINES)?.auto_add_history(false).build();
-    let mut ed = rustyline::DefaultEditor::with_config(config)?;
+    let mut ed = rustyline::Editor::<Watch, rustyline::history::DefaultHistory>::with_config(config)?;
+    let typed = Arc::new(AtomicBool::new(false));
+    ed.set_helper(Some(Watch(Arc::clone(&typed))));
     for line in load_history(&history_path) {
         ed.add_history_entry(line)?;
     }
@@ -82,6 +92,7 @@ fn editor(history_path: PathBuf) -> rustyline::Result<Input> {
     let (tx, answers) = mpsc::channel(1);
     std::thread::spawn(move || {
         while let Ok(prompt) = asked.recv() {
+            typed.store(false, Ordering::Relaxed);
             let line = match ed.readline(&prompt) {
                 Ok(line) => {
                     if !line.trim().is_empty() {
@@ -92,7 +103,10 @@ fn editor(history_path: PathBuf) -> rustyline::Result<Input> {
                     }
                     Line::Text(line)
                 }
-                Err(ReadlineError::Interrupted | ReadlineError::Eof) => Line::End,
+                // The editor leaves the line; the next prompt starts empty, as in a shell.
+                Err(ReadlineError::Interrupted) if typed.load(Ordering::Relaxed) => Line::Cleared,
+                Err(ReadlineError::Interrupted) => Line::Interrupted,
+                Err(ReadlineError::Eof) => Line::End,
                 Err(e) => {
                     tracing::warn!("the terminal cannot be read: {e}");
                     Line::End
@@ -105,6 +119,25 @@ fn editor(history_path: PathBuf) -> rustyline::Result<Input> {
     });
     Ok(Input::Editor { ask, answers })
 }
+
+/// Tells whether the line being edited holds text, for Ctrl-C: the editor reports an
+/// interrupt without the line, and calls its hinter on every change of it.
+struct Watch(Arc<AtomicBool>);
+
+impl rustyline::hint::Hinter for Watch {
+    type Hint = String;
+    fn hint(&self, line: &str, _: usize, _: &rustyline::Context<'_>) -> Option<String> {
+        self.0.store(!line.is_empty(), Ordering::Relaxed);
+        None
+    }
+}
+
+impl rustyline::completion::Completer for Watch {
+    type Candidate = String;
+}
+impl rustyline::highlight::Highlighter for Watch {}
+impl rustyline::validate::Validator for Watch {}
+impl rustyline::Helper for Watch {}
 
 /// The history's last [`MAX_HISTORY_LINES`] lines, oldest first. A file that has grown past the
 /// bound is rewritten with those lines only. A missing or unreadable file is an empty history.

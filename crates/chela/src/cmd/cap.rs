@@ -35,7 +35,7 @@ async fn run_cmd(base: &Base, cmd: CapCmd) -> Result<ExitCode> {
                     Ok(ExitCode::SUCCESS)
                 }
                 Err(e) => {
-                    eprintln!("{id}: {e}");
+                    eprintln!("chela: {id}: {e}");
                     Ok(ExitCode::FAILURE)
                 }
             }

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result, anyhow, bail};
 use chela_core::config as model;
 
+use super::presence::daemon_running;
 use crate::args::ConfigCmd;
 use crate::config::{Config, reset_overrides, restart_note, set_overrides, show, unset_override_with};
 use crate::workspace::Workspace;
@@ -37,14 +38,14 @@ pub fn run(ws: &Workspace, cmd: ConfigCmd) -> Result<ExitCode> {
                     k.shown(&v)
                 );
             }
-            if let Some(note) = restart_note(k.name) {
+            if let Some(note) = restart_note(k.name).filter(|_| daemon_running(ws)) {
                 eprintln!("{note}");
             }
         }
         ConfigCmd::Unset(key, choice) => {
             if unset_override_with(ws, &key, choice)? {
                 outln!("{key}: runtime override removed");
-                if let Some(note) = restart_note(&key) {
+                if let Some(note) = restart_note(&key).filter(|_| daemon_running(ws)) {
                     eprintln!("{note}");
                 }
             } else {

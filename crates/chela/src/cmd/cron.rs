@@ -77,6 +77,11 @@ fn list(sched: &Scheduler, now: i64) -> String {
         let when = serde_json::to_string(&j.trigger).unwrap_or_default();
         let next = v.next_fire_local.as_deref().unwrap_or("-");
         let _ = writeln!(out, "{}  {state}  next: {next}  {when}", j.id);
+        if !j.name.trim().is_empty() {
+            // The model may have named the job: no control character reaches the terminal.
+            let name: String = j.name.chars().map(|c| if c.is_control() { ' ' } else { c }).collect();
+            let _ = writeln!(out, "    name: {}", name.trim());
+        }
         if let Some(m) = &j.made_by {
             let approval = if v.pending {
                 format!("; acts on another chat: waits for your approval (`chela cron approve {}`)", j.id)

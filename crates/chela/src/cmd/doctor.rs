@@ -41,6 +41,12 @@ impl Report {
         }
     }
 
+    /// Something that works as set up but could do more; no warning is counted.
+    pub(crate) fn note(&mut self, what: &str, how: &str) {
+        self.line(format!("note  {what}"));
+        self.line(format!("      to turn it on: {how}"));
+    }
+
     pub(crate) fn fail(&mut self, what: &str, fix: &str) {
         self.failures += 1;
         self.line(format!("FAIL  {what}"));
@@ -81,10 +87,11 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
             if tz.is_empty() { format!("{} (the system's)", crate::localtime::zone("").name()) } else { tz.to_owned() };
         r.ok(&format!("time zone: {tz_name}"));
         check_settings(cfg, &mut r);
+        check_search(cfg, &mut r);
         check_cron(&ws, cfg, &mut r);
         check_rules(&ws, &mut r);
         check_state(&ws, &mut r);
-        services::check(cfg, &mut r).await;
+        services::check(&ws, cfg, &mut r).await;
         check_provider(cfg, &mut r).await;
         match crate::channels::telegram::doctor(cfg).await {
             Some(Ok(what)) => r.ok(&what),
@@ -138,6 +145,29 @@ fn check_workspace(ws: &Workspace, r: &mut Report) {
                 &format!("chmod 600 {}", file.display()),
             );
         }
+    }
+}
+
+/// Whether a Chela gateway answers `GET /health` at `listen` (a wildcard address through
+/// loopback), for `chela status`.
+pub(crate) async fn gateway_answers(listen: &str, token: &str) -> Result<(), String> {
+    let addr = listen.parse().map_err(|_| format!("`{listen}` is not an address"))?;
+    services::health(addr, token).await
+}
+
+/// Whether `web_search` is offered: only once a search key is set.
+fn check_search(cfg: &Config, r: &mut Report) {
+    if !cfg!(feature = "web") {
+        return;
+    }
+    if cfg.get(keys::SEARCH_TAVILY_KEY).is_empty() && cfg.get(keys::SEARCH_BRAVE_KEY).is_empty() {
+        r.note(
+            "web search is off: no search key is set, so the model is not offered web_search",
+            "chela config set search.tavily_key -   (a Tavily key on stdin; or search.brave_key for Brave Search)",
+        );
+    } else {
+        let engine = if cfg.get(keys::SEARCH_TAVILY_KEY).is_empty() { "Brave Search" } else { "Tavily" };
+        r.ok(&format!("web search through {engine}"));
     }
 }
 

@@ -14,12 +14,15 @@ pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
         McpCmd::EndpointAdd(name) => {
             let store = crate::mcp::endpoint::Endpoints::open(&base.ws);
             let token = store.add(&name, base.clock.unix_secs_u64()).map_err(anyhow::Error::msg)?;
+            let url = format!(
+                "ws://{}{}?token={token}",
+                dial_addr(base.cfg.settings().gateway.addr()),
+                crate::mcp::endpoint::PATH
+            );
             outln!(
                 "MCP endpoint `{name}`: token {token}\n(shown once; kept hashed). A tool host dials \
-                 ws://<gateway.listen>{}?token={token} and its tools become the group endpoint_{name}, e.g.\n\
-                 MCP_ENDPOINT='ws://127.0.0.1:18789{}?token={token}' mcp2xiaozhi run time",
-                crate::mcp::endpoint::PATH,
-                crate::mcp::endpoint::PATH
+                 {url} and its tools become the group endpoint_{name}, e.g.\n\
+                 MCP_ENDPOINT='{url}' mcp2xiaozhi run time"
             );
             ExitCode::SUCCESS
         }
@@ -67,13 +70,25 @@ pub async fn run(base: Base, cmd: McpCmd) -> Result<ExitCode> {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("{name}: {e}");
+                eprintln!("chela: {name}: {e}");
                 ExitCode::FAILURE
             }
         },
     };
     mcp.shutdown().await;
     Ok(code)
+}
+
+/// Where a tool host on this machine reaches the gateway listening on `listen`: a wildcard
+/// address (`0.0.0.0`, `[::]`) is dialled through loopback; a host elsewhere uses this
+/// machine's name or address with the same port.
+fn dial_addr(listen: std::net::SocketAddr) -> std::net::SocketAddr {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    match listen.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => (Ipv4Addr::LOCALHOST, listen.port()).into(),
+        IpAddr::V6(ip) if ip.is_unspecified() => (Ipv6Addr::LOCALHOST, listen.port()).into(),
+        _ => listen,
+    }
 }
 
 const EXAMPLE: &str = "\

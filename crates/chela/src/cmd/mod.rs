@@ -16,10 +16,32 @@ pub(crate) mod doctor;
 mod mcp;
 mod mcp_serve;
 mod pairing;
+pub(crate) mod presence;
 mod run;
 mod service;
 mod skill;
 mod state;
+mod status;
+
+/// What `chela --version` prints: the version, the commit it was built from, and the
+/// optional parts (cargo features) this build has, so a bug report says what ran.
+pub fn version() -> String {
+    let features: Vec<&str> = [
+        (cfg!(feature = "files"), "files"),
+        (cfg!(feature = "memory"), "memory"),
+        (cfg!(feature = "web"), "web"),
+        (cfg!(feature = "http"), "http"),
+        (cfg!(feature = "lua"), "lua"),
+        (cfg!(feature = "board"), "board"),
+        (cfg!(feature = "board-linux"), "board-linux"),
+        (cfg!(feature = "voice"), "voice"),
+    ]
+    .into_iter()
+    .filter_map(|(on, name)| on.then_some(name))
+    .collect();
+    let features = if features.is_empty() { "none".to_owned() } else { features.join(" ") };
+    format!("chela {} (commit {})\nfeatures: {features}\n", env!("CARGO_PKG_VERSION"), env!("CHELA_COMMIT"))
+}
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let ws = Workspace::locate(cli.workspace)?;
@@ -35,6 +57,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Device(c) => device::run(&ws, c),
         Command::State(c) => state::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
+        Command::Status { json } => status::run(&ws, json).await,
         Command::Service(c) => service::run(&ws, c),
         Command::Run => run::run(ws).await,
         Command::Console => run::console(&ws),

@@ -64,6 +64,12 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let daemon = Arc::new(Daemon::load(ws)?);
+    // Held to the end of `run`: other commands ask it whether a daemon serves this workspace.
+    let info = super::presence::RunInfo::this_process(
+        daemon.clock().unix_secs(),
+        daemon.config().settings().gateway.addr().to_string(),
+    );
+    let _presence = super::presence::announce(daemon.workspace(), &info)?;
     if let Err(why) = daemon.app() {
         eprintln!("chela: no model is configured yet, so messages are answered with what to set: {why}");
     }

@@ -129,6 +129,15 @@ fn targets(ws: &Workspace) -> Result<(PathBuf, PathBuf)> {
 
 fn install(ws: &Workspace, path: &Path) -> Result<ExitCode> {
     let (exe, root) = targets(ws)?;
+    if let Some(folder) = build_folder(&exe) {
+        eprintln!(
+            "warning: this chela runs from the build folder {}: the unit would point into it, so the \
+             next `cargo build` or `cargo clean` changes or removes the service's program. Install \
+             it first (`cargo install --locked --path crates/chela` puts it in ~/.cargo/bin), then \
+             run `~/.cargo/bin/chela service install`.",
+            folder.display()
+        );
+    }
     let text = unit_text(&exe, &root)?;
     let systemctl = match Systemctl::reachable() {
         Ok(s) => s,
@@ -160,6 +169,14 @@ fn install(ws: &Workspace, path: &Path) -> Result<ExitCode> {
          (`chela config set llm.api_key -`)."
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The cargo build folder (`…/target`) `exe` lies in, if it does: cargo marks it with a
+/// `CACHEDIR.TAG` file.
+fn build_folder(exe: &Path) -> Option<&Path> {
+    exe.ancestors()
+        .skip(1)
+        .find(|dir| dir.file_name().is_some_and(|n| n == "target") && dir.join("CACHEDIR.TAG").is_file())
 }
 
 /// Without a reachable user manager: the unit and what to run, on stdout, so it can be saved.
@@ -325,6 +342,19 @@ fn first_line(s: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_binary_in_a_cargo_build_folder_is_recognised() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("proj/target");
+        std::fs::create_dir_all(target.join("release")).unwrap();
+        let exe = target.join("release/chela");
+        assert_eq!(build_folder(&exe), None, "a folder called target without cargo's mark is not one");
+        std::fs::write(target.join("CACHEDIR.TAG"), "Signature: 8a477f597d28d172789f06886806bc55").unwrap();
+        assert_eq!(build_folder(&exe), Some(target.as_path()));
+        assert_eq!(build_folder(&dir.path().join("bin/chela")), None);
+        assert_eq!(build_folder(&target.join("chela")), Some(target.as_path()));
+    }
 
     #[test]
     fn the_unit_runs_this_binary_on_the_workspace_and_restarts_on_failure() {

@@ -206,7 +206,10 @@ async fn a_base_url_and_a_capability_switch_set_while_running_apply_to_the_next_
     let first = FakeLlm::start(vec![Step::text("from the first")]);
     let second = FakeLlm::start(vec![Step::text("from the second")]);
     let dir = tempfile::tempdir().unwrap();
-    let ws = workspace(&dir, &refs(&with_llm(&first)));
+    // web_search is offered only once a search key is set.
+    let mut settings = with_llm(&first);
+    settings.push(("search.tavily_key", "tvly-test".to_owned()));
+    let ws = workspace(&dir, &refs(&settings));
     let d = Daemon::load(ws.clone()).unwrap();
     assert_eq!(answer(&d, d.submit(message("ws", "owner", "1"), Box::new(Quiet))).await, "from the first");
     // What `chela config set llm.base_url … --keep-key` and `chela cap hide web` write, from another process.

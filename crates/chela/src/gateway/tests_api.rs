@@ -135,7 +135,10 @@ async fn memory_files_are_read_and_written_atomically_and_only_the_known_ones() 
     let daily = crate::memory::memory_dir(h.daemon.workspace()).join("2026-01-02.md");
     assert_eq!(std::fs::read_to_string(daily).unwrap(), "a day");
     assert!(h.get("/api/memory").await.1.to_string().contains("2026-01-02.md"));
-    assert_eq!(h.get("/api/memory/HEARTBEAT.md").await.0, StatusCode::NOT_FOUND, "not made yet");
+    // Made with the other files, with the comment that explains its format.
+    let (status, beat) = h.get("/api/memory/HEARTBEAT.md").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(beat["content"].as_str().unwrap().contains("heartbeat.interval"), "{beat}");
 }
 
 #[tokio::test]

@@ -373,6 +373,8 @@ pub struct Group {
     spec: GroupSpec,
     tools: Vec<(Capability, Arc<dyn Erased>)>,
     switch: Option<Switch>,
+    /// Hidden from the model while every one of these settings is empty (see [`Group::needs_one_of`]).
+    needs: &'static [&'static chela_core::config::Key],
 }
 
 /// A boolean setting that switches a whole group off when false (`lua.enabled`), and what the
@@ -397,6 +399,7 @@ impl Group {
             },
             tools: Vec::new(),
             switch: None,
+            needs: &[],
         }
     }
 
@@ -406,6 +409,15 @@ impl Group {
     #[cfg_attr(not(feature = "lua"), allow(dead_code))]
     pub fn switched_by(mut self, key: &'static chela_core::config::Key, what: &'static str) -> Group {
         self.switch = Some(Switch { key, what });
+        self
+    }
+
+    /// Hidden from the model, as `caps.hidden` would, while all of `keys` are empty: a tool
+    /// that can only fail (no search key) is not offered, so the model wastes no step on it.
+    /// People can still call it and get the error that says what to set.
+    #[cfg_attr(not(feature = "web"), allow(dead_code))]
+    pub fn needs_one_of(mut self, keys: &'static [&'static chela_core::config::Key]) -> Group {
+        self.needs = keys;
         self
     }
 
@@ -458,6 +470,8 @@ struct State {
     unknown_groups: Vec<String>,
     /// The groups a boolean setting switches off, by group id.
     setting_switches: HashMap<String, Switch>,
+    /// The groups hidden while their settings are empty, by group id.
+    needs: HashMap<String, &'static [&'static chela_core::config::Key]>,
 }
 
 /// The registry as it was when taken; changes made later do not show in it.
@@ -541,7 +555,10 @@ impl Toolbox {
             s.registry.add_group(g.spec, caps)?;
             s.handlers.extend(names.into_iter().zip(handlers));
             if let Some(sw) = g.switch {
-                s.setting_switches.insert(id, sw);
+                s.setting_switches.insert(id.clone(), sw);
+            }
+            if !g.needs.is_empty() {
+                s.needs.insert(id, g.needs);
             }
             s.reapply();
             Ok(())
@@ -593,7 +610,13 @@ impl Toolbox {
                     disabled.push(group.clone());
                 }
             }
-            s.switches = [disabled, cfg.list(CAPS_HIDDEN), cfg.list(CAPS_SHOWN)];
+            let mut hidden = cfg.list(CAPS_HIDDEN);
+            for (group, keys) in &s.needs {
+                if keys.iter().all(|k| cfg.get(k).is_empty()) && !hidden.contains(group) {
+                    hidden.push(group.clone());
+                }
+            }
+            s.switches = [disabled, hidden, cfg.list(CAPS_SHOWN)];
             s.reapply();
         });
     }

@@ -19,6 +19,7 @@ pub fn group() -> Group {
              cite the URLs you relied on.",
         )
         .with(WebSearch)
+        .needs_one_of(&[keys::SEARCH_TAVILY_KEY, keys::SEARCH_BRAVE_KEY])
 }
 
 /// Largest search response read.

@@ -107,16 +107,4 @@ fn a_broken_config_file_is_named() {
     ws.run(&["config", "show"]).expect_ok().stderr_has("chela.toml").stderr_has("Did you mean `llm.model`?");
 }
 
-#[test]
-fn settings_a_running_daemon_reads_only_at_start_say_so_and_live_ones_do_not() {
-    let ws = Ws::empty();
-    for key in ["sessions.max_live", "channels.telegram.token"] {
-        let value = if key == "sessions.max_live" { "9" } else { "123:abc" };
-        let out = ws.run(&["config", "set", key, value]);
-        out.expect_ok().stderr_has(&format!("a running `chela run` reads {key} only when it starts"));
-        ws.run(&["config", "unset", key]).expect_ok().stderr_has("restart it");
-    }
-    let out = ws.run(&["config", "set", "llm.model", "another-model"]);
-    out.expect_ok();
-    assert!(!out.stderr.contains("restart"), "llm.* applies to the next turn:\n{}", out.stderr);
-}
+// The restart notes (only when a daemon serves the workspace) are tested in newuser.rs.

@@ -31,9 +31,10 @@ impl Repl {
         writeln!(self.stdin.as_mut().unwrap(), "{line}").unwrap();
     }
 
-    /// Waits until stdout shows `n` prompts: chela is idle, waiting for a line.
+    /// Waits until stderr shows `n` prompts: chela is idle, waiting for a line. (Off a
+    /// terminal the prompt goes to stderr: stdout carries only the answers.)
     fn wait_prompts(&self, n: usize) {
-        wait_for(&format!("prompt #{n}"), Duration::from_secs(10), || self.stdout.now().matches("› ").count() >= n);
+        wait_for(&format!("prompt #{n}"), Duration::from_secs(10), || self.stderr.now().matches("› ").count() >= n);
     }
 
     fn wait_stderr(&self, needle: &str) {
@@ -74,6 +75,8 @@ fn slash_new_starts_over_and_errors_do_not_end_the_session() {
 
     let (code, stdout, stderr) = repl.end();
     assert_eq!(code, Some(0), "stdout:\n{stdout}\nstderr:\n{stderr}");
+    assert!(!stdout.contains('›'), "no prompt among the answers: {stdout}");
+    assert!(!stderr.contains("thinking"), "no indicator off a terminal: {stderr}");
     let archived: Vec<_> = fs::read_dir(ws.path().join("sessions/archive")).unwrap().collect();
     assert_eq!(archived.len(), 1);
     assert_eq!(llm.requests().len(), 3);
@@ -213,12 +216,73 @@ fn a_terminal_gets_line_editing_and_a_kept_history() {
     assert_eq!(fs::read_to_string(&history).unwrap(), "hello there\nhello again\ntake your time\n");
     assert_eq!(fs::metadata(&history).unwrap().permissions().mode() & 0o777, 0o600);
 
-    // The next run starts with that history; Ctrl-C at the prompt leaves too.
+    // The next run starts with that history. Ctrl-C clears a typed line, as shells do; on an
+    // empty line it says how to leave, and Ctrl-D leaves.
     let tty = Tty::start(&ws);
     tty.wait_screen("the prompt", |s| s.contains('›'));
     tty.keys(&["Up"]);
     tty.wait_screen("the line from the last run", |s| s.contains("› take your time"));
     tty.keys(&["C-c"]);
+    tty.wait_screen("a fresh, empty prompt", |s| s.matches('›').count() >= 2 && s.trim_end().ends_with('›'));
+    assert!(!tty.screen().contains("to leave"), "a typed line is only cleared:\n{}", tty.screen());
+    tty.keys(&["C-c"]);
+    tty.wait_screen("how to leave", |s| s.contains("to leave, press Ctrl-D or type /quit"));
+    tty.wait_screen("the prompt again", |s| s.trim_end().ends_with('›'));
+    tty.keys(&["C-d"]);
     tty.wait_gone();
     assert_eq!(llm.requests().len(), 3, "nothing more was sent");
+}
+
+#[test]
+fn slash_commands_are_answered_by_the_chat_and_never_sent() {
+    let llm = FakeLlm::start(vec![Step::text("Hello.")]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let mut repl = Repl::start(&ws);
+    repl.wait_prompts(1);
+    repl.say("/help");
+    for command in ["/help", "/new", "/model", "/session", "/quit"] {
+        repl.wait_stderr(command);
+    }
+    repl.say("/foo");
+    repl.wait_stderr("unknown command /foo; nothing was sent");
+    repl.say("/model");
+    repl.wait_stderr(&format!("model {}", crate::MODEL));
+    repl.say("/session");
+    repl.wait_stderr("session local");
+    repl.wait_prompts(5);
+    assert!(llm.requests().is_empty(), "no slash command reaches the model");
+    // A line that only starts with a slash is a message.
+    repl.say("/etc/hosts is missing");
+    repl.wait_prompts(6);
+    let said: Vec<String> = conversation(Provider::Anthropic, &body(&llm, 0)).iter().map(text_of).collect();
+    assert_eq!(said, ["/etc/hosts is missing"]);
+    repl.say("/quit");
+    let status = wait_exit(&mut repl.child, Duration::from_secs(5));
+    assert_eq!(status.code(), Some(0), "{}", repl.stderr.now());
+    assert_eq!(llm.requests().len(), 1);
+}
+
+#[test]
+fn a_terminal_shows_thinking_while_the_model_is_silent_and_each_retry() {
+    // A rate limit first (retried after a second), then an answer that takes its time.
+    let llm = FakeLlm::start(vec![Step::status(429).retry_after("1"), Step::text("Here.").delay_ms(3000)]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let tty = Tty::start(&ws);
+    tty.wait_screen("the prompt", |s| s.contains('›'));
+    tty.keys(&["hello", "Enter"]);
+    // The wait is the server's Retry-After, rounded to whole seconds (jitter may add one).
+    tty.wait_screen("the retry", |s| s.contains("rate limited (HTTP 429), retrying in ") && s.contains(" s\n"));
+    tty.wait_screen("thinking while the slow answer comes", |s| s.contains("thinking…"));
+    tty.wait_screen("the answer in its place", |s| s.contains("Here.") && !s.contains("thinking…"));
+    tty.wait_screen("the next prompt", |s| s.matches('›').count() >= 2);
+    tty.keys(&["C-d"]);
+    tty.wait_gone();
+
+    // Piped, the reply alone is on stdout and no indicator is drawn; the retry is still told.
+    let llm = FakeLlm::start(vec![Step::status(429).retry_after("1"), Step::text("Piped.")]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let out = ws.chat("hi", &[]);
+    out.expect_ok().stderr_has("rate limited (HTTP 429), retrying in ");
+    assert_eq!(out.stdout, "Piped.\n");
+    assert!(!out.stderr.contains("thinking"), "{}", out.stderr);
 }

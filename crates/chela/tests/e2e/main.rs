@@ -34,6 +34,7 @@ mod mcp;
 mod mcp_image;
 #[cfg(feature = "memory")]
 mod mcp_serve;
+mod newuser;
 mod proxy;
 mod router;
 mod run;

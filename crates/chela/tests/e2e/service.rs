@@ -120,3 +120,34 @@ fn without_a_user_manager_the_unit_and_commands_are_printed_and_nothing_is_writt
         sd.ws.run(&["service", "status"]).expect_ok().stdout_has("not installed").stdout_has("cannot be reached");
     }
 }
+
+#[test]
+fn installing_from_the_build_folder_warns_and_an_installed_binary_does_not() {
+    let sd = FakeSystemd::new(0);
+    let out = sd.ws.run(&["service", "install"]);
+    out.expect_ok().stderr_has("warning: this chela runs from the build folder").stderr_has("cargo install --locked");
+
+    // The same program outside any build folder (a hard link, or a copy across file systems).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let exe = elsewhere.path().join("chela");
+    fs::hard_link(env!("CARGO_BIN_EXE_chela"), &exe)
+        .or_else(|_| fs::copy(env!("CARGO_BIN_EXE_chela"), &exe).map(drop))
+        .unwrap();
+    let cmd = sd.ws.cmd(&["service", "install"]);
+    let mut installed = std::process::Command::new(&exe);
+    installed.args(cmd.get_args()).env_clear();
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            installed.env(k, v);
+        }
+    }
+    installed
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let out = crate::finish(installed.spawn().unwrap(), std::time::Duration::from_secs(30));
+    out.expect_ok().stdout_has("Updated");
+    assert!(!out.stderr.contains("build folder"), "{}", out.stderr);
+    let unit = fs::read_to_string(sd.unit()).unwrap();
+    assert!(exec_start(&unit).contains(&exe.canonicalize().unwrap().display().to_string()), "{unit}");
+}

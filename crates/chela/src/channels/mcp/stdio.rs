@@ -4,10 +4,11 @@
 //! one is skipped to its end and answered with an error, never buffered whole), the loop here
 //! that answers them, and a writer that owns stdout. Requests run concurrently, at most
 //! [`MAX_IN_FLIGHT`] at once; past that the loop stops reading, so a flood waits in the pipe
-//! rather than in memory. `notifications/cancelled` stops the named call, and so does the
-//! end of stdin (the client is gone). Batches are taken by [`Server::batch`]. Every second the
-//! settings files are looked at (as `chela run` does); when the served tools changed, an
-//! initialized handshake-era client is sent `notifications/tools/list_changed`.
+//! rather than in memory. `notifications/cancelled` stops the named call; at the end of stdin
+//! every request read before it is still answered, then the server exits. Batches are taken by
+//! [`Server::batch`]. Every second the settings files are looked at (as `chela run` does); when
+//! the served tools changed, an initialized handshake-era client is sent
+//! `notifications/tools/list_changed`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -32,7 +33,7 @@ const READ_AHEAD: usize = 8;
 const WRITE_QUEUE: usize = 64;
 /// How often the settings are looked at for switched groups.
 const RELOAD_EVERY: Duration = Duration::from_secs(1);
-/// How long calls still running may go on once stdin closed.
+/// How long the conversations' owners get to save once the calls are answered.
 const DRAIN: Duration = Duration::from_secs(5);
 
 /// One line from the reader.
@@ -144,13 +145,11 @@ where
             }
         }
     }
-    // stdin closed: the client is gone, and so is whoever would read an answer. The calls
-    // still running are stopped; they get DRAIN to wind down.
-    for c in running.values() {
-        c.cancel();
-    }
-    let _ = tokio::time::timeout(DRAIN, async { while tasks.join_next().await.is_some() {} }).await;
-    tasks.abort_all();
+    // stdin closed. A client that pipes its requests and closes at once still reads stdout, so
+    // everything read before the end is answered; each call is bounded by its own limits
+    // (tools.timeout_secs, llm.deadline_secs). Answers to a client that is gone meet a closed
+    // stdout and are dropped by the writer.
+    while tasks.join_next().await.is_some() {}
     reader.abort();
     drop(out);
     let _ = writer.await;

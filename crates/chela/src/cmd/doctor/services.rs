@@ -12,10 +12,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::Report;
 use crate::config::Config;
+use crate::workspace::Workspace;
 
 /// The checks of every service `chela run` starts, in the order it starts them.
-pub(super) async fn check(cfg: &Config, r: &mut Report) {
-    gateway(cfg, r).await;
+pub(super) async fn check(ws: &Workspace, cfg: &Config, r: &mut Report) {
+    gateway(ws, cfg, r).await;
 }
 
 /// How long a running daemon has to answer `/health`: it answers from memory at once.
@@ -29,12 +30,16 @@ fn listen_addr(cfg: &Config) -> SocketAddr {
     cfg.settings().gateway.addr()
 }
 
-async fn gateway(cfg: &Config, r: &mut Report) {
-    gateway_at(listen_addr(cfg), &cfg.settings().gateway.token, r).await;
+async fn gateway(ws: &Workspace, cfg: &Config, r: &mut Report) {
+    let addr = listen_addr(cfg);
+    // The daemon of this workspace, when it listens there; another workspace's does not count.
+    let ours = crate::cmd::presence::running_info(ws).filter(|i| i.listen.parse() == Ok(addr)).map(|i| i.pid);
+    gateway_at(addr, &cfg.settings().gateway.token, ours, r).await;
 }
 
-/// Whether `chela run` can listen on `addr`: it is free, or a running Chela already serves it.
-async fn gateway_at(addr: SocketAddr, token: &str, r: &mut Report) {
+/// Whether `chela run` can listen on `addr`: it is free, or this workspace's running Chela
+/// (process `ours`) already serves it.
+async fn gateway_at(addr: SocketAddr, token: &str, ours: Option<u32>, r: &mut Report) {
     let other_port = "chela config set gateway.listen 127.0.0.1:PORT   (another free port)";
     // Bound and let go at once. The standard listener sets SO_REUSEADDR, as the gateway's does,
     // so a port in TIME_WAIT counts as free and only a live listener counts as taken.
@@ -48,7 +53,18 @@ async fn gateway_at(addr: SocketAddr, token: &str, r: &mut Report) {
     };
     match err.kind() {
         std::io::ErrorKind::AddrInUse => match health(addr, token).await {
-            Ok(()) => r.ok(&format!("gateway address {addr} is served by a running `chela run`")),
+            Ok(()) => match ours {
+                Some(pid) => r.ok(&format!(
+                    "gateway address {addr} is served by a running `chela run` of this workspace (pid {pid})"
+                )),
+                None => r.fail(
+                    &format!(
+                        "gateway address {addr} is served by a Chela that is not this workspace's (`chela status` here \
+                         says none runs); `chela run` here could not start"
+                    ),
+                    &format!("stop that one, or {other_port}"),
+                ),
+            },
             Err(why) => r.fail(
                 &format!("gateway address {addr} is taken by another program ({why}); `chela run` could not start"),
                 &format!("stop that program, or {other_port}"),
@@ -67,7 +83,7 @@ async fn gateway_at(addr: SocketAddr, token: &str, r: &mut Report) {
 
 /// Asks whatever listens on `addr` for the gateway's `GET /health`: `Ok` when it answers as a
 /// Chela gateway does (200, `{"status":"ok"}`), else what it did instead.
-async fn health(addr: SocketAddr, token: &str) -> Result<(), String> {
+pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> {
     // A wildcard address is reached through loopback.
     let target = match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
@@ -121,7 +137,7 @@ mod tests {
 
     async fn report(addr: SocketAddr) -> (Report, String) {
         let mut r = Report::default();
-        gateway_at(addr, "", &mut r).await;
+        gateway_at(addr, "", Some(4242), &mut r).await;
         let text = r.lines.join("\n");
         (r, text)
     }
@@ -139,7 +155,17 @@ mod tests {
         let addr = server("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"status\":\"ok\"}").await;
         let (r, text) = report(addr).await;
         assert_eq!(r.failures, 0, "{text}");
-        assert!(text.contains("served by a running `chela run`"), "{text}");
+        assert!(text.contains("served by a running `chela run` of this workspace (pid 4242)"), "{text}");
+    }
+
+    #[tokio::test]
+    async fn a_chela_of_another_workspace_is_not_ours() {
+        let addr = server("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\r\n{\"status\":\"ok\"}").await;
+        let mut r = Report::default();
+        gateway_at(addr, "", None, &mut r).await;
+        let text = r.lines.join("\n");
+        assert_eq!(r.failures, 1, "{text}");
+        assert!(text.contains("not this workspace's") && text.contains("fix: stop that one"), "{text}");
     }
 
     #[tokio::test]
