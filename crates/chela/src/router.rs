@@ -379,3 +379,5 @@ impl Rules {
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, feature = "board"))]
+mod tests_board;

@@ -94,12 +94,6 @@ impl Settings {
 /// What the store found in the file (entries left out with their line, or the whole file).
 pub type Problems = crate::automation::Problems<BadEntry>;
 
-impl crate::automation::BadLine for BadEntry {
-    fn bad_line(&self) -> String {
-        format!("{FILE} {self}")
-    }
-}
-
 /// Identifies a version of the file, to notice edits from other processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Stamp {
