@@ -43,7 +43,9 @@ mod channels;
 mod chat;
 // Public while the services that drive it land one by one; channels are its callers.
 pub mod daemon;
+// The scheduler and router tasks: above the daemon, which their stores sit below.
 mod gateway;
+mod jobs;
 // Outbound HTTP: its own crate (it imports nothing of the host); `crate::net::…` still works.
 pub use chela_net as net;
 mod serve;

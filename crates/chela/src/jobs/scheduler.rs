@@ -26,8 +26,8 @@ use chela_core::schedule::Action;
 use chela_proto::chat::Message;
 use tokio::task::JoinSet;
 
-use super::{Due, Outcome};
 use crate::daemon::{Answer, BoxFuture, Daemon, Outlet, Reply};
+use crate::scheduler::{Due, Outcome};
 use crate::turn::{Cancel, Quiet, TurnRequest};
 
 /// The longest sleep: how soon a file edited by another process is seen.
@@ -211,7 +211,7 @@ async fn run_job(daemon: &Arc<Daemon>, due: &Due) -> Result<String, String> {
             Ok(format!("{name} answered {} bytes", out.len()))
         }
         Action::Emit { event, .. } => {
-            let ev = super::emit_event(job, due.depth)?;
+            let ev = crate::scheduler::emit_event(job, due.depth)?;
             if !daemon.listens(event) {
                 return Ok(format!("raised a {event} event; no rule or job listens to it"));
             }

@@ -73,7 +73,7 @@ pub(crate) async fn ended(alive: oneshot::Receiver<()>) {
 async fn a_job_run_ends_with_the_scheduler_that_started_it() {
     let s = setup(json!({"id": "stuck", "trigger": {"type": "interval", "every_s": 3600},
         "action": {"type": "cap", "name": "hold"}}));
-    let scheduler = tokio::spawn(super::task::serve(Arc::clone(&s.daemon)));
+    let scheduler = tokio::spawn(super::scheduler::serve(Arc::clone(&s.daemon)));
     s.daemon.scheduler().trigger("stuck").unwrap();
     s.started.await.expect("the job ran");
     // Stopping: the scheduler waits for its runs, and `chela run` aborts it when its bound runs
@@ -87,7 +87,7 @@ async fn a_job_run_ends_with_the_scheduler_that_started_it() {
 async fn at_stop_the_scheduler_returns_only_once_its_runs_ended() {
     let s = setup(json!({"id": "stuck", "trigger": {"type": "interval", "every_s": 3600},
         "action": {"type": "cap", "name": "hold"}}));
-    let scheduler = tokio::spawn(super::task::serve(Arc::clone(&s.daemon)));
+    let scheduler = tokio::spawn(super::scheduler::serve(Arc::clone(&s.daemon)));
     s.daemon.scheduler().trigger("stuck").unwrap();
     s.started.await.expect("the job ran");
     s.daemon.shutdown().trigger();

@@ -25,9 +25,9 @@ use std::time::Duration;
 use anyhow::Result;
 use chela_core::router::{Action, Fired, Plan};
 
-use super::Work;
+use super::scheduler::{call_cap, finish, reap, spawn_run, talk_answer};
 use crate::daemon::Daemon;
-use crate::scheduler::task::{call_cap, finish, reap, spawn_run, talk_answer};
+use crate::router::Work;
 
 /// How soon an edit of `rules.json` by another process is seen.
 pub const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -80,7 +80,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
             _ = look.tick() => {
                 let r = Arc::clone(&rules);
                 if tokio::task::spawn_blocking(move || r.refresh()).await? {
-                    tracing::info!(rules = rules.len(), "{} changed; its rules apply from now on", super::FILE);
+                    tracing::info!(rules = rules.len(), "{} changed; its rules apply from now on", crate::router::FILE);
                 }
             }
             () = daemon.shutdown().wait() => break,
