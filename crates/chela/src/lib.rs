@@ -14,48 +14,43 @@
 // `#[macro_use]` puts its `outln!`/`out!` macros in scope for every module below.
 #[macro_use]
 extern crate chela_infra;
+use chela_infra::tasks;
 pub use chela_infra::{
     authority, clock, config, fsio, localtime, lock, log, out, outln, shutdown, storage, tzdb, workspace,
 };
-use chela_infra::{keyrule, tasks};
 
-pub mod access;
+// The runtime (toolbox and tools, skills, Lua, the MCP client, providers, turns, sessions, the
+// board): its own crate; every `crate::tools::…` path of the host still works through these names.
+#[cfg(feature = "board")]
+pub use chela_runtime::board;
+#[cfg(feature = "lua")]
+pub use chela_runtime::lua;
+/// The runtime's fixtures, for the tests of the daemon, the channels and the scheduler.
+#[cfg(test)]
+use chela_runtime::testing;
+pub use chela_runtime::{access, devices, mcp, memory, skills};
+use chela_runtime::{app, automation, provider, session, tools, turn, vision};
+
 pub mod args;
 pub mod cmd;
-pub mod devices;
-#[cfg(feature = "lua")]
-pub mod lua;
-pub mod memory;
 mod router;
 pub mod scheduler;
-pub mod skills;
 // The voice pipeline: its own crate (it needs only chela-net and the core's keys); `crate::voice::…` still works.
 #[cfg(feature = "voice")]
 pub use chela_voice as voice;
 
-mod app;
-mod automation;
-#[cfg(feature = "board")]
-pub mod board;
 mod channels;
 mod chat;
-mod compact;
 // Public while the services that drive it land one by one; channels are its callers.
 pub mod daemon;
+// The scheduler and router tasks: above the daemon, which their stores sit below.
 mod gateway;
-// Public for benches/mcp.rs (the connection and the wire decisions).
-pub mod mcp;
+mod jobs;
 // Outbound HTTP: its own crate (it imports nothing of the host); `crate::net::…` still works.
 pub use chela_net as net;
-mod provider;
 mod serve;
-mod session;
-mod tools;
-mod turn;
-// Images and the model: the bounds of a turn, and one-shot questions about an image.
-mod vision;
 
 /// For the escape-and-abuse corpus of the file tools (`tests/abuse/files.rs`) only.
 #[cfg(feature = "files")]
 #[doc(hidden)]
-pub use app::ManualCalls;
+pub use chela_runtime::app::ManualCalls;

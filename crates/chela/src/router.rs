@@ -3,7 +3,7 @@
 //!
 //! The matching rules live in `chela_core::router` (which rules an event fires, the tolerant
 //! loader, the emit depth bound); this module keeps the rules, reads and writes the file, and
-//! hands what fired to [`task`], which runs the actions.
+//! hands what fired to the router task (`jobs::router`), which runs the actions.
 //!
 //! The file: read with the core's tolerant loader, so a hand edit that breaks one rule costs that
 //! rule (reported with its line, in the log and by `chela doctor`). It is read again when it
@@ -33,7 +33,6 @@ use crate::scheduler::{Scheduler, Stamp, read_no_follow, stamp};
 use crate::tools::{ResultHook, ToolCtx, ToolResult};
 use crate::workspace::{Workspace, write_atomic};
 
-pub mod task;
 // The `router` tool group: the model's hands on this service.
 pub mod tools;
 
@@ -379,3 +378,5 @@ impl Rules {
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, feature = "board"))]
+mod tests_board;

@@ -4,7 +4,7 @@
 //!
 //! The timing rules live in `chela_core::schedule` (which jobs fire when, the missed-run rule,
 //! the tolerant reader); this module keeps the jobs, reads and writes the file, and remembers
-//! what became of each run. The task that sleeps and fires is [`task`].
+//! what became of each run. The task that sleeps and fires is `jobs::scheduler`.
 //!
 //! The file: read with the core's tolerant loader, so a hand edit that breaks one entry costs
 //! that entry (reported with its line, in the log and by `chela doctor`). While the file has bad
@@ -33,7 +33,6 @@ use crate::config::Config;
 use crate::workspace::{Workspace, write_atomic};
 
 pub mod outcomes;
-pub mod task;
 // The `scheduler` tool group: the model's hands on this service.
 pub mod tools;
 
@@ -93,12 +92,6 @@ impl Settings {
 
 /// What the store found in the file (entries left out with their line, or the whole file).
 pub type Problems = crate::automation::Problems<BadEntry>;
-
-impl crate::automation::BadLine for BadEntry {
-    fn bad_line(&self) -> String {
-        format!("{FILE} {self}")
-    }
-}
 
 /// Identifies a version of the file, to notice edits from other processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -697,6 +690,3 @@ pub fn local_time(t: i64, zone: &Zone) -> String {
 
 #[cfg(test)]
 mod tests;
-// The router's tests reuse its daemon with a held job run.
-#[cfg(test)]
-pub(crate) mod tests_task;

@@ -1,6 +1,6 @@
 //! Fixtures and the turn driver shared by the `turn` and `heap` benchmarks.
 //!
-//! The turn is the one `crates/chela/src/turn.rs` drives, minus the IO: the same `AgentRun`
+//! The turn is the one `crates/chela-runtime/src/turn.rs` drives, minus the IO: the same `AgentRun`
 //! steps, tool list from the `Registry`, request body encoded into a `String` the way
 //! `Provider::body` does it, the vendor's SSE stream fed to the real decoder in 100-byte
 //! chunks (what a socket delivers), one no-op tool call, and the second round.
@@ -387,7 +387,7 @@ fn decode(format: Format, bytes: &[u8]) -> Reply {
 }
 
 /// One turn: round 1 answers with a tool call, the no-op tool runs, round 2 answers in text.
-/// Mirrors `run_turn` in `crates/chela/src/turn.rs` without the IO. Returns the finished run.
+/// Mirrors `run_turn` in `crates/chela-runtime/src/turn.rs` without the IO. Returns the finished run.
 pub fn turn(fx: &Fixture, history: Vec<Message>, system: String, probe: &mut dyn FnMut(Probe)) -> AgentRun {
     let user = Message::user_text("what time is it in Paris? and when do I have to leave for my train?");
     let mut run = AgentRun::new(history, user, system, Limits::default());

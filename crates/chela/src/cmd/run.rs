@@ -76,8 +76,8 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     let mut services = Services { set: JoinSet::new() };
     services.spawn("settings", follow_settings(Arc::clone(&daemon)));
     services.spawn("gateway", crate::gateway::serve(Arc::clone(&daemon)));
-    services.spawn("scheduler", crate::scheduler::task::serve(Arc::clone(&daemon)));
-    services.spawn("router", crate::router::task::serve(Arc::clone(&daemon)));
+    services.spawn("scheduler", crate::jobs::scheduler::serve(Arc::clone(&daemon)));
+    services.spawn("router", crate::jobs::router::serve(Arc::clone(&daemon)));
     #[cfg(feature = "board")]
     services.spawn(
         "board",

@@ -105,7 +105,7 @@ mod tests {
 
     use super::*;
     use crate::daemon::outlet::{BoxFuture, Outlet};
-    use crate::tools::testing::Fixture;
+    use crate::testing::Fixture;
 
     /// Records what it was asked to send, reading the file as a channel uploading it would.
     #[derive(Default)]

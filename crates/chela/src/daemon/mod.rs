@@ -522,3 +522,5 @@ impl Daemon {
 mod tests;
 #[cfg(test)]
 mod tests_deliver;
+#[cfg(test)]
+mod tests_device;

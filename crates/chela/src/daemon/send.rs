@@ -90,8 +90,8 @@ mod tests {
 
     use super::*;
     use crate::daemon::BoxFuture;
+    use crate::testing::Fixture;
     use crate::tools::ToolErrorKind;
-    use crate::tools::testing::Fixture;
 
     #[derive(Default)]
     struct Recorder(Mutex<Vec<(String, String)>>);

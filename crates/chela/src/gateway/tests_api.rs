@@ -258,7 +258,7 @@ async fn jobs_are_listed_with_next_fire_times_and_an_unreachable_chat_is_reporte
     assert!(list["problems"][0].as_str().unwrap().starts_with("cron.json line 4: job 2"), "{list}");
 
     // Telegram is not running in this daemon: the run is reported, not dropped in silence.
-    let task = tokio::spawn(crate::scheduler::task::serve(std::sync::Arc::clone(&h.daemon)));
+    let task = tokio::spawn(crate::jobs::scheduler::serve(std::sync::Arc::clone(&h.daemon)));
     s.trigger("hourly").unwrap();
     let mut status = None;
     for _ in 0..500 {
@@ -276,7 +276,7 @@ async fn jobs_are_listed_with_next_fire_times_and_an_unreachable_chat_is_reporte
 
 #[tokio::test]
 async fn a_heartbeat_gives_the_open_items_to_the_model_inside_the_active_hours_only() {
-    use crate::scheduler::task::beat;
+    use crate::jobs::scheduler::beat;
     let h = harness(vec![Step::text("watered them")], "127.0.0.1:18789", None);
     let ws = h.daemon.workspace();
     let now = h.daemon.clock().unix_secs();

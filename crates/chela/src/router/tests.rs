@@ -6,7 +6,7 @@ use chela_core::router::{Added, Event};
 use serde_json::json;
 
 use super::{BACKUP, FILE, Rules, Work};
-use crate::scheduler::tests_task::{ended, setup};
+use crate::jobs::tests_scheduler::{ended, setup};
 use crate::workspace::Workspace;
 
 fn ws() -> (tempfile::TempDir, Workspace) {
@@ -214,7 +214,7 @@ fn results_of_calls_past_the_depth_bound_are_not_raised() {
 async fn an_on_event_job_run_ends_with_the_router_that_started_it() {
     let s = setup(json!({"id": "on-ping", "trigger": {"type": "on_event", "event": "ping"},
         "action": {"type": "cap", "name": "hold"}}));
-    let router = tokio::spawn(super::task::serve(Arc::clone(&s.daemon)));
+    let router = tokio::spawn(crate::jobs::router::serve(Arc::clone(&s.daemon)));
     s.daemon.raise(chela_core::router::Event::new("ping").unwrap());
     s.started.await.expect("the job ran");
     s.daemon.shutdown().trigger();

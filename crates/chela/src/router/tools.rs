@@ -111,8 +111,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::testing::Fixture;
     use crate::tools::Erased;
-    use crate::tools::testing::Fixture;
 
     async fn call<T: Tool>(fx: &Fixture, tool: T, args: Value) -> ToolResult {
         Arc::new(tool).call_json(fx.ctx(), args.to_string()).await.map(crate::tools::ToolOutput::into_text)

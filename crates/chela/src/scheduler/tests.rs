@@ -4,7 +4,7 @@ use std::fs;
 use std::sync::Arc;
 
 use super::*;
-use crate::tools::testing::Fixture;
+use crate::testing::Fixture;
 use crate::tzdb::named_zone;
 
 const T0: i64 = 1_800_000_000;

@@ -70,7 +70,7 @@ mod tests {
     async fn it_sends_only_to_chats_where_an_allowed_person_talked() {
         let fake = FakeFeishu::start(FeishuOptions::default());
         let http = HttpClient::new(ClientOptions::default());
-        let fixture = crate::tools::testing::Fixture::new(&[("channels.feishu.allow_from", "ou_owner")]);
+        let fixture = crate::testing::Fixture::new(&[("channels.feishu.allow_from", "ou_owner")]);
         let ctx = fixture.ctx();
         let gate = Arc::new(Gate::open(&ctx.ws).unwrap());
         let api = Arc::new(Api::new(http, &fake.base_url(), "cli_test", "secret-test"));

@@ -69,7 +69,7 @@ mod tests {
     async fn it_sends_only_to_allowed_chats() {
         let fake = FakeTelegram::start("1:tool-test");
         let api = Api::new(HttpClient::new(ClientOptions::default()), &fake.base_url(), "1:tool-test");
-        let fixture = crate::tools::testing::Fixture::new(&[("channels.telegram.allow_from", "9, 42")]);
+        let fixture = crate::testing::Fixture::new(&[("channels.telegram.allow_from", "9, 42")]);
         let ctx = fixture.ctx();
         let gate = Arc::new(Gate::open(&ctx.ws).unwrap());
         let tool = SendText { outlet: TelegramOutlet::new(api), gate: Arc::clone(&gate) };

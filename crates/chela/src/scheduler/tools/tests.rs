@@ -4,8 +4,8 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::scheduler::{FILE, Settings};
+use crate::testing::Fixture;
 use crate::tools::Erased;
-use crate::tools::testing::Fixture;
 
 /// The time the tools read: the fixture's clock is the system's.
 fn now_secs() -> i64 {
