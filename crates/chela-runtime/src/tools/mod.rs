@@ -300,7 +300,7 @@ impl Erased for DynTool {
             .map_err(|e| ToolError::invalid_args(e.to_string()))
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     fn arg_fields(&self) -> Option<&'static [&'static str]> {
         None
     }
@@ -316,7 +316,7 @@ pub trait Erased: Send + Sync {
     fn check_args(&self, input: &str) -> Result<(), ToolError>;
 
     /// The top-level field names of the argument type, as serde sees them.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     fn arg_fields(&self) -> Option<&'static [&'static str]>;
 
     /// [`Tool::ALIASES`].
@@ -351,7 +351,7 @@ impl<T: Tool> Erased for T {
         parse_args::<T>(input).map(drop)
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     fn arg_fields(&self) -> Option<&'static [&'static str]> {
         testing::struct_fields::<T::Args>()
     }
@@ -691,8 +691,8 @@ impl Toolbox {
     }
 
     /// The handler behind `id`, for tests that reach past the registry.
-    #[cfg(test)]
-    pub(crate) fn handlers(&self) -> Vec<(String, Arc<dyn Erased>)> {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn handlers(&self) -> Vec<(String, Arc<dyn Erased>)> {
         let state = self.current();
         state
             .registry

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::access::Gate;
 use crate::net::{ClientOptions, HttpClient};
-use crate::tools::testing::Fixture;
+use crate::testing::Fixture;
 
 #[test]
 fn every_send_tool_schema_names_its_argument_fields() {
