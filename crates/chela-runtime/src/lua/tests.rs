@@ -48,11 +48,8 @@ fn snapshot(dir: &std::path::Path, skip: &std::path::Path, out: &mut Vec<(String
 async fn escape_corpus_each_refused_with_its_own_error_and_nothing_outside_touched() {
     // Each script must meet its own limit; the wall-clock bound is not one of them here, and on a
     // loaded machine the default 5 s could end the memory-filling loops first.
-    let fx = Fixture::new(&[
-        ("lua.max_instructions", "2000000"),
-        ("lua.timeout_ms", "60000"),
-        ("caps.disabled", "http"),
-    ]);
+    let fx =
+        Fixture::new(&[("lua.max_instructions", "2000000"), ("lua.timeout_ms", "60000"), ("caps.disabled", "http")]);
     let outside = fx.root().parent().unwrap().to_owned();
     std::fs::write(outside.join("x"), "secret outside the workspace").unwrap();
     let mut before = Vec::new();
