@@ -54,8 +54,10 @@ use crate::serve::http::{ApiError, Conns, Limits, Resp, json as json_resp, switc
 use crate::voice::{DOWNLINK_RATE, FRAME_MS};
 use session::{Reason, Session, Stop, Transport};
 
+pub mod mqtt;
 mod session;
 pub mod turn;
+pub mod udp;
 
 /// Largest WebSocket message from a device, text or binary (a device MCP page is ~8 KB).
 pub const MAX_MESSAGE: usize = message::MAX_MESSAGE;
