@@ -441,3 +441,69 @@ async fn forged_replayed_and_early_datagrams_move_nothing() {
     let mut buf = [0u8; 64];
     assert!(attacker.try_recv_from(&mut buf).is_err(), "nothing went to the forger");
 }
+
+impl Dev {
+    async fn next_mcp(&mut self) -> Value {
+        let v = self.json().await;
+        assert_eq!(v["type"], "mcp", "{v}");
+        v["payload"].clone()
+    }
+
+    async fn answer_mcp(&mut self, id: &Value, result: Value) {
+        let m = json!({"session_id": "x", "type": "mcp", "payload": {"jsonrpc": "2.0", "id": id, "result": result}});
+        self.publish(&m.to_string()).await;
+    }
+}
+
+/// Waits (bounded) until the device's tool group is there or gone.
+async fn group_present(r: &Rig, group: &str, want: bool) -> bool {
+    for _ in 0..500 {
+        if r.gw.daemon.toolbox().registry().in_group(group).next().is_some() == want {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn the_model_calls_a_device_tool_over_mqtt_and_a_vanished_device_takes_its_tools_along() {
+    let group = format!("device_{}", OTHER.replace(':', ""));
+    let tool = format!("{group}_self_audio_speaker_set_volume");
+    let r = rig(vec![Step::tool_call(&tool, json!({"volume": 50})), Step::text("Done.")], "unused").await;
+    let mut d = connect(r.mqtt, other_login(), 60).await.unwrap();
+    d.publish(&HELLO.replace(r#""mcp":false"#, r#""mcp":true"#)).await;
+    assert_eq!(d.json().await["type"], "hello");
+    let init = d.next_mcp().await;
+    assert_eq!(init["method"], "initialize", "{init}");
+    assert!(init["params"]["capabilities"]["vision"]["token"].is_string(), "{init}");
+    let server = json!({"protocolVersion": "2024-11-05", "capabilities": {"tools": {}}, "serverInfo": {"name": "b", "version": "1"}});
+    d.answer_mcp(&init["id"], server).await;
+    let list = loop {
+        let m = d.next_mcp().await;
+        if m["method"] == "tools/list" {
+            break m;
+        }
+    };
+    let tools = json!({"tools": [{"name": "self.audio_speaker.set_volume", "description": "Set the volume.",
+        "inputSchema": {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["volume"]}}]});
+    d.answer_mcp(&list["id"], tools).await;
+    assert!(group_present(&r, &group, true).await, "the device's tools are registered");
+    d.send_audio(&opus_packets(&[0i16; 960])[0]).await;
+    d.publish(r#"{"type":"listen","state":"detect","text":"louder"}"#).await;
+    let call = loop {
+        let v = d.json().await;
+        if v["type"] == "mcp" && v["payload"]["method"] == "tools/call" {
+            break v["payload"].clone();
+        }
+    };
+    assert_eq!(call["params"], json!({"name": "self.audio_speaker.set_volume", "arguments": {"volume": 50}}));
+    d.answer_mcp(&call["id"], json!({"content": [{"type": "text", "text": "true"}], "isError": false})).await;
+    let (js, _) = d.until_tts_stop().await;
+    assert!(js.iter().any(|v| v["text"] == "Done."), "{js:?}");
+    let second = String::from_utf8_lossy(&r.llm.requests()[1].body).into_owned();
+    assert!(second.contains("true"), "the device's answer reached the model: {second}");
+    // The device vanishes without a DISCONNECT: its tools go with the connection.
+    drop(d);
+    assert!(group_present(&r, &group, false).await, "the group is removed");
+}
