@@ -55,6 +55,11 @@ mod turn;
 // Images and the model: the bounds of a turn, and one-shot questions about an image.
 mod vision;
 
+/// For the fuzz targets only: the MQTT side of a xiaozhi device connection, bytes in, events out.
+#[cfg(feature = "voice")]
+#[doc(hidden)]
+pub use channels::xiaozhi::mqtt_wire as xiaozhi_mqtt_wire;
+
 /// For the escape-and-abuse corpus of the file tools (`tests/abuse/files.rs`) only.
 #[cfg(feature = "files")]
 #[doc(hidden)]

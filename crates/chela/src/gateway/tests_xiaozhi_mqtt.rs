@@ -393,7 +393,7 @@ async fn a_silent_device_is_gone_after_one_and_a_half_keepalives() {
 async fn oversized_and_out_of_order_packets_close_the_connection() {
     let r = rig(vec![], "unused").await;
     let mut d = connect(r.mqtt, other_login(), 60).await.unwrap();
-    let big = "x".repeat(mqtt::MAX_PACKET + 1);
+    let big = "x".repeat(crate::channels::xiaozhi::mqtt_wire::MAX_PACKET + 1);
     d.publish(&big).await;
     assert!(d.packet().await.is_none(), "an oversized packet closes");
     let mut d = connect(r.mqtt, other_login(), 60).await.unwrap();

@@ -55,6 +55,7 @@ use crate::voice::{DOWNLINK_RATE, FRAME_MS};
 use session::{Reason, Session, Stop, Transport};
 
 pub mod mqtt;
+pub mod mqtt_wire;
 mod session;
 pub mod turn;
 pub mod udp;

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use chela_proto::xiaozhi::message::{Hello, Message as XzMessage};
-use rumqttc::mqttbytes::v4::{ConnAck, ConnectReturnCode, Packet, PubAck, Publish, SubAck, SubscribeReasonCode};
+use rumqttc::mqttbytes::v4::{ConnAck, ConnectReturnCode, Packet, Publish};
 use rumqttc::mqttbytes::{self, QoS};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -32,13 +32,13 @@ use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
 
 use super::Host;
+pub use super::mqtt_wire::PUBLISH_TOPIC;
+use super::mqtt_wire::{Event, Wire};
 use super::session::{Reason, Session, Stop, Transport};
 use super::udp::{Channel, Hub};
 use crate::devices::{DeviceState, Devices, State};
 use crate::voice::{DOWNLINK_RATE, FRAME_MS};
 
-/// Largest MQTT packet from a device: a JSON message plus the packet's own fields.
-pub const MAX_PACKET: usize = super::MAX_MESSAGE + 1024;
 /// MQTT connections at once.
 pub const MAX_CONNECTIONS: usize = 1024;
 /// MQTT connections from one address at once.
@@ -49,8 +49,6 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 pub const KEEPALIVE: u16 = 240;
 /// A CONNECT's keep-alive of 0 (none) or above this is taken as this, seconds.
 pub const MAX_KEEPALIVE: u16 = 1200;
-/// The topic devices publish to.
-pub const PUBLISH_TOPIC: &str = "device-server";
 
 /// The MQTT client id of a device: `GID_chela@@@<mac_underscored>@@@<client id>`.
 pub fn client_id(mac: &str, client: &str) -> String {
@@ -171,25 +169,20 @@ impl Endpoint {
     async fn connection(self: &Arc<Self>, stream: TcpStream) {
         let _ = stream.set_nodelay(true);
         let (mut rd, wr) = stream.into_split();
-        let mut buf = BytesMut::with_capacity(1024);
+        let mut wire = Wire::default();
         let first = tokio::time::timeout(CONNECT_TIMEOUT, async {
             loop {
-                match Packet::read(&mut buf, MAX_PACKET) {
-                    Ok(p) => return Some(p),
-                    Err(mqttbytes::Error::InsufficientBytes(_)) => {}
-                    Err(e) => {
-                        tracing::debug!("xiaozhi: a bad first MQTT packet: {e}");
-                        return None;
-                    }
+                if let Some(e) = wire.event() {
+                    return Some(e);
                 }
-                match rd.read_buf(&mut buf).await {
+                match rd.read_buf(wire.buffer()).await {
                     Ok(0) | Err(_) => return None,
                     Ok(_) => {}
                 }
             }
         })
         .await;
-        let Ok(Some(Packet::Connect(connect))) = first else { return };
+        let Ok(Some(Event::Connect(connect))) = first else { return };
         let mut link = Link { wr, timeout: self.host.limits.write_timeout };
         if connect.protocol != mqttbytes::Protocol::V4 {
             let _ = link.packet(&Packet::ConnAck(ConnAck::new(ConnectReturnCode::RefusedProtocolVersion, false))).await;
@@ -247,11 +240,11 @@ impl Endpoint {
         let mut deadline = Instant::now() + grace;
         let stop = loop {
             let step = tokio::select! {
-                r = rd.read_buf(&mut buf) => match r {
+                r = rd.read_buf(wire.buffer()) => match r {
                     Ok(0) | Err(_) => Err(Stop::Gone),
                     Ok(_) => {
                         deadline = Instant::now() + grace;
-                        self.packets(&mut buf, &mut c, &mut mq, &vision).await
+                        self.packets(&mut wire, &mut c, &mut mq, &vision).await
                     }
                 },
                 Some(opus) = recv(&mut mq.audio) => c.on_audio(&opus),
@@ -284,39 +277,18 @@ impl Endpoint {
         tracing::debug!(%device, "xiaozhi: a device left MQTT");
     }
 
-    /// Every whole packet in `buf`.
+    /// Every whole packet read so far.
     async fn packets(
         &self,
-        buf: &mut BytesMut,
+        wire: &mut Wire,
         c: &mut Session,
         mq: &mut Mq,
         vision: &Option<(String, String)>,
     ) -> Result<(), Stop> {
-        loop {
-            let packet = match Packet::read(buf, MAX_PACKET) {
-                Ok(p) => p,
-                Err(mqttbytes::Error::InsufficientBytes(_)) => return Ok(()),
-                Err(mqttbytes::Error::PayloadSizeLimitExceeded(n)) => {
-                    tracing::info!(device = %c.device, "xiaozhi: an MQTT packet of {n} bytes is over the limit; closed");
-                    return Err(Stop::Close(Reason::Size, "packet too large"));
-                }
-                Err(e) => {
-                    tracing::info!(device = %c.device, "xiaozhi: a malformed MQTT packet ({e}); closed");
-                    return Err(Stop::Close(Reason::Policy, "malformed packet"));
-                }
-            };
-            match packet {
-                Packet::Publish(p) => {
-                    match p.qos {
-                        QoS::AtMostOnce => {}
-                        QoS::AtLeastOnce => mq.link.packet(&Packet::PubAck(PubAck::new(p.pkid))).await?,
-                        QoS::ExactlyOnce => return Err(Stop::Close(Reason::Policy, "QoS 2 is not spoken here")),
-                    }
-                    if p.topic != PUBLISH_TOPIC {
-                        tracing::debug!(device = %c.device, "xiaozhi: a publish to another topic was ignored");
-                        continue;
-                    }
-                    let Ok(text) = std::str::from_utf8(&p.payload) else {
+        while let Some(event) = wire.event() {
+            match event {
+                Event::Message(payload) => {
+                    let Ok(text) = std::str::from_utf8(&payload) else {
                         c.bad_frame()?;
                         continue;
                     };
@@ -337,21 +309,18 @@ impl Endpoint {
                         other => other?,
                     }
                 }
-                Packet::PingReq => mq.link.packet(&Packet::PingResp).await?,
-                Packet::Subscribe(s) => {
-                    // The firmware never subscribes; a client that does is told QoS 0, and
-                    // gets its pushes on its own topic whatever it asked for.
-                    let codes = s.filters.iter().map(|_| SubscribeReasonCode::Success(QoS::AtMostOnce)).collect();
-                    mq.link.packet(&Packet::SubAck(SubAck::new(s.pkid, codes))).await?;
+                Event::Reply(p) => mq.link.packet(&p).await?,
+                Event::Nothing => {}
+                Event::Gone => return Err(Stop::Gone),
+                Event::Close(reason, why) => {
+                    tracing::info!(device = %c.device, "xiaozhi: MQTT connection closed: {why}");
+                    return Err(Stop::Close(reason, why));
                 }
-                Packet::Disconnect => return Err(Stop::Gone),
-                Packet::PubAck(_) => {}
-                other => {
-                    tracing::info!(device = %c.device, "xiaozhi: an unexpected MQTT packet ({:?}); closed", kind(&other));
-                    return Err(Stop::Close(Reason::Policy, "unexpected packet"));
-                }
+                // The wire yields CONNECT only first.
+                Event::Connect(_) => return Err(Stop::Close(Reason::Policy, "a second CONNECT")),
             }
         }
+        Ok(())
     }
 
     /// Makes `client_id` this connection's, closing an older one; its number and kick signal.
@@ -403,21 +372,6 @@ async fn recv(rx: &mut Option<mpsc::Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
     match rx {
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
-    }
-}
-
-fn kind(p: &Packet) -> &'static str {
-    match p {
-        Packet::Connect(_) => "CONNECT",
-        Packet::ConnAck(_) => "CONNACK",
-        Packet::PubRec(_) => "PUBREC",
-        Packet::PubRel(_) => "PUBREL",
-        Packet::PubComp(_) => "PUBCOMP",
-        Packet::SubAck(_) => "SUBACK",
-        Packet::Unsubscribe(_) => "UNSUBSCRIBE",
-        Packet::UnsubAck(_) => "UNSUBACK",
-        Packet::PingResp => "PINGRESP",
-        _ => "other",
     }
 }
 
