@@ -1,5 +1,7 @@
 //! The xiaozhi conversation on `/xiaozhi/v1/`: one WebSocket per talking device, driving its
-//! voice [`Pipeline`] with the wire codec of [`chela_proto::xiaozhi`].
+//! voice pipeline with the wire codec of [`chela_proto::xiaozhi`]. The conversation itself is
+//! `session::Session`, shared with the MQTT + UDP transport ([`mqtt`], [`udp`]); this module is
+//! the WebSocket carrier.
 //!
 //! Handshake (checked before the upgrade, so a refused device never gets a socket):
 //! `Authorization: Bearer <token>` must be the current token of an approved device in the

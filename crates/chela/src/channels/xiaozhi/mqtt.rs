@@ -9,8 +9,9 @@
 //! [`password`]); otherwise a refusing CONNACK and the socket is closed. One connection per
 //! client id: a newer one closes the older. Nothing for 1.5 × the keep-alive ends the
 //! connection (and with it the conversation and the device's MCP tools). QoS 0 is what the
-//! firmware sends; QoS 1 is acknowledged, QoS 2 closes. A packet over [`MAX_PACKET`], more than
-//! [`MAX_PER_ADDRESS`] connections from one address or [`MAX_CONNECTIONS`] in all are refused.
+//! firmware sends; QoS 1 is acknowledged, QoS 2 closes (the packet rules are
+//! [`super::mqtt_wire`]). A packet over its `MAX_PACKET`, more than [`MAX_PER_ADDRESS`]
+//! connections from one address or [`MAX_CONNECTIONS`] in all are refused.
 //!
 //! Each `hello` (`"transport":"udp"`, version 3) starts a conversation, answered with a `udp`
 //! block of fresh keys; a `goodbye` from either side ends it and the connection stays.
