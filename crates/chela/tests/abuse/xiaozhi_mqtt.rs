@@ -300,7 +300,8 @@ async fn hostile_mqtt_clients_are_refused_and_the_daemon_and_other_devices_carry
 #[tokio::test]
 async fn a_udp_flood_and_a_vanished_device_move_nothing() {
     let mut d = Daemon::start(vec![Step::text("Still here.")]);
-    let flood = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    // From another loopback address: another machine as far as the endpoint can tell.
+    let flood = UdpSocket::bind("127.0.0.2:0").await.unwrap();
     let mut b = device(d.mqtt, B).await;
     // Before any hello there is no channel: well-formed and garbage datagrams alike are dropped.
     for i in 0..500u32 {
@@ -312,7 +313,12 @@ async fn a_udp_flood_and_a_vanished_device_move_nothing() {
         flood.send_to(&[0xFF; 40], d.udp).await.unwrap();
     }
     b.hello().await;
-    b.send_audio(d.udp, &silence()).await;
+    for _ in 0..3 {
+        b.send_audio(d.udp, &silence()).await;
+    }
+    // A forger on the device's own IP but another port, and one elsewhere.
+    let neighbour = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+    neighbour.send_to(&b.datagram(b.up + 1, &[0xAB; 40]), d.udp).await.unwrap();
     // The forger knows the ssrc (it is in clear in every datagram) but not the key, and sends
     // from elsewhere: garbage under the right ssrc, wrong ssrcs, and the device's own datagram
     // replayed.
@@ -333,5 +339,6 @@ async fn a_udp_flood_and_a_vanished_device_move_nothing() {
     assert!(frames > 0, "the device, not the forger, hears the answer");
     let mut buf = [0u8; 64];
     assert!(flood.try_recv_from(&mut buf).is_err(), "nothing went to the forger");
+    assert!(neighbour.try_recv_from(&mut buf).is_err(), "nor to the neighbour");
     d.healthy();
 }

@@ -169,6 +169,7 @@ impl Endpoint {
 
     async fn connection(self: &Arc<Self>, stream: TcpStream) {
         let _ = stream.set_nodelay(true);
+        let Ok(peer) = stream.peer_addr() else { return };
         let (mut rd, wr) = stream.into_split();
         let mut wire = Wire::default();
         let first = tokio::time::timeout(CONNECT_TIMEOUT, async {
@@ -231,6 +232,7 @@ impl Endpoint {
             link,
             topic: subscribe_topic(&device),
             hub: Arc::clone(&self.hub),
+            device_ip: peer.ip().to_canonical(),
             udp_public: self.udp_public.clone(),
             channel: None,
             audio: None,
@@ -400,6 +402,8 @@ struct Mq {
     link: Link,
     topic: String,
     hub: Arc<Hub>,
+    /// The device's IP: its UDP audio must come from it.
+    device_ip: IpAddr,
     udp_public: (String, u16),
     channel: Option<Arc<Channel>>,
     audio: Option<mpsc::Receiver<Vec<u8>>>,
@@ -422,7 +426,7 @@ impl Transport for Mq {
         if hello.version.is_some_and(|v| v != 3) {
             return Err(Stop::Close(Reason::Policy, "an MQTT hello is version 3"));
         }
-        let Some((channel, audio)) = self.hub.open() else {
+        let Some((channel, audio)) = self.hub.open(self.device_ip) else {
             tracing::warn!("xiaozhi: no UDP audio channel is free");
             return Err(Stop::Close(Reason::Error, "no audio channel is free"));
         };

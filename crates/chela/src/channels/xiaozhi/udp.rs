@@ -3,17 +3,18 @@
 //! `hello` (the layout is [`chela_proto::xiaozhi::udp`]).
 //!
 //! A datagram is routed by the ssrc in its clear header, then has to pass, in this order: the
-//! layout; a known ssrc; the address the channel learned from its first accepted datagram (none
-//! yet: any); the uplink sequence window (strictly later than the last accepted, at most
+//! layout; a known ssrc; the IP address of the device's MQTT connection; the address the channel
+//! learned from its first accepted datagram (none yet: any port of that IP); the uplink sequence window (strictly later than the last accepted, at most
 //! [`udp::MAX_JUMP`] ahead). Only then is it decrypted, the window moved and, for the first,
 //! the address learned. So a datagram from another address never moves a channel, a replay is
-//! dropped, and garbage costs one map lookup. CTR has no authentication: a forger who saw the
-//! ssrc and raced the device's first datagram could take the address; the device's own
-//! datagrams then stop counting and the owner sees it in the log (`spoofed`). Decrypted audio
+//! dropped, and garbage costs one map lookup. CTR has no authentication, so the
+//! address is tied to the MQTT connection's IP: a forger elsewhere who saw the clear ssrc cannot
+//! race the device's first datagram; one behind the same IP (the same NAT) could, and the owner
+//! then sees the device's datagrams counted in the log as from another address. Decrypted audio
 //! goes to the conversation through a queue of [`AUDIO_QUEUE`] packets; more are dropped.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use aes::cipher::{KeyIvInit, StreamCipher};
@@ -50,6 +51,8 @@ struct State {
 /// One conversation's audio channel; its ssrc leaves the routing table when it is dropped.
 pub struct Channel {
     ssrc: u32,
+    /// The IP address of the device's MQTT connection: its audio comes from the same one.
+    device_ip: IpAddr,
     key: [u8; 16],
     nonce: [u8; 16],
     state: Mutex<State>,
@@ -94,7 +97,7 @@ impl Channel {
     /// Judges one datagram for this channel; the decrypted payload when accepted.
     fn accept(&self, from: SocketAddr, header: &udp::Header, datagram: &[u8]) -> Option<Vec<u8>> {
         let mut s = self.lock();
-        if s.peer.is_some_and(|p| p != from) {
+        if from.ip().to_canonical() != self.device_ip || s.peer.is_some_and(|p| p != from) {
             s.counts.spoofed += 1;
             return None;
         }
@@ -152,7 +155,7 @@ impl Hub {
 
     /// A new channel with fresh keys, and the queue its audio arrives in; `None` when the table
     /// is full or no randomness is to be had.
-    pub fn open(self: &Arc<Self>) -> Option<(Arc<Channel>, mpsc::Receiver<Vec<u8>>)> {
+    pub fn open(self: &Arc<Self>, device_ip: IpAddr) -> Option<(Arc<Channel>, mpsc::Receiver<Vec<u8>>)> {
         let mut routes = self.routes.lock().unwrap_or_else(PoisonError::into_inner);
         if routes.len() >= self.max {
             return None;
@@ -171,6 +174,7 @@ impl Hub {
             let (tx, rx) = mpsc::channel(AUDIO_QUEUE);
             let ch = Arc::new(Channel {
                 ssrc,
+                device_ip,
                 key,
                 nonce: udp::nonce(ssrc, rest),
                 state: Mutex::default(),
@@ -244,6 +248,8 @@ fn hex(b: &[u8]) -> String {
 mod tests {
     use super::*;
 
+    const LOCAL: IpAddr = IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
     async fn hub() -> Arc<Hub> {
         Hub::new(UdpSocket::bind("127.0.0.1:0").await.unwrap(), 4)
     }
@@ -273,7 +279,7 @@ mod tests {
     #[tokio::test]
     async fn a_channel_learns_its_device_and_refuses_replays_and_other_addresses() {
         let hub = hub().await;
-        let (ch, mut rx) = hub.open().unwrap();
+        let (ch, mut rx) = hub.open(LOCAL).unwrap();
         let n = &ch.nonce;
         assert_eq!(&n[..2], &[1, 0]);
         assert_eq!(u32::from_be_bytes([n[4], n[5], n[6], n[7]]), ch.ssrc);
@@ -294,9 +300,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn only_the_mqtt_connections_ip_can_be_learned() {
+        let hub = hub().await;
+        let (ch, mut rx) = hub.open(LOCAL).unwrap();
+        let elsewhere: SocketAddr = "127.0.0.2:40001".parse().unwrap();
+        hub.datagram(elsewhere, &dev(&ch, 1, b"forged"));
+        assert!(rx.try_recv().is_err());
+        assert_eq!(ch.lock().peer, None, "a first datagram from another IP teaches nothing");
+        let device: SocketAddr = "127.0.0.1:40001".parse().unwrap();
+        hub.datagram(device, &dev(&ch, 1, b"real"));
+        assert_eq!(rx.try_recv().unwrap(), b"real");
+    }
+
+    #[tokio::test]
     async fn unknown_ssrcs_and_damaged_datagrams_reach_no_channel() {
         let hub = hub().await;
-        let (ch, mut rx) = hub.open().unwrap();
+        let (ch, mut rx) = hub.open(LOCAL).unwrap();
         let from: SocketAddr = "127.0.0.1:40003".parse().unwrap();
         let mut wrong = dev(&ch, 1, b"x");
         wrong[4] ^= 0xff;
@@ -312,10 +331,10 @@ mod tests {
     #[tokio::test]
     async fn the_table_is_bounded_and_a_dropped_channel_leaves_it() {
         let hub = hub().await;
-        let open: Vec<_> = (0..4).map(|_| hub.open().unwrap()).collect();
-        assert!(hub.open().is_none(), "a fifth channel is refused");
+        let open: Vec<_> = (0..4).map(|_| hub.open(LOCAL).unwrap()).collect();
+        assert!(hub.open(LOCAL).is_none(), "a fifth channel is refused");
         drop(open);
         assert!(hub.routes.lock().unwrap().is_empty());
-        assert!(hub.open().is_some());
+        assert!(hub.open(LOCAL).is_some());
     }
 }
