@@ -76,6 +76,7 @@ pub struct Gateway {
     /// xiaozhi devices: the rate of new activation codes.
     pub(crate) onboarding: xiaozhi::Onboarding,
     /// Where MQTT devices connect and send audio, once that endpoint is up (`xiaozhi.transport`).
+    #[cfg(feature = "voice")]
     pub(crate) mqtt: std::sync::OnceLock<xiaozhi::MqttAddrs>,
     admission: Arc<admit::Admission>,
     conns: Arc<http::Conns>,
@@ -116,6 +117,7 @@ impl Gateway {
             limits,
             clients,
             onboarding: xiaozhi::Onboarding::default(),
+            #[cfg(feature = "voice")]
             mqtt: std::sync::OnceLock::new(),
             admission: admit::Admission::new(limits),
             logins: login::Logins::default(),

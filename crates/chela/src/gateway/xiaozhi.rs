@@ -56,6 +56,7 @@ impl Onboarding {
 }
 
 /// The bound addresses of the MQTT endpoint and its UDP audio.
+#[cfg(feature = "voice")]
 #[derive(Clone, Copy, Debug)]
 pub struct MqttAddrs {
     pub tcp: std::net::SocketAddr,
@@ -132,6 +133,7 @@ fn mqtt_block(_: &Gateway, _: &HeaderMap, _: &str, _: &str, _: Option<&str>) -> 
 
 /// `host:port` MQTT devices dial (`xiaozhi.mqtt_public`, else the bound address, or the host the
 /// device reached the gateway at when that is a wildcard), and whether MQTT is served at all.
+#[cfg(feature = "voice")]
 fn mqtt_public(gw: &Gateway, headers: &HeaderMap) -> (String, bool) {
     let Some(addrs) = gw.mqtt.get() else { return (String::new(), false) };
     let public = gw.daemon.config().get(keys::XIAOZHI_MQTT_PUBLIC).trim().to_owned();
