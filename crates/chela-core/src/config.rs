@@ -343,6 +343,14 @@ keys! {
         "WebSocket URL the OTA answer tells devices to dial (ws:// or wss://). Empty: ws://<gateway.listen>/xiaozhi/v1/.";
     XIAOZHI_MAX_PENDING = "xiaozhi.max_pending", Kind::Int { min: 1, max: 1000 }, "16",
         "Unapproved devices remembered with their activation codes; when more ask, the oldest is forgotten.";
+    XIAOZHI_TRANSPORT = "xiaozhi.transport", Kind::Choice(&["websocket", "mqtt"]), "websocket",
+        "How approved devices talk: websocket (/xiaozhi/v1/ on the gateway) or mqtt (MQTT on xiaozhi.mqtt_listen, audio over UDP on xiaozhi.udp_listen). A device takes the change at its next OTA check (restart it).";
+    XIAOZHI_MQTT_LISTEN = "xiaozhi.mqtt_listen", Kind::Listen, "127.0.0.1:1883",
+        "Address and port of the MQTT endpoint for devices (plain MQTT 3.1.1, each device its own login); only served while xiaozhi.transport = mqtt.";
+    XIAOZHI_MQTT_PUBLIC = "xiaozhi.mqtt_public", Kind::Text, "",
+        "host:port the OTA answer tells MQTT devices to dial (also the host of their UDP audio). Empty: xiaozhi.mqtt_listen, or the host the device reached the gateway at when that is a wildcard.";
+    XIAOZHI_UDP_LISTEN = "xiaozhi.udp_listen", Kind::Listen, "127.0.0.1:1883",
+        "Address and UDP port of MQTT devices' encrypted audio (AES-128-CTR, keys fresh per conversation).";
     VOICE_ASR_PROVIDER = "voice.asr_provider", Kind::Choice(&["openai"]), "openai",
         "Speech recognition for voice devices: openai (any server with OpenAI's /v1/audio/transcriptions: OpenAI, Groq, SiliconFlow, faster-whisper, FunASR).";
     VOICE_ASR_BASE_URL = "voice.asr_base_url", Kind::Url, "",

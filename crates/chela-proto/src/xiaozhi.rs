@@ -16,3 +16,4 @@
 pub mod frame;
 pub mod message;
 pub mod ota;
+pub mod udp;

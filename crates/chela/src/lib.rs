@@ -50,6 +50,11 @@ mod jobs;
 pub use chela_net as net;
 mod serve;
 
+/// For the fuzz targets only: the MQTT side of a xiaozhi device connection, bytes in, events out.
+#[cfg(feature = "voice")]
+#[doc(hidden)]
+pub use channels::xiaozhi::mqtt_wire as xiaozhi_mqtt_wire;
+
 /// For the escape-and-abuse corpus of the file tools (`tests/abuse/files.rs`) only.
 #[cfg(feature = "files")]
 #[doc(hidden)]

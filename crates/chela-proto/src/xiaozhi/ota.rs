@@ -90,6 +90,8 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub websocket: Option<Websocket>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mqtt: Option<Mqtt>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub activation: Option<Activation>,
 }
 
@@ -120,6 +122,22 @@ pub struct Websocket {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
     pub version: u8,
+}
+
+/// `mqtt`: present, it makes the device use MQTT + UDP instead of the WebSocket. Like
+/// `websocket`, only the keys present are copied into the device's settings, so `password` is
+/// handed out once and an answer without it leaves the stored one. `endpoint` is `host[:port]`
+/// (no port: 8883); `keepalive` is seconds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mqtt {
+    pub endpoint: String,
+    pub client_id: String,
+    pub username: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    pub publish_topic: String,
+    pub subscribe_topic: String,
+    pub keepalive: u16,
 }
 
 /// `activation`: the device shows and speaks `code`, then posts to `…/activate` until 200.
@@ -185,6 +203,7 @@ mod tests {
                 token: Some("t".into()),
                 version: 1,
             }),
+            mqtt: None,
             activation: None,
         };
         assert_eq!(
@@ -194,6 +213,20 @@ mod tests {
         // No token: the key is absent (an empty string would overwrite the device's stored one).
         let kept = Websocket { url: "ws://h/xiaozhi/v1/".into(), token: None, version: 1 };
         assert_eq!(serde_json::to_string(&kept).unwrap(), r#"{"url":"ws://h/xiaozhi/v1/","version":1}"#);
+        let m = Mqtt {
+            endpoint: "h:1883".into(),
+            client_id: "GID_chela@@@aa_bb_cc_dd_ee_ff@@@u".into(),
+            username: "aa:bb:cc:dd:ee:ff".into(),
+            password: None,
+            publish_topic: "device-server".into(),
+            subscribe_topic: "devices/p2p/aa_bb_cc_dd_ee_ff".into(),
+            keepalive: 240,
+        };
+        assert_eq!(
+            serde_json::to_string(&m).unwrap(),
+            r#"{"endpoint":"h:1883","client_id":"GID_chela@@@aa_bb_cc_dd_ee_ff@@@u","username":"aa:bb:cc:dd:ee:ff","publish_topic":"device-server","subscribe_topic":"devices/p2p/aa_bb_cc_dd_ee_ff","keepalive":240}"#,
+            "no password: the key is absent, so the device keeps the one it stored"
+        );
     }
 
     #[test]

@@ -54,6 +54,8 @@ mod tests_vision;
 #[cfg(test)]
 mod tests_xiaozhi;
 #[cfg(all(test, feature = "voice"))]
+mod tests_xiaozhi_mqtt;
+#[cfg(all(test, feature = "voice"))]
 mod tests_xiaozhi_ws;
 
 pub use http::{ApiError, Limits, Resp};
@@ -73,6 +75,9 @@ pub struct Gateway {
     pub(crate) mcp: crate::channels::mcp::http::Endpoint,
     /// xiaozhi devices: the rate of new activation codes.
     pub(crate) onboarding: xiaozhi::Onboarding,
+    /// Where MQTT devices connect and send audio, once that endpoint is up (`xiaozhi.transport`).
+    #[cfg(feature = "voice")]
+    pub(crate) mqtt: std::sync::OnceLock<xiaozhi::MqttAddrs>,
     admission: Arc<admit::Admission>,
     conns: Arc<http::Conns>,
 }
@@ -92,6 +97,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> anyhow::Result<()> {
     let bound = listener.local_addr().unwrap_or(listen);
     auth::announce(token.as_deref().unwrap_or(""), bound);
     let gw = Gateway::new(daemon, bound, token, Limits::from_config(&cfg));
+    xiaozhi::start_mqtt(&gw).await?;
     gw.run(listener).await;
     Ok(())
 }
@@ -111,6 +117,8 @@ impl Gateway {
             limits,
             clients,
             onboarding: xiaozhi::Onboarding::default(),
+            #[cfg(feature = "voice")]
+            mqtt: std::sync::OnceLock::new(),
             admission: admit::Admission::new(limits),
             logins: login::Logins::default(),
             conns: Arc::default(),

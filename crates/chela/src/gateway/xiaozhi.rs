@@ -55,6 +55,105 @@ impl Onboarding {
     }
 }
 
+/// The bound addresses of the MQTT endpoint and its UDP audio.
+#[cfg(feature = "voice")]
+#[derive(Clone, Copy, Debug)]
+pub struct MqttAddrs {
+    pub tcp: std::net::SocketAddr,
+    pub udp: std::net::SocketAddr,
+}
+
+/// Starts the MQTT endpoint and its UDP audio when `xiaozhi.transport` is `mqtt`: both
+/// listeners are bound before the gateway serves, so an OTA answer never names a port that is
+/// not open yet.
+pub async fn start_mqtt(gw: &std::sync::Arc<Gateway>) -> anyhow::Result<()> {
+    let cfg = gw.daemon.config();
+    if !cfg.bool(keys::XIAOZHI_ENABLED) || cfg.get(keys::XIAOZHI_TRANSPORT) != "mqtt" {
+        return Ok(());
+    }
+    #[cfg(not(feature = "voice"))]
+    anyhow::bail!("this Chela was built without the `voice` feature: xiaozhi.transport = mqtt cannot be served");
+    #[cfg(feature = "voice")]
+    serve_mqtt(gw).await
+}
+
+#[cfg(feature = "voice")]
+async fn serve_mqtt(gw: &std::sync::Arc<Gateway>) -> anyhow::Result<()> {
+    use crate::channels::xiaozhi::{mqtt, udp};
+    use anyhow::Context;
+    let cfg = gw.daemon.config();
+    let tcp_at: std::net::SocketAddr = cfg.get(keys::XIAOZHI_MQTT_LISTEN).parse().context("xiaozhi.mqtt_listen")?;
+    let udp_at: std::net::SocketAddr = cfg.get(keys::XIAOZHI_UDP_LISTEN).parse().context("xiaozhi.udp_listen")?;
+    let listener = tokio::net::TcpListener::bind(tcp_at)
+        .await
+        .with_context(|| format!("xiaozhi devices' MQTT cannot listen on {tcp_at} (xiaozhi.mqtt_listen)"))?;
+    let socket = tokio::net::UdpSocket::bind(udp_at)
+        .await
+        .with_context(|| format!("xiaozhi devices' UDP audio cannot listen on {udp_at} (xiaozhi.udp_listen)"))?;
+    let addrs = MqttAddrs { tcp: listener.local_addr()?, udp: socket.local_addr()? };
+    eprintln!("chela: xiaozhi devices connect over MQTT to {} (UDP audio on {})", addrs.tcp, addrs.udp);
+    let _ = gw.mqtt.set(addrs);
+    let hub = udp::Hub::new(socket, mqtt::MAX_CONNECTIONS);
+    let (endpoint, _) = mqtt_public(gw, &HeaderMap::new());
+    let udp_host = endpoint.rsplit_once(':').map_or(endpoint.as_str(), |(h, _)| h).to_owned();
+    let host = crate::channels::xiaozhi::Host {
+        daemon: std::sync::Arc::clone(&gw.daemon),
+        limits: gw.limits,
+        conns: std::sync::Arc::clone(&gw.conns),
+        camera_url: format!("{}{}", base(gw, &HeaderMap::new()).1, super::vision::PATH),
+    };
+    let ep = mqtt::Endpoint::new(host, std::sync::Arc::clone(&hub), (udp_host, addrs.udp.port()));
+    let shutdown = gw.daemon.shutdown().clone();
+    tokio::spawn(hub.run(shutdown));
+    tokio::spawn(ep.run(listener));
+    Ok(())
+}
+
+/// The OTA answer's `mqtt` block when the MQTT endpoint is up; the password goes with a token
+/// just issued (once), as it is derived from it.
+#[cfg(feature = "voice")]
+fn mqtt_block(gw: &Gateway, headers: &HeaderMap, id: &str, client_id: &str, token: Option<&str>) -> Option<ota::Mqtt> {
+    use crate::channels::xiaozhi::mqtt;
+    let (endpoint, on) = mqtt_public(gw, headers);
+    on.then(|| ota::Mqtt {
+        endpoint,
+        client_id: mqtt::client_id(id, client_id),
+        username: id.to_owned(),
+        password: token.and_then(|t| mqtt::password_for_token(id, client_id, t)),
+        publish_topic: mqtt::PUBLISH_TOPIC.to_owned(),
+        subscribe_topic: mqtt::subscribe_topic(id),
+        keepalive: mqtt::KEEPALIVE,
+    })
+}
+
+#[cfg(not(feature = "voice"))]
+fn mqtt_block(_: &Gateway, _: &HeaderMap, _: &str, _: &str, _: Option<&str>) -> Option<ota::Mqtt> {
+    None
+}
+
+/// `host:port` MQTT devices dial (`xiaozhi.mqtt_public`, else the bound address, or the host the
+/// device reached the gateway at when that is a wildcard), and whether MQTT is served at all.
+#[cfg(feature = "voice")]
+fn mqtt_public(gw: &Gateway, headers: &HeaderMap) -> (String, bool) {
+    let Some(addrs) = gw.mqtt.get() else { return (String::new(), false) };
+    let public = gw.daemon.config().get(keys::XIAOZHI_MQTT_PUBLIC).trim().to_owned();
+    if !public.is_empty() {
+        return (public, true);
+    }
+    if !addrs.tcp.ip().is_unspecified() {
+        return (addrs.tcp.to_string(), true);
+    }
+    let host = headers.get(HOST).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let name = match host.rsplit_once(':') {
+        Some((h, p)) if p.bytes().all(|b| b.is_ascii_digit()) => h,
+        _ => host,
+    };
+    if name.is_empty() {
+        return (addrs.tcp.to_string(), true);
+    }
+    (format!("{name}:{}", addrs.tcp.port()), true)
+}
+
 /// Whether `path` is one of the device endpoints.
 pub fn is_device_path(path: &str) -> bool {
     path == "/xiaozhi/ota" || path.starts_with("/xiaozhi/ota/")
@@ -77,6 +176,7 @@ pub async fn route(
     match (method, path) {
         (&Method::GET | &Method::POST, "/xiaozhi/ota" | "/xiaozhi/ota/") => {
             let (id, client_id) = device_headers(headers)?;
+            let client = client_id.clone();
             let info: SystemInfo = ota::parse_body(&body).map_err(body_error)?;
             let info = device_info(headers, info);
             let current = info.app_version.clone();
@@ -113,7 +213,7 @@ pub async fn route(
                 .await
                 .map_err(|e| ApiError::internal("the device store", e))?
                 .map_err(store_error)?;
-            let body = answer(gw, headers, &id, admission, firmware.as_ref(), &version);
+            let body = answer(gw, headers, (&id, &client), admission, firmware.as_ref(), &version);
             Ok(json(StatusCode::OK, &serde_json::to_value(body).unwrap_or_default()))
         }
         (&Method::POST, "/xiaozhi/ota/activate") => {
@@ -218,7 +318,7 @@ pub(super) fn base(gw: &Gateway, headers: &HeaderMap) -> (String, String) {
 fn answer(
     gw: &Gateway,
     headers: &HeaderMap,
-    id: &str,
+    (id, client_id): (&str, &str),
     admission: Admission,
     firmware: Option<&crate::devices::FirmwareOffer>,
     current: &str,
@@ -242,12 +342,14 @@ fn answer(
         }),
         firmware: Some(firmware),
         websocket: None,
+        mqtt: None,
         activation: None,
     };
     match admission {
-        Admission::Bound { token } => {
-            out.websocket = Some(ota::Websocket { url: ws_url, token, version: WS_PROTOCOL_VERSION });
-        }
+        Admission::Bound { token } => match mqtt_block(gw, headers, id, client_id, token.as_deref()) {
+            Some(block) => out.mqtt = Some(block),
+            None => out.websocket = Some(ota::Websocket { url: ws_url, token, version: WS_PROTOCOL_VERSION }),
+        },
         Admission::Waiting { code, challenge } => {
             tracing::info!(device = id, "xiaozhi: a device waits for approval (`chela device approve {code}`)");
             out.activation = Some(ota::Activation {

@@ -21,4 +21,6 @@ mod router;
 mod voice;
 mod xiaozhi;
 mod xiaozhi_identity;
+#[cfg(feature = "voice")]
+mod xiaozhi_mqtt;
 mod xiaozhi_ws;

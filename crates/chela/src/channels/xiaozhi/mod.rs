@@ -1,5 +1,7 @@
 //! The xiaozhi conversation on `/xiaozhi/v1/`: one WebSocket per talking device, driving its
-//! voice [`Pipeline`] with the wire codec of [`chela_proto::xiaozhi`].
+//! voice pipeline with the wire codec of [`chela_proto::xiaozhi`]. The conversation itself is
+//! `session::Session`, shared with the MQTT + UDP transport ([`mqtt`], [`udp`]); this module is
+//! the WebSocket carrier.
 //!
 //! Handshake (checked before the upgrade, so a refused device never gets a socket):
 //! `Authorization: Bearer <token>` must be the current token of an approved device in the
@@ -29,15 +31,12 @@
 //! [`Limits::write_timeout`]: Limits::write_timeout
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
 use chela_core::config as keys;
 use chela_proto::xiaozhi::frame::{self, Frame, Kind, Version};
-use chela_proto::xiaozhi::message::{
-    self, Hello, ListenMode, ListenState, Message as XzMessage, MessageError, Stt, Tts, TtsState,
-};
+use chela_proto::xiaozhi::message::{self, Hello, Message as XzMessage};
 use futures_util::{SinkExt, StreamExt};
 use hyper::header::{AUTHORIZATION, HeaderMap, HeaderValue, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
 use hyper::{Request, StatusCode};
@@ -54,11 +53,14 @@ use crate::daemon::Daemon;
 use crate::devices::{Devices, normalize_id};
 use crate::serve::admit::WsSlot;
 use crate::serve::http::{ApiError, Conns, Limits, Resp, json as json_resp, switching_protocols};
-use crate::voice::pipeline::{Mode, Output, Pipeline, Providers};
-use crate::voice::{DOWNLINK_RATE, FRAME_MS, VoiceConfig};
-use turn::{Running, alert};
+use crate::voice::{DOWNLINK_RATE, FRAME_MS};
+use session::{Reason, Session, Stop, Transport};
 
+pub mod mqtt;
+pub mod mqtt_wire;
+mod session;
 pub mod turn;
+pub mod udp;
 
 /// Largest WebSocket message from a device, text or binary (a device MCP page is ~8 KB).
 pub const MAX_MESSAGE: usize = message::MAX_MESSAGE;
@@ -199,51 +201,53 @@ fn protocol_version(headers: &HeaderMap) -> Result<Version, ApiError> {
         .ok_or_else(|| ApiError::BadRequest("Protocol-Version must be 1, 2 or 3 (the binary audio framing)".into()))
 }
 
-/// Session ids handed out by this process.
-static NEXT_SESSION: AtomicU64 = AtomicU64::new(1);
-
-fn session_id() -> String {
-    // Unique per process and not guessable across restarts: the id only labels messages.
-    let rand = crate::devices::random::<4>().map(hex4).unwrap_or_default();
-    format!("{}{:x}", rand, NEXT_SESSION.fetch_add(1, Ordering::Relaxed))
-}
-
-fn hex4(b: [u8; 4]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 type Socket<S> = WebSocketStream<S>;
 
-/// Why the connection loop stops.
-enum Stop {
-    /// The device left or the socket failed: nothing more to send.
-    Gone,
-    /// Close with this code and reason.
-    Close(CloseCode, &'static str),
-}
-
-/// One device's connection state (owned by its task).
-struct Conn {
-    host: Host,
-    device: String,
-    /// What `initialize` offers the device as its camera's endpoint (see [`DeviceHello`]).
-    vision: Option<(String, String)>,
+/// The WebSocket as a conversation's carrier: audio frames in the device's protocol version.
+struct Ws<S> {
+    socket: Socket<S>,
     version: Version,
-    session_id: String,
-    pipeline: Option<Pipeline>,
-    turn: Option<Running>,
-    control: mpsc::Sender<Value>,
-    mcp: Option<Box<dyn McpLink>>,
-    mcp_tx: mpsc::Sender<Value>,
-    bad_frames: u32,
+    write_timeout: Duration,
     /// Milliseconds of the reply sent so far (protocol 2's frame timestamp).
     downlink_ms: u32,
+}
+
+impl<S> Transport for Ws<S>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send,
+{
+    fn name(&self) -> &'static str {
+        "websocket"
+    }
+
+    fn hello_answer(&mut self, session_id: &str, _hello: &Hello) -> Result<String, Stop> {
+        Ok(XzMessage::Hello(Hello::server(session_id, DOWNLINK_RATE, FRAME_MS)).to_json())
+    }
+
+    async fn send_text(&mut self, text: String) -> Result<(), Stop> {
+        send(&mut self.socket, Message::text(text), self.write_timeout).await
+    }
+
+    async fn send_audio(&mut self, packet: &[u8]) -> Result<(), Stop> {
+        let mut buf = Vec::with_capacity(packet.len() + self.version.header_len());
+        let f = Frame { kind: Kind::Opus, timestamp: self.downlink_ms, payload: packet };
+        if let Err(e) = frame::encode(self.version, &f, &mut buf) {
+            tracing::warn!("xiaozhi: a downlink frame could not be encoded: {e}");
+            return Ok(());
+        }
+        self.downlink_ms = self.downlink_ms.wrapping_add(FRAME_MS);
+        send(&mut self.socket, Message::binary(buf), self.write_timeout).await
+    }
+
+    fn reply_starts(&mut self) {
+        self.downlink_ms = 0;
+    }
 }
 
 /// One device's conversation, until it leaves, falls silent, or the daemon stops.
 async fn connection<S>(host: Host, device: String, vision: Option<(String, String)>, version: Version, io: S)
 where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send,
 {
     let limits = host.limits;
     let config = WebSocketConfig::default()
@@ -253,77 +257,90 @@ where
         .read_buffer_size(4096)
         .write_buffer_size(0)
         .max_write_buffer_size(2 * MAX_MESSAGE);
-    let mut socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
-    let (control, mut control_rx) = mpsc::channel(CONTROL_QUEUE);
-    let (mcp_tx, mut mcp_rx) = mpsc::channel(MCP_QUEUE);
-    let mut c = Conn {
-        host: host.clone(),
-        device,
-        vision,
-        version,
-        session_id: session_id(),
-        pipeline: None,
-        turn: None,
-        control,
-        mcp: None,
-        mcp_tx,
-        bad_frames: 0,
-        downlink_ms: 0,
-    };
+    let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
+    let mut ws = Ws { socket, version, write_timeout: limits.write_timeout, downlink_ms: 0 };
+    let mut c = Session::new(host.clone(), device, vision);
     tracing::debug!(device = %c.device, protocol = version.number(), "xiaozhi: a device connected");
     let shutdown = host.daemon.shutdown().clone();
     let mut deadline = Instant::now() + limits.device_hello;
     let stop = loop {
-        let output = async {
-            match &mut c.pipeline {
-                Some(p) => p.next_output().await,
-                None => std::future::pending().await,
-            }
-        };
         let step = tokio::select! {
-            incoming = socket.next() => match incoming {
+            incoming = ws.socket.next() => match incoming {
                 None => Err(Stop::Gone),
                 Some(Err(tung::Error::Capacity(e))) => {
                     tracing::info!(device = %c.device, "xiaozhi: a device sent a message over the limit ({e}); closed");
-                    Err(Stop::Close(CloseCode::Size, "message too large"))
+                    Err(Stop::Close(Reason::Size, "message too large"))
                 }
                 Some(Err(e)) => {
                     tracing::debug!(device = %c.device, "xiaozhi: the WebSocket failed: {e}");
                     Err(Stop::Gone)
                 }
                 Some(Ok(msg)) => {
-                    if c.pipeline.is_some() {
+                    if c.started() {
                         deadline = Instant::now() + limits.device_idle;
                     }
-                    c.on_message(msg, &mut socket).await
+                    match msg {
+                        Message::Text(text) => c.on_text(text.as_str(), &mut ws).await,
+                        Message::Binary(bytes) => on_binary(&mut c, version, &bytes),
+                        // The codec answers pings and a close; the stream ends after a close.
+                        _ => Ok(()),
+                    }
                 }
             },
-            out = output => c.on_output(out, &mut socket).await,
-            Some(v) = control_rx.recv() => send(&mut socket, Message::text(v.to_string()), limits.write_timeout).await,
-            Some(payload) = mcp_rx.recv() => {
-                let v = json!({"session_id": c.session_id, "type": "mcp", "payload": payload});
-                send(&mut socket, Message::text(v.to_string()), limits.write_timeout).await
-            }
-            () = sleep_until(deadline) => Err(if c.pipeline.is_none() {
-                tracing::info!(device = %c.device, "xiaozhi: no hello within {:?}; closed", limits.device_hello);
-                Stop::Close(CloseCode::Policy, "no hello within 10 s")
-            } else {
+            work = c.next() => c.handle(work, &mut ws).await,
+            () = sleep_until(deadline) => Err(if c.started() {
                 tracing::debug!(device = %c.device, "xiaozhi: nothing from the device for {:?}; closed", limits.device_idle);
-                Stop::Close(CloseCode::Normal, "idle")
+                Stop::Close(Reason::Normal, "idle")
+            } else {
+                tracing::info!(device = %c.device, "xiaozhi: no hello within {:?}; closed", limits.device_hello);
+                Stop::Close(Reason::Policy, "no hello within 10 s")
             }),
-            () = shutdown.wait() => Err(Stop::Close(CloseCode::Away, "Chela is stopping")),
+            () = shutdown.wait() => Err(Stop::Close(Reason::Away, "Chela is stopping")),
         };
         if let Err(stop) = step {
             break stop;
         }
     };
     // Leaving cancels the running turn (dropping it) and the reply.
-    c.turn = None;
-    if let Stop::Close(code, reason) = stop {
+    c.end_turn();
+    let close = match stop {
+        Stop::Gone => None,
+        Stop::Goodbye => Some((CloseCode::Normal, "goodbye")),
+        Stop::Close(reason, text) => Some((close_code(reason), text)),
+    };
+    if let Some((code, reason)) = close {
         let frame = CloseFrame { code, reason: reason.into() };
-        let _ = tokio::time::timeout(Duration::from_secs(1), socket.close(Some(frame))).await;
+        let _ = tokio::time::timeout(Duration::from_secs(1), ws.socket.close(Some(frame))).await;
     }
     tracing::debug!(device = %c.device, "xiaozhi: a device left");
+}
+
+fn close_code(reason: Reason) -> CloseCode {
+    match reason {
+        Reason::Normal => CloseCode::Normal,
+        Reason::Policy => CloseCode::Policy,
+        Reason::Size => CloseCode::Size,
+        Reason::Error => CloseCode::Error,
+        Reason::Away => CloseCode::Away,
+    }
+}
+
+/// A binary frame: audio in the device's protocol version.
+fn on_binary(c: &mut Session, version: Version, bytes: &Bytes) -> Result<(), Stop> {
+    if !c.started() {
+        return Ok(());
+    }
+    match frame::parse(version, bytes) {
+        Ok(Frame { kind: Kind::Opus, payload, .. }) => c.on_audio(payload),
+        Ok(Frame { kind: Kind::Json, .. }) => {
+            tracing::debug!(device = %c.device, "xiaozhi: a JSON binary frame was ignored");
+            Ok(())
+        }
+        Err(e) => {
+            tracing::debug!(device = %c.device, "xiaozhi: a bad binary frame: {e}");
+            c.bad_frame()
+        }
+    }
 }
 
 /// Writes one message within the write timeout; a failure ends the connection.
@@ -344,247 +361,5 @@ where
     }
 }
 
-/// Writes one text message.
-async fn say<S>(socket: &mut Socket<S>, msg: XzMessage, timeout: Duration) -> Result<(), Stop>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-{
-    send(socket, Message::text(msg.to_json()), timeout).await
-}
-
-impl Conn {
-    fn sid(&self) -> Option<String> {
-        Some(self.session_id.clone())
-    }
-
-    async fn on_message<S>(&mut self, msg: Message, socket: &mut Socket<S>) -> Result<(), Stop>
-    where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    {
-        match msg {
-            Message::Text(text) => self.on_text(text.as_str(), socket).await,
-            Message::Binary(bytes) => self.on_binary(&bytes),
-            // The codec answers pings and a close; the stream ends after a close.
-            _ => Ok(()),
-        }
-    }
-
-    async fn on_text<S>(&mut self, text: &str, socket: &mut Socket<S>) -> Result<(), Stop>
-    where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    {
-        let msg = match message::parse(text) {
-            Ok(m) => m,
-            Err(MessageError::UnknownType(t)) => {
-                tracing::debug!(device = %self.device, "xiaozhi: ignored a `{}` message", clip(&t));
-                return Ok(());
-            }
-            Err(e) => {
-                tracing::debug!(device = %self.device, "xiaozhi: a bad text message: {e}");
-                return self.bad_frame();
-            }
-        };
-        self.bad_frames = 0;
-        if let XzMessage::Hello(hello) = msg {
-            return self.on_hello(&hello, socket).await;
-        }
-        let Some(pipeline) = &mut self.pipeline else {
-            tracing::debug!(device = %self.device, "xiaozhi: a message before hello was ignored");
-            return Ok(());
-        };
-        match msg {
-            XzMessage::Listen(l) => match l.state {
-                ListenState::Start => pipeline.handle_listen_start(match l.mode.unwrap_or(ListenMode::Auto) {
-                    ListenMode::Auto => Mode::Auto,
-                    ListenMode::Manual => Mode::Manual,
-                    ListenMode::Realtime => Mode::Realtime,
-                }),
-                ListenState::Stop => pipeline.handle_listen_stop(),
-                ListenState::Detect => match l.text.as_deref().map(str::trim) {
-                    Some(t) if !t.is_empty() => pipeline.handle_detect(&clip_text(t)),
-                    _ => {}
-                },
-            },
-            XzMessage::Abort(_) => {
-                pipeline.handle_abort();
-                // Barge-in: the turn that was to be spoken stops too.
-                self.turn = None;
-            }
-            XzMessage::Mcp(m) => match &self.mcp {
-                Some(link) => link.deliver(m.payload),
-                None => {
-                    tracing::debug!(device = %self.device, "xiaozhi: an mcp message was dropped (no device MCP client)")
-                }
-            },
-            XzMessage::Goodbye(_) => return Err(Stop::Close(CloseCode::Normal, "goodbye")),
-            other => {
-                tracing::debug!(device = %self.device, "xiaozhi: ignored a server-side message from a device: {:?}", kind(&other))
-            }
-        }
-        Ok(())
-    }
-
-    async fn on_hello<S>(&mut self, hello: &Hello, socket: &mut Socket<S>) -> Result<(), Stop>
-    where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    {
-        if let Some(t) = hello.transport.as_deref()
-            && t != "websocket"
-        {
-            tracing::info!(device = %self.device, "xiaozhi: a hello for transport `{}` on the WebSocket; closed", clip(t));
-            return Err(Stop::Close(CloseCode::Policy, "transport must be websocket"));
-        }
-        if self.pipeline.is_none() {
-            let cfg = self.host.daemon.config();
-            let voice = Arc::new(VoiceConfig::from_settings(|k| cfg.get(k)));
-            let http = match crate::app::http_client(&cfg) {
-                Ok(h) => h,
-                Err(e) => {
-                    tracing::warn!("xiaozhi: no HTTP client for the voice providers: {e:#}");
-                    return Err(Stop::Close(CloseCode::Error, "the voice providers are not set up"));
-                }
-            };
-            let providers = Arc::new(Providers::new(&http, &voice));
-            match Pipeline::new(providers, voice) {
-                Ok(p) => self.pipeline = Some(p),
-                Err(e) => {
-                    tracing::warn!("xiaozhi: cannot start a voice pipeline: {e}");
-                    return Err(Stop::Close(CloseCode::Error, "the voice pipeline cannot start"));
-                }
-            }
-            if hello.features.as_ref().and_then(|f| f.mcp) == Some(true) {
-                let who = DeviceHello {
-                    device: self.device.clone(),
-                    session_id: self.session_id.clone(),
-                    vision: self.vision.clone(),
-                };
-                self.mcp = attach_mcp(&self.host, &who, self.mcp_tx.clone());
-            }
-        }
-        say(
-            socket,
-            XzMessage::Hello(Hello::server(&self.session_id, DOWNLINK_RATE, FRAME_MS)),
-            self.host.limits.write_timeout,
-        )
-        .await
-    }
-
-    fn on_binary(&mut self, bytes: &Bytes) -> Result<(), Stop> {
-        let Some(pipeline) = &mut self.pipeline else { return Ok(()) };
-        match frame::parse(self.version, bytes) {
-            Ok(Frame { kind: Kind::Opus, payload, .. }) => match pipeline.handle_audio(payload) {
-                Ok(_) => {
-                    self.bad_frames = 0;
-                    Ok(())
-                }
-                Err(e) => {
-                    tracing::debug!(device = %self.device, "xiaozhi: {e}");
-                    self.bad_frame()
-                }
-            },
-            Ok(Frame { kind: Kind::Json, .. }) => {
-                tracing::debug!(device = %self.device, "xiaozhi: a JSON binary frame was ignored");
-                Ok(())
-            }
-            Err(e) => {
-                tracing::debug!(device = %self.device, "xiaozhi: a bad binary frame: {e}");
-                self.bad_frame()
-            }
-        }
-    }
-
-    fn bad_frame(&mut self) -> Result<(), Stop> {
-        self.bad_frames += 1;
-        if self.bad_frames >= MAX_BAD_FRAMES {
-            tracing::info!(device = %self.device, "xiaozhi: {MAX_BAD_FRAMES} bad frames in a row; closed");
-            return Err(Stop::Close(CloseCode::Policy, "too many frames that are neither audio nor a message"));
-        }
-        Ok(())
-    }
-
-    async fn on_output<S>(&mut self, out: Output, socket: &mut Socket<S>) -> Result<(), Stop>
-    where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
-    {
-        let sid = self.sid();
-        match out {
-            Output::Heard(text) => {
-                say(
-                    socket,
-                    XzMessage::Stt(Stt { session_id: sid.clone(), text: text.clone() }),
-                    self.host.limits.write_timeout,
-                )
-                .await?;
-                // A new utterance cancels the running turn; `start_reply` cancels its speech.
-                self.turn = None;
-                let Some(pipeline) = &mut self.pipeline else { return Ok(()) };
-                let writer = pipeline.start_reply();
-                let ctx = turn::Ctx {
-                    daemon: Arc::clone(&self.host.daemon),
-                    device: self.device.clone(),
-                    session_id: self.session_id.clone(),
-                    control: self.control.clone(),
-                };
-                self.turn = Some(turn::start(ctx, text, writer));
-                Ok(())
-            }
-            Output::TtsStart => {
-                self.downlink_ms = 0;
-                say(
-                    socket,
-                    XzMessage::Tts(Tts { session_id: sid, state: TtsState::Start, text: None }),
-                    self.host.limits.write_timeout,
-                )
-                .await
-            }
-            Output::SentenceStart(text) => {
-                let tts = Tts { session_id: sid, state: TtsState::SentenceStart, text: Some(text) };
-                say(socket, XzMessage::Tts(tts), self.host.limits.write_timeout).await
-            }
-            Output::Frame(packet) => {
-                let mut buf = Vec::with_capacity(packet.len() + self.version.header_len());
-                let f = Frame { kind: Kind::Opus, timestamp: self.downlink_ms, payload: &packet };
-                if let Err(e) = frame::encode(self.version, &f, &mut buf) {
-                    tracing::warn!("xiaozhi: a downlink frame could not be encoded: {e}");
-                    return Ok(());
-                }
-                self.downlink_ms = self.downlink_ms.wrapping_add(FRAME_MS);
-                send(socket, Message::binary(buf), self.host.limits.write_timeout).await
-            }
-            Output::TtsStop => {
-                say(
-                    socket,
-                    XzMessage::Tts(Tts { session_id: sid, state: TtsState::Stop, text: None }),
-                    self.host.limits.write_timeout,
-                )
-                .await
-            }
-            Output::Problem { spoken, error } => {
-                tracing::warn!(device = %self.device, "xiaozhi: {error}");
-                say(socket, XzMessage::Alert(alert(sid, spoken)), self.host.limits.write_timeout).await
-            }
-        }
-    }
-}
-
-fn kind(m: &XzMessage) -> &'static str {
-    match m {
-        XzMessage::Stt(_) => "stt",
-        XzMessage::Llm(_) => "llm",
-        XzMessage::Tts(_) => "tts",
-        XzMessage::Alert(_) => "alert",
-        XzMessage::System(_) => "system",
-        _ => "other",
-    }
-}
-
-fn clip(s: &str) -> String {
-    s.chars().take(40).collect()
-}
-
 /// Longest typed utterance kept (a `detect` text); the rest is cut.
 pub const MAX_DETECT_CHARS: usize = 2000;
-
-fn clip_text(s: &str) -> String {
-    s.chars().take(MAX_DETECT_CHARS).collect()
-}
