@@ -116,7 +116,7 @@ impl Entries {
         let mut list: Vec<Entry> = Vec::new();
         let mut skipped = 0;
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            match serde_json::from_str::<Entry>(line) {
+            match chela_proto::json::from_str::<Entry>(line) {
                 Ok(e) if !list.iter().any(|o| o.id == e.id) => list.push(e),
                 _ => skipped += 1,
             }

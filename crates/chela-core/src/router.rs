@@ -286,7 +286,7 @@ impl Router {
                 problems.push(problem(None, alloc::format!("longer than {MAX_RULE_BYTES} bytes; ignored")));
                 continue;
             }
-            let spec: Json = match serde_json::from_str(el.text) {
+            let spec: Json = match chela_proto::json::from_str(el.text) {
                 Ok(v) => v,
                 Err(e) => {
                     let mut p = problem(None, alloc::format!("not valid JSON: {}", without_position(&e)));

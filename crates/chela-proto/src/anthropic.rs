@@ -299,7 +299,7 @@ impl Accumulator {
 
 impl Accumulate for Accumulator {
     fn handle_event(&mut self, event: &sse::Event, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
-        let ev: WireEvent<'_> = serde_json::from_str(&event.data).map_err(|e| malformed("stream event", &e))?;
+        let ev: WireEvent<'_> = crate::json::from_str(&event.data).map_err(|e| malformed("stream event", &e))?;
         match ev.kind.as_ref() {
             "message_start" => {
                 if let Some(m) = ev.message {

@@ -38,13 +38,14 @@ pub struct Json(Box<RawValue>);
 impl Json {
     /// Parses `text`; it must be exactly one JSON value.
     pub fn parse(text: &str) -> Result<Json, serde_json::Error> {
-        RawValue::from_string(text.to_owned()).map(Json)
+        let raw: &RawValue = crate::json::from_str(text)?;
+        Ok(Json(raw.to_owned()))
     }
 
     /// `{}`.
     pub fn empty_object() -> Json {
         // "{}" is valid JSON.
-        Json(RawValue::from_string("{}".to_owned()).unwrap_or_else(|_| unreachable_json()))
+        Json::parse("{}").unwrap_or_else(|_| unreachable_json())
     }
 
     pub fn as_str(&self) -> &str {
@@ -53,7 +54,7 @@ impl Json {
 }
 
 #[cold]
-fn unreachable_json() -> Box<RawValue> {
+fn unreachable_json() -> Json {
     panic!("a JSON literal failed to parse")
 }
 

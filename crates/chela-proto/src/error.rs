@@ -23,19 +23,60 @@ struct Envelope {
     error: Inner,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// `error`: an object (`type`, `code`, `message`, each optional) or, from some OpenAI-compatible
+/// servers, `{"error": "text"}`.
+///
+/// Deserialized by hand rather than with `#[serde(untagged)]`: an untagged enum buffers the value
+/// in serde's `Content` tree and replays it per variant, about 6 KB of the chip's image for this
+/// one type. What it accepts is the untagged derive's, held against it in the tests: an object
+/// whose fields have the right types (`null` counts as absent; unknown keys ignored; a repeated
+/// key refused) or a string; not an array.
 enum Inner {
-    Object {
-        #[serde(default, rename = "type")]
-        kind: Option<String>,
-        #[serde(default)]
-        code: Option<serde_json::Value>,
-        #[serde(default)]
-        message: Option<String>,
-    },
-    // Some OpenAI-compatible servers send `{"error": "text"}`.
+    Object { kind: Option<String>, code: Option<serde_json::Value>, message: Option<String> },
     Text(String),
+}
+
+impl<'de> Deserialize<'de> for Inner {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Inner, D::Error> {
+        d.deserialize_any(InnerVisitor)
+    }
+}
+
+struct InnerVisitor;
+
+impl<'de> serde::de::Visitor<'de> for InnerVisitor {
+    type Value = Inner;
+
+    fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("an error object or text")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Inner, E> {
+        Ok(Inner::Text(v.to_owned()))
+    }
+
+    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Inner, E> {
+        Ok(Inner::Text(v))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Inner, A::Error> {
+        use serde::de::Error;
+        let (mut kind, mut code, mut message) = (None, None, None);
+        while let Some(key) = map.next_key::<alloc::borrow::Cow<'de, str>>()? {
+            match &*key {
+                "type" if kind.is_some() => return Err(A::Error::duplicate_field("type")),
+                "type" => kind = Some(map.next_value::<Option<String>>()?),
+                "code" if code.is_some() => return Err(A::Error::duplicate_field("code")),
+                "code" => code = Some(map.next_value::<Option<serde_json::Value>>()?),
+                "message" if message.is_some() => return Err(A::Error::duplicate_field("message")),
+                "message" => message = Some(map.next_value::<Option<String>>()?),
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Inner::Object { kind: kind.flatten(), code: code.flatten(), message: message.flatten() })
+    }
 }
 
 impl ApiError {
@@ -148,6 +189,106 @@ pub fn classify_stream_error(err: &ApiError) -> ErrorClass {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // The untagged derive `Inner` replaced: the hand-written visitor must accept and refuse
+    // exactly what it did.
+    mod against_untagged {
+        use super::*;
+        use alloc::string::ToString;
+        use alloc::vec::Vec;
+        use proptest::prelude::*;
+
+        #[derive(Deserialize, Debug, PartialEq)]
+        #[serde(untagged)]
+        enum Reference {
+            Object {
+                #[serde(default, rename = "type")]
+                kind: Option<String>,
+                #[serde(default)]
+                code: Option<serde_json::Value>,
+                #[serde(default)]
+                message: Option<String>,
+            },
+            Text(String),
+        }
+
+        #[derive(Deserialize)]
+        struct RefEnvelope {
+            error: Reference,
+        }
+
+        /// What a body read as: the object's fields, or the text.
+        type Read = Option<(Option<String>, Option<serde_json::Value>, Option<String>, Option<String>)>;
+
+        fn ours(body: &str) -> Read {
+            let e: Envelope = serde_json::from_slice(body.as_bytes()).ok()?;
+            Some(match e.error {
+                Inner::Object { kind, code, message } => (kind, code, message, None),
+                Inner::Text(t) => (None, None, None, Some(t)),
+            })
+        }
+
+        fn reference(body: &str) -> Read {
+            let e: RefEnvelope = serde_json::from_slice(body.as_bytes()).ok()?;
+            Some(match e.error {
+                Reference::Object { kind, code, message } => (kind, code, message, None),
+                Reference::Text(t) => (None, None, None, Some(t)),
+            })
+        }
+
+        fn scalar() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("null".to_owned()),
+                Just("true".to_owned()),
+                any::<i32>().prop_map(|n| alloc::format!("{n}")),
+                Just("1.5".to_owned()),
+                r#"[a-z\\"é]{0,6}"#.prop_map(|t| serde_json::Value::from(t).to_string()),
+                Just("[]".to_owned()),
+                Just("{}".to_owned()),
+                Just(r#"{"a":[1]}"#.to_owned()),
+            ]
+        }
+
+        fn error_value() -> impl Strategy<Value = String> {
+            let key = prop_oneof![Just("type"), Just("code"), Just("message"), Just("other"), Just("typ\\u0065")];
+            prop_oneof![
+                scalar(),
+                proptest::collection::vec(scalar(), 0..5).prop_map(|v| alloc::format!("[{}]", v.join(","))),
+                proptest::collection::vec((key, scalar()), 0..5).prop_map(|kv| {
+                    let fields: Vec<String> = kv.iter().map(|(k, v)| alloc::format!("\"{k}\":{v}")).collect();
+                    alloc::format!("{{{}}}", fields.join(","))
+                }),
+            ]
+        }
+
+        #[test]
+        fn shapes_the_untagged_derive_took_and_refused() {
+            for e in [
+                r#"{"type":"t","code":400,"message":"m"}"#,
+                r#""text""#,
+                r#"["t","c","m"]"#,
+                r#"["t","c","m","x"]"#,
+                r#"[]"#,
+                r#"{"message":null,"message":"b"}"#,
+                r#"{"type":5}"#,
+                r#"null"#,
+                r#"7"#,
+            ] {
+                let body = alloc::format!(r#"{{"error":{e}}}"#);
+                assert_eq!(ours(&body), reference(&body), "{body}");
+            }
+            assert!(ours(r#"{"error":["t","c","m"]}"#).is_none());
+            assert!(ours(r#"{"error":{"message":null,"message":"b"}}"#).is_none());
+        }
+
+        proptest! {
+            #[test]
+            fn any_error_value_reads_as_the_untagged_derive_read_it(e in error_value()) {
+                let body = alloc::format!(r#"{{"type":"error","error":{e}}}"#);
+                prop_assert_eq!(ours(&body), reference(&body), "{}", body);
+            }
+        }
+    }
 
     #[test]
     fn anthropic_error_shape() {

@@ -294,9 +294,20 @@ pub fn to_string(f: impl FnOnce(&mut Writer<'_, String>)) -> String {
     out
 }
 
+/// Reads JSON text into `T`: `serde_json::from_slice` over the text's bytes.
+///
+/// Why not `serde_json::from_str`: its reader (`StrRead`) and `from_slice`'s (`SliceRead`) each
+/// instantiate the whole parser for every type read, and the chip links both kinds of call: its
+/// image held about 32 KB of parser code twice. The text is already UTF-8, so the byte reader
+/// gives the same values and the same errors; code the chip links reads JSON through here.
+pub fn from_str<'a, T: serde::Deserialize<'a>>(text: &'a str) -> serde_json::Result<T> {
+    serde_json::from_slice(text.as_bytes())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
     use proptest::prelude::*;
 
     #[test]
@@ -341,6 +352,21 @@ mod tests {
         assert_eq!(s, r#""data:image/png;base64,\"x""#);
     }
 
+    #[test]
+    fn from_str_borrows_and_refuses_as_serde_json_does() {
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Args<'a> {
+            name: &'a str,
+            n: Option<u32>,
+        }
+        let a: Args<'_> = from_str(r#" {"name":"x","n":3} "#).unwrap();
+        assert_eq!(a, Args { name: "x", n: Some(3) });
+        for bad in [r#"{"name":"x""#, r#"{"name":"x"} 1"#, r#"{"name":"a\u00"}"#, r#"{"n":-1,"name":"x"}"#, ""] {
+            let ours = from_str::<Args<'_>>(bad).unwrap_err().to_string();
+            assert_eq!(ours, serde_json::from_str::<Args<'_>>(bad).unwrap_err().to_string(), "{bad}");
+        }
+    }
+
     proptest! {
         #[test]
         fn windows_of_any_size_put_together_are_the_whole(s in any::<String>(), len in 1usize..40) {
@@ -356,6 +382,15 @@ mod tests {
                 joined.extend_from_slice(&buf);
             }
             prop_assert_eq!(joined, whole.into_bytes());
+        }
+
+        #[test]
+        fn from_str_reads_any_text_as_serde_json_from_str_does(s in any::<String>(), n in any::<i64>(), x in any::<String>()) {
+            let text = alloc::format!("{{\"a\":[{n},{}, null, true],\"b\":{x}}}", to_string(|w| { w.string(&s); }));
+            for t in [text.as_str(), s.as_str(), x.as_str()] {
+                let ours = from_str::<serde_json::Value>(t).map_err(|e| e.to_string());
+                prop_assert_eq!(ours, serde_json::from_str::<serde_json::Value>(t).map_err(|e| e.to_string()));
+            }
         }
 
         #[test]

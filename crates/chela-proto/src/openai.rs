@@ -221,7 +221,7 @@ fn arguments_text(raw: Option<&RawValue>) -> Result<Cow<'_, str>, serde_json::Er
     };
     let text = raw.get();
     if text.starts_with('"') {
-        serde_json::from_str::<Cow<'_, str>>(text)
+        crate::json::from_str::<Cow<'_, str>>(text)
     } else if text == "null" {
         Ok(Cow::Borrowed(""))
     } else {
@@ -401,7 +401,7 @@ impl Accumulate for Accumulator {
             self.done = true;
             return Ok(());
         }
-        let chunk: WireChunk<'_> = serde_json::from_str(data).map_err(|e| malformed("stream chunk", &e))?;
+        let chunk: WireChunk<'_> = crate::json::from_str(data).map_err(|e| malformed("stream chunk", &e))?;
         if chunk.error.is_some() {
             let api = ApiError::parse(data.as_bytes()).unwrap_or_else(|| ApiError::from_text(data));
             return Err(StreamError::Api(api));

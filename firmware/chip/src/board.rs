@@ -192,7 +192,7 @@ impl<F: Flash, Bo: Board, B: Backend> Toolbox<F, Bo> for Sensors<B> {
         };
         Some(match name {
             "board_list_devices" => Ok(Self::list(devices)),
-            _ => serde_json::from_str::<board::DeviceArgs>(input)
+            _ => chela_proto::json::from_str::<board::DeviceArgs>(input)
                 .map_err(|e| contract::bad_args(&e))
                 .and_then(|a| devices.read_sensor(&a.device).map_err(|e| format!("{e}")))
                 .map(|values| render(&values, chip.board.unix())),

@@ -263,11 +263,13 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Cron {
     fn run(&mut self, chip: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
         let bad = |e: serde_json::Error| contract::bad_args(&e);
         Some(match name {
-            "cron_add" => serde_json::from_str::<cron::AddArgs>(input).map_err(bad).and_then(|a| self.add(chip, a)),
-            "cron_list" => Ok(self.list(&chip.board)),
-            "cron_remove" => {
-                serde_json::from_str::<cron::RemoveArgs>(input).map_err(bad).and_then(|a| self.remove(chip, &a.job_id))
+            "cron_add" => {
+                chela_proto::json::from_str::<cron::AddArgs>(input).map_err(bad).and_then(|a| self.add(chip, a))
             }
+            "cron_list" => Ok(self.list(&chip.board)),
+            "cron_remove" => chela_proto::json::from_str::<cron::RemoveArgs>(input)
+                .map_err(bad)
+                .and_then(|a| self.remove(chip, &a.job_id)),
             _ => return None,
         })
     }

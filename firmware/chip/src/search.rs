@@ -98,7 +98,7 @@ impl Answer for Collect {
 
 /// Runs one `web_search` call with the keys in `config`, through `link`.
 pub async fn run<L: Link>(config: &ChipConfig, link: &mut L, input: &str) -> Result<String, String> {
-    let args: SearchArgs = serde_json::from_str(input).map_err(|e| bad_args(&e))?;
+    let args: SearchArgs = chela_proto::json::from_str(input).map_err(|e| bad_args(&e))?;
     let query = args.query.trim();
     if query.is_empty() {
         return Err("The search query is empty.".into());

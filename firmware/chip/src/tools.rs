@@ -64,12 +64,12 @@ pub fn run<F: Flash, B: Board, X: Toolbox<F, B>>(
     let input = call.input.as_str();
     let out = match call.name.as_str() {
         "memory_store" => {
-            serde_json::from_str::<StoreArgs>(input).map_err(|e| bad_args(&e)).and_then(|a| store(chip, a))
+            chela_proto::json::from_str::<StoreArgs>(input).map_err(|e| bad_args(&e)).and_then(|a| store(chip, a))
         }
-        "memory_recall" => serde_json::from_str::<RecallArgs>(input)
+        "memory_recall" => chela_proto::json::from_str::<RecallArgs>(input)
             .map_err(|e| bad_args(&e))
             .map(|a| memory::recall(&chip.entries, &a)),
-        "get_current_time" => serde_json::from_str::<time::TimeArgs>(input)
+        "get_current_time" => chela_proto::json::from_str::<time::TimeArgs>(input)
             .map_err(|e| bad_args(&e))
             .and_then(|a| time_now(&chip.board, &a)),
         other => match toolbox.run(chip, other, input) {

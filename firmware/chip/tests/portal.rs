@@ -18,6 +18,10 @@ const BUILD: ChipDefaults = ChipDefaults {
     api_key: "",
     model: "",
     base_url: "",
+    tavily_key: "",
+    brave_key: "",
+    proxy: "",
+    gateway_token: "",
 };
 const WIFI_PASS: &str = "correct horse battery";
 const API_KEY: &str = "sk-ant-api03-portalSECRETkey-42";

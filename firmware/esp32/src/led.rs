@@ -116,7 +116,7 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Led {
 
     fn run(&mut self, _: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
         (name == "led_set").then(|| {
-            serde_json::from_str::<LedArgs>(input)
+            chela_proto::json::from_str::<LedArgs>(input)
                 .map_err(|e| chela_core::contract::bad_args(&e))
                 .and_then(|a| self.set(a))
         })

@@ -68,7 +68,7 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
             }
         };
         Some(match name {
-            "gpio_write" => serde_json::from_str::<WriteArgs>(input).map_err(bad).and_then(|a| {
+            "gpio_write" => chela_proto::json::from_str::<WriteArgs>(input).map_err(bad).and_then(|a| {
                 allowed(a.pin)?;
                 let high = a.value.0;
                 let level = if high { Level::High } else { Level::Low };
@@ -79,7 +79,7 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
                 core::mem::forget(out); // keep driving the level after the call
                 Ok(format!("GPIO {} is {}.", a.pin, if high { "high" } else { "low" }))
             }),
-            "gpio_read" => serde_json::from_str::<PinArgs>(input).map_err(bad).and_then(|a| {
+            "gpio_read" => chela_proto::json::from_str::<PinArgs>(input).map_err(bad).and_then(|a| {
                 allowed(a.pin)?;
                 // SAFETY: as above.
                 let pin = unsafe { AnyPin::steal(a.pin) };

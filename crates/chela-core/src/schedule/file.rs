@@ -134,7 +134,7 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
             message: String::from("the top level must be a JSON object"),
         });
     }
-    let raw: RawFile<'_> = serde_json::from_str(text).map_err(|e| FileError::Malformed {
+    let raw: RawFile<'_> = chela_proto::json::from_str(text).map_err(|e| FileError::Malformed {
         line: e.line(),
         column: e.column(),
         message: message(&e),
@@ -148,7 +148,7 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
         // The entry borrows from `text`, so its address says where it starts.
         let offset = (entry.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
         let line = line_of(text, offset);
-        let id = serde_json::from_str::<IdOnly>(entry.get()).ok().and_then(|j| j.id);
+        let id = chela_proto::json::from_str::<IdOnly>(entry.get()).ok().and_then(|j| j.id);
         let mut bad = |message: String| out.bad.push(BadEntry { index, line, id: id.clone(), message });
         if index >= MAX_JOBS {
             bad(format!("more than {MAX_JOBS} jobs; this one is ignored"));
@@ -159,7 +159,7 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
             bad(String::from("a job must be a JSON object ({\"id\": …, \"trigger\": …, \"action\": …})"));
             continue;
         }
-        let job: Job = match serde_json::from_str(entry.get()) {
+        let job: Job = match chela_proto::json::from_str(entry.get()) {
             Ok(job) => job,
             Err(e) => {
                 let at = if e.line() > 1 { format!(" (line {})", line + e.line() - 1) } else { String::new() };
