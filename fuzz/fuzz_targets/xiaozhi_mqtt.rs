@@ -1,10 +1,10 @@
-//! The MQTT side of a xiaozhi device connection (`chela::xiaozhi_mqtt_wire::Wire`), fed outside
+//! The MQTT side of a xiaozhi device connection (`chela::channels::xiaozhi::mqtt_wire::Wire`), fed outside
 //! bytes after an optional valid CONNECT: the same events whole, in the input's own pieces and
 //! byte by byte; CONNECT only ever first; nothing after DISCONNECT or a close; the buffer never
 //! holds more than one packet and the bytes of one read.
 #![no_main]
 
-use chela::xiaozhi_mqtt_wire::{Event, MAX_PACKET, Wire};
+use chela::channels::xiaozhi::mqtt_wire::{Event, MAX_PACKET, Wire};
 use libfuzzer_sys::fuzz_target;
 
 fn run(chunks: &[&[u8]]) -> Vec<Event> {

@@ -39,7 +39,9 @@ pub mod scheduler;
 #[cfg(feature = "voice")]
 pub use chela_voice as voice;
 
-mod channels;
+// Public for the fuzz targets (the MQTT connection rules of a xiaozhi device), not an API.
+#[doc(hidden)]
+pub mod channels;
 mod chat;
 // Public while the services that drive it land one by one; channels are its callers.
 pub mod daemon;
@@ -49,11 +51,6 @@ mod jobs;
 // Outbound HTTP: its own crate (it imports nothing of the host); `crate::net::…` still works.
 pub use chela_net as net;
 mod serve;
-
-/// For the fuzz targets only: the MQTT side of a xiaozhi device connection, bytes in, events out.
-#[cfg(feature = "voice")]
-#[doc(hidden)]
-pub use channels::xiaozhi::mqtt_wire as xiaozhi_mqtt_wire;
 
 /// For the escape-and-abuse corpus of the file tools (`tests/abuse/files.rs`) only.
 #[cfg(feature = "files")]
