@@ -171,12 +171,12 @@ fn install(ws: &Workspace, path: &Path) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The cargo build folder (`…/target`) `exe` lies in, if it does: cargo marks it with a
-/// `CACHEDIR.TAG` file.
+/// The cargo build folder `exe` lies in, if it does: a profile folder (`target/debug`,
+/// `target/release`, `target/<triple>/release`) holds cargo's `.fingerprint` folder. `CACHEDIR.TAG`
+/// is not enough: cargo writes it only when it makes `target/` itself, and a `target/` that a
+/// script made first (CI's logs) has none.
 fn build_folder(exe: &Path) -> Option<&Path> {
-    exe.ancestors()
-        .skip(1)
-        .find(|dir| dir.file_name().is_some_and(|n| n == "target") && dir.join("CACHEDIR.TAG").is_file())
+    exe.ancestors().skip(1).find(|dir| dir.join(".fingerprint").is_dir())
 }
 
 /// Without a reachable user manager: the unit and what to run, on stdout, so it can be saved.
@@ -347,13 +347,16 @@ mod tests {
     fn a_binary_in_a_cargo_build_folder_is_recognised() {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("proj/target");
-        std::fs::create_dir_all(target.join("release")).unwrap();
-        let exe = target.join("release/chela");
+        let release = target.join("release");
+        std::fs::create_dir_all(&release).unwrap();
+        let exe = release.join("chela");
         assert_eq!(build_folder(&exe), None, "a folder called target without cargo's mark is not one");
-        std::fs::write(target.join("CACHEDIR.TAG"), "Signature: 8a477f597d28d172789f06886806bc55").unwrap();
-        assert_eq!(build_folder(&exe), Some(target.as_path()));
+        // What CI has: a target/ made before cargo ran, so without CACHEDIR.TAG.
+        std::fs::create_dir_all(release.join(".fingerprint")).unwrap();
+        assert_eq!(build_folder(&exe), Some(release.as_path()));
+        assert_eq!(build_folder(&release.join("deps/chela-1234")), Some(release.as_path()));
         assert_eq!(build_folder(&dir.path().join("bin/chela")), None);
-        assert_eq!(build_folder(&target.join("chela")), Some(target.as_path()));
+        assert_eq!(build_folder(&target.join("chela")), None, "target/ itself holds no fingerprints");
     }
 
     #[test]
