@@ -32,6 +32,7 @@ pub fn chunks(data: &[u8]) -> Vec<&[u8]> {
 pub enum SeenUpdate {
     Text(String),
     ToolUseStart { id: String, name: String },
+    Retrying { why: String, wait_ms: u64 },
 }
 
 /// What a decoder made of a body: the updates it reported, in order, and its result. An error
@@ -45,6 +46,7 @@ pub fn decode<A: Accumulate>(new: impl Fn() -> Decoder<A>, pieces: &[&[u8]]) -> 
         seen.push(match u {
             Update::Text(t) => SeenUpdate::Text(t.to_owned()),
             Update::ToolUseStart { id, name } => SeenUpdate::ToolUseStart { id: id.to_owned(), name: name.to_owned() },
+            Update::Retrying { why, wait_ms } => SeenUpdate::Retrying { why: why.to_owned(), wait_ms },
         });
     };
     let mut dec = new();
