@@ -19,6 +19,10 @@ const BUILD: ChipDefaults = ChipDefaults {
     api_key: "",
     model: "",
     base_url: "",
+    tavily_key: "",
+    brave_key: "",
+    proxy: "",
+    gateway_token: "",
 };
 const SECRETS: [(Field, &str); 3] = [
     (Field::WifiPassword, "fuzz wifi pass phrase"),
