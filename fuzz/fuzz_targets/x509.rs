@@ -77,7 +77,11 @@ fuzz_target!(|data: &[u8]| {
         for clock in [Clock::Known(NOW), Clock::AtLeast(NOW), Clock::Unknown] {
             match verify_chain(&certs, own, host, clock) {
                 Ok(()) => {
-                    if clock == Clock::Known(NOW) {
+                    // A trust anchor is the build's own input (pinned roots), never bytes from the
+                    // network: where webpki cannot even read the input's last certificate as an
+                    // anchor, the two are not compared (the chain above it still is, elsewhere).
+                    let comparable = webpki::anchor_from_trusted_cert(&CertificateDer::from(own[0])).is_ok();
+                    if clock == Clock::Known(NOW) && comparable {
                         if let Err(why) = webpki_accepts(&certs, own[0], host) {
                             panic!("the chip accepted a chain for {host} that webpki refuses: {why}");
                         }
