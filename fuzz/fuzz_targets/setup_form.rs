@@ -10,20 +10,6 @@ use chela_core::console::{ChipConfig, ChipDefaults, Field};
 use chela_core::flash::{FlashStore, RamFlash};
 use libfuzzer_sys::fuzz_target;
 
-const BUILD: ChipDefaults = ChipDefaults {
-    wifi_ssid: "",
-    wifi_password: "",
-    tg_token: "",
-    tg_allow: "",
-    provider: "",
-    api_key: "",
-    model: "",
-    base_url: "",
-    tavily_key: "",
-    brave_key: "",
-    proxy: "",
-    gateway_token: "",
-};
 const SECRETS: [(Field, &str); 3] = [
     (Field::WifiPassword, "fuzz wifi pass phrase"),
     (Field::ApiKey, "sk-fuzzSECRETapikey77"),
@@ -45,7 +31,7 @@ fuzz_target!(|data: &[u8]| {
     let body = &data[n..(n + head.content_length).min(data.len())];
     for lan in [false, true] {
         let mut store = FlashStore::open(RamFlash::new(4096, 6)).unwrap();
-        let (mut config, _) = ChipConfig::load(&store, BUILD).unwrap();
+        let (mut config, _) = ChipConfig::load(&store, ChipDefaults::default()).unwrap();
         for (field, value) in SECRETS {
             config.set(field, value).unwrap();
         }
@@ -61,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
         if lan && !has_token {
             assert!(!r.restart && !r.body.contains("<form"), "the LAN mount answered without the token");
         }
-        let (loaded, _) = ChipConfig::load(&store, BUILD).unwrap();
+        let (loaded, _) = ChipConfig::load(&store, ChipDefaults::default()).unwrap();
         for f in Field::ALL {
             assert_eq!(loaded.get(f), config.get(f), "what is in force is what the next boot loads");
         }

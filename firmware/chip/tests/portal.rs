@@ -9,20 +9,6 @@ use chela_chip::portal::{
 use chela_core::console::{ChipConfig, ChipDefaults, Field};
 use chela_core::flash::{FlashStore, RamFlash};
 
-const BUILD: ChipDefaults = ChipDefaults {
-    wifi_ssid: "",
-    wifi_password: "",
-    tg_token: "",
-    tg_allow: "",
-    provider: "",
-    api_key: "",
-    model: "",
-    base_url: "",
-    tavily_key: "",
-    brave_key: "",
-    proxy: "",
-    gateway_token: "",
-};
 const WIFI_PASS: &str = "correct horse battery";
 const API_KEY: &str = "sk-ant-api03-portalSECRETkey-42";
 const TG_TOKEN: &str = "8123456789:AAHportalSecretTelegramToken";
@@ -36,14 +22,14 @@ struct Device {
 impl Device {
     fn new() -> Device {
         let store = FlashStore::open(RamFlash::new(4096, 6)).unwrap();
-        let (config, _) = ChipConfig::load(&store, BUILD).unwrap();
+        let (config, _) = ChipConfig::load(&store, ChipDefaults::default()).unwrap();
         Device { store, config }
     }
 
     /// Powers off and on: the settings as the next boot loads them.
     fn reboot(self) -> Device {
         let store = FlashStore::open(self.store.into_flash()).unwrap();
-        let (config, _) = ChipConfig::load(&store, BUILD).unwrap();
+        let (config, _) = ChipConfig::load(&store, ChipDefaults::default()).unwrap();
         Device { store, config }
     }
 
