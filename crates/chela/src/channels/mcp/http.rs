@@ -29,6 +29,12 @@
 //! - 2026-07-28: no session; each request names its version in `params._meta`, and the
 //!   `MCP-Protocol-Version` header, when sent, must agree. Errors carry the HTTP status the
 //!   revision gives them (-32022 and invalid params: 400, unknown method: 404).
+//!   `subscriptions/listen` is answered with an event stream that stays open: first the
+//!   acknowledgment, then `notifications/tools/list_changed` per change (the same watcher and
+//!   queue bound as a GET stream, and its keep-alive), each stamped with the listen request's
+//!   id. At most [`MAX_LISTENS`] are open at once (more: error -32603, as the reference
+//!   servers answer). A client ends one by closing it; when the daemon stops, each gets the
+//!   listen request's result as its last event and ends.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -47,8 +53,8 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use super::{
-    INVALID_PARAMS, INVALID_REQUEST, Kind, LEGACY_VERSIONS, METHOD_NOT_FOUND, MODERN, PARSE_ERROR, Server, Session,
-    UNSUPPORTED_VERSION, classify, error, meta_version,
+    INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, Kind, LEGACY_VERSIONS, LISTEN, Listen, METHOD_NOT_FOUND, MODERN,
+    PARSE_ERROR, Server, Session, UNSUPPORTED_VERSION, classify, clip, error, meta_version,
 };
 use crate::daemon::Daemon;
 use crate::serve::http::{ApiError, Limits, Resp, full, read_body};
@@ -63,8 +69,12 @@ pub const IDLE: Duration = Duration::from_secs(30 * 60);
 pub const STREAM_QUEUE: usize = 16;
 /// How often an idle GET stream gets a comment.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(15);
-/// How often the served tools are compared while a GET stream is open.
-pub const RELIST: Duration = Duration::from_secs(1);
+/// How often the served tools are compared while a stream is open: a listening client hears
+/// of a change within a second of it taking effect.
+pub const RELIST: Duration = Duration::from_millis(250);
+/// `subscriptions/listen` streams open at once on the endpoint (they have no session to be
+/// counted in).
+pub const MAX_LISTENS: usize = 32;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -82,7 +92,9 @@ struct Live {
 #[derive(Default)]
 struct State {
     sessions: HashMap<String, Live>,
-    /// A task compares the served tools (only while some GET stream is open).
+    /// The open `subscriptions/listen` streams, by serial.
+    listens: HashMap<u64, (Listen, mpsc::Sender<Bytes>)>,
+    /// A task compares the served tools (only while some stream is open).
     watching: bool,
     serial: u64,
 }
@@ -170,28 +182,48 @@ impl Endpoint {
     }
 }
 
+/// One SSE event holding `msg`.
+fn sse_event(msg: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {msg}\n\n"))
+}
+
+/// Queues `event` on a stream: whether the stream is still open. A full queue means the
+/// client does not read; it misses this change and sees it when it lists again.
+fn offer(tx: &mpsc::Sender<Bytes>, event: Bytes) -> bool {
+    !matches!(tx.try_send(event), Err(mpsc::error::TrySendError::Closed(_)))
+}
+
 /// Sends `msg` on every open GET stream; a stream whose queue is full misses it, a closed
 /// one is forgotten. How many streams are open afterwards.
 fn notify_all(state: &Mutex<State>, msg: &Value) -> usize {
-    let event = Bytes::from(format!("event: message\ndata: {msg}\n\n"));
+    let event = sse_event(msg);
     let mut state = lock(state);
     let mut open = 0;
     for live in state.sessions.values_mut() {
         if let Some(tx) = &live.stream {
-            match tx.try_send(event.clone()) {
-                Err(mpsc::error::TrySendError::Closed(_)) => live.stream = None,
-                // Full: the client does not read; it will see the change when it lists again.
-                Ok(()) | Err(mpsc::error::TrySendError::Full(_)) => open += 1,
+            if offer(tx, event.clone()) {
+                open += 1;
+            } else {
+                live.stream = None;
             }
         }
     }
     open
 }
 
-/// While a GET stream is open: every [`RELIST`], compares the served tools with the last
-/// look (at first `served`, taken when the stream opened, so that a change made before this
-/// task first runs is announced too) and announces a change. Ends the streams when the daemon
-/// stops, and itself when no stream is left.
+/// Tells every listen stream that asked for it that the tools changed; forgets closed ones.
+fn notify_listens(state: &Mutex<State>) {
+    lock(state).listens.retain(|_, (listen, tx)| match listen.tools_changed() {
+        Some(note) => offer(tx, sse_event(&note)),
+        None => !tx.is_closed(),
+    });
+}
+
+/// While a GET or listen stream is open: every [`RELIST`], compares the served tools with the
+/// last look (at first `served`, taken when the stream opened, so that a change made before
+/// this task first runs is announced too) and announces a change. Ends the streams when the
+/// daemon stops (a listen stream with its request's result), and itself when no stream is
+/// left.
 async fn watch(server: Arc<Server>, state: Arc<Mutex<State>>, mut served: Vec<String>) {
     let shutdown = server.daemon.shutdown().clone();
     loop {
@@ -202,6 +234,10 @@ async fn watch(server: Arc<Server>, state: Arc<Mutex<State>>, mut served: Vec<St
                 for live in state.sessions.values_mut() {
                     live.stream = None;
                 }
+                for (_, (listen, tx)) in state.listens.drain() {
+                    // Its last event; a client whose queue is full learns of the end by the close.
+                    offer(&tx, sse_event(&listen.closed()));
+                }
                 state.watching = false;
                 return;
             }
@@ -210,10 +246,12 @@ async fn watch(server: Arc<Server>, state: Arc<Mutex<State>>, mut served: Vec<St
         if now != served {
             served = now;
             notify_all(&state, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+            notify_listens(&state);
         }
         let mut state = lock(&state);
         state.expire();
-        let mut open = false;
+        state.listens.retain(|_, (_, tx)| !tx.is_closed());
+        let mut open = !state.listens.is_empty();
         for live in state.sessions.values_mut() {
             if live.stream.as_ref().is_some_and(mpsc::Sender::is_closed) {
                 live.stream = None;
@@ -307,6 +345,15 @@ where
                 resp.headers_mut().insert(SESSION_HEADER, v);
             }
             Ok(resp)
+        }
+        Kind::Request { id, method, params } if method == LISTEN && meta_version(&params).is_some() => {
+            if let (Some(h), Some(m)) = (header_version, meta_version(&params))
+                && h != m
+            {
+                let e = error(id, INVALID_PARAMS, "MCP-Protocol-Version and params._meta name different versions");
+                return Ok(rpc_status(StatusCode::BAD_REQUEST, &e));
+            }
+            Ok(listen(mcp, &accept, &id, &params))
         }
         Kind::Request { id, method, params } => {
             let modern = meta_version(&params).is_some() || (method == "server/discover");
@@ -460,15 +507,88 @@ fn get(mcp: &Endpoint, headers: &HeaderMap) -> Resp {
         };
         // One stream per session: this one takes over, and the older one ends.
         live.stream = Some(tx);
-        if !state.watching {
-            state.watching = true;
-            let served = mcp.server.tool_names();
-            // A watcher that ended by itself is replaced here; its handle only aborts a finished task.
-            let task = TaskHandle::spawn(watch(Arc::clone(&mcp.server), Arc::clone(&mcp.state), served));
-            *mcp.watcher.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
-        }
+        mcp.ensure_watcher(&mut state);
     }
     tracing::debug!(client = ?session.client, "mcp: a GET stream opened");
+    event_stream(rx)
+}
+
+/// Opens a `subscriptions/listen` stream, or answers why not.
+fn listen(mcp: &Endpoint, accept: &str, id: &Value, params: &Value) -> Resp {
+    if !accept.contains("text/event-stream") {
+        let e = error(
+            id.clone(),
+            INVALID_REQUEST,
+            "subscriptions/listen answers with an event stream: accept text/event-stream",
+        );
+        return rpc_status(StatusCode::NOT_ACCEPTABLE, &e);
+    }
+    let listen = match mcp.server.listen(id, params) {
+        Ok(l) => l,
+        Err(refused) => return rpc_status(status_of(&refused), &refused),
+    };
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    {
+        let mut state = mcp.state();
+        state.listens.retain(|_, (_, tx)| !tx.is_closed());
+        if state.listens.len() >= MAX_LISTENS {
+            let why = format!("{MAX_LISTENS} subscriptions are open on this server; close one first");
+            return rpc_status(StatusCode::OK, &error(id.clone(), INTERNAL_ERROR, &why));
+        }
+        // The acknowledgment is the stream's first event: queued before anything else can be.
+        offer(&tx, sse_event(&listen.ack()));
+        state.serial += 1;
+        let serial = state.serial;
+        state.listens.insert(serial, (listen, tx));
+        mcp.ensure_watcher(&mut state);
+    }
+    tracing::debug!("mcp: a subscriptions/listen stream opened");
+    event_stream(rx)
+}
+
+impl Endpoint {
+    /// Starts the task that compares the served tools, unless it runs. Called with `state`
+    /// locked, so that the task cannot end between the look and the start.
+    fn ensure_watcher(&self, state: &mut State) {
+        if state.watching {
+            return;
+        }
+        state.watching = true;
+        let served = self.server.tool_names();
+        // A watcher that ended by itself is replaced here; its handle only aborts a finished task.
+        let task = TaskHandle::spawn(watch(Arc::clone(&self.server), Arc::clone(&self.state), served));
+        *self.watcher.lock().unwrap_or_else(PoisonError::into_inner) = Some(task);
+    }
+
+    /// The listen streams open now (for tests of the bound and of the ends).
+    #[cfg(test)]
+    pub(crate) fn listening(&self) -> usize {
+        let mut state = self.state();
+        state.listens.retain(|_, (_, tx)| !tx.is_closed());
+        state.listens.len()
+    }
+
+    /// Whether the task that compares the served tools runs (for tests of the ends).
+    #[cfg(test)]
+    pub(crate) fn watching(&self) -> bool {
+        self.state().watching
+    }
+
+    /// Announces a change to the listen streams now (for tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn tools_changed(&self) {
+        notify_listens(&self.state);
+    }
+
+    /// The messages waiting in each listen stream (for tests of the bound).
+    #[cfg(test)]
+    pub(crate) fn queued_listens(&self) -> Vec<usize> {
+        self.state().listens.values().map(|(_, tx)| tx.max_capacity() - tx.capacity()).collect()
+    }
+}
+
+/// A response whose body is the event stream fed by `rx`.
+fn event_stream(rx: mpsc::Receiver<Bytes>) -> Resp {
     let mut keep_alive = tokio::time::interval(KEEP_ALIVE);
     keep_alive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut resp = Response::new(EventStream { rx, keep_alive }.boxed());
@@ -556,9 +676,4 @@ fn reply_response(reply: &Value, sse: bool, status: StatusCode) -> Resp {
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
     resp.headers_mut().insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     resp
-}
-
-/// At most 64 characters of a client's text, for an error message.
-fn clip(s: &str) -> String {
-    s.chars().take(64).collect()
 }

@@ -57,11 +57,16 @@ const LIST_TTL_MS: u64 = 5_000;
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
+const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+const META_SERVER: &str = "io.modelcontextprotocol/serverInfo";
+/// The method a 2026-07-28 client opens its change stream with.
+pub const LISTEN: &str = "subscriptions/listen";
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
 pub const UNSUPPORTED_VERSION: i64 = -32022;
 
 const CHAT_DESCRIPTION: &str = "Talk to Chela, a personal assistant with its own memory and tools: sends one message \
@@ -427,6 +432,92 @@ impl Server {
     }
 }
 
+/// One open `subscriptions/listen` stream: the request's id (the subscription id) and
+/// whether it asked for tool list changes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listen {
+    pub id: Value,
+    pub tools: bool,
+}
+
+impl Listen {
+    fn meta(&self) -> Value {
+        json!({ META_SUBSCRIPTION: self.id })
+    }
+
+    /// The first message of the stream: what it will carry.
+    pub fn ack(&self) -> Value {
+        let honored = if self.tools { json!({"toolsListChanged": true}) } else { json!({}) };
+        json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/subscriptions/acknowledged",
+            "params": {"notifications": honored, "_meta": self.meta()},
+        })
+    }
+
+    /// What the stream carries when the served tools changed; nothing if it did not ask.
+    pub fn tools_changed(&self) -> Option<Value> {
+        self.tools.then(|| {
+            json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": self.meta()}})
+        })
+    }
+
+    /// The listen request's result, the last message of a stream the server ends (a client
+    /// tells it from a dropped connection by this).
+    pub fn closed(&self) -> Value {
+        let mut meta = self.meta();
+        meta[META_SERVER] = server_info();
+        result(self.id.clone(), json!({"resultType": "complete", "_meta": meta}))
+    }
+}
+
+impl Server {
+    /// Takes a `subscriptions/listen` request: the stream to open, or the error response that
+    /// refuses it. Only the 2026-07-28 revision has the method; to a handshake-era client it is
+    /// unknown, as to the reference servers.
+    pub fn listen(&self, id: &Value, params: &Value) -> Result<Listen, Value> {
+        match meta_version(params) {
+            Some(MODERN) => {}
+            Some(other) => {
+                let mut e =
+                    error(id.clone(), UNSUPPORTED_VERSION, &format!("protocol version {other} is not supported"));
+                e["error"]["data"] = json!({"supported": [MODERN], "requested": other});
+                return Err(e);
+            }
+            None => {
+                let why = format!("`{LISTEN}` belongs to protocol version {MODERN}; name it in params._meta");
+                return Err(error(id.clone(), METHOD_NOT_FOUND, &why));
+            }
+        }
+        let Some(filter) = params.get("notifications").and_then(Value::as_object) else {
+            return Err(error(id.clone(), INVALID_PARAMS, "`notifications` (the kinds to receive) must be an object"));
+        };
+        for (key, value) in filter {
+            let ok = match key.as_str() {
+                "toolsListChanged" | "promptsListChanged" | "resourcesListChanged" => value.is_boolean(),
+                "resourceSubscriptions" => value.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+                // Kinds of a later revision: not honored, so not looked at.
+                _ => true,
+            };
+            if !ok {
+                return Err(error(
+                    id.clone(),
+                    INVALID_PARAMS,
+                    &format!("`notifications.{}` has the wrong type", clip(key)),
+                ));
+            }
+        }
+        // Chela has no prompts or resources: only tool list changes are honored.
+        let tools = filter.get("toolsListChanged") == Some(&Value::Bool(true));
+        Ok(Listen { id: id.clone(), tools })
+    }
+}
+
+/// At most 64 characters of a client's text, for an error message.
+pub(crate) fn clip(s: &str) -> String {
+    s.chars().take(64).collect()
+}
+
 /// A batch taken by [`Server::batch`]: its requests, still to be answered.
 pub struct Batch {
     session: Session,
@@ -479,3 +570,5 @@ const INSTRUCTIONS: &str = "Chela is a personal assistant. Its tools work on its
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_listen;

@@ -6,9 +6,13 @@
 //! [`MAX_IN_FLIGHT`] at once; past that the loop stops reading, so a flood waits in the pipe
 //! rather than in memory. `notifications/cancelled` stops the named call; at the end of stdin
 //! every request read before it is still answered, then the server exits. Batches are taken by
-//! [`Server::batch`]. Every second the settings files are looked at (as `chela run` does); when
-//! the served tools changed, an initialized handshake-era client is sent
-//! `notifications/tools/list_changed`.
+//! [`Server::batch`]. Every [`RELOAD_EVERY`] the settings files are looked at (as `chela run`
+//! does) and the served tools compared; when they changed, an initialized handshake-era client
+//! is sent `notifications/tools/list_changed`, and each open `subscriptions/listen` of a
+//! 2026-07-28 client that asked for tool changes gets one stamped with its id. A connection
+//! keeps at most [`MAX_LISTENS`] listens; `notifications/cancelled` naming one ends it (no
+//! result is sent for it), and at the end of stdin each still open one gets its result, the
+//! revision's sign that the server ended it.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +23,7 @@ use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use super::{INVALID_REQUEST, Kind, PARSE_ERROR, Server, Session, classify, error};
+use super::{INTERNAL_ERROR, INVALID_REQUEST, Kind, LISTEN, Listen, PARSE_ERROR, Server, Session, classify, error};
 use crate::daemon::Daemon;
 use crate::turn::Cancel;
 
@@ -31,8 +35,11 @@ pub const MAX_IN_FLIGHT: usize = 32;
 const READ_AHEAD: usize = 8;
 /// Lines waiting for stdout.
 const WRITE_QUEUE: usize = 64;
-/// How often the settings are looked at for switched groups.
-const RELOAD_EVERY: Duration = Duration::from_secs(1);
+/// How often the settings are looked at and the served tools compared: a listening client
+/// hears of a change well within a second.
+pub const RELOAD_EVERY: Duration = Duration::from_millis(250);
+/// `subscriptions/listen` streams open at once on one connection.
+pub const MAX_LISTENS: usize = 8;
 /// How long the conversations' owners get to save once the calls are answered.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -58,6 +65,7 @@ where
     let mut session = Session::default();
     let mut tasks: JoinSet<String> = JoinSet::new();
     let mut running: HashMap<String, Cancel> = HashMap::new();
+    let mut listens: Vec<Listen> = Vec::new();
     let mut served = server.tool_names();
     let mut tick = tokio::time::interval(RELOAD_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -104,6 +112,24 @@ where
                         session = new;
                         send(&out, &reply).await;
                     }
+                    Kind::Request { id, method, params } if method == LISTEN => {
+                        if listens.iter().any(|l| l.id == id) || running.contains_key(&id.to_string()) {
+                            send(&out, &error(id, INVALID_REQUEST, "a request with this id is still open")).await;
+                            continue;
+                        }
+                        if listens.len() >= MAX_LISTENS {
+                            let why = format!("{MAX_LISTENS} subscriptions are open on this connection; cancel one first");
+                            send(&out, &error(id, INTERNAL_ERROR, &why)).await;
+                            continue;
+                        }
+                        match server.listen(&id, &params) {
+                            Ok(listen) => {
+                                send(&out, &listen.ack()).await;
+                                listens.push(listen);
+                            }
+                            Err(refused) => send(&out, &refused).await,
+                        }
+                    }
                     Kind::Request { id, method, params } => {
                         let cancel = Cancel::default();
                         let key = id.to_string();
@@ -121,6 +147,7 @@ where
                     Kind::Notification { method, params } => {
                         let cancels: Vec<Value> = server.notification(&mut session, &method, &params).into_iter().collect();
                         cancel_each(&running, &cancels);
+                        listens.retain(|l| !cancels.contains(&l.id));
                     }
                     Kind::Response => {}
                     Kind::Invalid(e) => send(&out, &e).await,
@@ -141,6 +168,9 @@ where
                     if session.initialized {
                         send(&out, &json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})).await;
                     }
+                    for note in listens.iter().filter_map(Listen::tools_changed) {
+                        send(&out, &note).await;
+                    }
                 }
             }
         }
@@ -150,6 +180,9 @@ where
     // (tools.timeout_secs, llm.deadline_secs). Answers to a client that is gone meet a closed
     // stdout and are dropped by the writer.
     while tasks.join_next().await.is_some() {}
+    for listen in listens {
+        send(&out, &listen.closed()).await;
+    }
     reader.abort();
     drop(out);
     let _ = writer.await;

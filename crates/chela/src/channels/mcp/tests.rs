@@ -16,10 +16,10 @@ use super::*;
 use crate::gateway::{Gateway, Limits};
 use crate::workspace::Workspace;
 
-const WAIT: Duration = Duration::from_secs(20);
-const PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 50000);
+pub(super) const WAIT: Duration = Duration::from_secs(20);
+pub(super) const PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 50000);
 
-fn daemon(llm: &FakeLlm, dir: &tempfile::TempDir, settings: &[(&str, &str)]) -> Arc<Daemon> {
+pub(super) fn daemon(llm: &FakeLlm, dir: &tempfile::TempDir, settings: &[(&str, &str)]) -> Arc<Daemon> {
     let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
     ws.ensure().unwrap();
     let base = llm.anthropic_base_url();
@@ -37,31 +37,31 @@ fn daemon(llm: &FakeLlm, dir: &tempfile::TempDir, settings: &[(&str, &str)]) -> 
 }
 
 /// A client's end of `chela mcp serve`'s stdin and stdout.
-struct Pipe {
-    to: DuplexStream,
+pub(super) struct Pipe {
+    pub(super) to: DuplexStream,
     from: BufReader<DuplexStream>,
-    served: tokio::task::JoinHandle<anyhow::Result<()>>,
+    pub(super) served: tokio::task::JoinHandle<anyhow::Result<()>>,
 }
 
 impl Pipe {
-    fn start(daemon: Arc<Daemon>) -> Pipe {
+    pub(super) fn start(daemon: Arc<Daemon>) -> Pipe {
         let (to, server_in) = tokio::io::duplex(64 * 1024);
         let (server_out, from) = tokio::io::duplex(64 * 1024);
         let served = tokio::spawn(stdio::serve(daemon, server_in, server_out));
         Pipe { to, from: BufReader::new(from), served }
     }
 
-    async fn send(&mut self, msg: &Value) {
+    pub(super) async fn send(&mut self, msg: &Value) {
         self.to.write_all(format!("{msg}\n").as_bytes()).await.unwrap();
     }
 
-    async fn recv(&mut self) -> Value {
+    pub(super) async fn recv(&mut self) -> Value {
         let mut line = String::new();
         tokio::time::timeout(WAIT, self.from.read_line(&mut line)).await.expect("an answer in time").unwrap();
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
-    async fn ask(&mut self, id: u64, method: &str, params: Value) -> Value {
+    pub(super) async fn ask(&mut self, id: u64, method: &str, params: Value) -> Value {
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})).await;
         self.recv().await
     }
@@ -79,14 +79,14 @@ impl Pipe {
     }
 }
 
-fn names(list: &Value) -> Vec<String> {
+pub(super) fn names(list: &Value) -> Vec<String> {
     let mut n: Vec<String> =
         list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_owned()).collect();
     n.sort();
     n
 }
 
-fn modern(params: Value) -> Value {
+pub(super) fn modern(params: Value) -> Value {
     let mut p = params;
     p["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -246,14 +246,14 @@ impl ReadRest for BufReader<DuplexStream> {
 // ---- /mcp on the gateway, as a service ----
 
 /// The token of a gateway made without one: every gateway needs one, loopback too.
-const LOCAL_TOKEN: &str = "local-token";
+pub(super) const LOCAL_TOKEN: &str = "local-token";
 
 fn gateway(llm: &FakeLlm, dir: &tempfile::TempDir, listen: &str, token: Option<&str>) -> Arc<Gateway> {
     let d = daemon(llm, dir, &[]);
     Gateway::new(d, listen.parse().unwrap(), Some(token.unwrap_or(LOCAL_TOKEN).to_owned()), Limits::default())
 }
 
-fn post(body: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
+pub(super) fn post(body: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
     let mut b = Request::builder().method("POST").uri("/mcp");
     let defaults = [
         ("host", "127.0.0.1:18789"),
@@ -272,7 +272,7 @@ fn post(body: &Value, headers: &[(&str, &str)]) -> Request<Full<Bytes>> {
     b.body(Full::new(Bytes::from(body.to_string()))).unwrap()
 }
 
-async fn call(gw: &Arc<Gateway>, mut req: Request<Full<Bytes>>) -> (StatusCode, hyper::HeaderMap, String) {
+pub(super) async fn call(gw: &Arc<Gateway>, mut req: Request<Full<Bytes>>) -> (StatusCode, hyper::HeaderMap, String) {
     if !req.headers().contains_key("authorization") {
         req.headers_mut().insert("authorization", format!("Bearer {LOCAL_TOKEN}").parse().unwrap());
     }
@@ -393,7 +393,7 @@ fn with_session<'a>(sid: &'a str, version: &'a str) -> [(&'a str, &'a str); 2] {
     [("mcp-session-id", sid), ("mcp-protocol-version", version)]
 }
 
-async fn http_session(gw: &Arc<Gateway>, version: &str) -> String {
+pub(super) async fn http_session(gw: &Arc<Gateway>, version: &str) -> String {
     let (status, headers, body) = call(gw, post(&init_body(version), &[])).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let sid = headers.get("mcp-session-id").unwrap().to_str().unwrap().to_owned();
@@ -548,7 +548,7 @@ fn get_stream(sid: Option<&str>) -> Request<Full<Bytes>> {
 }
 
 /// The next data chunk of a stream that is not a keep-alive comment; `None` when it ended.
-async fn next_event(
+pub(super) async fn next_event(
     body: &mut http_body_util::combinators::BoxBody<Bytes, std::convert::Infallible>,
 ) -> Option<String> {
     // One deadline for the event, not one per frame: keep-alive comments must not stretch a
