@@ -52,6 +52,8 @@ mod tests_dos;
 #[cfg(test)]
 mod tests_vision;
 #[cfg(test)]
+mod tests_ws_chat;
+#[cfg(test)]
 mod tests_xiaozhi;
 #[cfg(all(test, feature = "voice"))]
 mod tests_xiaozhi_mqtt;

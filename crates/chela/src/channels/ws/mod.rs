@@ -1,7 +1,12 @@
 //! The WebSocket chat on `/ws` (and `/` for upgrades), compatible with MimiClaw's.
 //!
-//! Client → `{"type":"message","content":"…","chat_id":"…"}` (`chat_id` optional: the
-//! connection's own `ws_<n>` is used). Server → `{"type":"token",…}`* and
+//! Client → `{"type":"message","content":"…","chat_id":"…"}`. `chat_id` is optional: a
+//! message without one goes to the chat id the connection last named (MimiClaw: "can be
+//! overridden in the first message"; a later one switches the connection to it, so the last
+//! named wins), or, before it named any, to the connection's own `ws_<16 hex digits>`, drawn at
+//! random so that a client connecting after a restart cannot land in an earlier client's
+//! conversation. A chat id is a conversation of the `ws` channel only: whatever it holds
+//! (`telegram:42`), it never reaches another channel's session. Server → `{"type":"token",…}`* and
 //! `{"type":"tool","name":"…","state":"start|ok|error",…}`* while the turn runs, then
 //! `{"type":"response","content":"…","chat_id":"…"}`; `{"type":"error",…}` for a message that
 //! was refused (bad JSON, busy, stopping).
@@ -131,7 +136,6 @@ impl Outbox {
 pub struct Clients {
     chats: Mutex<HashMap<String, Vec<(u64, Outbox)>>>,
     next_conn: AtomicU64,
-    next_chat: AtomicU64,
 }
 
 impl Clients {
@@ -300,7 +304,8 @@ where
 /// What one connection has opened.
 struct ConnState {
     id: u64,
-    /// `ws_<n>`, for messages without a chat id.
+    /// Where messages without a chat id go: the last chat id named on this connection and
+    /// accepted, else its random `ws_…` id once one was needed.
     own_chat: Option<String>,
     joined: Vec<String>,
     /// Turns in flight per chat; at most [`MAX_BUSY_CHATS_PER_CONNECTION`] chats.
@@ -321,10 +326,16 @@ fn on_text(ctx: &Ctx, who: Who, text: &str, out: &Outbox, conn: &mut ConnState) 
             check_chat_id(&c).map_err(|e| (e, String::new()))?;
             c
         }
-        None => conn
-            .own_chat
-            .get_or_insert_with(|| format!("ws_{}", ctx.clients.next_chat.fetch_add(1, Ordering::Relaxed) + 1))
-            .clone(),
+        None => match &conn.own_chat {
+            Some(c) => c.clone(),
+            None => {
+                let c = random_chat_id().ok_or_else(|| {
+                    ("no chat id could be drawn for this connection; name one".to_owned(), String::new())
+                })?;
+                conn.own_chat = Some(c.clone());
+                c
+            }
+        },
     };
     if msg.kind != "message" {
         return Err((format!("unknown message type `{}`; only \"message\" is understood", clip(&msg.kind)), chat));
@@ -351,6 +362,8 @@ fn on_text(ctx: &Ctx, who: Who, text: &str, out: &Outbox, conn: &mut ConnState) 
             ));
         }
     }
+    // Accepted: later messages without a chat id continue this one.
+    conn.own_chat = Some(chat.clone());
     let incoming = Incoming {
         channel: "ws".to_owned(),
         chat_id: chat.clone(),
@@ -429,6 +442,14 @@ impl Drop for Waiting {
             }
         }
     }
+}
+
+/// `ws_` and 16 random hex digits (64 bits: not guessed, not repeated across restarts).
+fn random_chat_id() -> Option<String> {
+    let mut bytes = [0u8; 8];
+    let n = rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty()).ok()?;
+    (n == bytes.len()).then_some(())?;
+    Some(format!("ws_{}", bytes.iter().map(|b| format!("{b:02x}")).collect::<String>()))
 }
 
 fn clip(s: &str) -> String {
