@@ -33,6 +33,10 @@ mod lua;
 mod mcp;
 mod mcp_image;
 #[cfg(feature = "memory")]
+mod mcp_inspector;
+#[cfg(feature = "memory")]
+mod mcp_listen;
+#[cfg(feature = "memory")]
 mod mcp_serve;
 mod newuser;
 mod proxy;

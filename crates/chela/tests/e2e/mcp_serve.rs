@@ -17,7 +17,7 @@ use crate::{Provider, Ws};
 const SERVED: &str = "chat,memory_append_today,memory_forget,memory_list,memory_recall,memory_store,memory_update";
 
 /// The folder with the installed clients. A failed install fails the test with the reason.
-fn peers() -> PathBuf {
+pub(crate) fn peers() -> PathBuf {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -44,7 +44,7 @@ fn json_of(v: &str) -> Value {
 }
 
 /// The stdio command for a client to start, as the test's `Ws::cmd` would run it.
-fn stdio_args(ws: &Ws) -> Vec<String> {
+pub(crate) fn stdio_args(ws: &Ws) -> Vec<String> {
     vec![
         env!("CARGO_BIN_EXE_chela").to_owned(),
         "--workspace".to_owned(),
