@@ -213,3 +213,58 @@ async fn http_listen_refusals_and_the_bound() {
     assert_eq!(gw.mcp.queued_listens().iter().max(), Some(&http::STREAM_QUEUE));
     drop(again);
 }
+
+/// Any JSON of a client's: nulls, booleans, numbers, strings, and arrays and objects of them
+/// whose keys are often the filter's own.
+fn any_json() -> impl proptest::strategy::Strategy<Value = Value> {
+    use proptest::prelude::*;
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        "[a-z:/]{0,12}".prop_map(Value::from),
+    ];
+    leaf.prop_recursive(3, 32, 4, |inner| {
+        let key = prop_oneof![
+            Just("toolsListChanged".to_owned()),
+            Just("promptsListChanged".to_owned()),
+            Just("resourceSubscriptions".to_owned()),
+            "[a-zA-Z]{1,8}",
+        ];
+        prop_oneof![
+            proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+            proptest::collection::btree_map(key, inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+/// Whatever a client sends as `subscriptions/listen`, the answer is an acknowledgment that
+/// honors tool changes exactly when they were asked for, or an error response to that request:
+/// never a panic, never a kind Chela does not have.
+#[test]
+fn any_listen_request_is_acknowledged_as_asked_or_refused() {
+    use proptest::prelude::*;
+    let llm = FakeLlm::start(vec![]);
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::new(daemon(&llm, &dir, &[]));
+    let config = ProptestConfig { cases: 256, ..ProptestConfig::default() };
+    proptest!(config, |(filter in any_json(), id in prop_oneof![any::<u32>().prop_map(Value::from), "[a-z0-9:-]{1,10}".prop_map(Value::from)], version in prop_oneof![Just(MODERN.to_owned()), "[0-9-]{0,10}"])| {
+        let mut params = modern(json!({"notifications": filter}));
+        params["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!(version);
+        match server.listen(&id, &params) {
+            Ok(l) => {
+                prop_assert_eq!(version.as_str(), MODERN);
+                prop_assert_eq!(l.tools, filter.get("toolsListChanged") == Some(&json!(true)));
+                let ack = l.ack();
+                prop_assert_eq!(stamped(&ack), &id);
+                let honored = ack["params"]["notifications"].as_object().unwrap();
+                prop_assert!(honored.keys().all(|k| k == "toolsListChanged"));
+            }
+            Err(e) => {
+                prop_assert_eq!(&e["id"], &id);
+                let code = e["error"]["code"].as_i64().unwrap();
+                prop_assert!([UNSUPPORTED_VERSION, INVALID_PARAMS].contains(&code), "{}", e);
+            }
+        }
+    });
+}

@@ -34,9 +34,9 @@ pub struct SendArgs {
 
 impl Tool for SendText {
     const NAME: &'static str = "local_send_text";
-    const DESCRIPTION: &'static str = "Send a text message to a chat of the local web console (its chat_id, e.g. ws_1), \
-         shown to every client that has it open now.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"chat_id":{"type":"string","description":"The chat id, e.g. ws_1."},"text":{"type":"string","description":"The message."}},"required":["chat_id","text"]}"#;
+    const DESCRIPTION: &'static str = "Send a text message to a chat of the local web console (its chat_id, e.g. kitchen \
+         or ws_9f2c41d07a3b5e68), shown to every client that has it open now.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"chat_id":{"type":"string","description":"The chat id, e.g. kitchen or ws_9f2c41d07a3b5e68."},"text":{"type":"string","description":"The message."}},"required":["chat_id","text"]}"#;
     type Args = SendArgs;
 
     async fn call<'a>(&'a self, _ctx: &'a ToolCtx, args: SendArgs) -> ToolResult {
