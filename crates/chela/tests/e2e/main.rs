@@ -38,6 +38,7 @@ mod mcp_inspector;
 mod mcp_listen;
 #[cfg(feature = "memory")]
 mod mcp_serve;
+mod mimiclaw_ws;
 mod newuser;
 mod proxy;
 mod router;
