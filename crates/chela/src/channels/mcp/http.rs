@@ -515,7 +515,8 @@ fn get(mcp: &Endpoint, headers: &HeaderMap) -> Resp {
 
 /// Opens a `subscriptions/listen` stream, or answers why not.
 fn listen(mcp: &Endpoint, accept: &str, id: &Value, params: &Value) -> Resp {
-    if !accept.contains("text/event-stream") {
+    // Nothing named, or anything, takes a stream too; only a client that names JSON alone is told.
+    if !(accept.is_empty() || accept.contains("text/event-stream") || accept.contains("*/*")) {
         let e = error(
             id.clone(),
             INVALID_REQUEST,

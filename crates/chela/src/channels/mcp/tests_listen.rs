@@ -178,6 +178,9 @@ async fn http_listen_refusals_and_the_bound() {
     // The answer is a stream: a client that takes only JSON is told so.
     let (status, _, text) = call(&gw, post(&body, &[("accept", "application/json")])).await;
     assert_eq!(status, StatusCode::NOT_ACCEPTABLE, "{text}");
+    let any = gw.handle(PEER, post(&body, &[("accept", "*/*"), MODERN_HEADERS[0]])).await;
+    assert_eq!(any.headers()["content-type"], "text/event-stream");
+    drop(any);
     let (status, _, text) = call(&gw, post(&body, &[("mcp-protocol-version", "2025-11-25")])).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     let bad = listen(json!(1), json!({"toolsListChanged": 1}));
