@@ -220,3 +220,18 @@ async fn a_reloaded_session_marks_tool_steps_instead_of_showing_empty_messages()
     );
     assert_eq!(m[3]["text"], "It is late.");
 }
+
+#[tokio::test]
+async fn the_user_file_says_who_writes_it_and_where_learnt_facts_go() {
+    // No tool writes USER.md: the memory tools keep what the model learns as entries, which the
+    // Memory tab lists. The file must not promise otherwise.
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    crate::memory::ensure_defaults(h.daemon.workspace()).unwrap();
+    let (status, user) = h.get("/api/memory/USER.md").await;
+    assert_eq!(status, StatusCode::OK, "{user}");
+    let text = user["content"].as_str().unwrap();
+    assert!(!text.contains("fills this in"), "{text}");
+    assert!(text.contains("does not write it") && text.contains("Memory tab"), "{text}");
+    let tools = h.daemon.toolbox().registry().in_group("memory").map(|c| c.id.to_string()).collect::<Vec<_>>();
+    assert!(tools.contains(&"memory_store".to_owned()), "{tools:?}");
+}
