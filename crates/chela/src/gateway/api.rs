@@ -31,6 +31,8 @@ const MAX_LISTED: usize = 1000;
 const MAX_SESSION_VIEW: u64 = 1024 * 1024;
 /// Largest memory file read or written here (as `memory.rs` reads them).
 const MAX_MEMORY_FILE: u64 = 1024 * 1024;
+/// Largest settings file read for the setup form's test call (the settings layer bounds them too).
+const MAX_SETTINGS_FILE: u64 = 1024 * 1024;
 /// Memory files in the workspace folder that the dashboard may show and edit.
 const HEARTBEAT: &str = "HEARTBEAT.md";
 
@@ -623,7 +625,8 @@ const SETUP_PROBE: &str = "Reply with one word: ready";
 /// them once saved: the form's values sit below the environment, as the runtime layer does.
 fn candidate(d: &Daemon, r: &SetupReq) -> Result<Config, ApiError> {
     let ws = d.workspace();
-    let read = |p: PathBuf| read_bounded(&p, MAX_MEMORY_FILE).map_err(|e| ApiError::internal("the settings files", e));
+    let read =
+        |p: PathBuf| read_bounded(&p, MAX_SETTINGS_FILE).map_err(|e| ApiError::internal("the settings files", e));
     let (file, overrides) = (read(ws.config_path())?, read(ws.overrides_path())?);
     let form = [
         (keys::LLM_PROVIDER, &r.provider),
