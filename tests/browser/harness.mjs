@@ -243,3 +243,31 @@ export async function runChela(workspace, args) {
       (err, stdout, stderr) => (err ? reject(new Error(`chela ${args.join(" ")}: ${err.message}\n${stdout}${stderr}`)) : resolve(stdout)));
   });
 }
+
+// Goes with the page's console and uncaught errors, so a broken script fails the test loudly.
+export function watchPage(page) {
+  const problems = [];
+  page.on("pageerror", (e) => problems.push(`uncaught: ${e.message}`));
+  page.on("console", (m) => {
+    // A fresh chat has no session file yet: the page's history look-up gets a 404, which it expects.
+    if (m.type() === "error" && !/status of 404/.test(m.text())) problems.push(`console: ${m.text()}`);
+  });
+  return problems;
+}
+
+// A device's OTA check or activation poll, with the headers the xiaozhi firmware sends
+// (ota.cc); `board` lands in the body's board.type, which the dashboard shows.
+export async function device(base, mac, route, { board = "bread-compact-wifi", name = "b", version = "1.9.0", body } = {}) {
+  const client = "3f1c2a4e-7777-4000-8000-" + mac.replace(/:/g, "");
+  const info = { version: 2, language: "en-US", mac_address: mac, uuid: client, chip_model_name: "esp32s3",
+    application: { name: "xiaozhi", version }, board: { type: board, name } };
+  const res = await fetch(base + "/xiaozhi/ota/" + route, {
+    method: "POST",
+    headers: { "Device-Id": mac, "Client-Id": client, "Activation-Version": "1", "User-Agent": "bread-compact-wifi/" + version,
+      "Content-Type": "application/json" },
+    body: JSON.stringify(body === undefined ? info : body),
+    signal: AbortSignal.timeout(5000),
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? JSON.parse(text) : null };
+}

@@ -8,21 +8,11 @@ import path from "node:path";
 import { after, test } from "node:test";
 
 import {
-  freePort, getJson, launchBrowser, runChela, startChela, startFakeLlm, startFakeTelegram, stopAll, workspaceWith,
+  device, freePort, getJson, launchBrowser, runChela, startChela, startFakeLlm, startFakeTelegram, stopAll, watchPage,
+  workspaceWith,
 } from "./harness.mjs";
 
 after(stopAll);
-
-// Goes with the page's console and uncaught errors, so a broken script fails the test loudly.
-function watchPage(page) {
-  const problems = [];
-  page.on("pageerror", (e) => problems.push(`uncaught: ${e.message}`));
-  page.on("console", (m) => {
-    // A fresh chat has no session file yet: the page's history look-up gets a 404, which it expects.
-    if (m.type() === "error" && !/status of 404/.test(m.text())) problems.push(`console: ${m.text()}`);
-  });
-  return problems;
-}
 
 test("chat streams the reply with a tool event; a capability group toggles", { timeout: 120_000 }, async () => {
   const key = "sk-browser-chat";
@@ -94,6 +84,15 @@ test("chat streams the reply with a tool event; a capability group toggles", { t
     const tools = frames.filter((f) => f.type === "tool").map((f) => `${f.name}:${f.state}`);
     assert.deepEqual(tools, ["get_current_time:start", "get_current_time:ok"]);
     assert.equal(types.at(-1), "response");
+
+    // After a reload the conversation comes back from the session file: the tool step is a
+    // chip on the answer again, not an empty bubble.
+    await page.reload();
+    await page.locator('#conn[data-state="open"]').waitFor();
+    const reloaded = page.getByRole("log", { name: "Conversation" });
+    await reloaded.locator(".msg.assistant", { hasText: "It is noon" }).getByLabel("tool get_current_time: ok").waitFor();
+    assert.deepEqual(await reloaded.locator(".msg.user").allInnerTexts(), ["What time is it?"]);
+    assert.equal(await reloaded.locator(".msg").count(), 2, await reloaded.innerText());
 
     // Capabilities: a core group is locked; a switchable one is switched off, then hidden.
     await page.getByRole("tab", { name: "Capabilities" }).click();
@@ -282,8 +281,10 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
     // The last outcome in the user's clock (09:01 in Berlin), marked as a failure.
     const outcome = "not run at 2027-01-15 09:01:00 +01:00: telegram/42 is not a chat allowed to talk to Chela";
     assert.equal(teaJob.status, outcome);
-    assert.deepEqual(await tea.getByRole("cell").allInnerTexts(),
-      ["tea", "active", teaJob.next_fire_local, JSON.stringify(teaJob.trigger), outcome]);
+    // The trigger in words, in the job's zone (the user's, as none is named).
+    assert.equal(teaJob.when, `every weekday at ${teaHour}:00 Europe/Berlin`);
+    assert.deepEqual((await tea.getByRole("cell").allInnerTexts()).slice(0, 5),
+      ["tea", "active", teaJob.next_fire_local, teaJob.when, outcome]);
     assert.equal(await tea.getByRole("cell").nth(4).getAttribute("class"), "danger");
     assert.equal(await jobs.getByRole("row").filter({ hasText: "broken" }).count(), 0, "a bad job is listed as a job");
     const problem = page.locator("#jobs-problems li");
@@ -314,23 +315,6 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
     await browser.close();
   }
 });
-
-// A device's OTA check or activation poll, with the headers the xiaozhi firmware sends
-// (ota.cc); `board` lands in the body's board.type, which the dashboard shows.
-async function device(base, mac, route, { board = "bread-compact-wifi", name = "b", version = "1.9.0", body } = {}) {
-  const client = "3f1c2a4e-7777-4000-8000-" + mac.replace(/:/g, "");
-  const info = { version: 2, language: "en-US", mac_address: mac, uuid: client, chip_model_name: "esp32s3",
-    application: { name: "xiaozhi", version }, board: { type: board, name } };
-  const res = await fetch(base + "/xiaozhi/ota/" + route, {
-    method: "POST",
-    headers: { "Device-Id": mac, "Client-Id": client, "Activation-Version": "1", "User-Agent": "bread-compact-wifi/" + version,
-      "Content-Type": "application/json" },
-    body: JSON.stringify(body === undefined ? info : body),
-    signal: AbortSignal.timeout(5000),
-  });
-  const text = await res.text();
-  return { status: res.status, json: text ? JSON.parse(text) : null };
-}
 
 test("devices tab: a waiting device is approved and activates, one is denied, a hostile board name stays text", { timeout: 120_000 }, async () => {
   const port = await freePort();

@@ -45,8 +45,9 @@ pub const AGENTS_DEFAULT: &str = "\
 pub const USER_DEFAULT: &str = "\
 # User
 
-(Nothing yet. Chela fills this in as it learns about you; you can edit it too:
-name, languages, time zone, preferences.)
+(Nothing yet. Chela reads this file in every conversation but does not write it: what it
+learns about you it keeps as remembered entries, which the console's Memory tab shows. Write
+here what it should always know: name, languages, time zone, preferences.)
 ";
 
 /// Written on first run when `MEMORY.md` is missing.

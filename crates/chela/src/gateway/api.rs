@@ -13,6 +13,7 @@ use std::time::UNIX_EPOCH;
 use chela_core::access::AccessError;
 use chela_core::cap::{ControlError, Registry};
 use chela_core::config::{self as keys, CAPS_DISABLED, CAPS_HIDDEN, CAPS_SHOWN};
+use chela_proto::chat::Block;
 use hyper::{Method, StatusCode};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -30,6 +31,8 @@ const MAX_LISTED: usize = 1000;
 const MAX_SESSION_VIEW: u64 = 1024 * 1024;
 /// Largest memory file read or written here (as `memory.rs` reads them).
 const MAX_MEMORY_FILE: u64 = 1024 * 1024;
+/// Largest settings file read for the setup form's test call (the settings layer bounds them too).
+const MAX_SETTINGS_FILE: u64 = 1024 * 1024;
 /// Memory files in the workspace folder that the dashboard may show and edit.
 const HEARTBEAT: &str = "HEARTBEAT.md";
 
@@ -55,8 +58,10 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
         }
         (&Method::GET, "/config") => ok(config_list(&d.config())),
         (&Method::POST, "/config") => ok(config_set(d, parse(body)?).await?),
+        (&Method::POST, "/config/check") => ok(config_check(parse(body)?)),
         (&Method::GET, "/sessions") => ok(blocking(d, sessions_list).await?),
         (&Method::GET, "/memory") => ok(blocking(d, memory_list).await?),
+        (_, p) if p.starts_with("/memory/entries") => super::api_memory::route(d, method, p, body).await,
         (&Method::GET, "/pairing") => {
             let listing = d.gate().list(d.clock().unix_secs_u64()).map_err(gate_error)?;
             ok(serde_json::to_value(listing).map_err(|e| ApiError::internal("the pairing list", e))?)
@@ -90,7 +95,13 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
             let r: IdReq = parse(body)?;
             ok(blocking(d, move |d| scheduler_approve(d, &r.id)).await?)
         }
+        (&Method::POST, p) if p.starts_with("/scheduler/jobs/") => {
+            let r: IdReq = parse(body)?;
+            let act = super::api_jobs::Act::from_path(&p["/scheduler/jobs/".len()..])?;
+            ok(blocking(d, move |d| super::api_jobs::act(d, &r.id, act)).await?)
+        }
         (&Method::POST, "/setup") => ok(setup(d, parse(body)?).await?),
+        (&Method::POST, "/setup/test") => ok(setup_test(d, parse(body)?).await?),
         (_, p) if p.starts_with("/sessions/") => {
             let id = check_session_id(&p["/sessions/".len()..])?;
             match *method {
@@ -239,7 +250,9 @@ fn scheduler_jobs(d: &Daemon) -> Result<Value, ApiError> {
     let s = d.scheduler();
     let now = d.clock().unix_secs();
     s.refresh(now);
-    Ok(json!({"zone": s.zone().name(), "jobs": s.list(now), "problems": s.problems().lines()}))
+    let zone = s.zone();
+    let jobs: Vec<Value> = s.list(now).into_iter().map(|v| super::api_jobs::shown(v, &zone)).collect();
+    Ok(json!({"zone": zone.name(), "jobs": jobs, "problems": s.problems().lines()}))
 }
 
 /// Re-reads the settings files and makes them the running daemon's.
@@ -311,15 +324,50 @@ fn config_list(cfg: &Config) -> Value {
     let mut out: Vec<Value> = cfg
         .entries()
         .iter()
-        .map(|e| json!({"key": e.key.name, "value": e.shown(), "source": e.layer.to_string(), "secret": e.key.is_secret()}))
+        .map(|e| {
+            json!({
+                "key": e.key.name, "value": e.shown(), "source": e.layer.to_string(), "secret": e.key.is_secret(),
+                "section": e.key.section(), "help": e.key.help,
+            })
+        })
         .collect();
     for (path, value, layer) in cfg.extra() {
         out.push(json!({
             "key": path, "value": shown_extra(path, value), "source": layer.to_string(),
-            "secret": keys::is_secret_name(path),
+            "secret": keys::is_secret_name(path), "section": path.split('.').next().unwrap_or_default(), "help": "",
         }));
     }
     Value::Array(out)
+}
+
+#[derive(Deserialize)]
+struct CheckReq {
+    key: String,
+    #[serde(default)]
+    value: String,
+}
+
+/// What the Config tab shows while a key and value are typed: the same checks `config set`
+/// makes, stored nowhere. A mistyped key gets the one closest name, if one is close.
+fn config_check(r: CheckReq) -> Value {
+    let key = match keys::key(r.key.trim()) {
+        Ok(k) => k,
+        Err(e) => {
+            let suggestion = match &e {
+                keys::ConfigError::UnknownKey { suggestion, .. } => *suggestion,
+                _ => None,
+            };
+            return json!({"ok": false, "error": e.to_string(), "suggestion": suggestion});
+        }
+    };
+    let help = json!({"key": key.name, "help": key.help, "secret": key.is_secret(), "default": key.default});
+    if r.value.is_empty() {
+        return json!({"ok": true, "key": help});
+    }
+    match crate::config::check(key, &r.value) {
+        Ok(v) => json!({"ok": true, "key": help, "value": key.shown(&v)}),
+        Err(e) => json!({"ok": false, "key": help, "error": format!("{e:#}")}),
+    }
 }
 
 async fn config_set(d: &Arc<Daemon>, r: ConfigReq) -> Result<Value, ApiError> {
@@ -410,10 +458,41 @@ fn session_view(d: &Daemon, id: &str) -> Result<Value, ApiError> {
     let (text, _) = read_tail_lines(&path, MAX_SESSION_VIEW)
         .map_err(|e| ApiError::internal("the session cannot be read", e))?
         .ok_or_else(|| ApiError::NotFound(format!("there is no session {id}")))?;
-    let messages: Vec<Value> = chela_core::session::parse(&text)
+    let parsed = chela_core::session::parse(&text);
+    // Which tool calls failed, by id: a call's chip shows its result, which the next message holds.
+    let failed: std::collections::HashSet<&str> = parsed
         .messages
         .iter()
-        .map(|m| json!({"role": m.role.as_str(), "text": m.text()}))
+        .flat_map(|m| &m.content)
+        .filter_map(|b| match b {
+            Block::ToolResult { tool_use_id, is_error: true, .. } => Some(&**tool_use_id),
+            _ => None,
+        })
+        .collect();
+    let messages: Vec<Value> = parsed
+        .messages
+        .iter()
+        .map(|m| {
+            let tools: Vec<Value> = m
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    Block::ToolUse { id, name, .. } => Some(json!({"name": name, "ok": !failed.contains(id.as_str())})),
+                    _ => None,
+                })
+                .collect();
+            let results = m.content.iter().filter(|b| matches!(b, Block::ToolResult { .. })).count();
+            let mut v = json!({"role": m.role.as_str(), "text": m.text()});
+            // Only steps that called or answered tools carry these, so the page draws them as
+            // tool chips instead of empty bubbles.
+            if !tools.is_empty() {
+                v["tools"] = Value::Array(tools);
+            }
+            if results > 0 {
+                v["tool_results"] = json!(results);
+            }
+            v
+        })
         .collect();
     Ok(json!({"id": id, "messages": messages}))
 }
@@ -527,11 +606,83 @@ fn setup_state(d: &Daemon) -> Value {
         "provider": cfg.get(keys::LLM_PROVIDER),
         "base_url": cfg.effective(keys::LLM_BASE_URL),
         "model": cfg.effective(keys::LLM_MODEL),
+        // What the form switches to when the provider changes.
+        "defaults": {
+            "anthropic": {"base_url": keys::default_base_url("anthropic"), "model": keys::default_model("anthropic")},
+            "openai": {"base_url": keys::default_base_url("openai"), "model": keys::default_model("openai")},
+        },
     });
     if let Err(why) = d.app() {
         v["problem"] = Value::String(why);
     }
     v
+}
+
+/// The words of the setup form's test call; an answer of a word or two is all it needs.
+const SETUP_PROBE: &str = "Reply with one word: ready";
+
+/// The setup form's settings as `chela.toml`, `overrides.toml` and the environment would give
+/// them once saved: the form's values sit below the environment, as the runtime layer does.
+fn candidate(d: &Daemon, r: &SetupReq) -> Result<Config, ApiError> {
+    let ws = d.workspace();
+    let read =
+        |p: PathBuf| read_bounded(&p, MAX_SETTINGS_FILE).map_err(|e| ApiError::internal("the settings files", e));
+    let (file, overrides) = (read(ws.config_path())?, read(ws.overrides_path())?);
+    let form = [
+        (keys::LLM_PROVIDER, &r.provider),
+        (keys::LLM_BASE_URL, &r.base_url),
+        (keys::LLM_MODEL, &r.model),
+        (keys::LLM_API_KEY, &r.api_key),
+    ];
+    let mut env: Vec<(String, String)> = Vec::new();
+    for (key, value) in form {
+        let v = crate::config::check(key, value).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+        // An empty key keeps the stored one, as saving does.
+        if !(v.is_empty() && key.is_secret()) {
+            env.push((key.env_var(), v));
+        }
+    }
+    env.extend(std::env::vars().filter(|(n, _)| n.starts_with("CHELA_")));
+    Config::from_layers(file.as_deref(), overrides.as_deref(), &env).map_err(|e| ApiError::BadRequest(format!("{e:#}")))
+}
+
+/// The setup form's test: one tiny request with the form's settings before anything is saved,
+/// as `chela doctor` makes, answering with the provider's words or its refusal explained.
+async fn setup_test(d: &Arc<Daemon>, r: SetupReq) -> Result<Value, ApiError> {
+    let choice = r.key_choice.choice()?;
+    let d2 = Arc::clone(d);
+    let cfg = blocking(d, move |_| candidate(&d2, &r)).await?;
+    let now = d.config();
+    let moved = cfg.effective(keys::LLM_BASE_URL) != now.effective(keys::LLM_BASE_URL);
+    // The stored key goes only where it went before, unless the owner says so (as saving asks).
+    if moved
+        && cfg.get(keys::LLM_API_KEY) == now.get(keys::LLM_API_KEY)
+        && !now.get(keys::LLM_API_KEY).is_empty()
+        && !matches!(choice, KeyChoice::Keep)
+    {
+        return Err(ApiError::Conflict(format!(
+            "Not tested: the stored API key would be sent to {}. Enter that provider's key, or keep the stored one.",
+            cfg.effective(keys::LLM_BASE_URL)
+        )));
+    }
+    let http = crate::app::http_client(&cfg).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+    let provider =
+        crate::provider::Provider::from_config(&cfg, http).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
+    let probe = provider.probe();
+    let messages = [chela_proto::chat::Message::user_text(SETUP_PROBE)];
+    let call = chela_core::agent::ModelCall {
+        system: "",
+        messages: &messages,
+        tool_choice: chela_proto::chat::ToolChoice::Auto,
+    };
+    let reply = probe
+        .complete(&call, &[], &mut |_| {})
+        .await
+        .map_err(|e| ApiError::Upstream(probe.explain(&e, &cfg.entry(keys::LLM_API_KEY).layer)))?;
+    let answer = reply.into_message().text();
+    Ok(
+        json!({"provider": provider.describe(), "model": provider.model, "answer": answer.chars().take(500).collect::<String>()}),
+    )
 }
 
 /// The first-run form: every value is checked before any is stored, then they go to the

@@ -34,6 +34,8 @@ use crate::daemon::Daemon;
 use crate::serve::{admit, http};
 
 mod api;
+mod api_jobs;
+mod api_memory;
 pub(crate) mod auth;
 pub(crate) mod login;
 mod mcp_endpoint;
@@ -47,6 +49,8 @@ mod tests;
 mod tests_abuse;
 #[cfg(test)]
 mod tests_api;
+#[cfg(test)]
+mod tests_console;
 #[cfg(test)]
 mod tests_dos;
 #[cfg(test)]

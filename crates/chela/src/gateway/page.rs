@@ -51,7 +51,8 @@ mod tests {
     #[test]
     fn the_page_is_one_small_file_that_loads_nothing_from_elsewhere() {
         // No build step and no CDN: nothing is fetched by src= or <link>, and it stays small.
-        assert!(INDEX_HTML.len() < 48 * 1024, "the page grew to {} bytes", INDEX_HTML.len());
+        // (The bound was 48 KiB before the Memory, Config and Jobs tabs learnt to edit.)
+        assert!(INDEX_HTML.len() < 64 * 1024, "the page grew to {} bytes", INDEX_HTML.len());
         let lower = INDEX_HTML.to_ascii_lowercase();
         for needle in [" src=", "<link", "@import", "url(http", "<script src"] {
             assert!(!lower.contains(needle), "the page refers to another file: {needle}");
