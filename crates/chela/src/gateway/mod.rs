@@ -50,6 +50,8 @@ mod tests_api;
 #[cfg(test)]
 mod tests_dos;
 #[cfg(test)]
+mod tests_openai;
+#[cfg(test)]
 mod tests_vision;
 #[cfg(test)]
 mod tests_xiaozhi;
@@ -207,8 +209,11 @@ impl Gateway {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let openai = openai::is_openai_path(req.uri().path());
         match self.route(peer, req).await {
             Ok(resp) => resp,
+            // OpenAI's clients read only OpenAI's error shape (`openai.BadRequestError`).
+            Err(e) if openai => openai::refusal_response(e),
             Err(e) => e.into_response(),
         }
     }
@@ -288,9 +293,9 @@ impl Gateway {
             (_, "/v1/chat/completions") if method == Method::POST => {
                 let (parts, body) = req.into_parts();
                 let body = self.read_body(body).await?;
-                openai::completions(&self.daemon, &self.limits, &parts.headers, &body).await
+                Ok(openai::completions(&self.daemon, &self.limits, &parts.headers, &body).await)
             }
-            (&Method::GET, "/v1/models") => Ok(openai::models()),
+            (&Method::GET, "/v1/models") => Ok(openai::models(&self.daemon)),
             (_, "/mcp") => crate::channels::mcp::http::handle(&self.limits, &self.mcp, req).await,
             (_, p) if p.starts_with("/api/") => {
                 let (_, body) = req.into_parts();
