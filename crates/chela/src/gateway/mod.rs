@@ -295,7 +295,12 @@ impl Gateway {
                 let body = self.read_body(body).await?;
                 Ok(openai::completions(&self.daemon, &self.limits, &parts.headers, &body).await)
             }
-            (&Method::GET, "/v1/models") => Ok(openai::models(&self.daemon)),
+            (_, "/v1/responses") if method == Method::POST => {
+                let (parts, body) = req.into_parts();
+                let body = self.read_body(body).await?;
+                Ok(openai::responses(&self.daemon, &self.limits, &parts.headers, &body).await)
+            }
+            (&Method::GET, "/v1/models") => Ok(openai::models()),
             (_, "/mcp") => crate::channels::mcp::http::handle(&self.limits, &self.mcp, req).await,
             (_, p) if p.starts_with("/api/") => {
                 let (_, body) = req.into_parts();
@@ -306,7 +311,7 @@ impl Gateway {
                 };
                 api::route(self, &method, &path["/api".len()..], &body).await
             }
-            (_, "/health" | "/v1/chat/completions" | "/v1/models" | "/ws" | "/") => {
+            (_, "/health" | "/v1/chat/completions" | "/v1/responses" | "/v1/models" | "/ws" | "/") => {
                 Err(ApiError::MethodNotAllowed(format!("{method} is not used on {path}")))
             }
             _ => Err(ApiError::NotFound(format!("there is nothing at {path}"))),

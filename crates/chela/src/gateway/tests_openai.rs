@@ -6,7 +6,7 @@ use chela_testkit::{FakeLlm, Step};
 use hyper::StatusCode;
 use serde_json::{Value, json};
 
-use super::tests::{harness, harness_with_settings, req};
+use super::tests::{harness, req};
 
 const CHAT: &str = "/v1/chat/completions";
 
@@ -98,10 +98,15 @@ async fn refusals_are_openai_errors_with_the_right_status() {
 
 #[tokio::test]
 async fn the_configured_model_is_an_alias_of_chela() {
-    let h = harness_with_settings(vec![Step::text("aliased")], &[("llm.model", "claude-test-1")]);
+    let h = harness(vec![Step::text("aliased")], "127.0.0.1:18789", None);
+    let (status, set) = h.send("POST", "/api/config", r#"{"key":"llm.model","value":"claude-test-1"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{set}");
     let (_, models) = h.get("/v1/models").await;
-    let ids: Vec<_> = models["data"].as_array().unwrap().iter().map(|m| m["id"].as_str().unwrap().to_owned()).collect();
-    assert_eq!(ids, ["chela", "claude-test-1"]);
+    assert_eq!(models["data"].as_array().unwrap().len(), 1, "one model to pick: {models}");
+    let body = json!({"model": "claude-test-1", "messages": [{"role": "user", "content": "x"}]});
+    let (status, reply) = h.send("POST", CHAT, &body.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["choices"][0]["message"]["content"], "aliased");
 }
 
 #[tokio::test]

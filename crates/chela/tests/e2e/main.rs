@@ -35,6 +35,7 @@ mod mcp_image;
 #[cfg(feature = "memory")]
 mod mcp_serve;
 mod newuser;
+mod openai_sdk;
 mod proxy;
 mod router;
 mod run;

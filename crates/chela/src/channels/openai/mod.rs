@@ -1,6 +1,6 @@
 //! The OpenAI-compatible endpoint: `POST /v1/chat/completions` (whole or streamed as SSE,
 //! exactly as OpenAI frames it: `data: {chunk}\n\n` … `data: [DONE]\n\n`), `POST /v1/responses`
-//! and `GET /v1/models` (`chela`, and the configured model's name as an alias), so any OpenAI
+//! and `GET /v1/models` (`chela`; the configured model's name is an alias of it), so any OpenAI
 //! client can talk to Chela as if it were a model.
 //!
 //! A request without a session name is stateless, as OpenAI's are: its `messages` are the
@@ -25,6 +25,7 @@ use crate::serve::http::{ApiError, Limits, Resp, json as json_response};
 
 mod chat;
 mod request;
+mod responses;
 
 /// The one model this endpoint offers.
 pub const MODEL: &str = "chela";
@@ -32,13 +33,13 @@ pub const MODEL: &str = "chela";
 /// Numbers the one-shot conversations of this process.
 static ONE_SHOT: AtomicU64 = AtomicU64::new(0);
 
-/// `GET /v1/models`: `chela`, and the configured model's name, which names the same thing.
-pub fn models(daemon: &Daemon) -> Resp {
-    let mut data = vec![json!({"id": MODEL, "object": "model", "created": 0, "owned_by": "chela"})];
-    if let Some(alias) = alias(daemon) {
-        data.push(json!({"id": alias, "object": "model", "created": 0, "owned_by": "chela"}));
-    }
-    json_response(StatusCode::OK, &json!({"object": "list", "data": data}))
+/// `GET /v1/models`: the one model, `chela`. The configured model's name is taken as an alias
+/// of it in requests but not listed, so a client's model picker shows one choice.
+pub fn models() -> Resp {
+    json_response(
+        StatusCode::OK,
+        &json!({"object": "list", "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "chela"}]}),
+    )
 }
 
 /// The configured model's name, when it is another than [`MODEL`].
@@ -129,6 +130,11 @@ pub fn refusal_response(e: ApiError) -> Resp {
 /// `POST /v1/chat/completions`.
 pub async fn completions(daemon: &Arc<Daemon>, limits: &Limits, headers: &HeaderMap, body: &[u8]) -> Resp {
     chat::completions(daemon, limits, headers, body).await.unwrap_or_else(Refusal::into_response)
+}
+
+/// `POST /v1/responses`.
+pub async fn responses(daemon: &Arc<Daemon>, limits: &Limits, headers: &HeaderMap, body: &[u8]) -> Resp {
+    responses::create(daemon, limits, headers, body).await.unwrap_or_else(Refusal::into_response)
 }
 
 /// The session a request names (`user`, else `X-Chela-Session`), or a new one-shot one.
