@@ -237,3 +237,72 @@ async fn a_client_tool_named_like_chelas_hides_it_and_never_runs_inside_chela() 
         }
     }
 }
+
+#[tokio::test]
+async fn the_responses_api_answers_whole_and_streams_its_events_in_order() {
+    let h = harness(
+        vec![
+            Step::text("whole response"),
+            Step::tool_call("get_weather", json!({"city": "Oslo"})).with_text("Looking."),
+        ],
+        "127.0.0.1:18789",
+        None,
+    );
+    let body = json!({"model": "chela", "instructions": "Be brief.", "input": "hi"});
+    let (status, reply) = h.send("POST", "/v1/responses", &body.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!((reply["object"].as_str(), reply["status"].as_str()), (Some("response"), Some("completed")));
+    assert_eq!(
+        reply["output"][0]["content"][0],
+        json!({"type": "output_text", "text": "whole response", "annotations": []})
+    );
+    let input = prompt_tokens(&h.llm, 0);
+    assert_eq!(reply["usage"]["input_tokens"], input);
+    assert!(sent(&h.llm, 0)["system"].as_str().unwrap().contains("Be brief."));
+
+    let tool = json!({"type": "function", "name": "get_weather", "parameters": {"type": "object"}});
+    let body = json!({"stream": true, "input": "weather in Oslo?", "tools": [tool]});
+    let (status, headers, text) = h.call(req("POST", "/v1/responses", &body.to_string())).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(headers["content-type"], "text/event-stream");
+    let events: Vec<Value> = text
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (kind, data) = e.split_once('\n').unwrap();
+            let data: Value = serde_json::from_str(data.strip_prefix("data: ").unwrap()).unwrap();
+            assert_eq!(kind.strip_prefix("event: "), data["type"].as_str(), "{e}");
+            data
+        })
+        .collect();
+    let mut kinds: Vec<&str> = events.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    // The text may come in several deltas, as the model streamed it.
+    kinds.dedup();
+    assert_eq!(
+        kinds,
+        [
+            "response.created",
+            "response.in_progress",
+            "response.output_item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "response.output_item.added",
+            "response.function_call_arguments.delta",
+            "response.function_call_arguments.done",
+            "response.output_item.done",
+            "response.completed",
+        ],
+        "{text}"
+    );
+    let seq: Vec<u64> = events.iter().map(|e| e["sequence_number"].as_u64().unwrap()).collect();
+    assert_eq!(seq, (0..seq.len() as u64).collect::<Vec<_>>());
+    let done = &events.last().unwrap()["response"];
+    assert_eq!(done["output"][0]["content"][0]["text"], "Looking.");
+    assert_eq!(done["output"][1]["type"], "function_call");
+    assert_eq!(done["output"][1]["name"], "get_weather");
+    let added = events.iter().filter(|e| e["type"] == "response.output_item.added").nth(1).unwrap();
+    assert_eq!(done["output"][1]["call_id"], added["item"]["call_id"]);
+}
