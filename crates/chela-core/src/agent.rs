@@ -306,6 +306,42 @@ impl AgentRun {
         Ok(())
     }
 
+    /// Ends the turn during a [`Step::CallTools`] with the calls for which `theirs` holds left
+    /// unanswered, for the caller to run and answer in its next message (an API client's own
+    /// tools). The other calls of that reply are dropped, not run: the model asked for them
+    /// together with the caller's, and asks again once the caller answered. The last message of
+    /// [`AgentRun::turn_messages`] is then the assistant's, with the caller's calls; the outcome
+    /// stops with [`StopReason::ToolUse`]. Returns the calls handed back (none: nothing changed).
+    pub fn hand_back(&mut self, theirs: impl Fn(&str) -> bool) -> Vec<ToolCall> {
+        if !matches!(self.state, State::NeedTools) {
+            return Vec::new();
+        }
+        let calls: Vec<ToolCall> = self.pending.iter().filter(|c| theirs(&c.name)).cloned().collect();
+        if calls.is_empty() {
+            return calls;
+        }
+        if let Some(last) = self.messages.last_mut() {
+            last.content.retain(|b| match b {
+                Block::ToolUse { id, .. } => calls.iter().any(|c| c.id == *id),
+                _ => true,
+            });
+        }
+        self.pending.clear();
+        self.results.clear();
+        let text = self.messages.last().map(Message::text).unwrap_or_default();
+        self.restore_elided();
+        self.state = State::Done(Outcome {
+            text,
+            stop_reason: StopReason::ToolUse,
+            iterations: self.iterations,
+            hit_tool_limit: false,
+            cancelled: false,
+            aborted: false,
+            usage: self.usage,
+        });
+        calls
+    }
+
     /// Ends the turn at the person's request. Pending calls are answered as cancelled, and a
     /// short assistant note closes the exchange, so the history written afterwards is well-formed.
     pub fn cancel(&mut self) {

@@ -69,6 +69,7 @@ fn request(chat: &str, text: &str) -> TurnRequest {
         depth: 0,
         cancel: Cancel::default(),
         observer: Box::new(Quiet),
+        client: None,
     }
 }
 

@@ -12,7 +12,7 @@ use chela_core::agent::{AgentRun, Limits, Outcome, Step, ToolCall, ToolResult};
 use chela_core::cap::{Caller, Scope};
 use chela_core::session::{self, Budget, Summary};
 use chela_core::storage::Storage;
-use chela_proto::chat::{Message, Update};
+use chela_proto::chat::{Block, Message, ToolSpec, Update};
 
 use crate::provider::{Provider, ProviderError};
 use crate::storage::FileStorage;
@@ -40,6 +40,9 @@ pub trait Observer {
     fn tool_finished(&mut self, call: &ToolCall, result: &ToolResult, elapsed: Duration);
     /// The model call failed for a passing reason (`why`) and is made again after `wait`.
     fn retrying(&mut self, _why: &str, _wait: Duration) {}
+    /// The turn ended with calls to the client's own tools ([`ClientTurn::tools`]), for the
+    /// client to run and answer in its next request.
+    fn handed_back(&mut self, _calls: &[ToolCall]) {}
 }
 
 /// For turns whose progress nobody watches: answers sent whole, scheduled jobs, callers that
@@ -94,6 +97,36 @@ pub struct TurnRequest {
     pub depth: u8,
     pub cancel: Cancel,
     pub observer: Box<dyn Observer + Send>,
+    /// What an API client brings besides its message; `None` for every other channel.
+    pub client: Option<Box<ClientTurn>>,
+}
+
+/// What a program talking to Chela through the OpenAI-compatible API brings to a turn.
+#[derive(Clone, Debug, Default)]
+pub struct ClientTurn {
+    /// The conversation the client sent, used instead of the stored history: a stateless
+    /// request, whose client keeps the conversation itself.
+    pub history: Option<Vec<Message>>,
+    /// The client's system message, added to Chela's prompt as the caller's instructions.
+    pub instructions: Option<String>,
+    /// Tools the client runs itself. The model sees them beside Chela's (a client's tool hides
+    /// Chela's of the same name); a call to one ends the turn, handed back to the client.
+    pub tools: Vec<ClientTool>,
+}
+
+/// A tool the client offers, as OpenAI's `tools` describe a function.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientTool {
+    pub name: String,
+    pub description: String,
+    /// A JSON Schema object, as JSON text.
+    pub input_schema: String,
+}
+
+impl ClientTurn {
+    fn owns(&self, tool: &str) -> bool {
+        self.tools.iter().any(|t| t.name == tool)
+    }
 }
 
 /// A session's conversation as its owner keeps it between turns: the file it is appended to
@@ -228,7 +261,16 @@ pub async fn run_turn(
         // A photo to a text-only model: a note says one was sent.
         user.images_to_notes();
     }
-    let mut run = AgentRun::new(history.messages.clone(), user, system, agent.limits);
+    let client = req.client.as_deref();
+    let system = match client.and_then(|c| c.instructions.as_deref()) {
+        Some(instructions) => format!("{system}\n\n{CALLER_INSTRUCTIONS}\n\n{instructions}"),
+        None => system,
+    };
+    let base = client.and_then(|c| c.history.clone()).unwrap_or_else(|| history.messages.clone());
+    if client.is_some() {
+        answer_open_calls(&base, &mut user);
+    }
+    let mut run = AgentRun::new(base, user, system, agent.limits);
     // A "context too long" is answered by shrinking the window and asking again, once a turn.
     let mut shrunk = false;
     let end = loop {
@@ -238,7 +280,15 @@ pub async fn run_turn(
                 // Taken at each call: a group registered while the turn runs shows up in the next.
                 let registry = agent.toolbox.registry();
                 let extra = scope_with_skills(agent, &registry, &req.scope);
-                let tools = registry.tools_for(Scope { extra_visible: &extra });
+                let mut tools = registry.tools_for(Scope { extra_visible: &extra });
+                if let Some(c) = client {
+                    tools.retain(|t| !c.owns(t.name));
+                    tools.extend(c.tools.iter().map(|t| ToolSpec {
+                        name: &t.name,
+                        description: &t.description,
+                        input_schema: &t.input_schema,
+                    }));
+                }
                 let mut on_update = |u: Update<'_>| match u {
                     Update::Text(t) => obs.text(t),
                     Update::Retrying { why, wait_ms } => obs.retrying(why, Duration::from_millis(wait_ms)),
@@ -265,6 +315,13 @@ pub async fn run_turn(
                 }
             }
             Step::CallTools(calls) => {
+                if let Some(c) = client
+                    && calls.iter().any(|call| c.owns(&call.name))
+                {
+                    let back = run.hand_back(|name| c.owns(name));
+                    obs.handed_back(&back);
+                    continue;
+                }
                 // Run in order: a later call may read what an earlier one wrote.
                 let calls = calls.to_vec();
                 let mut cancelled = false;
@@ -318,6 +375,43 @@ pub async fn run_turn(
         }
     }
     Ok(end)
+}
+
+/// Heads the client's system message in the prompt: it comes from the program calling the API,
+/// which Chela's own prompt outranks.
+const CALLER_INSTRUCTIONS: &str = "## The caller's instructions\n\nThe program calling Chela through its API gives these instructions for this conversation:";
+
+/// Pairs the client's tool results in `user` with the calls of the last assistant message of
+/// `base`, so the provider is sent a well-formed conversation: a call the client did not answer
+/// gets an error result, and a result for a call `base` does not have becomes a text note (the
+/// stored conversation may have lost that call, e.g. to a restart in between).
+fn answer_open_calls(base: &[Message], user: &mut Message) {
+    let open: Vec<String> = match base.last() {
+        Some(m) if m.role == chela_proto::chat::Role::Assistant => m.tool_use_ids().map(str::to_owned).collect(),
+        _ => Vec::new(),
+    };
+    let mut fixed = Vec::with_capacity(user.content.len() + open.len());
+    for id in &open {
+        let answered =
+            user.content.iter().any(|b| matches!(b, Block::ToolResult { tool_use_id, .. } if **tool_use_id == **id));
+        if !answered {
+            fixed.push(Block::tool_result(id.clone(), "The client sent no result for this call.", true));
+        }
+    }
+    let mut notes = Vec::new();
+    for b in user.content.drain(..) {
+        match b {
+            Block::ToolResult { tool_use_id, content, .. } if !open.iter().any(|id| **id == *tool_use_id) => {
+                notes.push(Block::text(format!(
+                    "(a result for the tool call `{tool_use_id}`, which this conversation does not have: {content})"
+                )));
+            }
+            Block::ToolResult { .. } => fixed.push(b),
+            other => notes.push(other),
+        }
+    }
+    fixed.extend(notes);
+    user.content = fixed;
 }
 
 /// The groups this turn's model sees on top of the base visibility: the request's own, and the

@@ -88,6 +88,7 @@ impl Chat {
             depth: 0,
             cancel: cancel.clone(),
             observer: Box::new(term.clone()),
+            client: None,
         })?;
         term.lock().thinking();
         let done = pending.finish();

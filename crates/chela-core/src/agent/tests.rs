@@ -647,3 +647,34 @@ fn shrinking_for_a_too_long_context_drops_older_exchanges_but_keeps_the_turn() {
     assert!(!alone.shrink_for_retry());
     assert_eq!(alone.window(), &[Message::user_text("hi")]);
 }
+
+#[test]
+fn the_callers_tools_are_handed_back_and_the_others_of_that_reply_dropped() {
+    let mut run = run_with(Limits::default());
+    run.handle_reply(tool_reply(&[("a", "memory_recall"), ("b", "get_weather")])).unwrap();
+    assert_eq!(expect_tools(&run).len(), 2);
+    let back = run.hand_back(|name| name == "get_weather");
+    assert_eq!(back.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["b"]);
+    let outcome = expect_done(&run);
+    assert_eq!(outcome.stop_reason, StopReason::ToolUse);
+    assert_eq!(outcome.usage, Usage { input_tokens: 5, output_tokens: 1 });
+    let turn = run.turn_messages();
+    assert_eq!(turn.len(), 2, "the person's message and the call, no results: {turn:?}");
+    assert_eq!(turn[1].tool_use_ids().collect::<Vec<_>>(), ["b"], "Chela's own call was dropped");
+    // Answered in the caller's next message, the exchange is one the API accepts.
+    let mut next = turn.to_vec();
+    next.push(msg(Role::User, vec![result("b")]));
+    next.push(Message::assistant_text("sunny"));
+    assert!(well_formed(&next));
+}
+
+#[test]
+fn handing_back_without_a_call_of_the_caller_changes_nothing() {
+    let mut run = run_with(Limits::default());
+    run.handle_reply(tool_reply(&[("a", "memory_recall")])).unwrap();
+    assert!(run.hand_back(|name| name == "get_weather").is_empty());
+    assert_eq!(expect_tools(&run).len(), 1, "still waiting for Chela's own call");
+    let mut fresh = run_with(Limits::default());
+    assert!(fresh.hand_back(|_| true).is_empty(), "not in a tool step");
+    expect_model(&fresh);
+}

@@ -300,6 +300,16 @@ impl Daemon {
     /// Decides whether `msg` may reach the model, and queues its turn. Synchronous: a channel
     /// that submits in arrival order keeps its chats' turns in order.
     pub fn submit(&self, msg: Incoming, observer: Box<dyn Observer + Send>) -> Submitted {
+        self.submit_with(msg, observer, None)
+    }
+
+    /// [`Daemon::submit`] with what an API client brings besides its message.
+    pub fn submit_with(
+        &self,
+        msg: Incoming,
+        observer: Box<dyn Observer + Send>,
+        client: Option<Box<crate::turn::ClientTurn>>,
+    ) -> Submitted {
         if self.shutdown.is_triggered() {
             return Submitted::Answer("Chela is stopping; send this again in a moment.".to_owned());
         }
@@ -329,6 +339,7 @@ impl Daemon {
             depth: 0,
             cancel: msg.cancel,
             observer,
+            client,
         };
         match self.hub.submit(req) {
             Ok(pending) => Submitted::Queued(pending),
@@ -346,8 +357,19 @@ impl Daemon {
         observer: Box<dyn Observer + Send>,
         reply: Box<dyn Reply>,
     ) -> Conversed {
+        self.converse_with(msg, None, observer, reply)
+    }
+
+    /// [`Daemon::converse`] with what an API client brings besides its message.
+    pub fn converse_with(
+        self: &Arc<Self>,
+        msg: Incoming,
+        client: Option<Box<crate::turn::ClientTurn>>,
+        observer: Box<dyn Observer + Send>,
+        reply: Box<dyn Reply>,
+    ) -> Conversed {
         let (channel, chat_id, sender) = (msg.channel.clone(), msg.chat_id.clone(), msg.sender.clone());
-        match self.submit(msg, observer) {
+        match self.submit_with(msg, observer, client) {
             Submitted::Queued(pending) => {
                 self.deliver(&channel, &chat_id, Some(sender), Coming::Turn(pending), reply);
                 Conversed::Queued

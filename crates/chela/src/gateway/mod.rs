@@ -54,6 +54,8 @@ mod tests_console;
 #[cfg(test)]
 mod tests_dos;
 #[cfg(test)]
+mod tests_openai;
+#[cfg(test)]
 mod tests_vision;
 #[cfg(test)]
 mod tests_ws_chat;
@@ -213,8 +215,11 @@ impl Gateway {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let openai = openai::is_openai_path(req.uri().path());
         match self.route(peer, req).await {
             Ok(resp) => resp,
+            // OpenAI's clients read only OpenAI's error shape (`openai.BadRequestError`).
+            Err(e) if openai => openai::refusal_response(e),
             Err(e) => e.into_response(),
         }
     }
@@ -294,7 +299,12 @@ impl Gateway {
             (_, "/v1/chat/completions") if method == Method::POST => {
                 let (parts, body) = req.into_parts();
                 let body = self.read_body(body).await?;
-                openai::completions(&self.daemon, &self.limits, &parts.headers, &body).await
+                Ok(openai::completions(&self.daemon, &self.limits, &parts.headers, &body).await)
+            }
+            (_, "/v1/responses") if method == Method::POST => {
+                let (parts, body) = req.into_parts();
+                let body = self.read_body(body).await?;
+                Ok(openai::responses(&self.daemon, &self.limits, &parts.headers, &body).await)
             }
             (&Method::GET, "/v1/models") => Ok(openai::models()),
             (_, "/mcp") => crate::channels::mcp::http::handle(&self.limits, &self.mcp, req).await,
@@ -307,7 +317,7 @@ impl Gateway {
                 };
                 api::route(self, &method, &path["/api".len()..], &body).await
             }
-            (_, "/health" | "/v1/chat/completions" | "/v1/models" | "/ws" | "/") => {
+            (_, "/health" | "/v1/chat/completions" | "/v1/responses" | "/v1/models" | "/ws" | "/") => {
                 Err(ApiError::MethodNotAllowed(format!("{method} is not used on {path}")))
             }
             _ => Err(ApiError::NotFound(format!("there is nothing at {path}"))),

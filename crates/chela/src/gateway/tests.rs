@@ -214,7 +214,9 @@ async fn bad_completion_requests_get_sentences() {
     ] {
         let (status, reply) = h.send("POST", "/v1/chat/completions", body).await;
         assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-        assert!(reply["error"].as_str().unwrap().contains(says), "{body}: {reply}");
+        // OpenAI's error shape, which its clients show.
+        assert!(reply["error"]["message"].as_str().unwrap().contains(says), "{body}: {reply}");
+        assert_eq!(reply["error"]["type"], "invalid_request_error", "{body}: {reply}");
     }
     assert!(h.llm.requests().is_empty());
 }
@@ -225,7 +227,7 @@ async fn a_body_over_the_limit_is_refused_with_413() {
     let h = harness_with(vec![], "127.0.0.1:18789", None, limits);
     let (status, reply) = h.send("POST", "/v1/chat/completions", &"x".repeat(1001)).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(reply["error"].as_str().unwrap().contains("1000 bytes"), "{reply}");
+    assert!(reply["error"]["message"].as_str().unwrap().contains("1000 bytes"), "{reply}");
 }
 
 // ---- Auth -----------------------------------------------------------------------------------

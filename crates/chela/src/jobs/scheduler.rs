@@ -336,6 +336,7 @@ fn request(channel: &str, chat_id: &str, text: String, depth: u8) -> TurnRequest
         depth,
         cancel: Cancel::default(),
         observer: Box::new(Quiet),
+        client: None,
     }
 }
 

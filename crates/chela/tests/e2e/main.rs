@@ -40,6 +40,7 @@ mod mcp_listen;
 mod mcp_serve;
 mod mimiclaw_ws;
 mod newuser;
+mod openai_sdk;
 mod proxy;
 mod router;
 mod run;
