@@ -155,6 +155,11 @@ pub(crate) async fn gateway_answers(listen: &str, token: &str) -> Result<(), Str
     services::health(addr, token).await
 }
 
+/// Whether a Chela gateway answers `GET /healthz` at `listen`, without a token.
+pub(crate) async fn gateway_healthz(listen: std::net::SocketAddr) -> Result<(), String> {
+    services::health_at(listen, crate::gateway::auth::HEALTHZ, "").await
+}
+
 /// Whether `web_search` is offered: only once a search key is set.
 fn check_search(cfg: &Config, r: &mut Report) {
     if !cfg!(feature = "web") {

@@ -283,7 +283,7 @@ impl Gateway {
             };
         }
         match (&method, path.as_str()) {
-            (&Method::GET, "/health") => Ok(json(StatusCode::OK, &serde_json::json!({"status": "ok"}))),
+            (&Method::GET, "/health" | auth::HEALTHZ) => Ok(json(StatusCode::OK, &serde_json::json!({"status": "ok"}))),
             (&Method::GET, "/") => page::index(),
             (_, "/v1/chat/completions") if method == Method::POST => {
                 let (parts, body) = req.into_parts();

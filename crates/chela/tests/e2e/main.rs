@@ -35,6 +35,7 @@ mod mcp_image;
 #[cfg(feature = "memory")]
 mod mcp_serve;
 mod newuser;
+mod owner;
 mod proxy;
 mod router;
 mod run;
@@ -43,6 +44,7 @@ mod saved;
 mod scheduler;
 mod service;
 mod sessions;
+mod setup;
 mod shared_session;
 mod skills;
 mod stop;

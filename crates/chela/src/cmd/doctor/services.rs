@@ -84,6 +84,11 @@ async fn gateway_at(addr: SocketAddr, token: &str, ours: Option<u32>, r: &mut Re
 /// Asks whatever listens on `addr` for the gateway's `GET /health`: `Ok` when it answers as a
 /// Chela gateway does (200, `{"status":"ok"}`), else what it did instead.
 pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> {
+    health_at(addr, "/health", token).await
+}
+
+/// [`health`] on `path`: `/healthz` needs no token.
+pub(super) async fn health_at(addr: SocketAddr, path: &str, token: &str) -> Result<(), String> {
     // A wildcard address is reached through loopback.
     let target = match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
@@ -93,7 +98,7 @@ pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> 
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect(target).await.map_err(|e| format!("cannot connect: {e}"))?;
         let auth = if token.is_empty() { String::new() } else { format!("Authorization: Bearer {token}\r\n") };
-        let request = format!("GET /health HTTP/1.1\r\nHost: {target}\r\n{auth}Connection: close\r\n\r\n");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {target}\r\n{auth}Connection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.map_err(|e| format!("cannot send: {e}"))?;
         let mut answer = Vec::new();
         stream.take(MAX_HEALTH_ANSWER).read_to_end(&mut answer).await.map_err(|e| format!("cannot read: {e}"))?;
@@ -101,7 +106,7 @@ pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> 
     };
     let answer = match tokio::time::timeout(HEALTH_WAIT, ask).await {
         Ok(answer) => answer?,
-        Err(_) => return Err(format!("no answer to GET /health within {} s", HEALTH_WAIT.as_secs())),
+        Err(_) => return Err(format!("no answer to GET {path} within {} s", HEALTH_WAIT.as_secs())),
     };
     let status = answer.lines().next().unwrap_or_default();
     let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
@@ -112,7 +117,7 @@ pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> 
     } else if status.is_empty() {
         Err("it does not answer HTTP".to_owned())
     } else {
-        Err(format!("it answers GET /health with {status:?}, not as Chela does"))
+        Err(format!("it answers GET {path} with {status:?}, not as Chela does"))
     }
 }
 
