@@ -62,7 +62,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor => doctor::run(ws).await,
         Command::Status { json } => status::run(&ws, json).await,
         Command::Service(c) => service::run(&ws, c),
-        Command::Run => run::run(ws).await,
+        Command::Run => run::run(ws, cli.verbose, cli.quiet).await,
         Command::Setup(args) => setup::run(&ws, args).await,
         Command::GatewayToken { rotate, yes } => gateway::token(&ws, rotate, yes),
         Command::GatewayHealth => gateway::health(&ws).await,

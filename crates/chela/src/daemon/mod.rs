@@ -309,7 +309,7 @@ impl Daemon {
             let now = self.clock.unix_secs_u64();
             let verdict = self.gate.admit(&self.config(), &msg.channel, &msg.sender, now);
             if !verdict.admits() {
-                tracing::info!(channel = %msg.channel, sender = %msg.sender, ?verdict, "a message was not admitted");
+                log_refusal(&msg.channel, &msg.sender, &verdict);
                 return verdict.reply_text().map_or(Submitted::Drop, Submitted::Answer);
             }
             // Chela may write to this chat on its own from now on, while this sender may talk.
@@ -524,3 +524,19 @@ mod tests;
 mod tests_deliver;
 #[cfg(test)]
 mod tests_device;
+
+/// One log line, in words, for a message the pairing gate kept from the model.
+fn log_refusal(channel: &str, sender: &str, verdict: &chela_core::access::Admission) {
+    use chela_core::access::Admission as A;
+    match verdict {
+        A::NewCode { code } => {
+            tracing::info!("pairing: {channel}:{sender} asks to talk; approve with `chela pairing approve {code}`")
+        }
+        A::StillPending { code } => tracing::info!("pairing: {channel}:{sender} is still waiting (code {code})"),
+        A::TooManyPending => tracing::info!("pairing: {channel}:{sender} was turned away: too many requests waiting"),
+        A::RateLimited { retry_after_secs } => {
+            tracing::info!("{channel}:{sender} is over the rate limit for {retry_after_secs} s more")
+        }
+        A::Silent | A::Denied | A::Allowed => tracing::debug!("a message of {channel}:{sender} was dropped"),
+    }
+}

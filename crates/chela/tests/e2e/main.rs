@@ -28,6 +28,7 @@ mod errors;
 mod feishu;
 mod gateway;
 mod interactive;
+mod logs;
 #[cfg(feature = "lua")]
 mod lua;
 mod mcp;

@@ -94,10 +94,10 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         () = daemon.shutdown().wait() => return Ok(()),
     };
     match me {
-        Ok(me) => tracing::info!("telegram: polling as @{}", me["username"].as_str().unwrap_or("?")),
+        Ok(me) => tracing::info!("telegram: connected, polling as @{}", me["username"].as_str().unwrap_or("?")),
         Err(ApiError::Unauthorized) => bail!("{}", ApiError::Unauthorized),
         // Offline at start is not fatal: the poll loop retries.
-        Err(e) => tracing::warn!("telegram: {e}; will keep trying"),
+        Err(e) => tracing::warn!("telegram: cannot connect: {e}; will keep trying"),
     }
     daemon.outlets().register(Arc::new(TelegramOutlet::new(api.clone())));
     if let Err(e) = daemon.toolbox().register(tool::group(api.clone(), Arc::clone(daemon.gate()))) {
