@@ -139,15 +139,10 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
         return Ok(who);
     }
     // The token of the settings now, not of the start: after `chela gateway token --rotate` the
-    // old one is refused from the next request on. A settings file that cannot be read leaves
-    // the last good settings, which the reload loop reports.
-    let _ = gw.daemon.reload();
-    let live = gw.daemon.config();
+    // old one is refused from the next request on.
+    let live = gw.live_token.current(gw.daemon.workspace());
     // No token configured: nobody is let in (the gateway is always started with one).
-    let token = match live.get(GATEWAY_TOKEN).trim() {
-        "" => gw.token.as_deref().unwrap_or(""),
-        set => set,
-    };
+    let token = live.as_deref().or(gw.token.as_deref()).unwrap_or("");
     let bearer = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let query =
         crate::serve::http::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
@@ -156,6 +151,44 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
         _ => {
             tracing::info!(%peer, "gateway: a request without the right token was refused");
             Err(ApiError::Unauthorized)
+        }
+    }
+}
+
+/// `gateway.token` as the settings files say now. The files are looked at (two `stat`s) on each
+/// check and read again only when one changed; a file that cannot be read, or names no token,
+/// leaves the token the gateway started with.
+#[derive(Debug, Default)]
+pub struct LiveToken {
+    seen: std::sync::Mutex<Option<Seen>>,
+}
+
+/// The two files' stamps when last read, and the token they named.
+type Seen = ([Option<Stamp>; 2], Option<String>);
+
+/// What tells a changed file: inode (an atomic write renames a new one in), size, time.
+type Stamp = (u64, u64, i64, i64);
+
+fn stamp(path: &std::path::Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+}
+
+impl LiveToken {
+    pub fn current(&self, ws: &crate::workspace::Workspace) -> Option<String> {
+        let now = [stamp(&ws.config_path()), stamp(&ws.overrides_path())];
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*seen {
+            Some((stamps, token)) if *stamps == now => token.clone(),
+            _ => {
+                let token = crate::config::Config::load(ws)
+                    .ok()
+                    .map(|c| c.get(GATEWAY_TOKEN).trim().to_owned())
+                    .filter(|t| !t.is_empty());
+                *seen = Some((now, token.clone()));
+                token
+            }
         }
     }
 }

@@ -67,6 +67,8 @@ pub struct Gateway {
     pub(crate) listen: SocketAddr,
     /// `gateway.token`; `None` lets nobody in but to the open routes (see [`auth::check`]).
     pub(crate) token: Option<String>,
+    /// `gateway.token` as the settings files say now (`chela gateway token --rotate`).
+    pub(crate) live_token: auth::LiveToken,
     /// Console login codes already used.
     pub(crate) logins: login::Logins,
     pub(crate) limits: Limits,
@@ -114,6 +116,7 @@ impl Gateway {
             daemon,
             listen,
             token,
+            live_token: auth::LiveToken::default(),
             limits,
             clients,
             onboarding: xiaozhi::Onboarding::default(),
