@@ -103,6 +103,8 @@ pub struct Daemon {
     rules: Arc<Rules>,
     /// The tool hosts connected to the MCP endpoint, checked against their tokens at each reload.
     endpoint_hosts: Arc<crate::mcp::endpoint::Hosts>,
+    /// Each channel's connection state, for `chela status`.
+    live: crate::channels::live::Live,
     /// Where every part of the daemon reads the time.
     clock: Clock,
     /// The answers on their way to every channel, in per-chat order.
@@ -187,6 +189,7 @@ impl Daemon {
             scheduler,
             rules,
             endpoint_hosts: Arc::default(),
+            live: crate::channels::live::Live::default(),
             clock,
             deliveries: deliver::Deliveries::default(),
         })
@@ -243,6 +246,11 @@ impl Daemon {
 
     pub fn rules(&self) -> &Arc<Rules> {
         &self.rules
+    }
+
+    /// Each channel's connection state.
+    pub fn live(&self) -> &crate::channels::live::Live {
+        &self.live
     }
 
     /// The tool hosts connected to the MCP endpoint.

@@ -175,3 +175,43 @@ fn restore_refuses_archives_that_climb_out_hold_links_or_go_through_a_planted_li
     out.expect_code(1).stderr_has("symbolic link");
     assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
 }
+
+#[test]
+fn status_shows_each_channels_live_state_from_the_running_daemon() {
+    use chela_testkit::telegram::FakeTelegram;
+    let llm = FakeLlm::start(vec![]);
+    let tg = FakeTelegram::start(crate::telegram::TOKEN);
+    let mut ws = crate::telegram::ws_for(Provider::Anthropic, &llm, &tg, "");
+    // `chela status` finds the daemon at its configured address, so the port is fixed here.
+    ws.set_env("CHELA_GATEWAY__LISTEN", &free_port());
+    let d = Running::start(&ws);
+    tg.wait_calls("getUpdates", 1, std::time::Duration::from_secs(20));
+    ws.run(&["status"]).expect_ok().stdout_has("telegram connected for ");
+    let json: serde_json::Value = serde_json::from_str(&ws.run(&["status", "--json"]).stdout).unwrap();
+    let telegram = &json["channels"][0];
+    assert_eq!((telegram["name"].as_str(), telegram["connected"].as_bool()), (Some("telegram"), Some(true)), "{json}");
+    drop(d);
+
+    // Telegram unreachable: the daemon keeps trying, and status says why it fails.
+    let mut ws = Ws::for_llm(
+        Provider::Anthropic,
+        &llm,
+        &format!("[channels.telegram]\ntoken = \"{}\"\napi_base = \"http://127.0.0.1:9\"\n", crate::telegram::TOKEN),
+    );
+    ws.set_env("CHELA_GATEWAY__LISTEN", &free_port());
+    let _d = Running::start(&ws);
+    let mut out = ws.run(&["status"]);
+    crate::wait_for("the failure to be reported", RUN_LIMIT, || {
+        out = ws.run(&["status"]);
+        out.stdout.contains("telegram failing: ")
+    });
+    out.expect_ok().stdout_has("connect");
+    let json: serde_json::Value = serde_json::from_str(&ws.run(&["status", "--json"]).stdout).unwrap();
+    assert_eq!(json["channels"][0]["connected"], false, "{json}");
+    assert!(json["channels"][0]["last_error"].as_str().is_some_and(|e| !e.is_empty()), "{json}");
+}
+
+/// A loopback address whose port was free a moment ago.
+fn free_port() -> String {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string()
+}
