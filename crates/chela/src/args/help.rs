@@ -371,8 +371,9 @@ Example:
 
 const STATUS: &str = "\
 Whether a `chela run` serves this workspace (a daemon of another workspace does not count):
-its process id, version, uptime and address, and whether its gateway answers. Then the
-channels configured, the voice devices (approved, seen lately, waiting), the pairing
+its process id, version, uptime and address, and whether its gateway answers. Then each
+channel: off, configured, or as the running daemon sees it (connected for how long, or
+failing and why, with the last error); the voice devices (approved, seen lately, waiting), the pairing
 requests waiting for you, and the next scheduled jobs. --json prints the same as JSON for
 scripts. Exit status: 0 when a daemon runs here, 3 when none does.
 
