@@ -43,4 +43,7 @@ USER 65532:65532
 ENV CHELA_GATEWAY__LISTEN=0.0.0.0:18789
 VOLUME /data
 EXPOSE 18789
+# GET /healthz needs no token and tells nothing but "ok"; the image has no curl, so the binary asks.
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
+  CMD ["/chela", "--workspace", "/data", "gateway", "health"]
 ENTRYPOINT ["/chela", "--workspace", "/data", "run"]

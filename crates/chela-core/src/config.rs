@@ -163,6 +163,7 @@ macro_rules! keys {
 }
 
 const PROVIDERS: &[&str] = &["anthropic", "openai"];
+const LOG_LEVELS: &[&str] = &["error", "warn", "info", "debug", "trace"];
 
 keys! {
     LLM_PROVIDER = "llm.provider", Kind::Choice(PROVIDERS), "anthropic",
@@ -235,6 +236,8 @@ keys! {
         "Bytes of recent daily notes (newest) in the prompt.";
     TOOLS_TIMEOUT_SECS = "tools.timeout_secs", Kind::Int { min: 1, max: 3600 }, "120",
         "Seconds one tool call may run before it is stopped and reported as timed out.";
+    LOG_LEVEL = "log.level", Kind::Choice(LOG_LEVELS), "info",
+        "What `chela run` logs on stderr: error, warn, info (start, channels, pairing, jobs, stop) or debug; -v and -q change it.";
     SESSIONS_MAX_WAITING = "sessions.max_waiting", Kind::Int { min: 1, max: 1000 }, "8",
         "Messages that may wait in one conversation while a turn runs; more are refused as busy.";
     SESSIONS_MAX_LIVE = "sessions.max_live", Kind::Int { min: 1, max: 10_000 }, "64",

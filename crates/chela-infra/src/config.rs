@@ -384,7 +384,7 @@ pub fn needs_restart(key: &str) -> bool {
     // Every channel setting but those asked per message: the channels read theirs when they start.
     key.starts_with("channels.") && !key.ends_with(".allow_from") && key != "channels.telegram.stream_edits"
         || key.starts_with("gateway.")
-        || matches!(key, "sessions.max_waiting" | "sessions.max_live")
+        || matches!(key, "sessions.max_waiting" | "sessions.max_live" | "log.level")
 }
 
 /// What `chela config set|unset` says after changing `key` when it needs a restart.

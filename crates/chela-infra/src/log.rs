@@ -1,7 +1,7 @@
 //! Diagnostics on stderr: a small `tracing` subscriber of our own.
 //!
-//! One line per event: the level padded to five columns, the message, then the event's other
-//! fields as `name=value` (what `tracing-subscriber`'s `fmt` printed without time and target,
+//! One line per event on stderr: the UTC time to the millisecond, the level padded to five
+//! columns, the message, then the event's other fields as `name=value` (what `tracing-subscriber`'s `fmt` printed without time and target,
 //! which this replaced: its formatting layers and span registry were about 100 KB of a binary
 //! that must stay under 3 MiB, and Chela opens no spans). Spans are accepted and not shown.
 //! Levels below the chosen one are turned off at each call site, so they cost nothing.
@@ -24,14 +24,47 @@ pub fn level(verbose: u8, chela_log: Option<&str>) -> Level {
     })
 }
 
-/// Sends events at `max` and above to stderr, for the whole process. A second call changes
-/// nothing (the first subscriber stays).
+/// The level of a process whose own default is `base` (`log.level` for `chela run`, warnings
+/// for the other commands): `CHELA_LOG` wins, then `-q` (warnings and errors only), then each
+/// `-v` one level more than `base`.
+pub fn level_for(verbose: u8, quiet: bool, base: Level, chela_log: Option<&str>) -> Level {
+    if let Some(l) = chela_log.and_then(|v| v.parse::<Level>().ok()) {
+        return l;
+    }
+    if quiet {
+        return Level::WARN;
+    }
+    const LOUDER: [Level; 5] = [Level::ERROR, Level::WARN, Level::INFO, Level::DEBUG, Level::TRACE];
+    let at = LOUDER.iter().position(|l| *l == base).unwrap_or(1);
+    LOUDER[(at + usize::from(verbose)).min(LOUDER.len() - 1)]
+}
+
+/// Sends events at `max` and above to stderr, for the whole process, each line after its time.
+/// A second call changes nothing (the first subscriber stays).
 pub fn init(max: Level) {
-    let _ = tracing::subscriber::set_global_default(Lines::new(max, |line| {
+    let clock = crate::clock::Clock::system();
+    let _ = tracing::subscriber::set_global_default(Lines::new(max, move |line| {
+        let stamped = format!("{} {line}", stamp(clock.unix_millis()));
         // One write per line, so lines from different threads do not mix; a closed stderr is
         // nothing to report anywhere.
-        let _ = std::io::stderr().lock().write_all(line.as_bytes());
+        let _ = std::io::stderr().lock().write_all(stamped.as_bytes());
     }));
+}
+
+/// `2026-12-05T12:01:03.042Z`: a log line's time, UTC, so lines from a host and a container
+/// compare without knowing their zones.
+pub fn stamp(unix_ms: i64) -> String {
+    let t = chela_core::zone::DateTime::from_seconds(unix_ms.div_euclid(1000));
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        t.year,
+        t.month,
+        t.day,
+        t.hour,
+        t.minute,
+        t.second,
+        unix_ms.rem_euclid(1000)
+    )
 }
 
 /// The subscriber: formats each enabled event as one line and hands it to `sink`.
@@ -141,6 +174,23 @@ mod tests {
             tracing::info!("in a span");
         });
         assert_eq!(out, "ERROR e\n WARN w\n INFO i\n INFO in a span\n");
+    }
+
+    #[test]
+    fn times_are_utc_to_the_millisecond() {
+        assert_eq!(stamp(1_796_472_063_042), "2026-12-05T12:01:03.042Z");
+        assert_eq!(stamp(0), "1970-01-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn a_base_level_is_raised_by_v_and_lowered_to_warnings_by_q() {
+        assert_eq!(level_for(0, false, Level::INFO, None), Level::INFO);
+        assert_eq!(level_for(1, false, Level::INFO, None), Level::DEBUG);
+        assert_eq!(level_for(9, false, Level::INFO, None), Level::TRACE);
+        assert_eq!(level_for(1, false, Level::WARN, None), Level::INFO);
+        assert_eq!(level_for(0, true, Level::INFO, None), Level::WARN);
+        assert_eq!(level_for(0, false, Level::ERROR, None), Level::ERROR);
+        assert_eq!(level_for(2, true, Level::INFO, Some("trace")), Level::TRACE);
     }
 
     #[test]

@@ -254,7 +254,9 @@ impl Gate {
     /// The owner approves `code`.
     pub fn approve(&self, code: &str, now: u64) -> Result<Peer, GateError> {
         let mut inner = self.inner();
-        self.edit(&mut inner, |s| s.approve(code, now))
+        let peer = self.edit(&mut inner, |s| s.approve(code, now))?;
+        tracing::info!("pairing: {}:{} approved (code {code})", peer.channel, peer.sender);
+        Ok(peer)
     }
 
     /// The owner denies `code`; its sender gets no new code for an hour.

@@ -385,6 +385,7 @@ impl DeviceState {
             source: p.source,
         };
         self.devices.push(device.clone());
+        tracing::info!("device {} approved with code {code}", device.id);
         Ok(device)
     }
 

@@ -16,6 +16,8 @@ pub use help::{USAGE, synopsis};
 pub struct Cli {
     pub workspace: Option<PathBuf>,
     pub verbose: u8,
+    /// `-q`: only warnings and errors in the log, whatever `log.level` says.
+    pub quiet: bool,
     pub command: Command,
 }
 
@@ -34,6 +36,22 @@ pub enum Command {
     Service(ServiceCmd),
     /// `chela run`: the daemon.
     Run,
+    /// `chela setup`: the first-run questions (or their answers as flags).
+    Setup(SetupArgs),
+    /// `chela gateway token [--rotate] [--yes]`.
+    GatewayToken {
+        rotate: bool,
+        yes: bool,
+    },
+    /// `chela gateway health`: the container's health check.
+    GatewayHealth,
+    /// `chela backup [FILE]`.
+    Backup(Option<PathBuf>),
+    /// `chela restore FILE [--force]`.
+    Restore {
+        file: PathBuf,
+        force: bool,
+    },
     /// `chela console`: a one-time login link for the web console.
     Console,
     Cron(CronCmd),
@@ -86,6 +104,10 @@ pub enum Topic {
     ServiceUninstall,
     ServiceStatus,
     Run,
+    Setup,
+    Gateway,
+    Backup,
+    Restore,
     Console,
     Cron,
     Rules,
@@ -111,6 +133,10 @@ impl Topic {
             ("doctor", _) => Topic::Doctor,
             ("status", _) => Topic::Status,
             ("run", _) => Topic::Run,
+            ("setup", _) => Topic::Setup,
+            ("gateway", _) => Topic::Gateway,
+            ("backup", _) => Topic::Backup,
+            ("restore", _) => Topic::Restore,
             ("console", _) => Topic::Console,
             ("cron", _) => Topic::Cron,
             ("rules", _) => Topic::Rules,
@@ -167,6 +193,10 @@ impl Topic {
             | Topic::Status
             | Topic::Service
             | Topic::Run
+            | Topic::Setup
+            | Topic::Gateway
+            | Topic::Backup
+            | Topic::Restore
             | Topic::Console
             | Topic::Cron
             | Topic::Rules
@@ -196,6 +226,30 @@ pub struct ChatArgs {
     pub session: String,
     /// Start with a fresh session (the old one is archived).
     pub new: bool,
+}
+
+/// `chela setup`'s answers given as flags. Any of them (or a stdin that is no terminal) makes
+/// the run ask nothing: what is not given keeps its current value or the provider's default.
+#[derive(Debug, PartialEq, Eq, Default)]
+pub struct SetupArgs {
+    pub provider: Option<String>,
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    /// `--api-key -`: the key is the first line of stdin (never a literal: `ps` would show it).
+    pub key_from_stdin: bool,
+    /// `--service`: install the systemd user service once the settings are saved.
+    pub service: bool,
+}
+
+impl SetupArgs {
+    /// Whether any answer came as a flag.
+    pub fn any(&self) -> bool {
+        self.provider.is_some()
+            || self.base_url.is_some()
+            || self.model.is_some()
+            || self.key_from_stdin
+            || self.service
+    }
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -315,6 +369,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     let mut p = lexopt::Parser::from_args(args);
     let mut workspace = None;
     let mut verbose = 0u8;
+    let mut quiet = false;
+    let mut setup = SetupArgs::default();
+    let mut api_key = None;
+    let mut rotate = false;
+    let mut yes = false;
+    let mut force = false;
     let mut message = None;
     let mut session = None;
     let mut new = false;
@@ -349,6 +409,30 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
             Long("workspace") => p.value().map(|v| workspace = Some(PathBuf::from(v))),
             Short('v') | Long("verbose") => {
                 verbose = verbose.saturating_add(1);
+                Ok(())
+            }
+            Short('q') | Long("quiet") => {
+                quiet = true;
+                Ok(())
+            }
+            Long("provider") => p.value().and_then(|v| v.string()).map(|v| setup.provider = Some(v)),
+            Long("base-url") => p.value().and_then(|v| v.string()).map(|v| setup.base_url = Some(v)),
+            Long("model") => p.value().and_then(|v| v.string()).map(|v| setup.model = Some(v)),
+            Long("api-key") => p.value().and_then(|v| v.string()).map(|v| api_key = Some(v)),
+            Long("service") => {
+                setup.service = true;
+                Ok(())
+            }
+            Long("rotate") => {
+                rotate = true;
+                Ok(())
+            }
+            Long("yes") => {
+                yes = true;
+                Ok(())
+            }
+            Long("force") => {
+                force = true;
                 Ok(())
             }
             Short('h') | Long("help") => {
@@ -386,18 +470,18 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
         }
     }
     if version {
-        return Ok(Cli { workspace, verbose, command: Command::Version });
+        return Ok(Cli { workspace, verbose, quiet, command: Command::Version });
     }
     if help {
         // `chela nosuch --help` gets the whole program's help rather than an error.
         let topic = Topic::of(&words).unwrap_or(Topic::Main);
-        return Ok(Cli { workspace, verbose, command: Command::Help(topic) });
+        return Ok(Cli { workspace, verbose, quiet, command: Command::Help(topic) });
     }
     if let Some(m) = mistake {
         bail!("{m}. {}", pointer(&words));
     }
     if words.is_empty() {
-        return Ok(Cli { workspace, verbose, command: Command::Help(Topic::Main) });
+        return Ok(Cli { workspace, verbose, quiet, command: Command::Help(Topic::Main) });
     }
     let firmware_set = words.len() >= 3 && words[..3] == ["device", "firmware", "set"];
     if device.is_some() && !firmware_set {
@@ -418,7 +502,37 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     if let Command::Device(DeviceCmd::FirmwareSet { device: d, .. }) = &mut command {
         *d = device;
     }
-    Ok(Cli { workspace, verbose, command })
+    match api_key.as_deref() {
+        None => {}
+        Some("-") => setup.key_from_stdin = true,
+        // A key typed on the command line sits in the shell history and in `ps` for all to read.
+        Some(_) => bail!(
+            "--api-key takes only `-` (the key on stdin), as in `printf %s \"$KEY\" | chela setup --provider \
+             anthropic --api-key -`; a key on the command line is visible to every process. {}",
+            pointer(&words)
+        ),
+    }
+    match &mut command {
+        Command::Setup(s) => *s = setup,
+        _ if setup.any() => {
+            bail!(
+                "--provider, --base-url, --model, --api-key and --service only go with `chela setup`. {}",
+                pointer(&words)
+            )
+        }
+        _ => {}
+    }
+    match &mut command {
+        Command::GatewayToken { rotate: r, yes: y } => (*r, *y) = (rotate, yes),
+        _ if rotate || yes => bail!("--rotate and --yes only go with `chela gateway token`. {}", pointer(&words)),
+        _ => {}
+    }
+    match &mut command {
+        Command::Restore { force: f, .. } => *f = force,
+        _ if force => bail!("--force only goes with `chela restore FILE`. {}", pointer(&words)),
+        _ => {}
+    }
+    Ok(Cli { workspace, verbose, quiet, command })
 }
 
 /// The command the words name, with the chat flags where they belong.
@@ -494,6 +608,12 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("service", ["uninstall"]) => Command::Service(ServiceCmd::Uninstall),
         ("service", ["status"] | []) => Command::Service(ServiceCmd::Status),
         ("run", []) => Command::Run,
+        ("setup", []) => Command::Setup(SetupArgs::default()),
+        ("gateway", ["token"]) => Command::GatewayToken { rotate: false, yes: false },
+        ("gateway", ["health"]) => Command::GatewayHealth,
+        ("backup", []) => Command::Backup(None),
+        ("backup", [file]) => Command::Backup(Some(PathBuf::from(file))),
+        ("restore", [file]) => Command::Restore { file: PathBuf::from(file), force: false },
         ("console", []) => Command::Console,
         ("mcp", ["serve"]) => Command::McpServe,
         ("cron", ["list"] | []) => Command::Cron(CronCmd::List),
@@ -523,7 +643,7 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
             "config" | "cap" | "skill" | "pairing" | "doctor" | "status" | "service" | "run" | "console" | "cron"
-            | "rules" | "heartbeat" | "board" | "device" | "state",
+            | "rules" | "heartbeat" | "board" | "device" | "state" | "setup" | "gateway" | "backup" | "restore",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
@@ -559,6 +679,10 @@ const COMMANDS: &[&str] = &[
     "status",
     "service",
     "run",
+    "setup",
+    "gateway",
+    "backup",
+    "restore",
     "console",
     "cron",
     "rules",
@@ -596,10 +720,19 @@ fn is_flag(word: &str) -> bool {
                 "keep-key",
                 "drop-key",
                 "json",
+                "quiet",
+                "provider",
+                "base-url",
+                "model",
+                "api-key",
+                "service",
+                "rotate",
+                "yes",
+                "force",
             ]
             .contains(&name);
     }
-    word.len() > 1 && word[1..].chars().all(|c| matches!(c, 'v' | 'h' | 'V' | 'm'))
+    word.len() > 1 && word[1..].chars().all(|c| matches!(c, 'v' | 'q' | 'h' | 'V' | 'm'))
 }
 
 /// Refuses a message with nothing to say, before anything is sent.

@@ -26,7 +26,10 @@ fn main() -> ExitCode {
         }
         _ => {}
     }
-    init_logging(cli.verbose);
+    // `chela run` logs at its `log.level`, which it reads from the workspace first.
+    if !matches!(cli.command, Command::Run) {
+        init_logging(cli.verbose, cli.quiet);
+    }
     // One thread is plenty for one person's assistant, and keeps start-up and memory small.
     let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
@@ -47,9 +50,9 @@ fn main() -> ExitCode {
     }
 }
 
-/// Diagnostics go to stderr: `-v` for info, `-vv` for debug; `CHELA_LOG` (error … trace)
-/// sets the level directly.
-fn init_logging(verbose: u8) {
+/// Diagnostics go to stderr: warnings and errors; `-v` for info, `-vv` for debug; `CHELA_LOG`
+/// (error … trace) sets the level directly.
+fn init_logging(verbose: u8, quiet: bool) {
     let env = std::env::var("CHELA_LOG").ok();
-    chela::log::init(chela::log::level(verbose, env.as_deref()));
+    chela::log::init(chela::log::level_for(verbose, quiet, tracing::Level::WARN, env.as_deref()));
 }

@@ -36,6 +36,10 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::ServiceUninstall => "chela service uninstall",
         Topic::ServiceStatus => "chela service status",
         Topic::Run => "chela run",
+        Topic::Setup => "chela setup [--provider NAME] [--base-url URL] [--model NAME] [--api-key -] [--service]",
+        Topic::Gateway => "chela gateway <token [--rotate] [--yes]|health>",
+        Topic::Backup => "chela backup [FILE]",
+        Topic::Restore => "chela restore FILE [--force]",
         Topic::Console => "chela console",
         Topic::Cron => "chela cron <list|add|remove|trigger|pause|resume|approve> [args]",
         Topic::Rules => "chela rules <list|approve|remove> [ID]",
@@ -83,6 +87,10 @@ pub fn text(topic: Topic) -> String {
         Topic::ServiceStatus => ("whether the service is installed, enabled and running.", SERVICE_STATUS),
         Topic::Run => ("the always-on assistant: the gateway and every configured channel.", RUN),
         Topic::Console => ("a one-time login link for the web console.", CONSOLE),
+        Topic::Setup => ("choose the provider, key and model, test them, and save them.", SETUP),
+        Topic::Gateway => ("show the gateway's token, or replace it with a new one.", GATEWAY),
+        Topic::Backup => ("write the whole workspace to one archive.", BACKUP),
+        Topic::Restore => ("put a workspace back from an archive `chela backup` wrote.", RESTORE),
         Topic::Cron => ("the scheduled jobs in cron.json.", CRON),
         Topic::Rules => ("the event router's rules in rules.json.", RULES),
         Topic::Heartbeat => ("ask the running daemon for a heartbeat now.", HEARTBEAT),
@@ -101,7 +109,7 @@ pub fn text(topic: Topic) -> String {
 }
 
 const GLOBAL: &str = "\
-Global flags (see `chela help`): --workspace DIR, -v/--verbose. -h, --help prints this text.
+Global flags (see `chela help`): --workspace DIR, -v/--verbose, -q/--quiet. -h, --help prints this text.
 ";
 
 pub const USAGE: &str = "\
@@ -110,6 +118,7 @@ Chela: a personal AI assistant.
 Usage: chela [--workspace DIR] [-v] <command> [args]
 
 Commands:
+  setup                   First steps: provider, key, model, a test call, Telegram, service
   chat [-m MESSAGE] [--session NAME] [--new]
                           Chat in the terminal; -m sends one message and prints the reply
   config show             Every setting, its value and where it came from (secrets masked)
@@ -138,6 +147,11 @@ Commands:
                           Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
   console                 A one-time login link for the web console of `chela run`
+  gateway token [--rotate]
+                          Show the gateway's token (your terminal only), or make a new one
+  gateway health          Whether the gateway answers (exit status 0 when it does)
+  backup [FILE]           Write the workspace to a .tar archive (secrets included)
+  restore FILE [--force]  Put a workspace back from a backup
   cron list|add|remove|trigger|pause|resume|approve [JSON|ID]
                           The scheduled jobs (cron.json)
   rules list|approve|remove [ID]
@@ -159,6 +173,7 @@ Commands:
 Global flags:
   --workspace DIR         Workspace folder (default: $CHELA_HOME, else ~/.chela)
   -v, --verbose           More diagnostics on stderr (repeat for more)
+  -q, --quiet             Only warnings and errors on stderr
   -V, --version           Print the version
 ";
 
@@ -356,14 +371,82 @@ Example:
 
 const STATUS: &str = "\
 Whether a `chela run` serves this workspace (a daemon of another workspace does not count):
-its process id, version, uptime and address, and whether its gateway answers. Then the
-channels configured, the voice devices (approved, seen lately, waiting), the pairing
+its process id, version, uptime and address, and whether its gateway answers. Then each
+channel: off, configured, or as the running daemon sees it (connected for how long, or
+failing and why, with the last error); the voice devices (approved, seen lately, waiting), the pairing
 requests waiting for you, and the next scheduled jobs. --json prints the same as JSON for
 scripts. Exit status: 0 when a daemon runs here, 3 when none does.
 
 Examples:
   chela status
   chela status --json
+";
+
+const SETUP: &str = "\
+Asks, one at a time: the provider (anthropic, or openai for any OpenAI-compatible server),
+its address and model (Enter keeps the provider's default), the API key (typed without
+echo). Then it sends one tiny request and shows the provider's answer; only when that works
+are the settings saved (as runtime overrides, in overrides.toml). A wrong key or address
+saves nothing. Then, optionally, a Telegram bot token (and how pairing works) and the
+systemd user service.
+
+With any flag below, or when stdin is no terminal, nothing is asked: what is not given keeps
+its current value (or the provider's default), and the test call still decides.
+
+Options:
+  --provider NAME         anthropic or openai
+  --base-url URL          The provider's address (default: the provider's own)
+  --model NAME            The model (default: the provider's)
+  --api-key -             Read the API key from the first line of stdin
+  --service               Install and start the systemd user service after saving
+
+Examples:
+  chela setup
+  printf %s \"$OPENAI_API_KEY\" | chela setup --provider openai --model gpt-4.1-mini --api-key -
+";
+
+const GATEWAY: &str = "\
+Prints gateway.token, which the web console and every gateway client must send. It shows the
+secret itself, so it is printed only to a terminal (stdin and stdout both), never into a
+pipe or a log, unless --yes says the output's destination is safe.
+
+`chela gateway health` asks the gateway of gateway.listen for GET /healthz, which needs no
+token and answers only that it is up; exit status 0 when it does (the Dockerfile's
+HEALTHCHECK).
+
+Options:
+  --rotate                Make a new random token and store it (runtime override); the old
+                          one stops working at once on a running daemon. Prints the new one.
+  --yes                   Print even when stdin or stdout is not a terminal
+
+Examples:
+  chela gateway token
+  chela gateway token --rotate
+";
+
+const BACKUP: &str = "\
+Writes every file of the workspace to one tar archive (default:
+chela-backup-YYYYMMDD-HHMMSS.tar in the current folder), taking the workspace's write locks
+so no store changes half-way through. The archive holds the secrets (chela.toml,
+overrides.toml, the sealed stores and their key) with their file modes kept, and is itself
+written private to you (mode 600): keep it as safe as the workspace.
+
+Examples:
+  chela backup
+  chela backup /mnt/usb/chela.tar
+";
+
+const RESTORE: &str = "\
+Unpacks an archive `chela backup` wrote into the workspace, file modes kept. It refuses a
+workspace that already holds files unless --force is given (then the archive's files replace
+those of the same name), and refuses any archive entry that is not a plain file or folder
+inside the workspace (absolute paths, `..`, links, devices). Stop `chela run` first.
+
+Options:
+  --force                 Restore over a workspace that is not empty
+
+Examples:
+  chela restore chela-backup-20261205-120000.tar --workspace ~/.chela
 ";
 
 const STATE: &str = "\

@@ -230,3 +230,35 @@ fn an_empty_message_is_refused() {
     }
     assert!(cli(&["chat", "-m", "-"]).is_ok(), "stdin is read and checked later");
 }
+
+#[test]
+fn setup_gateway_backup_and_restore_take_their_own_flags_only() {
+    let c = cli(&["setup", "--provider", "openai", "--model", "m", "--api-key", "-", "--service"]).unwrap();
+    let want = SetupArgs {
+        provider: Some("openai".into()),
+        base_url: None,
+        model: Some("m".into()),
+        key_from_stdin: true,
+        service: true,
+    };
+    assert_eq!(c.command, Command::Setup(want));
+    assert_eq!(cli(&["setup"]).unwrap().command, Command::Setup(SetupArgs::default()));
+    assert!(cli(&["setup", "--api-key", "sk-secret"]).unwrap_err().to_string().contains("only `-`"));
+    assert!(cli(&["chat", "--provider", "openai"]).unwrap_err().to_string().contains("only go with `chela setup`"));
+    assert_eq!(
+        cli(&["gateway", "token", "--rotate", "--yes"]).unwrap().command,
+        Command::GatewayToken { rotate: true, yes: true }
+    );
+    assert_eq!(cli(&["gateway", "health"]).unwrap().command, Command::GatewayHealth);
+    assert!(cli(&["status", "--rotate"]).is_err());
+    assert_eq!(cli(&["backup"]).unwrap().command, Command::Backup(None));
+    assert_eq!(cli(&["backup", "b.tar"]).unwrap().command, Command::Backup(Some("b.tar".into())));
+    assert_eq!(
+        cli(&["restore", "b.tar", "--force"]).unwrap().command,
+        Command::Restore { file: "b.tar".into(), force: true }
+    );
+    assert!(cli(&["backup", "--force"]).is_err());
+    assert!(cli(&["restore"]).is_err());
+    assert!(cli(&["-q", "status"]).unwrap().quiet);
+    assert_eq!(Topic::of(&["gateway".into(), "token".into()]), Some(Topic::Gateway));
+}

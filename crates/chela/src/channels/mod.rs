@@ -4,6 +4,7 @@
 //! turn itself.
 
 pub mod feishu;
+pub mod live;
 pub mod mcp;
 pub mod openai;
 pub mod telegram;

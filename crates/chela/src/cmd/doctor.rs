@@ -155,6 +155,21 @@ pub(crate) async fn gateway_answers(listen: &str, token: &str) -> Result<(), Str
     services::health(addr, token).await
 }
 
+/// Whether a Chela gateway answers `GET /healthz` at `listen`, without a token.
+pub(crate) async fn gateway_healthz(listen: std::net::SocketAddr) -> Result<(), String> {
+    services::health_at(listen, crate::gateway::auth::HEALTHZ, "").await
+}
+
+/// `GET path` (JSON) on the running gateway at `listen`, with `token`, for `chela status`.
+pub(crate) async fn gateway_json(listen: &str, path: &str, token: &str) -> Result<serde_json::Value, String> {
+    let addr = listen.parse().map_err(|_| format!("`{listen}` is not an address"))?;
+    let (status, body) = services::get(addr, path, token).await?;
+    if status.split_whitespace().nth(1) != Some("200") {
+        return Err(format!("it answers GET {path} with {status:?}"));
+    }
+    serde_json::from_str(body.trim()).map_err(|e| format!("its answer to GET {path} is not JSON: {e}"))
+}
+
 /// Whether `web_search` is offered: only once a search key is set.
 fn check_search(cfg: &Config, r: &mut Report) {
     if !cfg!(feature = "web") {

@@ -8,17 +8,20 @@ use crate::app::{App, Base};
 use crate::args::{Cli, Command};
 use crate::workspace::Workspace;
 
+mod backup;
 mod cap;
 pub(crate) mod config;
 mod cron;
 mod device;
 pub(crate) mod doctor;
+mod gateway;
 mod mcp;
 mod mcp_serve;
 mod pairing;
 pub(crate) mod presence;
 mod run;
 mod service;
+mod setup;
 mod skill;
 mod state;
 mod status;
@@ -59,7 +62,12 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Doctor => doctor::run(ws).await,
         Command::Status { json } => status::run(&ws, json).await,
         Command::Service(c) => service::run(&ws, c),
-        Command::Run => run::run(ws).await,
+        Command::Run => run::run(ws, cli.verbose, cli.quiet).await,
+        Command::Setup(args) => setup::run(&ws, args).await,
+        Command::GatewayToken { rotate, yes } => gateway::token(&ws, rotate, yes),
+        Command::GatewayHealth => gateway::health(&ws).await,
+        Command::Backup(file) => backup::backup(&ws, file).await,
+        Command::Restore { file, force } => backup::restore(&ws, &file, force),
         Command::Console => run::console(&ws),
         Command::Cron(c) => cron::run(&ws, c),
         Command::Rules(c) => cron::rules(&ws, c),

@@ -58,11 +58,12 @@ impl Services {
     }
 }
 
-pub async fn run(ws: Workspace) -> Result<ExitCode> {
+pub async fn run(ws: Workspace, verbose: u8, quiet: bool) -> Result<ExitCode> {
     // First, so that a stop asked for while the workspace loads is a clean stop (status 0), not
     // the default action of the signal.
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
+    init_log(&ws, verbose, quiet);
     let daemon = Arc::new(Daemon::load(ws)?);
     // Held to the end of `run`: other commands ask it whether a daemon serves this workspace.
     let info = super::presence::RunInfo::this_process(
@@ -98,19 +99,32 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
     }
     // MCP servers with `connect = "start"` connect in the background; lazy ones on first need.
     daemon.tools().mcp.start(daemon.toolbox());
-    tracing::info!("chela run: serving from {}", daemon.workspace().root().display());
+    tracing::info!(
+        "started: chela {} (commit {}) serving {}, pid {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("CHELA_COMMIT"),
+        daemon.workspace().root().display(),
+        std::process::id()
+    );
 
     let mut failed = false;
     loop {
         tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
+            _ = term.recv() => {
+                tracing::info!("stopping: asked to (SIGTERM)");
+                break;
+            }
+            _ = int.recv() => {
+                tracing::info!("stopping: asked to (Ctrl-C)");
+                break;
+            }
             Some(done) = services.set.join_next() => match done {
-                Ok((name, Ok(()))) => tracing::info!("{name} stopped"),
+                Ok((name, Ok(()))) => tracing::debug!("{name} ended"),
                 Ok((name, Err(e))) => {
                     // A service that cannot run (a port in use, a rejected token) stops the
                     // daemon: a half-running assistant that looks fine is worse.
                     eprintln!("chela: {name}: {e:#}");
+                    tracing::error!("stopping: {name} cannot run");
                     failed = true;
                     break;
                 }
@@ -123,7 +137,19 @@ pub async fn run(ws: Workspace) -> Result<ExitCode> {
         }
     }
     stop(&daemon, services).await;
+    tracing::info!("stopped");
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+/// Starts the log at the workspace's `log.level` (changed by `-v`, `-q` and `CHELA_LOG`). A
+/// configuration that cannot be read is left for the daemon's load to report.
+fn init_log(ws: &Workspace, verbose: u8, quiet: bool) {
+    let base = match crate::config::Config::load(ws) {
+        Ok(cfg) => cfg.get(chela_core::config::LOG_LEVEL).parse().unwrap_or(tracing::Level::INFO),
+        Err(_) => tracing::Level::INFO,
+    };
+    let env = std::env::var("CHELA_LOG").ok();
+    crate::log::init(crate::log::level_for(verbose, quiet, base, env.as_deref()));
 }
 
 /// `chela console`: prints a one-time login link for the web console of the running daemon.

@@ -29,7 +29,14 @@ pub async fn run(ws: &Workspace, as_json: bool) -> Result<ExitCode> {
         Some(i) => Some(super::doctor::gateway_answers(&i.listen, &cfg.settings().gateway.token).await),
         None => None,
     };
-    let report = Report::gather(ws, &cfg, now, info, gateway)?;
+    let live = match (&info, &gateway) {
+        (Some(i), Some(Ok(()))) => {
+            super::doctor::gateway_json(&i.listen, "/api/live", &cfg.settings().gateway.token).await.ok()
+        }
+        _ => None,
+    };
+    let mut report = Report::gather(ws, &cfg, now, info, gateway)?;
+    report.live = live.map(|v| v["channels"].clone());
     if as_json {
         outln!("{}", serde_json::to_string_pretty(&report.json(now))?);
     } else {
@@ -44,6 +51,8 @@ struct Report {
     gateway: Option<Result<(), String>>,
     /// Each channel: its name and whether it is configured.
     channels: Vec<(&'static str, bool)>,
+    /// The running daemon's view of its channels (`GET /api/live`): name → state.
+    live: Option<Value>,
     /// Pairing requests waiting: `channel:sender` and code.
     pairings: Vec<(String, String)>,
     devices_approved: usize,
@@ -93,6 +102,7 @@ impl Report {
             info,
             gateway,
             channels,
+            live: None,
             pairings,
             devices_approved: approved.len(),
             devices_seen,
@@ -130,7 +140,7 @@ impl Report {
             }
         }
         let channels: Vec<String> =
-            self.channels.iter().map(|(n, on)| format!("{n} {}", if *on { "configured" } else { "off" })).collect();
+            self.channels.iter().map(|(n, on)| format!("{n} {}", self.state(n, *on, now))).collect();
         let _ = writeln!(out, "channels:  {}", channels.join(", "));
         let _ = writeln!(
             out,
@@ -171,11 +181,41 @@ impl Report {
                 "listen": i.listen,
                 "gateway_answers": matches!(self.gateway, Some(Ok(()))),
             })),
-            "channels": self.channels.iter().map(|(n, on)| json!({"name": n, "configured": on})).collect::<Vec<_>>(),
+            "channels": self.channels.iter().map(|(n, on)| {
+                let live = self.live.as_ref().map(|l| &l[*n]).filter(|v| v.is_object());
+                json!({
+                    "name": n,
+                    "configured": on,
+                    "connected": live.map(|l| l["connected"].clone()),
+                    "since": live.map(|l| l["since"].clone()),
+                    "last_error": live.map(|l| l["last_error"].clone()),
+                    "error_at": live.map(|l| l["error_at"].clone()),
+                })
+            }).collect::<Vec<_>>(),
             "devices": {"approved": self.devices_approved, "seen_recently": self.devices_seen, "waiting": self.devices_waiting},
             "pairing_requests": self.pairings.iter().map(|(w, c)| json!({"sender": w, "code": c})).collect::<Vec<_>>(),
             "next_jobs": self.jobs.iter().map(|(id, name, when)| json!({"id": id, "name": name, "next_run": when})).collect::<Vec<_>>(),
         })
+    }
+}
+
+impl Report {
+    /// A channel's state in words: off, configured, or as the running daemon reports it.
+    fn state(&self, name: &str, configured: bool, now: i64) -> String {
+        if !configured {
+            return "off".to_owned();
+        }
+        let Some(live) = self.live.as_ref().map(|l| &l[name]).filter(|v| v.is_object()) else {
+            return "configured".to_owned();
+        };
+        let ago = |key: &str| uptime(now - live[key].as_i64().unwrap_or(now));
+        let error = live["last_error"].as_str().map(printable);
+        match (live["connected"].as_bool() == Some(true), error) {
+            (true, None) => format!("connected for {}", ago("since")),
+            (true, Some(e)) => format!("connected for {} (last error {} ago: {e})", ago("since"), ago("error_at")),
+            (false, Some(e)) => format!("failing: {e} ({} ago)", ago("error_at")),
+            (false, None) => "not connected".to_owned(),
+        }
     }
 }
 

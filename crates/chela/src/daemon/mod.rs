@@ -103,6 +103,8 @@ pub struct Daemon {
     rules: Arc<Rules>,
     /// The tool hosts connected to the MCP endpoint, checked against their tokens at each reload.
     endpoint_hosts: Arc<crate::mcp::endpoint::Hosts>,
+    /// Each channel's connection state, for `chela status`.
+    live: crate::channels::live::Live,
     /// Where every part of the daemon reads the time.
     clock: Clock,
     /// The answers on their way to every channel, in per-chat order.
@@ -187,6 +189,7 @@ impl Daemon {
             scheduler,
             rules,
             endpoint_hosts: Arc::default(),
+            live: crate::channels::live::Live::default(),
             clock,
             deliveries: deliver::Deliveries::default(),
         })
@@ -243,6 +246,11 @@ impl Daemon {
 
     pub fn rules(&self) -> &Arc<Rules> {
         &self.rules
+    }
+
+    /// Each channel's connection state.
+    pub fn live(&self) -> &crate::channels::live::Live {
+        &self.live
     }
 
     /// The tool hosts connected to the MCP endpoint.
@@ -319,7 +327,7 @@ impl Daemon {
             let now = self.clock.unix_secs_u64();
             let verdict = self.gate.admit(&self.config(), &msg.channel, &msg.sender, now);
             if !verdict.admits() {
-                tracing::info!(channel = %msg.channel, sender = %msg.sender, ?verdict, "a message was not admitted");
+                log_refusal(&msg.channel, &msg.sender, &verdict);
                 return verdict.reply_text().map_or(Submitted::Drop, Submitted::Answer);
             }
             // Chela may write to this chat on its own from now on, while this sender may talk.
@@ -546,3 +554,19 @@ mod tests;
 mod tests_deliver;
 #[cfg(test)]
 mod tests_device;
+
+/// One log line, in words, for a message the pairing gate kept from the model.
+fn log_refusal(channel: &str, sender: &str, verdict: &chela_core::access::Admission) {
+    use chela_core::access::Admission as A;
+    match verdict {
+        A::NewCode { code } => {
+            tracing::info!("pairing: {channel}:{sender} asks to talk; approve with `chela pairing approve {code}`")
+        }
+        A::StillPending { code } => tracing::info!("pairing: {channel}:{sender} is still waiting (code {code})"),
+        A::TooManyPending => tracing::info!("pairing: {channel}:{sender} was turned away: too many requests waiting"),
+        A::RateLimited { retry_after_secs } => {
+            tracing::info!("{channel}:{sender} is over the rate limit for {retry_after_secs} s more")
+        }
+        A::Silent | A::Denied | A::Allowed => tracing::debug!("a message of {channel}:{sender} was dropped"),
+    }
+}

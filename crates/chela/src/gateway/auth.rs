@@ -5,8 +5,9 @@
 //! else: on a shared machine a loopback port is reachable by every user's processes, and the
 //! console can approve strangers, change settings and reveal where the API key goes. Open to
 //! anyone are only the page itself (it holds no data and asks for the token), the login
-//! exchange (`POST /api/login`, see [`super::login`]), `/favicon.ico` (there is none) and on
-//! loopback `GET /health`.
+//! exchange (`POST /api/login`, see [`super::login`]), `/favicon.ico` (there is none), on
+//! loopback `GET /health`, and everywhere `GET /healthz`: a container's health check, which
+//! holds no token, and whose answer is `ok` and nothing else.
 //!
 //! Two browser attacks reach a loopback port whatever the token, and both are refused here:
 //! another site's page posting to it (CSRF: a state-changing request or a WebSocket upgrade
@@ -100,7 +101,7 @@ pub fn announce(token: &str, bound: SocketAddr) {
 }
 
 /// 32 random bytes as hex.
-fn new_token() -> anyhow::Result<String> {
+pub fn new_token() -> anyhow::Result<String> {
     let mut bytes = [0u8; 32];
     rustix::rand::getrandom(&mut bytes, rustix::rand::GetRandomFlags::empty())
         .context("cannot read random bytes for a gateway token")?;
@@ -130,15 +131,18 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
     }
     let who = if loopback { Who::Owner } else { Who::TokenHolder };
     let path = req.uri().path();
-    let health = loopback && *req.method() == Method::GET && path == "/health";
+    let health = *req.method() == Method::GET && (path == HEALTHZ || (loopback && path == "/health"));
     // Browsers ask for it by themselves; it is answered 404 (there is none), not 401.
     let icon = *req.method() == Method::GET && path == "/favicon.ico";
     let login = *req.method() == Method::POST && path == LOGIN_PATH;
     if open || health || login || icon {
         return Ok(who);
     }
+    // The token of the settings now, not of the start: after `chela gateway token --rotate` the
+    // old one is refused from the next request on.
+    let live = gw.live_token.current(gw.daemon.workspace());
     // No token configured: nobody is let in (the gateway is always started with one).
-    let token = gw.token.as_deref().unwrap_or("");
+    let token = live.as_deref().or(gw.token.as_deref()).unwrap_or("");
     let bearer = req.headers().get(AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(bearer);
     let query =
         crate::serve::http::is_upgrade(req).then(|| query_param(req.uri().query().unwrap_or(""), "token")).flatten();
@@ -150,6 +154,47 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
         }
     }
 }
+
+/// `gateway.token` as the settings files say now. The files are looked at (two `stat`s) on each
+/// check and read again only when one changed; a file that cannot be read, or names no token,
+/// leaves the token the gateway started with.
+#[derive(Debug, Default)]
+pub struct LiveToken {
+    seen: std::sync::Mutex<Option<Seen>>,
+}
+
+/// The two files' stamps when last read, and the token they named.
+type Seen = ([Option<Stamp>; 2], Option<String>);
+
+/// What tells a changed file: inode (an atomic write renames a new one in), size, time.
+type Stamp = (u64, u64, i64, i64);
+
+fn stamp(path: &std::path::Path) -> Option<Stamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
+}
+
+impl LiveToken {
+    pub fn current(&self, ws: &crate::workspace::Workspace) -> Option<String> {
+        let now = [stamp(&ws.config_path()), stamp(&ws.overrides_path())];
+        let mut seen = self.seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        match &*seen {
+            Some((stamps, token)) if *stamps == now => token.clone(),
+            _ => {
+                let token = crate::config::Config::load(ws)
+                    .ok()
+                    .map(|c| c.get(GATEWAY_TOKEN).trim().to_owned())
+                    .filter(|t| !t.is_empty());
+                *seen = Some((now, token.clone()));
+                token
+            }
+        }
+    }
+}
+
+/// The health answer anyone may ask for: `{"status":"ok"}`, no state, no secrets.
+pub const HEALTHZ: &str = "/healthz";
 
 /// Where the page trades a one-time login code for the token.
 pub const LOGIN_PATH: &str = "/api/login";

@@ -75,6 +75,8 @@ pub struct Gateway {
     pub(crate) listen: SocketAddr,
     /// `gateway.token`; `None` lets nobody in but to the open routes (see [`auth::check`]).
     pub(crate) token: Option<String>,
+    /// `gateway.token` as the settings files say now (`chela gateway token --rotate`).
+    pub(crate) live_token: auth::LiveToken,
     /// Console login codes already used.
     pub(crate) logins: login::Logins,
     pub(crate) limits: Limits,
@@ -122,6 +124,7 @@ impl Gateway {
             daemon,
             listen,
             token,
+            live_token: auth::LiveToken::default(),
             limits,
             clients,
             onboarding: xiaozhi::Onboarding::default(),
@@ -294,7 +297,10 @@ impl Gateway {
             };
         }
         match (&method, path.as_str()) {
-            (&Method::GET, "/health") => Ok(json(StatusCode::OK, &serde_json::json!({"status": "ok"}))),
+            (&Method::GET, "/api/live") => {
+                Ok(json(StatusCode::OK, &serde_json::json!({"channels": self.daemon.live().snapshot()})))
+            }
+            (&Method::GET, "/health" | auth::HEALTHZ) => Ok(json(StatusCode::OK, &serde_json::json!({"status": "ok"}))),
             (&Method::GET, "/") => page::index(),
             (_, "/v1/chat/completions") if method == Method::POST => {
                 let (parts, body) = req.into_parts();

@@ -22,7 +22,12 @@ pub struct Running {
 
 impl Running {
     pub fn start(ws: &Ws) -> Running {
-        let mut child = ws.cmd(&["run"]).spawn().expect("cannot start chela run");
+        Running::start_cmd(ws.cmd(&["run"]))
+    }
+
+    /// `chela run` as `cmd` says (an environment of its own).
+    pub fn start_cmd(mut cmd: Command) -> Running {
+        let mut child = cmd.spawn().expect("cannot start chela run");
         let stderr = Capture::start(child.stderr.take());
         let marker = "the gateway listens on http://";
         // The whole line: the stream may be read in the middle of it.

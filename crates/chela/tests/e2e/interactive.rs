@@ -109,24 +109,33 @@ fn exit_command_leaves_without_calling_the_model() {
 
 /// A `chela chat` in a real terminal: a private tmux server (Debian package `tmux`) with one
 /// pane, driven by keystrokes and read back from the screen.
-struct Tty {
+pub(crate) struct Tty {
     socket: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
 impl Tty {
     fn start(ws: &Ws) -> Tty {
+        Tty::start_with(ws, "chat")
+    }
+
+    /// `chela ARGS` (words, unquoted) in the terminal; the pane stays after it exits, so its
+    /// last words can be read.
+    pub(crate) fn start_with(ws: &Ws, args: &str) -> Tty {
         let dir = tempfile::tempdir().unwrap();
         let tty = Tty { socket: dir.path().join("tmux.sock"), _dir: dir };
         // The child sees only what it needs, as `Ws::cmd` arranges for piped runs.
         let command = format!(
-            "env -i HOME='{}' CHELA_HOME='{}' PATH='{}' TERM=screen '{}' chat",
+            "env -i HOME='{}' CHELA_HOME='{}' PATH='{}' TERM=screen '{}' {args}",
             ws.home().display(),
             ws.path().display(),
             std::env::var("PATH").unwrap_or_default(),
             env!("CARGO_BIN_EXE_chela"),
         );
         tty.tmux(&["new-session", "-d", "-x", "120", "-y", "40", "-s", "chela", &command]);
+        if args != "chat" {
+            assert!(tty.tmux(&["set-option", "-t", "chela", "remain-on-exit", "on"]).status.success());
+        }
         tty
     }
 
@@ -142,19 +151,19 @@ impl Tty {
             .expect("this test drives a terminal with tmux: install it (Debian: apt-get install tmux)")
     }
 
-    fn keys(&self, keys: &[&str]) {
+    pub(crate) fn keys(&self, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", "chela"];
         args.extend_from_slice(keys);
         assert!(self.tmux(&args).status.success());
     }
 
-    fn screen(&self) -> String {
+    pub(crate) fn screen(&self) -> String {
         String::from_utf8_lossy(&self.tmux(&["capture-pane", "-p", "-t", "chela"]).stdout).into_owned()
     }
 
     /// Waits until the screen satisfies `cond`. Trailing blanks are not on the screen: a
     /// waiting prompt is `›` at the end of a line.
-    fn wait_screen(&self, what: &str, cond: impl Fn(&str) -> bool) {
+    pub(crate) fn wait_screen(&self, what: &str, cond: impl Fn(&str) -> bool) {
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             let screen = self.screen();

@@ -57,11 +57,20 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let api = Arc::new(Api::new(http.clone(), &settings.api_base, &settings.app_id, &settings.app_secret));
     // Wrong credentials stop the daemon with the sentence that says so; an unreachable Feishu
     // is retried by the connection loop instead.
-    if let Err(e) = api.token().await {
-        if e.downcast_ref::<api::CredentialsRefused>().is_some() {
+    let now = daemon.clock().unix_secs();
+    match api.token().await {
+        Ok(_) => {
+            daemon.live().connected("feishu", now);
+            tracing::info!("feishu: connected as app {}", settings.app_id);
+        }
+        Err(e) if e.downcast_ref::<api::CredentialsRefused>().is_some() => {
+            daemon.live().failed("feishu", &format!("{e:#}"), now);
             return Err(e);
         }
-        tracing::warn!("Feishu cannot be reached yet ({e:#}); retrying");
+        Err(e) => {
+            daemon.live().failed("feishu", &format!("{e:#}"), now);
+            tracing::warn!("feishu: cannot connect yet ({e:#}); retrying");
+        }
     }
     // The bot's id tells group messages that mention it from the rest. Without it (the bot
     // feature off, Feishu unreachable for now) any mention counts, which errs toward answering.

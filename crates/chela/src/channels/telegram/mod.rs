@@ -93,11 +93,21 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         me = api.get_me() => me,
         () = daemon.shutdown().wait() => return Ok(()),
     };
+    let now = daemon.clock().unix_secs();
     match me {
-        Ok(me) => tracing::info!("telegram: polling as @{}", me["username"].as_str().unwrap_or("?")),
-        Err(ApiError::Unauthorized) => bail!("{}", ApiError::Unauthorized),
+        Ok(me) => {
+            daemon.live().connected(CHANNEL, now);
+            tracing::info!("telegram: connected, polling as @{}", me["username"].as_str().unwrap_or("?"));
+        }
+        Err(ApiError::Unauthorized) => {
+            daemon.live().failed(CHANNEL, &ApiError::Unauthorized.to_string(), now);
+            bail!("{}", ApiError::Unauthorized)
+        }
         // Offline at start is not fatal: the poll loop retries.
-        Err(e) => tracing::warn!("telegram: {e}; will keep trying"),
+        Err(e) => {
+            daemon.live().failed(CHANNEL, &e.to_string(), now);
+            tracing::warn!("telegram: cannot connect: {e}; will keep trying");
+        }
     }
     daemon.outlets().register(Arc::new(TelegramOutlet::new(api.clone())));
     if let Err(e) = daemon.toolbox().register(tool::group(api.clone(), Arc::clone(daemon.gate()))) {
@@ -131,6 +141,7 @@ async fn poll(chan: &mut Channel) -> Result<()> {
         let wait = match got {
             Ok(updates) => {
                 backoff = Backoff::new();
+                chan.daemon.live().connected(CHANNEL, chan.daemon.clock().unix_secs());
                 for update in updates {
                     let Some(id) = update["update_id"].as_i64() else {
                         tracing::warn!("telegram: an update without an id was skipped");
@@ -156,6 +167,7 @@ async fn poll(chan: &mut Channel) -> Result<()> {
             Err(ApiError::RateLimited { retry_after }) => retry_after,
             Err(e) => {
                 let wait = backoff.next();
+                chan.daemon.live().failed(CHANNEL, &e.to_string(), chan.daemon.clock().unix_secs());
                 tracing::warn!("telegram: {e}; retrying in {} s", wait.as_secs());
                 wait
             }

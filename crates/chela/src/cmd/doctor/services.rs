@@ -23,7 +23,7 @@ pub(super) async fn check(ws: &Workspace, cfg: &Config, r: &mut Report) {
 const HEALTH_WAIT: Duration = Duration::from_secs(2);
 
 /// The most of a `/health` answer read.
-const MAX_HEALTH_ANSWER: u64 = 4096;
+const MAX_HEALTH_ANSWER: u64 = 16 * 1024;
 
 /// Where the gateway listens, as `chela run` reads it.
 fn listen_addr(cfg: &Config) -> SocketAddr {
@@ -84,7 +84,26 @@ async fn gateway_at(addr: SocketAddr, token: &str, ours: Option<u32>, r: &mut Re
 /// Asks whatever listens on `addr` for the gateway's `GET /health`: `Ok` when it answers as a
 /// Chela gateway does (200, `{"status":"ok"}`), else what it did instead.
 pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> {
-    // A wildcard address is reached through loopback.
+    health_at(addr, "/health", token).await
+}
+
+/// [`health`] on `path`: `/healthz` needs no token.
+pub(super) async fn health_at(addr: SocketAddr, path: &str, token: &str) -> Result<(), String> {
+    let (status, body) = get(addr, path, token).await?;
+    let ok = status.split_whitespace().nth(1) == Some("200");
+    let chela = serde_json::from_str::<serde_json::Value>(body.trim()).is_ok_and(|v| v["status"] == "ok");
+    if ok && chela {
+        Ok(())
+    } else if status.is_empty() {
+        Err("it does not answer HTTP".to_owned())
+    } else {
+        Err(format!("it answers GET {path} with {status:?}, not as Chela does"))
+    }
+}
+
+/// `GET path` on the gateway at `addr` (a wildcard address through loopback): the status line
+/// and the body, within [`HEALTH_WAIT`] and [`MAX_HEALTH_ANSWER`] bytes.
+pub(super) async fn get(addr: SocketAddr, path: &str, token: &str) -> Result<(String, String), String> {
     let target = match addr.ip() {
         IpAddr::V4(ip) if ip.is_unspecified() => SocketAddr::new(Ipv4Addr::LOCALHOST.into(), addr.port()),
         IpAddr::V6(ip) if ip.is_unspecified() => SocketAddr::new(Ipv6Addr::LOCALHOST.into(), addr.port()),
@@ -93,7 +112,7 @@ pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> 
     let ask = async {
         let mut stream = tokio::net::TcpStream::connect(target).await.map_err(|e| format!("cannot connect: {e}"))?;
         let auth = if token.is_empty() { String::new() } else { format!("Authorization: Bearer {token}\r\n") };
-        let request = format!("GET /health HTTP/1.1\r\nHost: {target}\r\n{auth}Connection: close\r\n\r\n");
+        let request = format!("GET {path} HTTP/1.1\r\nHost: {target}\r\n{auth}Connection: close\r\n\r\n");
         stream.write_all(request.as_bytes()).await.map_err(|e| format!("cannot send: {e}"))?;
         let mut answer = Vec::new();
         stream.take(MAX_HEALTH_ANSWER).read_to_end(&mut answer).await.map_err(|e| format!("cannot read: {e}"))?;
@@ -101,19 +120,11 @@ pub(super) async fn health(addr: SocketAddr, token: &str) -> Result<(), String> 
     };
     let answer = match tokio::time::timeout(HEALTH_WAIT, ask).await {
         Ok(answer) => answer?,
-        Err(_) => return Err(format!("no answer to GET /health within {} s", HEALTH_WAIT.as_secs())),
+        Err(_) => return Err(format!("no answer to GET {path} within {} s", HEALTH_WAIT.as_secs())),
     };
-    let status = answer.lines().next().unwrap_or_default();
-    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    let ok = status.split_whitespace().nth(1) == Some("200");
-    let chela = serde_json::from_str::<serde_json::Value>(body.trim()).is_ok_and(|v| v["status"] == "ok");
-    if ok && chela {
-        Ok(())
-    } else if status.is_empty() {
-        Err("it does not answer HTTP".to_owned())
-    } else {
-        Err(format!("it answers GET /health with {status:?}, not as Chela does"))
-    }
+    let status = answer.lines().next().unwrap_or_default().to_owned();
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_owned();
+    Ok((status, body))
 }
 
 #[cfg(test)]
