@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use anyhow::Context;
 use chela_core::agent::{AgentRun, Limits, Outcome, Step, ToolCall, ToolResult};
 use chela_core::cap::{Caller, Scope};
+use chela_core::prompt::System;
 use chela_core::session::{self, Budget, Summary};
 use chela_core::storage::Storage;
 use chela_proto::chat::{Message, Update};
@@ -209,7 +210,7 @@ fn rotate(
 pub async fn run_turn(
     agent: &Agent<'_>,
     history: &mut History,
-    system: String,
+    system: System,
     req: &mut TurnRequest,
     files: FileWork,
 ) -> anyhow::Result<TurnEnd> {
@@ -228,7 +229,9 @@ pub async fn run_turn(
         // A photo to a text-only model: a note says one was sent.
         user.images_to_notes();
     }
-    let mut run = AgentRun::new(history.messages.clone(), user, system, agent.limits);
+    let stable = system.stable;
+    let mut run = AgentRun::new(history.messages.clone(), user, system.text, agent.limits);
+    run.set_cache(stable, Some(cache_key(&req.channel, &req.chat_id)));
     // A "context too long" is answered by shrinking the window and asking again, once a turn.
     let mut shrunk = false;
     let end = loop {
@@ -320,6 +323,17 @@ pub async fn run_turn(
     Ok(end)
 }
 
+/// The session's prompt-cache key: the same for every turn of one conversation, different
+/// between conversations, and not the chat id itself (which the provider need not learn).
+/// FNV-1a: stable across builds and processes, unlike the std hasher.
+pub fn cache_key(channel: &str, chat_id: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in channel.bytes().chain([0]).chain(chat_id.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("chela-{h:016x}")
+}
+
 /// The groups this turn's model sees on top of the base visibility: the request's own, and the
 /// skill-gated groups the conversation's active skills unlock (`chela_core::skills`).
 fn scope_with_skills(agent: &Agent<'_>, registry: &chela_core::cap::Registry, base: &[String]) -> Vec<String> {
@@ -380,7 +394,7 @@ mod tests {
             history: &'a mut History,
             req: &'a mut TurnRequest,
         ) -> impl std::future::Future<Output = anyhow::Result<TurnEnd>> + Send + 'a {
-            run_turn(agent, history, String::new(), req, FileWork::Pool)
+            run_turn(agent, history, System::default(), req, FileWork::Pool)
         }
         let _ = is_send;
     }
