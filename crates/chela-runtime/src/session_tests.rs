@@ -398,3 +398,21 @@ async fn five_turns_keep_the_cached_prefix_byte_for_byte_until_a_skill_unlocks_t
     let last = s.llm.requests()[4].json.clone().unwrap();
     assert_eq!(last.to_string().matches("cache_control").count(), 4, "{last}");
 }
+
+#[tokio::test]
+async fn every_turn_appends_its_usage_to_the_log() {
+    let s = setup(vec![Step::tool_call("get_current_time", json!({})), Step::text("noon"), Step::text("ok")], &[]);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    for text in ["time?", "thanks"] {
+        answer(soon(hub.submit(request("u", text)).unwrap().finish()).await.unwrap());
+    }
+    let (records, skipped) = crate::usage::read(&s.app.base.ws).unwrap();
+    assert_eq!((records.len(), skipped), (2, 0), "{records:?}");
+    let r = &records[0];
+    assert_eq!((r.channel.as_str(), r.chat.as_str()), ("test", "u"));
+    assert_eq!(r.model, s.app.provider.model);
+    // The first turn made two model calls; the record sums what the fake reported for both.
+    let reported: u64 = s.llm.requests()[..2].iter().map(|q| q.body.len() as u64).sum();
+    assert!(r.input > 0 && r.output > 0 && r.input <= reported, "{r:?}");
+    assert!(records[1].input > 0);
+}

@@ -305,23 +305,37 @@ pub async fn run_turn(
             }
         }
     };
+    let ts = agent.ctx.clock.unix_secs_u64();
     match &end {
         TurnEnd::Done(_) => {
-            keep(history, run.turn_messages(), agent.limits.history_budget, files, agent.ctx.clock.unix_secs_u64())
-                .await?
+            let usage = usage_record(agent, req, &run, ts);
+            keep(history, run.turn_messages(), agent.limits.history_budget, files, ts, usage).await?;
         }
         // When tools already changed things, keep the record of it, closed so it stays well-formed.
         // The sentence the person reads, never a Rust form: the model reads it next turn.
         // A turn that did nothing is dropped: the person just asks again.
         TurnEnd::Failed(e) => {
             if run.fail(&format!("(this turn stopped: {})", agent.provider.tell(e))) {
-                keep(history, run.turn_messages(), agent.limits.history_budget, files, agent.ctx.clock.unix_secs_u64())
-                    .await?;
+                let usage = usage_record(agent, req, &run, ts);
+                keep(history, run.turn_messages(), agent.limits.history_budget, files, ts, usage).await?;
             }
         }
     }
     Ok(end)
 }
+
+/// What the finished `run` spent, as a line for the usage log; `None` when no model call was
+/// counted (a server that reports no usage).
+fn usage_record(agent: &Agent<'_>, req: &TurnRequest, run: &AgentRun, ts: u64) -> Option<UsageLine> {
+    let Step::Done(o) = run.next_step() else { return None };
+    (o.usage != chela_proto::chat::Usage::default()).then(|| {
+        let record = chela_core::usage::Record::new(ts, &req.channel, &req.chat_id, &agent.provider.model, &o.usage);
+        (Arc::clone(&agent.ctx.ws), record)
+    })
+}
+
+/// A usage record and the workspace whose log it goes to.
+type UsageLine = (Arc<crate::workspace::Workspace>, chela_core::usage::Record);
 
 /// The session's prompt-cache key: the same for every turn of one conversation, different
 /// between conversations, and not the chat id itself (which the provider need not learn).
@@ -353,8 +367,16 @@ fn scope_with_skills(agent: &Agent<'_>, registry: &chela_core::cap::Registry, ba
 /// history in memory, which keeps only as much as a fresh load would read.
 /// A tool's images are kept as notes (`[image: image/png, 1.2 KiB]`): the model saw them in
 /// this turn, and no line of the file or of the history carries them for ever after.
-/// `ts`: the turn's time, as the session file records it.
-async fn keep(history: &mut History, turn: &[Message], budget: usize, files: FileWork, ts: u64) -> anyhow::Result<()> {
+/// `ts`: the turn's time, as the session file records it. `usage` goes to the usage log in the
+/// same piece of file work; failing to record it is logged, not a failed turn.
+async fn keep(
+    history: &mut History,
+    turn: &[Message],
+    budget: usize,
+    files: FileWork,
+    ts: u64,
+    usage: Option<UsageLine>,
+) -> anyhow::Result<()> {
     let mut messages = turn.to_vec();
     for m in &mut messages {
         m.tool_images_to_notes();
@@ -364,6 +386,11 @@ async fn keep(history: &mut History, turn: &[Message], budget: usize, files: Fil
     let messages = files
         .run("saving the conversation", move || {
             persist(&path, &messages, ts)?;
+            if let Some((ws, record)) = usage
+                && let Err(e) = crate::usage::append(&ws, &record)
+            {
+                tracing::warn!("could not record the turn's usage in {}: {e}", crate::usage::log_path(&ws).display());
+            }
             Ok(messages)
         })
         .await?;
@@ -407,7 +434,7 @@ mod tests {
             let budget = 1024;
             for i in 0..400 {
                 let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
-                keep(&mut history, &turn, budget, files, 1_800_000_000).await.unwrap();
+                keep(&mut history, &turn, budget, files, 1_800_000_000, None).await.unwrap();
             }
             let kept = chela_core::history::bytes(&history.messages) as u64;
             assert!(kept <= tail_bytes(budget), "{files:?}: {kept} bytes kept in memory");
