@@ -107,6 +107,55 @@ pub fn totals(records: &[Record], filter: &Filter, prices: &[(String, Price)]) -
     (all, by_model)
 }
 
+/// What the records `filter` admits add up to, from the workspace's log: one line for a
+/// person per model and in all, or JSON (for `--json` and the gateway's `/api/usage`).
+pub struct Report {
+    pub all: Totals,
+    pub by_model: Vec<(String, Totals)>,
+    /// Lines of the log that did not parse.
+    pub skipped: usize,
+}
+
+impl Report {
+    pub fn gather(ws: &Workspace, cfg: &Config, filter: &Filter) -> io::Result<Report> {
+        let (records, skipped) = read(ws)?;
+        let (all, by_model) = totals(&records, filter, &price_overrides(cfg));
+        Ok(Report { all, by_model, skipped })
+    }
+
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        if self.by_model.len() > 1 {
+            for (model, t) in &self.by_model {
+                s.push_str(&format!("{model}: {}\n", describe(t)));
+            }
+        }
+        s.push_str(&format!("In all: {}\n", describe(&self.all)));
+        if self.skipped > 0 {
+            s.push_str(&format!("({} unreadable line(s) of the usage log were skipped)\n", self.skipped));
+        }
+        s
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        let one = |t: &Totals| {
+            serde_json::json!({
+                "turns": t.turns,
+                "input_tokens": t.usage.input_tokens,
+                "cache_read_tokens": t.usage.cache_read_tokens,
+                "cache_write_tokens": t.usage.cache_write_tokens,
+                "output_tokens": t.usage.output_tokens,
+                "cached_percent": t.cached_percent(),
+                "estimated_cost_usd": (t.turns > t.unpriced).then_some(t.cost),
+                "unpriced_turns": t.unpriced,
+            })
+        };
+        let models: serde_json::Map<String, serde_json::Value> =
+            self.by_model.iter().map(|(m, t)| (m.clone(), one(t))).collect();
+        serde_json::json!({"total": one(&self.all), "models": models, "skipped_lines": self.skipped})
+    }
+}
+
 /// One line for a person: `12 turns: 48,210 tokens in (31,000 cached, 2,100 written), 3,405 out; about $0.0412`.
 pub fn describe(t: &Totals) -> String {
     let n = |v: u64| group(v);

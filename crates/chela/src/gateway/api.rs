@@ -56,6 +56,7 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
         (&Method::GET, "/config") => ok(config_list(&d.config())),
         (&Method::POST, "/config") => ok(config_set(d, parse(body)?).await?),
         (&Method::GET, "/sessions") => ok(blocking(d, sessions_list).await?),
+        (&Method::GET, "/usage") => ok(blocking(d, usage_view).await?),
         (&Method::GET, "/memory") => ok(blocking(d, memory_list).await?),
         (&Method::GET, "/pairing") => {
             let listing = d.gate().list(d.clock().unix_secs_u64()).map_err(gate_error)?;
@@ -373,6 +374,20 @@ fn session_file(d: &Daemon, id: &str) -> Result<PathBuf, ApiError> {
 
 fn split_id(id: &str) -> (&str, &str) {
     id.split_once('_').unwrap_or((id, ""))
+}
+
+/// `GET /api/usage`: today's tokens and estimated cost, and everything the usage log keeps,
+/// per model (`chela usage --json`'s shape).
+fn usage_view(d: &Daemon) -> Result<Value, ApiError> {
+    use chela_runtime::usage::{Filter, Report, today_start};
+    let cfg = d.config();
+    let tz = crate::localtime::zone(cfg.get(chela_core::config::TIMEZONE));
+    let read = |filter: &Filter| {
+        Report::gather(d.workspace(), &cfg, filter).map_err(|e| ApiError::internal("the usage log cannot be read", e))
+    };
+    let today = read(&Filter { session: None, since: Some(today_start(&tz, d.clock().unix_secs())) })?;
+    let all = read(&Filter::default())?;
+    Ok(json!({"today": today.json()["total"], "all": all.json()}))
 }
 
 fn sessions_list(d: &Daemon) -> Result<Value, ApiError> {
