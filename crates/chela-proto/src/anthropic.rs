@@ -26,9 +26,9 @@ const EPHEMERAL: &str = r#"{"type":"ephemeral"}"#;
 /// Encodes `req` as a Messages API request body.
 ///
 /// With [`Cache::mark`](crate::chat::Cache) on, `cache_control` breakpoints go (in the order the
-/// API reads the prefix: tools, system, messages) on the last tool, the stable system block, the
-/// last message of the history before this turn and the request's last message: four, the
-/// API's maximum. Tools come first in the body too, so the body's own prefix stays byte-stable.
+/// API reads the prefix: tools, system, messages) on the last tool, the stable system block and
+/// the last message of the history before this turn: three of the API's four. Tools come first
+/// in the body too, so the body's own prefix stays byte-stable.
 pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
     let cache = req.cache;
     let mut w = Writer::new(sink);
@@ -65,9 +65,11 @@ pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
         }
     }
     w.key("messages").begin_array();
-    let last = req.messages.len().checked_sub(1);
     for (i, m) in req.messages.iter().enumerate() {
-        let marked = cache.mark && (Some(i) == cache.history_end || Some(i) == last);
+        // The same message in every call of the turn, so the turn's later calls (after tool
+        // rounds) read the history from the cache; a mark on the newest message would move
+        // with every call and be written more often than read.
+        let marked = cache.mark && Some(i) == cache.history_end;
         w.begin_object();
         w.field_str("role", m.role.as_str());
         w.key("content");

@@ -451,8 +451,8 @@ pub struct Request<'a> {
 /// first and what changes (time, channel, recent notes, the new message) after it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cache<'a> {
-    /// Put Anthropic `cache_control` breakpoints on the last tool, the stable system block, the
-    /// last message of the history before this turn and the last message of the request.
+    /// Put Anthropic `cache_control` breakpoints on the last tool, the stable system block and
+    /// the last message of the history before this turn.
     pub mark: bool,
     /// Bytes at the start of `system` that stay the same from turn to turn; the rest changes.
     /// On a character boundary; 0 when nothing is known to be stable.

@@ -50,12 +50,12 @@ fn anthropic_body(req: &Request<'_>) -> (String, Value) {
 }
 
 #[test]
-fn anthropic_breakpoints_mark_tools_stable_system_history_end_and_the_last_message() {
+fn anthropic_breakpoints_mark_the_last_tool_the_stable_system_and_the_history_end() {
     let messages = conversation();
     let cache = Cache { mark: true, system_stable: STABLE, history_end: Some(1), key: Some("k") };
     let (body, v) = anthropic_body(&request(&messages, cache));
     let eph = json!({"type": "ephemeral"});
-    assert_eq!(body.matches("cache_control").count(), 4, "at most four breakpoints: {body}");
+    assert_eq!(body.matches("cache_control").count(), 3, "three of the API's four breakpoints: {body}");
     assert!(v["tools"][0].get("cache_control").is_none());
     assert_eq!(v["tools"][1]["cache_control"], eph, "the last tool");
     assert_eq!(
@@ -68,7 +68,12 @@ fn anthropic_breakpoints_mark_tools_stable_system_history_end_and_the_last_messa
     // The history's last message (one text block) becomes a block list to carry the mark.
     assert_eq!(v["messages"][1]["content"], json!([{"type": "text", "text": "hello", "cache_control": eph}]));
     assert_eq!(v["messages"][2]["content"], "time?", "unmarked messages keep their plain form");
-    // The request's last message: the mark is on its last written block, not the skipped empty text.
+    // The newest message is not marked: the mark stays put for every call of the turn.
+    assert_eq!(v["messages"][4]["content"], json!([{"type": "tool_result", "tool_use_id": "t1", "content": "09:00"}]));
+    // A history that ends in a tool round: the mark goes on its last written block, not on the
+    // skipped empty text.
+    let at_end = Cache { history_end: Some(4), ..cache };
+    let (_, v) = anthropic_body(&request(&messages, at_end));
     assert_eq!(
         v["messages"][4]["content"],
         json!([{"type": "tool_result", "tool_use_id": "t1", "content": "09:00", "cache_control": eph}])
@@ -90,7 +95,7 @@ fn anthropic_without_marks_is_the_plain_request() {
     let cache = Cache { mark: true, system_stable: 0, history_end: None, key: None };
     let (body, v) = anthropic_body(&request(&messages, cache));
     assert_eq!(v["system"], SYSTEM);
-    assert_eq!(body.matches("cache_control").count(), 2, "the last tool and the last message: {body}");
+    assert_eq!(body.matches("cache_control").count(), 1, "the last tool only: {body}");
     // A stable length off a character boundary is not trusted.
     let cache = Cache { mark: true, system_stable: 1, history_end: None, key: None };
     let mut req = request(&messages, cache);
@@ -99,12 +104,12 @@ fn anthropic_without_marks_is_the_plain_request() {
 }
 
 #[test]
-fn anthropic_an_image_last_carries_the_mark() {
+fn anthropic_an_image_at_the_history_end_carries_the_mark() {
     let messages = vec![Message {
         role: Role::User,
         content: vec![Block::text("see"), Block::Image { media_type: "image/png".into(), data: "iVBORw0KGgo=".into() }],
     }];
-    let cache = Cache { mark: true, system_stable: STABLE, history_end: None, key: None };
+    let cache = Cache { mark: true, system_stable: STABLE, history_end: Some(0), key: None };
     let (_, v) = anthropic_body(&request(&messages, cache));
     assert_eq!(v["messages"][0]["content"][1]["cache_control"], json!({"type": "ephemeral"}));
     assert!(v["messages"][0]["content"][0].get("cache_control").is_none());

@@ -337,7 +337,7 @@ mod tests {
         assert!(!cached_body(&never).contains("prompt_cache_key"));
         let anthropic = provider("[llm]\napi_key = \"k\"");
         let body = cached_body(&anthropic);
-        assert_eq!(body.matches("cache_control").count(), 3, "system, history end, last message: {body}");
+        assert_eq!(body.matches("cache_control").count(), 2, "the stable system block and the history end: {body}");
         assert!(!body.contains("prompt_cache_key"));
         let off = provider("[llm]\napi_key = \"k\"\nprompt_cache = false");
         assert!(!cached_body(&off).contains("cache_control"));

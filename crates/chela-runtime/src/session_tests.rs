@@ -394,9 +394,12 @@ async fn five_turns_keep_the_cached_prefix_byte_for_byte_until_a_skill_unlocks_t
         "the next turn has the entry, in the changing part"
     );
     assert_ne!(rest(0), rest(7), "the time moved");
-    // The history before each turn is marked, and the tool round's last message too.
-    let last = s.llm.requests()[4].json.clone().unwrap();
-    assert_eq!(last.to_string().matches("cache_control").count(), 4, "{last}");
+    // The last tool, the stable system block and the history before the turn are marked; the
+    // history's mark stays on the same message through the turn's tool round.
+    let round = |i: usize| s.llm.requests()[i].json.clone().unwrap();
+    assert_eq!(round(4).to_string().matches("cache_control").count(), 3, "{}", round(4));
+    let (a, b) = (round(3)["messages"].as_array().unwrap().clone(), round(4)["messages"].as_array().unwrap().clone());
+    assert_eq!(a[..], b[..a.len()], "the tool round's call extends the turn's first, marks and all");
 }
 
 #[tokio::test]
