@@ -168,7 +168,7 @@ impl Totals {
     /// The share of input tokens read from the cache, in percent.
     pub fn cached_percent(&self) -> u64 {
         let all = self.usage.prompt_tokens();
-        if all == 0 { 0 } else { self.usage.cache_read_tokens.saturating_mul(100) / all }
+        self.usage.cache_read_tokens.saturating_mul(100).checked_div(all).unwrap_or(0)
     }
 }
 
