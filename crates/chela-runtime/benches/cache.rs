@@ -77,6 +77,7 @@ async fn session(cache: bool) -> Vec<Vec<u8>> {
             depth: 0,
             cancel: Cancel::default(),
             observer: Box::new(Quiet),
+            client: None,
         };
         match hub.submit(req).unwrap().finish().await.unwrap() {
             TurnEnd::Done(_) => {}

@@ -658,7 +658,8 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
             "config" | "cap" | "skill" | "pairing" | "doctor" | "status" | "service" | "run" | "console" | "cron"
-            | "rules" | "heartbeat" | "board" | "device" | "state" | "setup" | "gateway" | "backup" | "restore" | "usage",
+            | "rules" | "heartbeat" | "board" | "device" | "state" | "setup" | "gateway" | "backup" | "restore"
+            | "usage",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);

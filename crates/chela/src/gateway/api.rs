@@ -689,6 +689,7 @@ async fn setup_test(d: &Arc<Daemon>, r: SetupReq) -> Result<Value, ApiError> {
         system: "",
         messages: &messages,
         tool_choice: chela_proto::chat::ToolChoice::Auto,
+        cache: Default::default(),
     };
     let reply = probe
         .complete(&call, &[], &mut |_| {})
