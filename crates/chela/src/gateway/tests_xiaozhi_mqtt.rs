@@ -75,6 +75,7 @@ async fn rig(script: Vec<Step>, transcript: &str) -> Rig {
                 created: 1,
                 last_seen: 1,
                 source: String::new(),
+                transport: None,
             });
             Ok(())
         })
