@@ -49,6 +49,7 @@ mod stop;
 
 mod telegram;
 mod voice_fake;
+mod xiaozhi_mqtt;
 mod xiaozhi_sdk;
 
 use std::fs;
