@@ -121,7 +121,7 @@ async fn serve_mqtt(gw: &std::sync::Arc<Gateway>) -> anyhow::Result<()> {
 
 /// The MQTT endpoint's TLS from the PEM files `cert` and `key` (both or neither).
 #[cfg(feature = "voice")]
-fn mqtt_tls(cert: &str, key: &str) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
+pub(super) fn mqtt_tls(cert: &str, key: &str) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
     use anyhow::{Context, bail};
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
