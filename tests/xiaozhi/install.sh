@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the xiaozhi device simulator (PyPI xiaozhi-sdk, pinned in requirements.txt) into a venv
+# Installs the xiaozhi device simulators (PyPI xiaozhi-sdk for WebSocket; paho-mqtt, cryptography
+# and opuslib for MQTT + UDP; all pinned in requirements.txt) into a venv
 # in DEST (default target/xiaozhi-peer) once. The tests call this themselves; it takes a lock so
 # tests in parallel install once, and a stamp so later runs return at once.
 set -euo pipefail
@@ -21,5 +22,6 @@ fi
 "$dest/venv/bin/pip" install -q --disable-pip-version-check -r "$here/requirements.txt"
 # Headless: the SDK's package imports without an audio device (its CLI's sounddevice is not loaded).
 "$dest/venv/bin/python" -c 'from xiaozhi_sdk import XiaoZhiWebsocket'
+"$dest/venv/bin/python" -c 'import paho.mqtt.client, opuslib; from cryptography.hazmat.primitives.ciphers import Cipher'
 echo "$want" >"$stamp"
-echo "xiaozhi-sdk installed in $dest in $(( $(date +%s) - started ))s" >&2
+echo "xiaozhi device simulators installed in $dest in $(( $(date +%s) - started ))s" >&2

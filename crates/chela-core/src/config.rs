@@ -355,9 +355,13 @@ keys! {
     XIAOZHI_TRANSPORT = "xiaozhi.transport", Kind::Choice(&["websocket", "mqtt"]), "websocket",
         "How approved devices talk: websocket (/xiaozhi/v1/ on the gateway) or mqtt (MQTT on xiaozhi.mqtt_listen, audio over UDP on xiaozhi.udp_listen). A device takes the change at its next OTA check (restart it).";
     XIAOZHI_MQTT_LISTEN = "xiaozhi.mqtt_listen", Kind::Listen, "127.0.0.1:1883",
-        "Address and port of the MQTT endpoint for devices (plain MQTT 3.1.1, each device its own login); only served while xiaozhi.transport = mqtt.";
+        "Address and port of the MQTT endpoint for devices (plain MQTT 3.1.1, each device its own login); served while xiaozhi.transport = mqtt, or from the first OTA check of a device switched to mqtt (`chela device transport ID mqtt`).";
     XIAOZHI_MQTT_PUBLIC = "xiaozhi.mqtt_public", Kind::Text, "",
         "host:port the OTA answer tells MQTT devices to dial (also the host of their UDP audio). Empty: xiaozhi.mqtt_listen, or the host the device reached the gateway at when that is a wildcard.";
+    XIAOZHI_MQTT_TLS_CERT = "xiaozhi.mqtt_tls_cert", Kind::Text, "",
+        "Path of a PEM certificate chain: with xiaozhi.mqtt_tls_key, the MQTT endpoint speaks TLS only. The firmware uses TLS exactly when the port it dials is 8883, and checks the certificate against its bundle of public CAs.";
+    XIAOZHI_MQTT_TLS_KEY = "xiaozhi.mqtt_tls_key", Kind::Text, "",
+        "Path of the PEM private key of xiaozhi.mqtt_tls_cert.";
     XIAOZHI_UDP_LISTEN = "xiaozhi.udp_listen", Kind::Listen, "127.0.0.1:1883",
         "Address and UDP port of MQTT devices' encrypted audio (AES-128-CTR, keys fresh per conversation).";
     VOICE_ASR_PROVIDER = "voice.asr_provider", Kind::Choice(&["openai"]), "openai",

@@ -99,6 +99,34 @@ pub struct Device {
     /// that replays the device's headers from elsewhere cannot take it first.
     #[serde(default)]
     pub source: String,
+    /// The transport its OTA answer hands out; none: the `xiaozhi.transport` setting's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<Transport>,
+}
+
+/// How a bound device talks to Chela after its OTA check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    Websocket,
+    Mqtt,
+}
+
+impl Transport {
+    pub fn parse(raw: &str) -> Option<Transport> {
+        match raw.trim() {
+            "websocket" => Some(Transport::Websocket),
+            "mqtt" => Some(Transport::Mqtt),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Websocket => "websocket",
+            Transport::Mqtt => "mqtt",
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -383,6 +411,7 @@ impl DeviceState {
             created: now,
             last_seen: p.last_seen,
             source: p.source,
+            transport: None,
         };
         self.devices.push(device.clone());
         tracing::info!("device {} approved with code {code}", device.id);
@@ -405,6 +434,7 @@ impl DeviceState {
                     created: 0,
                     last_seen: 0,
                     source: String::new(),
+                    transport: None,
                 });
             }
             return Err(DeviceError::Rule(format!(
@@ -415,6 +445,30 @@ impl DeviceState {
         d.state = State::Revoked;
         d.token_sha256.clear();
         Ok(d.clone())
+    }
+
+    /// The owner picks the transport of an approved device (`None`: the setting's). A change
+    /// clears its token: the login of the other transport is derived from a token handed out
+    /// with it, and the firmware stores only what its OTA answer names, so its next OTA check
+    /// (from the address it was approved from) gets a fresh token with the new block.
+    pub fn set_transport(&mut self, id: &str, transport: Option<Transport>) -> Result<Device, DeviceError> {
+        let norm = normalize_id(id).unwrap_or_else(|| id.trim().to_owned());
+        let Some(d) = self.devices.iter_mut().find(|d| d.id == norm && d.state == State::Approved) else {
+            return Err(DeviceError::Rule(format!(
+                "no approved device has the id {}; `chela device list` shows them",
+                norm.chars().take(40).collect::<String>()
+            )));
+        };
+        if d.transport != transport {
+            d.transport = transport;
+            d.token_sha256.clear();
+        }
+        Ok(d.clone())
+    }
+
+    /// The transport device `id` was set to, if any.
+    pub fn transport_of(&self, id: &str) -> Option<Transport> {
+        self.devices.iter().find(|d| d.id == id && d.state == State::Approved).and_then(|d| d.transport)
     }
 
     /// The owner turns a waiting device away: its code is forgotten at once, so its activation

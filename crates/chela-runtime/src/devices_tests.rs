@@ -301,3 +301,34 @@ fn an_approval_is_logged_with_the_device_and_its_code() {
     tracing::subscriber::with_default(subscriber, || s.approve(&code, 103).unwrap());
     assert_eq!(*lines.lock().unwrap(), format!(" INFO device {MAC} approved with code {code}\n"));
 }
+
+#[test]
+fn switching_a_devices_transport_hands_it_a_fresh_token_from_its_own_address_only() {
+    let mut s = DeviceState::default();
+    let token = bound(&mut s);
+    assert_eq!(s.transport_of(MAC), None);
+    // The same transport again changes nothing: the device keeps its token.
+    s.set_transport(MAC, None).unwrap();
+    assert!(s.token_ok(MAC, CLIENT, &token));
+    let d = s.set_transport("AA:BB:CC:DD:EE:01", Some(Transport::Mqtt)).unwrap();
+    assert_eq!(d.transport, Some(Transport::Mqtt));
+    assert_eq!(s.transport_of(MAC), Some(Transport::Mqtt));
+    assert!(!s.token_ok(MAC, CLIENT, &token), "the old transport's token is gone");
+    // Someone replaying its headers from elsewhere gets nothing; the device's next check does.
+    let c = check(&mut s, MAC, CLIENT, None, "10.9.9.9", 110, 16, &rnd(7)).unwrap();
+    assert_eq!(c, Admission::Bound { token: None });
+    let Admission::Bound { token: Some(fresh) } = ota(&mut s, MAC, CLIENT, 111, 16, &rnd(8)) else {
+        panic!("no fresh token after the switch")
+    };
+    assert!(s.token_ok(MAC, CLIENT, &fresh));
+    // It survives the file.
+    let text = serde_json::to_string(&s).unwrap();
+    assert!(text.contains(r#""transport":"mqtt""#), "{text}");
+    assert_eq!(parse(&text).unwrap().0.transport_of(MAC), Some(Transport::Mqtt));
+    assert!(s.set_transport("aa:bb:cc:dd:ee:99", Some(Transport::Mqtt)).is_err());
+    s.revoke(MAC).unwrap();
+    assert!(s.set_transport(MAC, None).is_err(), "a revoked device has no transport to pick");
+    assert_eq!(Transport::parse("mqtt"), Some(Transport::Mqtt));
+    assert_eq!(Transport::parse("websocket").map(Transport::name), Some("websocket"));
+    assert_eq!(Transport::parse("udp"), None);
+}

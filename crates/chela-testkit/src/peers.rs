@@ -90,3 +90,8 @@ pub fn xiaozhi_python() -> PathBuf {
 pub fn xiaozhi_driver() -> PathBuf {
     repo_root().join("tests/xiaozhi/device.py")
 }
+
+/// The MQTT + UDP device driver (`tests/xiaozhi/mqtt_device.py`), run with [`xiaozhi_python`].
+pub fn xiaozhi_mqtt_driver() -> PathBuf {
+    repo_root().join("tests/xiaozhi/mqtt_device.py")
+}

@@ -340,6 +340,8 @@ pub enum DeviceCmd {
     /// A waiting code, or `all`.
     Deny(String),
     Revoke(String),
+    /// The transport one device's OTA answer hands out; `None`: `xiaozhi.transport`'s.
+    Transport(String, Option<crate::devices::Transport>),
     /// Offer `file` as `version` to devices running an older one (or to one device).
     FirmwareSet {
         file: PathBuf,
@@ -645,6 +647,15 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("device", ["approve", code]) => Command::Device(DeviceCmd::Approve((*code).to_owned())),
         ("device", ["deny", code]) => Command::Device(DeviceCmd::Deny((*code).to_owned())),
         ("device", ["revoke", id]) => Command::Device(DeviceCmd::Revoke((*id).to_owned())),
+        ("device", ["transport", id, t]) => {
+            let transport = match *t {
+                "default" => None,
+                t => Some(crate::devices::Transport::parse(t).ok_or_else(|| {
+                    anyhow!("`{t}` is not a transport: mqtt, websocket, or default (xiaozhi.transport's)")
+                })?),
+            };
+            Command::Device(DeviceCmd::Transport((*id).to_owned(), transport))
+        }
         ("device", ["firmware", "set", file, version]) => Command::Device(DeviceCmd::FirmwareSet {
             file: PathBuf::from(file),
             version: (*version).to_owned(),

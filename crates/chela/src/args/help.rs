@@ -51,7 +51,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::McpServe => "chela mcp serve",
         Topic::Board => "chela board check [FILE]",
         Topic::Device => {
-            "chela device <list|approve CODE|revoke ID|firmware set FILE VERSION [--device ID]|firmware clear>"
+            "chela device <list|approve CODE|revoke ID|transport ID mqtt|websocket|default|firmware set FILE VERSION [--device ID]|firmware clear>"
         }
     }
 }
@@ -166,6 +166,8 @@ Commands:
   board check [FILE]      Check board.json (the board's devices and GPIO allowlist)
   device list|approve CODE|deny CODE|revoke ID
                           xiaozhi voice devices: those waiting with a code, approved, revoked
+  device transport ID mqtt|websocket|default
+                          How one device talks to Chela (default: xiaozhi.transport)
   device firmware set FILE VERSION [--device ID] | firmware clear
                           Offer a firmware image to older devices, or stop offering it
   state [check] | state trust FILE
@@ -693,6 +695,9 @@ Verbs:
   approve CODE            Bind the device showing CODE (its next OTA check gets a token)
   deny CODE|all           Turn away the device waiting with CODE, or every waiting device
   revoke ID               Take a device's access away (ID is its MAC, aa:bb:cc:dd:ee:ff)
+  transport ID mqtt|websocket|default
+                          The transport its OTA answer hands out (default: xiaozhi.transport);
+                          a change gives it a new login at its next OTA check (restart it)
   firmware set FILE VERSION [--device ID]
                           Copy FILE (a .bin) into the workspace and offer it to devices running
                           a version older than VERSION (or to one device)
@@ -700,5 +705,6 @@ Verbs:
 
 Examples:
   chela device approve 123456
+  chela device transport aa:bb:cc:dd:ee:ff mqtt
   chela device firmware set build/xiaozhi.bin 2.0.6
 ";

@@ -281,3 +281,25 @@ fn usage_takes_a_session_a_date_and_json() {
     assert!(cli(&["usage", "today"]).is_err());
     assert!(cli(&["usgae"]).unwrap_err().to_string().contains("Did you mean `chela usage`?"));
 }
+
+#[test]
+fn device_transport_takes_mqtt_websocket_or_default() {
+    use crate::devices::Transport;
+    let p = |args: &[&str]| cli(args).map(|c| c.command);
+    let mac = "aa:bb:cc:dd:ee:ff";
+    assert_eq!(
+        p(&["device", "transport", mac, "mqtt"]).unwrap(),
+        Command::Device(DeviceCmd::Transport(mac.into(), Some(Transport::Mqtt)))
+    );
+    assert_eq!(
+        p(&["device", "transport", mac, "websocket"]).unwrap(),
+        Command::Device(DeviceCmd::Transport(mac.into(), Some(Transport::Websocket)))
+    );
+    assert_eq!(
+        p(&["device", "transport", mac, "default"]).unwrap(),
+        Command::Device(DeviceCmd::Transport(mac.into(), None))
+    );
+    let e = p(&["device", "transport", mac, "udp"]).unwrap_err().to_string();
+    assert!(e.contains("`udp` is not a transport"), "{e}");
+    assert!(p(&["device", "transport", mac]).is_err());
+}

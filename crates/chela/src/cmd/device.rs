@@ -37,6 +37,11 @@ pub fn run(ws: &Workspace, cmd: DeviceCmd) -> Result<ExitCode> {
             let d = store.edit(|s| s.revoke(&id))?;
             format!("Revoked {}. Its token no longer works; it must be approved again to talk to Chela.\n", d.id)
         }
+        DeviceCmd::Transport(id, transport) => {
+            let d = store.edit(|s| s.set_transport(&id, transport))?;
+            let what = transport.map_or("the xiaozhi.transport setting's", |t| t.name());
+            format!("{} now gets {what} transport. Restart it: its next OTA check hands it a new login for it.\n", d.id)
+        }
         DeviceCmd::FirmwareSet { file, version, device } => firmware_set(&store, &file, &version, device.as_deref())?,
         DeviceCmd::FirmwareClear => {
             let old = store.edit(|s| Ok(s.firmware.take()))?;
@@ -141,8 +146,13 @@ fn list(s: &DeviceState, now: u64) -> String {
                 State::Revoked => "revoked",
             };
             let seen = ago(now, d.last_seen);
-            let _ =
-                writeln!(out, "  {}  {}  {state}  last seen {seen}", d.id, show(&d.info.board, &d.info.app_version));
+            let over = d.transport.map_or(String::new(), |t| format!("  over {}", t.name()));
+            let _ = writeln!(
+                out,
+                "  {}  {}  {state}{over}  last seen {seen}",
+                d.id,
+                show(&d.info.board, &d.info.app_version)
+            );
         }
     }
     if let Some(f) = &s.firmware {

@@ -75,6 +75,7 @@ async fn rig(script: Vec<Step>, transcript: &str) -> Rig {
                 created: 1,
                 last_seen: 1,
                 source: String::new(),
+                transport: None,
             });
             Ok(())
         })
@@ -506,4 +507,28 @@ async fn the_model_calls_a_device_tool_over_mqtt_and_a_vanished_device_takes_its
     // The device vanishes without a DISCONNECT: its tools go with the connection.
     drop(d);
     assert!(group_present(&r, &group, false).await, "the group is removed");
+}
+
+#[test]
+fn mqtt_tls_takes_both_files_or_neither_and_only_a_matching_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, text: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    let one = rcgen::generate_simple_self_signed(vec!["chela.lan".to_owned()]).unwrap();
+    let two = rcgen::generate_simple_self_signed(vec!["chela.lan".to_owned()]).unwrap();
+    let cert = write("cert.pem", one.cert.pem());
+    let key = write("key.pem", one.key_pair.serialize_pem());
+    let other_key = write("other.pem", two.key_pair.serialize_pem());
+    let err = |c: &str, k: &str| format!("{:#}", xiaozhi::mqtt_tls(c, k).err().expect("refused"));
+    assert!(xiaozhi::mqtt_tls("", "").unwrap().is_none(), "no files: plain MQTT");
+    assert!(xiaozhi::mqtt_tls(&cert, &key).unwrap().is_some());
+    assert!(err(&cert, "").contains("set both, or neither"));
+    assert!(err("", &key).contains("set both, or neither"));
+    assert!(err(&dir.path().join("absent.pem").to_string_lossy(), &key).contains("xiaozhi.mqtt_tls_cert"));
+    assert!(err(&key, &key).contains("xiaozhi.mqtt_tls_cert"), "a key is no certificate");
+    assert!(err(&cert, &cert).contains("xiaozhi.mqtt_tls_key"), "a certificate is no key");
+    assert!(err(&cert, &other_key).contains("do not make a TLS identity"));
 }

@@ -74,6 +74,7 @@ fn approve(ws: &Workspace, mac: &str, token: &str) {
                 created: 1,
                 last_seen: 1,
                 source: String::new(),
+                transport: None,
             });
             Ok(())
         })

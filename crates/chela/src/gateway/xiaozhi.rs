@@ -83,6 +83,7 @@ async fn serve_mqtt(gw: &std::sync::Arc<Gateway>) -> anyhow::Result<()> {
     use anyhow::Context;
     let cfg = gw.daemon.config();
     let tcp_at: std::net::SocketAddr = cfg.get(keys::XIAOZHI_MQTT_LISTEN).parse().context("xiaozhi.mqtt_listen")?;
+    let tls = mqtt_tls(cfg.get(keys::XIAOZHI_MQTT_TLS_CERT).trim(), cfg.get(keys::XIAOZHI_MQTT_TLS_KEY).trim())?;
     let udp_at: std::net::SocketAddr = cfg.get(keys::XIAOZHI_UDP_LISTEN).parse().context("xiaozhi.udp_listen")?;
     let listener = tokio::net::TcpListener::bind(tcp_at)
         .await
@@ -91,7 +92,8 @@ async fn serve_mqtt(gw: &std::sync::Arc<Gateway>) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("xiaozhi devices' UDP audio cannot listen on {udp_at} (xiaozhi.udp_listen)"))?;
     let addrs = MqttAddrs { tcp: listener.local_addr()?, udp: socket.local_addr()? };
-    eprintln!("chela: xiaozhi devices connect over MQTT to {} (UDP audio on {})", addrs.tcp, addrs.udp);
+    let scheme = if tls.is_some() { "MQTT over TLS" } else { "MQTT" };
+    eprintln!("chela: xiaozhi devices connect over {scheme} to {} (UDP audio on {})", addrs.tcp, addrs.udp);
     let _ = gw.mqtt.set(addrs);
     let hub = udp::Hub::new(socket, mqtt::MAX_CONNECTIONS);
     let (endpoint, _) = mqtt_public(gw, &HeaderMap::new());
@@ -102,11 +104,81 @@ async fn serve_mqtt(gw: &std::sync::Arc<Gateway>) -> anyhow::Result<()> {
         conns: std::sync::Arc::clone(&gw.conns),
         camera_url: format!("{}{}", base(gw, &HeaderMap::new()).1, super::vision::PATH),
     };
-    let ep = mqtt::Endpoint::new(host, std::sync::Arc::clone(&hub), (udp_host, addrs.udp.port()));
+    let port = endpoint.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
+    if tls.is_some() != (port == Some(8883)) {
+        // The firmware picks TLS by the port alone (8883), so the other pairings never connect.
+        tracing::warn!(
+            "xiaozhi: devices are told to dial {endpoint}, but they use TLS exactly on port 8883 and the endpoint {} TLS",
+            if tls.is_some() { "speaks" } else { "does not speak" }
+        );
+    }
+    let ep = mqtt::Endpoint::new(host, std::sync::Arc::clone(&hub), (udp_host, addrs.udp.port()), tls);
     let shutdown = gw.daemon.shutdown().clone();
     tokio::spawn(hub.run(shutdown));
     tokio::spawn(ep.run(listener));
     Ok(())
+}
+
+/// The MQTT endpoint's TLS from the PEM files `cert` and `key` (both or neither).
+#[cfg(feature = "voice")]
+pub(super) fn mqtt_tls(cert: &str, key: &str) -> anyhow::Result<Option<tokio_rustls::TlsAcceptor>> {
+    use anyhow::{Context, bail};
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    match (cert.is_empty(), key.is_empty()) {
+        (true, true) => return Ok(None),
+        (false, false) => {}
+        _ => bail!("xiaozhi.mqtt_tls_cert and xiaozhi.mqtt_tls_key go together: set both, or neither"),
+    }
+    let chain = CertificateDer::pem_file_iter(cert)
+        .and_then(Iterator::collect::<Result<Vec<_>, _>>)
+        .with_context(|| format!("xiaozhi.mqtt_tls_cert: {cert} is not a readable PEM certificate chain"))?;
+    if chain.is_empty() {
+        bail!("xiaozhi.mqtt_tls_cert: {cert} holds no `BEGIN CERTIFICATE` block");
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("xiaozhi.mqtt_tls_key: {key} is not a readable PEM private key"))?;
+    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .context("TLS setup")?
+    .with_no_client_auth()
+    .with_single_cert(chain, key)
+    .context(
+        "xiaozhi.mqtt_tls_cert and xiaozhi.mqtt_tls_key do not make a TLS identity (is the key the certificate's?)",
+    )?;
+    Ok(Some(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))))
+}
+
+/// Whether an OTA answer hands out MQTT: the device's own transport (`chela device transport`),
+/// else `xiaozhi.transport`. The endpoint starts on the first device that needs it when the
+/// setting is websocket; if it cannot listen, the device is told to use the WebSocket.
+async fn hands_out_mqtt(gw: &std::sync::Arc<Gateway>, own: Option<crate::devices::Transport>) -> bool {
+    let setting = gw.daemon.config().get(keys::XIAOZHI_TRANSPORT) == "mqtt";
+    if !own.map_or(setting, |t| t == crate::devices::Transport::Mqtt) {
+        return false;
+    }
+    if gw.mqtt.get().is_some() {
+        return true;
+    }
+    // One start at a time: the second device's check finds the endpoint the first one started.
+    static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _one = STARTING.lock().await;
+    if gw.mqtt.get().is_some() {
+        return true;
+    }
+    #[cfg(feature = "voice")]
+    let started = serve_mqtt(gw).await;
+    #[cfg(not(feature = "voice"))]
+    let started: anyhow::Result<()> = Err(anyhow::anyhow!("this Chela was built without the `voice` feature"));
+    match started {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!("xiaozhi: a device is set to MQTT, which cannot be served ({e:#}); it gets the WebSocket");
+            false
+        }
+    }
 }
 
 /// The OTA answer's `mqtt` block when the MQTT endpoint is up; the password goes with a token
@@ -206,14 +278,15 @@ pub async fn route(
                         now,
                     };
                     let admission = s.ota(check, max_pending, &rand, may_issue)?;
-                    Ok((admission, s.firmware_for(&id, &current).cloned(), id.clone()))
+                    Ok((admission, s.firmware_for(&id, &current).cloned(), id.clone(), s.transport_of(&id)))
                 })
             };
-            let (admission, firmware, id) = tokio::task::spawn_blocking(edit)
+            let (admission, firmware, id, transport) = tokio::task::spawn_blocking(edit)
                 .await
                 .map_err(|e| ApiError::internal("the device store", e))?
                 .map_err(store_error)?;
-            let body = answer(gw, headers, (&id, &client), admission, firmware.as_ref(), &version);
+            let mqtt = hands_out_mqtt(gw, transport).await;
+            let body = answer(gw, headers, (&id, &client), admission, firmware.as_ref(), &version, mqtt);
             Ok(json(StatusCode::OK, &serde_json::to_value(body).unwrap_or_default()))
         }
         (&Method::POST, "/xiaozhi/ota/activate") => {
@@ -322,6 +395,7 @@ fn answer(
     admission: Admission,
     firmware: Option<&crate::devices::FirmwareOffer>,
     current: &str,
+    mqtt: bool,
 ) -> ota::Response {
     let (ws_url, http_base) = base(gw, headers);
     let now_ms = gw.daemon.clock().unix_millis();
@@ -346,10 +420,12 @@ fn answer(
         activation: None,
     };
     match admission {
-        Admission::Bound { token } => match mqtt_block(gw, headers, id, client_id, token.as_deref()) {
-            Some(block) => out.mqtt = Some(block),
-            None => out.websocket = Some(ota::Websocket { url: ws_url, token, version: WS_PROTOCOL_VERSION }),
-        },
+        Admission::Bound { token } => {
+            match mqtt.then(|| mqtt_block(gw, headers, id, client_id, token.as_deref())).flatten() {
+                Some(block) => out.mqtt = Some(block),
+                None => out.websocket = Some(ota::Websocket { url: ws_url, token, version: WS_PROTOCOL_VERSION }),
+            }
+        }
         Admission::Waiting { code, challenge } => {
             tracing::info!(device = id, "xiaozhi: a device waits for approval (`chela device approve {code}`)");
             out.activation = Some(ota::Activation {

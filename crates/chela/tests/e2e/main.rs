@@ -59,6 +59,7 @@ mod stop;
 mod telegram;
 mod usage;
 mod voice_fake;
+mod xiaozhi_mqtt;
 mod xiaozhi_sdk;
 
 use std::fs;

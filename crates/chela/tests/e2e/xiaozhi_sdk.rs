@@ -3,7 +3,12 @@
 //! which plays one scenario and prints what it saw as JSON lines. The model is the fake LLM; ASR
 //! and TTS are `FakeAudio`, whose speech is a 440 Hz tone, so the audio the SDK decodes back
 //! from Opus can be checked for its pitch.
+//!
+//! The scenarios run on both transports: [`Transport::Mqtt`] spawns `tests/xiaozhi/mqtt_device.py`
+//! instead (paho-mqtt, UDP, AES-128-CTR, opuslib), which plays the same scenarios and prints the
+//! same lines; its own tests are in `xiaozhi_mqtt.rs`.
 
+use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
@@ -17,6 +22,32 @@ use crate::{Capture, Provider, Ws, wait_for};
 /// The longest a scenario may run, in the driver (`--limit`) and here.
 const LIMIT: Duration = Duration::from_secs(60);
 
+/// How the device talks to Chela after onboarding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    WebSocket,
+    Mqtt,
+}
+
+impl Transport {
+    fn driver(self) -> PathBuf {
+        match self {
+            Transport::WebSocket => chela_testkit::peers::xiaozhi_driver(),
+            Transport::Mqtt => chela_testkit::peers::xiaozhi_mqtt_driver(),
+        }
+    }
+
+    /// The settings that make the daemon hand this transport out, on ephemeral ports.
+    pub fn config(self) -> &'static str {
+        match self {
+            Transport::WebSocket => "",
+            Transport::Mqtt => {
+                "\n[xiaozhi]\ntransport = \"mqtt\"\nmqtt_listen = \"127.0.0.1:0\"\nudp_listen = \"127.0.0.1:0\"\n"
+            }
+        }
+    }
+}
+
 /// One run of the device driver.
 pub struct Device {
     child: Child,
@@ -26,9 +57,13 @@ pub struct Device {
 
 impl Device {
     pub fn spawn(d: &Running, scenario: &str, mac: &str, extra: &[&str]) -> Device {
+        Device::spawn_on(Transport::WebSocket, d, scenario, mac, extra)
+    }
+
+    pub fn spawn_on(t: Transport, d: &Running, scenario: &str, mac: &str, extra: &[&str]) -> Device {
         let python = chela_testkit::peers::xiaozhi_python();
         let mut child = std::process::Command::new(python)
-            .arg(chela_testkit::peers::xiaozhi_driver())
+            .arg(t.driver())
             .args([scenario, "--ota", &format!("http://{}/xiaozhi/ota/", d.addr), "--mac", mac])
             .args(["--limit", &LIMIT.as_secs().to_string()])
             .args(extra)
@@ -151,26 +186,36 @@ fn the_sdk_device_is_onboarded_through_ota_url_once_the_owner_approves_its_code(
     assert!(!list.stdout.contains(&code), "the code is used up: {}", list.stdout);
 }
 
-/// A daemon with the fake LLM and `FakeAudio` as both ASR and TTS.
-struct Voice {
-    llm: FakeLlm,
-    audio: FakeAudio,
-    ws: Ws,
-    d: Running,
+/// A daemon with the fake LLM and `FakeAudio` as both ASR and TTS, handing out one transport.
+pub struct Voice {
+    pub llm: FakeLlm,
+    pub audio: FakeAudio,
+    pub ws: Ws,
+    pub d: Running,
+    pub t: Transport,
 }
 
 impl Voice {
-    fn start(script: Vec<Step>, transcript: &str) -> Voice {
+    pub fn start(t: Transport, script: Vec<Step>, transcript: &str) -> Voice {
+        Voice::start_with(t, script, transcript, "")
+    }
+
+    /// With `extra` TOML after the transport's settings.
+    pub fn start_with(t: Transport, script: Vec<Step>, transcript: &str, extra: &str) -> Voice {
         let llm = FakeLlm::start(script);
         let audio = FakeAudio::start(transcript);
         let url = audio.base_url();
         let ws = Ws::for_llm(
             Provider::OpenAi,
             &llm,
-            &format!("\n[voice]\nasr_base_url = \"{url}\"\ntts_base_url = \"{url}\"\n"),
+            &format!("\n[voice]\nasr_base_url = \"{url}\"\ntts_base_url = \"{url}\"\n{}{extra}", t.config()),
         );
         let d = Running::start(&ws);
-        Voice { llm, audio, ws, d }
+        Voice { llm, audio, ws, d, t }
+    }
+
+    pub fn device(&self, scenario: &str, mac: &str, extra: &[&str]) -> Device {
+        Device::spawn_on(self.t, &self.d, scenario, mac, extra)
     }
 
     /// The texts the fake TTS was asked to speak, in order.
@@ -190,11 +235,11 @@ impl Voice {
 }
 
 /// The JSON messages the device got (stt, llm, tts, alert…), in order.
-fn messages(events: &[Value]) -> Vec<Value> {
+pub fn messages(events: &[Value]) -> Vec<Value> {
     event(events, "message").iter().map(|e| e["data"].clone()).collect()
 }
 
-fn tts(messages: &[Value]) -> Vec<String> {
+pub fn tts(messages: &[Value]) -> Vec<String> {
     messages
         .iter()
         .filter(|m| m["type"] == "tts")
@@ -209,7 +254,7 @@ fn tts(messages: &[Value]) -> Vec<String> {
 /// TTS spoke, and paced (the first to last frame spans about the audio's length, less the
 /// first burst of 5 frames).
 #[track_caller]
-fn check_audio(v: &Voice, events: &[Value]) {
+pub fn check_audio(v: &Voice, events: &[Value]) {
     let audio = event(events, "audio");
     let a = audio.last().unwrap_or_else(|| panic!("no audio summary: {events:?}"));
     let frames = a["frames"].as_u64().unwrap();
@@ -228,8 +273,12 @@ fn check_audio(v: &Voice, events: &[Value]) {
 
 #[test]
 fn a_typed_utterance_is_answered_with_tts_events_and_audio_the_sdk_decodes() {
-    let v = Voice::start(vec![Step::text("It is sunny today. Take a hat!")], "unused");
-    let dev = Device::spawn(&v.d, "text", "aa:bb:cc:dd:ee:02", &["--text", "what is the weather?"]);
+    typed_utterance(Transport::WebSocket);
+}
+
+pub fn typed_utterance(t: Transport) -> Vec<Value> {
+    let v = Voice::start(t, vec![Step::text("It is sunny today. Take a hat!")], "unused");
+    let dev = v.device("text", "aa:bb:cc:dd:ee:02", &["--text", "what is the weather?"]);
     dev.approve(&v.ws);
     let events = dev.finish();
     let msgs = messages(&events);
@@ -246,13 +295,18 @@ fn a_typed_utterance_is_answered_with_tts_events_and_audio_the_sdk_decodes() {
     check_audio(&v, &events);
     let asked = crate::conversation(Provider::OpenAi, &crate::body(&v.llm, 0));
     assert!(crate::text_of(asked.last().unwrap()).contains("what is the weather?"), "{asked:?}");
+    events
 }
 
 #[test]
 fn a_spoken_utterance_reaches_asr_and_the_reply_is_decoded_back_from_opus() {
+    spoken_utterance(Transport::WebSocket);
+}
+
+pub fn spoken_utterance(t: Transport) -> Vec<Value> {
     let transcript = "what is the weather like today";
-    let v = Voice::start(vec![Step::text("Sunny and warm.")], transcript);
-    let dev = Device::spawn(&v.d, "speech", "aa:bb:cc:dd:ee:03", &["--say", "What is the weather like today?"]);
+    let v = Voice::start(t, vec![Step::text("Sunny and warm.")], transcript);
+    let dev = v.device("speech", "aa:bb:cc:dd:ee:03", &["--say", "What is the weather like today?"]);
     dev.approve(&v.ws);
     let events = dev.finish();
     let msgs = messages(&events);
@@ -275,13 +329,17 @@ fn a_spoken_utterance_reaches_asr_and_the_reply_is_decoded_back_from_opus() {
     check_audio(&v, &events);
     let asked = crate::conversation(Provider::OpenAi, &crate::body(&v.llm, 0));
     assert!(crate::text_of(asked.last().unwrap()).contains(transcript), "{asked:?}");
+    events
 }
 
 #[test]
 fn the_model_calls_a_tool_the_sdk_device_serves_over_mcp_and_reads_its_result() {
-    let v = Voice::start(vec![Step::text("Hello there.")], "unused");
-    let mut dev = Device::spawn(
-        &v.d,
+    device_tool(Transport::WebSocket);
+}
+
+pub fn device_tool(t: Transport) -> Vec<Value> {
+    let v = Voice::start(t, vec![Step::text("Hello there.")], "unused");
+    let mut dev = v.device(
         "mcp",
         "aa:bb:cc:dd:ee:04",
         &["--text", "hi", "--then", "how is your battery?", "--tool", "self.get_battery_level", "--tool-result", "72%"],
@@ -310,18 +368,22 @@ fn the_model_calls_a_tool_the_sdk_device_serves_over_mcp_and_reads_its_result() 
     assert!(after.contains("72%"), "{after}");
     let msgs = messages(&events);
     assert!(tts(&msgs).contains(&"sentence_start The battery is at 72 percent.".to_owned()), "{msgs:?}");
+    events
 }
 
 #[test]
 fn abort_stops_the_reply_and_no_audio_follows() {
+    abort_stops(Transport::WebSocket);
+}
+
+pub fn abort_stops(t: Transport) -> Vec<Value> {
     let long = "This is the first of many long sentences about the weather. \
                 The second one goes on about the clouds and the rain. \
                 The third talks about the wind that blows across the hills. \
                 The fourth one is about the sun that will come out tomorrow. \
                 The fifth describes the temperature in great and boring detail.";
-    let v = Voice::start(vec![Step::text(long)], "unused");
-    let dev =
-        Device::spawn(&v.d, "abort", "aa:bb:cc:dd:ee:06", &["--text", "tell me everything", "--abort-after", "8"]);
+    let v = Voice::start(t, vec![Step::text(long)], "unused");
+    let dev = v.device("abort", "aa:bb:cc:dd:ee:06", &["--text", "tell me everything", "--abort-after", "8"]);
     dev.approve(&v.ws);
     let events = dev.finish();
     let at = events.iter().position(|e| e["event"] == "abort_sent").unwrap();
@@ -339,4 +401,5 @@ fn abort_stops_the_reply_and_no_audio_follows() {
     );
     let frames = event(&events, "audio")[0]["frames"].as_u64().unwrap();
     assert!(frames < 20, "the whole reply was {} ms; the device got {frames} frames", long.len() * 50);
+    events
 }

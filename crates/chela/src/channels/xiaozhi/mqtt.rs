@@ -26,11 +26,11 @@ use chela_proto::xiaozhi::message::{Hello, Message as XzMessage};
 use rumqttc::mqttbytes::v4::{ConnAck, ConnectReturnCode, Packet, Publish};
 use rumqttc::mqttbytes::{self, QoS};
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc};
 use tokio::time::{Instant, sleep_until};
+use tokio_rustls::TlsAcceptor;
 
 use super::Host;
 pub use super::mqtt_wire::PUBLISH_TOPIC;
@@ -114,10 +114,12 @@ pub struct Endpoint {
     clients: Mutex<HashMap<String, (u64, Arc<Notify>)>>,
     per_address: Mutex<HashMap<IpAddr, usize>>,
     next: std::sync::atomic::AtomicU64,
+    /// With `xiaozhi.mqtt_tls_cert`/`key`: every connection is TLS first.
+    tls: Option<TlsAcceptor>,
 }
 
 impl Endpoint {
-    pub fn new(host: Host, hub: Arc<Hub>, udp_public: (String, u16)) -> Arc<Endpoint> {
+    pub fn new(host: Host, hub: Arc<Hub>, udp_public: (String, u16), tls: Option<TlsAcceptor>) -> Arc<Endpoint> {
         Arc::new(Endpoint {
             host,
             hub,
@@ -125,6 +127,7 @@ impl Endpoint {
             clients: Mutex::default(),
             per_address: Mutex::default(),
             next: std::sync::atomic::AtomicU64::new(1),
+            tls,
         })
     }
 
@@ -170,9 +173,28 @@ impl Endpoint {
     async fn connection(self: &Arc<Self>, stream: TcpStream) {
         let _ = stream.set_nodelay(true);
         let Ok(peer) = stream.peer_addr() else { return };
-        let (mut rd, wr) = stream.into_split();
+        let opened = tokio::time::Instant::now();
+        let (mut rd, wr): (Box<dyn AsyncRead + Send + Unpin>, Box<dyn AsyncWrite + Send + Unpin>) = match &self.tls {
+            None => {
+                let (r, w) = stream.into_split();
+                (Box::new(r), Box::new(w))
+            }
+            // The handshake counts against the CONNECT's time, so a client that stalls in it
+            // holds its slot no longer than one that stalls before CONNECT.
+            Some(tls) => match tokio::time::timeout(CONNECT_TIMEOUT, tls.accept(stream)).await {
+                Ok(Ok(s)) => {
+                    let (r, w) = tokio::io::split(s);
+                    (Box::new(r), Box::new(w))
+                }
+                Ok(Err(e)) => {
+                    tracing::info!("xiaozhi: a TLS handshake on MQTT from {peer} failed: {e}");
+                    return;
+                }
+                Err(_) => return,
+            },
+        };
         let mut wire = Wire::default();
-        let first = tokio::time::timeout(CONNECT_TIMEOUT, async {
+        let first = tokio::time::timeout_at(opened + CONNECT_TIMEOUT, async {
             loop {
                 if let Some(e) = wire.event() {
                     return Some(e);
@@ -380,7 +402,7 @@ async fn recv(rx: &mut Option<mpsc::Receiver<Vec<u8>>>) -> Option<Vec<u8>> {
 
 /// The write half of a device's MQTT connection.
 struct Link {
-    wr: OwnedWriteHalf,
+    wr: Box<dyn AsyncWrite + Send + Unpin>,
     timeout: Duration,
 }
 
@@ -390,7 +412,12 @@ impl Link {
         if p.write(&mut out, usize::MAX).is_err() {
             return Err(Stop::Gone);
         }
-        match tokio::time::timeout(self.timeout, self.wr.write_all(&out)).await {
+        // TLS holds records until flushed; a plain socket's flush does nothing.
+        let sent = async {
+            self.wr.write_all(&out).await?;
+            self.wr.flush().await
+        };
+        match tokio::time::timeout(self.timeout, sent).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(_)) | Err(_) => Err(Stop::Gone),
         }
