@@ -31,10 +31,14 @@ use chela_runtime::testing;
 pub use chela_runtime::{access, devices, mcp, memory, skills};
 use chela_runtime::{app, automation, provider, session, tools, turn, vision};
 
+// The daemon (admission, per-chat delivery, the job and rule stores, the served API's request
+// rules): its own crate; every `crate::daemon::…` path of the host still works through these names.
+// Public while the services that drive it land one by one; channels are its callers.
+pub use chela_daemon::{daemon, scheduler};
+use chela_daemon::{router, serve};
+
 pub mod args;
 pub mod cmd;
-mod router;
-pub mod scheduler;
 // The voice pipeline: its own crate (it needs only chela-net and the core's keys); `crate::voice::…` still works.
 #[cfg(feature = "voice")]
 pub use chela_voice as voice;
@@ -43,14 +47,11 @@ pub use chela_voice as voice;
 #[doc(hidden)]
 pub mod channels;
 mod chat;
-// Public while the services that drive it land one by one; channels are its callers.
-pub mod daemon;
-// The scheduler and router tasks: above the daemon, which their stores sit below.
 mod gateway;
+// The scheduler and router tasks: above the daemon, which their stores sit below.
 mod jobs;
 // Outbound HTTP: its own crate (it imports nothing of the host); `crate::net::…` still works.
 pub use chela_net as net;
-mod serve;
 
 /// For the escape-and-abuse corpus of the file tools (`tests/abuse/files.rs`) only.
 #[cfg(feature = "files")]

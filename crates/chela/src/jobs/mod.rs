@@ -7,6 +7,8 @@
 pub mod router;
 pub mod scheduler;
 
-// The router's tests reuse its daemon with a held job run.
+// The router's task test reuses its daemon with a held job run.
+#[cfg(test)]
+mod tests_router;
 #[cfg(test)]
 pub(crate) mod tests_scheduler;

@@ -129,11 +129,8 @@ pub struct Limits {
     /// How long writing one event to a client may take before it is cut off.
     pub write_timeout: Duration,
     /// How long a xiaozhi device has to send its `hello` after the upgrade.
-    // Read by the xiaozhi channel, which a build without `voice` leaves out.
-    #[cfg_attr(not(feature = "voice"), allow(dead_code))]
     pub device_hello: Duration,
     /// A xiaozhi device that sends nothing for this long is closed (the firmware's own rule).
-    #[cfg_attr(not(feature = "voice"), allow(dead_code))]
     pub device_idle: Duration,
     /// Connections one source address other than this machine may hold.
     pub per_address: usize,
@@ -196,13 +193,13 @@ impl Limits {
     }
 
     /// Whether `peer` is a client on this machine.
-    pub(crate) fn is_local(&self, peer: SocketAddr) -> bool {
+    pub fn is_local(&self, peer: SocketAddr) -> bool {
         self.loopback_is_local && peer.ip().to_canonical().is_loopback()
     }
 }
 
 /// Reads a request body within the gateway's bounds on its size and its time.
-pub(crate) async fn read_body<B>(limits: &Limits, body: B) -> Result<Bytes, ApiError>
+pub async fn read_body<B>(limits: &Limits, body: B) -> Result<Bytes, ApiError>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -223,14 +220,14 @@ where
 }
 
 /// A JSON response.
-pub(crate) fn json(status: StatusCode, value: &serde_json::Value) -> Resp {
+pub fn json(status: StatusCode, value: &serde_json::Value) -> Resp {
     let mut resp = Response::new(full(value.to_string()));
     *resp.status_mut() = status;
     resp.headers_mut().insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
     resp
 }
 
-pub(crate) fn full(body: impl Into<Bytes>) -> BoxBody<Bytes, Infallible> {
+pub fn full(body: impl Into<Bytes>) -> BoxBody<Bytes, Infallible> {
     Full::new(body.into()).boxed()
 }
 

@@ -117,7 +117,7 @@ impl Admission {
         Ok(WsSlot { _held: Arc::new(WsHeld { adm: Arc::clone(self), ip: (!local).then_some(ip) }) })
     }
 
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn counts(&self) -> (usize, usize) {
         let s = self.state();
         (s.conns, s.ws)

@@ -4,6 +4,6 @@
 //! ([`admit`]) and a streamed response body ([`stream`]). A channel takes these from here, not
 //! from the gateway, so the gateway can import the channels without an import running back.
 
-pub(crate) mod admit;
-pub(crate) mod http;
-pub(crate) mod stream;
+pub mod admit;
+pub mod http;
+pub mod stream;

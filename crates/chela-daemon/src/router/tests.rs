@@ -1,12 +1,9 @@
 //! The rule store over a real `rules.json` in a temporary workspace.
 
-use std::sync::Arc;
-
 use chela_core::router::{Added, Event};
 use serde_json::json;
 
 use super::{BACKUP, FILE, Rules, Work};
-use crate::jobs::tests_scheduler::{ended, setup};
 use crate::workspace::Workspace;
 
 fn ws() -> (tempfile::TempDir, Workspace) {
@@ -206,18 +203,4 @@ fn results_of_calls_past_the_depth_bound_are_not_raised() {
     assert!(q.try_recv().is_err(), "one step past the bound is cut");
     let deep = Event::new("x").unwrap().with_depth(max + 1);
     assert!(!super::raise(&rules, &sched, deep));
-}
-
-// A job run started by an event ends with the router task that started it (the scheduler's
-// daemon with a held run; the run is dropped, not finished, when the daemon stops).
-#[tokio::test]
-async fn an_on_event_job_run_ends_with_the_router_that_started_it() {
-    let s = setup(json!({"id": "on-ping", "trigger": {"type": "on_event", "event": "ping"},
-        "action": {"type": "cap", "name": "hold"}}));
-    let router = tokio::spawn(crate::jobs::router::serve(Arc::clone(&s.daemon)));
-    s.daemon.raise(chela_core::router::Event::new("ping").unwrap());
-    s.started.await.expect("the job ran");
-    s.daemon.shutdown().trigger();
-    router.abort();
-    ended(s.alive).await;
 }
