@@ -40,6 +40,7 @@ use crate::workspace::Workspace;
 pub mod deliver;
 #[cfg(feature = "files")]
 pub mod im;
+pub mod live;
 pub mod outlet;
 pub mod send;
 
@@ -104,7 +105,7 @@ pub struct Daemon {
     /// The tool hosts connected to the MCP endpoint, checked against their tokens at each reload.
     endpoint_hosts: Arc<crate::mcp::endpoint::Hosts>,
     /// Each channel's connection state, for `chela status`.
-    live: crate::channels::live::Live,
+    live: live::Live,
     /// Where every part of the daemon reads the time.
     clock: Clock,
     /// The answers on their way to every channel, in per-chat order.
@@ -189,7 +190,7 @@ impl Daemon {
             scheduler,
             rules,
             endpoint_hosts: Arc::default(),
-            live: crate::channels::live::Live::default(),
+            live: live::Live::default(),
             clock,
             deliveries: deliver::Deliveries::default(),
         })
@@ -249,7 +250,7 @@ impl Daemon {
     }
 
     /// Each channel's connection state.
-    pub fn live(&self) -> &crate::channels::live::Live {
+    pub fn live(&self) -> &live::Live {
         &self.live
     }
 

@@ -4,7 +4,8 @@
 //! turn itself.
 
 pub mod feishu;
-pub mod live;
+// What each channel reports of its connection: kept by the daemon, below the channels.
+pub use crate::daemon::live;
 pub mod mcp;
 pub mod openai;
 pub mod telegram;
