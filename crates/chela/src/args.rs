@@ -51,6 +51,8 @@ pub enum Command {
     Device(DeviceCmd),
     /// `chela state …`: the seals of Chela's records of the owner's decisions.
     State(StateCmd),
+    /// `chela memory reindex`: build the memory index again from the memory files.
+    Memory(MemoryCmd),
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -97,6 +99,7 @@ pub enum Topic {
     Board,
     Device,
     State,
+    Memory,
 }
 
 impl Topic {
@@ -122,6 +125,7 @@ impl Topic {
             ("board", _) => Topic::Board,
             ("device", _) => Topic::Device,
             ("state", _) => Topic::State,
+            ("memory", _) => Topic::Memory,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -172,7 +176,7 @@ impl Topic {
             | Topic::Rules
             | Topic::Heartbeat
             | Topic::Mcp => 1,
-            Topic::Board | Topic::Device | Topic::State => 1,
+            Topic::Board | Topic::Device | Topic::State | Topic::Memory => 1,
             _ => 2,
         }
     }
@@ -293,6 +297,12 @@ pub enum StateCmd {
     Check,
     /// Trust a store as it is now, after the owner checked it.
     Trust(String),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum MemoryCmd {
+    /// Forget the index and build it again from the files.
+    Reindex,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -519,11 +529,12 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("device", ["firmware", "clear"]) => Command::Device(DeviceCmd::FirmwareClear),
         ("state", ["check"] | []) => Command::State(StateCmd::Check),
         ("state", ["trust", name]) => Command::State(StateCmd::Trust((*name).to_owned())),
+        ("memory", ["reindex"]) => Command::Memory(MemoryCmd::Reindex),
         ("board", ["check"]) => Command::Board(None),
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
             "config" | "cap" | "skill" | "pairing" | "doctor" | "status" | "service" | "run" | "console" | "cron"
-            | "rules" | "heartbeat" | "board" | "device" | "state",
+            | "rules" | "heartbeat" | "board" | "device" | "state" | "memory",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
@@ -567,6 +578,7 @@ const COMMANDS: &[&str] = &[
     "board",
     "device",
     "state",
+    "memory",
     "help",
 ];
 

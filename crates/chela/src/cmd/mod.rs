@@ -15,6 +15,7 @@ mod device;
 pub(crate) mod doctor;
 mod mcp;
 mod mcp_serve;
+mod memory;
 mod pairing;
 pub(crate) mod presence;
 mod run;
@@ -56,6 +57,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Pairing(c) => pairing::run(&ws, c),
         Command::Device(c) => device::run(&ws, c),
         Command::State(c) => state::run(&ws, c),
+        Command::Memory(c) => memory::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
         Command::Status { json } => status::run(&ws, json).await,
         Command::Service(c) => service::run(&ws, c),
