@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use chela_core::memory::{Entries, Entry, render_line};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
-use super::terms::{for_index, match_any, query_words};
+use super::terms::{for_index, match_all, match_any, query_words};
 use crate::workspace::Workspace;
 
 /// The index file, in the workspace's `state/` folder (which the file tools cannot reach).
@@ -41,6 +41,13 @@ const MAX_LINE_BYTES: u64 = 64 * 1024;
 
 /// Bytes read from one note: a note bigger than this is indexed up to here.
 const MAX_NOTE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Notes indexed at most: 20,000 days is more than 54 years of daily notes. (Five in the unit
+/// tests, which check the bound.)
+const MAX_NOTES: usize = if cfg!(test) { 5 } else { 20_000 };
+
+/// Folder entries of `memory/` looked at, at most.
+const MAX_NOTE_SCAN: usize = 100_000;
 
 /// A note chunk ends after this many lines or bytes even without a blank line or a new item.
 const CHUNK_LINES: usize = 20;
@@ -267,12 +274,20 @@ impl Index {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(out),
             Err(e) => return Err(e),
         };
-        for item in list {
+        let mut names: Vec<String> = Vec::new();
+        // The folder is writable by the file tools, which the model drives: its listing is
+        // bounded, and the newest notes (names sort by date) are the ones kept.
+        for item in list.take(MAX_NOTE_SCAN) {
             let name = item?.file_name();
             let Some(name) = name.to_str() else { continue };
             if name.ends_with(".md") && !name.starts_with('.') {
-                add(format!("memory/{name}"))?;
+                names.push(name.to_owned());
             }
+        }
+        names.sort_unstable();
+        let first = names.len().saturating_sub(MAX_NOTES);
+        for name in &names[first..] {
+            add(format!("memory/{name}"))?;
         }
         Ok(out)
     }
@@ -345,8 +360,30 @@ impl Index {
     /// The entries matching `query`, best first (BM25; a tag counts twice a word of the text),
     /// at most `max` (and [`MAX_RESULTS`]).
     pub fn recall(&mut self, query: &str, max: usize) -> io::Result<Vec<EntryHit>> {
-        let Some(m) = match_any(&query_words(query)) else { return Ok(Vec::new()) };
         let max = max.clamp(1, MAX_RESULTS) as i64;
+        self.all_then_any(query, |ix, m| ix.recall_matching(m, max))
+    }
+
+    /// Runs `find` with the entries holding every word of `query` and, when none does, with
+    /// those holding any. BM25 must score every match before it can rank them: a word found in
+    /// a tenth of a million entries made each recall score a hundred thousand of them. Entries
+    /// with all the words are few and are what the query means; the wider search is the
+    /// fallback.
+    fn all_then_any<T>(
+        &mut self,
+        query: &str,
+        find: impl Fn(&mut Index, &str) -> io::Result<Vec<T>>,
+    ) -> io::Result<Vec<T>> {
+        let words = query_words(query);
+        let (Some(all), Some(any)) = (match_all(&words), match_any(&words)) else { return Ok(Vec::new()) };
+        let found = find(self, &all)?;
+        if !found.is_empty() || words.len() == 1 {
+            return Ok(found);
+        }
+        find(self, &any)
+    }
+
+    fn recall_matching(&mut self, m: &str, max: i64) -> io::Result<Vec<EntryHit>> {
         self.retrying(|ix| {
             let mut st = ix.db.prepare_cached(
                 "SELECT e.id, e.line, e.content FROM (SELECT rowid, bm25(entries_fts, 1.0, 2.0) AS score \
@@ -362,8 +399,11 @@ impl Index {
     /// The note chunks (`MEMORY.md`, `memory/*.md`) matching `query`, best first, at most
     /// `max` (and [`MAX_RESULTS`]), each with a snippet of at most [`SNIPPET_BYTES`].
     pub fn search(&mut self, query: &str, max: usize) -> io::Result<Vec<NoteHit>> {
-        let Some(m) = match_any(&query_words(query)) else { return Ok(Vec::new()) };
         let max = max.clamp(1, MAX_RESULTS) as i64;
+        self.all_then_any(query, |ix, m| ix.search_matching(m, max))
+    }
+
+    fn search_matching(&mut self, m: &str, max: i64) -> io::Result<Vec<NoteHit>> {
         self.retrying(|ix| {
             let mut st = ix.db.prepare_cached(
                 "SELECT c.path, c.first, c.last, c.text FROM (SELECT rowid, bm25(chunks_fts) AS score \

@@ -166,6 +166,20 @@ fn over_long_lines_and_links_are_not_read() {
 }
 
 #[test]
+fn only_the_newest_notes_up_to_the_bound_are_indexed() {
+    let (_d, ws) = ws();
+    for day in 1..=MAX_NOTES + 2 {
+        std::fs::write(ws.root().join(format!("memory/2024-01-{day:02}.md")), format!("- pebble day{day}\n")).unwrap();
+    }
+    let mut ix = Index::open(&ws).unwrap();
+    ix.refresh().unwrap();
+    let mut found: Vec<String> = ix.search("pebble", 50).unwrap().into_iter().map(|h| h.path).collect();
+    found.sort();
+    let newest: Vec<String> = (3..=MAX_NOTES + 2).map(|d| format!("memory/2024-01-{d:02}.md")).collect();
+    assert_eq!(found, newest);
+}
+
+#[test]
 fn notes_are_cut_into_items_and_paragraphs() {
     let text = "# 2024-03-02\n\n- 09:10 Met Ruth\n  about the garden\n- 10:00 Tea\nplain\n\npara one\npara two\n";
     let c = chunks(text);

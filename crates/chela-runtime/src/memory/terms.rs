@@ -112,6 +112,12 @@ pub fn query_words(query: &str) -> Vec<String> {
     if content.is_empty() { words } else { content }
 }
 
+/// An FTS5 query that matches only what holds all of `words` (each quoted as in
+/// [`match_any`]); `None` when there are none.
+pub fn match_all(words: &[String]) -> Option<String> {
+    match_any(words).map(|q| q.replace("\" OR \"", "\" AND \""))
+}
+
 /// An FTS5 query that matches any of `words`, each as a quoted string (so no word is read as
 /// an operator: `NOT`, `NEAR`, a column name, a `*`); `None` when there are none.
 pub fn match_any(words: &[String]) -> Option<String> {
@@ -150,5 +156,6 @@ mod tests {
         assert_eq!(query_words(&"x".repeat(10_000))[0].len(), MAX_WORD_BYTES);
         assert_eq!(match_any(&["a\"b".into(), "NOT".into()]).unwrap(), "\"a\"\"b\" OR \"NOT\"");
         assert_eq!(match_any(&[]), None);
+        assert_eq!(match_all(&["a".into(), "b OR c".into()]).unwrap(), "\"a\" AND \"b OR c\"");
     }
 }
