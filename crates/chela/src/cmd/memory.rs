@@ -15,15 +15,13 @@ pub fn run(ws: &Workspace, cmd: MemoryCmd) -> Result<ExitCode> {
     match cmd {
         MemoryCmd::Reindex => {
             let path = index_path(ws);
-            let started = std::time::Instant::now();
             let done = Index::rebuild(ws).with_context(|| format!("cannot build {}", path.display()))?;
             outln!(
-                "Indexed {} entries and {} note passages from {} files into {} in {:.1} s.",
+                "Indexed {} entries and {} note passages from {} files into {}.",
                 done.entries,
                 done.chunks,
                 done.files,
-                path.strip_prefix(ws.root()).unwrap_or(&path).display(),
-                started.elapsed().as_secs_f64()
+                path.strip_prefix(ws.root()).unwrap_or(&path).display()
             );
             Ok(ExitCode::SUCCESS)
         }
