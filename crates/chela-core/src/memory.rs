@@ -8,6 +8,7 @@
 //! update moves its entry to the end), so the prompt needs only the file's last lines.
 
 use alloc::borrow::ToOwned;
+use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -114,15 +115,35 @@ impl Entries {
     /// Reads `entries.jsonl`, skipping lines that do not parse. Returns the entries and the
     /// number of lines skipped.
     pub fn parse(text: &str) -> (Entries, usize) {
+        Entries::parse_lines(text.lines())
+    }
+
+    /// [`Entries::parse`] of lines given one by one, so the host can stream a file of any size
+    /// instead of holding its whole text as well as the entries.
+    pub fn parse_lines<L: AsRef<str>>(lines: impl IntoIterator<Item = L>) -> (Entries, usize) {
         let mut list: Vec<Entry> = Vec::new();
+        // A set, not a scan of the list: a scan made reading 100,000 entries quadratic.
+        let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut skipped = 0;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        for line in lines {
+            let line = line.as_ref();
+            if line.trim().is_empty() {
+                continue;
+            }
             match chela_proto::json::from_str::<Entry>(line) {
-                Ok(e) if !list.iter().any(|o| o.id == e.id) => list.push(e),
+                Ok(e) if !seen.contains(&e.id) => {
+                    seen.insert(e.id.clone());
+                    list.push(e);
+                }
                 _ => skipped += 1,
             }
         }
         (Entries { list }, skipped)
+    }
+
+    /// All entries, oldest change first.
+    pub fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.list.iter()
     }
 
     /// The file text: one entry per line.
@@ -154,11 +175,25 @@ impl Entries {
         format!("m{}", max + 1)
     }
 
-    /// Stores a new entry and returns it.
+    /// Stores a new entry and returns it; refused once [`MAX_ENTRIES`] are kept (the chip's
+    /// bound: its flash holds no more).
     pub fn store(&mut self, content: &str, tags: &[String], source: &str, now: u64) -> Result<&Entry, MemoryError> {
+        self.store_within(content, tags, source, now, MAX_ENTRIES)
+    }
+
+    /// [`Entries::store`] with the caller's bound on the number of entries: the host, whose
+    /// disk and index hold years of memory, passes `usize::MAX`.
+    pub fn store_within(
+        &mut self,
+        content: &str,
+        tags: &[String],
+        source: &str,
+        now: u64,
+        limit: usize,
+    ) -> Result<&Entry, MemoryError> {
         let content = check_content(content)?;
-        if self.list.len() >= MAX_ENTRIES {
-            return Err(MemoryError::Full { limit: MAX_ENTRIES });
+        if self.list.len() >= limit {
+            return Err(MemoryError::Full { limit });
         }
         let entry = Entry {
             id: self.next_id(),
@@ -398,6 +433,22 @@ mod tests {
         }
         let e = m.store("one more", &[], "", 0).unwrap_err();
         assert!(e.to_string().contains("forget"), "{e}");
+        // The host's bound is its own.
+        assert_eq!(m.store_within("one more", &[], "", 0, MAX_ENTRIES + 1).unwrap().id, "m1001");
+        assert_eq!(m.store_within("and another", &[], "", 0, MAX_ENTRIES + 1), Err(MemoryError::Full { limit: 1001 }));
+    }
+
+    #[test]
+    fn parsing_lines_one_by_one_equals_parsing_the_text() {
+        let lines: Vec<String> = (0..2_000)
+            .map(|i| format!("{{\"id\":\"m{i}\",\"content\":\"fact {i}\",\"created\":1,\"updated\":1}}"))
+            .chain(core::iter::once("{\"id\":\"m7\",\"content\":\"dup\",\"created\":1,\"updated\":1}".into()))
+            .collect();
+        let (m, skipped) = Entries::parse_lines(&lines);
+        assert_eq!((m.len(), skipped), (2_000, 1));
+        assert_eq!(m.get("m7").unwrap().content, "fact 7");
+        assert_eq!(m.iter().count(), 2_000);
+        assert_eq!(Entries::parse(&lines.join("\n")), (m, 1));
     }
 
     #[test]

@@ -17,6 +17,11 @@ use crate::config::Config;
 use crate::localtime::{Date, Local};
 use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic, write_atomic_at};
 
+#[cfg(feature = "memory")]
+pub mod index;
+#[cfg(feature = "memory")]
+mod terms;
+
 /// The memory files and what a fresh workspace gets.
 pub const FILES: [(&str, &str); 4] = [
     ("SOUL.md", SOUL_DEFAULT),
@@ -88,12 +93,45 @@ pub fn recent_entries(ws: &Workspace, max: usize) -> String {
     shown.unwrap_or_else(|e| format!("(memory/entries.jsonl could not be read: {e})"))
 }
 
-/// Loads the structured entries; unreadable lines are skipped (and logged).
+/// An entries line longer than this is skipped unread: an entry holds at most 2,000 bytes of
+/// content, so such a line was not written by Chela, and it must not take any amount of memory.
+pub const MAX_ENTRY_LINE: usize = 64 * 1024;
+
+/// Loads the structured entries, streaming the file a line at a time (its size has no limit:
+/// years of memory); unreadable and over-long lines are skipped (and logged).
 pub fn load_entries(ws: &Workspace) -> io::Result<Entries> {
-    let text = read_bounded(&entries_path(ws), 8 * MAX_FILE)?.unwrap_or_default();
-    let (entries, skipped) = Entries::parse(&text);
-    if skipped > 0 {
-        tracing::warn!("{}: skipped {skipped} unreadable line(s)", entries_path(ws).display());
+    use std::io::{BufRead, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let path = entries_path(ws);
+    // O_NONBLOCK: a FIFO put in the file's place would otherwise block the read forever.
+    let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Entries::default()),
+        Err(e) => return Err(e),
+    };
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other(format!("{} is not a regular file", path.display())));
+    }
+    let mut reader = io::BufReader::new(file);
+    let mut lines: Vec<String> = Vec::new();
+    let mut too_long = 0;
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        let n = (&mut reader).take(MAX_ENTRY_LINE as u64 + 1).read_until(b'\n', &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        if buf.last() != Some(&b'\n') && n > MAX_ENTRY_LINE {
+            reader.skip_until(b'\n')?;
+            too_long += 1;
+            continue;
+        }
+        lines.push(String::from_utf8_lossy(&buf).into_owned());
+    }
+    let (entries, skipped) = Entries::parse_lines(lines.iter().map(|l| l.trim_end_matches(['\n', '\r'])));
+    if skipped + too_long > 0 {
+        tracing::warn!("{}: skipped {} unreadable line(s)", path.display(), skipped + too_long);
     }
     Ok(entries)
 }
@@ -106,12 +144,25 @@ pub fn update_entries<T, E: From<io::Error>>(
     ws: &Workspace,
     change: impl FnOnce(&mut Entries) -> Result<T, E>,
 ) -> Result<T, E> {
+    update_entries_then(ws, change, |_, _, _| {})
+}
+
+/// [`update_entries`], then `then` with the entries as written, the change's answer and the
+/// file's metadata from before the change (`None`: there was no file), still under the lock:
+/// what keeps a derived copy (the index) in step with the file.
+pub fn update_entries_then<T, E: From<io::Error>>(
+    ws: &Workspace,
+    change: impl FnOnce(&mut Entries) -> Result<T, E>,
+    then: impl FnOnce(&Entries, &T, Option<&std::fs::Metadata>),
+) -> Result<T, E> {
     let path = entries_path(ws);
     std::fs::create_dir_all(memory_dir(ws))?;
     crate::lock::with_file_lock(&path, || {
+        let before = std::fs::symlink_metadata(&path).ok();
         let mut entries = load_entries(ws)?;
         let out = change(&mut entries)?;
         write_atomic(&path, entries.to_jsonl().as_bytes())?;
+        then(&entries, &out, before.as_ref());
         Ok(out)
     })
 }

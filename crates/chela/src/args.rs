@@ -75,6 +75,8 @@ pub enum Command {
         since: Option<String>,
         json: bool,
     },
+    /// `chela memory reindex`: build the memory index again from the memory files.
+    Memory(MemoryCmd),
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -126,6 +128,7 @@ pub enum Topic {
     Device,
     State,
     Usage,
+    Memory,
 }
 
 impl Topic {
@@ -156,6 +159,7 @@ impl Topic {
             ("device", _) => Topic::Device,
             ("state", _) => Topic::State,
             ("usage", _) => Topic::Usage,
+            ("memory", _) => Topic::Memory,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -210,7 +214,7 @@ impl Topic {
             | Topic::Rules
             | Topic::Heartbeat
             | Topic::Mcp => 1,
-            Topic::Board | Topic::Device | Topic::State | Topic::Usage => 1,
+            Topic::Board | Topic::Device | Topic::State | Topic::Usage | Topic::Memory => 1,
             _ => 2,
         }
     }
@@ -357,6 +361,12 @@ pub enum StateCmd {
     Check,
     /// Trust a store as it is now, after the owner checked it.
     Trust(String),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum MemoryCmd {
+    /// Forget the index and build it again from the files.
+    Reindex,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -665,12 +675,13 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("state", ["check"] | []) => Command::State(StateCmd::Check),
         ("state", ["trust", name]) => Command::State(StateCmd::Trust((*name).to_owned())),
         ("usage", []) => Command::Usage { session: session.clone(), since: None, json: false },
+        ("memory", ["reindex"]) => Command::Memory(MemoryCmd::Reindex),
         ("board", ["check"]) => Command::Board(None),
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
             "config" | "cap" | "skill" | "pairing" | "doctor" | "status" | "service" | "run" | "console" | "cron"
             | "rules" | "heartbeat" | "board" | "device" | "state" | "setup" | "gateway" | "backup" | "restore"
-            | "usage",
+            | "usage" | "memory",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
@@ -724,6 +735,7 @@ const COMMANDS: &[&str] = &[
     "device",
     "state",
     "usage",
+    "memory",
     "help",
 ];
 

@@ -10,11 +10,12 @@ use std::io;
 use std::path::PathBuf;
 
 use chela_core::contract::memory::{RECALL, RecallArgs, STORE, StoreArgs, Tags};
-use chela_core::memory::{Entries, MAX_ENTRY_BYTES, render_line};
+use chela_core::memory::{Entries, MAX_ENTRY_BYTES, render_line, tokens};
 use chela_core::zone::Zone;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
-use crate::memory::{daily_path, load_entries, memory_dir, update_entries};
+use crate::memory::index::{self, Index};
+use crate::memory::{daily_path, load_entries, memory_dir, update_entries_then};
 use crate::workspace::{Workspace, append_durable};
 
 pub fn group() -> Group {
@@ -22,12 +23,14 @@ pub fn group() -> Group {
         .guidance(
             "Memory: when the user tells you something lasting about themselves, their people, plans or \
              preferences, or asks you to remember something, save it with memory_store (short, self-contained, \
-             with tags). Before answering about past conversations or the user's preferences, check memory_recall. \
+             with tags). Before answering about past conversations or the user's preferences, check memory_recall; \
+             memory_search looks through the daily notes and MEMORY.md. \
              Correct outdated entries with memory_update and drop wrong ones with memory_forget. Log notable events \
              of the day with memory_append_today. Never say you saved something unless the tool succeeded.",
         )
         .with(MemoryStore)
         .with(MemoryRecall)
+        .with(MemorySearch)
         .with(MemoryUpdate)
         .with(MemoryForget)
         .with(MemoryList)
@@ -39,10 +42,11 @@ fn io_err(e: io::Error) -> ToolError {
 }
 
 /// Runs `change` on the entries under the entries lock, off the async workers (the lock and
-/// the file IO block). See [`update_entries`].
+/// the file IO block), and keeps the index current: `change` returns its answer and the id it
+/// stored, changed or removed. See [`update_entries`] and [`Index::entries_changed`].
 fn change_entries<T>(
     ws: &Workspace,
-    change: impl FnOnce(&mut Entries) -> Result<T, ToolError>,
+    change: impl FnOnce(&mut Entries) -> Result<(T, String), ToolError>,
 ) -> Result<T, ToolError> {
     /// The two ways a change fails: the file, or the change itself (unknown id, empty fact).
     enum Failed {
@@ -55,10 +59,55 @@ fn change_entries<T>(
         }
     }
     // The memory tools are `BLOCKING`: this runs on the blocking pool, so the lock may wait here.
-    update_entries(ws, |e| change(e).map_err(Failed::Tool)).map_err(|f| match f {
+    let written = |entries: &Entries, (_, id): &(T, String), before: Option<&std::fs::Metadata>| {
+        // The file is the truth and is written: an index that cannot follow is left stale and
+        // read again by the next search, never an error for this change.
+        let Ok(after) = std::fs::symlink_metadata(crate::memory::entries_path(ws)) else { return };
+        let touched: Vec<&chela_core::memory::Entry> = entries.get(id).into_iter().collect();
+        let gone: Vec<&str> = if touched.is_empty() { vec![id.as_str()] } else { Vec::new() };
+        let before = before.map(index::stamp);
+        let synced = Index::open(ws)
+            .and_then(|mut ix| ix.entries_changed(before.as_deref(), &index::stamp(&after), &touched, &gone));
+        if let Err(e) = synced {
+            tracing::warn!("memory index not updated (the next search reads the file again): {e}");
+        }
+    };
+    update_entries_then(ws, |e| change(e).map_err(Failed::Tool), written).map(|(out, _)| out).map_err(|f| match f {
         Failed::Io(e) => io_err(e),
         Failed::Tool(e) => e,
     })
+}
+
+/// How alike two facts are, from 0 to 1: the share of their words (and CJK pairs) they have in
+/// common (Jaccard). At [`RESTATES`] or above, a new fact restates the old one.
+fn likeness(a: &str, b: &str) -> f64 {
+    let a: std::collections::BTreeSet<String> = tokens(a).into_iter().collect();
+    let b: std::collections::BTreeSet<String> = tokens(b).into_iter().collect();
+    let union = a.union(&b).count();
+    if union == 0 {
+        return 0.0;
+    }
+    a.intersection(&b).count() as f64 / union as f64
+}
+
+/// The likeness above which `memory_store` updates the old fact instead of adding a second one.
+/// High on purpose: the update replaces the old text, so two different facts must never meet it.
+pub const RESTATES: f64 = 0.85;
+
+/// Entries the index finds for `content`: the candidates a new fact may restate. An index that
+/// fails gives none, and the fact is stored as new.
+fn restated_candidates(ws: &Workspace, content: &str) -> Vec<String> {
+    let found = Index::open(ws).and_then(|mut ix| {
+        ix.refresh()?;
+        ix.recall(content, 5)
+    });
+    match found {
+        Ok(hits) => hits.into_iter().filter(|h| likeness(&h.content, content) >= RESTATES).map(|h| h.id).collect(),
+        Err(e) => {
+            tracing::warn!("memory index unavailable for the duplicate check: {e}");
+            Vec::new()
+        }
+    }
 }
 
 /// Appends a timestamped line to today's note, creating it with a heading.
@@ -93,11 +142,23 @@ impl Tool for MemoryStore {
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: StoreArgs) -> ToolResult {
         let tags = Tags::into_vec(a.tags);
         let now = ctx.clock.unix_secs_u64();
-        let id = change_entries(&ctx.ws, move |entries| {
-            let e = entries.store(&a.content, &tags, &a.source, now).map_err(|e| ToolError::new(e.to_string()))?;
-            Ok(e.id.clone())
-        })?;
-        Ok(format!("stored as {id}"))
+        let candidates = restated_candidates(&ctx.ws, &a.content);
+        change_entries(&ctx.ws, move |entries| {
+            // Checked again here, under the lock, against the file as it is now.
+            let same = candidates
+                .iter()
+                .find(|id| entries.get(id).is_some_and(|old| likeness(&old.content, &a.content) >= RESTATES));
+            if let Some(id) = same {
+                let keep = (!tags.is_empty()).then_some(tags.as_slice());
+                let e = entries.update(id, &a.content, keep, now).map_err(|e| ToolError::new(e.to_string()))?;
+                return Ok((format!("updated {id} (it said nearly the same): {}", render_line(e)), id.clone()));
+            }
+            // No count limit on the host: the file streams and the index searches any size.
+            let e = entries
+                .store_within(&a.content, &tags, &a.source, now, usize::MAX)
+                .map_err(|e| ToolError::new(e.to_string()))?;
+            Ok((format!("stored as {}", e.id), e.id.clone()))
+        })
     }
 }
 
@@ -111,8 +172,61 @@ impl Tool for MemoryRecall {
     const BLOCKING: bool = true;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RecallArgs) -> ToolResult {
-        let entries = load_entries(&ctx.ws).map_err(io_err)?;
-        Ok(chela_core::contract::memory::recall(&entries, &a))
+        let max = a.max_results.unwrap_or(8).clamp(1, 50);
+        let found = Index::open(&ctx.ws).and_then(|mut ix| {
+            ix.refresh()?;
+            ix.recall(&a.query, max)
+        });
+        match found {
+            Ok(hits) if hits.is_empty() => Ok(format!("Nothing remembered matches \"{}\".", a.query)),
+            Ok(hits) => Ok(hits.into_iter().map(|h| h.line).collect::<Vec<_>>().join("\n")),
+            // The files are the truth: without the index, rank them in memory (slower, same
+            // facts) rather than fail the turn.
+            Err(e) => {
+                tracing::warn!("memory index unavailable, recalling from the file: {e}");
+                let entries = load_entries(&ctx.ws).map_err(io_err)?;
+                Ok(chela_core::contract::memory::recall(&entries, &a))
+            }
+        }
+    }
+}
+
+pub struct MemorySearch;
+
+#[derive(Deserialize)]
+pub struct SearchArgs {
+    query: String,
+    #[serde(default)]
+    max_results: Option<usize>,
+}
+
+impl Tool for MemorySearch {
+    const NAME: &'static str = "memory_search";
+    const DESCRIPTION: &'static str = "Search the daily notes (memory/*.md) and MEMORY.md by keywords, best matches first: \
+         each result is the file, its lines and a snippet.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}"#;
+    type Args = SearchArgs;
+    const BLOCKING: bool = true;
+
+    async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: SearchArgs) -> ToolResult {
+        let max = a.max_results.unwrap_or(8).clamp(1, 20);
+        let hits = Index::open(&ctx.ws)
+            .and_then(|mut ix| {
+                ix.refresh()?;
+                ix.search(&a.query, max)
+            })
+            .map_err(|e| ToolError::new(format!("The memory index could not be searched: {e}")))?;
+        if hits.is_empty() {
+            return Ok(format!("Nothing in the notes matches \"{}\".", a.query));
+        }
+        let lines: Vec<String> = hits
+            .into_iter()
+            .map(|h| {
+                let lines = if h.first == h.last { h.first.to_string() } else { format!("{}-{}", h.first, h.last) };
+                format!("{}:{lines}: {}", h.path, h.snippet)
+            })
+            .collect();
+        Ok(lines.join("\n"))
     }
 }
 
@@ -137,10 +251,12 @@ impl Tool for MemoryUpdate {
         let tags = a.tags.map(|t| Tags::into_vec(Some(t)));
         let now = ctx.clock.unix_secs_u64();
         let line = change_entries(&ctx.ws, move |entries| {
-            entries
-                .update(a.id.trim(), &a.content, tags.as_deref(), now)
+            let id = a.id.trim();
+            let line = entries
+                .update(id, &a.content, tags.as_deref(), now)
                 .map(render_line)
-                .map_err(|e| ToolError::new(e.to_string()))
+                .map_err(|e| ToolError::new(e.to_string()))?;
+            Ok((line, id.to_owned()))
         })?;
         Ok(format!("updated: {line}"))
     }
@@ -162,7 +278,9 @@ impl Tool for MemoryForget {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: ForgetArgs) -> ToolResult {
         let gone = change_entries(&ctx.ws, move |entries| {
-            entries.forget(a.id.trim()).map(|gone| render_line(&gone)).map_err(|e| ToolError::new(e.to_string()))
+            let id = a.id.trim();
+            let gone = entries.forget(id).map(|gone| render_line(&gone)).map_err(|e| ToolError::new(e.to_string()))?;
+            Ok((gone, id.to_owned()))
         })?;
         Ok(format!("forgot: {gone}"))
     }
@@ -284,6 +402,80 @@ mod tests {
         for i in 0..20 {
             assert!(text.contains(&format!("\"parallel fact {i}\"")), "fact {i} lost:\n{text}");
         }
+    }
+
+    /// Years of memory: more than the chip's 1,000 entries and a file over 8 MiB are stored
+    /// and searched (both were refused).
+    #[tokio::test]
+    async fn the_host_keeps_more_than_a_thousand_entries_and_any_file_size() {
+        let fx = Fixture::new(&[]);
+        let mut e = Entries::default();
+        for i in 0..5000u64 {
+            e.store_within(&format!("filler {i} {}", "words ".repeat(300)), &[], "", i, usize::MAX).unwrap();
+        }
+        e.store_within("The needle is a green kiwi", &[], "", 9, usize::MAX).unwrap();
+        crate::workspace::write_atomic(&crate::memory::entries_path(&fx.ws), e.to_jsonl().as_bytes()).unwrap();
+        assert!(std::fs::metadata(crate::memory::entries_path(&fx.ws)).unwrap().len() > 8 << 20);
+        let hits = fx.call(MemoryRecall, serde_json::json!({"query": "needle kiwi"})).await.unwrap();
+        assert_eq!(hits, "[m5001] The needle is a green kiwi");
+        let r = fx.call(MemoryStore, serde_json::json!({"content": "one more fact, a plum"})).await.unwrap();
+        assert_eq!(r, "stored as m5002");
+        let hits = fx.call(MemoryRecall, serde_json::json!({"query": "plum"})).await.unwrap();
+        assert_eq!(hits, "[m5002] one more fact, a plum");
+        assert_eq!(load_entries(&fx.ws).unwrap().len(), 5002);
+    }
+
+    #[tokio::test]
+    async fn memory_search_finds_notes_with_file_lines_and_snippet() {
+        let fx = Fixture::new(&[]);
+        std::fs::write(fx.root().join("MEMORY.md"), "# Memory\n\nAllergic to peanuts.\n").unwrap();
+        std::fs::write(
+            fx.root().join("memory/2025-06-01.md"),
+            "# 2025-06-01\n\n- 08:00 Swam\n- 09:00 Booked the 歌剧 tickets\n  for Saturday\n",
+        )
+        .unwrap();
+        let r = fx.call(MemorySearch, serde_json::json!({"query": "tickets saturday"})).await.unwrap();
+        assert_eq!(r, "memory/2025-06-01.md:4-5: - 09:00 Booked the 歌剧 tickets for Saturday");
+        let r = fx.call(MemorySearch, serde_json::json!({"query": "歌剧"})).await.unwrap();
+        assert!(r.starts_with("memory/2025-06-01.md:4-5:"), "{r}");
+        let r = fx.call(MemorySearch, serde_json::json!({"query": "peanut"})).await.unwrap();
+        assert_eq!(r, "MEMORY.md:3: Allergic to peanuts.");
+        let r = fx.call(MemorySearch, serde_json::json!({"query": "volcano"})).await.unwrap();
+        assert_eq!(r, "Nothing in the notes matches \"volcano\".");
+        // An edit through the tools is found by the next search.
+        fx.call(MemoryAppendToday, serde_json::json!({"content": "Fed the axolotl"})).await.unwrap();
+        let r = fx.call(MemorySearch, serde_json::json!({"query": "axolotl", "max_results": 500})).await.unwrap();
+        assert!(r.contains(": - ") && r.contains("Fed the axolotl"), "{r}");
+    }
+
+    #[tokio::test]
+    async fn a_restated_fact_updates_the_old_one() {
+        let fx = Fixture::new(&[]);
+        fx.call(MemoryStore, serde_json::json!({"content": "The user's dentist is Dr. Okafor on Rua Augusta"}))
+            .await
+            .unwrap();
+        fx.call(MemoryStore, serde_json::json!({"content": "Likes hiking"})).await.unwrap();
+        let r = fx
+            .call(
+                MemoryStore,
+                serde_json::json!({"content": "the user's dentist is Dr Okafor, on Rua Augusta.", "tags": ["health"]}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            r,
+            "updated m1 (it said nearly the same): [m1] the user's dentist is Dr Okafor, on Rua Augusta. (tags: health)"
+        );
+        assert_eq!(load_entries(&fx.ws).unwrap().len(), 2);
+        // A different fact that shares words is a new entry.
+        let r = fx
+            .call(MemoryStore, serde_json::json!({"content": "The user's dentist appointment is on Monday"}))
+            .await
+            .unwrap();
+        assert_eq!(r, "stored as m3");
+        let r = fx.call(MemoryStore, serde_json::json!({"content": "Likes hiking a lot"})).await.unwrap();
+        assert_eq!(r, "stored as m4");
+        assert_eq!(likeness("", ""), 0.0);
     }
 
     #[tokio::test]

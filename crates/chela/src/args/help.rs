@@ -29,6 +29,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
         Topic::State => "chela state [check] | state trust FILE",
         Topic::Usage => "chela usage [--session S] [--since YYYY-MM-DD] [--json]",
+        Topic::Memory => "chela memory reindex",
         Topic::PairingClear => "chela pairing clear [CHANNEL]",
         Topic::Doctor => "chela doctor",
         Topic::Status => "chela status [--json]",
@@ -78,6 +79,7 @@ pub fn text(topic: Topic) -> String {
         Topic::PairingApprove => ("let the sender of a pairing code talk to Chela.", PAIRING_APPROVE),
         Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
         Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
+        Topic::Memory => ("build the memory index again from the memory files.", MEMORY),
         Topic::State => ("check the seals of the pairing, device and endpoint stores, or trust one.", STATE),
         Topic::Usage => ("tokens used and their estimated cost, per model.", USAGE_CMD),
         Topic::PairingClear => ("deny every waiting pairing request.", PAIRING_CLEAR),
@@ -173,6 +175,7 @@ Commands:
   state [check] | state trust FILE
                           Whether the pairing, device and endpoint stores are Chela's own, or
                           trust one you changed by hand
+  memory reindex          Build the index of the memory files again
   help [COMMAND]          This text, or one command's (as does `chela COMMAND --help`)
 
 Global flags:
@@ -480,6 +483,19 @@ here. The assistant's tools cannot reach state/ at all. `chela state` alone chec
 
 Example:
   chela state trust access.json
+";
+
+const MEMORY: &str = "\
+Verbs:
+  reindex                 Delete the memory index (state/memory.sqlite) and build it again
+
+memory_recall and memory_search look things up in an index of memory/entries.jsonl,
+MEMORY.md and the notes memory/*.md. The files stay the truth: the index is brought up to
+date before every search (a file edited by hand is read again) and rebuilt whenever it is
+missing or damaged, so this is rarely needed; it prints what was indexed.
+
+Example:
+  chela memory reindex
 ";
 
 const PAIRING: &str = "\

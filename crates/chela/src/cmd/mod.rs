@@ -17,6 +17,7 @@ pub(crate) mod doctor;
 mod gateway;
 mod mcp;
 mod mcp_serve;
+mod memory;
 mod pairing;
 pub(crate) mod presence;
 mod run;
@@ -61,6 +62,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Device(c) => device::run(&ws, c),
         Command::State(c) => state::run(&ws, c),
         Command::Usage { session, since, json } => usage::run(&ws, session, since, json),
+        Command::Memory(c) => memory::run(&ws, c),
         Command::Doctor => doctor::run(ws).await,
         Command::Status { json } => status::run(&ws, json).await,
         Command::Service(c) => service::run(&ws, c),

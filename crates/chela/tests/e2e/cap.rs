@@ -1,5 +1,7 @@
 //! `chela cap`: groups switched off or hidden, as the model and a person see them.
 
+use std::fs;
+
 use chela_testkit::{FakeLlm, Step};
 use serde_json::{Value, json};
 
@@ -112,4 +114,40 @@ fn calling_the_time_tool_by_hand_prints_json() {
 
     ws.run(&["cap", "call", "get_current_time", "[1]"]).expect_code(1).stderr_has("must be a JSON object");
     ws.run(&["cap", "call", "no_such_tool"]).expect_code(1).stderr_has("no_such_tool");
+}
+
+/// Years of memory through the real binary: more entries than the chip's 1,000, a note, and a
+/// Chinese fact; `chela memory reindex` builds the index, and `cap call` recalls and searches
+/// through it (an edit by hand is seen without a reindex).
+#[test]
+fn memory_reindex_and_recall_through_the_index() {
+    let ws = Ws::empty();
+    fs::create_dir_all(ws.path().join("memory")).unwrap();
+    let mut lines = String::new();
+    for i in 1..=1500 {
+        let content = if i == 700 { "The needle is a green kiwi".to_owned() } else { format!("filler fact {i}") };
+        lines.push_str(&json!({"id": format!("m{i}"), "content": content, "created": i, "updated": i}).to_string());
+        lines.push('\n');
+    }
+    lines.push_str(&json!({"id": "m1501", "content": "用户喜欢喝绿茶", "created": 1, "updated": 1}).to_string());
+    lines.push('\n');
+    fs::write(ws.path().join("memory/entries.jsonl"), lines).unwrap();
+    fs::write(ws.path().join("memory/2024-07-14.md"), "# 2024-07-14\n\n- 18:00 Planted the walnut sapling\n").unwrap();
+    ws.run(&["memory", "reindex"])
+        .expect_ok()
+        .stdout_has("Indexed 1501 entries and 2 note passages from 2 files into state/memory.sqlite");
+    ws.run(&["cap", "call", "memory_recall", r#"{"query":"needle kiwi"}"#])
+        .expect_ok()
+        .stdout_has("[m700] The needle is a green kiwi");
+    ws.run(&["cap", "call", "memory_recall", r#"{"query":"我喜欢什么茶"}"#])
+        .expect_ok()
+        .stdout_has("[m1501] 用户喜欢喝绿茶");
+    ws.run(&["cap", "call", "memory_search", r#"{"query":"walnut"}"#])
+        .expect_ok()
+        .stdout_has("memory/2024-07-14.md:3: - 18:00 Planted the walnut sapling");
+    fs::write(ws.path().join("memory/2024-07-14.md"), "# 2024-07-14\n\n- 18:00 Planted the oak sapling\n").unwrap();
+    ws.run(&["cap", "call", "memory_search", r#"{"query":"walnut"}"#])
+        .expect_ok()
+        .stdout_has("Nothing in the notes matches");
+    ws.run(&["memory", "rebuild"]).expect_code(2).stderr_has("chela memory reindex");
 }
