@@ -18,6 +18,7 @@ pub fn group(skills: &Arc<Skills>) -> Group {
         .with(SkillDeactivate(Arc::clone(skills)))
         .with(SkillSave(Arc::clone(skills)))
         .with(SkillDelete(Arc::clone(skills)))
+        .with(super::unlock::ToolsUnlock)
 }
 
 fn session(ctx: &ToolCtx, tool: &str) -> Result<Arc<SessionRef>, ToolError> {
