@@ -24,7 +24,7 @@ pub struct UnlockArgs {
 
 impl Tool for ToolsUnlock {
     const NAME: &'static str = "tools_unlock";
-    const DESCRIPTION: &'static str = "Unlock a hidden tool group for this conversation when a task needs it; its tools appear from the next step. Groups: lua (Lua scripts), scheduler (timed jobs), router (event rules), im (send messages/files to chats), settings (read Chela's settings), board (hardware). No group: list those available here.";
+    const DESCRIPTION: &'static str = "Unlock a tool group for this conversation when a task needs it: lua (scripts), files_manage (delete, move, copy), skill_edit (list, write skills), settings, board (hardware). No group: list them.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"group":{"type":"string"}}}"#;
     type Args = UnlockArgs;
     const BLOCKING: bool = true;

@@ -111,3 +111,22 @@ fn a_damaged_or_oversize_unlock_file_counts_as_none() {
     std::fs::write(&file, serde_json::to_string(&many).unwrap()).unwrap();
     assert_eq!(unlocked(&f.ws, "cli", "t").len(), MAX_UNLOCKED);
 }
+
+#[tokio::test]
+async fn a_part_split_off_a_group_the_owner_hid_or_switched_off_stays_off() {
+    for (key, value) in [("caps.hidden", "files"), ("caps.disabled", "files")] {
+        let f = in_session(Fixture::new(&[(key, value)]), "t");
+        let e = f.call(ToolsUnlock, json!({"group": "files_manage"})).await.unwrap_err();
+        assert_eq!(e.kind(), ToolErrorKind::Refused, "{key}: {e}");
+        // Even named by a skill or a planted file, the part stays off.
+        f.session.as_ref().unwrap().set_named_groups(vec!["files_manage".to_owned()]);
+        let e = model_call(&f, "file_stat").await.unwrap_err();
+        assert_eq!(e.kind(), ToolErrorKind::Refused, "{key}: {e}");
+    }
+    let f = in_session(Fixture::new(&[]), "t");
+    assert_eq!(model_call(&f, "file_stat").await.unwrap_err().kind(), ToolErrorKind::Refused);
+    f.call(ToolsUnlock, json!({"group": "files_manage"})).await.unwrap();
+    let e = model_call(&f, "file_stat").await;
+    // Unlocked: it runs (and fails only for its own reason, the missing path argument).
+    assert_ne!(e.map_err(|e| e.kind()).err(), Some(ToolErrorKind::Refused));
+}
