@@ -51,6 +51,7 @@ impl Tools {
         };
         let groups = vec![
             crate::skills::tools::group(&tools.skills),
+            crate::skills::tools::edit_group(&tools.skills),
             #[cfg(feature = "lua")]
             crate::lua::group(&tools.lua),
             #[cfg(feature = "board")]

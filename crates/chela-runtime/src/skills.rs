@@ -31,6 +31,7 @@ use crate::workspace::{Replace, Workspace, read_bounded, write_atomic, write_ato
 
 // The `skill_mgr` group beside the skills it manages, as every service keeps its tools.
 pub mod tools;
+pub mod unlock;
 
 /// The built-in skills: name and `SKILL.md` text.
 const BUILT_IN: &[(&str, &str)] = &[
@@ -324,6 +325,7 @@ impl Skills {
             let state = if is_active { "active" } else { "always on" };
             prompt.push_str(&format!("\n\n## Skill `{}` ({state})\n\n{}", f.skill.name, f.skill.body));
         }
+        named_groups.extend(unlock::unlocked(ws, channel, chat));
         SessionSkills { prompt, named_groups }
     }
 
@@ -345,7 +347,7 @@ impl Skills {
             }
             Ok(())
         })?;
-        session.set_named_groups(self.groups_of(ws, cfg, &active));
+        session.set_named_groups(self.groups_of(ws, cfg, session, &active));
         Ok(found)
     }
 
@@ -364,7 +366,7 @@ impl Skills {
             active.retain(|a| a != name);
             Ok(())
         })?;
-        session.set_named_groups(self.groups_of(ws, cfg, &active));
+        session.set_named_groups(self.groups_of(ws, cfg, session, &active));
         Ok(was)
     }
 
@@ -373,8 +375,9 @@ impl Skills {
         read_active(&active_path(ws, channel, chat))
     }
 
-    fn groups_of(&self, ws: &Workspace, cfg: &Config, active: &[String]) -> Vec<String> {
-        let mut out = Vec::new();
+    /// The groups the active skills name, and those the conversation unlocked by hand.
+    fn groups_of(&self, ws: &Workspace, cfg: &Config, session: &SessionRef, active: &[String]) -> Vec<String> {
+        let mut out = unlock::unlocked(ws, &session.channel, &session.chat);
         for name in active {
             if let Ok(Some(f)) = self.lookup(ws, cfg, name) {
                 out.extend(f.skill.groups.iter().cloned());

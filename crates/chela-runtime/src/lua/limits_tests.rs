@@ -51,8 +51,10 @@ async fn assert_worker_idle(code: &str, what: &str) {
     assert!(used < IDLE_CPU, "{what}: the script's thread kept working after its limit: {used:?} of CPU in {WATCH:?}");
 }
 
+/// The model's call in a conversation that unlocked the `lua` group (hidden by default).
 async fn call(fx: &Fixture, id: &str, args: Value) -> ToolResult {
-    fx.toolbox.call(&fx.ctx(), id, &args.to_string(), Caller::Model, Scope::default()).await
+    let unlocked = ["lua".to_owned()];
+    fx.toolbox.call(&fx.ctx(), id, &args.to_string(), Caller::Model, Scope { extra_visible: &unlocked }).await
 }
 
 /// Runs `code` (made unique with `tag`) under a 300 ms limit; returns its outcome once the

@@ -9,8 +9,11 @@ use serde_json::{Value, json};
 use crate::testing::Fixture;
 use crate::tools::ToolResult;
 
+/// The model's call in a conversation that unlocked the groups `lua` and `files_manage` (hidden
+/// by default).
 async fn call(fx: &Fixture, id: &str, args: Value) -> ToolResult {
-    fx.toolbox.call(&fx.ctx(), id, &args.to_string(), Caller::Model, Scope::default()).await
+    let unlocked = ["lua".to_owned(), "files_manage".to_owned()];
+    fx.toolbox.call(&fx.ctx(), id, &args.to_string(), Caller::Model, Scope { extra_visible: &unlocked }).await
 }
 
 async fn lua(fx: &Fixture, code: &str) -> ToolResult {
@@ -139,12 +142,12 @@ async fn a_script_calls_tools_with_its_callers_rights_and_no_more() {
     assert!(err(call(&fx, "file_read", json!({"path": "note.txt"})).await).contains("hidden"));
     assert!(err(call(&fx, "people_only", json!({})).await).contains("only be called by a person"));
     // ...and so are its script's.
-    let r = run(Caller::Model, Vec::new()).await;
+    let r = run(Caller::Model, vec!["lua".to_owned()]).await;
     assert_eq!((&r[0], &r[2]), (&json!(false), &json!(false)), "{r}");
     assert!(r[1].as_str().unwrap().contains("group `files` is hidden"), "{r}");
     assert!(r[3].as_str().unwrap().contains("only be called by a person"), "{r}");
     // A conversation that unlocked the group: its scripts may read; the people-only tool stays refused.
-    let r = run(Caller::Model, vec!["files".to_owned()]).await;
+    let r = run(Caller::Model, vec!["lua".to_owned(), "files".to_owned()]).await;
     assert_eq!((&r[0], &r[2]), (&json!(true), &json!(false)), "{r}");
     assert!(r[1].as_str().unwrap().contains("hello from the workspace"), "{r}");
     // A person (`chela cap call`) and Chela itself (an owner's job) keep their rights.

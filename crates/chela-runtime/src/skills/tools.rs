@@ -1,5 +1,6 @@
-//! The `skill_mgr` group: list, activate, deactivate, save and delete skills. Core: always
-//! enabled and visible, since it is how hidden groups are reached at all.
+//! The `skill_mgr` group: list and activate skills, unlock hidden groups. Core: always enabled
+//! and visible, since it is how hidden groups are reached at all. The `skill_edit` group writes,
+//! deletes and deactivates skills.
 
 use std::sync::Arc;
 
@@ -13,8 +14,17 @@ use crate::tools::{Group, SessionRef, Tool, ToolCtx, ToolError, ToolResult};
 pub fn group(skills: &Arc<Skills>) -> Group {
     Group::new("skill_mgr", "Skills: instructions for particular tasks, activated per conversation.")
         .core()
-        .with(SkillList(Arc::clone(skills)))
         .with(SkillActivate(Arc::clone(skills)))
+        .with(super::unlock::ToolsUnlock)
+}
+
+/// Listing, writing, deleting and deactivating skills: rare (the prompt already lists every
+/// skill), so hidden until the model unlocks the group (`tools_unlock`), which keeps every first
+/// request lighter.
+pub fn edit_group(skills: &Arc<Skills>) -> Group {
+    Group::new("skill_edit", "List, write, delete and deactivate skills.")
+        .hidden()
+        .with(SkillList(Arc::clone(skills)))
         .with(SkillDeactivate(Arc::clone(skills)))
         .with(SkillSave(Arc::clone(skills)))
         .with(SkillDelete(Arc::clone(skills)))
@@ -81,8 +91,8 @@ pub struct NameArgs {
 
 impl Tool for SkillActivate {
     const NAME: &'static str = "skill_activate";
-    const DESCRIPTION: &'static str = "Activate a skill in this conversation: returns its instructions and unlocks the tool groups it names (from the next step on). It stays active across turns and restarts until skill_deactivate.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string","description":"The skill's name, as skill_list shows it."}},"required":["name"]}"#;
+    const DESCRIPTION: &'static str = "Activate a skill in this conversation: returns its instructions and unlocks its tool groups. It stays active until deactivated.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}"#;
     type Args = NameArgs;
     const BLOCKING: bool = true;
 

@@ -35,6 +35,14 @@ pub fn group() -> Group {
         .with(FileWrite)
         .with(FileEdit)
         .with(FileList)
+}
+
+/// The file tools most turns never need, hidden until the model unlocks them (`tools_unlock`);
+/// off whenever the owner switches off or hides `files`.
+pub fn manage_group() -> Group {
+    Group::new("files_manage", "Delete, move, copy and inspect workspace files.")
+        .hidden()
+        .part_of("files")
         .with(FileDelete)
         .with(FileMove)
         .with(FileCopy)

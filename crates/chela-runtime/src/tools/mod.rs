@@ -375,6 +375,8 @@ pub struct Group {
     switch: Option<Switch>,
     /// Hidden from the model while every one of these settings is empty (see [`Group::needs_one_of`]).
     needs: &'static [&'static chela_core::config::Key],
+    /// The group this one splits tools off from (see [`Group::part_of`]).
+    parent: Option<&'static str>,
 }
 
 /// A boolean setting that switches a whole group off when false (`lua.enabled`), and what the
@@ -400,6 +402,7 @@ impl Group {
             tools: Vec::new(),
             switch: None,
             needs: &[],
+            parent: None,
         }
     }
 
@@ -418,6 +421,15 @@ impl Group {
     #[cfg_attr(not(feature = "web"), allow(dead_code))]
     pub fn needs_one_of(mut self, keys: &'static [&'static chela_core::config::Key]) -> Group {
         self.needs = keys;
+        self
+    }
+
+    /// Tools split off group `parent` so that they can start hidden: switched off whenever the
+    /// owner switches off or hides `parent`, so hiding the parent is never undone by unlocking
+    /// this part.
+    #[cfg_attr(not(feature = "files"), allow(dead_code))]
+    pub fn part_of(mut self, parent: &'static str) -> Group {
+        self.parent = Some(parent);
         self
     }
 
@@ -472,6 +484,8 @@ struct State {
     setting_switches: HashMap<String, Switch>,
     /// The groups hidden while their settings are empty, by group id.
     needs: HashMap<String, &'static [&'static chela_core::config::Key]>,
+    /// The groups split off another, by group id, with the parent's id.
+    parents: HashMap<String, &'static str>,
 }
 
 /// The registry as it was when taken; changes made later do not show in it.
@@ -510,6 +524,8 @@ impl Toolbox {
             memory::group(),
             #[cfg(feature = "files")]
             files::group(),
+            #[cfg(feature = "files")]
+            files::manage_group(),
             #[cfg(feature = "web")]
             web::group(),
             #[cfg(feature = "http")]
@@ -556,6 +572,9 @@ impl Toolbox {
             s.handlers.extend(names.into_iter().zip(handlers));
             if let Some(sw) = g.switch {
                 s.setting_switches.insert(id.clone(), sw);
+            }
+            if let Some(parent) = g.parent {
+                s.parents.insert(id.clone(), parent);
             }
             if !g.needs.is_empty() {
                 s.needs.insert(id, g.needs);
@@ -611,6 +630,12 @@ impl Toolbox {
                 }
             }
             let mut hidden = cfg.list(CAPS_HIDDEN);
+            for (group, parent) in &s.parents {
+                let parent = (*parent).to_owned();
+                if (disabled.contains(&parent) || hidden.contains(&parent)) && !disabled.contains(group) {
+                    disabled.push(group.clone());
+                }
+            }
             for (group, keys) in &s.needs {
                 if keys.iter().all(|k| cfg.get(k).is_empty()) && !hidden.contains(group) {
                     hidden.push(group.clone());
@@ -728,3 +753,6 @@ impl State {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod budget_tests;

@@ -189,3 +189,49 @@ impl<'de> serde::Deserializer<'de> for &mut FieldProbe {
         unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
     }
 }
+
+/// What a set of tools weighs in a first request, as the real request writer encodes it.
+#[derive(Debug)]
+pub struct ToolWeight {
+    pub count: usize,
+    /// Bytes of the `tools` array of an Anthropic request body.
+    pub anthropic: usize,
+    /// Bytes of the `tools` array of an OpenAI-compatible request body.
+    pub openai: usize,
+    /// The heaviest tool in the Anthropic form, with its bytes.
+    pub heaviest: (String, usize),
+}
+
+/// Encodes a first request offering `tools` in both wire formats and weighs its `tools` array.
+pub fn tool_weight(tools: &[chela_proto::chat::ToolSpec<'_>]) -> ToolWeight {
+    use chela_core::exchange::{Endpoint, Kind};
+    let call = chela_core::agent::ModelCall { system: "", messages: &[], tool_choice: Default::default() };
+    let weigh = |kind: Kind| {
+        let ep = Endpoint {
+            kind,
+            base_url: "http://127.0.0.1:1".into(),
+            api_key: String::new(),
+            model: "m".into(),
+            max_tokens: 1024,
+            stream: true,
+        };
+        let mut body = String::new();
+        ep.write_body(&call, tools, &mut body);
+        let v: serde_json::Value = serde_json::from_str(&body).expect("the request body is JSON");
+        v["tools"].as_array().cloned().unwrap_or_default()
+    };
+    let len = |v: &serde_json::Value| serde_json::to_string(v).unwrap_or_default().len();
+    let (a, o) = (weigh(Kind::Anthropic), weigh(Kind::OpenAi));
+    let heaviest = a
+        .iter()
+        .map(|t| (t["name"].as_str().unwrap_or_default().to_owned(), len(t)))
+        .max_by_key(|(_, n)| *n)
+        .unwrap_or_default();
+    ToolWeight {
+        count: a.len(),
+        // The array's brackets and commas count, as they are sent.
+        anthropic: len(&serde_json::Value::Array(a)),
+        openai: len(&serde_json::Value::Array(o)),
+        heaviest,
+    }
+}

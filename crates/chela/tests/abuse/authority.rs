@@ -96,6 +96,8 @@ fn write_call(path: &str, content: &str) -> ToolCall {
 fn the_model_cannot_write_an_authority_file_with_the_file_tools() {
     let llm = FakeLlm::start(vec![
         Step::tool_calls([
+            // Move and copy are hidden until unlocked; unlocked, they still cannot reach the files.
+            ToolCall::new("tools_unlock", json!({"group": "files_manage"})),
             write_call("state/access.json", ACCESS),
             write_call("state/devices.json", DEVICES),
             write_call("state/mcp_endpoints.json", ENDPOINTS),
@@ -150,6 +152,7 @@ fn a_script_cannot_reach_them_either() {
            out[#out + 1] = res
            return out"#;
     let llm = FakeLlm::start(vec![
+        Step::tool_call("tools_unlock", json!({"group": "lua"})),
         Step::tool_call("lua_run", json!({"code": format!("function run() {script} end")})),
         Step::text("done"),
     ]);
@@ -206,6 +209,7 @@ fn a_hand_planted_store_is_refused_until_the_owner_trusts_it() {
 fn a_skill_unlocks_hidden_groups_but_never_switched_off_ones() {
     let skill = "---\nname: grab\ndescription: fetch things\ngroups: [http, settings]\n---\nUse http_request.\n";
     let llm = FakeLlm::start(vec![
+        Step::tool_call("tools_unlock", json!({"group": "skill_edit"})),
         Step::tool_call("skill_save", json!({"name": "grab", "content": skill})),
         Step::tool_call("skill_activate", json!({"name": "grab"})),
         Step::tool_calls([
@@ -220,8 +224,8 @@ fn a_skill_unlocks_hidden_groups_but_never_switched_off_ones() {
     let out = ws.run(&["chat", "-m", "use the skill from that page"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let results = tool_results(&llm);
-    assert_eq!(results.len(), 4, "{results:#?}");
-    assert!(results[2].contains("switched off") && results[2].contains("chela cap enable http"), "{results:#?}");
+    assert_eq!(results.len(), 5, "{results:#?}");
+    assert!(results[3].contains("switched off") && results[3].contains("chela cap enable http"), "{results:#?}");
     // `settings` is hidden by default; the skill shows it, as skills are meant to.
-    assert!(results[3].contains("llm.api_key") && !results[3].contains("sk-ant-abuse-authority"), "{results:#?}");
+    assert!(results[4].contains("llm.api_key") && !results[4].contains("sk-ant-abuse-authority"), "{results:#?}");
 }

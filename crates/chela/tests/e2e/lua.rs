@@ -16,7 +16,9 @@ end"#;
 
 #[test]
 fn the_model_runs_a_script_that_calls_a_tool() {
+    // Lua is hidden from the first request; the model unlocks it by need.
     let llm = FakeLlm::start(vec![
+        Step::tool_call("tools_unlock", json!({"group": "lua"})),
         Step::tool_call("lua_run", json!({"code": SCRIPT, "args": {"text": "hello from lua"}})),
         Step::text("Done."),
     ]);
@@ -24,9 +26,10 @@ fn the_model_runs_a_script_that_calls_a_tool() {
     let out = ws.chat("Write a note with a script.", &[]);
     out.expect_ok().stderr_has("⚙ lua_run");
     assert_eq!(out.stdout, "Done.\n");
-    assert!(tool_names(Provider::Anthropic, &body(&llm, 0)).iter().any(|t| t == "lua_run"));
-    let msgs = conversation(Provider::Anthropic, &body(&llm, 1));
-    let result = &msgs[2]["content"][0];
+    assert!(!tool_names(Provider::Anthropic, &body(&llm, 0)).iter().any(|t| t == "lua_run"));
+    assert!(tool_names(Provider::Anthropic, &body(&llm, 1)).iter().any(|t| t == "lua_run"));
+    let msgs = conversation(Provider::Anthropic, &body(&llm, 2));
+    let result = &msgs[4]["content"][0];
     assert_eq!(result["type"], "tool_result", "{result}");
     assert_ne!(result["is_error"], true, "{result}");
     let text = match &result["content"] {
