@@ -91,7 +91,8 @@ pub struct NameArgs {
 
 impl Tool for SkillActivate {
     const NAME: &'static str = "skill_activate";
-    const DESCRIPTION: &'static str = "Activate a skill in this conversation: returns its instructions and unlocks its tool groups. It stays active until deactivated.";
+    const DESCRIPTION: &'static str =
+        "Activate a skill for this conversation: returns its instructions and unlocks its tool groups.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}"#;
     type Args = NameArgs;
     const BLOCKING: bool = true;

@@ -21,6 +21,9 @@ fn the_first_request_of_a_fresh_workspace_keeps_the_tool_budget() {
     let w = tool_weight(&tools);
     let names: Vec<&str> = tools.iter().map(|t| t.name).collect();
     eprintln!("first request: {w:?}\n{names:?}");
+    for t in &tools {
+        eprintln!("{:5} {}", tool_weight(std::slice::from_ref(t)).anthropic, t.name);
+    }
     assert!(w.count <= MAX_TOOLS, "{} tools offered: {names:?}", w.count);
     assert!(w.anthropic <= MAX_BYTES, "{} bytes of tools (Anthropic form)", w.anthropic);
     assert!(w.heaviest.1 <= MAX_TOOL_BYTES, "{} takes {} bytes", w.heaviest.0, w.heaviest.1);

@@ -124,7 +124,7 @@ pub struct ReadArgs {
 impl Tool for FileRead {
     const NAME: &'static str = "file_read";
     const DESCRIPTION: &'static str = "Read a text file. Long files come in pieces: pass offset to continue.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer","minimum":0,"description":"Byte to start at."},"max_bytes":{"type":"integer","minimum":1}},"required":["path"]}"#;
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"},"offset":{"type":"integer","description":"Byte to start at."},"max_bytes":{"type":"integer"}},"required":["path"]}"#;
     type Args = ReadArgs;
     const BLOCKING: bool = true;
 
@@ -173,8 +173,7 @@ pub enum WriteMode {
 
 impl Tool for FileWrite {
     const NAME: &'static str = "file_write";
-    const DESCRIPTION: &'static str =
-        "Create or overwrite a text file, or append to it. Folders are created as needed.";
+    const DESCRIPTION: &'static str = "Write or append to a text file; folders are created as needed.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"},"mode":{"type":"string","enum":["overwrite","append"]}},"required":["path","content"]}"#;
     type Args = WriteArgs;
     const BLOCKING: bool = true;
@@ -236,8 +235,7 @@ pub struct EditArgs {
 
 impl Tool for FileEdit {
     const NAME: &'static str = "file_edit";
-    const DESCRIPTION: &'static str =
-        "Replace one exact piece of text in a file. Fails unless old_text occurs exactly once; include enough context.";
+    const DESCRIPTION: &'static str = "Replace text in a file: old_text must occur exactly once (include context).";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"path":{"type":"string"},"old_text":{"type":"string"},"new_text":{"type":"string"}},"required":["path","old_text","new_text"]}"#;
     type Args = EditArgs;
     const BLOCKING: bool = true;

@@ -47,7 +47,7 @@ pub struct RequestArgs {
 impl Tool for HttpRequest {
     const NAME: &'static str = "http_request";
     const DESCRIPTION: &'static str = "HTTP request to a public URL. Returns status, headers and body (cut when long).";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"url":{"type":"string"},"method":{"type":"string","enum":["GET","POST","PUT","PATCH","DELETE","HEAD"]},"headers":{"type":"object","additionalProperties":{"type":"string"}},"body":{"type":"string"},"timeout_secs":{"type":"integer","minimum":1}},"required":["url"]}"#;
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"url":{"type":"string"},"method":{"type":"string","enum":["GET","POST","PUT","PATCH","DELETE","HEAD"]},"headers":{"type":"object","additionalProperties":{"type":"string"}},"body":{"type":"string"},"timeout_secs":{"type":"integer"}},"required":["url"]}"#;
     type Args = RequestArgs;
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RequestArgs) -> ToolResult {

@@ -202,9 +202,9 @@ pub struct SearchArgs {
 
 impl Tool for MemorySearch {
     const NAME: &'static str = "memory_search";
-    const DESCRIPTION: &'static str = "Search the daily notes (memory/*.md) and MEMORY.md by keywords, best matches first: \
-         each result is the file, its lines and a snippet.";
-    const SCHEMA: &'static str = r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer","minimum":1,"maximum":20}},"required":["query"]}"#;
+    const DESCRIPTION: &'static str =
+        "Search the daily notes and MEMORY.md by keywords. Each result: file:lines: snippet.";
+    const SCHEMA: &'static str = r#"{"type":"object","properties":{"query":{"type":"string"},"max_results":{"type":"integer"}},"required":["query"]}"#;
     type Args = SearchArgs;
     const BLOCKING: bool = true;
 

@@ -205,7 +205,12 @@ pub struct ToolWeight {
 /// Encodes a first request offering `tools` in both wire formats and weighs its `tools` array.
 pub fn tool_weight(tools: &[chela_proto::chat::ToolSpec<'_>]) -> ToolWeight {
     use chela_core::exchange::{Endpoint, Kind};
-    let call = chela_core::agent::ModelCall { system: "", messages: &[], tool_choice: Default::default() };
+    let call = chela_core::agent::ModelCall {
+        system: "",
+        messages: &[],
+        tool_choice: Default::default(),
+        cache: Default::default(),
+    };
     let weigh = |kind: Kind| {
         let ep = Endpoint {
             kind,

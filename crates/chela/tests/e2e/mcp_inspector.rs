@@ -8,10 +8,8 @@ use chela_testkit::{FakeLlm, Step};
 use serde_json::Value;
 
 use crate::gateway::Running;
-use crate::mcp_serve::peers;
+use crate::mcp_serve::{SERVED, peers};
 use crate::{Provider, Ws};
-
-const SERVED: &str = "chat,memory_append_today,memory_forget,memory_list,memory_recall,memory_store,memory_update";
 
 /// `mcp-inspector --cli TARGET… METHOD…`, its stdout as JSON.
 fn inspector(ws: &Ws, target: &[String], method: &[&str], context: &dyn Fn() -> String) -> Value {

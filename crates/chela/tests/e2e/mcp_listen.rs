@@ -13,10 +13,8 @@ use std::process::{Command, Stdio};
 use chela_testkit::FakeLlm;
 
 use crate::gateway::Running;
-use crate::mcp_serve::{peers, stdio_args};
+use crate::mcp_serve::{SERVED as ALL, peers, stdio_args};
 use crate::{Provider, Ws};
-
-const ALL: &str = "chat,memory_append_today,memory_forget,memory_list,memory_recall,memory_store,memory_update";
 
 /// Runs a listening client; once it printed `ready` (its stream is acknowledged), runs
 /// `chela cap change…` and returns every `KEY=VALUE` line the client printed by its end.

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use crate::gateway::Running;
 use crate::{Provider, Ws};
 
-const SERVED: &str =
+pub(crate) const SERVED: &str =
     "chat,memory_append_today,memory_forget,memory_list,memory_recall,memory_search,memory_store,memory_update";
 
 /// The folder with the installed clients. A failed install fails the test with the reason.
