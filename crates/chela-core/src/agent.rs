@@ -21,7 +21,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use chela_proto::chat::{Block, Image, Json, Message, Reply, Role, StopReason, ToolChoice, Usage};
+use chela_proto::chat::{Block, Cache, Image, Json, Message, Reply, Role, StopReason, ToolChoice, Usage};
 
 use crate::history;
 use crate::text;
@@ -88,6 +88,8 @@ pub struct ModelCall<'a> {
     pub system: &'a str,
     pub messages: &'a [Message],
     pub tool_choice: ToolChoice,
+    /// Where the stable prefix ends, for the provider's prompt cache; the default marks nothing.
+    pub cache: Cache<'a>,
 }
 
 /// How a turn ended.
@@ -151,6 +153,11 @@ pub struct AgentRun {
     /// tools said. Moved, not copied: eliding never holds an output twice.
     elided: Vec<(usize, usize, String)>,
     limits: Limits,
+    /// Bytes at the start of `system` that stay the same from turn to turn.
+    system_stable: usize,
+    /// The session's prompt-cache key, when the driver gives one.
+    cache_key: Option<String>,
+
     iterations: u32,
     usage: Usage,
     state: State,
@@ -173,6 +180,9 @@ impl AgentRun {
             turn_start,
             elided: Vec::new(),
             limits,
+            system_stable: 0,
+            cache_key: None,
+
             iterations: 0,
             usage: Usage::default(),
             state: State::NeedModel(ToolChoice::Auto),
@@ -183,12 +193,28 @@ impl AgentRun {
         run
     }
 
+    /// Tells the prompt cache what stays: the first `system_stable` bytes of the system prompt
+    /// (a character boundary, or nothing counts as stable), and the session's cache `key`. Each
+    /// [`ModelCall`] then marks them, with the end of the history before this turn.
+    pub fn set_cache(&mut self, system_stable: usize, key: Option<String>) {
+        self.system_stable = if self.system.is_char_boundary(system_stable) { system_stable } else { 0 };
+        self.cache_key = key;
+    }
+
     /// The next thing to do.
     pub fn next_step(&self) -> Step<'_> {
         match &self.state {
-            State::NeedModel(choice) => {
-                Step::CallModel(ModelCall { system: &self.system, messages: &self.messages, tool_choice: *choice })
-            }
+            State::NeedModel(choice) => Step::CallModel(ModelCall {
+                system: &self.system,
+                messages: &self.messages,
+                tool_choice: *choice,
+                cache: Cache {
+                    mark: self.system_stable > 0 || self.cache_key.is_some(),
+                    system_stable: self.system_stable,
+                    history_end: self.turn_start.checked_sub(1),
+                    key: self.cache_key.as_deref(),
+                },
+            }),
             State::NeedTools => Step::CallTools(&self.pending),
             State::Done(outcome) => Step::Done(outcome),
         }
@@ -199,8 +225,7 @@ impl AgentRun {
         let State::NeedModel(choice) = self.state else {
             return Err(RunError::OutOfOrder);
         };
-        self.usage.input_tokens += reply.usage.input_tokens;
-        self.usage.output_tokens += reply.usage.output_tokens;
+        self.usage.add(&reply.usage);
         let stop_reason = reply.stop_reason.clone();
         let arg_errors = reply.arg_errors;
         let mut content: Vec<Block> =

@@ -178,6 +178,12 @@ keys! {
         "Most tokens one reply may have.";
     LLM_STREAM = "llm.stream", Kind::Bool, "true",
         "Stream replies token by token.";
+    LLM_PROMPT_CACHE = "llm.prompt_cache", Kind::Bool, "true",
+        "Mark the stable start of each request (tools, the stable system prompt, earlier history) for the \
+         provider's prompt cache: Anthropic cache_control breakpoints.";
+    LLM_PROMPT_CACHE_KEY = "llm.prompt_cache_key", Kind::Choice(&["auto", "on", "off"]), "auto",
+        "Send OpenAI's prompt_cache_key (one per conversation): auto sends it to api.openai.com only, on to \
+         any OpenAI-compatible server (some refuse unknown fields), off never.";
     LLM_MAX_RETRIES = "llm.max_retries", Kind::Int { min: 0, max: 10 }, "4",
         "Retries on rate limits, server errors and dropped connections.";
     LLM_TIMEOUT_SECS = "llm.timeout_secs", Kind::Int { min: 1, max: 3600 }, "120",

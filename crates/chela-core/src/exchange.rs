@@ -105,6 +105,7 @@ impl Endpoint {
             tools,
             tool_choice: call.tool_choice,
             stream: self.stream,
+            cache: call.cache,
         };
         match self.kind {
             Kind::Anthropic => anthropic::write_request(&req, sink),

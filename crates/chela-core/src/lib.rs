@@ -38,6 +38,7 @@ pub mod session;
 pub mod skills;
 pub mod storage;
 pub mod text;
+pub mod usage;
 pub mod zone;
 
 pub use chela_proto as proto;

@@ -75,9 +75,37 @@ pub struct Inputs<'a> {
     pub context: TurnContext<'a>,
 }
 
+/// A system prompt and how much of its start stays the same from turn to turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct System {
+    pub text: String,
+    /// Bytes at the start of `text` that change only when a person edits `SOUL.md`,
+    /// `AGENTS.md`, `USER.md` or `MEMORY.md`, or the tools' guidance changes: the part a
+    /// provider's prompt cache can reuse. Always a character boundary.
+    pub stable: usize,
+}
+
+impl System {
+    /// Appends a part that changes per turn (a skill's instructions, a summary) after the rest.
+    pub fn push_tail(&mut self, part: &str) {
+        let part = part.trim_start();
+        if !part.is_empty() {
+            self.text.push_str("\n\n");
+            self.text.push_str(part);
+        }
+    }
+}
+
 /// The system prompt.
 pub fn build(inputs: &Inputs<'_>, bounds: &Bounds) -> String {
-    let parts = [
+    build_system(inputs, bounds).text
+}
+
+/// The system prompt, stable parts first: the memory files a person edits and the tools'
+/// guidance, then what changes (remembered entries and daily notes, which the model writes,
+/// and the turn's channel and time).
+pub fn build_system(inputs: &Inputs<'_>, bounds: &Bounds) -> System {
+    let stable = [
         Part { title: "", body: inputs.soul, max: bounds.soul, keep: Keep::Start, source: "SOUL.md" },
         Part { title: "How you work", body: inputs.agents, max: bounds.agents, keep: Keep::Start, source: "AGENTS.md" },
         Part { title: "About the user", body: inputs.user, max: bounds.user, keep: Keep::Start, source: "USER.md" },
@@ -88,6 +116,14 @@ pub fn build(inputs: &Inputs<'_>, bounds: &Bounds) -> String {
             keep: Keep::Start,
             source: "MEMORY.md",
         },
+        Part { title: "Tools", body: inputs.tool_guidance, max: usize::MAX, keep: Keep::Start, source: "" },
+    ];
+    let c = inputs.context;
+    let context = format!(
+        "Channel: {}. Chat id: {}. Local time: {} ({}, {}).",
+        c.channel, c.chat_id, c.local_time, c.weekday, c.timezone
+    );
+    let changing = [
         Part {
             title: "Remembered entries (newest last)",
             body: inputs.entries,
@@ -96,24 +132,18 @@ pub fn build(inputs: &Inputs<'_>, bounds: &Bounds) -> String {
             source: "memory_list",
         },
         Part { title: "Recent daily notes", body: inputs.daily, max: bounds.daily, keep: Keep::End, source: "memory/" },
-        Part { title: "Tools", body: inputs.tool_guidance, max: usize::MAX, keep: Keep::Start, source: "" },
+        Part { title: "This conversation", body: &context, max: usize::MAX, keep: Keep::Start, source: "" },
     ];
-    let c = inputs.context;
-    let context = format!(
-        "Channel: {}. Chat id: {}. Local time: {} ({}, {}).",
-        c.channel, c.chat_id, c.local_time, c.weekday, c.timezone
-    );
-    let capacity: usize =
-        parts.iter().map(|p| p.body.len().min(p.max) + p.title.len() + 80).sum::<usize>() + context.len() + 32;
+    let capacity: usize = stable.iter().chain(&changing).map(|p| p.body.len().min(p.max) + p.title.len() + 80).sum();
     let mut out = String::with_capacity(capacity);
-    for p in &parts {
+    for p in &stable {
         push_part(&mut out, p);
     }
-    push_part(
-        &mut out,
-        &Part { title: "This conversation", body: &context, max: usize::MAX, keep: Keep::Start, source: "" },
-    );
-    out
+    let stable_len = out.len();
+    for p in &changing {
+        push_part(&mut out, p);
+    }
+    System { text: out, stable: stable_len }
 }
 
 /// Appends one part, cut to its bound, with its title as a heading.
@@ -203,6 +233,30 @@ mod tests {
         assert!(soul < rules && rules < memory && memory < tools && tools < convo, "{p}");
         assert!(!p.contains("About the user"));
         assert!(!p.contains("daily notes"));
+    }
+
+    #[test]
+    fn the_stable_part_leads_and_only_the_changing_part_follows_it() {
+        let mut i = inputs("I am Chela.", "Likes tea.", "### 2026-11-30\nwalked");
+        i.entries = "[m1] birthday in May";
+        let a = build_system(&i, &Bounds::default());
+        let (stable, rest) = a.text.split_at(a.stable);
+        assert!(stable.starts_with("I am Chela.") && stable.ends_with("Use tools."), "{stable}");
+        assert!(rest.contains("birthday in May") && rest.contains("walked") && rest.contains("Channel: cli"), "{rest}");
+        assert!(!stable.contains("Channel") && !stable.contains("walked") && !stable.contains("birthday"));
+        // Another time, channel, notes and entries: the stable part is the same bytes.
+        let mut j = i;
+        j.entries = "[m1] birthday in May\n[m2] likes rain";
+        j.daily = "";
+        j.context =
+            TurnContext { channel: "telegram", chat_id: "42", local_time: "2026-12-01T08:00:00+08:00", ..ctx() };
+        let b = build_system(&j, &Bounds::default());
+        assert_eq!(&b.text[..b.stable], stable);
+        assert_ne!(b.text, a.text);
+        assert_eq!(build(&i, &Bounds::default()), a.text);
+        let mut tail = a.clone();
+        tail.push_tail("  skill says hi");
+        assert!(tail.text.ends_with("\n\nskill says hi") && tail.stable == a.stable);
     }
 
     #[test]

@@ -32,7 +32,9 @@ mod key_host;
 mod layer;
 mod settings;
 mod watch;
-pub use settings::{Channels, Feishu, Gateway, Lua, MAX_MCP_SERVERS, Mcp, McpServer, Settings, Telegram};
+pub use settings::{
+    Channels, Feishu, Gateway, Llm, Lua, MAX_MCP_SERVERS, MAX_PRICES, Mcp, McpServer, PriceSetting, Settings, Telegram,
+};
 pub use watch::ConfigWatch;
 
 /// Config files larger than this are refused: they are hand-written, a few KiB at most.

@@ -19,28 +19,70 @@ use crate::stream::{Accumulate, Budget, Limits, StreamError, malformed};
 /// Appended to the base URL.
 pub const PATH: &str = "/v1/messages";
 
+/// The breakpoint Anthropic's prompt cache takes: the prefix up to the block it is on is cached
+/// for five minutes, refreshed by every read.
+const EPHEMERAL: &str = r#"{"type":"ephemeral"}"#;
+
 /// Encodes `req` as a Messages API request body.
+///
+/// With [`Cache::mark`](crate::chat::Cache) on, `cache_control` breakpoints go (in the order the
+/// API reads the prefix: tools, system, messages) on the last tool, the stable system block and
+/// the last message of the history before this turn: three of the API's four. Tools come first
+/// in the body too, so the body's own prefix stays byte-stable.
 pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
+    let cache = req.cache;
     let mut w = Writer::new(sink);
     w.begin_object();
     w.field_str("model", req.model);
     w.field_u64("max_tokens", u64::from(req.max_tokens));
-    if !req.system.is_empty() {
-        w.field_str("system", req.system);
+    if !req.tools.is_empty() {
+        w.key("tools").begin_array();
+        for (i, t) in req.tools.iter().enumerate() {
+            w.begin_object();
+            w.field_str("name", t.name);
+            w.field_str("description", t.description);
+            w.field_raw("input_schema", t.input_schema);
+            if cache.mark && i + 1 == req.tools.len() {
+                w.field_raw("cache_control", EPHEMERAL);
+            }
+            w.end_object();
+        }
+        w.end_array();
+    }
+    match cache.split_system(req.system) {
+        ("", "") => {}
+        (stable, rest) if cache.mark && !stable.is_empty() => {
+            w.key("system").begin_array();
+            w.begin_object().field_str("type", "text").field_str("text", stable);
+            w.field_raw("cache_control", EPHEMERAL).end_object();
+            if !rest.is_empty() {
+                w.begin_object().field_str("type", "text").field_str("text", rest).end_object();
+            }
+            w.end_array();
+        }
+        _ => {
+            w.field_str("system", req.system);
+        }
     }
     w.key("messages").begin_array();
-    for m in req.messages {
+    for (i, m) in req.messages.iter().enumerate() {
+        // The same message in every call of the turn, so the turn's later calls (after tool
+        // rounds) read the history from the cache; a mark on the newest message would move
+        // with every call and be written more often than read.
+        let marked = cache.mark && Some(i) == cache.history_end;
         w.begin_object();
         w.field_str("role", m.role.as_str());
         w.key("content");
         match m.content.as_slice() {
-            [Block::Text { text }] => {
+            [Block::Text { text }] if !marked || text.is_empty() => {
                 w.string(text);
             }
             blocks => {
+                // The breakpoint goes on the last block that is written (empty text is not).
+                let at = if marked { blocks.iter().rposition(|b| !is_empty_text(b)) } else { None };
                 w.begin_array();
-                for b in blocks {
-                    write_block(&mut w, b);
+                for (j, b) in blocks.iter().enumerate() {
+                    write_block(&mut w, b, Some(j) == at);
                 }
                 w.end_array();
             }
@@ -49,15 +91,6 @@ pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
     }
     w.end_array();
     if !req.tools.is_empty() {
-        w.key("tools").begin_array();
-        for t in req.tools {
-            w.begin_object();
-            w.field_str("name", t.name);
-            w.field_str("description", t.description);
-            w.field_raw("input_schema", t.input_schema);
-            w.end_object();
-        }
-        w.end_array();
         let choice = match req.tool_choice {
             ToolChoice::Auto => r#"{"type":"auto"}"#,
             ToolChoice::None => r#"{"type":"none"}"#,
@@ -70,17 +103,25 @@ pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
     w.end_object();
 }
 
-fn write_block<S: Sink + ?Sized>(w: &mut Writer<'_, S>, b: &Block) {
+fn is_empty_text(b: &Block) -> bool {
+    matches!(b, Block::Text { text } if text.is_empty())
+}
+
+/// Writes one block; `breakpoint` adds a `cache_control` to it.
+fn write_block<S: Sink + ?Sized>(w: &mut Writer<'_, S>, b: &Block, breakpoint: bool) {
     match b {
         // The API rejects empty text blocks; an empty one carries nothing anyway.
-        Block::Text { text } if text.is_empty() => {}
+        Block::Text { text } if text.is_empty() => return,
         Block::Text { text } => {
-            w.begin_object().field_str("type", "text").field_str("text", text).end_object();
+            w.begin_object().field_str("type", "text").field_str("text", text);
         }
-        Block::Image { media_type, data } => write_image(w, media_type, data),
+        Block::Image { media_type, data } => {
+            write_image(w, media_type, data, breakpoint);
+            return;
+        }
         Block::ToolUse { id, name, input } => {
             w.begin_object().field_str("type", "tool_use").field_str("id", id).field_str("name", name);
-            w.field_raw("input", input.as_str()).end_object();
+            w.field_raw("input", input.as_str());
         }
         Block::ToolResult { tool_use_id, content, images, is_error } => {
             w.begin_object().field_str("type", "tool_result").field_str("tool_use_id", tool_use_id);
@@ -93,22 +134,29 @@ fn write_block<S: Sink + ?Sized>(w: &mut Writer<'_, S>, b: &Block) {
                     w.begin_object().field_str("type", "text").field_str("text", content).end_object();
                 }
                 for image in images.as_slice() {
-                    write_image(w, &image.media_type, &image.data);
+                    write_image(w, &image.media_type, &image.data, false);
                 }
                 w.end_array();
             }
             if *is_error {
                 w.field_bool("is_error", true);
             }
-            w.end_object();
         }
     }
+    if breakpoint {
+        w.field_raw("cache_control", EPHEMERAL);
+    }
+    w.end_object();
 }
 
-fn write_image<S: Sink + ?Sized>(w: &mut Writer<'_, S>, media_type: &str, data: &str) {
+fn write_image<S: Sink + ?Sized>(w: &mut Writer<'_, S>, media_type: &str, data: &str, breakpoint: bool) {
     w.begin_object().field_str("type", "image").key("source").begin_object();
     w.field_str("type", "base64").field_str("media_type", media_type).field_str("data", data);
-    w.end_object().end_object();
+    w.end_object();
+    if breakpoint {
+        w.field_raw("cache_control", EPHEMERAL);
+    }
+    w.end_object();
 }
 
 #[derive(Deserialize, Default)]
@@ -117,6 +165,21 @@ struct WireUsage {
     input_tokens: u64,
     #[serde(default)]
     output_tokens: u64,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn neutral(&self) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens,
+            output_tokens: self.output_tokens,
+            cache_read_tokens: self.cache_read_input_tokens.unwrap_or(0),
+            cache_write_tokens: self.cache_creation_input_tokens.unwrap_or(0),
+        }
+    }
 }
 
 // Flat rather than a tagged enum: unknown block types (thinking, server tools) pass through
@@ -176,7 +239,7 @@ pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, Decod
     Ok(Reply {
         content,
         stop_reason: StopReason::from_wire(m.stop_reason.as_deref().unwrap_or("end_turn")),
-        usage: Usage { input_tokens: m.usage.input_tokens, output_tokens: m.usage.output_tokens },
+        usage: m.usage.neutral(),
         arg_errors: Vec::new(),
     })
 }
@@ -229,12 +292,17 @@ struct StartMessage {
     usage: WireUsage,
 }
 
+/// `message_delta`'s usage: cumulative counts, each present or not.
 #[derive(Deserialize)]
 struct WireUsageDelta {
     #[serde(default)]
     output_tokens: Option<u64>,
     #[serde(default)]
     input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_creation_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_input_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -303,8 +371,7 @@ impl Accumulate for Accumulator {
         match ev.kind.as_ref() {
             "message_start" => {
                 if let Some(m) = ev.message {
-                    self.usage.input_tokens = m.usage.input_tokens;
-                    self.usage.output_tokens = m.usage.output_tokens;
+                    self.usage = m.usage.neutral();
                 }
             }
             "content_block_start" => {
@@ -363,6 +430,12 @@ impl Accumulate for Accumulator {
                     }
                     if let Some(i) = u.input_tokens {
                         self.usage.input_tokens = i;
+                    }
+                    if let Some(c) = u.cache_read_input_tokens {
+                        self.usage.cache_read_tokens = c;
+                    }
+                    if let Some(c) = u.cache_creation_input_tokens {
+                        self.usage.cache_write_tokens = c;
                     }
                 }
             }

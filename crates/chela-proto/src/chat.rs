@@ -439,6 +439,40 @@ pub struct Request<'a> {
     pub tools: &'a [ToolSpec<'a>],
     pub tool_choice: ToolChoice,
     pub stream: bool,
+    /// Where the request's stable prefix ends, for the provider's prompt cache.
+    pub cache: Cache<'a>,
+}
+
+/// What a request tells the provider's prompt cache. The default marks nothing and sends no
+/// key: the request is as it was before caching.
+///
+/// A prompt cache reuses the work for a request's longest prefix seen before, so what stays the
+/// same from call to call (tools, the stable part of the system prompt, earlier history) comes
+/// first and what changes (time, channel, recent notes, the new message) after it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cache<'a> {
+    /// Put Anthropic `cache_control` breakpoints on the last tool, the stable system block and
+    /// the last message of the history before this turn.
+    pub mark: bool,
+    /// Bytes at the start of `system` that stay the same from turn to turn; the rest changes.
+    /// On a character boundary; 0 when nothing is known to be stable.
+    pub system_stable: usize,
+    /// Index in `messages` of the last message before this turn's person's message, if any.
+    pub history_end: Option<usize>,
+    /// OpenAI's `prompt_cache_key`: routes a session's calls to the same cache. Only for
+    /// providers known to accept the field.
+    pub key: Option<&'a str>,
+}
+
+impl Cache<'_> {
+    /// `system` split into its stable part and the rest; all of it is "rest" when no stable
+    /// length is known or it does not fall on a character boundary.
+    pub fn split_system<'s>(&self, system: &'s str) -> (&'s str, &'s str) {
+        match system.split_at_checked(self.system_stable) {
+            Some(parts) if self.system_stable > 0 => parts,
+            _ => ("", system),
+        }
+    }
 }
 
 /// Why the model stopped.
@@ -467,11 +501,35 @@ impl StopReason {
     }
 }
 
-/// Token counts as the provider reported them.
+/// Token counts as the provider reported them, in Anthropic's convention: the three input
+/// counts do not overlap, so each is priced once. (OpenAI's `prompt_tokens` includes its
+/// `cached_tokens`; the decoder subtracts them.)
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Usage {
+    /// Input tokens neither read from nor written to the prompt cache: full price.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Input tokens read from the prompt cache (Anthropic `cache_read_input_tokens`, OpenAI
+    /// `prompt_tokens_details.cached_tokens`): the cheap ones.
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the prompt cache (Anthropic `cache_creation_input_tokens`;
+    /// OpenAI-compatible servers cache without saying so, and report 0).
+    pub cache_write_tokens: u64,
+}
+
+impl Usage {
+    /// Every input token, cached or not: what the request weighed.
+    pub fn prompt_tokens(&self) -> u64 {
+        self.input_tokens.saturating_add(self.cache_read_tokens).saturating_add(self.cache_write_tokens)
+    }
+
+    /// Adds `other`'s counts (a turn sums its model calls).
+    pub fn add(&mut self, other: &Usage) {
+        self.input_tokens = self.input_tokens.saturating_add(other.input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(other.output_tokens);
+        self.cache_read_tokens = self.cache_read_tokens.saturating_add(other.cache_read_tokens);
+        self.cache_write_tokens = self.cache_write_tokens.saturating_add(other.cache_write_tokens);
+    }
 }
 
 /// A tool call whose arguments were not valid JSON. The call is kept in the reply with `{}` as

@@ -56,6 +56,21 @@ pub fn write_request_for<S: Sink + ?Sized>(req: &Request<'_>, dialect: Dialect, 
     w.begin_object();
     w.field_str("model", req.model);
     w.field_u64(dialect.max_tokens_field, u64::from(req.max_tokens));
+    if let Some(key) = req.cache.key {
+        w.field_str("prompt_cache_key", key);
+    }
+    // Tools before the messages, the system prompt's stable part first among these: what a
+    // prompt cache can reuse leads the body, byte for byte the same from turn to turn.
+    if !req.tools.is_empty() {
+        w.key("tools").begin_array();
+        for t in req.tools {
+            w.begin_object().field_str("type", "function").key("function").begin_object();
+            w.field_str("name", t.name).field_str("description", t.description);
+            w.field_raw("parameters", t.input_schema);
+            w.end_object().end_object();
+        }
+        w.end_array();
+    }
     w.key("messages").begin_array();
     if !req.system.is_empty() {
         w.begin_object().field_str("role", "system").field_str("content", req.system).end_object();
@@ -68,14 +83,6 @@ pub fn write_request_for<S: Sink + ?Sized>(req: &Request<'_>, dialect: Dialect, 
     }
     w.end_array();
     if !req.tools.is_empty() {
-        w.key("tools").begin_array();
-        for t in req.tools {
-            w.begin_object().field_str("type", "function").key("function").begin_object();
-            w.field_str("name", t.name).field_str("description", t.description);
-            w.field_raw("parameters", t.input_schema);
-            w.end_object().end_object();
-        }
-        w.end_array();
         w.field_str(
             "tool_choice",
             match req.tool_choice {
@@ -188,11 +195,28 @@ struct WireUsage {
     prompt_tokens: u64,
     #[serde(default)]
     completion_tokens: u64,
+    // Some servers send `null` here.
+    #[serde(default)]
+    prompt_tokens_details: Option<WireUsageDetails>,
+}
+
+#[derive(Deserialize, Default)]
+struct WireUsageDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
 }
 
 impl WireUsage {
+    /// `prompt_tokens` includes the cached ones; [`Usage`] counts them apart.
     fn neutral(&self) -> Usage {
-        Usage { input_tokens: self.prompt_tokens, output_tokens: self.completion_tokens }
+        let cached = self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens).unwrap_or(0);
+        let cached = cached.min(self.prompt_tokens);
+        Usage {
+            input_tokens: self.prompt_tokens - cached,
+            output_tokens: self.completion_tokens,
+            cache_read_tokens: cached,
+            cache_write_tokens: 0,
+        }
     }
 }
 

@@ -203,7 +203,7 @@ impl App {
     }
 
     /// The system prompt for a turn now.
-    pub fn system_prompt(&self, channel: &str, chat_id: &str) -> String {
+    pub fn system_prompt(&self, channel: &str, chat_id: &str) -> chela_core::prompt::System {
         let b = &self.base;
         crate::memory::system_prompt(
             &b.ws,

@@ -69,6 +69,7 @@ async fn fold(
         system: compaction::INSTRUCTION,
         messages: &messages,
         tool_choice: ToolChoice::Auto,
+        cache: Default::default(),
     };
     // No tools, and a whole reply rather than a stream: nobody watches the summary arrive.
     let provider = agent.provider.unstreamed();

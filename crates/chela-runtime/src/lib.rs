@@ -18,6 +18,7 @@ pub mod memory;
 pub mod provider;
 pub mod skills;
 pub mod tools;
+pub mod usage;
 
 pub mod automation;
 #[cfg(feature = "board")]

@@ -139,7 +139,7 @@ pub fn recent_daily(ws: &Workspace, today: Date, days: i64) -> String {
     out
 }
 
-/// Builds the system prompt for a turn on `channel` / `chat_id` at `now`.
+/// Builds the system prompt for a turn on `channel` / `chat_id` at `now`, its stable part first.
 pub fn system_prompt(
     ws: &Workspace,
     cfg: &Config,
@@ -148,7 +148,7 @@ pub fn system_prompt(
     now: i64,
     channel: &str,
     chat_id: &str,
-) -> String {
+) -> prompt::System {
     let read = |name: &str| read_text(&ws.root().join(name));
     let (soul, agents, user, memory) = (read("SOUL.md"), read("AGENTS.md"), read("USER.md"), read("MEMORY.md"));
     let bounds = bounds(cfg);
@@ -168,7 +168,7 @@ pub fn system_prompt(
         tool_guidance: &guidance,
         context: TurnContext { channel, chat_id, local_time: &local_time, weekday, timezone: tz.name() },
     };
-    prompt::build(&inputs, &bounds)
+    prompt::build_system(&inputs, &bounds)
 }
 
 fn bounds(cfg: &Config) -> Bounds {

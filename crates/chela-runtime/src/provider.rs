@@ -55,6 +55,10 @@ pub struct Provider {
     http: HttpClient,
     /// Where the key came from, for the sentence about a rejected one.
     key_layer: Layer,
+    /// `llm.prompt_cache`: mark the stable prefix (Anthropic breakpoints).
+    cache_marks: bool,
+    /// Whether this provider is sent OpenAI's `prompt_cache_key` (`llm.prompt_cache_key`).
+    cache_key: bool,
 }
 
 impl Provider {
@@ -101,7 +105,23 @@ impl Provider {
             max_tokens: u32::try_from(cfg.int(keys::LLM_MAX_TOKENS)).unwrap_or(4096),
             stream: cfg.bool(keys::LLM_STREAM),
         };
-        Ok(Provider { endpoint, model, options, http, key_layer: cfg.entry(keys::LLM_API_KEY).layer.clone() })
+        let cache_key = kind == Kind::OpenAi
+            && match cfg.get(keys::LLM_PROMPT_CACHE_KEY) {
+                "on" => true,
+                "off" => false,
+                // Only OpenAI itself is known to take it; a strict compatible server would refuse
+                // every request over one unknown field.
+                _ => endpoint.openai_dialect() == chela_proto::openai::Dialect::OPENAI,
+            };
+        Ok(Provider {
+            endpoint,
+            model,
+            options,
+            http,
+            key_layer: cfg.entry(keys::LLM_API_KEY).layer.clone(),
+            cache_marks: cfg.bool(keys::LLM_PROMPT_CACHE),
+            cache_key,
+        })
     }
 
     /// The same provider answering with `model` (the chat's `/model NAME`).
@@ -145,7 +165,7 @@ impl Provider {
         on_update: &mut (dyn FnMut(Update<'_>) + Send),
     ) -> Result<Reply, ProviderError> {
         let mut body = String::with_capacity(4096);
-        self.endpoint.write_body(call, tools, &mut body);
+        self.endpoint.write_body(&self.cache_policy(call), tools, &mut body);
         let body = Bytes::from(body);
         let clock = Clock(Instant::now());
         let mut ex = Exchange::new(self.endpoint.clone(), self.options, clock.now(), seed());
@@ -171,6 +191,17 @@ impl Provider {
                 None => return Err(ProviderError::Malformed("the call ended without an answer".into())),
             }
         }
+    }
+
+    /// `call` with the cache hints this provider takes: marks unless switched off, the key only
+    /// where it is accepted.
+    fn cache_policy<'a>(&self, call: &ModelCall<'a>) -> ModelCall<'a> {
+        let mut call = *call;
+        call.cache.mark &= self.cache_marks;
+        if !self.cache_key {
+            call.cache.key = None;
+        }
+        call
     }
 
     /// One HTTP exchange, fed into `ex` until it has its outcome.
@@ -283,10 +314,41 @@ mod tests {
 
     fn body(p: &Provider) -> serde_json::Value {
         let messages = [Message::user_text("hi")];
-        let call = ModelCall { system: "s", messages: &messages, tool_choice: ToolChoice::Auto };
+        let call =
+            ModelCall { system: "s", messages: &messages, tool_choice: ToolChoice::Auto, cache: Default::default() };
         let mut body = String::new();
         p.endpoint.write_body(&call, &[], &mut body);
         serde_json::from_str(&body).unwrap()
+    }
+
+    /// The body `p` sends for a call with every cache hint set.
+    fn cached_body(p: &Provider) -> String {
+        let messages = [Message::user_text("before"), Message::assistant_text("ok"), Message::user_text("hi")];
+        let cache =
+            chela_proto::chat::Cache { mark: true, system_stable: 2, history_end: Some(1), key: Some("chela-k") };
+        let call = ModelCall { system: "st|rest", messages: &messages, tool_choice: ToolChoice::Auto, cache };
+        let mut body = String::new();
+        p.endpoint.write_body(&p.cache_policy(&call), &[], &mut body);
+        body
+    }
+
+    #[test]
+    fn the_cache_key_goes_only_where_it_is_accepted_and_marks_can_be_switched_off() {
+        let official = provider("[llm]\nprovider = \"openai\"\napi_key = \"k\"");
+        assert!(cached_body(&official).contains(r#""prompt_cache_key":"chela-k""#));
+        let local = provider("[llm]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:11434/v1\"");
+        assert!(!cached_body(&local).contains("prompt_cache_key"), "a compatible server may refuse unknown fields");
+        let forced =
+            provider("[llm]\nprovider = \"openai\"\nbase_url = \"http://127.0.0.1:1/v1\"\nprompt_cache_key = \"on\"");
+        assert!(cached_body(&forced).contains("prompt_cache_key"));
+        let never = provider("[llm]\nprovider = \"openai\"\napi_key = \"k\"\nprompt_cache_key = \"off\"");
+        assert!(!cached_body(&never).contains("prompt_cache_key"));
+        let anthropic = provider("[llm]\napi_key = \"k\"");
+        let body = cached_body(&anthropic);
+        assert_eq!(body.matches("cache_control").count(), 2, "the stable system block and the history end: {body}");
+        assert!(!body.contains("prompt_cache_key"));
+        let off = provider("[llm]\napi_key = \"k\"\nprompt_cache = false");
+        assert!(!cached_body(&off).contains("cache_control"));
     }
 
     #[test]

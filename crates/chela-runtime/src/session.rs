@@ -456,7 +456,9 @@ async fn locked_turn(
             Ok((loaded, a.system_prompt(&channel, &chat), skills))
         })
         .await?;
-    let system = if skills.prompt.is_empty() { system } else { format!("{system}\n\n{}", skills.prompt.trim_start()) };
+    // A skill's instructions and the summary change from turn to turn: after the stable part.
+    let mut system = system;
+    system.push_tail(&skills.prompt);
     let history = match (history, loaded) {
         (Some(h), _) => h,
         (slot, loaded) => slot.insert(loaded.unwrap_or_else(|| History {
@@ -469,7 +471,7 @@ async fn locked_turn(
     agent.ctx.session = Some(Arc::new(SessionRef::new(&req.channel, &req.chat_id, skills.named_groups)));
     // Compaction wraps the turn: the summary of the folded turns rides in the system prompt,
     // and a turn that finished may fold the oldest ones (a cancelled turn asks for nothing more).
-    let system = crate::compact::system_with_summary(system, history.summary.as_ref());
+    system.text = crate::compact::system_with_summary(system.text, history.summary.as_ref());
     let end = run_turn(&agent, history, system, req, files).await?;
     if matches!(&end, TurnEnd::Done(o) if !o.cancelled) {
         crate::compact::after_turn(&agent, history, &req.cancel).await;

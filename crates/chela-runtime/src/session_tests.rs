@@ -335,3 +335,88 @@ async fn closing_the_hub_ends_every_owner_and_waits_for_them() {
     assert_eq!(hub.live(), 0);
     assert_eq!(Arc::strong_count(&hub.shared), 1, "no owner is left once close returned");
 }
+
+/// The bytes of an Anthropic request body up to the end of its stable system block: tools and
+/// the stable system prompt, what the prompt cache reuses from turn to turn.
+fn cached_prefix(body: &[u8]) -> String {
+    let body = std::str::from_utf8(body).unwrap();
+    let system = body.find("\"system\":[").unwrap_or_else(|| panic!("no system blocks: {body:.300}"));
+    let mark = "\"cache_control\":{\"type\":\"ephemeral\"}}";
+    let end = system + body[system..].find(mark).unwrap() + mark.len();
+    body[..end].to_owned()
+}
+
+#[tokio::test]
+async fn five_turns_keep_the_cached_prefix_byte_for_byte_until_a_skill_unlocks_tools() {
+    let s = setup(vec![], &[]);
+    // The same workspace and fake, on a clock the test moves: the time is in the prompt.
+    let clock = crate::clock::Clock::manual(1_800_000_000_000);
+    let app = Arc::new(
+        App::from_base(crate::app::Base::load_with((*s.app.base.ws).clone(), clock.clone()).unwrap()).unwrap(),
+    );
+    for step in [
+        Step::text("hello"),
+        Step::tool_call("memory_store", json!({"content": "Ada likes green tea"})),
+        Step::text("noted"),
+        Step::tool_call("get_current_time", json!({})),
+        Step::text("it is now"),
+        Step::tool_call("skill_activate", json!({"name": "chela_settings"})),
+        Step::text("settings ready"),
+        Step::text("bye"),
+    ] {
+        s.llm.push(step);
+    }
+    let hub = SessionHub::new(app.clone(), HubLimits::from_config(&app.base.cfg));
+    for text in ["hi", "remember: I like green tea", "what time is it?", "open the settings", "thanks"] {
+        answer(soon(hub.submit(request("a", text)).unwrap().finish()).await.unwrap());
+        clock.advance(Duration::from_secs(61));
+    }
+    let reqs = s.llm.requests();
+    assert_eq!(reqs.len(), 8);
+    let prefixes: Vec<String> = reqs.iter().map(|r| cached_prefix(&r.body)).collect();
+    // Requests 0-5: before the skill's tools are unlocked (the call that activates it is in #5).
+    for (i, p) in prefixes.iter().enumerate().take(6).skip(1) {
+        assert_eq!(p, &prefixes[0], "request {i}: memory writes, tool calls and the clock leave the prefix alone");
+    }
+    // The documented change: the skill unlocked a group, so the tool list grew and the prefix
+    // is a new one, which then stays the same.
+    assert_ne!(prefixes[6], prefixes[0]);
+    assert!(
+        tools_sent(&s.llm, 6).iter().any(|t| t == "config_show")
+            && !tools_sent(&s.llm, 0).contains(&"config_show".into())
+    );
+    assert_eq!(prefixes[7], prefixes[6]);
+    // The system prompt's stable text itself never changed; what did change came after it.
+    let stable = |i: usize| s.llm.requests()[i].json.clone().unwrap()["system"][0]["text"].clone();
+    assert_eq!(stable(0), stable(7));
+    let rest = |i: usize| s.llm.requests()[i].json.clone().unwrap()["system"][1]["text"].as_str().unwrap().to_owned();
+    assert!(
+        !rest(2).contains("green tea") && rest(3).contains("green tea"),
+        "the next turn has the entry, in the changing part"
+    );
+    assert_ne!(rest(0), rest(7), "the time moved");
+    // The last tool, the stable system block and the history before the turn are marked; the
+    // history's mark stays on the same message through the turn's tool round.
+    let round = |i: usize| s.llm.requests()[i].json.clone().unwrap();
+    assert_eq!(round(4).to_string().matches("cache_control").count(), 3, "{}", round(4));
+    let (a, b) = (round(3)["messages"].as_array().unwrap().clone(), round(4)["messages"].as_array().unwrap().clone());
+    assert_eq!(a[..], b[..a.len()], "the tool round's call extends the turn's first, marks and all");
+}
+
+#[tokio::test]
+async fn every_turn_appends_its_usage_to_the_log() {
+    let s = setup(vec![Step::tool_call("get_current_time", json!({})), Step::text("noon"), Step::text("ok")], &[]);
+    let hub = SessionHub::new(s.app.clone(), HubLimits::from_config(&s.app.base.cfg));
+    for text in ["time?", "thanks"] {
+        answer(soon(hub.submit(request("u", text)).unwrap().finish()).await.unwrap());
+    }
+    let (records, skipped) = crate::usage::read(&s.app.base.ws).unwrap();
+    assert_eq!((records.len(), skipped), (2, 0), "{records:?}");
+    let r = &records[0];
+    assert_eq!((r.channel.as_str(), r.chat.as_str()), ("test", "u"));
+    assert_eq!(r.model, s.app.provider.model);
+    // The first turn made two model calls; the record sums what the fake reported for both.
+    let reported: u64 = s.llm.requests()[..2].iter().map(|q| q.body.len() as u64).sum();
+    assert!(r.input > 0 && r.output > 0 && r.input <= reported, "{r:?}");
+    assert!(records[1].input > 0);
+}

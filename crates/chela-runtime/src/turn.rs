@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use anyhow::Context;
 use chela_core::agent::{AgentRun, Limits, Outcome, Step, ToolCall, ToolResult};
 use chela_core::cap::{Caller, Scope};
+use chela_core::prompt::System;
 use chela_core::session::{self, Budget, Summary};
 use chela_core::storage::Storage;
 use chela_proto::chat::{Block, Message, ToolSpec, Update};
@@ -242,7 +243,7 @@ fn rotate(
 pub async fn run_turn(
     agent: &Agent<'_>,
     history: &mut History,
-    system: String,
+    system: System,
     req: &mut TurnRequest,
     files: FileWork,
 ) -> anyhow::Result<TurnEnd> {
@@ -261,16 +262,18 @@ pub async fn run_turn(
         // A photo to a text-only model: a note says one was sent.
         user.images_to_notes();
     }
+    let stable = system.stable;
     let client = req.client.as_deref();
     let system = match client.and_then(|c| c.instructions.as_deref()) {
-        Some(instructions) => format!("{system}\n\n{CALLER_INSTRUCTIONS}\n\n{instructions}"),
-        None => system,
+        Some(instructions) => format!("{}\n\n{CALLER_INSTRUCTIONS}\n\n{instructions}", system.text),
+        None => system.text,
     };
     let base = client.and_then(|c| c.history.clone()).unwrap_or_else(|| history.messages.clone());
     if client.is_some() {
         answer_open_calls(&base, &mut user);
     }
     let mut run = AgentRun::new(base, user, system, agent.limits);
+    run.set_cache(stable, Some(cache_key(&req.channel, &req.chat_id)));
     // A "context too long" is answered by shrinking the window and asking again, once a turn.
     let mut shrunk = false;
     let end = loop {
@@ -359,18 +362,19 @@ pub async fn run_turn(
             }
         }
     };
+    let ts = agent.ctx.clock.unix_secs_u64();
     match &end {
         TurnEnd::Done(_) => {
-            keep(history, run.turn_messages(), agent.limits.history_budget, files, agent.ctx.clock.unix_secs_u64())
-                .await?
+            let usage = usage_record(agent, req, &run, ts);
+            keep(history, run.turn_messages(), agent.limits.history_budget, files, ts, usage).await?;
         }
         // When tools already changed things, keep the record of it, closed so it stays well-formed.
         // The sentence the person reads, never a Rust form: the model reads it next turn.
         // A turn that did nothing is dropped: the person just asks again.
         TurnEnd::Failed(e) => {
             if run.fail(&format!("(this turn stopped: {})", agent.provider.tell(e))) {
-                keep(history, run.turn_messages(), agent.limits.history_budget, files, agent.ctx.clock.unix_secs_u64())
-                    .await?;
+                let usage = usage_record(agent, req, &run, ts);
+                keep(history, run.turn_messages(), agent.limits.history_budget, files, ts, usage).await?;
             }
         }
     }
@@ -414,6 +418,30 @@ fn answer_open_calls(base: &[Message], user: &mut Message) {
     user.content = fixed;
 }
 
+/// What the finished `run` spent, as a line for the usage log; `None` when no model call was
+/// counted (a server that reports no usage).
+fn usage_record(agent: &Agent<'_>, req: &TurnRequest, run: &AgentRun, ts: u64) -> Option<UsageLine> {
+    let Step::Done(o) = run.next_step() else { return None };
+    (o.usage != chela_proto::chat::Usage::default()).then(|| {
+        let record = chela_core::usage::Record::new(ts, &req.channel, &req.chat_id, &agent.provider.model, &o.usage);
+        (Arc::clone(&agent.ctx.ws), record)
+    })
+}
+
+/// A usage record and the workspace whose log it goes to.
+type UsageLine = (Arc<crate::workspace::Workspace>, chela_core::usage::Record);
+
+/// The session's prompt-cache key: the same for every turn of one conversation, different
+/// between conversations, and not the chat id itself (which the provider need not learn).
+/// FNV-1a: stable across builds and processes, unlike the std hasher.
+pub fn cache_key(channel: &str, chat_id: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in channel.bytes().chain([0]).chain(chat_id.bytes()) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("chela-{h:016x}")
+}
+
 /// The groups this turn's model sees on top of the base visibility: the request's own, and the
 /// skill-gated groups the conversation's active skills unlock (`chela_core::skills`).
 fn scope_with_skills(agent: &Agent<'_>, registry: &chela_core::cap::Registry, base: &[String]) -> Vec<String> {
@@ -433,8 +461,16 @@ fn scope_with_skills(agent: &Agent<'_>, registry: &chela_core::cap::Registry, ba
 /// history in memory, which keeps only as much as a fresh load would read.
 /// A tool's images are kept as notes (`[image: image/png, 1.2 KiB]`): the model saw them in
 /// this turn, and no line of the file or of the history carries them for ever after.
-/// `ts`: the turn's time, as the session file records it.
-async fn keep(history: &mut History, turn: &[Message], budget: usize, files: FileWork, ts: u64) -> anyhow::Result<()> {
+/// `ts`: the turn's time, as the session file records it. `usage` goes to the usage log in the
+/// same piece of file work; failing to record it is logged, not a failed turn.
+async fn keep(
+    history: &mut History,
+    turn: &[Message],
+    budget: usize,
+    files: FileWork,
+    ts: u64,
+    usage: Option<UsageLine>,
+) -> anyhow::Result<()> {
     let mut messages = turn.to_vec();
     for m in &mut messages {
         m.tool_images_to_notes();
@@ -444,6 +480,11 @@ async fn keep(history: &mut History, turn: &[Message], budget: usize, files: Fil
     let messages = files
         .run("saving the conversation", move || {
             persist(&path, &messages, ts)?;
+            if let Some((ws, record)) = usage
+                && let Err(e) = crate::usage::append(&ws, &record)
+            {
+                tracing::warn!("could not record the turn's usage in {}: {e}", crate::usage::log_path(&ws).display());
+            }
             Ok(messages)
         })
         .await?;
@@ -474,7 +515,7 @@ mod tests {
             history: &'a mut History,
             req: &'a mut TurnRequest,
         ) -> impl std::future::Future<Output = anyhow::Result<TurnEnd>> + Send + 'a {
-            run_turn(agent, history, String::new(), req, FileWork::Pool)
+            run_turn(agent, history, System::default(), req, FileWork::Pool)
         }
         let _ = is_send;
     }
@@ -487,7 +528,7 @@ mod tests {
             let budget = 1024;
             for i in 0..400 {
                 let turn = [Message::user_text(format!("question {i}")), Message::assistant_text("a".repeat(1000))];
-                keep(&mut history, &turn, budget, files, 1_800_000_000).await.unwrap();
+                keep(&mut history, &turn, budget, files, 1_800_000_000, None).await.unwrap();
             }
             let kept = chela_core::history::bytes(&history.messages) as u64;
             assert!(kept <= tail_bytes(budget), "{files:?}: {kept} bytes kept in memory");

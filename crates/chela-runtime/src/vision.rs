@@ -169,6 +169,7 @@ pub async fn describe_image(
         system: "Answer the question about the image briefly and plainly.",
         messages: &messages,
         tool_choice: ToolChoice::None,
+        cache: Default::default(),
     };
     let provider = provider.unstreamed();
     let reply = provider.complete(&call, &[], &mut |_| {}).await.map_err(|e| VisionError::Model(provider.tell(&e)))?;

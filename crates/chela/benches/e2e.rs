@@ -234,17 +234,23 @@ fn mib(kib: u64) -> f64 {
 fn split(provider: Provider, r: &Recorded) -> (usize, usize, usize, usize) {
     let body = String::from_utf8_lossy(&r.body);
     let v: Value = serde_json::from_slice(&r.body).expect("the request body is JSON");
-    let system = match provider {
-        Provider::Anthropic => v["system"].as_str().unwrap_or(""),
-        Provider::OpenAi => v["messages"][0]["content"].as_str().unwrap_or(""),
+    let system: String = match provider {
+        // Text blocks when the stable part is marked for the prompt cache.
+        Provider::Anthropic => match &v["system"] {
+            Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+            other => other.as_str().unwrap_or("").to_owned(),
+        },
+        Provider::OpenAi => v["messages"][0]["content"].as_str().unwrap_or("").to_owned(),
     };
     // Both writers escape strings exactly as serde_json does, so this is the encoded length.
-    let system_encoded = serde_json::to_string(system).unwrap().len();
-    // The tools array as sent, byte for byte: from `"tools":[` to the `]` before `tool_choice`.
-    let tools_bytes = match (body.find("\"tools\":["), body.rfind("],\"tool_choice\"")) {
-        (Some(a), Some(b)) if b > a => b + 1 - (a + "\"tools\":".len()),
-        _ => 0,
-    };
+    let system_encoded = serde_json::to_string(&system).unwrap().len();
+    // The tools array as sent, byte for byte: from `"tools":[` to the `]` before the key that
+    // follows it (tools lead the body, before the system prompt and the messages).
+    let tools_bytes = body.find("\"tools\":[").map_or(0, |a| {
+        let after = &body[a..];
+        let end = ["],\"system\":", "],\"messages\":"].iter().filter_map(|k| after.find(k)).min().unwrap_or(0);
+        end.saturating_sub("\"tools\":".len() - 1)
+    });
     let tools = v["tools"].as_array().map_or(0, Vec::len);
     (system.len(), system_encoded, tools_bytes, tools)
 }

@@ -152,7 +152,7 @@ fn main() {
         },
     };
     let pure = prompt::build(&inputs, &bounds);
-    let host = memory::system_prompt(&ws, &cfg, &registry, &tz, now, "cli", "local");
+    let host = memory::system_prompt(&ws, &cfg, &registry, &tz, now, "cli", "local").text;
     assert_eq!(pure, host, "the in-memory inputs must be what the host path reads");
     println!(
         "prompt: SOUL/AGENTS/USER.md {} B each, MEMORY.md {} B, {} daily notes ({} B), 50 entries ({} B file, {} B rendered); prompt {} B",

@@ -69,6 +69,12 @@ pub enum Command {
     Device(DeviceCmd),
     /// `chela state …`: the seals of Chela's records of the owner's decisions.
     State(StateCmd),
+    /// `chela usage [--session S] [--since DATE] [--json]`: tokens and estimated cost.
+    Usage {
+        session: Option<String>,
+        since: Option<String>,
+        json: bool,
+    },
     /// Print this topic's help.
     Help(Topic),
     Version,
@@ -119,6 +125,7 @@ pub enum Topic {
     Board,
     Device,
     State,
+    Usage,
 }
 
 impl Topic {
@@ -148,6 +155,7 @@ impl Topic {
             ("board", _) => Topic::Board,
             ("device", _) => Topic::Device,
             ("state", _) => Topic::State,
+            ("usage", _) => Topic::Usage,
             ("config", Some("show")) => Topic::ConfigShow,
             ("config", Some("get")) => Topic::ConfigGet,
             ("config", Some("set")) => Topic::ConfigSet,
@@ -202,7 +210,7 @@ impl Topic {
             | Topic::Rules
             | Topic::Heartbeat
             | Topic::Mcp => 1,
-            Topic::Board | Topic::Device | Topic::State => 1,
+            Topic::Board | Topic::Device | Topic::State | Topic::Usage => 1,
             _ => 2,
         }
     }
@@ -381,6 +389,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     let mut device = None;
     let mut key_choice = None;
     let mut json = false;
+    let mut since: Option<String> = None;
     let mut help = false;
     let mut version = false;
     let mut words: Vec<String> = Vec::new();
@@ -458,6 +467,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
                 key_choice = Some(KeyChoice::Drop);
                 Ok(())
             }
+            Long("since") => p.value().and_then(|v| v.string()).map(|v| since = Some(v)),
             Long("json") => {
                 json = true;
                 Ok(())
@@ -490,8 +500,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Cli> {
     let mut command = command(&words, message, session, new)?;
     match &mut command {
         Command::Status { json: j } => *j = json,
-        _ if json => bail!("--json only goes with `chela status`. {}", pointer(&words)),
+        Command::Usage { since: s, json: j, .. } => (*s, *j) = (since.take(), json),
+        _ if json => bail!("--json only goes with `chela status` and `chela usage`. {}", pointer(&words)),
         _ => {}
+    }
+    if since.is_some() {
+        bail!("--since only goes with `chela usage`. {}", pointer(&words));
     }
     if let Some(choice) = key_choice {
         match &mut command {
@@ -639,11 +653,13 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
         ("device", ["firmware", "clear"]) => Command::Device(DeviceCmd::FirmwareClear),
         ("state", ["check"] | []) => Command::State(StateCmd::Check),
         ("state", ["trust", name]) => Command::State(StateCmd::Trust((*name).to_owned())),
+        ("usage", []) => Command::Usage { session: session.clone(), since: None, json: false },
         ("board", ["check"]) => Command::Board(None),
         ("board", ["check", file]) => Command::Board(Some(PathBuf::from(file))),
         (
             "config" | "cap" | "skill" | "pairing" | "doctor" | "status" | "service" | "run" | "console" | "cron"
-            | "rules" | "heartbeat" | "board" | "device" | "state" | "setup" | "gateway" | "backup" | "restore",
+            | "rules" | "heartbeat" | "board" | "device" | "state" | "setup" | "gateway" | "backup" | "restore"
+            | "usage",
             _,
         ) => {
             let topic = Topic::of(words).unwrap_or(Topic::Main);
@@ -657,11 +673,16 @@ fn command(words: &[String], message: Option<String>, session: Option<String>, n
             None => bail!("unknown command `{other}`. Run `chela help` for the commands."),
         },
     };
-    let takes_session =
-        matches!(command, Command::Chat(_) | Command::Skill(SkillCmd::Activate { .. } | SkillCmd::Deactivate { .. }));
+    let takes_session = matches!(
+        command,
+        Command::Chat(_)
+            | Command::Usage { .. }
+            | Command::Skill(SkillCmd::Activate { .. } | SkillCmd::Deactivate { .. })
+    );
     if (chat_flags && !matches!(command, Command::Chat(_))) || (session_flag && !takes_session) {
         bail!(
-            "-m and --new only go with `chela chat`, --session with `chela chat` and `chela skill activate|deactivate`. {}",
+            "-m and --new only go with `chela chat`, --session with `chela chat`, `chela usage` and \
+             `chela skill activate|deactivate`. {}",
             pointer(words)
         );
     }
@@ -691,6 +712,7 @@ const COMMANDS: &[&str] = &[
     "board",
     "device",
     "state",
+    "usage",
     "help",
 ];
 
@@ -729,6 +751,7 @@ fn is_flag(word: &str) -> bool {
                 "rotate",
                 "yes",
                 "force",
+                "since",
             ]
             .contains(&name);
     }

@@ -259,6 +259,17 @@ async fn interactive(chat: &mut Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
                     chat.session,
                     path.display()
                 ),
+                Slash::Usage => {
+                    // This conversation only: `chela usage` sums the others.
+                    let filter = chela_runtime::usage::Filter {
+                        session: Some(format!("{CHANNEL}:{}", chat.session)),
+                        since: None,
+                    };
+                    match chela_runtime::usage::Report::gather(&chat.app.base.ws, &chat.app.base.cfg, &filter) {
+                        Ok(r) => eprintln!("this session: {}", chela_runtime::usage::describe(&r.all)),
+                        Err(e) => eprintln!("the usage log could not be read: {e}"),
+                    }
+                }
                 Slash::Unknown(name) => {
                     eprintln!("unknown command /{name}; nothing was sent. /help lists the commands.")
                 }
@@ -289,6 +300,7 @@ const SLASH_HELP: &str = "\
 /new       start a fresh conversation (the old one is archived)
 /model     the model and provider answering; /model NAME switches this chat to NAME (not saved)
 /session   this conversation's name and file
+/usage     tokens this conversation used, and their estimated cost
 /quit      leave (also /exit, or Ctrl-D)
 Ctrl-C stops an answer; at the prompt it clears the line.";
 
@@ -297,6 +309,7 @@ Ctrl-C stops an answer; at the prompt it clears the line.";
 enum Slash<'a> {
     Help,
     New,
+    Usage,
     /// `/model`, or `/model NAME` to switch.
     Model(Option<&'a str>),
     Session,
@@ -321,6 +334,7 @@ fn slash_command(line: &str) -> Option<Slash<'_>> {
         "new" => Slash::New,
         "model" => Slash::Model(None),
         "session" => Slash::Session,
+        "usage" => Slash::Usage,
         "quit" | "exit" => Slash::Quit,
         other => Slash::Unknown(other),
     })
@@ -585,11 +599,12 @@ mod tests {
         assert_eq!(slash_command("/model is the best one"), None, "more words are a message");
         assert_eq!(slash_command("/session"), Some(Slash::Session));
         assert_eq!(slash_command("/new"), Some(Slash::New));
+        assert_eq!(slash_command("/usage"), Some(Slash::Usage));
         assert_eq!(slash_command("/foo"), Some(Slash::Unknown("foo")));
         for message in ["/etc/hosts is missing", "/ alone", "/", "hello /help", "/new please"] {
             assert_eq!(slash_command(message), None, "{message}");
         }
-        for name in ["help", "new", "model", "session", "quit"] {
+        for name in ["help", "new", "model", "session", "usage", "quit"] {
             assert!(SLASH_HELP.contains(&format!("/{name} ")), "/help lists /{name}");
         }
         assert_eq!(format_wait(Duration::from_millis(4000)), "4 s");

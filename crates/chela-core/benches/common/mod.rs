@@ -409,6 +409,7 @@ pub fn turn(fx: &Fixture, history: Vec<Message>, system: String, probe: &mut dyn
                     tools: &tools,
                     tool_choice: call.tool_choice,
                     stream: true,
+                    cache: call.cache,
                 };
                 let (body, body_len) = match fx.body {
                     // As `Provider::body` does it.
@@ -505,6 +506,7 @@ pub fn body_split(format: Format, system: &str, history: &[Message], reg: &Regis
             tools,
             tool_choice: Default::default(),
             stream: true,
+            cache: Default::default(),
         };
         let mut n = Counter::default();
         encode(format, &req, &mut n);

@@ -8,7 +8,7 @@ fn text_reply(t: &str) -> Reply {
     Reply {
         content: vec![Block::text(t)],
         stop_reason: StopReason::EndTurn,
-        usage: Usage { input_tokens: 10, output_tokens: 2 },
+        usage: Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() },
         arg_errors: vec![],
     }
 }
@@ -24,7 +24,7 @@ fn tool_reply(calls: &[(&str, &str)]) -> Reply {
             })
             .collect(),
         stop_reason: StopReason::ToolUse,
-        usage: Usage { input_tokens: 5, output_tokens: 1 },
+        usage: Usage { input_tokens: 5, output_tokens: 1, ..Usage::default() },
         arg_errors: vec![],
     }
 }
@@ -224,7 +224,7 @@ fn a_plain_answer_is_one_model_call() {
     let o = expect_done(&run);
     assert_eq!(o.text, "hello");
     assert_eq!(o.iterations, 0);
-    assert_eq!(o.usage, Usage { input_tokens: 10, output_tokens: 2 });
+    assert_eq!(o.usage, Usage { input_tokens: 10, output_tokens: 2, ..Usage::default() });
     assert_eq!(run.turn_messages(), &[Message::user_text("hi"), Message::assistant_text("hello")]);
 }
 
@@ -657,7 +657,7 @@ fn the_callers_tools_are_handed_back_and_the_others_of_that_reply_dropped() {
     assert_eq!(back.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["b"]);
     let outcome = expect_done(&run);
     assert_eq!(outcome.stop_reason, StopReason::ToolUse);
-    assert_eq!(outcome.usage, Usage { input_tokens: 5, output_tokens: 1 });
+    assert_eq!(outcome.usage, Usage { input_tokens: 5, output_tokens: 1, ..Usage::default() });
     let turn = run.turn_messages();
     assert_eq!(turn.len(), 2, "the person's message and the call, no results: {turn:?}");
     assert_eq!(turn[1].tool_use_ids().collect::<Vec<_>>(), ["b"], "Chela's own call was dropped");
@@ -677,4 +677,29 @@ fn handing_back_without_a_call_of_the_caller_changes_nothing() {
     let mut fresh = run_with(Limits::default());
     assert!(fresh.hand_back(|_| true).is_empty(), "not in a tool step");
     expect_model(&fresh);
+}
+
+#[test]
+fn model_calls_carry_the_cache_hints_and_the_turn_sums_cached_tokens() {
+    let history = vec![Message::user_text("earlier"), Message::assistant_text("yes")];
+    let mut run = AgentRun::new(history, Message::user_text("now"), "stable|rest".into(), Limits::default());
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert!(!c.cache.mark && c.cache.system_stable == 0 && c.cache.key.is_none(), "no marks until the driver asks");
+    run.set_cache("stable".len(), Some("key".into()));
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.cache, Cache { mark: true, system_stable: 6, history_end: Some(1), key: Some("key") });
+    assert_eq!(c.cache.split_system(c.system), ("stable", "|rest"));
+    let cached = |r: Reply| Reply { usage: Usage { cache_read_tokens: 100, cache_write_tokens: 7, ..r.usage }, ..r };
+    run.handle_reply(cached(tool_reply(&[("t1", "x")]))).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("t1", "done")]).unwrap();
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.cache.history_end, Some(1), "still the history before this turn, not the tool round");
+    run.handle_reply(cached(text_reply("ok"))).unwrap();
+    let o = expect_done(&run);
+    assert_eq!(o.usage, Usage { input_tokens: 15, output_tokens: 3, cache_read_tokens: 200, cache_write_tokens: 14 });
+    // A stable length inside a character is refused rather than splitting it.
+    let mut run = AgentRun::new(vec![], Message::user_text("hi"), "é".into(), Limits::default());
+    run.set_cache(1, None);
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!((c.cache.system_stable, c.cache.history_end, c.cache.mark), (0, None, false));
 }

@@ -39,6 +39,11 @@ pub(super) fn parse(text: &str) -> Result<Parsed> {
             toml::Value::Table(section) => {
                 for (field, v) in section {
                     let path = format!("{name}.{field}");
+                    // The one table under a flat section: prices per model, named by the person.
+                    if let (Some(prices), "llm.prices") = (v.as_table(), path.as_str()) {
+                        walk_typed(&mut out, &mut vec![name.clone(), field.clone()], prices)?;
+                        continue;
+                    }
                     if v.is_table() {
                         if model::key(&path).is_ok() {
                             bail!("`{path}` is a table, but it holds one value: write `{field} = …` under [{name}]");

@@ -53,9 +53,36 @@ pub struct Settings {
     pub mcp: Mcp,
     pub lua: Lua,
     pub gateway: Gateway,
+    pub llm: Llm,
     #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
+
+/// The typed part of `[llm]`: `[llm.prices.MODEL]`, the person's prices in US dollars per
+/// million tokens, for models whose name starts with MODEL.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Llm {
+    pub prices: BTreeMap<String, PriceSetting>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// One `[llm.prices.MODEL]`: `input` and `output` are needed; a cache read or write not given
+/// costs what an input token does.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct PriceSetting {
+    pub input: Option<f64>,
+    pub output: Option<f64>,
+    pub cache_read: Option<f64>,
+    pub cache_write: Option<f64>,
+    #[serde(flatten)]
+    unknown: BTreeMap<String, toml::Value>,
+}
+
+/// Most models one price table may name.
+pub const MAX_PRICES: usize = 64;
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(default)]
@@ -276,6 +303,18 @@ pub(super) fn build(
             }
         }
     }
+    if settings.llm.prices.len() > MAX_PRICES {
+        bail!("{} models have prices in [llm.prices]; at most {MAX_PRICES} are supported", settings.llm.prices.len());
+    }
+    for (model, p) in &settings.llm.prices {
+        if p.input.is_none() || p.output.is_none() {
+            bail!("llm.prices.\"{model}\" needs `input` and `output` (US dollars per million tokens)");
+        }
+        let prices = [p.input, p.output, p.cache_read, p.cache_write];
+        if prices.iter().flatten().any(|v| !v.is_finite() || *v < 0.0 || *v > 1_000_000.0) {
+            bail!("llm.prices.\"{model}\": a price is a number of US dollars per million tokens, from 0 to 1000000");
+        }
+    }
     let mut warnings = Vec::new();
     let mut unknown = |prefix: &str, map: &BTreeMap<String, toml::Value>, known: &[&str]| {
         for name in map.keys() {
@@ -304,6 +343,10 @@ pub(super) fn build(
     }
     unknown("lua.", &settings.lua.unknown, &flat("lua."));
     unknown("gateway.", &settings.gateway.unknown, &flat("gateway."));
+    unknown("llm.", &settings.llm.unknown, &["prices"]);
+    for (model, p) in &settings.llm.prices {
+        unknown(&format!("llm.prices.{model}."), &p.unknown, &["input", "output", "cache_read", "cache_write"]);
+    }
     Ok((settings, warnings))
 }
 

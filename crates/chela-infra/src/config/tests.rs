@@ -309,3 +309,29 @@ fn a_toml_syntax_error_shows_the_line_and_a_caret_and_masks_what_may_be_secret()
     let at = caret.chars().position(|c| c == '^').unwrap();
     assert_eq!(shown.chars().nth(at), Some('j'), "{shown}\n{caret}");
 }
+
+#[test]
+fn a_price_table_is_read_under_llm_and_checked() {
+    let toml = "[llm]\nmodel = \"my-model\"\n\n[llm.prices.\"my-model\"]\ninput = 1\noutput = 2.5\ncache_read = 0.1\n\n\
+                [llm.prices.\"gpt-4.1\"]\ninput = 2\noutput = 8\n";
+    let cfg = Config::from_layers(Some(toml), None, &[]).unwrap();
+    assert_eq!(cfg.get(LLM_MODEL), "my-model", "the flat keys of [llm] still read");
+    let prices = &cfg.settings().llm.prices;
+    assert_eq!(prices["my-model"].input, Some(1.0));
+    assert_eq!(prices["my-model"].output, Some(2.5));
+    assert_eq!(prices["my-model"].cache_read, Some(0.1));
+    assert_eq!(prices["gpt-4.1"].cache_write, None, "a dotted model name stays one name");
+    assert!(cfg.warnings.is_empty(), "{:?}", cfg.warnings);
+    assert_eq!(cfg.layer_of("llm.prices.my-model.input"), Layer::File);
+    // A typo is a warning; a missing or negative price an error naming the model.
+    let typo = Config::from_layers(Some("[llm.prices.m]\ninput = 1\noutput = 1\ncahce_read = 1\n"), None, &[]).unwrap();
+    assert!(typo.warnings.iter().any(|w| w.contains("llm.prices.m.cahce_read")), "{:?}", typo.warnings);
+    let e = Config::from_layers(Some("[llm.prices.m]\ninput = 1\n"), None, &[]).unwrap_err();
+    assert!(format!("{e:#}").contains("llm.prices.\"m\" needs `input` and `output`"), "{e:#}");
+    let e = Config::from_layers(Some("[llm.prices.m]\ninput = -1\noutput = 1\n"), None, &[]).unwrap_err();
+    assert!(format!("{e:#}").contains("from 0 to 1000000"), "{e:#}");
+    let e = Config::from_layers(Some("[llm.prices.m]\ninput = \"cheap\"\noutput = 1\n"), None, &[]).unwrap_err();
+    assert!(format!("{e:#}").contains("llm.prices"), "{e:#}");
+    let many: String = (0..=MAX_PRICES).map(|i| format!("[llm.prices.m{i}]\ninput = 1\noutput = 1\n")).collect();
+    assert!(Config::from_layers(Some(&many), None, &[]).is_err());
+}

@@ -80,6 +80,7 @@ fn request_with_every_block_kind() {
         tools: &tools,
         tool_choice: ToolChoice::Auto,
         stream: true,
+        cache: Default::default(),
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -120,6 +121,7 @@ fn request_without_tools_or_system_omits_them() {
         tools: &[],
         tool_choice: ToolChoice::None,
         stream: false,
+        cache: Default::default(),
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -136,7 +138,7 @@ fn stream_and_whole_message_give_the_same_reply() {
     assert_eq!(input_value(&streamed, 1), input_value(&whole, 1));
     assert_eq!(input_value(&whole, 1), json!({"location": "San Francisco, CA", "unit": "fahrenheit"}));
     assert_eq!(streamed.stop_reason, StopReason::ToolUse);
-    assert_eq!(streamed.usage, Usage { input_tokens: 472, output_tokens: 89 });
+    assert_eq!(streamed.usage, Usage { input_tokens: 472, output_tokens: 89, ..Usage::default() });
     assert_eq!(whole.usage, streamed.usage);
     assert!(streamed.arg_errors.is_empty());
 }
@@ -359,6 +361,7 @@ fn tool_result_images_are_image_blocks_in_its_content() {
         tools: &[],
         tool_choice: ToolChoice::Auto,
         stream: false,
+        cache: Default::default(),
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -386,7 +389,7 @@ proptest! {
         if let Block::ToolResult { images, .. } = &mut messages[2].content[0] {
             *images = vec![crate::chat::Image { media_type: "image/png".into(), data }].into();
         }
-        let req = Request { model: "m", max_tokens: 5, system: "s", messages: &messages, tools: &[], tool_choice: ToolChoice::Auto, stream: true };
+        let req = Request { model: "m", max_tokens: 5, system: "s", messages: &messages, tools: &[], tool_choice: ToolChoice::Auto, stream: true, cache: Default::default() };
         let mut whole = String::new();
         write_request(&req, &mut whole);
         let mut joined = Vec::new();

@@ -81,6 +81,7 @@ fn request_maps_tools_results_and_images() {
         tools: &tools,
         tool_choice: ToolChoice::Auto,
         stream: true,
+        cache: Default::default(),
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -125,6 +126,7 @@ fn tool_choice_none_and_no_stream() {
         tools: &tools,
         tool_choice: ToolChoice::None,
         stream: false,
+        cache: Default::default(),
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -153,7 +155,7 @@ fn stream_and_whole_completion_give_the_same_reply() {
     assert_eq!(tool(&streamed, 2), ("call_def".into(), "get_current_time".into(), json!({})));
     assert_eq!(tool(&streamed, 2), tool(&whole, 2));
     assert_eq!(streamed.stop_reason, StopReason::ToolUse);
-    assert_eq!(streamed.usage, Usage { input_tokens: 82, output_tokens: 17 });
+    assert_eq!(streamed.usage, Usage { input_tokens: 82, output_tokens: 17, ..Usage::default() });
     assert_eq!(whole.usage, streamed.usage);
 }
 
@@ -323,6 +325,7 @@ fn tool_result_images_follow_the_tool_messages_in_a_user_message() {
         tools: &[],
         tool_choice: ToolChoice::Auto,
         stream: false,
+        cache: Default::default(),
     };
     let mut body = String::new();
     write_request(&req, &mut body);

@@ -28,6 +28,7 @@ pub fn synopsis(topic: Topic) -> &'static str {
         Topic::PairingDeny => "chela pairing deny CODE",
         Topic::PairingRevoke => "chela pairing revoke CHANNEL:SENDER",
         Topic::State => "chela state [check] | state trust FILE",
+        Topic::Usage => "chela usage [--session S] [--since YYYY-MM-DD] [--json]",
         Topic::PairingClear => "chela pairing clear [CHANNEL]",
         Topic::Doctor => "chela doctor",
         Topic::Status => "chela status [--json]",
@@ -78,6 +79,7 @@ pub fn text(topic: Topic) -> String {
         Topic::PairingDeny => ("refuse a pairing request.", PAIRING_DENY),
         Topic::PairingRevoke => ("take an approved sender's access away.", PAIRING_REVOKE),
         Topic::State => ("check the seals of the pairing, device and endpoint stores, or trust one.", STATE),
+        Topic::Usage => ("tokens used and their estimated cost, per model.", USAGE_CMD),
         Topic::PairingClear => ("deny every waiting pairing request.", PAIRING_CLEAR),
         Topic::Doctor => ("check the configuration, the workspace and the provider.", DOCTOR),
         Topic::Status => ("what the daemon of this workspace is doing, and what waits for you.", STATUS),
@@ -143,6 +145,7 @@ Commands:
   pairing clear [CHANNEL] Deny every waiting request (a queue strangers filled)
   doctor                  Check the configuration, workspace and provider
   status [--json]         Whether `chela run` serves this workspace, and what waits for you
+  usage [--json]          Tokens used (cached, written to the cache) and their estimated cost
   service install|uninstall|status
                           Run `chela run` as a systemd user service
   run                     The always-on assistant: gateway, channels, in one process
@@ -447,6 +450,19 @@ Options:
 
 Examples:
   chela restore chela-backup-20261205-120000.tar --workspace ~/.chela
+";
+
+const USAGE_CMD: &str = "\
+Sums the usage log every turn appends to (state/usage.jsonl): tokens in at the full price,
+read from the provider's prompt cache, written to it, and out, per model and in all, with the
+estimated cost from the price table ([llm.prices] in chela.toml, US dollars per million
+tokens, over built-in prices for the common models). --session takes CHANNEL:CHAT or a chat
+id; --since a local date. --json prints the same as JSON.
+
+Examples:
+  chela usage
+  chela usage --session telegram:123456789 --since 2026-12-01
+  chela usage --json
 ";
 
 const STATE: &str = "\

@@ -262,3 +262,22 @@ fn setup_gateway_backup_and_restore_take_their_own_flags_only() {
     assert!(cli(&["-q", "status"]).unwrap().quiet);
     assert_eq!(Topic::of(&["gateway".into(), "token".into()]), Some(Topic::Gateway));
 }
+
+#[test]
+fn usage_takes_a_session_a_date_and_json() {
+    let usage = |session: Option<&str>, since: Option<&str>, json: bool| Command::Usage {
+        session: session.map(str::to_owned),
+        since: since.map(str::to_owned),
+        json,
+    };
+    assert_eq!(cli(&["usage"]).unwrap().command, usage(None, None, false));
+    assert_eq!(
+        cli(&["usage", "--session", "telegram:42", "--since", "2026-12-01", "--json"]).unwrap().command,
+        usage(Some("telegram:42"), Some("2026-12-01"), true)
+    );
+    assert_eq!(cli(&["usage", "-h"]).unwrap().command, Command::Help(Topic::Usage));
+    let e = cli(&["status", "--since", "2026-12-01"]).unwrap_err().to_string();
+    assert!(e.contains("--since only goes with `chela usage`"), "{e}");
+    assert!(cli(&["usage", "today"]).is_err());
+    assert!(cli(&["usgae"]).unwrap_err().to_string().contains("Did you mean `chela usage`?"));
+}

@@ -25,6 +25,7 @@ mod setup;
 mod skill;
 mod state;
 mod status;
+mod usage;
 
 /// What `chela --version` prints: the version, the commit it was built from, and the
 /// optional parts (cargo features) this build has, so a bug report says what ran.
@@ -59,6 +60,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Pairing(c) => pairing::run(&ws, c),
         Command::Device(c) => device::run(&ws, c),
         Command::State(c) => state::run(&ws, c),
+        Command::Usage { session, since, json } => usage::run(&ws, session, since, json),
         Command::Doctor => doctor::run(ws).await,
         Command::Status { json } => status::run(&ws, json).await,
         Command::Service(c) => service::run(&ws, c),

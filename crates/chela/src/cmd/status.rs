@@ -41,10 +41,18 @@ pub async fn run(ws: &Workspace, as_json: bool) -> Result<ExitCode> {
     if let Some(live) = live {
         report.take_daemons_view(&live);
     }
+    // Today's tokens and cost, from the usage log (`chela usage` has the rest).
+    let tz = crate::localtime::zone(cfg.get(chela_core::config::TIMEZONE));
+    let today =
+        chela_runtime::usage::Filter { session: None, since: Some(chela_runtime::usage::today_start(&tz, now)) };
+    let usage = chela_runtime::usage::Report::gather(ws, &cfg, &today)?;
     if as_json {
-        outln!("{}", serde_json::to_string_pretty(&report.json(now))?);
+        let mut v = report.json(now);
+        v["usage_today"] = usage.json()["total"].clone();
+        outln!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         out!("{}", report.text(ws, now));
+        outln!("Today: {}", chela_runtime::usage::describe(&usage.all));
     }
     Ok(if report.info.is_some() { ExitCode::SUCCESS } else { ExitCode::from(EXIT_NOT_RUNNING) })
 }

@@ -325,3 +325,30 @@ async fn the_console_shows_a_job_the_assistant_made_for_another_chat_as_waiting_
     let (status, e) = h.send("POST", "/api/scheduler/jobs/approve", r#"{"id":"nope"}"#).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{e}");
 }
+
+#[tokio::test]
+async fn usage_shows_today_and_all_per_model_and_needs_the_token() {
+    use chela_core::usage::Record;
+    use chela_proto::chat::Usage;
+    let h = harness(vec![], "0.0.0.0:18789", Some("the-right-token"));
+    let ws = h.daemon.workspace();
+    let u = Usage { input_tokens: 1000, output_tokens: 100, cache_read_tokens: 9000, cache_write_tokens: 0 };
+    let now = h.daemon.clock().unix_secs_u64();
+    chela_runtime::usage::append(ws, &Record::new(now - 3 * 86_400, "cli", "local", "claude-haiku-4-5", &u)).unwrap();
+    chela_runtime::usage::append(ws, &Record::new(now, "telegram", "42", "claude-haiku-4-5", &u)).unwrap();
+    let unauthenticated = h.call(super::tests::req("GET", "/api/usage", "")).await;
+    assert_eq!(unauthenticated.0, StatusCode::UNAUTHORIZED, "{}", unauthenticated.2);
+    assert!(!unauthenticated.2.contains("claude-haiku"), "nothing of the log without the token");
+    let mut ok = super::tests::req("GET", "/api/usage", "");
+    ok.headers_mut().insert("authorization", "Bearer the-right-token".parse().unwrap());
+    let (status, _, body) = h.call(ok).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["today"]["turns"], 1, "{v}");
+    assert_eq!(v["all"]["total"]["turns"], 2);
+    assert_eq!(v["all"]["total"]["cache_read_tokens"], 18_000);
+    assert_eq!(v["all"]["total"]["cached_percent"], 90);
+    // 1,000 at $1, 9,000 read at $0.10, 100 out at $5 per million, twice.
+    let cost = v["all"]["models"]["claude-haiku-4-5"]["estimated_cost_usd"].as_f64().unwrap();
+    assert!((cost - 2.0 * (0.001 + 0.0009 + 0.0005)).abs() < 1e-12, "{cost}");
+}

@@ -21,7 +21,11 @@ fn question(k: usize) -> String {
 
 fn system_of(provider: Provider, body: &Value) -> String {
     match provider {
-        Provider::Anthropic => body["system"].as_str().unwrap_or_default().to_owned(),
+        // A string, or text blocks once the stable part is marked for the prompt cache.
+        Provider::Anthropic => match &body["system"] {
+            Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
+            other => other.as_str().unwrap_or_default().to_owned(),
+        },
         Provider::OpenAi => body["messages"][0]["content"].as_str().unwrap_or_default().to_owned(),
     }
 }

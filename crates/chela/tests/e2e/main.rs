@@ -57,6 +57,7 @@ mod skills;
 mod stop;
 
 mod telegram;
+mod usage;
 mod voice_fake;
 mod xiaozhi_sdk;
 

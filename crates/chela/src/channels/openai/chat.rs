@@ -117,7 +117,12 @@ pub(super) fn finish_reason(stop: &StopReason) -> &'static str {
 
 /// The provider's token counts, summed over the turn's model calls.
 pub(super) fn usage(u: Usage) -> Value {
-    json!({"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens, "total_tokens": u.input_tokens + u.output_tokens})
+    json!({
+        "prompt_tokens": u.prompt_tokens(),
+        "completion_tokens": u.output_tokens,
+        "total_tokens": u.prompt_tokens() + u.output_tokens,
+        "prompt_tokens_details": {"cached_tokens": u.cache_read_tokens},
+    })
 }
 
 /// A call handed back to the client, as OpenAI writes it (`index` only in a stream's delta).

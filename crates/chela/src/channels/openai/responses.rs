@@ -241,9 +241,9 @@ fn response(id: &str, created: u64, status: &str, output: Vec<Value>, usage: Opt
         "parallel_tool_calls": true, "tool_choice": "auto", "tools": [], "temperature": null, "top_p": null,
         "text": {"format": {"type": "text"}}, "truncation": "disabled", "store": false,
         "usage": usage.map(|u| json!({
-            "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-            "total_tokens": u.input_tokens + u.output_tokens,
-            "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0},
+            "input_tokens": u.prompt_tokens(), "output_tokens": u.output_tokens,
+            "total_tokens": u.prompt_tokens() + u.output_tokens,
+            "input_tokens_details": {"cached_tokens": u.cache_read_tokens}, "output_tokens_details": {"reasoning_tokens": 0},
         })),
     })
 }
