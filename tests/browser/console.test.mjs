@@ -171,7 +171,7 @@ test("memory, config and jobs tabs edit what they show; hostile text stays text;
     await mkdir(SHOTS, { recursive: true });
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 900 });
-      for (const tab of ["Chat", "Memory", "Config", "Jobs", "Devices", "Pairing", "Sessions", "Capabilities"]) {
+      for (const tab of ["Status", "Chat", "Memory", "Config", "Jobs", "Devices", "Pairing", "Sessions", "Capabilities"]) {
         await page.getByRole("tab", { name: tab }).click();
         const panel = page.locator("section[role=tabpanel]:not([hidden])");
         if (tab === "Devices") await page.getByRole("button", { name: /^Approve device/ }).waitFor();

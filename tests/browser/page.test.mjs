@@ -408,3 +408,54 @@ test("devices tab: a waiting device is approved and activates, one is denied, a 
     await browser.close();
   }
 });
+
+test("status tab: the channels' states, devices online, pairing requests waiting and the next jobs, as `chela status` says", { timeout: 120_000 }, async () => {
+  const token = "123456:browser-status";
+  const tg = await startFakeTelegram(token);
+  const port = await freePort();
+  // A model is configured (so the page opens on its tabs) but never called: strangers only get a code.
+  const ws = await workspaceWith(port, [
+    'provider = "anthropic"', 'base_url = "http://127.0.0.1:9"', 'model = "fake-model"', 'api_key = "sk-browser-status"',
+  ], ["[channels.telegram]", `token = "${token}"`, `api_base = "${tg.url}"`]);
+  // A job due next New Year's midnight: it does not fire while the test runs. Its name is hostile.
+  const hostile = '<img src=x onerror="window.hit=1">';
+  await writeFile(path.join(ws, "cron.json"), JSON.stringify({ version: 1, jobs: [{
+    id: "newyear", name: hostile, trigger: { type: "cron", expr: "0 0 1 1 *" }, action: { type: "cap", name: "get_current_time" },
+  }] }));
+  const chela = await startChela(ws, port);
+  const browser = await launchBrowser();
+  try {
+    tg.push(601, 601, "hello?");
+    const coded = (s) => s.find((m) => m.chat_id === 601 && /pairing code/.test(m.text));
+    await tg.waitSent((s) => coded(s));
+    const code = coded(tg.sent).text.match(/chela pairing approve ([A-Z0-9]{8})/)[1];
+
+    const page = await browser.newPage();
+    const problems = watchPage(page);
+    await page.goto(chela.login);
+    const tabs = await page.getByRole("tab").allInnerTexts();
+    assert.equal(tabs[0], "Status", JSON.stringify(tabs));
+    await page.getByRole("tab", { name: "Status" }).click();
+    const channels = page.getByRole("table", { name: "Channel states" });
+    await channels.getByRole("row").filter({ hasText: "telegram" }).filter({ hasText: "connected since" }).waitFor();
+    await page.locator("#status-devices", { hasText: "0 device(s) connected now" }).waitFor();
+    await page.getByRole("table", { name: "Pairing requests waiting" }).getByRole("row")
+      .filter({ hasText: "telegram:601" }).filter({ hasText: code }).waitFor();
+    const job = page.getByRole("table", { name: "Next jobs" }).getByRole("row").filter({ hasText: "newyear" });
+    await job.waitFor();
+    assert.ok((await job.innerText()).includes(hostile), "a job's name stays text");
+    assert.equal(await page.evaluate(() => window.hit), undefined);
+
+    // The same as `chela status --json` reads from the daemon.
+    const status = JSON.parse(await runChela(ws, ["status", "--json"]));
+    assert.deepEqual(status.pairing_requests.map((p) => p.code), [code]);
+    assert.deepEqual(status.next_jobs.map((j) => j.id), ["newyear"]);
+    assert.equal(status.channels.find((c) => c.name === "telegram").connected, true);
+    assert.deepEqual(problems, []);
+  } catch (e) {
+    e.message += `\n--- chela run said:\n${chela.log.text}\n--- the fake Telegram said:\n${tg.log.text}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});

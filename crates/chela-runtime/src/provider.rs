@@ -124,6 +124,14 @@ impl Provider {
         })
     }
 
+    /// The same provider answering with `model` (the chat's `/model NAME`).
+    pub fn with_model(&self, model: &str) -> Provider {
+        let mut p = self.clone();
+        model.clone_into(&mut p.model);
+        model.clone_into(&mut p.endpoint.model);
+        p
+    }
+
     /// The same provider set up for a cheap check: one token, no streaming, no retries.
     pub fn probe(&self) -> Provider {
         let mut p = self.clone();

@@ -49,7 +49,7 @@ pub async fn run(app: App, args: ChatArgs) -> Result<ExitCode> {
         }
     };
     let app = Arc::new(app);
-    let chat = Chat {
+    let mut chat = Chat {
         // One conversation on a current-thread runtime: its file work runs inline (see FileWork).
         hub: SessionHub::new(
             Arc::clone(&app),
@@ -64,7 +64,7 @@ pub async fn run(app: App, args: ChatArgs) -> Result<ExitCode> {
     let mut ctrl_c = CtrlC::install()?;
     match message {
         Some(m) => one_shot(&chat, m, &mut ctrl_c).await,
-        None => interactive(&chat, &mut ctrl_c).await,
+        None => interactive(&mut chat, &mut ctrl_c).await,
     }
 }
 
@@ -108,6 +108,32 @@ impl Chat {
     fn path(&self) -> PathBuf {
         self.app.base.ws.session_path(CHANNEL, &self.session)
     }
+
+    /// Answers the rest of this chat with `model`; the configuration file is left as it is.
+    fn switch_model(&mut self, model: &str) -> Result<(), String> {
+        check_model_name(model)?;
+        // The same workspace, tools and settings; only the provider's model differs.
+        let mut app = self.app.with_config(Arc::clone(&self.app.base.cfg)).map_err(|e| format!("{e:#}"))?;
+        app.provider = self.app.provider.with_model(model);
+        let app = Arc::new(app);
+        self.hub.set_app(Some(Arc::clone(&app)));
+        self.app = app;
+        Ok(())
+    }
+}
+
+/// The longest model name `/model NAME` takes; vendors' names are far shorter.
+const MAX_MODEL_NAME: usize = 200;
+
+/// A model name goes into every request's JSON and onto the screen: one printable word.
+fn check_model_name(name: &str) -> Result<(), String> {
+    if name.len() > MAX_MODEL_NAME {
+        return Err(format!("a model name is at most {MAX_MODEL_NAME} bytes"));
+    }
+    if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a model name is one word without spaces or control characters".to_owned());
+    }
+    Ok(())
 }
 
 /// The most `-m -` reads from stdin.
@@ -173,15 +199,15 @@ async fn one_shot(chat: &Chat, message: String, ctrl_c: &mut CtrlC) -> Result<Ex
     }
 }
 
-async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
-    let (app, path) = (&chat.app, chat.path());
-    let mut input = Input::open(app.base.ws.root());
+async fn interactive(chat: &mut Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
+    let path = chat.path();
+    let mut input = Input::open(chat.app.base.ws.root());
     let color = color_enabled();
     eprintln!(
         "Chela {} — {} · model {} · session {}. /help lists the commands; Ctrl-D or /quit leaves.",
         env!("CARGO_PKG_VERSION"),
-        app.provider.describe(),
-        app.provider.model,
+        chat.app.provider.describe(),
+        chat.app.provider.model,
         path.display()
     );
     loop {
@@ -215,11 +241,19 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
                     eprintln!("Started a new session; the old one is in {}.", path.with_file_name("archive").display());
                 }
                 Slash::Help => eprintln!("{SLASH_HELP}"),
-                Slash::Model => eprintln!(
-                    "model {} · {}. Change it with `chela config set llm.model NAME` (from the next chat on).",
-                    app.provider.model,
-                    app.provider.describe()
+                Slash::Model(None) => eprintln!(
+                    "model {} · {}. `/model NAME` switches this chat to another; `chela config set llm.model NAME` \
+                     changes it for good (from the next chat on).",
+                    chat.app.provider.model,
+                    chat.app.provider.describe()
                 ),
+                Slash::Model(Some(name)) => match chat.switch_model(name) {
+                    Ok(()) => eprintln!(
+                        "model {name} from now on in this chat only (not saved; `chela config set llm.model {name}` \
+                         keeps it)."
+                    ),
+                    Err(why) => eprintln!("model unchanged: {why}."),
+                },
                 Slash::Session => eprintln!(
                     "session {} · {}. `chela chat --session NAME` opens another; /new starts this one over.",
                     chat.session,
@@ -231,7 +265,7 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
                         session: Some(format!("{CHANNEL}:{}", chat.session)),
                         since: None,
                     };
-                    match chela_runtime::usage::Report::gather(&app.base.ws, &app.base.cfg, &filter) {
+                    match chela_runtime::usage::Report::gather(&chat.app.base.ws, &chat.app.base.cfg, &filter) {
                         Ok(r) => eprintln!("this session: {}", chela_runtime::usage::describe(&r.all)),
                         Err(e) => eprintln!("the usage log could not be read: {e}"),
                     }
@@ -254,7 +288,7 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
             TurnEnd::Done(_) => term.end_line(),
             TurnEnd::Failed(e) => {
                 term.end_line();
-                eprintln!("{}", app.explain(&e));
+                eprintln!("{}", chat.app.explain(&e));
             }
         }
     }
@@ -264,7 +298,7 @@ async fn interactive(chat: &Chat, ctrl_c: &mut CtrlC) -> Result<ExitCode> {
 const SLASH_HELP: &str = "\
 /help      this list
 /new       start a fresh conversation (the old one is archived)
-/model     the model and provider answering
+/model     the model and provider answering; /model NAME switches this chat to NAME (not saved)
 /session   this conversation's name and file
 /usage     tokens this conversation used, and their estimated cost
 /quit      leave (also /exit, or Ctrl-D)
@@ -276,23 +310,29 @@ enum Slash<'a> {
     Help,
     New,
     Usage,
-    Model,
+    /// `/model`, or `/model NAME` to switch.
+    Model(Option<&'a str>),
     Session,
     Quit,
     Unknown(&'a str),
 }
 
-/// The slash command `line` is, if it is one: `/word` alone. A line that only starts with a
-/// slash (`/etc/hosts is missing`) is a message.
+/// The slash command `line` is, if it is one: `/word` alone, or `/model NAME`. A line that only
+/// starts with a slash (`/etc/hosts is missing`, `/new please`) is a message.
 fn slash_command(line: &str) -> Option<Slash<'_>> {
-    let name = line.strip_prefix('/')?;
+    let line = line.strip_prefix('/')?;
+    if let Some(arg) = line.strip_prefix("model ") {
+        let arg = arg.trim();
+        return (!arg.is_empty() && !arg.contains(char::is_whitespace)).then_some(Slash::Model(Some(arg)));
+    }
+    let name = line;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         return None;
     }
     Some(match name {
         "help" => Slash::Help,
         "new" => Slash::New,
-        "model" => Slash::Model,
+        "model" => Slash::Model(None),
         "session" => Slash::Session,
         "usage" => Slash::Usage,
         "quit" | "exit" => Slash::Quit,
@@ -553,7 +593,10 @@ mod tests {
         assert_eq!(slash_command("/help"), Some(Slash::Help));
         assert_eq!(slash_command("/exit"), Some(Slash::Quit));
         assert_eq!(slash_command("/quit"), Some(Slash::Quit));
-        assert_eq!(slash_command("/model"), Some(Slash::Model));
+        assert_eq!(slash_command("/model"), Some(Slash::Model(None)));
+        assert_eq!(slash_command("/model claude-x-1"), Some(Slash::Model(Some("claude-x-1"))));
+        assert_eq!(slash_command("/model  gpt-4o "), Some(Slash::Model(Some("gpt-4o"))));
+        assert_eq!(slash_command("/model is the best one"), None, "more words are a message");
         assert_eq!(slash_command("/session"), Some(Slash::Session));
         assert_eq!(slash_command("/new"), Some(Slash::New));
         assert_eq!(slash_command("/usage"), Some(Slash::Usage));
@@ -567,6 +610,17 @@ mod tests {
         assert_eq!(format_wait(Duration::from_millis(4000)), "4 s");
         assert_eq!(format_wait(Duration::from_millis(1600)), "2 s");
         assert_eq!(format_wait(Duration::from_millis(250)), "250 ms");
+    }
+
+    #[test]
+    fn a_model_name_is_one_bounded_printable_word() {
+        assert!(check_model_name("claude-sonnet-4-5").is_ok());
+        assert!(check_model_name("qwen2.5:7b").is_ok());
+        assert!(check_model_name(&"m".repeat(MAX_MODEL_NAME)).is_ok());
+        assert!(check_model_name(&"m".repeat(MAX_MODEL_NAME + 1)).is_err());
+        for bad in ["", "a b", "a\u{1b}[2J", "a\nb", "tab\there"] {
+            assert!(check_model_name(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

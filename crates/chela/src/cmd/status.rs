@@ -1,7 +1,9 @@
 //! `chela status [--json]`: whether a `chela run` serves this workspace (and only this one),
 //! which one (process, version, uptime), whether its gateway answers, and what waits for the
-//! owner: pairing requests, devices to approve, the next scheduled jobs. Everything is read
-//! from the workspace's files and the daemon's lock (see `presence`); nothing is changed.
+//! owner: pairing requests, devices to approve, the next scheduled jobs. When a daemon runs, its
+//! gateway (`GET /api/live`, with the gateway token) tells the channels' states, the devices
+//! connected now, the pairing requests and the next jobs as it holds them; otherwise they are
+//! read from the workspace's files and the daemon's lock (see `presence`). Nothing is changed.
 //!
 //! Exit status: 0 when a daemon serves the workspace, 3 when none does (as `systemctl status`
 //! says "not running"), so a script can ask with `chela status >/dev/null`.
@@ -36,7 +38,9 @@ pub async fn run(ws: &Workspace, as_json: bool) -> Result<ExitCode> {
         _ => None,
     };
     let mut report = Report::gather(ws, &cfg, now, info, gateway)?;
-    report.live = live.map(|v| v["channels"].clone());
+    if let Some(live) = live {
+        report.take_daemons_view(&live);
+    }
     // Today's tokens and cost, from the usage log (`chela usage` has the rest).
     let tz = crate::localtime::zone(cfg.get(chela_core::config::TIMEZONE));
     let today =
@@ -67,6 +71,8 @@ struct Report {
     /// Approved devices that made an OTA check in the last [`SEEN_RECENTLY`] seconds.
     devices_seen: usize,
     devices_waiting: usize,
+    /// The devices connected to the running daemon now: how many, and their ids.
+    devices_online: Option<(u64, Vec<String>)>,
     /// The next jobs: id, name, next run (local time).
     jobs: Vec<(String, String, String)>,
 }
@@ -115,8 +121,26 @@ impl Report {
             devices_approved: approved.len(),
             devices_seen,
             devices_waiting,
+            devices_online: None,
             jobs,
         })
+    }
+
+    /// Takes what the running daemon reports (`GET /api/live`) over what the files say.
+    fn take_daemons_view(&mut self, live: &Value) {
+        self.live = Some(live["channels"].clone());
+        let text = |v: &Value| printable(v.as_str().unwrap_or_default());
+        if let Some(d) = live["devices_online"].as_object() {
+            let ids = d["ids"].as_array().map(|a| a.iter().map(text).collect()).unwrap_or_default();
+            self.devices_online = Some((d["count"].as_u64().unwrap_or(0), ids));
+        }
+        if let Some(p) = live["pairing_requests"].as_array() {
+            self.pairings = p.iter().map(|p| (text(&p["sender"]), text(&p["code"]))).collect();
+        }
+        if let Some(j) = live["next_jobs"].as_array() {
+            self.jobs =
+                j.iter().take(NEXT_JOBS).map(|j| (text(&j["id"]), text(&j["name"]), text(&j["next_run"]))).collect();
+        }
     }
 
     fn text(&self, ws: &Workspace, now: i64) -> String {
@@ -150,6 +174,10 @@ impl Report {
         let channels: Vec<String> =
             self.channels.iter().map(|(n, on)| format!("{n} {}", self.state(n, *on, now))).collect();
         let _ = writeln!(out, "channels:  {}", channels.join(", "));
+        if let Some((count, ids)) = &self.devices_online {
+            let listed = if ids.is_empty() { String::new() } else { format!(": {}", ids.join(", ")) };
+            let _ = writeln!(out, "online:    {count} device(s) connected now{listed}");
+        }
         let _ = writeln!(
             out,
             "devices:   {} approved ({} seen in the last {} min), {} waiting for approval{}",
@@ -200,7 +228,13 @@ impl Report {
                     "error_at": live.map(|l| l["error_at"].clone()),
                 })
             }).collect::<Vec<_>>(),
-            "devices": {"approved": self.devices_approved, "seen_recently": self.devices_seen, "waiting": self.devices_waiting},
+            "devices": {
+                "approved": self.devices_approved,
+                "seen_recently": self.devices_seen,
+                "waiting": self.devices_waiting,
+                "online": self.devices_online.as_ref().map(|(n, _)| n),
+                "online_ids": self.devices_online.as_ref().map(|(_, ids)| ids),
+            },
             "pairing_requests": self.pairings.iter().map(|(w, c)| json!({"sender": w, "code": c})).collect::<Vec<_>>(),
             "next_jobs": self.jobs.iter().map(|(id, name, when)| json!({"id": id, "name": name, "next_run": when})).collect::<Vec<_>>(),
         })

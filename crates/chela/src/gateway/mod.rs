@@ -297,9 +297,7 @@ impl Gateway {
             };
         }
         match (&method, path.as_str()) {
-            (&Method::GET, "/api/live") => {
-                Ok(json(StatusCode::OK, &serde_json::json!({"channels": self.daemon.live().snapshot()})))
-            }
+            (&Method::GET, "/api/live") => Ok(json(StatusCode::OK, &crate::channels::live::report(&self.daemon))),
             (&Method::GET, "/health" | auth::HEALTHZ) => Ok(json(StatusCode::OK, &serde_json::json!({"status": "ok"}))),
             (&Method::GET, "/") => page::index(),
             (_, "/v1/chat/completions") if method == Method::POST => {

@@ -154,6 +154,40 @@ fn hostile_long_connection_input_is_survived() {
 }
 
 #[test]
+fn status_tells_each_long_connection_drop_and_reconnect() {
+    let llm = FakeLlm::start(vec![]);
+    let feishu = FakeFeishu::start(FeishuOptions::default());
+    let mut ws = Ws::for_llm(Provider::Anthropic, &llm, "max_retries = 0");
+    let config = std::fs::read_to_string(ws.path().join("chela.toml")).unwrap();
+    ws.write_config(&format!(
+        "{config}\n[channels.feishu]\napp_id = \"cli_test\"\napp_secret = \"secret-test\"\napi_base = \"{}\"\n",
+        feishu.base_url()
+    ));
+    // `chela status` finds the daemon at its configured address, so the port is fixed here.
+    ws.set_env("CHELA_GATEWAY__LISTEN", &format!("127.0.0.1:{}", free_port()));
+    let mut child = ws.cmd(&["run"]).spawn().unwrap();
+    let stderr = Capture::start(child.stderr.take());
+    let chela = Running { child, stderr, ws };
+    wait_for("the long connection", LIMIT, || feishu.ws_open() == 1);
+    let feishu_state = || -> Value {
+        let out = chela.ws.run(&["status", "--json"]);
+        let json: Value = serde_json::from_str(&out.stdout).unwrap_or_default();
+        json["channels"].as_array().into_iter().flatten().find(|c| c["name"] == "feishu").cloned().unwrap_or_default()
+    };
+    wait_for("feishu connected", LIMIT, || feishu_state()["connected"] == true);
+    assert!(feishu_state()["last_error"].is_null(), "{}", feishu_state());
+
+    // The connection drops and comes back: the drop is told, and the channel is connected again.
+    feishu.drop_connection();
+    wait_for("a reconnect", LIMIT, || feishu.ws_connections() == 2 && feishu.ws_open() == 1);
+    wait_for("the drop and the reconnect in status", LIMIT, || {
+        let s = feishu_state();
+        s["connected"] == true && s["last_error"].as_str().is_some_and(|e| !e.is_empty())
+    });
+    chela.ws.run(&["status"]).expect_ok().stdout_has("feishu connected for ").stdout_has("(last error ");
+}
+
+#[test]
 fn wrong_app_credentials_stop_the_daemon_with_what_to_fix() {
     let llm = FakeLlm::start(vec![]);
     let feishu = FakeFeishu::start(FeishuOptions { app_secret: "the-real-secret".into(), ..FeishuOptions::default() });

@@ -272,6 +272,37 @@ fn slash_commands_are_answered_by_the_chat_and_never_sent() {
 }
 
 #[test]
+fn slash_model_name_switches_this_chat_only() {
+    let llm = FakeLlm::start(vec![Step::text("One."), Step::text("Two."), Step::text("Three.")]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let tty = Tty::start(&ws);
+    tty.wait_screen("the prompt", |s| s.contains('›'));
+    tty.keys(&["first", "Enter"]);
+    tty.wait_screen("the first answer", |s| s.contains("One."));
+    tty.wait_screen("the second prompt", |s| s.matches('›').count() >= 2);
+    tty.keys(&["/model other-model-7", "Enter"]);
+    tty.wait_screen("the switch", |s| s.contains("model other-model-7 from now on in this chat only (not saved"));
+    tty.keys(&["/model", "Enter"]);
+    tty.wait_screen("the model shown", |s| s.contains("model other-model-7 ·"));
+    // A name that is no word is refused and changes nothing.
+    tty.keys(&["/model ", &"x".repeat(201), "Enter"]);
+    tty.wait_screen("the refusal", |s| s.contains("model unchanged: a model name is at most 200 bytes"));
+    tty.wait_screen("the fifth prompt", |s| s.matches('›').count() >= 5);
+    tty.keys(&["second", "Enter"]);
+    tty.wait_screen("the second answer", |s| s.contains("Two."));
+    tty.wait_screen("the sixth prompt", |s| s.matches('›').count() >= 6);
+    tty.keys(&["C-d"]);
+    tty.wait_gone();
+    assert_eq!(llm.requests().len(), 2, "no slash command reached the model");
+    assert_eq!(body(&llm, 0)["model"], crate::MODEL);
+    assert_eq!(body(&llm, 1)["model"], "other-model-7");
+    // Not saved: the next chat answers with the configured model again.
+    let out = ws.chat("third", &[]);
+    out.expect_ok();
+    assert_eq!(body(&llm, 2)["model"], crate::MODEL);
+}
+
+#[test]
 fn a_terminal_shows_thinking_while_the_model_is_silent_and_each_retry() {
     // A rate limit first (retried after a second), then an answer that takes its time.
     let llm = FakeLlm::start(vec![Step::status(429).retry_after("1"), Step::text("Here.").delay_ms(3000)]);

@@ -211,6 +211,43 @@ fn status_shows_each_channels_live_state_from_the_running_daemon() {
     assert!(json["channels"][0]["last_error"].as_str().is_some_and(|e| !e.is_empty()), "{json}");
 }
 
+#[test]
+fn status_lists_the_devices_connected_to_the_running_daemon_while_they_are() {
+    use crate::xiaozhi_sdk::Device;
+    let llm = FakeLlm::start(vec![Step::text("Hello."), Step::text("Bye.")]);
+    // The device waits for each reply to be spoken: speech comes from the fake audio API.
+    let audio = chela_testkit::audio::FakeAudio::start("unused");
+    let url = audio.base_url();
+    let voice = format!("\n[voice]\nasr_base_url = \"{url}\"\ntts_base_url = \"{url}\"\n");
+    let mut ws = Ws::for_llm(Provider::OpenAi, &llm, &voice);
+    ws.set_env("CHELA_GATEWAY__LISTEN", &free_port());
+    let d = Running::start(&ws);
+    let online = |ws: &Ws| -> serde_json::Value {
+        let json: serde_json::Value = serde_json::from_str(&ws.run(&["status", "--json"]).stdout).unwrap();
+        json["devices"].clone()
+    };
+    assert_eq!(online(&ws)["online"], 0, "no device yet");
+    // The daemon's report needs the gateway token.
+    assert_eq!(status_of(d.addr, "/api/live", None).0, 401);
+
+    let mac = "aa:bb:cc:dd:ee:42";
+    let mut dev = Device::spawn(&d, "text", mac, &["--text", "hi", "--then", "bye"]);
+    dev.approve(&ws);
+    // Between its two utterances the device stays connected.
+    dev.wait_event("the pause between the utterances", |e| e["event"] == "waiting");
+    ws.run(&["status"]).expect_ok().stdout_has(&format!("online:    1 device(s) connected now: {mac}"));
+    let devices = online(&ws);
+    assert_eq!((devices["online"].as_u64(), devices["online_ids"][0].as_str()), (Some(1), Some(mac)), "{devices}");
+
+    dev.go();
+    dev.finish();
+    crate::wait_for("the device to be gone", RUN_LIMIT, || online(&ws)["online"] == 0);
+    ws.run(&["status"]).expect_ok().stdout_has("online:    0 device(s) connected now\n");
+    drop(d);
+    // With no daemon the files speak, and nobody is connected.
+    assert!(online(&ws)["online"].is_null());
+}
+
 /// A loopback address whose port was free a moment ago.
 fn free_port() -> String {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().to_string()

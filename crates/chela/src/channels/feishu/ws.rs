@@ -56,9 +56,16 @@ pub async fn run(channel: Arc<Channel>) -> Result<()> {
             outcome = connect_and_serve(&channel, &mut config) => outcome,
             () = shutdown.wait() => return Ok(()),
         };
+        let now = channel.daemon.clock().unix_secs();
         match outcome {
-            Ok(()) => tracing::info!("the Feishu long connection closed; reconnecting"),
-            Err(e) => tracing::warn!("the Feishu long connection failed: {e:#}"),
+            Ok(()) => {
+                channel.daemon.live().failed(super::CHANNEL, "the long connection closed; reconnecting", now);
+                tracing::info!("the Feishu long connection closed; reconnecting");
+            }
+            Err(e) => {
+                channel.daemon.live().failed(super::CHANNEL, &format!("{e:#}"), now);
+                tracing::warn!("the Feishu long connection failed: {e:#}");
+            }
         }
         failures = if started.elapsed() >= STABLE_AFTER { 1 } else { failures.saturating_add(1) };
         let delay = backoff(failures, &config);
@@ -100,6 +107,7 @@ async fn connect_and_serve(channel: &Arc<Channel>, config: &mut ClientConfig) ->
         .await
         .map_err(|_| anyhow!("the Feishu long connection's handshake took over {CONNECT_TIMEOUT:?}"))??;
     tracing::info!("the Feishu long connection is up");
+    channel.daemon.live().connected(super::CHANNEL, channel.daemon.clock().unix_secs());
     let mut parts = Reassembler::new(PartLimits { max_bytes: MAX_FRAME_BYTES, ..PartLimits::HOST });
     let epoch = Instant::now();
     let mut next_ping = Instant::now() + ping_interval(config);

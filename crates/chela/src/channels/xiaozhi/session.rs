@@ -92,6 +92,8 @@ pub(crate) struct Session {
     mcp_tx: mpsc::Sender<Value>,
     mcp_rx: mpsc::Receiver<Value>,
     bad_frames: u32,
+    /// The device shows as online (`chela status`) while its session lasts.
+    _online: crate::channels::live::Online,
 }
 
 impl Session {
@@ -99,6 +101,7 @@ impl Session {
         let (control, control_rx) = mpsc::channel(CONTROL_QUEUE);
         let (mcp_tx, mcp_rx) = mpsc::channel(MCP_QUEUE);
         Session {
+            _online: host.daemon.live().device_online(&device),
             host,
             device,
             vision,
