@@ -207,7 +207,10 @@ fn the_mqtt_endpoint_speaks_tls_with_the_configured_certificate() {
     std::fs::write(&key_path, cert.key_pair.serialize_pem()).unwrap();
     let tls = format!("mqtt_tls_cert = \"{}\"\nmqtt_tls_key = \"{}\"\n", cert_path.display(), key_path.display());
     let v = Voice::start_with(T, vec![Step::text("Secure and sound.")], "unused", &tls);
-    assert!(v.d.stderr().contains("connect over MQTT over TLS to"), "{}", v.d.stderr());
+    // The endpoint announces itself once bound, which may follow the gateway's own line.
+    crate::wait_for("the MQTT endpoint's TLS line", crate::RUN_LIMIT, || {
+        v.d.stderr().contains("connect over MQTT over TLS to")
+    });
 
     let dev = v.device("text", "aa:bb:cc:dd:ee:45", &["--text", "hello?", "--tls-ca", cert_path.to_str().unwrap()]);
     dev.approve(&v.ws);
