@@ -25,9 +25,6 @@ pub use chela_infra::{
 pub use chela_runtime::board;
 #[cfg(feature = "lua")]
 pub use chela_runtime::lua;
-/// The runtime's fixtures, for the tests of the daemon, the channels and the scheduler.
-#[cfg(test)]
-use chela_runtime::testing;
 pub use chela_runtime::{access, devices, mcp, memory, skills};
 use chela_runtime::{app, automation, provider, session, tools, turn, vision};
 
@@ -43,9 +40,10 @@ pub mod cmd;
 #[cfg(feature = "voice")]
 pub use chela_voice as voice;
 
-// Public for the fuzz targets (the MQTT connection rules of a xiaozhi device), not an API.
+// The channels: their own crate; every `crate::channels::…` path of the host still works through
+// this name. Public for the fuzz targets (the MQTT connection rules of a xiaozhi device), not an API.
 #[doc(hidden)]
-pub mod channels;
+pub use chela_channels as channels;
 mod chat;
 mod gateway;
 // The scheduler and router tasks: above the daemon, which their stores sit below.

@@ -53,6 +53,11 @@ mod tests_api;
 mod tests_console;
 #[cfg(test)]
 mod tests_dos;
+// The MCP server's tests, both transports (the HTTP one is a gateway service).
+#[cfg(test)]
+mod tests_mcp;
+#[cfg(test)]
+mod tests_mcp_listen;
 #[cfg(test)]
 mod tests_openai;
 #[cfg(test)]

@@ -3,6 +3,7 @@
 //! fake LLM on 127.0.0.1.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -12,7 +13,8 @@ use hyper::{Request, StatusCode};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 
-use super::*;
+use crate::channels::mcp::*;
+use crate::daemon::Daemon;
 use crate::gateway::{Gateway, Limits};
 use crate::workspace::Workspace;
 

@@ -9,8 +9,9 @@ use hyper::StatusCode;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
-use super::tests::{LOCAL_TOKEN, PEER, Pipe, call, daemon, modern, names, next_event, post};
-use super::*;
+use super::tests_mcp::{LOCAL_TOKEN, PEER, Pipe, call, daemon, modern, names, next_event, post};
+use crate::channels::mcp::*;
+use crate::daemon::Daemon;
 use crate::gateway::{Gateway, Limits};
 
 // A listening client hears of a change within a second of it taking effect.
@@ -74,7 +75,7 @@ async fn stdio_a_listening_client_hears_of_changes_until_it_cancels() {
         assert_eq!(end["result"]["resultType"], "complete", "{end}");
         assert_eq!(end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], id, "{end}");
     }
-    tokio::time::timeout(super::tests::WAIT, pipe.served).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(super::tests_mcp::WAIT, pipe.served).await.unwrap().unwrap().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

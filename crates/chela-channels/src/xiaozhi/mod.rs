@@ -91,16 +91,16 @@ pub struct DeviceHello {
 }
 
 /// **The device MCP hook.** Called once after a `hello` with `features.mcp`: the device MCP
-/// client (`crate::mcp::device`) takes the device's MCP messages, and its tools become the
+/// client (`chela_runtime::mcp::device`) takes the device's MCP messages, and its tools become the
 /// group `device_<id>` until the connection ends (dropping the link removes the group).
 fn attach_mcp(host: &Host, hello: &DeviceHello, out: mpsc::Sender<Value>) -> Option<Box<dyn McpLink>> {
     tracing::debug!(device = %hello.device, session = %hello.session_id, "xiaozhi: the device offers MCP tools");
-    Some(Box::new(crate::mcp::device::attach(host.daemon.toolbox(), &hello.device, hello.vision.clone(), out)))
+    Some(Box::new(chela_runtime::mcp::device::attach(host.daemon.toolbox(), &hello.device, hello.vision.clone(), out)))
 }
 
-impl McpLink for crate::mcp::device::DevicePeer {
+impl McpLink for chela_runtime::mcp::device::DevicePeer {
     fn deliver(&self, payload: Value) {
-        crate::mcp::device::Peer::deliver(self, payload);
+        chela_runtime::mcp::device::Peer::deliver(self, payload);
     }
 }
 

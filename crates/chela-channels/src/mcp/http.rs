@@ -168,14 +168,14 @@ impl Endpoint {
     }
 
     /// [`notify_all`] on this endpoint's streams (for tests of the bound).
-    #[cfg(test)]
-    pub(crate) fn notify_all(&self, msg: &Value) -> usize {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn notify_all(&self, msg: &Value) -> usize {
         notify_all(&self.state, msg)
     }
 
     /// The messages waiting in the GET stream of `sid` (for tests of the bound).
-    #[cfg(test)]
-    pub(crate) fn queued(&self, sid: &str) -> Option<usize> {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn queued(&self, sid: &str) -> Option<usize> {
         let state = self.state();
         let tx = state.sessions.get(sid)?.stream.as_ref()?;
         Some(tx.max_capacity() - tx.capacity())
@@ -562,28 +562,28 @@ impl Endpoint {
     }
 
     /// The listen streams open now (for tests of the bound and of the ends).
-    #[cfg(test)]
-    pub(crate) fn listening(&self) -> usize {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn listening(&self) -> usize {
         let mut state = self.state();
         state.listens.retain(|_, (_, tx)| !tx.is_closed());
         state.listens.len()
     }
 
     /// Whether the task that compares the served tools runs (for tests of the ends).
-    #[cfg(test)]
-    pub(crate) fn watching(&self) -> bool {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn watching(&self) -> bool {
         self.state().watching
     }
 
     /// Announces a change to the listen streams now (for tests of the bound).
-    #[cfg(test)]
-    pub(crate) fn tools_changed(&self) {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn tools_changed(&self) {
         notify_listens(&self.state);
     }
 
     /// The messages waiting in each listen stream (for tests of the bound).
-    #[cfg(test)]
-    pub(crate) fn queued_listens(&self) -> Vec<usize> {
+    #[cfg(any(test, feature = "testing"))]
+    pub fn queued_listens(&self) -> Vec<usize> {
         self.state().listens.values().map(|(_, tx)| tx.max_capacity() - tx.capacity()).collect()
     }
 }

@@ -113,7 +113,7 @@ impl Outbox {
     }
 
     /// Whether the client was cut off for not reading.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_cut(&self) -> bool {
         self.cut.is_cancelled()
     }

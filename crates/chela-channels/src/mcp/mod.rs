@@ -567,8 +567,3 @@ fn server_info() -> Value {
 
 const INSTRUCTIONS: &str = "Chela is a personal assistant. Its tools work on its own workspace (memory, files, \
      schedules); `chat` hands a whole request to Chela, which answers with its own model and tools.";
-
-#[cfg(test)]
-mod tests;
-#[cfg(test)]
-mod tests_listen;
