@@ -159,12 +159,14 @@ async fn hands_out_mqtt(gw: &std::sync::Arc<Gateway>, own: Option<crate::devices
     if !own.map_or(setting, |t| t == crate::devices::Transport::Mqtt) {
         return false;
     }
+    #[cfg(feature = "voice")]
     if gw.mqtt.get().is_some() {
         return true;
     }
     // One start at a time: the second device's check finds the endpoint the first one started.
     static STARTING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     let _one = STARTING.lock().await;
+    #[cfg(feature = "voice")]
     if gw.mqtt.get().is_some() {
         return true;
     }
