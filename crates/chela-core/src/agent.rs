@@ -21,7 +21,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use chela_proto::chat::{Block, Cache, Image, Json, Message, Reply, Role, StopReason, ToolChoice, Usage};
+use chela_proto::chat::{Block, Cache, Format, Image, Json, Message, Reply, Role, StopReason, ToolChoice, Usage};
 
 use crate::history;
 use crate::text;
@@ -90,6 +90,8 @@ pub struct ModelCall<'a> {
     pub tool_choice: ToolChoice,
     /// Where the stable prefix ends, for the provider's prompt cache; the default marks nothing.
     pub cache: Cache<'a>,
+    /// The answer's shape a client asked for; the same on every call of the turn.
+    pub format: Option<&'a Format>,
 }
 
 /// How a turn ended.
@@ -157,6 +159,7 @@ pub struct AgentRun {
     system_stable: usize,
     /// The session's prompt-cache key, when the driver gives one.
     cache_key: Option<String>,
+    format: Option<Format>,
 
     iterations: u32,
     usage: Usage,
@@ -182,6 +185,7 @@ impl AgentRun {
             limits,
             system_stable: 0,
             cache_key: None,
+            format: None,
 
             iterations: 0,
             usage: Usage::default(),
@@ -201,6 +205,11 @@ impl AgentRun {
         self.cache_key = key;
     }
 
+    /// Asks every [`ModelCall`] of the turn for an answer of this shape.
+    pub fn set_format(&mut self, format: Option<Format>) {
+        self.format = format;
+    }
+
     /// The next thing to do.
     pub fn next_step(&self) -> Step<'_> {
         match &self.state {
@@ -214,6 +223,7 @@ impl AgentRun {
                     history_end: self.turn_start.checked_sub(1),
                     key: self.cache_key.as_deref(),
                 },
+                format: self.format.as_ref(),
             }),
             State::NeedTools => Step::CallTools(&self.pending),
             State::Done(outcome) => Step::Done(outcome),

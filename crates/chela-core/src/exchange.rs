@@ -106,6 +106,7 @@ impl Endpoint {
             tool_choice: call.tool_choice,
             stream: self.stream,
             cache: call.cache,
+            format: call.format,
         };
         match self.kind {
             Kind::Anthropic => anthropic::write_request(&req, sink),

@@ -29,6 +29,9 @@ const EPHEMERAL: &str = r#"{"type":"ephemeral"}"#;
 /// API reads the prefix: tools, system, messages) on the last tool, the stable system block and
 /// the last message of the history before this turn: three of the API's four. Tools come first
 /// in the body too, so the body's own prefix stays byte-stable.
+///
+/// `req.format` is not written: the Messages API has no `response_format`, so whoever takes one
+/// from a client refuses it before a request to Anthropic is made.
 pub fn write_request<S: Sink + ?Sized>(req: &Request<'_>, sink: &mut S) {
     let cache = req.cache;
     let mut w = Writer::new(sink);

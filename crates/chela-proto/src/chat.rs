@@ -441,6 +441,23 @@ pub struct Request<'a> {
     pub stream: bool,
     /// Where the request's stable prefix ends, for the provider's prompt cache.
     pub cache: Cache<'a>,
+    /// The shape the answer must take; `None`: free text. Only the OpenAI wire carries it.
+    pub format: Option<&'a Format>,
+}
+
+/// A structured answer a client asked for, as OpenAI's `response_format` names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// Any JSON object.
+    JsonObject,
+    /// JSON following a schema.
+    JsonSchema {
+        name: String,
+        description: Option<String>,
+        /// A JSON Schema object, as JSON text.
+        schema: Option<String>,
+        strict: Option<bool>,
+    },
 }
 
 /// What a request tells the provider's prompt cache. The default marks nothing and sends no

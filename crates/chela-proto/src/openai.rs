@@ -21,7 +21,9 @@ use alloc::vec::Vec;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::chat::{ArgError, Block, Reply, Request, Role, StopReason, ToolChoice, Update, Usage, tool_use_block};
+use crate::chat::{
+    ArgError, Block, Format, Reply, Request, Role, StopReason, ToolChoice, Update, Usage, tool_use_block,
+};
 use crate::error::ApiError;
 use crate::json::{Sink, Writer};
 use crate::sse;
@@ -91,9 +93,37 @@ pub fn write_request_for<S: Sink + ?Sized>(req: &Request<'_>, dialect: Dialect, 
             },
         );
     }
+    if let Some(format) = req.format {
+        write_format(&mut w, format);
+    }
     if req.stream {
         w.field_bool("stream", true);
         w.field_raw("stream_options", r#"{"include_usage":true}"#);
+    }
+    w.end_object();
+}
+
+/// `response_format` as OpenAI's API takes it.
+fn write_format<S: Sink + ?Sized>(w: &mut Writer<'_, S>, format: &Format) {
+    w.key("response_format").begin_object();
+    match format {
+        Format::JsonObject => {
+            w.field_str("type", "json_object");
+        }
+        Format::JsonSchema { name, description, schema, strict } => {
+            w.field_str("type", "json_schema").key("json_schema").begin_object();
+            w.field_str("name", name);
+            if let Some(d) = description {
+                w.field_str("description", d);
+            }
+            if let Some(s) = schema {
+                w.field_raw("schema", s);
+            }
+            if let Some(strict) = strict {
+                w.field_bool("strict", *strict);
+            }
+            w.end_object();
+        }
     }
     w.end_object();
 }

@@ -39,6 +39,7 @@ fn request<'a>(messages: &'a [Message], cache: Cache<'a>) -> Request<'a> {
         tool_choice: ToolChoice::Auto,
         stream: true,
         cache,
+        format: None,
     }
 }
 

@@ -70,6 +70,7 @@ async fn fold(
         messages: &messages,
         tool_choice: ToolChoice::Auto,
         cache: Default::default(),
+        format: None,
     };
     // No tools, and a whole reply rather than a stream: nobody watches the summary arrive.
     let provider = agent.provider.unstreamed();

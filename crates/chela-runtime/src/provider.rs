@@ -314,8 +314,13 @@ mod tests {
 
     fn body(p: &Provider) -> serde_json::Value {
         let messages = [Message::user_text("hi")];
-        let call =
-            ModelCall { system: "s", messages: &messages, tool_choice: ToolChoice::Auto, cache: Default::default() };
+        let call = ModelCall {
+            system: "s",
+            messages: &messages,
+            tool_choice: ToolChoice::Auto,
+            cache: Default::default(),
+            format: None,
+        };
         let mut body = String::new();
         p.endpoint.write_body(&call, &[], &mut body);
         serde_json::from_str(&body).unwrap()
@@ -326,7 +331,8 @@ mod tests {
         let messages = [Message::user_text("before"), Message::assistant_text("ok"), Message::user_text("hi")];
         let cache =
             chela_proto::chat::Cache { mark: true, system_stable: 2, history_end: Some(1), key: Some("chela-k") };
-        let call = ModelCall { system: "st|rest", messages: &messages, tool_choice: ToolChoice::Auto, cache };
+        let call =
+            ModelCall { system: "st|rest", messages: &messages, tool_choice: ToolChoice::Auto, cache, format: None };
         let mut body = String::new();
         p.endpoint.write_body(&p.cache_policy(&call), &[], &mut body);
         body

@@ -13,7 +13,7 @@ use chela_core::cap::{Caller, Scope};
 use chela_core::prompt::System;
 use chela_core::session::{self, Budget, Summary};
 use chela_core::storage::Storage;
-use chela_proto::chat::{Block, Message, ToolSpec, Update};
+use chela_proto::chat::{Block, Format, Message, ToolSpec, Update};
 
 use crate::provider::{Provider, ProviderError};
 use crate::storage::FileStorage;
@@ -113,6 +113,8 @@ pub struct ClientTurn {
     /// Tools the client runs itself. The model sees them beside Chela's (a client's tool hides
     /// Chela's of the same name); a call to one ends the turn, handed back to the client.
     pub tools: Vec<ClientTool>,
+    /// The shape the client wants the answer in (`response_format`), asked of every model call.
+    pub format: Option<Format>,
 }
 
 /// A tool the client offers, as OpenAI's `tools` describe a function.
@@ -274,6 +276,7 @@ pub async fn run_turn(
     }
     let mut run = AgentRun::new(base, user, system, agent.limits);
     run.set_cache(stable, Some(cache_key(&req.channel, &req.chat_id)));
+    run.set_format(client.and_then(|c| c.format.clone()));
     // A "context too long" is answered by shrinking the window and asking again, once a turn.
     let mut shrunk = false;
     let end = loop {

@@ -170,6 +170,7 @@ pub async fn describe_image(
         messages: &messages,
         tool_choice: ToolChoice::None,
         cache: Default::default(),
+        format: None,
     };
     let provider = provider.unstreamed();
     let reply = provider.complete(&call, &[], &mut |_| {}).await.map_err(|e| VisionError::Model(provider.tell(&e)))?;

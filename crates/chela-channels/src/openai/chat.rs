@@ -13,7 +13,7 @@ use hyper::{Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{MODEL, OneShot, Refusal, check_model, request, session, sse, stamp, unix_now};
+use super::{MODEL, OneShot, Refusal, check_format, check_model, request, session, sse, stamp, unix_now};
 use crate::daemon::{Answer, BoxFuture, Conversed, Daemon, Incoming, Reply, Waiter};
 use crate::serve::http::{ApiError, Limits, Resp, json as json_response};
 use crate::serve::stream::ChannelBody;
@@ -27,12 +27,14 @@ pub async fn completions(
 ) -> Result<Resp, Refusal> {
     let mut req = request::chat(body)?;
     check_model(daemon, req.model.as_deref())?;
+    check_format(daemon, req.format.as_ref())?;
     let (chat, one_shot) = session(req.user_field.as_deref(), headers)?;
     // A named session keeps its own history: only the request's new messages are taken.
     let client = ClientTurn {
         history: if one_shot { Some(req.stateless_history()?) } else { None },
         instructions: req.instructions,
         tools: req.tools,
+        format: req.format,
     };
     let id = format!("chatcmpl-{}", stamp());
     let created = unix_now();

@@ -49,6 +49,23 @@ fn alias(daemon: &Daemon) -> Option<String> {
     (!name.is_empty() && name != MODEL).then(|| name.to_owned())
 }
 
+/// A structured answer is asked of the provider in its request; Anthropic's Messages API has
+/// no such field, and an answer merely hoped to be JSON would break a client that parses it.
+fn check_format(daemon: &Daemon, format: Option<&chela_proto::chat::Format>) -> Result<(), Refusal> {
+    let provider = daemon.config().effective(chela_core::config::LLM_PROVIDER).to_owned();
+    if format.is_none() || provider == "openai" {
+        return Ok(());
+    }
+    Err(Refusal::bad_request(
+        format!(
+            "`response_format` json_object and json_schema are passed to the model provider, and the configured \
+             provider ({provider}) does not take them: ask for JSON in the message, or set `llm.provider` to an \
+             OpenAI-compatible one"
+        ),
+        Some("response_format"),
+    ))
+}
+
 /// An absent `model` is `chela`; any other than `chela` or its alias is not served here.
 fn check_model(daemon: &Daemon, model: Option<&str>) -> Result<(), Refusal> {
     match model {

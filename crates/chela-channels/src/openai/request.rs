@@ -2,7 +2,7 @@
 //! (as Chela's messages), its instructions, its tools and the options that shape the answer.
 //! Everything the endpoint cannot honour is refused here, before anything reaches the model.
 
-use chela_proto::chat::{Block, Message, Role, parse_tool_input};
+use chela_proto::chat::{Block, Format, Message, Role, parse_tool_input};
 use serde_json::{Map, Value};
 
 use super::Refusal;
@@ -15,6 +15,10 @@ pub const MAX_MESSAGES: usize = 2048;
 pub const MAX_TOOLS: usize = 128;
 /// Tool calls one assistant message may carry.
 const MAX_CALLS: usize = 128;
+/// Bytes of a `response_format` schema (as compact JSON) and of its description: the schema
+/// goes to the provider with every model call of the turn.
+pub const MAX_SCHEMA: usize = 64 * 1024;
+const MAX_SCHEMA_DESCRIPTION: usize = 4096;
 
 /// Parameters read elsewhere or that only tune how an answer is sampled: Chela answers with its
 /// own model settings, so they are accepted and left aside.
@@ -55,6 +59,8 @@ pub struct Chat {
     pub include_usage: bool,
     pub user_field: Option<String>,
     pub model: Option<String>,
+    /// `response_format`, unless it asks for text.
+    pub format: Option<Format>,
 }
 
 impl Chat {
@@ -108,6 +114,7 @@ pub fn chat(body: &[u8]) -> Result<Chat, Refusal> {
             "messages",
         ));
     }
+    let format = response_format(req.get("response_format"))?;
     let (instructions, conversation) = conversation(messages)?;
     let mut conversation = conversation;
     let user = match conversation.pop() {
@@ -123,7 +130,7 @@ pub fn chat(body: &[u8]) -> Result<Chat, Refusal> {
     if !user.has_tool_results() && user.text().trim().is_empty() {
         return Err(bad("the last user message is empty", "messages"));
     }
-    Ok(Chat { history: conversation, user, instructions, tools, stream, include_usage, user_field, model })
+    Ok(Chat { history: conversation, user, instructions, tools, stream, include_usage, user_field, model, format })
 }
 
 fn optional_string(req: &Map<String, Value>, key: &str) -> Result<Option<String>, Refusal> {
@@ -142,14 +149,7 @@ fn check_params(req: &Map<String, Value>) -> Result<(), Refusal> {
             k if IGNORED.contains(&k) => continue,
             "n" if value.is_null() || value.as_u64() == Some(1) => continue,
             "n" => "Chela gives one answer per request: `n` must be 1",
-            "response_format" => match value.get("type").and_then(Value::as_str) {
-                Some("text") => continue,
-                Some("json_object" | "json_schema") => {
-                    "`response_format` json_object and json_schema are not supported by Chela's endpoint: ask for \
-                     JSON in the message instead"
-                }
-                _ => "`response_format` must be {\"type\":\"text\"}",
-            },
+            "response_format" => continue,
             "logprobs" if value.is_null() || value == &Value::Bool(false) => continue,
             "top_logprobs" | "stop" | "logit_bias" | "prediction" | "audio" | "web_search_options"
                 if value.is_null() =>
@@ -180,6 +180,62 @@ fn check_params(req: &Map<String, Value>) -> Result<(), Refusal> {
         ));
     }
     Ok(())
+}
+
+/// `response_format`: text (`None`), any JSON object, or JSON following a named schema, as
+/// OpenAI's API takes them.
+pub(super) fn response_format(value: Option<&Value>) -> Result<Option<Format>, Refusal> {
+    const PARAM: &str = "response_format";
+    let value = match value {
+        None | Some(Value::Null) => return Ok(None),
+        Some(v @ Value::Object(_)) => v,
+        Some(_) => return Err(bad("`response_format` must be an object", PARAM)),
+    };
+    match value.get("type").and_then(Value::as_str) {
+        Some("text") => Ok(None),
+        Some("json_object") => Ok(Some(Format::JsonObject)),
+        Some("json_schema") => {
+            let Some(Value::Object(js)) = value.get("json_schema") else {
+                return Err(bad("a json_schema `response_format` needs `json_schema` as an object", PARAM));
+            };
+            let name = js.get("name").and_then(Value::as_str).unwrap_or("");
+            if !good_tool_name(name) {
+                return Err(bad(
+                    format!("the json_schema name {name:?} is not 1 to 64 letters, digits, `_` or `-`"),
+                    PARAM,
+                ));
+            }
+            let description = match js.get("description") {
+                None | Some(Value::Null) => None,
+                Some(Value::String(d)) if d.len() <= MAX_SCHEMA_DESCRIPTION => Some(d.clone()),
+                Some(Value::String(_)) => {
+                    return Err(bad(
+                        format!("the json_schema description is over {MAX_SCHEMA_DESCRIPTION} bytes"),
+                        PARAM,
+                    ));
+                }
+                Some(_) => return Err(bad("the json_schema description must be a string", PARAM)),
+            };
+            let schema = match js.get("schema") {
+                None | Some(Value::Null) => None,
+                Some(s @ Value::Object(_)) => {
+                    let text = s.to_string();
+                    if text.len() > MAX_SCHEMA {
+                        return Err(bad(format!("the json_schema schema is over {MAX_SCHEMA} bytes"), PARAM));
+                    }
+                    Some(text)
+                }
+                Some(_) => return Err(bad("the json_schema schema must be a JSON Schema object", PARAM)),
+            };
+            let strict = match js.get("strict") {
+                None | Some(Value::Null) => None,
+                Some(Value::Bool(b)) => Some(*b),
+                Some(_) => return Err(bad("the json_schema `strict` must be true or false", PARAM)),
+            };
+            Ok(Some(Format::JsonSchema { name: name.to_owned(), description, schema, strict }))
+        }
+        _ => Err(bad("`response_format` type must be text, json_object or json_schema", PARAM)),
+    }
 }
 
 /// Whether `name` is a function name OpenAI accepts: what the vendors accept too.

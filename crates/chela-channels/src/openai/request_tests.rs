@@ -37,7 +37,7 @@ fn meaning_changing_parameters_are_refused_and_sampling_hints_are_not() {
     };
     for (extra, param, says) in [
         (json!({"n": 2}), "n", "`n` must be 1"),
-        (json!({"response_format": {"type": "json_object"}}), "response_format", "json_object"),
+        (json!({"response_format": {"type": "json_schema"}}), "response_format", "needs `json_schema`"),
         (json!({"response_format": {"type": "yaml"}}), "response_format", "must be"),
         (json!({"logprobs": true}), "logprobs", "log probabilities"),
         (json!({"stop": ["\n"]}), "stop", "stop sequences"),
@@ -149,5 +149,42 @@ proptest::proptest! {
             }
             Err(e) => proptest::prop_assert_eq!(e.status, hyper::StatusCode::BAD_REQUEST),
         }
+    }
+}
+
+#[test]
+fn response_format_is_read_into_the_format_asked_of_the_provider() {
+    let ask = |format: serde_json::Value| {
+        read(json!({"messages": [{"role": "user", "content": "hi"}], "response_format": format}))
+    };
+    assert_eq!(ask(json!({"type": "text"})).unwrap().format, None);
+    assert_eq!(ask(json!(null)).unwrap().format, None);
+    assert_eq!(ask(json!({"type": "json_object"})).unwrap().format, Some(Format::JsonObject));
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+    let f = ask(json!({"type": "json_schema", "json_schema": {"name": "count", "schema": schema, "strict": true}}));
+    assert_eq!(
+        f.unwrap().format,
+        Some(Format::JsonSchema {
+            name: "count".into(),
+            description: None,
+            schema: Some(schema.to_string()),
+            strict: Some(true)
+        })
+    );
+    // Abuse: every part that reaches the provider is checked and bounded.
+    let huge = json!({"type": "object", "description": "x".repeat(MAX_SCHEMA)});
+    for (format, says) in [
+        (json!("json_object"), "must be an object"),
+        (json!({"type": "json_schema", "json_schema": {"schema": {}}}), "name"),
+        (json!({"type": "json_schema", "json_schema": {"name": "a\"b"}}), "name"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "schema": "{}"}}), "JSON Schema object"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "schema": huge}}), "over"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "strict": "yes"}}), "true or false"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "description": 3}}), "string"),
+        (json!({"type": "json_schema", "json_schema": {"name": "n", "description": "d".repeat(5000)}}), "over"),
+    ] {
+        let e = ask(format.clone()).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("response_format"), "{format}");
+        assert!(e.message.contains(says), "{format}: {}", e.message);
     }
 }

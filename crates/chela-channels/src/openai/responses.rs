@@ -17,7 +17,7 @@ use hyper::{Response, StatusCode};
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{MODEL, OneShot, Refusal, check_model, request, session, stamp, unix_now};
+use super::{MODEL, OneShot, Refusal, check_format, check_model, request, session, stamp, unix_now};
 use crate::daemon::{Answer, BoxFuture, Conversed, Daemon, Incoming, Reply, Waiter};
 use crate::serve::http::{ApiError, Limits, Resp, json as json_response};
 use crate::serve::stream::ChannelBody;
@@ -66,17 +66,11 @@ fn to_chat(body: &[u8]) -> Result<Value, Refusal> {
                     key,
                 ));
             }
-            "text" => match value.pointer("/format/type").and_then(Value::as_str) {
-                None | Some("text") => {}
-                Some(other) => {
-                    return Err(bad(
-                        format!(
-                            "`text.format` {other} is not supported by Chela's endpoint: ask for JSON in the input instead"
-                        ),
-                        "text",
-                    ));
+            "text" => {
+                if let Some(format) = text_format(value)? {
+                    chat.insert("response_format".to_owned(), format);
                 }
-            },
+            }
             "background" if value != &Value::Bool(true) => {}
             _ => return Err(bad(format!("Unrecognized request argument supplied: {key}"), key)),
         }
@@ -116,6 +110,26 @@ fn to_chat(body: &[u8]) -> Result<Value, Refusal> {
         chat.insert("tools".to_owned(), Value::Array(out));
     }
     Ok(Value::Object(chat))
+}
+
+/// `text.format` as the chat request's `response_format`: the Responses API puts the schema's
+/// fields beside its `type`, Chat Completions under `json_schema`.
+fn text_format(text: &Value) -> Result<Option<Value>, Refusal> {
+    let Some(format) = text.get("format").filter(|f| !f.is_null()) else {
+        return Ok(None);
+    };
+    let chat = match format.get("type").and_then(Value::as_str) {
+        Some("json_schema") => {
+            let mut schema = format.as_object().cloned().unwrap_or_default();
+            schema.remove("type");
+            json!({"type": "json_schema", "json_schema": schema})
+        }
+        _ => format.clone(),
+    };
+    // Checked here so that a refusal names the parameter the client sent.
+    request::response_format(Some(&chat))
+        .map_err(|e| bad(e.message.replace("response_format", "text.format"), "text"))?;
+    Ok(Some(chat))
 }
 
 /// One input item as chat messages: a message, a function call (merged into the assistant
@@ -160,11 +174,13 @@ pub async fn create(daemon: &Arc<Daemon>, limits: &Limits, headers: &HeaderMap, 
     let chat = to_chat(body)?;
     let mut req = request::chat(chat.to_string().as_bytes())?;
     check_model(daemon, req.model.as_deref())?;
+    check_format(daemon, req.format.as_ref())?;
     let (chat_id, one_shot) = session(req.user_field.as_deref(), headers)?;
     let client = ClientTurn {
         history: if one_shot { Some(req.stateless_history()?) } else { None },
         instructions: req.instructions,
         tools: req.tools,
+        format: req.format,
     };
     let incoming = Incoming {
         channel: "api".to_owned(),
@@ -434,6 +450,8 @@ impl Reply for End {
 
 #[cfg(test)]
 mod tests {
+    use chela_proto::chat::Format;
+
     use super::*;
 
     #[test]
@@ -454,11 +472,33 @@ mod tests {
     }
 
     #[test]
+    fn text_format_reads_as_the_chat_response_format() {
+        let read = |format: Value| {
+            let body = json!({"input": "x", "text": {"format": format}});
+            request::chat(to_chat(body.to_string().as_bytes()).unwrap().to_string().as_bytes()).unwrap().format
+        };
+        assert_eq!(read(json!({"type": "text"})), None);
+        assert_eq!(read(json!({"type": "json_object"})), Some(Format::JsonObject));
+        let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        assert_eq!(
+            read(json!({"type": "json_schema", "name": "count", "schema": schema, "strict": true})),
+            Some(Format::JsonSchema {
+                name: "count".into(),
+                description: None,
+                schema: Some(schema.to_string()),
+                strict: Some(true)
+            })
+        );
+    }
+
+    #[test]
     fn what_chela_cannot_honour_is_refused() {
         for (body, param) in [
             (json!({"input": "x", "previous_response_id": "resp_1"}), "previous_response_id"),
             (json!({"input": "x", "text": {"format": {"type": "json_schema"}}}), "text"),
             (json!({"input": "x", "frob": 1}), "frob"),
+            (json!({"input": "x", "text": {"format": {"type": "yaml"}}}), "text"),
+            (json!({"input": "x", "text": {"format": {"type": "json_schema", "name": "a b"}}}), "text"),
             (json!({"input": [{"type": "web_search_call"}]}), "input[0]"),
             (json!({"input": 3}), "input"),
             (json!({"input": "x", "tools": [{"type": "web_search"}]}), "tools"),

@@ -410,6 +410,7 @@ pub fn turn(fx: &Fixture, history: Vec<Message>, system: String, probe: &mut dyn
                     tool_choice: call.tool_choice,
                     stream: true,
                     cache: call.cache,
+                    format: call.format,
                 };
                 let (body, body_len) = match fx.body {
                     // As `Provider::body` does it.
@@ -507,6 +508,7 @@ pub fn body_split(format: Format, system: &str, history: &[Message], reg: &Regis
             tool_choice: Default::default(),
             stream: true,
             cache: Default::default(),
+            format: None,
         };
         let mut n = Counter::default();
         encode(format, &req, &mut n);

@@ -703,3 +703,17 @@ fn model_calls_carry_the_cache_hints_and_the_turn_sums_cached_tokens() {
     let Step::CallModel(c) = run.next_step() else { panic!() };
     assert_eq!((c.cache.system_stable, c.cache.history_end, c.cache.mark), (0, None, false));
 }
+
+#[test]
+fn every_model_call_of_the_turn_carries_the_clients_format() {
+    let mut run = run_with(Limits::default());
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.format, None, "free text until the driver asks");
+    run.set_format(Some(Format::JsonObject));
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.format, Some(&Format::JsonObject));
+    run.handle_reply(tool_reply(&[("t1", "x")])).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("t1", "done")]).unwrap();
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.format, Some(&Format::JsonObject), "the call after a tool round asks the same");
+}

@@ -97,7 +97,13 @@ fn the_head_and_body_follow_the_provider_kind_and_dialect() {
     assert_eq!(o.head().url, "https://api.openai.com/v1/chat/completions");
     assert!(o.head().headers.contains(&("authorization", "Bearer sk-test".into())));
     let messages = [Message::user_text("hi")];
-    let call = ModelCall { system: "s", messages: &messages, tool_choice: ToolChoice::Auto, cache: Default::default() };
+    let call = ModelCall {
+        system: "s",
+        messages: &messages,
+        tool_choice: ToolChoice::Auto,
+        cache: Default::default(),
+        format: None,
+    };
     let mut body = String::new();
     o.write_body(&call, &[], &mut body);
     assert!(body.contains("\"max_completion_tokens\":64"), "{body}");

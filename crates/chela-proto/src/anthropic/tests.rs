@@ -81,6 +81,7 @@ fn request_with_every_block_kind() {
         tool_choice: ToolChoice::Auto,
         stream: true,
         cache: Default::default(),
+        format: None,
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -122,6 +123,7 @@ fn request_without_tools_or_system_omits_them() {
         tool_choice: ToolChoice::None,
         stream: false,
         cache: Default::default(),
+        format: None,
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -362,6 +364,7 @@ fn tool_result_images_are_image_blocks_in_its_content() {
         tool_choice: ToolChoice::Auto,
         stream: false,
         cache: Default::default(),
+        format: None,
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -389,7 +392,7 @@ proptest! {
         if let Block::ToolResult { images, .. } = &mut messages[2].content[0] {
             *images = vec![crate::chat::Image { media_type: "image/png".into(), data }].into();
         }
-        let req = Request { model: "m", max_tokens: 5, system: "s", messages: &messages, tools: &[], tool_choice: ToolChoice::Auto, stream: true, cache: Default::default() };
+        let req = Request { model: "m", max_tokens: 5, system: "s", messages: &messages, tools: &[], tool_choice: ToolChoice::Auto, stream: true, cache: Default::default(), format: None };
         let mut whole = String::new();
         write_request(&req, &mut whole);
         let mut joined = Vec::new();

@@ -82,6 +82,7 @@ fn request_maps_tools_results_and_images() {
         tool_choice: ToolChoice::Auto,
         stream: true,
         cache: Default::default(),
+        format: None,
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -127,6 +128,7 @@ fn tool_choice_none_and_no_stream() {
         tool_choice: ToolChoice::None,
         stream: false,
         cache: Default::default(),
+        format: None,
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -326,6 +328,7 @@ fn tool_result_images_follow_the_tool_messages_in_a_user_message() {
         tool_choice: ToolChoice::Auto,
         stream: false,
         cache: Default::default(),
+        format: None,
     };
     let mut body = String::new();
     write_request(&req, &mut body);
@@ -346,4 +349,43 @@ fn tool_result_images_follow_the_tool_messages_in_a_user_message() {
             ]}),
         ]
     );
+}
+
+#[test]
+fn response_format_is_written_as_openai_takes_it() {
+    let messages = [Message::user_text("count")];
+    let body = |format: Option<&Format>| {
+        let req = Request {
+            model: "m",
+            max_tokens: 5,
+            system: "",
+            messages: &messages,
+            tools: &[],
+            tool_choice: ToolChoice::Auto,
+            stream: false,
+            cache: Default::default(),
+            format,
+        };
+        let mut body = String::new();
+        write_request(&req, &mut body);
+        body
+    };
+    assert!(!body(None).contains("response_format"), "free text asks for nothing");
+    let object = body(Some(&Format::JsonObject));
+    assert!(object.ends_with(r#","response_format":{"type":"json_object"}}"#), "{object}");
+    let schema = Format::JsonSchema {
+        name: "count".into(),
+        description: Some("A \"count\".".into()),
+        schema: Some(r#"{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}"#.into()),
+        strict: Some(true),
+    };
+    let v: Value = serde_json::from_str(&body(Some(&schema))).unwrap();
+    assert_eq!(
+        v["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "count", "description": "A \"count\".",
+            "schema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}, "strict": true}})
+    );
+    let bare = Format::JsonSchema { name: "x".into(), description: None, schema: None, strict: None };
+    let v: Value = serde_json::from_str(&body(Some(&bare))).unwrap();
+    assert_eq!(v["response_format"], json!({"type": "json_schema", "json_schema": {"name": "x"}}));
 }

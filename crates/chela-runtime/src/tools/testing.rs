@@ -210,6 +210,7 @@ pub fn tool_weight(tools: &[chela_proto::chat::ToolSpec<'_>]) -> ToolWeight {
         messages: &[],
         tool_choice: Default::default(),
         cache: Default::default(),
+        format: None,
     };
     let weigh = |kind: Kind| {
         let ep = Endpoint {

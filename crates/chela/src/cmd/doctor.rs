@@ -348,7 +348,13 @@ async fn check_provider(cfg: &Config, r: &mut Report) {
     }
     let probe = provider.probe();
     let messages = [Message::user_text("ping")];
-    let call = ModelCall { system: "", messages: &messages, tool_choice: ToolChoice::Auto, cache: Default::default() };
+    let call = ModelCall {
+        system: "",
+        messages: &messages,
+        tool_choice: ToolChoice::Auto,
+        cache: Default::default(),
+        format: None,
+    };
     let started = Instant::now();
     match probe.complete(&call, &[], &mut |_| {}).await {
         Ok(_) => r.ok(&format!(

@@ -296,7 +296,13 @@ async fn test_call(cfg: &Config) -> Result<()> {
     let provider = Provider::from_config(cfg, http_client(cfg)?).context("nothing was saved")?;
     eprintln!("Testing {} with model {}…", provider.describe(), provider.model);
     let messages = [Message::user_text(TEST_PROMPT)];
-    let call = ModelCall { system: "", messages: &messages, tool_choice: ToolChoice::Auto, cache: Default::default() };
+    let call = ModelCall {
+        system: "",
+        messages: &messages,
+        tool_choice: ToolChoice::Auto,
+        cache: Default::default(),
+        format: None,
+    };
     let started = Instant::now();
     match provider.complete(&call, &[], &mut |_| {}).await {
         Ok(reply) => {

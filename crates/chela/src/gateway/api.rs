@@ -690,6 +690,7 @@ async fn setup_test(d: &Arc<Daemon>, r: SetupReq) -> Result<Value, ApiError> {
         messages: &messages,
         tool_choice: chela_proto::chat::ToolChoice::Auto,
         cache: Default::default(),
+        format: None,
     };
     let reply = probe
         .complete(&call, &[], &mut |_| {})

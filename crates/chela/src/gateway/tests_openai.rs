@@ -313,3 +313,59 @@ async fn the_responses_api_answers_whole_and_streams_its_events_in_order() {
     let added = events.iter().filter(|e| e["type"] == "response.output_item.added").nth(1).unwrap();
     assert_eq!(done["output"][1]["call_id"], added["item"]["call_id"]);
 }
+
+/// A harness whose provider speaks OpenAI's wire to the fake.
+fn openai_harness(script: Vec<Step>) -> super::tests::Harness {
+    let h = super::tests::harness_with_settings(
+        script,
+        &[("llm.provider", "openai"), ("llm.api_key", "k"), ("llm.max_retries", "0")],
+    );
+    let keep = crate::config::KeyChoice::Keep;
+    crate::config::set_overrides(h.daemon.workspace(), &[("llm.base_url", &h.llm.openai_base_url())], keep).unwrap();
+    h.daemon.reload().unwrap();
+    h
+}
+
+#[tokio::test]
+async fn response_format_reaches_an_openai_provider_on_every_call_of_the_turn() {
+    let h = openai_harness(vec![
+        Step::tool_call("get_current_time", json!({})),
+        Step::text("{\"n\":1}"),
+        Step::text("{\"ok\":true}"),
+    ]);
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let format = json!({"type": "json_schema", "json_schema": {"name": "count", "schema": schema, "strict": true}});
+    // Chela's own tool runs inside the turn: two model calls, each asked for the format.
+    let body = json!({"response_format": format, "messages": [{"role": "user", "content": "count"}]});
+    let (status, reply) = h.send("POST", CHAT, &body.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["choices"][0]["message"]["content"], "{\"n\":1}");
+    assert_eq!(h.llm.requests().len(), 2);
+    for i in 0..2 {
+        assert_eq!(sent(&h.llm, i)["response_format"], format, "call {i}");
+    }
+    // The Responses API's `text.format` is the same request to the provider.
+    let body = json!({"input": "ok?", "text": {"format": {"type": "json_object"}}});
+    let (status, reply) = h.send("POST", "/v1/responses", &body.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(sent(&h.llm, 2)["response_format"], json!({"type": "json_object"}));
+}
+
+#[tokio::test]
+async fn a_format_the_anthropic_provider_cannot_take_is_refused_before_the_model() {
+    let h = harness(vec![Step::text("not asked")], "127.0.0.1:18789", None);
+    for (path, body) in [
+        (CHAT, json!({"response_format": {"type": "json_object"}, "messages": [{"role": "user", "content": "x"}]})),
+        ("/v1/responses", json!({"input": "x", "text": {"format": {"type": "json_schema", "name": "n"}}})),
+    ] {
+        let (status, reply) = h.send("POST", path, &body.to_string()).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}: {reply}");
+        assert_eq!(reply["error"]["type"], "invalid_request_error");
+        assert_eq!(reply["error"]["param"], "response_format");
+        let message = reply["error"]["message"].as_str().unwrap();
+        assert!(message.contains("configured provider (anthropic) does not take"), "{message}");
+    }
+    let text = json!({"response_format": {"type": "text"}, "messages": [{"role": "user", "content": "x"}]});
+    assert_eq!(h.send("POST", CHAT, &text.to_string()).await.0, StatusCode::OK, "free text is fine");
+    assert_eq!(h.llm.requests().len(), 1, "only the free-text request reached the model");
+}
