@@ -1,6 +1,8 @@
 """Drives Chela's OpenAI-compatible endpoint with the official `openai` SDK, as a script would.
 
-Usage: client.py BASE_URL (e.g. http://127.0.0.1:18789/v1); the key is $CHELA_GATEWAY_TOKEN.
+Usage: client.py BASE_URL [format] (e.g. http://127.0.0.1:18789/v1); the key is $CHELA_GATEWAY_TOKEN.
+With `format`, only the structured-answer requests are made (for a daemon whose provider speaks
+OpenAI's wire, which takes `response_format`).
 Prints KEY=VALUE lines (values are JSON) for the Rust test to check; the fake model's script
 decides the answers, in the order the calls are made here.
 """
@@ -25,6 +27,23 @@ WEATHER = {
         "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     },
 }
+
+if sys.argv[2:] == ["format"]:
+    # The SDK's own types for a structured answer, asked in both APIs.
+    r = client.chat.completions.create(model="chela", response_format={"type": "json_object"},
+                                       messages=[{"role": "user", "content": "a JSON object please"}])
+    say("FORMAT_OBJECT", json.loads(r.choices[0].message.content))
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+              "additionalProperties": False}
+    r = client.chat.completions.create(
+        model="chela", messages=[{"role": "user", "content": "count"}],
+        response_format={"type": "json_schema", "json_schema": {"name": "count", "schema": schema, "strict": True}})
+    say("FORMAT_SCHEMA", json.loads(r.choices[0].message.content))
+    r = client.responses.create(model="chela", input="count again",
+                                text={"format": {"type": "json_schema", "name": "count", "schema": schema,
+                                                 "strict": True}})
+    say("FORMAT_RESPONSES", json.loads(r.output_text))
+    sys.exit(0)
 
 say("MODELS", [m.id for m in client.models.list()])
 

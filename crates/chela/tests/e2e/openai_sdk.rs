@@ -1,7 +1,7 @@
 //! The real `chela run`'s OpenAI-compatible endpoint driven by real OpenAI clients, pinned and
 //! installed by tests/openai/install.sh under target/: the `openai` Python SDK (chat whole and
 //! streamed with usage, a client tool's round trip, refusals as the SDK's exceptions, the
-//! Responses API created and streamed) and litellm with Chela as an OpenAI-compatible provider.
+//! Responses API created and streamed, a structured answer asked of an OpenAI-wire provider) and litellm with Chela as an OpenAI-compatible provider.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -31,9 +31,14 @@ fn peers() -> PathBuf {
 }
 
 fn run(script: &str, d: &Running, ws: &Ws) -> HashMap<String, Value> {
+    run_with(script, &[], d, ws)
+}
+
+fn run_with(script: &str, args: &[&str], d: &Running, ws: &Ws) -> HashMap<String, Value> {
     let out: Output = Command::new(peers().join("venv/bin/python"))
         .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/openai").join(script))
         .arg(format!("http://{}/v1", d.addr))
+        .args(args)
         .env_clear()
         .env("HOME", ws.home())
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -111,6 +116,23 @@ fn the_openai_sdk_gets_openai_semantics_from_chela() {
     assert_eq!(got["RESPONSES_TOOL_ANSWER"], "Warm in Rome.");
     assert!(got["RESPONSES_ERR"].as_str().unwrap().contains("previous_response_id"), "{}", got["RESPONSES_ERR"]);
     assert_eq!(llm.requests().len(), 8, "no refused request reached the model");
+}
+
+#[test]
+fn the_openai_sdks_response_format_reaches_an_openai_provider() {
+    let llm = FakeLlm::start(vec![Step::text(r#"{"a":1}"#), Step::text(r#"{"n":2}"#), Step::text(r#"{"n":3}"#)]);
+    let ws = Ws::for_llm(Provider::OpenAi, &llm, "");
+    let d = Running::start(&ws);
+    let got = run_with("client.py", &["format"], &d, &ws);
+    assert_eq!(got["FORMAT_OBJECT"], json!({"a": 1}));
+    assert_eq!(got["FORMAT_SCHEMA"], json!({"n": 2}));
+    assert_eq!(got["FORMAT_RESPONSES"], json!({"n": 3}));
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
+        "additionalProperties": false});
+    let named = json!({"type": "json_schema", "json_schema": {"name": "count", "schema": schema, "strict": true}});
+    assert_eq!(crate::body(&llm, 0)["response_format"], json!({"type": "json_object"}));
+    assert_eq!(crate::body(&llm, 1)["response_format"], named);
+    assert_eq!(crate::body(&llm, 2)["response_format"], named, "text.format is the same request");
 }
 
 #[test]
