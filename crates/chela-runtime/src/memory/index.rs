@@ -31,6 +31,11 @@ use crate::workspace::Workspace;
 /// The index file, in the workspace's `state/` folder (which the file tools cannot reach).
 pub const INDEX_FILE: &str = "memory.sqlite";
 
+/// Every write takes SQLite's write lock at its start (BEGIN IMMEDIATE), so a writer that has to
+/// wait for another waits (the busy timeout) instead of failing with "database is locked" when a
+/// read transaction cannot be upgraded under WAL.
+const WRITE: rusqlite::TransactionBehavior = rusqlite::TransactionBehavior::Immediate;
+
 /// Bumped when the tables change: an index of another version is rebuilt.
 const SCHEMA_VERSION: &str = "1";
 
@@ -221,7 +226,7 @@ impl Index {
             }
         }
         for rel in known.keys().filter(|k| !on_disk.contains_key(*k)) {
-            let tx = self.db.transaction().map_err(sql)?;
+            let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
             drop_source(&tx, rel).map_err(sql)?;
             tx.commit().map_err(sql)?;
             done.files += 1;
@@ -235,7 +240,7 @@ impl Index {
     pub fn rebuild(ws: &Workspace) -> io::Result<Refreshed> {
         let mut ix = Index::open(ws)?;
         ix.retrying(|ix| {
-            let tx = ix.db.transaction()?;
+            let tx = ix.db.transaction_with_behavior(WRITE)?;
             tx.execute_batch(
                 "DELETE FROM sources; DELETE FROM entries; DELETE FROM chunks; \
                  INSERT INTO entries_fts(entries_fts) VALUES('delete-all'); \
@@ -299,14 +304,14 @@ impl Index {
         let file = match open_regular(&path)? {
             Some(f) => f,
             None => {
-                let tx = self.db.transaction().map_err(sql)?;
+                let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
                 drop_source(&tx, rel).map_err(sql)?;
                 tx.commit().map_err(sql)?;
                 return Ok((0, 0));
             }
         };
         let before = stamp(&file.metadata()?);
-        let tx = self.db.transaction().map_err(sql)?;
+        let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
         drop_source(&tx, rel).map_err(sql)?;
         let counts = if rel == ENTRIES_SOURCE {
             (insert_entries(&tx, file)?, 0)
@@ -338,7 +343,7 @@ impl Index {
         upserted: &[&Entry],
         removed: &[&str],
     ) -> io::Result<bool> {
-        let tx = self.db.transaction().map_err(sql)?;
+        let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
         let known: Option<String> = tx
             .query_row("SELECT stamp FROM sources WHERE path = ?1", [ENTRIES_SOURCE], |r| r.get(0))
             .optional()
