@@ -462,10 +462,12 @@ def talk(args, block):
                 if time.monotonic() > deadline:
                     raise RuntimeError("too few downlink frames to abort")
                 time.sleep(0.005)
-            dev.publish({"session_id": dev.session_id, "type": "abort", "reason": ""})
+            # Said before it is sent: the answer to it comes on paho's thread, whose lines must
+            # not be printed ahead of this one.
             at = time.monotonic()
             before = len(dev.frames)
             emit("abort_sent", frames_before=before)
+            dev.publish({"session_id": dev.session_id, "type": "abort", "reason": ""})
             time.sleep(args.listen_after)
             late = [round((f[0] - at) * 1000) for f in dev.frames[before:]]
             stopped = False
