@@ -18,10 +18,14 @@ use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, oneshot};
 
 use crate::body::ReplyBody;
-use crate::server::{MAX_CONNECTIONS, MAX_HEAD_BYTES};
 
 /// How long a client may take to send a request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Clients served at once; more wait in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Largest buffered request head (hyper's read buffer).
+pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// `on_open` runs as each connection is accepted; what it returns is held until the connection
 /// closes (the fake LLM counts open connections with it).

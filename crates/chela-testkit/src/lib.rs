@@ -51,6 +51,7 @@ mod openai;
 pub mod peers;
 pub mod script;
 mod server;
+mod state;
 pub mod telegram;
 
 pub use audio::FakeAudio;

@@ -18,19 +18,16 @@ use serde_json::Value;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
+pub use crate::accept::{MAX_CONNECTIONS, MAX_HEAD_BYTES};
 use crate::answer::{Answer, Asked, Failure, tokens};
 use crate::body::ReplyBody;
-use crate::fake::{Recorded, Shared};
 use crate::hostile::{self, Flood};
 use crate::script::{Action, Step};
+use crate::state::{Recorded, Shared};
 use crate::{anthropic, demo, openai};
 
 /// Largest request body; larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
-/// Clients served at once; more wait in the listen backlog.
-pub const MAX_CONNECTIONS: usize = 256;
-/// Largest buffered request head (hyper's read buffer).
-pub const MAX_HEAD_BYTES: usize = 64 * 1024;
 const BODY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// What a broken or dropped reply says.
