@@ -8,7 +8,6 @@
 //! update moves its entry to the end), so the prompt needs only the file's last lines.
 
 use alloc::borrow::ToOwned;
-use alloc::collections::BTreeSet;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -113,17 +112,21 @@ pub struct Entries {
 
 impl Entries {
     /// Reads `entries.jsonl`, skipping lines that do not parse. Returns the entries and the
-    /// number of lines skipped.
+    /// number of lines skipped. A repeated id is found by a scan: the chip keeps at most
+    /// [`MAX_ENTRIES`], and a set would cost its image more than the scan costs its time.
     pub fn parse(text: &str) -> (Entries, usize) {
-        Entries::parse_lines(text.lines())
+        Entries::parse_lines(text.lines(), |list: &[Entry], id: &str| list.iter().any(|o| o.id == id))
     }
 
     /// [`Entries::parse`] of lines given one by one, so the host can stream a file of any size
-    /// instead of holding its whole text as well as the entries.
-    pub fn parse_lines<L: AsRef<str>>(lines: impl IntoIterator<Item = L>) -> (Entries, usize) {
+    /// instead of holding its whole text as well as the entries. `seen(entries so far, id)` says
+    /// whether `id` was read already (a repeat is skipped): the host answers from a set, since a
+    /// scan made reading 100,000 entries quadratic.
+    pub fn parse_lines<L: AsRef<str>>(
+        lines: impl IntoIterator<Item = L>,
+        mut seen: impl FnMut(&[Entry], &str) -> bool,
+    ) -> (Entries, usize) {
         let mut list: Vec<Entry> = Vec::new();
-        // A set, not a scan of the list: a scan made reading 100,000 entries quadratic.
-        let mut seen: BTreeSet<String> = BTreeSet::new();
         let mut skipped = 0;
         for line in lines {
             let line = line.as_ref();
@@ -131,10 +134,7 @@ impl Entries {
                 continue;
             }
             match chela_proto::json::from_str::<Entry>(line) {
-                Ok(e) if !seen.contains(&e.id) => {
-                    seen.insert(e.id.clone());
-                    list.push(e);
-                }
+                Ok(e) if !seen(&list, &e.id) => list.push(e),
                 _ => skipped += 1,
             }
         }
@@ -444,7 +444,8 @@ mod tests {
             .map(|i| format!("{{\"id\":\"m{i}\",\"content\":\"fact {i}\",\"created\":1,\"updated\":1}}"))
             .chain(core::iter::once("{\"id\":\"m7\",\"content\":\"dup\",\"created\":1,\"updated\":1}".into()))
             .collect();
-        let (m, skipped) = Entries::parse_lines(&lines);
+        let mut ids = alloc::collections::BTreeSet::new();
+        let (m, skipped) = Entries::parse_lines(&lines, |_, id| !ids.insert(id.to_owned()));
         assert_eq!((m.len(), skipped), (2_000, 1));
         assert_eq!(m.get("m7").unwrap().content, "fact 7");
         assert_eq!(m.iter().count(), 2_000);

@@ -129,7 +129,10 @@ pub fn load_entries(ws: &Workspace) -> io::Result<Entries> {
         }
         lines.push(String::from_utf8_lossy(&buf).into_owned());
     }
-    let (entries, skipped) = Entries::parse_lines(lines.iter().map(|l| l.trim_end_matches(['\n', '\r'])));
+    let mut ids = std::collections::HashSet::new();
+    let (entries, skipped) = Entries::parse_lines(lines.iter().map(|l| l.trim_end_matches(['\n', '\r'])), |_, id| {
+        !ids.insert(id.to_owned())
+    });
     if skipped + too_long > 0 {
         tracing::warn!("{}: skipped {} unreadable line(s)", path.display(), skipped + too_long);
     }
