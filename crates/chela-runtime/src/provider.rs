@@ -12,7 +12,7 @@ use chela_core::agent::ModelCall;
 use chela_core::config as keys;
 use chela_core::exchange::{Context, Endpoint, Exchange, NetFailure, Options, Outcome};
 use chela_core::retry::Backoff;
-use chela_proto::chat::{Reply, ToolSpec, Update};
+use chela_proto::chat::{Message, Reply, ToolChoice, ToolSpec, Update};
 use hyper::http::Method;
 use tokio::time::{Instant, sleep_until};
 
@@ -191,6 +191,20 @@ impl Provider {
                 None => return Err(ProviderError::Malformed("the call ended without an answer".into())),
             }
         }
+    }
+
+    /// One message, no system prompt, no tools: the call that checks a provider's settings
+    /// (`chela doctor`, `chela setup`, the console's setup form).
+    pub async fn ask(&self, text: &str) -> Result<Reply, ProviderError> {
+        let messages = [Message::user_text(text)];
+        let call = ModelCall {
+            system: "",
+            messages: &messages,
+            tool_choice: ToolChoice::Auto,
+            cache: Default::default(),
+            format: None,
+        };
+        self.complete(&call, &[], &mut |_| {}).await
     }
 
     /// `call` with the cache hints this provider takes: marks unless switched off, the key only

@@ -6,9 +6,7 @@ use std::process::ExitCode;
 use tokio::time::Instant;
 
 use anyhow::Result;
-use chela_core::agent::ModelCall;
 use chela_core::config as keys;
-use chela_proto::chat::{Message, ToolChoice};
 
 use crate::app::http_client;
 use crate::config::{Config, Layer};
@@ -347,16 +345,8 @@ async fn check_provider(cfg: &Config, r: &mut Report) {
         r.ok(&format!("API key {} (from {})", key.shown(), key.layer));
     }
     let probe = provider.probe();
-    let messages = [Message::user_text("ping")];
-    let call = ModelCall {
-        system: "",
-        messages: &messages,
-        tool_choice: ToolChoice::Auto,
-        cache: Default::default(),
-        format: None,
-    };
     let started = Instant::now();
-    match probe.complete(&call, &[], &mut |_| {}).await {
+    match probe.ask("ping").await {
         Ok(_) => r.ok(&format!(
             "provider {} answered with model {} in {} ms: reachable, key accepted",
             provider.describe(),

@@ -12,9 +12,7 @@ use std::process::ExitCode;
 use tokio::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use chela_core::agent::ModelCall;
 use chela_core::config::{self as keys, Key};
-use chela_proto::chat::{Message, ToolChoice};
 
 use crate::app::http_client;
 use crate::args::{ServiceCmd, SetupArgs};
@@ -295,16 +293,8 @@ fn origin(url: &str) -> String {
 async fn test_call(cfg: &Config) -> Result<()> {
     let provider = Provider::from_config(cfg, http_client(cfg)?).context("nothing was saved")?;
     eprintln!("Testing {} with model {}…", provider.describe(), provider.model);
-    let messages = [Message::user_text(TEST_PROMPT)];
-    let call = ModelCall {
-        system: "",
-        messages: &messages,
-        tool_choice: ToolChoice::Auto,
-        cache: Default::default(),
-        format: None,
-    };
     let started = Instant::now();
-    match provider.complete(&call, &[], &mut |_| {}).await {
+    match provider.ask(TEST_PROMPT).await {
         Ok(reply) => {
             let text: String =
                 reply.into_message().text().chars().map(|c| if c.is_control() { ' ' } else { c }).take(200).collect();

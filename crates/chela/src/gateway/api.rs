@@ -684,16 +684,8 @@ async fn setup_test(d: &Arc<Daemon>, r: SetupReq) -> Result<Value, ApiError> {
     let provider =
         crate::provider::Provider::from_config(&cfg, http).map_err(|e| ApiError::BadRequest(format!("{e:#}")))?;
     let probe = provider.probe();
-    let messages = [chela_proto::chat::Message::user_text(SETUP_PROBE)];
-    let call = chela_core::agent::ModelCall {
-        system: "",
-        messages: &messages,
-        tool_choice: chela_proto::chat::ToolChoice::Auto,
-        cache: Default::default(),
-        format: None,
-    };
     let reply = probe
-        .complete(&call, &[], &mut |_| {})
+        .ask(SETUP_PROBE)
         .await
         .map_err(|e| ApiError::Upstream(probe.explain(&e, &cfg.entry(keys::LLM_API_KEY).layer)))?;
     let answer = reply.into_message().text();
