@@ -1,23 +1,22 @@
 //! `POST /v1/chat/completions`: one Chela turn per request, answered whole or streamed as
 //! OpenAI's chunks.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::{StopReason, Usage};
-use http_body_util::BodyExt;
-use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
-use hyper::{Response, StatusCode};
+use hyper::StatusCode;
+use hyper::header::HeaderMap;
 use serde_json::{Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::{MODEL, OneShot, Refusal, check_format, check_model, request, session, sse, stamp, unix_now};
-use crate::daemon::{Answer, BoxFuture, Conversed, Daemon, Incoming, Reply, Waiter};
-use crate::serve::http::{ApiError, Limits, Resp, json as json_response};
-use crate::serve::stream::ChannelBody;
-use crate::turn::{Cancel, ClientTurn, Observer, TurnEnd};
+use super::turn::{StreamEnd, Turn, Whole};
+use super::{MODEL, Refusal, request, sse, stamp, unix_now};
+use crate::daemon::{Answer, BoxFuture, Daemon};
+use crate::serve::http::{Limits, Resp, json as json_response};
+use crate::turn::{Cancel, Observer, TurnEnd};
 
 pub async fn completions(
     daemon: &Arc<Daemon>,
@@ -25,46 +24,14 @@ pub async fn completions(
     headers: &HeaderMap,
     body: &[u8],
 ) -> Result<Resp, Refusal> {
-    let mut req = request::chat(body)?;
-    check_model(daemon, req.model.as_deref())?;
-    check_format(daemon, req.format.as_ref())?;
-    let (chat, one_shot) = session(req.user_field.as_deref(), headers)?;
-    // A named session keeps its own history: only the request's new messages are taken.
-    let client = ClientTurn {
-        history: if one_shot { Some(req.stateless_history()?) } else { None },
-        instructions: req.instructions,
-        tools: req.tools,
-        format: req.format,
-    };
+    let turn = Turn::new(daemon, headers, request::chat(body)?)?;
     let id = format!("chatcmpl-{}", stamp());
     let created = unix_now();
-    let incoming = Incoming {
-        channel: "api".to_owned(),
-        chat_id: chat.clone(),
-        sender: "owner".to_owned(),
-        user: req.user,
-        cancel: Cancel::default(),
-    };
-    let close = OneShot { daemon: Arc::clone(daemon), chat: one_shot.then_some(chat) };
-    let handed = Arc::new(Mutex::new(Vec::new()));
-    if !req.stream {
-        let observer = Box::new(Collect(Arc::clone(&handed)));
-        let (reply, answer) = Waiter::new();
-        let conversed = daemon.converse_with(incoming, Some(Box::new(client)), observer, Box::new(reply));
-        let answer = answer.await;
-        close.close().await;
-        let answer = match (conversed, answer) {
-            (Conversed::Queued, Ok(a)) => a,
-            (_, Ok(a)) => return Err(ApiError::Busy(a.text).into()),
-            (_, Err(_)) => return Err(ApiError::Forbidden("this client may not talk to Chela".to_owned()).into()),
-        };
-        let Some(Ok(TurnEnd::Done(outcome))) = &answer.end else {
-            return Err(ApiError::Upstream(answer.text).into());
-        };
-        let calls = std::mem::take(&mut *handed.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-        let mut message = json!({"role": "assistant", "content": answer.text});
+    if !turn.stream {
+        let Whole { text, outcome, calls } = turn.whole().await?;
+        let mut message = json!({"role": "assistant", "content": text});
         if !calls.is_empty() {
-            if answer.text.is_empty() {
+            if text.is_empty() {
                 message["content"] = Value::Null;
             }
             message["tool_calls"] = Value::Array(calls.iter().map(|c| tool_call(c, None)).collect());
@@ -81,31 +48,12 @@ pub async fn completions(
     let (tx, rx) = mpsc::channel::<Bytes>(limits.outbound.max(2));
     let cut = Cancel::default();
     let observer = Box::new(SseObserver { tx: tx.clone(), id: id.clone(), created, cut: cut.clone() });
-    let (said_tx, said) = oneshot::channel();
-    let reply = SseEnd {
-        tx: tx.clone(),
-        id: id.clone(),
-        created,
-        cut,
-        close,
-        include_usage: req.include_usage,
-        said: Some(said_tx),
-    };
-    match daemon.converse_with(incoming, Some(Box::new(client)), observer, Box::new(reply)) {
-        Conversed::Queued => {}
-        Conversed::Said => {
-            let text = said.await.unwrap_or_else(|_| "Chela did not answer".to_owned());
-            return Err(ApiError::Busy(text).into());
-        }
-        Conversed::Dropped => return Err(ApiError::Forbidden("this client may not talk to Chela".to_owned()).into()),
-    }
+    let end = SseEnd { tx: tx.clone(), id: id.clone(), created, cut, include_usage: turn.include_usage };
     // The role first, as OpenAI does; the observer streams the text; the end comes last.
-    let _ = tx.try_send(sse(&chunk(&id, created, json!({"role": "assistant", "content": ""}), None)));
-    let mut resp = Response::new(ChannelBody(rx).boxed());
-    let h = resp.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(resp)
+    let first = || {
+        let _ = tx.try_send(sse(&chunk(&id, created, json!({"role": "assistant", "content": ""}), None)));
+    };
+    turn.streamed(rx, observer, Box::new(end), first).await
 }
 
 pub(super) fn finish_reason(stop: &StopReason) -> &'static str {
@@ -137,44 +85,20 @@ fn tool_call(call: &ToolCall, index: Option<usize>) -> Value {
     v
 }
 
-/// Keeps the calls handed back to the client, for an answer sent whole.
-struct Collect(Arc<Mutex<Vec<ToolCall>>>);
-
-impl Observer for Collect {
-    fn text(&mut self, _: &str) {}
-    fn reply_done(&mut self, _: bool) {}
-    fn tool_started(&mut self, _: &ToolCall) {}
-    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
-    fn handed_back(&mut self, calls: &[ToolCall]) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend_from_slice(calls);
-    }
-}
-
 /// Ends a streamed answer: the last chunk (or the error), the usage if asked for, and `[DONE]`.
-/// The daemon's own sentence (busy, stopping) goes back to the handler instead, which answers
-/// with a status.
 struct SseEnd {
     tx: mpsc::Sender<Bytes>,
     id: String,
     created: u64,
     /// Set by the observer once a chunk was dropped.
     cut: Cancel,
-    close: OneShot,
     include_usage: bool,
-    said: Option<oneshot::Sender<String>>,
 }
 
-impl Reply for SseEnd {
-    fn send(mut self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
+impl StreamEnd for SseEnd {
+    fn finish(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            if answer.end.is_none() {
-                if let Some(said) = self.said.take() {
-                    let _ = said.send(answer.text);
-                }
-                return;
-            }
-            let SseEnd { tx, id, created, cut, close, include_usage, .. } = *self;
-            close.close().await;
+            let SseEnd { tx, id, created, cut, include_usage } = *self;
             if cut.is_cancelled() {
                 // Part of the answer was lost: end the stream without `[DONE]`, so the client
                 // sees it broke off rather than taking a shortened answer as whole.

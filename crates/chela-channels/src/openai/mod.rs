@@ -26,6 +26,7 @@ use crate::serve::http::{ApiError, Limits, Resp, json as json_response};
 mod chat;
 mod request;
 mod responses;
+mod turn;
 
 /// The one model this endpoint offers.
 pub const MODEL: &str = "chela";

@@ -11,17 +11,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_proto::chat::Usage;
-use http_body_util::BodyExt;
-use hyper::header::{CACHE_CONTROL, CONTENT_TYPE, HeaderMap, HeaderValue};
-use hyper::{Response, StatusCode};
+use hyper::StatusCode;
+use hyper::header::HeaderMap;
 use serde_json::{Map, Value, json};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::{MODEL, OneShot, Refusal, check_format, check_model, request, session, stamp, unix_now};
-use crate::daemon::{Answer, BoxFuture, Conversed, Daemon, Incoming, Reply, Waiter};
-use crate::serve::http::{ApiError, Limits, Resp, json as json_response};
-use crate::serve::stream::ChannelBody;
-use crate::turn::{Cancel, ClientTurn, Observer, TurnEnd};
+use super::turn::{StreamEnd, Turn, Whole};
+use super::{MODEL, Refusal, request, stamp, unix_now};
+use crate::daemon::{Answer, BoxFuture, Daemon};
+use crate::serve::http::{Limits, Resp, json as json_response};
+use crate::turn::{Observer, TurnEnd};
 
 /// Parameters passed on to the chat request as they are, or left aside as the chat endpoint does.
 const PASSED: &[&str] = &[
@@ -172,45 +171,14 @@ fn input_item(item: &Value, i: usize, messages: &mut Vec<Value>) -> Result<(), R
 /// `POST /v1/responses`.
 pub async fn create(daemon: &Arc<Daemon>, limits: &Limits, headers: &HeaderMap, body: &[u8]) -> Result<Resp, Refusal> {
     let chat = to_chat(body)?;
-    let mut req = request::chat(chat.to_string().as_bytes())?;
-    check_model(daemon, req.model.as_deref())?;
-    check_format(daemon, req.format.as_ref())?;
-    let (chat_id, one_shot) = session(req.user_field.as_deref(), headers)?;
-    let client = ClientTurn {
-        history: if one_shot { Some(req.stateless_history()?) } else { None },
-        instructions: req.instructions,
-        tools: req.tools,
-        format: req.format,
-    };
-    let incoming = Incoming {
-        channel: "api".to_owned(),
-        chat_id: chat_id.clone(),
-        sender: "owner".to_owned(),
-        user: req.user,
-        cancel: Cancel::default(),
-    };
-    let close = OneShot { daemon: Arc::clone(daemon), chat: one_shot.then_some(chat_id) };
+    let turn = Turn::new(daemon, headers, request::chat(chat.to_string().as_bytes())?)?;
     let id = format!("resp_{}", stamp());
     let created = unix_now();
-    if !req.stream {
-        let handed = Arc::new(Mutex::new(Vec::new()));
-        let (reply, answer) = Waiter::new();
-        let observer = Box::new(Collect(Arc::clone(&handed)));
-        let conversed = daemon.converse_with(incoming, Some(Box::new(client)), observer, Box::new(reply));
-        let answer = answer.await;
-        close.close().await;
-        let answer = match (conversed, answer) {
-            (Conversed::Queued, Ok(a)) => a,
-            (_, Ok(a)) => return Err(ApiError::Busy(a.text).into()),
-            (_, Err(_)) => return Err(ApiError::Forbidden("this client may not talk to Chela".to_owned()).into()),
-        };
-        let Some(Ok(TurnEnd::Done(outcome))) = &answer.end else {
-            return Err(ApiError::Upstream(answer.text).into());
-        };
-        let calls = std::mem::take(&mut *handed.lock().unwrap_or_else(PoisonError::into_inner));
+    if !turn.stream {
+        let Whole { text, outcome, calls } = turn.whole().await?;
         let mut output = Vec::new();
-        if !answer.text.is_empty() {
-            output.push(message_item(&format!("msg_{}", stamp()), &answer.text, "completed"));
+        if !text.is_empty() {
+            output.push(message_item(&format!("msg_{}", stamp()), &text, "completed"));
         }
         output.extend(calls.iter().map(call_item));
         return Ok(json_response(StatusCode::OK, &response(&id, created, "completed", output, Some(outcome.usage))));
@@ -226,28 +194,15 @@ pub async fn create(daemon: &Arc<Daemon>, limits: &Limits, headers: &HeaderMap, 
         output: Vec::new(),
         cut: false,
     }));
-    let (said_tx, said) = oneshot::channel();
     let observer = Box::new(Streamed(Arc::clone(&state)));
-    let reply = End { state: Arc::clone(&state), close, said: Some(said_tx) };
-    match daemon.converse_with(incoming, Some(Box::new(client)), observer, Box::new(reply)) {
-        Conversed::Queued => {}
-        Conversed::Said => {
-            let text = said.await.unwrap_or_else(|_| "Chela did not answer".to_owned());
-            return Err(ApiError::Busy(text).into());
-        }
-        Conversed::Dropped => return Err(ApiError::Forbidden("this client may not talk to Chela".to_owned()).into()),
-    }
-    {
+    let end = End { state: Arc::clone(&state) };
+    let first = || {
         let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
         let r = response(&id, created, "in_progress", Vec::new(), None);
         s.emit("response.created", json!({"response": r}));
         s.emit("response.in_progress", json!({"response": r}));
-    }
-    let mut resp = Response::new(ChannelBody(rx).boxed());
-    let h = resp.headers_mut();
-    h.insert(CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
-    h.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(resp)
+    };
+    turn.streamed(rx, observer, Box::new(end), first).await
 }
 
 fn response(id: &str, created: u64, status: &str, output: Vec<Value>, usage: Option<Usage>) -> Value {
@@ -276,19 +231,6 @@ fn message_item(id: &str, text: &str, status: &str) -> Value {
 fn call_item(call: &ToolCall) -> Value {
     json!({"type": "function_call", "id": format!("fc_{}", call.id), "call_id": call.id, "name": call.name,
         "arguments": call.input.as_str(), "status": "completed"})
-}
-
-/// Keeps the calls handed back to the client, for an answer sent whole.
-struct Collect(Arc<Mutex<Vec<ToolCall>>>);
-
-impl Observer for Collect {
-    fn text(&mut self, _: &str) {}
-    fn reply_done(&mut self, _: bool) {}
-    fn tool_started(&mut self, _: &ToolCall) {}
-    fn tool_finished(&mut self, _: &ToolCall, _: &ToolResult, _: Duration) {}
-    fn handed_back(&mut self, calls: &[ToolCall]) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).extend_from_slice(calls);
-    }
 }
 
 /// A streamed response's events, in the order the SDK's stream helper rebuilds the response
@@ -404,25 +346,15 @@ impl Observer for Streamed {
     }
 }
 
-/// Ends a streamed response with `response.completed` (or `response.failed`). The daemon's own
-/// sentence (busy, stopping) goes back to the handler instead, which answers with a status.
+/// Ends a streamed response with `response.completed` (or `response.failed`).
 struct End {
     state: Arc<Mutex<Events>>,
-    close: OneShot,
-    said: Option<oneshot::Sender<String>>,
 }
 
-impl Reply for End {
-    fn send(mut self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
+impl StreamEnd for End {
+    fn finish(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
         Box::pin(async move {
-            if answer.end.is_none() {
-                if let Some(said) = self.said.take() {
-                    let _ = said.send(answer.text);
-                }
-                return;
-            }
-            let End { state, close, .. } = *self;
-            close.close().await;
+            let End { state } = *self;
             let (tx, last) = {
                 let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
                 if s.cut {
