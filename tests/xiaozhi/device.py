@@ -47,9 +47,17 @@ RATE = 16000
 FRAME = RATE * 60 // 1000
 
 
+OUT = threading.Lock()
+
+
 def emit(event, **fields):
+    """One JSON line on stdout. Callbacks may run on other threads (paho's, a UDP reader): one
+    write under a lock, as print()'s separate write of the newline could interleave."""
     fields["event"] = event
-    print(json.dumps(fields, ensure_ascii=False), flush=True)
+    line = json.dumps(fields, ensure_ascii=False) + "\n"
+    with OUT:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 class Device(XiaoZhiWebsocket):

@@ -50,20 +50,9 @@ import paho.mqtt.client as mqtt
 import requests
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
-from device import RATE, FRAME, end, speech
+from device import RATE, FRAME, emit, end, speech
 
-OUT = threading.Lock()
 STEP = 30.0  # the longest one wait inside a scenario, seconds
-
-
-def emit(event, **fields):
-    """One JSON line on stdout. MQTT callbacks run on paho's thread and the UDP reader on its
-    own: one write under a lock, as print()'s separate write of the newline could interleave."""
-    fields["event"] = event
-    line = json.dumps(fields, ensure_ascii=False) + "\n"
-    with OUT:
-        sys.stdout.write(line)
-        sys.stdout.flush()
 
 
 def ctr(key, header, data):
