@@ -231,6 +231,9 @@ keys! {
     MEMORY_FLUSH_BEFORE_COMPACT = "memory.flush_before_compact", Kind::Bool, "true",
         "Before the oldest turns are folded into a summary, give the model one silent step to store what the person \
          said that must be remembered (memory_store / memory_update only).";
+    MEMORY_INDEX_SESSIONS = "memory.index_sessions", Kind::Bool, "false",
+        "Let memory_search find past conversations too (sessions/*.jsonl and the archive: what the person and Chela \
+         wrote, never tool calls or results). Off: every conversation's text would be searchable from any chat.";
     PROMPT_SOUL_BYTES = "prompt.soul_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",
         "Bytes of SOUL.md in the prompt; more is cut with a note.";
     PROMPT_AGENTS_BYTES = "prompt.agents_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",
