@@ -91,12 +91,6 @@ async fn run_calls(agent: &Agent<'_>, content: &[Block], cancel: &Cancel) -> any
         _ => None,
     }) {
         if !FLUSH_TOOLS.contains(&name.as_str()) || run >= max {
-            // Not the name itself at warn: it is the model's text.
-            tracing::warn!(
-                "the memory flush asked for a call it may not make (another tool than {}, or more than {max}); \
-                 refused",
-                FLUSH_TOOLS.join(" / ")
-            );
             refused += 1;
             continue;
         }
@@ -108,6 +102,14 @@ async fn run_calls(agent: &Agent<'_>, content: &[Block], cancel: &Cancel) -> any
             tracing::debug!("a memory flush call failed: {}", e.0);
         }
         run += 1;
+    }
+    if refused > 0 {
+        // Once, and without the names: they are the model's text.
+        tracing::warn!(
+            "the memory flush asked for {refused} call(s) it may not make (another tool than {}, or more than {max}); \
+             refused",
+            FLUSH_TOOLS.join(" / ")
+        );
     }
     Ok(Flushed::Ran { run, refused })
 }

@@ -235,3 +235,20 @@ async fn with_the_memory_tools_hidden_no_flush_is_asked_for() {
     assert_eq!(s.llm.requests().len(), 4);
     assert!(session_file(&s).contains("Only the summary."));
 }
+
+#[tokio::test]
+async fn a_cancelled_turn_stores_and_folds_nothing() {
+    let script = vec![Step::tool_call("memory_store", json!({"content": STORED})), Step::text("A summary.")];
+    let s = setup(Wire::Anthropic, script, &[]);
+    let path = s.app.base.ws.session_path("test", "c");
+    let messages: Vec<Message> =
+        (1..=3).flat_map(|k| [Message::user_text(said(k)), Message::assistant_text("ok")]).collect();
+    std::fs::write(&path, chela_core::session::encode_turn(&messages, 1)).unwrap();
+    let mut history = crate::turn::History { path: path.clone(), messages: messages.clone(), summary: None };
+    let cancel = Cancel::default();
+    cancel.cancel();
+    crate::compact::after_turn(&s.app.agent(), &mut history, &cancel).await;
+    assert_eq!((history.messages, history.summary), (messages.clone(), None));
+    assert_eq!(entries(&s), "");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), chela_core::session::encode_turn(&messages, 1));
+}
