@@ -149,6 +149,11 @@ fn reading_stops_at_the_byte_bound_and_links_are_not_followed() {
     std::fs::write(fx.root().join("outside.jsonl"), exchange("the secret albatross", "ok")).unwrap();
     std::os::unix::fs::symlink(fx.root().join("outside.jsonl"), fx.root().join("sessions/link.jsonl")).unwrap();
     assert!(search(&fx, "albatross").starts_with("Nothing"));
+    // A FIFO or a folder by a session's name is passed over: reading it would block or fail.
+    let (fifo, fifo_type) = (fx.root().join("sessions/fifo.jsonl"), rustix::fs::FileType::Fifo);
+    rustix::fs::mknodat(rustix::fs::CWD, &fifo, fifo_type, rustix::fs::Mode::from_raw_mode(0o600), 0).unwrap();
+    std::fs::create_dir(fx.root().join("sessions/dir.jsonl")).unwrap();
+    assert!(search(&fx, "plants").starts_with("sessions/long.jsonl:"));
 }
 
 #[test]
