@@ -102,8 +102,43 @@ pub fn request(folded: &[Message], previous: Option<&str>, policy: &Policy) -> V
     head.push_str("The conversation to summarise:\n\n");
     let words = policy.max_summary / 8;
     let tail = format!("\nWrite the summary now, in fewer than {words} words.");
-    let room = policy.max_request.saturating_sub(head.len() + tail.len());
+    alloc::vec![Message::user_text(transcript(folded, head, &tail, policy))]
+}
 
+/// The system prompt of the memory flush: the step, before a fold, in which the model may store
+/// what the folded turns hold that must outlive them (see [`flush_request`]).
+pub const FLUSH_INSTRUCTION: &str = "You look after the long-term memory of Chela, a personal assistant. The older \
+part of a conversation between a person and Chela is about to leave Chela's view and be replaced by a short summary. \
+Before it does, store with the memory tools what the person said that must be remembered for good and is not in \
+memory yet: durable facts about them and their people, their preferences, and decisions or promises made. Store \
+each as one short, self-contained fact with tags; correct an outdated remembered fact with memory_update rather than \
+storing it again. Store nothing that is passing small talk, already remembered, or only a guess. Nobody reads \
+your text: only the tool calls count. If there is nothing to store, call no tool.";
+
+/// The only tools the memory flush may call. One step, with no answer to read back: tools that
+/// only look things up would be useless, and anything else has no place in a silent step.
+pub const FLUSH_TOOLS: &[&str] = &["memory_store", "memory_update"];
+
+/// The messages of the memory flush for `folded`, the turns about to be folded; `remembered`
+/// is what memory holds already (its newest entries), so the model need not store it again.
+/// One user message, bounded like [`request`].
+pub fn flush_request(folded: &[Message], remembered: &str, policy: &Policy) -> Vec<Message> {
+    let mut head = String::new();
+    let remembered = remembered.trim();
+    if !remembered.is_empty() {
+        head.push_str("Already remembered (the newest entries):\n\n");
+        head.push_str(text::prefix(remembered, policy.max_summary));
+        head.push_str("\n\n");
+    }
+    head.push_str("The part of the conversation about to be folded:\n\n");
+    let tail = "\nStore now what must be remembered from it, with the memory tools, or call no tool.";
+    alloc::vec![Message::user_text(transcript(folded, head, tail, policy))]
+}
+
+/// `head`, the transcript of `folded` and `tail`, within [`Policy::max_request`] bytes: the
+/// oldest lines give way first, with a note saying how many.
+fn transcript(folded: &[Message], head: String, tail: &str, policy: &Policy) -> String {
+    let room = policy.max_request.saturating_sub(head.len() + tail.len());
     let left_out = |n: usize| format!("[{n} earlier message(s) left out: too long to summarise at once]\n");
     // Room for the note about what was left out, should it be needed: its longest form.
     let room = room.saturating_sub(left_out(folded.len()).len());
@@ -124,8 +159,8 @@ pub fn request(folded: &[Message], previous: Option<&str>, policy: &Policy) -> V
     for l in &lines[first..] {
         body.push_str(l);
     }
-    body.push_str(&tail);
-    alloc::vec![Message::user_text(body)]
+    body.push_str(tail);
+    body
 }
 
 /// One message as transcript lines.

@@ -228,6 +228,12 @@ keys! {
         "Let the file tools write in version-control folders (.git, .hg, .svn…), where a write can run commands.";
     MEMORY_RECENT_DAYS = "memory.recent_days", Kind::Int { min: 0, max: 30 }, "3",
         "Days of daily notes (memory/YYYY-MM-DD.md) included in the prompt.";
+    MEMORY_FLUSH_BEFORE_COMPACT = "memory.flush_before_compact", Kind::Bool, "true",
+        "Before the oldest turns are folded into a summary, give the model one silent step to store what the person \
+         said that must be remembered (memory_store / memory_update only).";
+    MEMORY_INDEX_SESSIONS = "memory.index_sessions", Kind::Bool, "false",
+        "Let memory_search find past conversations too (sessions/*.jsonl and the archive: what the person and Chela \
+         wrote, never tool calls or results). Off: every conversation's text would be searchable from any chat.";
     PROMPT_SOUL_BYTES = "prompt.soul_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",
         "Bytes of SOUL.md in the prompt; more is cut with a note.";
     PROMPT_AGENTS_BYTES = "prompt.agents_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",

@@ -8,6 +8,9 @@
 //! Compaction is a convenience, never a reason for a turn to fail: when the summary call fails,
 //! is cancelled or answers nothing, or the file cannot be written, a warning is logged and the
 //! history stays as it was (the oldest turns are left out of requests, as without compaction).
+//!
+//! Before the summary is asked for, the model may store what the folded turns hold that must be
+//! remembered ([`flush`], `memory.flush_before_compact`).
 
 use std::path::Path;
 
@@ -19,6 +22,8 @@ use chela_proto::chat::{Message, ToolChoice};
 
 use crate::storage::FileStorage;
 use crate::turn::{Agent, Cancel, History, tail_bytes};
+
+pub mod flush;
 
 /// `system` with the summary of the conversation's older turns, if there is one.
 pub fn system_with_summary(mut system: String, summary: Option<&Summary>) -> String {
@@ -38,6 +43,15 @@ pub async fn after_turn(agent: &Agent<'_>, history: &mut History, cancel: &Cance
     let Some(plan) = compaction::plan(&history.messages, &policy) else {
         return;
     };
+    // Before the turns leave the model's view, what must outlive them goes to memory.
+    match flush::before_fold(agent, &history.messages[..plan.fold], &policy, cancel).await {
+        Ok(flush::Flushed::Cancelled) => {
+            tracing::info!("the memory flush before a summary was cancelled; both are tried after the next turn");
+            return;
+        }
+        Ok(done) => tracing::debug!("memory flush before the summary: {done:?}"),
+        Err(e) => tracing::warn!("the memory flush before the summary failed ({e:#}); the summary is asked for anyway"),
+    }
     match fold(agent, history, plan, &policy, cancel).await {
         Ok(true) => tracing::info!(
             "{}: folded the {} oldest message(s) into a summary; they stay in the file",
@@ -141,6 +155,8 @@ mod tests {
             ("llm.api_key", "test-key"),
             ("llm.max_retries", "0"),
             ("agent.history_budget", "2000"),
+            // These tests are about the fold alone; the flush before it has its own.
+            ("memory.flush_before_compact", "false"),
         ] {
             crate::config::set_override(&ws, k, v).unwrap();
         }

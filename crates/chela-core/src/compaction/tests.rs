@@ -101,6 +101,19 @@ fn a_huge_folded_part_is_sent_bounded_newest_first_with_a_note() {
 }
 
 #[test]
+fn the_flush_request_shows_what_is_remembered_then_the_folded_turns_bounded() {
+    let policy = Policy::for_budget(4096);
+    let text = flush_request(&chat(&[10]), "[m1] Ada likes tea.", &policy)[0].text();
+    assert!(text.find("Ada likes tea.") < text.find("Person: question 0"), "{text}");
+    assert!(text.contains("Chela: answer 0") && text.ends_with("or call no tool."), "{text}");
+    assert!(!flush_request(&chat(&[10]), "  \n", &policy)[0].text().contains("Already remembered"));
+    let folded: Vec<Message> = (0..200).flat_map(|k| exchange(k, 3000)).collect();
+    let huge = flush_request(&folded, &"r".repeat(100_000), &policy)[0].text();
+    assert!(huge.len() <= policy.max_request, "{} bytes", huge.len());
+    assert!(huge.contains("answer 199") && huge.contains("earlier message(s) left out"));
+}
+
+#[test]
 fn an_empty_reply_is_refused_and_a_long_one_cut() {
     let policy = Policy::for_budget(4096);
     assert_eq!(accept("  \n ", &policy), Err(SummaryError::Empty));

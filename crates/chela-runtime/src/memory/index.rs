@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use chela_core::memory::{Entries, Entry, render_line};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
+use super::sessions;
 use super::terms::{for_index, match_all, match_any, query_words};
 use crate::workspace::Workspace;
 
@@ -132,6 +133,9 @@ pub struct Index {
     db: Connection,
     root: PathBuf,
     path: PathBuf,
+    /// Whether past conversations are indexed ([`Index::include_sessions`]); `None`: left as
+    /// they are.
+    sessions: Option<bool>,
 }
 
 impl Index {
@@ -181,7 +185,14 @@ impl Index {
                     .map_err(sql)?;
             }
         }
-        Ok(Index { db, root: root.to_path_buf(), path: path.to_path_buf() })
+        Ok(Index { db, root: root.to_path_buf(), path: path.to_path_buf(), sessions: None })
+    }
+
+    /// Whether the next refreshes index the session files (`memory.index_sessions`): `true` reads
+    /// them in, `false` drops them. Without a call they are left as they are, so a caller that
+    /// does not know the setting neither adds nor drops them.
+    pub fn include_sessions(&mut self, on: bool) {
+        self.sessions = Some(on);
     }
 
     /// Runs `f`; if the database turns out damaged, deletes it, builds it again from the files
@@ -195,7 +206,7 @@ impl Index {
                     remove_index_files(&self.path)?;
                     Index::open_at(&self.root, &self.path)?
                 };
-                *self = fresh;
+                *self = Index { sessions: self.sessions, ..fresh };
                 self.refresh()?;
                 f(self).map_err(sql)
             }
@@ -211,7 +222,7 @@ impl Index {
             Ok(k) => k,
             Err(e) if is_corrupt(&e) => {
                 remove_index_files(&self.path)?;
-                *self = Index::open_at(&self.root, &self.path)?;
+                *self = Index { sessions: self.sessions, ..Index::open_at(&self.root, &self.path)? };
                 HashMap::new()
             }
             Err(e) => return Err(sql(e)),
@@ -225,7 +236,8 @@ impl Index {
                 done.chunks += chunks;
             }
         }
-        for rel in known.keys().filter(|k| !on_disk.contains_key(*k)) {
+        let kept = |k: &str| self.sessions.is_none() && sessions::is_session(k);
+        for rel in known.keys().filter(|k| !on_disk.contains_key(*k) && !kept(k)) {
             let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
             drop_source(&tx, rel).map_err(sql)?;
             tx.commit().map_err(sql)?;
@@ -273,6 +285,9 @@ impl Index {
         };
         add(ENTRIES_SOURCE.to_owned())?;
         add("MEMORY.md".to_owned())?;
+        if self.sessions == Some(true) {
+            sessions::list(&self.root)?.into_iter().try_for_each(&mut add)?;
+        }
         let dir = self.root.join("memory");
         let list = match std::fs::read_dir(&dir) {
             Ok(l) => l,
@@ -315,6 +330,8 @@ impl Index {
         drop_source(&tx, rel).map_err(sql)?;
         let counts = if rel == ENTRIES_SOURCE {
             (insert_entries(&tx, file)?, 0)
+        } else if sessions::is_session(rel) {
+            (0, insert_pieces(&tx, rel, sessions::pieces(&file)?).map_err(sql)?)
         } else {
             let mut text = Vec::new();
             (&file).take(MAX_NOTE_BYTES).read_to_end(&mut text)?;
@@ -530,8 +547,16 @@ fn delete_entry(tx: &Transaction<'_>, id: &str) -> Result<(), rusqlite::Error> {
 }
 
 fn insert_chunks(tx: &Transaction<'_>, rel: &str, text: &str) -> Result<usize, rusqlite::Error> {
+    insert_pieces(tx, rel, chunks(text))
+}
+
+fn insert_pieces(
+    tx: &Transaction<'_>,
+    rel: &str,
+    pieces: impl IntoIterator<Item = (u32, u32, String)>,
+) -> Result<usize, rusqlite::Error> {
     let mut n = 0;
-    for (first, last, chunk) in chunks(text) {
+    for (first, last, chunk) in pieces {
         tx.prepare_cached("INSERT INTO chunks(path, first, last, text) VALUES (?1, ?2, ?3, ?4)")?
             .execute(params![rel, first, last, chunk])?;
         let rowid = tx.last_insert_rowid();

@@ -212,6 +212,7 @@ impl Tool for MemorySearch {
         let max = a.max_results.unwrap_or(8).clamp(1, 20);
         let hits = Index::open(&ctx.ws)
             .and_then(|mut ix| {
+                ix.include_sessions(ctx.cfg.bool(chela_core::config::MEMORY_INDEX_SESSIONS));
                 ix.refresh()?;
                 ix.search(&a.query, max)
             })

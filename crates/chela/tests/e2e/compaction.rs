@@ -8,11 +8,13 @@
 use chela_testkit::{FakeLlm, Step};
 use serde_json::{Value, json};
 
-use crate::{Provider, Ws, body, conversation, text_of};
+use crate::{Provider, Ws, body, conversation, text_of, tool_names};
 
 /// A budget of 2,000 bytes folds at 1,500 and keeps 1,000: three exchanges of these questions
-/// (about 480 bytes each, the third with a tool call) pass it.
-const BUDGET: &str = "[agent]\nhistory_budget = 2000";
+/// (about 480 bytes each, the third with a tool call) pass it. The memory flush before a fold is
+/// off here, so each request is where these tests count it; `a_long_chat_stores_what_matters_before_the_fold`
+/// has it on.
+const BUDGET: &str = "[memory]\nflush_before_compact = false\n[agent]\nhistory_budget = 2000";
 const SUMMARY: &str = "Ada asked two long questions about tea.";
 
 fn question(k: usize) -> String {
@@ -166,4 +168,34 @@ fn a_torn_summary_line_is_skipped_and_the_chat_goes_on() {
     ws.chat(&question(2), &[]).expect_ok().stdout_has("Answer 2.").stderr_has("last line is incomplete");
     assert_eq!(said(Provider::OpenAi, &llm, 1), ["(1) ", "Answ", "(2) "]);
     assert!(!system_of(Provider::OpenAi, &body(&llm, 1)).contains("Earlier in this conversation"));
+}
+
+#[test]
+fn a_long_chat_stores_what_matters_before_the_fold() {
+    const FACT: &str = "Ada takes her tea without sugar.";
+    for provider in Provider::BOTH {
+        let mut script = answers_with_a_tool_call_in_the_third();
+        let store = Step::tool_call("memory_store", json!({"content": FACT, "tags": ["family"]}));
+        script.extend([store.with_text("FLUSH-TALK: stored it."), Step::text(SUMMARY)]);
+        let llm = FakeLlm::start(script);
+        // The flush is on by default.
+        let ws = Ws::for_llm(provider, &llm, "[agent]\nhistory_budget = 2000");
+        ws.chat(&format!("By the way, my sister Ada never takes sugar in her tea. {}", question(1)), &[]).expect_ok();
+        ws.chat(&question(2), &[]).expect_ok();
+        let out = ws.chat(&question(3), &[]);
+        out.expect_ok().stdout_has("Answer 3.");
+        assert!(!out.stdout.contains("FLUSH-TALK"), "{provider:?}: {}", out.stdout);
+        assert_eq!(llm.requests().len(), 6, "{provider:?}: the turns, the flush, the summary");
+
+        let flush = body(&llm, 4);
+        assert_eq!(tool_names(provider, &flush), ["memory_store", "memory_update"], "{provider:?}");
+        assert!(flush.to_string().contains("never takes sugar"), "{provider:?}: the folded turns are shown");
+        assert!(system_of(provider, &body(&llm, 5)).starts_with("You keep the memory"), "{provider:?}");
+
+        let recalled = ws.run(&["cap", "call", "memory_recall", r#"{"query":"Ada tea sugar"}"#]);
+        recalled.expect_ok().stdout_has(FACT);
+        assert_eq!(summary_lines(&ws).len(), 1, "{provider:?}");
+        let file = std::fs::read_to_string(ws.session_path("local")).unwrap();
+        assert!(!file.contains("FLUSH-TALK"), "{provider:?}: the flush's text is kept nowhere");
+    }
 }
