@@ -4,7 +4,8 @@
 #   scripts/idle-rss.sh [BIN ...]      (default: target/release-small/chela)
 #
 # For each binary, ROUNDS times (default 3, the binaries alternated): a fresh workspace, one
-# start to write its default files, then `chela run` again; after 1.2 s idle it prints VmRSS
+# start to write its default files, then `chela run` again; after IDLE seconds (default 1.2;
+# IDLE=10 is the "10 s after ready" of the idle target) it prints VmRSS
 # and the parts from /proc/PID/smaps_rollup and smaps: anonymous memory, the binary's own file
 # pages, and the shared libraries' file pages (a page counts once). Telegram is a stand-in on 127.0.0.1 (python3) that
 # answers getMe and holds getUpdates for 2 s, as a long poll does. The model is never called.
@@ -13,6 +14,7 @@
 set -euo pipefail
 [ $# -gt 0 ] || set -- "${CARGO_TARGET_DIR:-target}/release-small/chela"
 ROUNDS=${ROUNDS:-3}
+IDLE=${IDLE:-1.2}
 work=$(mktemp -d)
 tg_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 gw_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -28,7 +30,7 @@ for round in $(seq "$ROUNDS"); do
     printf '[llm]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "x"\nmodel = "m"\n[channels.telegram]\ntoken = "123:abc"\napi_base = "http://127.0.0.1:%s"\n' "$tg_port" > "$home/chela.toml"
     for pass in first measured; do
       env -i HOME="$home" CHELA_HOME="$home" CHELA_GATEWAY__LISTEN="127.0.0.1:$gw_port" "$b" run 2>"$home/log" & pid=$!
-      sleep 1.2
+      if [ $pass = measured ]; then sleep "$IDLE"; else sleep 1.2; fi
       if [ $pass = measured ]; then
         cp "/proc/$pid/smaps_rollup" "$work/rollup"; cp "/proc/$pid/status" "$work/status"
         # File pages only: a mapping's Rss less its anonymous (copied-on-write) pages.

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Turn a trace of the code `chela run` executes into a symbol ordering file for the linker.
+"""Turn a trace of the code `chela run` executes into the start-up ordering list for the linker.
 
     python3 scripts/startup-order.py MAP BIN OUT TRACE...
     python3 scripts/startup-order.py --check MAP ORDER [MIN_PERCENT]
+    python3 scripts/startup-order.py --check-bin BIN ORDER [MIN_PERCENT]
 
 MAP is lld's link map of BIN (`-Wl,-Map=MAP,--no-demangle`; crates/chela/build.rs writes it
 when CHELA_LINK_MAP is set). Each TRACE is the log of one run of BIN under
@@ -10,27 +11,60 @@ when CHELA_LINK_MAP is set). Each TRACE is the log of one run of BIN under
 executed, in the order executed. The first block is the ELF entry point, which gives the
 address the program was loaded at.
 
-OUT lists, for every input section of `.text` that any trace entered, one symbol defined in it,
-in the order the sections were first entered (first trace first). lld then places those
-sections together at the start of `.text` (`--symbol-ordering-file`), so the code that runs from
-exec until the daemon idles fills a few contiguous 64 KiB blocks instead of touching most of
-them. A symbol that no longer exists is skipped by the linker: a stale list costs resident
-memory, never correctness.
+OUT lists, for every input section of `.text` that any trace entered, the function it holds, in
+the order the sections were first entered (first trace first), with rustc's hash left out
+(`_ZN5chela4main17h*`: the hashes differ per target, profile, compiler and dependency versions,
+the paths do not). crates/chela/build.rs turns the list into a linker script that places those
+sections together at the start of `.text`, so the code that runs from exec until the daemon
+idles fills a few contiguous 64 KiB blocks instead of touching most of them. A name that no
+longer matches is skipped by the linker: a stale list costs resident memory, never correctness.
 
-`--check` says how many of ORDER's symbols the binary of MAP still defines, and fails below
-MIN_PERCENT (default 90): CI's release-build step uses it to say when to regenerate the list.
+`--check` says how many of ORDER's names the binary of MAP still defines; `--check-bin` says the
+same of any build's binary with its symbols (a debug build will do: CI checks its own), and
+lists the missing names. Both fail below MIN_PERCENT (default 98).
 """
 import bisect
+import collections
+import os
 import re
 import struct
+import subprocess
 import sys
 
+# rustc's legacy mangling (our crates) ends a name with `17h` and 16 hex digits of hash; the v0
+# mangling (the standard library's) has a hash per crate (`Cs<base62>_`) and back-references by
+# offset (`B<base62>_`), which move when a hash's length does. LTO may add `.llvm.N`.
+LEGACY = re.compile(r"^(_ZN.*17h)[0-9a-f]{16}E$")
+V0_CRATE = re.compile(r"Cs[0-9A-Za-z]+_")
+V0_BACKREF = re.compile(r"B[0-9A-Za-z]*_")
+# What LLVM puts before a function's name in its section's (`.text.unlikely.NAME`).
+PREFIXES = ("unlikely.", "hot.", "startup.", "exit.", "split.")
 SECTION = re.compile(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+ (\s*)(\S.*)$")
 
 
+def key(name):
+    """The name without its hashes: what the list holds and the linker script matches (a glob)."""
+    name = re.sub(r"\.llvm\.\d+$", "", name)
+    prefix, dot, rest = name.rpartition(".") if name.startswith(PREFIXES) else ("", "", name)
+    m = LEGACY.match(rest)
+    if m:
+        return prefix + dot + m[1] + "*"
+    if rest.startswith("_R"):
+        return prefix + dot + V0_BACKREF.sub("B*_", V0_CRATE.sub("Cs*_", rest))
+    return name
+
+
+def symbol(name):
+    """The function a list name or section names: without `unlikely.` and the like, or the
+    `.N` that LLVM adds to a local symbol's name to keep it unique."""
+    if name.startswith(PREFIXES):
+        name = name.split(".", 1)[1]
+    return re.sub(r"\.\d+$", "", name)
+
+
 def text_sections(map_path):
-    """Input sections of the `.text` output section: (start, end, first symbol or None)."""
-    out, current, in_text = [], None, False
+    """Input sections of `.text`: (start, end, name without hash or None, full name or None)."""
+    out, in_text = [], False
     with open(map_path, encoding="utf-8", errors="replace") as f:
         for line in f:
             m = SECTION.match(line)
@@ -39,14 +73,12 @@ def text_sections(map_path):
             addr, size, indent, what = int(m[1], 16), int(m[2], 16), len(m[3]), m[4]
             if indent == 0:  # an output section
                 in_text = what == ".text"
-                current = None
             elif not in_text:
                 continue
-            elif indent < 16:  # an input section: `file:(name)`
-                current = [addr, addr + size, None]
-                out.append(current)
-            elif current is not None and current[2] is None:  # its first symbol
-                current[2] = what
+            elif indent < 16:  # an input section: `file:(name)`; only `.text.NAME` can be named
+                section = what[what.rfind(":(") + 2 : -1] if what.endswith(")") else ""
+                name = section[len(".text.") :] if section.startswith(".text.") else None
+                out.append([addr, addr + size, name and key(name), name])
     out.sort()
     return out
 
@@ -59,25 +91,54 @@ def entry_point(bin_path):
     return struct.unpack_from("<Q", head, 24)[0]
 
 
-def blocks(trace_path):
+MAPPED = re.compile(r"svma 0x([0-9a-f]+), avma 0x([0-9a-f]+)")
+
+
+def blocks(trace_path, bin_path, entry):
+    """The executed addresses of BIN's code, as link-time addresses.
+
+    A static binary starts at its own entry point, so the first block gives the load address. A
+    dynamic one starts in the loader, and valgrind says where it put BIN (`-v -v`: `Reading syms
+    from BIN` and then `svma .., avma ..`); the addresses of other objects fall outside `.text`.
+    """
+    base, reading = None, False
+    name = os.path.realpath(bin_path)
     with open(trace_path, encoding="ascii", errors="replace") as f:
         for line in f:
             if line.startswith("SB "):
-                yield int(line[3:], 16)
+                addr = int(line[3:], 16)
+                if base is None:
+                    base = addr - entry
+                yield addr - base
+            elif base is None and "Reading syms from " in line:
+                reading = os.path.realpath(line.split("Reading syms from ", 1)[1].strip()) == name
+            elif reading and (m := MAPPED.search(line)):
+                base, reading = int(m[2], 16) - int(m[1], 16), False
 
 
-def check(map_path, order_path, min_percent):
+OTHER_LIBC = "# Traced with the other C library"
+
+
+def read_order(order_path, other_libc=True):
+    """The list's names; with other_libc=False, without those another C library defines."""
+    names = []
     with open(order_path, encoding="utf-8") as f:
-        wanted = [line.strip() for line in f if line.strip() and not line.startswith("#")]
-    defined = set()
-    with open(map_path, encoding="utf-8", errors="replace") as f:
         for line in f:
-            m = SECTION.match(line)
-            if m and len(m[3]) >= 16:
-                defined.add(m[4])
-    found = sum(1 for name in wanted if name in defined)
+            if line.startswith(OTHER_LIBC) and not other_libc:
+                break
+            if line.strip() and not line.startswith("#"):
+                names.append(line.strip())
+    return names
+
+
+def report(order_path, wanted, defined, min_percent):
+    defined = {symbol(name) for name in defined}
+    missing = [name for name in wanted if symbol(name) not in defined]
+    found = len(wanted) - len(missing)
     percent = 100 * found / max(len(wanted), 1)
-    print(f"{order_path}: {found} of {len(wanted)} symbols found in the binary ({percent:.1f} %)")
+    print(f"{order_path}: {found} of {len(wanted)} names found in the binary ({percent:.1f} %)")
+    for name in missing:
+        print(f"  missing: {name}")
     if percent < min_percent:
         sys.exit(
             f"the start-up ordering is stale (under {min_percent} %): run scripts/startup-order.sh "
@@ -85,9 +146,37 @@ def check(map_path, order_path, min_percent):
         )
 
 
+def map_names(map_path):
+    """Every symbol the map's binary defines, as list names."""
+    defined = set()
+    with open(map_path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = SECTION.match(line)
+            if m and len(m[3]) >= 16:
+                defined.update((m[4], key(m[4])))
+    return defined
+
+
+def check(map_path, order_path, min_percent):
+    report(order_path, read_order(order_path, other_libc=False), map_names(map_path), min_percent)
+
+
+def check_bin(bin_path, order_path, min_percent):
+    out = subprocess.run(["nm", "--defined-only", bin_path], capture_output=True, text=True, check=True).stdout
+    defined = {key(line.split()[-1]) for line in out.splitlines() if len(line.split()) == 3}
+    # A name with its hash is one instance of a generic function, exact for the build it was
+    # traced from (target, profile, versions): another build has other hashes, so here only its
+    # path is checked. `--check` on a release build's map checks the hashes too.
+    names = read_order(order_path, other_libc=False)
+    exact = sum(1 for n in names if key(n) != n)
+    print(f"{order_path}: {exact} names of single generic instances, checked without their hash")
+    report(order_path, [key(n) for n in names], defined, min_percent)
+
+
 def main():
-    if len(sys.argv) >= 4 and sys.argv[1] == "--check":
-        check(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 90.0)
+    if len(sys.argv) >= 4 and sys.argv[1] in ("--check", "--check-bin"):
+        run = check if sys.argv[1] == "--check" else check_bin
+        run(sys.argv[2], sys.argv[3], float(sys.argv[4]) if len(sys.argv) > 4 else 98.0)
         return
     if len(sys.argv) < 5:
         sys.exit(__doc__)
@@ -97,32 +186,50 @@ def main():
         sys.exit(f"{map_path}: no input sections in .text (is it lld's map of {bin_path}?)")
     starts = [s[0] for s in sections]
     entry = entry_point(bin_path)
-    order, seen, executed = [], set(), 0
+    # A name without hash that several sections share is a generic function with many instances:
+    # its glob would pull them all to the front (tokio's task `poll` alone has dozens), so the
+    # instances executed are listed with their hash, exact for this build's configuration.
+    instances = collections.Counter(s[2] for s in sections)
+    order, listed, seen, executed = [], set(), set(), 0
     for trace in traces:
-        base = None
-        for addr in blocks(trace):
-            if base is None:
-                base = addr - entry
+        before = executed
+        for addr in blocks(trace, bin_path, entry):
             executed += 1
-            i = bisect.bisect_right(starts, addr - base) - 1
-            if i < 0 or i in seen or addr - base >= sections[i][1]:
+            i = bisect.bisect_right(starts, addr) - 1
+            if i < 0 or i in seen or addr >= sections[i][1]:
                 continue
             seen.add(i)
-            if sections[i][2] is not None:
-                order.append(sections[i][2])
-        if base is None:
+            name = sections[i][2] if instances[sections[i][2]] == 1 else sections[i][3]
+            if name is not None and name not in listed:
+                listed.add(name)
+                order.append(name)
+        if executed == before:
             sys.exit(f"{trace}: no `SB` lines (was it run with --trace-superblocks=yes?)")
     if not order:
         sys.exit("no executed address fell in .text: the map and the traced binary differ")
+    # The C library's own functions differ per libc (musl's are linked in, glibc's are not): the
+    # old list's plain names that this binary does not define at all were traced on the other
+    # libc and stay, after the traced ones.
+    try:
+        old = read_order(out_path)
+    except FileNotFoundError:
+        old = []
+    defined = map_names(map_path)
+    kept = [n for n in old if key(n) == n and "*" not in n and n not in defined and n not in listed]
     touched = sum(sections[i][1] - sections[i][0] for i in seen)
     total = sections[-1][1] - sections[0][0]
     with open(out_path, "w", encoding="utf-8") as f:
-        f.write("# Start-up code of `chela run` (gateway + Telegram), in the order first executed.\n")
-        f.write("# Generated by scripts/startup-order.sh; do not edit. See crates/chela/build.rs.\n")
+        f.write("# Start-up code of `chela run` (gateway + Telegram), in the order first executed,\n")
+        f.write("# each function's name without rustc's hashes. Generated by scripts/startup-order.sh;\n")
+        f.write("# do not edit. See crates/chela/build.rs.\n")
         for name in order:
             f.write(name + "\n")
+        if kept:
+            f.write(OTHER_LIBC + " (this build does not define them):\n")
+            for name in kept:
+                f.write(name + "\n")
     print(
-        f"{len(order)} symbols; {len(seen)} of {len(sections)} input sections entered, "
+        f"{len(order)} names (+{len(kept)} kept); {len(seen)} of {len(sections)} input sections entered, "
         f"{touched} of {total} bytes of .text; {executed} blocks traced",
         file=sys.stderr,
     )

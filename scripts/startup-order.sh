@@ -3,35 +3,40 @@
 # it idles with the gateway and Telegram, for the linker to place together (see
 # crates/chela/build.rs and docs/BENCHMARKS.md, "Start-up code ordered at link time").
 #
-#   scripts/startup-order.sh              (builds, traces, writes the list)
+#   scripts/startup-order.sh              (builds for this machine's glibc, traces, writes the list)
+#   scripts/startup-order.sh --musl       (the same with the static musl build)
 #   scripts/startup-order.sh BIN MAP      (traces BIN, linked with lld's map MAP; no build)
 #
-# 1. Builds the release binary (`--profile release-small --target x86_64-unknown-linux-musl`)
-#    with lld's link map beside it (CHELA_LINK_MAP).
+# 1. Builds the release binary (`--profile release-small`, for the machine or with --musl for
+#    x86_64-unknown-linux-musl) with lld's link map beside it (CHELA_LINK_MAP).
 # 2. Runs it twice under valgrind's lackey tool, which logs every block of code executed: a
 #    first start in a fresh workspace (writes the default files), then the start that the idle
 #    measurement (scripts/idle-rss.sh) measures; each is left 10 s to idle (Telegram's stand-in
 #    holds getUpdates 2 s, so the poll loop runs a few times) and then killed.
 # 3. scripts/startup-order.py maps the executed addresses to the linker's input sections and
-#    writes one symbol per section, in the order first executed.
+#    writes one name per section, in the order first executed, without rustc's hashes: one list
+#    serves both C libraries and both release profiles (names of the C library's own functions
+#    traced with the other libc are kept).
 #
-# Run it after changes that move start-up code (a new subsystem started by `chela run`, a
-# dependency or toolchain update: symbol names carry a hash of the crate's version and the
-# compiler). A stale list is safe: the linker skips names it does not find and the rest of the
-# code keeps its usual place; only the idle RSS grows back. Needs valgrind (Debian `valgrind`),
-# python3 and the musl target (`rustup target add x86_64-unknown-linux-musl`, Debian
-# `musl-tools`). Loopback only.
+# Run it after changes that move start-up code (a new subsystem started by `chela run`, a module
+# renamed or moved between crates). CI fails when under 98 % of the names are still found in
+# the debug binary (`scripts/startup-order.py --check-bin`). A stale list is safe: the linker
+# skips names it does not find and the rest of the code keeps its usual place; only the idle
+# RSS grows back. Needs valgrind (Debian `valgrind`) and python3; --musl also the musl target
+# (`rustup target add x86_64-unknown-linux-musl`, Debian `musl-tools`). Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=x86_64-unknown-linux-musl
+target=""
+if [ "${1:-}" = --musl ]; then
+  target=x86_64-unknown-linux-musl
+  shift
+fi
 dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 work=$(mktemp -d)
 map="$dir/startup-order/chela.map"
 mkdir -p "$(dirname "$map")"
 command -v valgrind >/dev/null || { echo "startup-order: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-# The list is for the static build only (build.rs passes it to lld for the musl target): a list
-# traced from a glibc build would name other symbols (the crates' hashes differ per target).
-if [ $# -ne 2 ]; then
+if [ -n "$target" ]; then
   libdir=$(rustc --print target-libdir --target "$target" 2>/dev/null || true)
   [ -n "$libdir" ] && [ -d "$libdir" ] ||
     { echo "startup-order: the $target target is needed (rustup target add $target)" >&2; exit 1; }
@@ -43,9 +48,9 @@ if [ $# -eq 2 ]; then
   bin=$1
   map=$2
 else
-  echo "=== build: CHELA_LINK_MAP=$map cargo build --profile release-small --target $target -p chela --bin chela"
-  CHELA_LINK_MAP="$map" cargo build --locked --profile release-small --target "$target" -p chela --bin chela
-  bin="$dir/$target/release-small/chela"
+  echo "=== build: CHELA_LINK_MAP=$map cargo build --profile release-small ${target:+--target $target} -p chela --bin chela"
+  CHELA_LINK_MAP="$map" cargo build --locked --profile release-small ${target:+--target "$target"} -p chela --bin chela
+  bin="$dir/${target:+$target/}release-small/chela"
 fi
 [ -s "$map" ] || { echo "startup-order: the build wrote no link map at $map" >&2; exit 1; }
 
@@ -59,8 +64,10 @@ mkdir -p "$home"
 printf '[llm]\nprovider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "x"\nmodel = "m"\n[channels.telegram]\ntoken = "123:abc"\napi_base = "http://127.0.0.1:%s"\n' "$tg_port" > "$home/chela.toml"
 for pass in first second; do
   echo "=== trace: chela run under valgrind --tool=lackey ($pass start)"
+  # `-v -v` makes valgrind log where it loaded the binary: a dynamic one starts in ld.so, so the
+  # first block executed does not give its address.
   env -i HOME="$home" CHELA_HOME="$home" CHELA_GATEWAY__LISTEN="127.0.0.1:$gw_port" \
-    valgrind -q --tool=lackey --trace-superblocks=yes --log-file="$work/trace-$pass" \
+    valgrind -v -v --tool=lackey --trace-superblocks=yes --log-file="$work/trace-$pass" \
     "$bin" run 2>"$work/log-$pass" & pid=$!
   sleep 10
   if ! kill -0 "$pid" 2>/dev/null; then
