@@ -44,6 +44,7 @@ pub mod audio;
 mod body;
 pub mod daemon;
 mod demo;
+pub mod embed;
 mod fake;
 pub mod feishu;
 mod hostile;
@@ -55,6 +56,7 @@ mod state;
 pub mod telegram;
 
 pub use audio::FakeAudio;
+pub use embed::FakeEmbeddings;
 pub use fake::{DEFAULT_MAX_RECORDED, FakeLlm, Options, Recorded};
 pub use script::{Action, Step, ToolCall, parse_script};
 pub use server::{MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_HEAD_BYTES};
