@@ -7,7 +7,8 @@
 //! "usage":{…}}`) and its error shape (`{"error":{"message","type","param","code"}}`) for a
 //! wrong key, a missing model, an empty or too long input list, an empty string. The vector of a
 //! text is its hashed character trigrams (each word padded with a space on both sides, lower
-//! case), [`DIMENSIONS`] of them, scaled to length 1: texts that share spellings are near, so a
+//! case; in Chinese, Japanese and Korean text its characters and character pairs),
+//! [`DIMENSIONS`] of them, scaled to length 1: texts that share spellings are near, so a
 //! misspelled or reworded query that keeps parts of the words finds its fact. The same text
 //! always has the same vector, whatever the model name.
 //!
@@ -170,19 +171,28 @@ impl Drop for FakeEmbeddings {
 pub fn vector(text: &str) -> Vec<f32> {
     let mut v = vec![0f32; DIMENSIONS];
     let lower = text.to_lowercase();
-    for word in lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
-        let padded: Vec<char> = std::iter::once(' ').chain(word.chars()).chain(std::iter::once(' ')).collect();
-        for gram in padded.windows(3) {
-            // FNV-1a: stable across Rust versions, unlike the standard hasher.
-            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-            for c in gram {
-                for b in (*c as u32).to_le_bytes() {
-                    h ^= u64::from(b);
-                    h = h.wrapping_mul(0x0100_0000_01b3);
-                }
+    let mut add = |gram: &[char]| {
+        // FNV-1a: stable across Rust versions, unlike the standard hasher.
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for c in gram {
+            for b in (*c as u32).to_le_bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x0100_0000_01b3);
             }
-            let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
-            v[(h % DIMENSIONS as u64) as usize] += sign;
+        }
+        let sign = if h >> 63 == 0 { 1.0 } else { -1.0 };
+        v[(h % DIMENSIONS as u64) as usize] += sign;
+    };
+    for word in lower.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()) {
+        let chars: Vec<char> = word.chars().collect();
+        if chars.iter().any(|c| is_cjk(*c)) {
+            // Chinese and Japanese are written without spaces and a word is one to three
+            // characters: single characters and pairs play the part of an alphabet's trigrams.
+            chars.iter().for_each(|c| add(std::slice::from_ref(c)));
+            chars.windows(2).for_each(&mut add);
+        } else {
+            let padded: Vec<char> = std::iter::once(' ').chain(chars).chain(std::iter::once(' ')).collect();
+            padded.windows(3).for_each(&mut add);
         }
     }
     let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
@@ -190,6 +200,11 @@ pub fn vector(text: &str) -> Vec<f32> {
         v.iter_mut().for_each(|x| *x /= norm);
     }
     v
+}
+
+/// The CJK ideographs, kana and hangul.
+fn is_cjk(c: char) -> bool {
+    matches!(c as u32, 0x3040..=0x30ff | 0x3400..=0x4dbf | 0x4e00..=0x9fff | 0xac00..=0xd7af | 0xf900..=0xfaff)
 }
 
 fn error(status: u16, message: &str, kind: &str, code: Option<&str>) -> Response<ReplyBody> {
@@ -337,5 +352,8 @@ mod tests {
         let far = dot(&a, &vector("green kiwi needle"));
         assert!(near > far + 0.2, "near {near}, far {far}");
         assert!(vector("!!!").iter().all(|x| *x == 0.0));
+        let tea = vector("我每天早上喝绿茶");
+        let (near, far) = (dot(&tea, &vector("绿茶")), dot(&tea, &vector("护照号码")));
+        assert!(near > far + 0.2, "near {near}, far {far}");
     }
 }

@@ -48,6 +48,16 @@ fn closed_port() -> u16 {
 }
 
 #[test]
+fn dot_is_the_dot_product_at_every_length() {
+    for n in [1, 7, 8, 9, 256, 1000] {
+        let a: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
+        let b: Vec<f32> = (0..n).map(|i| (i % 5) as f32 * 0.5).collect();
+        let want: f32 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        assert!((dot(&to_blob(&a), &b) - want).abs() < 1e-3, "{n}");
+    }
+}
+
+#[test]
 fn settings_need_both_url_and_model() {
     assert!(Settings::from_config(&Fixture::new(&[]).cfg).is_none());
     assert!(Settings::new("http://127.0.0.1:1/v1", "", "").is_none());
@@ -72,6 +82,23 @@ async fn a_misspelled_query_keywords_miss_is_found_with_embeddings() {
     assert!(hits.lines().next().unwrap().contains("dentist appointment"), "{hits}");
     // The query itself went to the server, in OpenAI's format.
     assert!(fake.calls().iter().any(|c| c.inputs == [query] && c.model == MODEL));
+}
+
+/// Every search has nearest vectors; only those near enough count, so a query about nothing
+/// remembered still finds nothing.
+#[tokio::test]
+async fn a_query_about_nothing_remembered_still_finds_nothing() {
+    let fake = FakeEmbeddings::start();
+    let fx = fixture(&fake.base_url());
+    store_facts(&fx).await;
+    embed_pending(&fx.ws, &fx.http, &settings(&fx)).await.unwrap();
+    let none = fx.call(MemoryRecall, json!({"query": "volcano eruption"})).await.unwrap();
+    assert!(none.starts_with("Nothing remembered"), "{none}");
+    let q = chela_testkit::embed::vector("volcano eruption");
+    let ix = Index::open(&fx.ws).unwrap();
+    let near = nearest(&ix, Kind::Entry, MODEL, &q, 4).unwrap();
+    assert_eq!(near.len(), 4, "the vectors are there, only far");
+    assert!(near.iter().all(|(_, s)| *s < crate::memory::fuse::MIN_SIMILARITY), "{near:?}");
 }
 
 #[tokio::test]
@@ -269,4 +296,56 @@ async fn the_key_is_sent_as_a_bearer_token() {
     assert_eq!(embed_pending(&fx.ws, &fx.http, &settings(&fx)).await.unwrap().embedded, 4);
     let wrong = Settings::new(&fake.base_url(), MODEL, "sk-wrong").unwrap();
     assert!(query_vector(&fx.http, &wrong, "Ana").await.is_none());
+}
+
+mod parsing {
+    use super::super::{MAX_DIMENSIONS, parse};
+    use proptest::prelude::*;
+
+    fn accepted_is_sane(v: &[Vec<f32>], n: usize) {
+        assert_eq!(v.len(), n);
+        for x in v {
+            assert!(!x.is_empty() && x.len() <= MAX_DIMENSIONS && x.len() == v[0].len());
+            let norm: f32 = x.iter().map(|a| a * a).sum::<f32>().sqrt();
+            assert!(x.iter().all(|a| a.is_finite()) && (norm - 1.0).abs() < 1e-3, "{norm}");
+        }
+    }
+
+    proptest! {
+        /// Any bytes: no panic, and whatever is accepted holds `n` finite unit vectors.
+        #[test]
+        fn any_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..512), n in 1usize..4) {
+            if let Ok(v) = parse(&bytes, n) {
+                accepted_is_sane(&v, n);
+            }
+        }
+
+        /// Answers of the right shape with any numbers, indices and lengths.
+        #[test]
+        fn any_numbers(
+            items in proptest::collection::vec(
+                (0usize..4, proptest::collection::vec(prop_oneof![any::<f64>(), -2.0f64..2.0], 0..8)),
+                0..5,
+            ),
+            n in 1usize..4,
+        ) {
+            let data: Vec<serde_json::Value> = items
+                .iter()
+                .map(|(i, e)| serde_json::json!({"object": "embedding", "index": i, "embedding": e}))
+                .collect();
+            let body = serde_json::json!({"object": "list", "data": data}).to_string();
+            if let Ok(v) = parse(body.as_bytes(), n) {
+                accepted_is_sane(&v, n);
+            }
+        }
+    }
+
+    #[test]
+    fn a_well_formed_answer_comes_back_in_input_order() {
+        let body = r#"{"object":"list","data":[{"object":"embedding","index":1,"embedding":[0,2]},
+            {"object":"embedding","index":0,"embedding":[3,4]}],"model":"m","usage":{"prompt_tokens":2,"total_tokens":2}}"#;
+        assert_eq!(parse(body.as_bytes(), 2).unwrap(), vec![vec![0.6, 0.8], vec![0.0, 1.0]]);
+        let twice = body.replace(r#""index":0"#, r#""index":1"#);
+        assert!(parse(twice.as_bytes(), 2).unwrap_err().to_string().contains("out of place"));
+    }
 }

@@ -16,6 +16,11 @@ use super::index::{EntryHit, Index, MAX_RESULTS, NoteHit, snippet};
 /// assistants that use it.
 pub const RRF_K: f64 = 60.0;
 
+/// The least cosine similarity for a vector's row to count: below it the row is no nearer the
+/// query than unrelated text, and without a floor every search would return its nearest rows,
+/// however far, where keywords rightly find nothing.
+pub const MIN_SIMILARITY: f32 = 0.25;
+
 /// How deep each list is read before fusing.
 const DEPTH: usize = MAX_RESULTS;
 
@@ -47,14 +52,14 @@ pub fn recall(ix: &mut Index, query: &str, q: &[f32], model: &str, max: usize) -
     let max = max.clamp(1, MAX_RESULTS);
     let words = ix.recall(query, DEPTH)?;
     let near = match nearest(ix, Kind::Entry, model, q, DEPTH) {
-        Ok(n) => n,
+        Ok(n) => n.into_iter().filter(|(_, s)| *s >= MIN_SIMILARITY),
         Err(e) => {
             tracing::warn!("memory vectors unreadable, keywords alone: {e}");
             return Ok(words.into_iter().take(max).collect());
         }
     };
     let mut by_id: HashMap<String, EntryHit> = words.iter().map(|h| (h.id.clone(), h.clone())).collect();
-    let mut near_ids = Vec::with_capacity(near.len());
+    let mut near_ids = Vec::new();
     {
         let mut st = ix.db().prepare_cached("SELECT id, line, content FROM entries WHERE rowid = ?1").map_err(sql)?;
         for (rowid, _) in near {
@@ -77,7 +82,7 @@ pub fn search(ix: &mut Index, query: &str, q: &[f32], model: &str, max: usize) -
     let max = max.clamp(1, MAX_RESULTS);
     let words = ix.search(query, DEPTH)?;
     let near = match nearest(ix, Kind::Chunk, model, q, DEPTH) {
-        Ok(n) => n,
+        Ok(n) => n.into_iter().filter(|(_, s)| *s >= MIN_SIMILARITY),
         Err(e) => {
             tracing::warn!("memory vectors unreadable, keywords alone: {e}");
             return Ok(words.into_iter().take(max).collect());
@@ -85,7 +90,7 @@ pub fn search(ix: &mut Index, query: &str, q: &[f32], model: &str, max: usize) -
     };
     let key = |h: &NoteHit| (h.path.clone(), h.first, h.last);
     let mut by_key: HashMap<(String, u32, u32), NoteHit> = words.iter().map(|h| (key(h), h.clone())).collect();
-    let mut near_keys = Vec::with_capacity(near.len());
+    let mut near_keys = Vec::new();
     {
         let mut st =
             ix.db().prepare_cached("SELECT path, first, last, text FROM chunks WHERE rowid = ?1").map_err(sql)?;
