@@ -234,6 +234,14 @@ keys! {
     MEMORY_INDEX_SESSIONS = "memory.index_sessions", Kind::Bool, "false",
         "Let memory_search find past conversations too (sessions/*.jsonl and the archive: what the person and Chela \
          wrote, never tool calls or results). Off: every conversation's text would be searchable from any chat.";
+    MEMORY_EMBEDDINGS_URL = "memory.embeddings_url", Kind::Url, "",
+        "OpenAI-compatible embeddings server URL, including /v1 (OpenAI, Ollama, a local server). With \
+         memory.embeddings_model set, memories are embedded in the background and searches fuse meaning with \
+         keywords. Empty: keyword search alone.";
+    MEMORY_EMBEDDINGS_MODEL = "memory.embeddings_model", Kind::Text, "",
+        "Embedding model name, e.g. text-embedding-3-small or nomic-embed-text. A new name embeds everything again.";
+    MEMORY_EMBEDDINGS_KEY = "memory.embeddings_key", Kind::Secret, "",
+        "API key of the embeddings server (none for a local one).";
     PROMPT_SOUL_BYTES = "prompt.soul_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",
         "Bytes of SOUL.md in the prompt; more is cut with a note.";
     PROMPT_AGENTS_BYTES = "prompt.agents_bytes", Kind::Int { min: 0, max: 1_000_000 }, "4096",

@@ -16,7 +16,14 @@
 //!
 //! Then the quality set (`benches/memory_quality.tsv`, English and Chinese facts, each with
 //! paraphrased and misspelled queries) is stored among 10,000 generated entries, and
-//! recall@1 and recall@5 are printed per kind of query.
+//! recall@1 and recall@5 are printed per kind of query, for BM25 alone and fused with the test
+//! embedding server's vectors (`chela_testkit::FakeEmbeddings`: hashed character trigrams,
+//! over real HTTP on loopback).
+//!
+//! *fused*: for the sizes up to 100,000 the entries are also embedded by the test server
+//! (`embed::embed_pending`, the background pass) and the recall queries run fused (the query's
+//! vector, brute-force cosine over every stored vector, reciprocal rank fusion): the time to
+//! embed, the vectors' share of the index, fused recall p50/p90 and the needle's rank.
 //!
 //! Run: `cargo bench -p chela-runtime --bench memory_index` (`CHELA_BENCH_SIZES=100000,1000000`
 //! to change the sizes; `CHELA_BENCH_KEEP=DIR` keeps the last workspace in DIR, for timing
@@ -28,7 +35,10 @@ use std::time::Instant;
 
 use chela_core::memory::{Entries, Entry};
 use chela_infra::workspace::Workspace;
+use chela_runtime::memory::embed::{self, Settings};
+use chela_runtime::memory::fuse;
 use chela_runtime::memory::index::{Index, index_path};
+use chela_testkit::FakeEmbeddings;
 
 const COMMON: &str = "the a to of and in is it for on my with at that this be was are have from not \
     about what when where who how please remember told said likes wants needs next last week day month \
@@ -268,8 +278,72 @@ fn main() {
             quantile(&wide, 0.5),
             quantile(&sms, 0.5),
         );
+        if n <= 100_000 {
+            fused(&ws, &qs);
+        }
     }
     quality();
+}
+
+/// The test embedding server, the client and a runtime to drive them.
+struct Embedder {
+    fake: FakeEmbeddings,
+    http: chela_net::HttpClient,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Embedder {
+    fn new() -> Embedder {
+        Embedder {
+            fake: FakeEmbeddings::start(),
+            http: chela_net::HttpClient::new(chela_net::ClientOptions::default()),
+            rt: tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime"),
+        }
+    }
+
+    fn settings(&self) -> Settings {
+        Settings::new(&self.fake.base_url(), "test-embed", "").expect("settings")
+    }
+
+    fn embed_all(&self, ws: &Workspace) {
+        self.rt.block_on(embed::embed_pending(ws, &self.http, &self.settings())).expect("embedded");
+    }
+
+    /// What `memory_recall` does with embeddings set: the query's vector, then open, refresh
+    /// and the fused ranking.
+    fn recall(&self, ws: &Workspace, query: &str, max: usize) -> Vec<chela_runtime::memory::index::EntryHit> {
+        let s = self.settings();
+        let q = self.rt.block_on(embed::query_vector(&self.http, &s, query)).expect("a query vector");
+        let mut ix = Index::open(ws).expect("open");
+        ix.refresh().expect("refresh");
+        fuse::recall(&mut ix, query, &q, &s.model, max).expect("fused recall")
+    }
+}
+
+/// The same workspace with every entry and chunk embedded by the test server: recall fused.
+fn fused(ws: &Workspace, qs: &[String]) {
+    let e = Embedder::new();
+    let before = size_on_disk(&index_path(ws));
+    let t = Instant::now();
+    e.embed_all(ws);
+    let secs = t.elapsed().as_secs_f64();
+    let vectors_mb = size_on_disk(&index_path(ws)).saturating_sub(before) as f64 / 1e6;
+    let mut ms = Vec::new();
+    for q in qs.iter().take(100) {
+        let t = Instant::now();
+        std::hint::black_box(e.recall(ws, q, 8));
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    ms.sort_by(f64::total_cmp);
+    let needle = e.recall(ws, "needle kiwi", 8);
+    let rank = needle.iter().position(|h| h.content == NEEDLE).map_or("-".to_owned(), |r| (r + 1).to_string());
+    println!(
+        "  fused ({} dims, test server): embed all {secs:.1} s, vectors +{vectors_mb:.1} MB, recall p50 {:.2} ms, \
+         p90 {:.2} ms, needle rank {rank}",
+        chela_testkit::embed::DIMENSIONS,
+        quantile(&ms, 0.5),
+        quantile(&ms, 0.9),
+    );
 }
 
 /// recall@1 and recall@5 of the quality set, stored among 10,000 generated entries.
@@ -282,8 +356,8 @@ fn quality() {
     for i in 0..10_000u64 {
         e.store_within(&g.sentence(6, 25), &[], "", i, usize::MAX).expect("an entry");
     }
-    // kind -> (queries, found first, found in the first five)
-    let mut by_kind: Vec<(String, usize, usize, usize)> = Vec::new();
+    // kind -> [queries, BM25 found first, in the first five, fused first, fused in the first five]
+    let mut by_kind: Vec<(String, [usize; 5])> = Vec::new();
     let mut cases: Vec<(String, String, String)> = Vec::new();
     for line in set.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
         let cols: Vec<&str> = line.split('\t').collect();
@@ -295,39 +369,70 @@ fn quality() {
         }
     }
     write_entries(&ws, &e);
+    let embedder = Embedder::new();
+    embedder.embed_all(&ws);
     let mut ix = Index::open(&ws).expect("open");
     ix.refresh().expect("refresh");
     let mut misses = Vec::new();
     for (kind, query, id) in &cases {
-        let hits = ix.recall(query, 5).expect("recall");
-        let rank = hits.iter().position(|h| &h.id == id);
+        let words = ix.recall(query, 5).expect("recall");
+        let rank = words.iter().position(|h| &h.id == id);
+        let fused = embedder.recall(&ws, query, 5);
+        let fused_rank = fused.iter().position(|h| &h.id == id);
         let row = match by_kind.iter_mut().find(|r| &r.0 == kind) {
             Some(r) => r,
             None => {
-                by_kind.push((kind.clone(), 0, 0, 0));
+                by_kind.push((kind.clone(), [0; 5]));
                 by_kind.last_mut().expect("just pushed")
             }
         };
-        row.1 += 1;
-        row.2 += usize::from(rank == Some(0));
-        row.3 += usize::from(rank.is_some());
-        if rank.is_none() {
-            misses.push(format!("{kind}: {query}"));
+        row.1[0] += 1;
+        row.1[1] += usize::from(rank == Some(0));
+        row.1[2] += usize::from(rank.is_some());
+        row.1[3] += usize::from(fused_rank == Some(0));
+        row.1[4] += usize::from(fused_rank.is_some());
+        if rank.is_none() || fused_rank.is_none() {
+            let how = match (rank, fused_rank) {
+                (None, None) => "both",
+                (None, Some(_)) => "BM25 only",
+                _ => "fused only",
+            };
+            misses.push(format!("{kind} ({how}): {query}"));
         }
     }
     println!(
-        "quality: {} facts among 10,000 generated entries, BM25 alone",
+        "quality: {} facts among 10,000 generated entries; BM25 alone, and fused with the test embedding server",
         set.lines().filter(|l| l.contains('\t')).count()
     );
-    println!("{:>16} {:>8} {:>9} {:>9}", "queries", "count", "recall@1", "recall@5");
-    let (mut all, mut first, mut five) = (0, 0, 0);
-    for (kind, n, r1, r5) in &by_kind {
-        println!("{kind:>16} {n:>8} {:>9.2} {:>9.2}", *r1 as f64 / *n as f64, *r5 as f64 / *n as f64);
-        all += n;
-        first += r1;
-        five += r5;
+    println!(
+        "{:>16} {:>8} {:>9} {:>9} {:>10} {:>10}",
+        "queries", "count", "recall@1", "recall@5", "fused @1", "fused @5"
+    );
+    let mut all = [0; 5];
+    for (kind, r) in &by_kind {
+        let n = r[0] as f64;
+        println!(
+            "{kind:>16} {:>8} {:>9.2} {:>9.2} {:>10.2} {:>10.2}",
+            r[0],
+            r[1] as f64 / n,
+            r[2] as f64 / n,
+            r[3] as f64 / n,
+            r[4] as f64 / n
+        );
+        for (a, x) in all.iter_mut().zip(r) {
+            *a += x;
+        }
     }
-    println!("{:>16} {all:>8} {:>9.2} {:>9.2}", "all", first as f64 / all as f64, five as f64 / all as f64);
+    let n = all[0] as f64;
+    println!(
+        "{:>16} {:>8} {:>9.2} {:>9.2} {:>10.2} {:>10.2}",
+        "all",
+        all[0],
+        all[1] as f64 / n,
+        all[2] as f64 / n,
+        all[3] as f64 / n,
+        all[4] as f64 / n
+    );
     for m in misses {
         println!("  missed: {m}");
     }

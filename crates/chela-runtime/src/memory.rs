@@ -18,6 +18,10 @@ use crate::localtime::{Date, Local};
 use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic, write_atomic_at};
 
 #[cfg(feature = "memory")]
+pub mod embed;
+#[cfg(feature = "memory")]
+pub mod fuse;
+#[cfg(feature = "memory")]
 pub mod index;
 #[cfg(feature = "memory")]
 mod sessions;

@@ -1,7 +1,8 @@
 //! Fakes for testing Chela: a scripted fake LLM server speaking the Anthropic Messages API and
 //! the OpenAI Chat Completions API over plain HTTP/1.1 on 127.0.0.1, a fake Telegram Bot API
 //! ([`telegram::FakeTelegram`]) and a fake Feishu open platform ([`feishu`]: tenant tokens, the
-//! long connection's WebSocket, webhook events).
+//! long connection's WebSocket, webhook events), and a deterministic OpenAI embeddings API
+//! ([`embed::FakeEmbeddings`]: hashed character n-grams).
 //!
 //! What it is: a deterministic stand-in for a model provider, for integration tests and
 //! benchmarks. Each model request takes the next [`Step`] of a script (text, tool calls, an
@@ -44,6 +45,7 @@ pub mod audio;
 mod body;
 pub mod daemon;
 mod demo;
+pub mod embed;
 mod fake;
 pub mod feishu;
 mod hostile;
@@ -55,6 +57,7 @@ mod state;
 pub mod telegram;
 
 pub use audio::FakeAudio;
+pub use embed::FakeEmbeddings;
 pub use fake::{DEFAULT_MAX_RECORDED, FakeLlm, Options, Recorded};
 pub use script::{Action, Step, ToolCall, parse_script};
 pub use server::{MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_HEAD_BYTES};

@@ -260,6 +260,19 @@ fn xiaozhi_and_voice_keys_are_checked_and_secrets_masked() {
 }
 
 #[test]
+fn the_embeddings_key_is_masked_and_a_key_in_its_url_is_refused() {
+    use chela_core::config as keys;
+    let text = "[memory]\nembeddings_url = \"http://127.0.0.1:11434/v1\"\nembeddings_model = \"nomic-embed-text\"\n\
+                embeddings_key = \"sk-emb-0123456789-secret\"";
+    let cfg = Config::from_layers(Some(text), None, &[]).unwrap();
+    assert_eq!(cfg.get(keys::MEMORY_EMBEDDINGS_MODEL), "nomic-embed-text");
+    let shown = cfg.entry(keys::MEMORY_EMBEDDINGS_KEY).shown();
+    assert!(!shown.contains("0123456789") && shown.contains("****"), "{shown}");
+    let e = check(keys::MEMORY_EMBEDDINGS_URL, "https://me:sk-in-url-99@emb.example/v1").unwrap_err().to_string();
+    assert!(!e.contains("sk-in-url-99") && e.contains("memory.embeddings_key"), "{e}");
+}
+
+#[test]
 fn urls_are_checked_by_the_clients_parser_and_the_error_names_the_setting() {
     for (bad, why) in [
         ("http://127.0.0.1:", "is not a valid port"),

@@ -440,6 +440,15 @@ impl Index {
         })
     }
 
+    /// The connection, for the vectors kept beside the rows (`embed`).
+    pub(super) fn db(&self) -> &Connection {
+        &self.db
+    }
+
+    pub(super) fn db_mut(&mut self) -> &mut Connection {
+        &mut self.db
+    }
+
     /// How many entries and note chunks the index holds.
     pub fn counts(&self) -> io::Result<(u64, u64)> {
         let count = |t: &str| self.db.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get::<_, u64>(0));
@@ -598,7 +607,7 @@ pub fn chunks(text: &str) -> Vec<(u32, u32, String)> {
 }
 
 /// The first [`SNIPPET_BYTES`] of a chunk, cut at a character boundary, on one line.
-fn snippet(text: &str) -> String {
+pub(super) fn snippet(text: &str) -> String {
     let one_line = text.split('\n').map(str::trim).collect::<Vec<_>>().join(" ");
     if one_line.len() <= SNIPPET_BYTES {
         return one_line;

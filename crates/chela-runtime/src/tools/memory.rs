@@ -16,6 +16,7 @@ use chela_core::zone::Zone;
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::memory::index::{self, Index};
 use crate::memory::{daily_path, load_entries, memory_dir, update_entries_then};
+use crate::memory::{embed, fuse};
 use crate::workspace::{Workspace, append_durable};
 
 pub fn group() -> Group {
@@ -110,6 +111,16 @@ fn restated_candidates(ws: &Workspace, content: &str) -> Vec<String> {
     }
 }
 
+/// With `memory.embeddings_*` set: starts the background embedding of what is new and returns
+/// the model and the query's vector (`None` when the server fails or is slow: keywords alone).
+/// Unset: `None` at once, no request, no work.
+async fn by_meaning(ctx: &ToolCtx, query: &str) -> Option<(String, Vec<f32>)> {
+    let s = embed::Settings::from_config(&ctx.cfg)?;
+    embed::kick(&ctx.ws, &s, &ctx.http);
+    let q = embed::query_vector(&ctx.http, &s, query).await?;
+    Some((s.model, q))
+}
+
 /// Appends a timestamped line to today's note, creating it with a heading.
 pub fn append_today(ws: &Workspace, tz: &Zone, now: i64, text: &str) -> io::Result<PathBuf> {
     let z = crate::localtime::Local::at(tz, now);
@@ -143,7 +154,7 @@ impl Tool for MemoryStore {
         let tags = Tags::into_vec(a.tags);
         let now = ctx.clock.unix_secs_u64();
         let candidates = restated_candidates(&ctx.ws, &a.content);
-        change_entries(&ctx.ws, move |entries| {
+        let stored = change_entries(&ctx.ws, move |entries| {
             // Checked again here, under the lock, against the file as it is now.
             let same = candidates
                 .iter()
@@ -158,7 +169,12 @@ impl Tool for MemoryStore {
                 .store_within(&a.content, &tags, &a.source, now, usize::MAX)
                 .map_err(|e| ToolError::new(e.to_string()))?;
             Ok((format!("stored as {}", e.id), e.id.clone()))
-        })
+        })?;
+        // The new fact's vector is made in the background, ready for a later search.
+        if let Some(s) = embed::Settings::from_config(&ctx.cfg) {
+            embed::kick(&ctx.ws, &s, &ctx.http);
+        }
+        Ok(stored)
     }
 }
 
@@ -173,9 +189,13 @@ impl Tool for MemoryRecall {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: RecallArgs) -> ToolResult {
         let max = a.max_results.unwrap_or(8).clamp(1, 50);
+        let near = by_meaning(ctx, &a.query).await;
         let found = Index::open(&ctx.ws).and_then(|mut ix| {
             ix.refresh()?;
-            ix.recall(&a.query, max)
+            match &near {
+                Some((model, q)) => fuse::recall(&mut ix, &a.query, q, model, max),
+                None => ix.recall(&a.query, max),
+            }
         });
         match found {
             Ok(hits) if hits.is_empty() => Ok(format!("Nothing remembered matches \"{}\".", a.query)),
@@ -210,11 +230,15 @@ impl Tool for MemorySearch {
 
     async fn call<'a>(&'a self, ctx: &'a ToolCtx, a: SearchArgs) -> ToolResult {
         let max = a.max_results.unwrap_or(8).clamp(1, 20);
+        let near = by_meaning(ctx, &a.query).await;
         let hits = Index::open(&ctx.ws)
             .and_then(|mut ix| {
                 ix.include_sessions(ctx.cfg.bool(chela_core::config::MEMORY_INDEX_SESSIONS));
                 ix.refresh()?;
-                ix.search(&a.query, max)
+                match &near {
+                    Some((model, q)) => fuse::search(&mut ix, &a.query, q, model, max),
+                    None => ix.search(&a.query, max),
+                }
             })
             .map_err(|e| ToolError::new(format!("The memory index could not be searched: {e}")))?;
         if hits.is_empty() {
