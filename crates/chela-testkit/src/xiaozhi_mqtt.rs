@@ -151,7 +151,7 @@ impl Device {
                 Err(e) => panic!("{e}"),
             }
             let n = timeout(READ_TIMEOUT, self.tcp.read_buf(&mut self.buf)).await.expect("a packet in time");
-            if n.is_err() || n.is_ok_and(|n| n == 0) {
+            if !matches!(n, Ok(k) if k > 0) {
                 return None;
             }
         }
