@@ -36,10 +36,12 @@ use crate::workspace::{Replace, Workspace, create_private_dir, open_dir, write_a
 
 /// The store's file name, in the workspace's `state/` folder.
 pub const STORE_FILE: &str = crate::authority::DEVICES_STORE;
-/// Largest store read.
-pub const MAX_STORE_BYTES: u64 = 1 << 20;
-/// Most bound (approved or revoked) devices; approving one more is refused.
-pub const MAX_DEVICES: usize = 256;
+/// Largest store read: room for [`MAX_DEVICES`] bound devices and the most `xiaozhi.max_pending`
+/// allows waiting, every reported string at its longest (a test checks it).
+pub const MAX_STORE_BYTES: u64 = 8 << 20;
+/// Most bound (approved or revoked) devices; approving one more is refused. A home or a
+/// classroom of devices fits; the MQTT endpoint takes this many connections too.
+pub const MAX_DEVICES: usize = 1024;
 /// How long an activation code stays valid.
 pub const CODE_TTL_SECS: u64 = 30 * 60;
 /// `activation.timeout_ms` of the OTA answer: how long the device polls `…/activate`.

@@ -332,3 +332,78 @@ fn switching_a_devices_transport_hands_it_a_fresh_token_from_its_own_address_onl
     assert_eq!(Transport::parse("websocket").map(Transport::name), Some("websocket"));
     assert_eq!(Transport::parse("udp"), None);
 }
+
+fn mac_of(i: usize) -> String {
+    format!("aa:bb:cc:{:02x}:{:02x}:{:02x}", i >> 16, (i >> 8) & 0xff, i & 0xff)
+}
+
+#[test]
+fn the_bound_device_count_is_held_and_revoked_ones_make_room() {
+    let mut s = DeviceState::default();
+    for i in 0..MAX_DEVICES {
+        let Admission::Waiting { code, .. } = ota(&mut s, &mac_of(i), CLIENT, 100, 16, &rnd(i as u8)) else {
+            panic!("bound at once")
+        };
+        s.approve(&code, 101).unwrap();
+    }
+    assert_eq!(s.devices.len(), MAX_DEVICES);
+    let one_more = mac_of(MAX_DEVICES);
+    let Admission::Waiting { code, .. } = ota(&mut s, &one_more, CLIENT, 102, 16, &rnd(7)) else { panic!("bound") };
+    let refused = s.approve(&code, 103).unwrap_err().to_string();
+    assert!(refused.contains(&format!("{MAX_DEVICES} devices are bound")), "{refused}");
+    assert_eq!(s.devices.len(), MAX_DEVICES);
+    s.revoke(&mac_of(3)).unwrap();
+    s.approve(&code, 104).unwrap();
+    assert_eq!(s.devices.len(), MAX_DEVICES, "the revoked device made the room");
+    assert!(s.devices.iter().all(|d| d.id != mac_of(3)));
+}
+
+#[test]
+fn a_full_store_at_its_longest_reads_back_within_the_size_limit() {
+    // Every reported string at its clipped longest, in 4-byte characters.
+    let long = "\u{1F600}".repeat(200);
+    let info = Info {
+        board: long.clone(),
+        name: long.clone(),
+        app_version: long.clone(),
+        chip: long.clone(),
+        language: long.clone(),
+        serial: long,
+    }
+    .clipped();
+    let client = "c".repeat(MAX_CLIENT_ID);
+    let source = "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff".to_owned();
+    let mut s = DeviceState::default();
+    for i in 0..MAX_DEVICES {
+        s.devices.push(Device {
+            id: mac_of(i),
+            client_id: client.clone(),
+            info: info.clone(),
+            state: State::Approved,
+            token_sha256: "f".repeat(64),
+            created: u64::MAX,
+            last_seen: u64::MAX,
+            source: source.clone(),
+            transport: Some(Transport::Websocket),
+        });
+    }
+    // `xiaozhi.max_pending` is at most 1,000.
+    for i in 0..1000 {
+        s.pending.push(Pending {
+            id: mac_of(MAX_DEVICES + i),
+            client_id: client.clone(),
+            info: info.clone(),
+            code: format!("{:06}", 100_000 + i),
+            challenge: "f".repeat(64),
+            expires_at: u64::MAX,
+            created: u64::MAX,
+            last_seen: u64::MAX,
+            source: source.clone(),
+        });
+    }
+    let json = serde_json::to_vec_pretty(&s).unwrap();
+    // The seal adds one member of about a hundred bytes.
+    assert!(json.len() as u64 + 256 < MAX_STORE_BYTES, "{} bytes", json.len());
+    let (back, skipped) = parse(std::str::from_utf8(&json).unwrap()).unwrap();
+    assert_eq!((back.devices.len(), back.pending.len(), skipped), (MAX_DEVICES, 1000, 0));
+}

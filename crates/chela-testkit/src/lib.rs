@@ -36,7 +36,8 @@
 //! The `chela-fake-llm` binary serves the same fake from the command line with a script file
 //! (format in [`script`]).
 //!
-//! [`daemon`] starts the real `chela run` for integration tests and benchmarks.
+//! [`daemon`] starts the real `chela run` for integration tests and benchmarks;
+//! [`xiaozhi_mqtt`] is a xiaozhi device on MQTT + UDP.
 
 mod accept;
 mod answer;
@@ -55,6 +56,7 @@ pub mod script;
 mod server;
 mod state;
 pub mod telegram;
+pub mod xiaozhi_mqtt;
 
 pub use audio::FakeAudio;
 pub use embed::FakeEmbeddings;

@@ -45,6 +45,10 @@ pub const FRAME_QUEUE: usize = 32;
 pub const EVENT_QUEUE: usize = 4;
 /// Outputs queued inside the pipeline (each handler adds at most two).
 const OUTBOX: usize = 8;
+/// How long the uplink's decoder and VAD outlive the last audio packet when no speech is in
+/// progress. They are most of a device's memory (the Opus decoder alone is about 175 KiB), and a
+/// device connected but not listening should cost only its connection.
+pub const EAR_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The device's listening mode, as in `listen start`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,11 +127,18 @@ struct AsrDone {
     result: Result<String, VoiceError>,
 }
 
+/// The uplink's state while the device sends audio: made by its first packet, dropped at
+/// `listen stop` or after [`EAR_IDLE`] without audio outside an utterance.
+struct Ear {
+    decoder: Decoder,
+    endpointer: Endpointer,
+    last_audio: Instant,
+}
+
 pub struct Pipeline {
     providers: Arc<Providers>,
     cfg: Arc<VoiceConfig>,
-    decoder: Decoder,
-    endpointer: Endpointer,
+    ear: Option<Box<Ear>>,
     mode: Option<Mode>,
     utterance: u64,
     asr_task: Option<AbortHandle>,
@@ -156,8 +167,7 @@ impl Pipeline {
     pub fn new(providers: Arc<Providers>, cfg: Arc<VoiceConfig>) -> Result<Pipeline, VoiceError> {
         let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
         Ok(Pipeline {
-            decoder: Decoder::new(UPLINK_RATE)?,
-            endpointer: Endpointer::new(cfg.silence, cfg.max_utterance),
+            ear: None,
             providers,
             cfg,
             mode: None,
@@ -180,11 +190,22 @@ impl Pipeline {
         self.reply.is_some()
     }
 
+    /// Whether the uplink's decoder and VAD exist (they are made by audio, see [`EAR_IDLE`]).
+    pub fn listening_state(&self) -> bool {
+        self.ear.is_some()
+    }
+
     pub fn handle_listen_start(&mut self, mode: Mode) {
         self.mode = Some(mode);
+        if let Some(ear) = &mut self.ear {
+            Self::start(&mut ear.endpointer, mode, &self.cfg);
+        }
+    }
+
+    fn start(endpointer: &mut Endpointer, mode: Mode, cfg: &VoiceConfig) {
         match mode {
-            Mode::Manual => self.endpointer.start_manual(),
-            Mode::Auto | Mode::Realtime => self.endpointer.start_auto(self.cfg.silence),
+            Mode::Manual => endpointer.start_manual(),
+            Mode::Auto | Mode::Realtime => endpointer.start_auto(cfg.silence),
         }
     }
 
@@ -192,19 +213,33 @@ impl Pipeline {
     /// device stops sending audio either way).
     pub fn handle_listen_stop(&mut self) {
         if self.mode == Some(Mode::Manual)
-            && let Some(u) = self.endpointer.take()
+            && let Some(u) = self.ear.as_mut().and_then(|e| e.endpointer.take())
         {
             self.utterance_ended(u);
         }
         self.mode = None;
+        // The device stops sending audio until its next `listen start`.
+        self.ear = None;
     }
 
     /// One uplink Opus packet. A bad packet is an error for the caller to count (the pipeline
     /// is unchanged by it); audio outside listening is ignored.
     pub fn handle_audio(&mut self, packet: &[u8]) -> Result<Heard, VoiceError> {
-        let pcm = self.decoder.decode(packet)?;
+        let ear = match &mut self.ear {
+            Some(ear) => ear,
+            None => {
+                let mut endpointer = Endpointer::new(self.cfg.silence, self.cfg.max_utterance);
+                if let Some(mode) = self.mode {
+                    Self::start(&mut endpointer, mode, &self.cfg);
+                }
+                let ear = Ear { decoder: Decoder::new(UPLINK_RATE)?, endpointer, last_audio: Instant::now() };
+                self.ear.insert(Box::new(ear))
+            }
+        };
+        ear.last_audio = Instant::now();
+        let pcm = ear.decoder.decode(packet)?;
         let Some(mode) = self.mode else { return Ok(Heard::Nothing) };
-        let outcome = self.endpointer.push(pcm);
+        let outcome = ear.endpointer.push(pcm);
         if outcome.started && mode == Mode::Realtime {
             // Barge-in by voice: the device cancels its own echo (AEC) in this mode.
             self.handle_abort();
@@ -295,7 +330,10 @@ impl Pipeline {
             }
             let reply = &mut self.reply;
             let events = &mut self.events_rx;
+            // An utterance in progress keeps its ear: what was heard must reach ASR whole.
+            let ear_idle = self.ear.as_ref().filter(|e| !e.endpointer.in_speech()).map(|e| e.last_audio + EAR_IDLE);
             tokio::select! {
+                () = sleep_until(ear_idle.unwrap_or(now)), if ear_idle.is_some() => self.ear = None,
                 Some(done) = events.recv() => self.asr_done(done),
                 item = next_item(reply), if wait_until.is_none() => {
                     if let Some(r) = &mut self.reply {

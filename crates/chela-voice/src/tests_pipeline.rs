@@ -9,7 +9,7 @@ use tokio::sync::mpsc;
 use tokio::time::{Instant, timeout};
 
 use super::pacer::FRAME;
-use super::pipeline::{Heard, Mode, Output, Pipeline, Providers};
+use super::pipeline::{EAR_IDLE, Heard, Mode, Output, Pipeline, Providers};
 use super::{AsrConfig, TtsConfig, VoiceConfig, VoiceError};
 use crate::testing::espeak_16k;
 use chela_net::{ClientOptions, HttpClient};
@@ -219,6 +219,31 @@ async fn a_new_utterance_cancels_the_reply() {
     p.handle_detect("stop talking");
     assert_eq!(p.next_output().await, Output::TtsStop);
     assert_eq!(p.next_output().await, Output::Heard("stop talking".into()));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_decoder_and_vad_exist_only_while_audio_comes() {
+    let fake = FakeAudio::start("x");
+    let mut p = pipeline(config(&fake));
+    assert!(!p.listening_state(), "no decoder or VAD at hello");
+    p.handle_listen_start(Mode::Auto);
+    assert!(!p.listening_state(), "nor at listen start, before any audio");
+    let silence = opus_packets(&vec![0i16; 16 * 600]);
+    p.handle_audio(&silence[0]).unwrap();
+    assert!(p.listening_state());
+    assert!(timeout(EAR_IDLE - Duration::from_millis(60), p.next_output()).await.is_err());
+    assert!(p.listening_state(), "kept while audio may still come");
+    assert!(timeout(Duration::from_millis(120), p.next_output()).await.is_err());
+    assert!(!p.listening_state(), "dropped after EAR_IDLE without audio and no speech going on");
+    p.handle_audio(&silence[1]).unwrap();
+    assert!(p.listening_state(), "made again by the next packet");
+    p.handle_listen_stop();
+    assert!(!p.listening_state(), "dropped at listen stop");
+    // A push-to-talk utterance in progress is never dropped for being quiet.
+    p.handle_listen_start(Mode::Manual);
+    p.handle_audio(&silence[2]).unwrap();
+    assert!(timeout(EAR_IDLE * 3, p.next_output()).await.is_err());
+    assert!(p.listening_state(), "an utterance in progress keeps what it heard");
 }
 
 #[tokio::test(start_paused = true)]

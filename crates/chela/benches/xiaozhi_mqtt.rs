@@ -7,37 +7,41 @@
 //! 3. end of the utterance → first downlink audio frame, MQTT + UDP against the WebSocket, one
 //!    device of each on the same daemon, rounds alternating: a typed utterance (`listen
 //!    detect`, so no VAD decides where speech ended) timed at the device from sending it to
-//!    the first audio frame of the reply.
+//!    the first audio frame of the reply; and a spoken one (`listen start` in `auto` mode,
+//!    espeak-ng speech, its quiet tail cut, as 60 ms Opus frames sent at real time, then
+//!    silence frames at real time as a device's open microphone sends) timed from the last
+//!    frame of speech, so it includes the VAD's 800 ms of silence that ends an utterance;
+//! 4. CPU per device-minute over MQTT: the daemon's CPU during the MQTT device's spoken rounds
+//!    (decode, VAD, ASR, turn, TTS, encode, UDP) over their wall time.
 //!
-//! Run: `cargo bench -p chela --bench xiaozhi_mqtt`. `CHELA_BENCH_ITERS`
-//! sets the latency rounds per transport (default 50), `CHELA_BENCH_DEVICES` the idle devices
-//! (default 250: the device store binds at most `MAX_DEVICES`, 256, and two talk). The endpoint
-//! takes at most 64 connections per address, so the idle devices dial from 127.0.1.x, 60 to an
-//! address.
+//! Run: `cargo bench -p chela --bench xiaozhi_mqtt` (needs `espeak-ng`). `CHELA_BENCH_ITERS`
+//! sets the typed rounds per transport (default 50), `CHELA_BENCH_SPOKEN` the spoken ones
+//! (default 20), `CHELA_BENCH_DEVICES` the idle devices (default 500). The endpoint takes at
+//! most 64 connections per address, so the idle devices dial from 127.0.1.x, 60 to an address.
 
 #![allow(clippy::disallowed_methods, reason = "a benchmark measures real time")]
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
-use chela::channels::xiaozhi::{mqtt, udp};
 use chela_testkit::audio::FakeAudio;
 use chela_testkit::daemon::Running;
+use chela_testkit::xiaozhi_mqtt::{Approved, Device, client_id, password, voice_daemon};
 use chela_testkit::{FakeLlm, Step};
 use futures_util::{SinkExt, StreamExt};
-use rumqttc::mqttbytes::v4::{Connect, Login, Packet, Publish};
-use rumqttc::mqttbytes::{self, QoS};
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpSocket, TcpStream, UdpSocket};
+use rumqttc::mqttbytes::v4::Packet;
+use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
+#[path = "common/speech.rs"]
+mod speech;
+use speech::{espeak_16k, packets};
+
 const CLIENT: &str = "3f1c2a4e-5555-4000-8000-000000000001";
-const HELLO: &str = r#"{"type":"hello","version":3,"features":{"mcp":false},"transport":"udp","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#;
 const WS_HELLO: &str = r#"{"type":"hello","version":1,"features":{"mcp":false},"transport":"websocket","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#;
+const LISTEN_AUTO: &str = r#"{"type":"listen","state":"start","mode":"auto"}"#;
 const PING: u64 = 5;
 const WINDOW: u64 = 30;
 
@@ -71,142 +75,76 @@ struct Run {
 }
 
 fn start(llm: &FakeLlm, audio: &FakeAudio, devices: usize) -> Run {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let list: Vec<_> = (0..devices + 2)
-        .map(|i| {
-            json!({"id": mac(i), "client_id": CLIENT, "info": {}, "state": "approved",
-                   "token_sha256": chela::devices::token_hash(&token(i)), "created": 1, "last_seen": 1})
-        })
-        .collect();
-    std::fs::write(state.join("devices.json"), json!({"devices": list, "pending": []}).to_string()).unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut c = chela_testkit::daemon::command(env!("CARGO_BIN_EXE_chela"), dir.path(), home.path());
-    c.arg("run")
-        .env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0")
-        .env("CHELA_LLM__PROVIDER", "anthropic")
-        .env("CHELA_LLM__BASE_URL", llm.anthropic_base_url())
-        .env("CHELA_LLM__API_KEY", "bench-key")
-        .env("CHELA_VOICE__ASR_BASE_URL", audio.base_url())
-        .env("CHELA_VOICE__TTS_BASE_URL", audio.base_url())
-        .env("CHELA_XIAOZHI__TRANSPORT", "mqtt")
-        .env("CHELA_XIAOZHI__MQTT_LISTEN", "127.0.0.1:0")
-        .env("CHELA_XIAOZHI__UDP_LISTEN", "127.0.0.1:0");
-    let daemon = Running::start(c, Duration::from_secs(30));
-    let marker = "xiaozhi devices connect over MQTT to ";
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mqtt = loop {
-        let log = daemon.log();
-        if let Some(i) = log.find(marker)
-            && let Some(rest) = log[i + marker.len()..].split_whitespace().next()
-        {
-            break rest.parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "no MQTT endpoint in the log:\n{log}");
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let approved: Vec<_> =
+        (0..devices + 2).map(|i| Approved { mac: mac(i), client: CLIENT.into(), token: token(i) }).collect();
+    let (daemon, dir, home) = voice_daemon(
+        env!("CARGO_BIN_EXE_chela"),
+        &llm.anthropic_base_url(),
+        &audio.base_url(),
+        &approved,
+        &[
+            ("CHELA_XIAOZHI__TRANSPORT", "mqtt"),
+            ("CHELA_XIAOZHI__MQTT_LISTEN", "127.0.0.1:0"),
+            ("CHELA_XIAOZHI__UDP_LISTEN", "127.0.0.1:0"),
+        ],
+    );
+    let (mqtt, _) = chela_testkit::xiaozhi_mqtt::endpoints(&daemon);
     Run { daemon, mqtt, _dir: dir, _home: home }
 }
 
-/// A device on MQTT: its connection, and after the hello its UDP channel.
-struct Dev {
-    tcp: TcpStream,
-    buf: BytesMut,
-    udp: Option<UdpSocket>,
-    key: [u8; 16],
-    nonce: [u8; 16],
-    server: SocketAddr,
-    up: u32,
+/// Device `i` connected from `from` with keep-alive `keepalive`.
+async fn connect(at: SocketAddr, from: IpAddr, i: usize, keepalive: u16) -> Device {
+    let pass = password(&mac(i), CLIENT, &token(i));
+    match Device::connect(at, Some(from), &client_id(&mac(i), CLIENT), &mac(i), &pass, keepalive).await {
+        Ok(d) => d,
+        Err(code) => panic!("device {i} refused: {code:?}"),
+    }
 }
 
-async fn send(tcp: &mut TcpStream, p: &Packet) {
-    let mut out = BytesMut::new();
-    p.write(&mut out, usize::MAX).unwrap();
-    tcp.write_all(&out).await.unwrap();
+/// Waits for the first downlink datagram, then reads MQTT to `tts stop` and drains the rest of
+/// the audio; the time of that first datagram.
+async fn first_frame_then_stop(d: &mut Device) -> Instant {
+    let mut b = vec![0u8; 4096];
+    d.udp.recv_from(&mut b).await.unwrap();
+    let first = Instant::now();
+    until_stop(d).await;
+    first
 }
 
-impl Dev {
-    async fn connect(at: SocketAddr, from: IpAddr, i: usize, keepalive: u16) -> Dev {
-        let sock = TcpSocket::new_v4().unwrap();
-        sock.bind(SocketAddr::new(from, 0)).unwrap();
-        let mut tcp = sock.connect(at).await.unwrap();
-        let mut c = Connect::new(mqtt::client_id(&mac(i), CLIENT));
-        c.keep_alive = keepalive;
-        let pass = mqtt::password_for_token(&mac(i), CLIENT, &token(i)).unwrap();
-        c.login = Some(Login::new(mac(i), pass));
-        send(&mut tcp, &Packet::Connect(c)).await;
-        let mut d = Dev { tcp, buf: BytesMut::new(), udp: None, key: [0; 16], nonce: [0; 16], server: at, up: 0 };
-        match d.packet().await {
-            Packet::ConnAck(a) if a.code == mqttbytes::v4::ConnectReturnCode::Success => d,
-            other => panic!("device {i} refused: {other:?}"),
+async fn until_stop(d: &mut Device) {
+    loop {
+        let v = d.json().await;
+        if v["type"] == "tts" && v["state"] == "stop" {
+            break;
         }
     }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut b = vec![0u8; 4096];
+    while d.udp.try_recv_from(&mut b).is_ok() {}
+}
 
-    async fn packet(&mut self) -> Packet {
-        loop {
-            match Packet::read(&mut self.buf, 1 << 20) {
-                Ok(p) => return p,
-                Err(mqttbytes::Error::InsufficientBytes(_)) => {}
-                Err(e) => panic!("{e}"),
+/// A spoken utterance at real time, then silence until the reply's first datagram; the time
+/// from the last frame of speech to it. Reads on to `tts stop`.
+async fn spoken(d: &mut Device, speech: &[Vec<u8>], silence: &[u8]) -> Duration {
+    d.publish(LISTEN_AUTO).await;
+    let mut tick = tokio::time::interval(Duration::from_millis(60));
+    for f in speech {
+        tick.tick().await;
+        d.send_audio(f).await;
+    }
+    let end = Instant::now();
+    let mut b = vec![0u8; 4096];
+    let first = loop {
+        tokio::select! {
+            r = d.udp.recv_from(&mut b) => {
+                r.unwrap();
+                break Instant::now();
             }
-            assert!(self.tcp.read_buf(&mut self.buf).await.unwrap() > 0, "the endpoint closed a device");
+            _ = tick.tick() => d.send_audio(silence).await,
         }
-    }
-
-    async fn json(&mut self) -> Value {
-        loop {
-            if let Packet::Publish(p) = self.packet().await {
-                return serde_json::from_slice(&p.payload).unwrap();
-            }
-        }
-    }
-
-    async fn publish(&mut self, text: &str) {
-        let p = Packet::Publish(Publish::new(mqtt::PUBLISH_TOPIC, QoS::AtMostOnce, text.as_bytes().to_vec()));
-        send(&mut self.tcp, &p).await;
-    }
-
-    async fn hello(&mut self, with_udp: bool) {
-        self.publish(HELLO).await;
-        let a = self.json().await;
-        let hex = |k: &str| -> [u8; 16] {
-            let s = a["udp"][k].as_str().unwrap();
-            let v: Vec<u8> = (0..16).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect();
-            v.try_into().unwrap()
-        };
-        self.key = hex("key");
-        self.nonce = hex("nonce");
-        let port = u16::try_from(a["udp"]["port"].as_u64().unwrap()).unwrap();
-        self.server = SocketAddr::new(a["udp"]["server"].as_str().unwrap().parse().unwrap(), port);
-        self.up = 0;
-        if with_udp && self.udp.is_none() {
-            self.udp = Some(UdpSocket::bind("127.0.0.1:0").await.unwrap());
-        }
-    }
-
-    async fn send_audio(&mut self, opus: &[u8]) {
-        self.up += 1;
-        let d = udp::seal(&self.key, &self.nonce, self.up * 60, self.up, opus).unwrap();
-        self.udp.as_ref().unwrap().send_to(&d, self.server).await.unwrap();
-    }
-
-    /// Waits for the first downlink datagram, then reads MQTT to `tts stop` and drains the
-    /// rest of the audio; the time of that first datagram.
-    async fn first_frame_then_stop(&mut self) -> Instant {
-        let mut b = vec![0u8; 4096];
-        self.udp.as_ref().unwrap().recv_from(&mut b).await.unwrap();
-        let first = Instant::now();
-        loop {
-            let v = self.json().await;
-            if v["type"] == "tts" && v["state"] == "stop" {
-                break;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        while self.udp.as_ref().unwrap().try_recv_from(&mut b).is_ok() {}
-        first
-    }
+    };
+    until_stop(d).await;
+    first - end
 }
 
 type Ws = WebSocketStream<TcpStream>;
@@ -238,6 +176,29 @@ async fn ws_first_frame_then_stop(ws: &mut Ws) -> Instant {
     }
 }
 
+/// The WebSocket twin of [`spoken`].
+async fn ws_spoken(ws: &mut Ws, speech: &[Vec<u8>], silence: &[u8]) -> Duration {
+    ws.send(Message::text(LISTEN_AUTO)).await.unwrap();
+    let mut tick = tokio::time::interval(Duration::from_millis(60));
+    for f in speech {
+        tick.tick().await;
+        ws.send(Message::binary(f.clone())).await.unwrap();
+    }
+    let end = Instant::now();
+    let mut first = None;
+    loop {
+        tokio::select! {
+            m = ws.next() => match m.expect("open").expect("a frame") {
+                Message::Binary(_) if first.is_none() => first = Some(Instant::now()),
+                Message::Text(t) if t.as_str().contains(r#""state":"stop""#) => break,
+                _ => {}
+            },
+            _ = tick.tick(), if first.is_none() => ws.send(Message::binary(silence.to_vec())).await.unwrap(),
+        }
+    }
+    first.expect("audio before stop") - end
+}
+
 fn pct(v: &mut [Duration], p: usize) -> Duration {
     v.sort();
     v[((v.len() * p).div_ceil(100)).saturating_sub(1).min(v.len() - 1)]
@@ -256,16 +217,17 @@ fn show(what: &str, v: &mut [Duration]) {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let iters: usize = std::env::var("CHELA_BENCH_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(50);
-    let devices: usize = std::env::var("CHELA_BENCH_DEVICES").ok().and_then(|v| v.parse().ok()).unwrap_or(250);
-    let llm = FakeLlm::start(vec![Step::text("Sure. It is noon."); 2 * iters + 2]);
+    let rounds: usize = std::env::var("CHELA_BENCH_SPOKEN").ok().and_then(|v| v.parse().ok()).unwrap_or(20);
+    let devices: usize = std::env::var("CHELA_BENCH_DEVICES").ok().and_then(|v| v.parse().ok()).unwrap_or(500);
+    let llm = FakeLlm::start(vec![Step::text("Sure. It is noon."); 2 * (iters + rounds) + 2]);
     let audio = FakeAudio::start("what time is it");
     let run = start(&llm, &audio, devices);
     let pid = run.daemon.pid();
     let local = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
     // The MQTT talking device first, so its set-up is not counted as idle memory.
-    let mut mq = Dev::connect(run.mqtt, local, devices, 240).await;
-    mq.hello(true).await;
+    let mut mq = connect(run.mqtt, local, devices, 240).await;
+    mq.hello().await;
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // 1. Idle devices.
@@ -274,8 +236,8 @@ async fn main() {
     let started = Instant::now();
     for i in 0..devices {
         let from = IpAddr::V4(Ipv4Addr::new(127, 0, 1, u8::try_from(i / 60 + 1).unwrap()));
-        let mut d = Dev::connect(run.mqtt, from, i, 60).await;
-        d.hello(false).await;
+        let mut d = connect(run.mqtt, from, i, 60).await;
+        d.hello().await;
         idle.push(d);
     }
     let took = started.elapsed();
@@ -303,8 +265,8 @@ async fn main() {
                 let end = t0 + Duration::from_secs(WINDOW);
                 while Instant::now() + Duration::from_secs(PING) <= end {
                     tokio::time::sleep(Duration::from_secs(PING)).await;
-                    send(&mut d.tcp, &Packet::PingReq).await;
-                    assert!(matches!(d.packet().await, Packet::PingResp));
+                    d.send(&Packet::PingReq).await;
+                    assert!(matches!(d.packet().await, Some(Packet::PingResp)));
                     pings += 1;
                 }
                 (d, pings)
@@ -340,11 +302,42 @@ async fn main() {
     for _ in 0..iters {
         let sent = Instant::now();
         mq.publish(detect).await;
-        mq_typed.push(mq.first_frame_then_stop().await - sent);
+        mq_typed.push(first_frame_then_stop(&mut mq).await - sent);
         let sent = Instant::now();
         ws.send(Message::text(detect)).await.unwrap();
         ws_typed.push(ws_first_frame_then_stop(&mut ws).await - sent);
     }
     show("MQTT+UDP typed utterance -> first downlink frame", &mut mq_typed);
     show("WebSocket typed utterance -> first downlink frame", &mut ws_typed);
+
+    // 4. Spoken, at real time; the MQTT rounds' daemon CPU too.
+    let mut pcm = vec![0i16; 16 * 300];
+    let mut said = espeak_16k("What time is it?");
+    // espeak-ng ends its clip with quiet; cut it so the last frame sent is the end of speech.
+    let voiced = said.iter().rposition(|s| s.unsigned_abs() > 300).map_or(said.len(), |i| i + 1);
+    said.truncate(voiced);
+    pcm.extend(said);
+    let speech = packets(&pcm);
+    let (mut mq_spoken, mut ws_spoken_t) = (vec![], vec![]);
+    let (mut ticks, mut wall) = (0, Duration::ZERO);
+    for _ in 0..rounds {
+        let (cpu0, t0) = (cpu_ticks(pid), Instant::now());
+        mq_spoken.push(spoken(&mut mq, &speech, &silence).await);
+        ticks += cpu_ticks(pid) - cpu0;
+        wall += t0.elapsed();
+        ws_spoken_t.push(ws_spoken(&mut ws, &speech, &silence).await);
+    }
+    show("MQTT+UDP spoken, last frame of speech -> first downlink frame (800 ms VAD silence included)", &mut mq_spoken);
+    show(
+        "WebSocket spoken, last frame of speech -> first downlink frame (800 ms VAD silence included)",
+        &mut ws_spoken_t,
+    );
+    let per_minute = (ticks * 10) as f64 / (wall.as_secs_f64() / 60.0);
+    println!(
+        "xiaozhi_mqtt: daemon CPU while one MQTT device talks ({rounds} spoken rounds, {:.1} s): {} ms, \
+         {per_minute:.0} ms per device-minute ({:.2}% of one core)",
+        wall.as_secs_f64(),
+        ticks * 10,
+        per_minute / 600.0
+    );
 }

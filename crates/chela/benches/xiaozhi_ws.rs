@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use chela_testkit::audio::FakeAudio;
 use chela_testkit::daemon::Running;
+use chela_testkit::xiaozhi_mqtt::{Approved, voice_daemon};
 use chela_testkit::{FakeLlm, Step};
 use futures_util::{SinkExt, StreamExt};
-use serde_json::json;
 use tokio::net::TcpStream;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
@@ -56,26 +56,10 @@ struct Run {
 }
 
 fn start(llm: &FakeLlm, audio: &FakeAudio) -> Run {
-    let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    std::fs::create_dir_all(&state).unwrap();
-    let devices: Vec<_> = (0..=DEVICES)
-        .map(|i| {
-            json!({"id": mac(i), "client_id": CLIENT, "info": {}, "state": "approved",
-                   "token_sha256": chela::devices::token_hash(&token(i)), "created": 1, "last_seen": 1})
-        })
-        .collect();
-    std::fs::write(state.join("devices.json"), json!({"devices": devices, "pending": []}).to_string()).unwrap();
-    let home = tempfile::tempdir().unwrap();
-    let mut c = chela_testkit::daemon::command(env!("CARGO_BIN_EXE_chela"), dir.path(), home.path());
-    c.arg("run")
-        .env("CHELA_GATEWAY__LISTEN", "127.0.0.1:0")
-        .env("CHELA_LLM__PROVIDER", "anthropic")
-        .env("CHELA_LLM__BASE_URL", llm.anthropic_base_url())
-        .env("CHELA_LLM__API_KEY", "bench-key")
-        .env("CHELA_VOICE__ASR_BASE_URL", audio.base_url())
-        .env("CHELA_VOICE__TTS_BASE_URL", audio.base_url());
-    let daemon = Running::start(c, Duration::from_secs(30));
+    let devices: Vec<_> =
+        (0..=DEVICES).map(|i| Approved { mac: mac(i), client: CLIENT.into(), token: token(i) }).collect();
+    let (daemon, dir, home) =
+        voice_daemon(env!("CARGO_BIN_EXE_chela"), &llm.anthropic_base_url(), &audio.base_url(), &devices, &[]);
     let addr = daemon.addr();
     Run { daemon, addr, _dir: dir, _home: home }
 }

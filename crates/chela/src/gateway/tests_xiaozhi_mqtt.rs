@@ -9,20 +9,19 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::BytesMut;
 use chela_proto::xiaozhi::udp as wire;
 use chela_testkit::audio::FakeAudio;
+use chela_testkit::xiaozhi_mqtt::{Device as Dev, HELLO, write};
 use chela_testkit::{FakeLlm, Step};
-use rumqttc::mqttbytes::v4::{Connect, ConnectReturnCode, Login, Packet, Publish};
-use rumqttc::mqttbytes::{self, QoS};
+use rumqttc::mqttbytes::v4::{Connect, ConnectReturnCode, Packet};
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::timeout;
 
 use super::tests_xiaozhi_ws::opus_packets;
 use super::*;
-use crate::channels::xiaozhi::{mqtt, udp};
+use crate::channels::xiaozhi::mqtt;
 use crate::daemon::Daemon;
 use crate::devices::{Device, Devices, Info, State, token_hash};
 use crate::voice::testing::espeak_16k;
@@ -32,7 +31,6 @@ const MAC: &str = "aa:bb:cc:dd:ee:31";
 const OTHER: &str = "aa:bb:cc:dd:ee:32";
 const CLIENT: &str = "3f1c2a4e-3131-4000-8000-000000000001";
 const PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 50000);
-const HELLO: &str = r#"{"type":"hello","version":3,"features":{"mcp":false},"transport":"udp","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#;
 
 struct Rig {
     _dir: tempfile::TempDir,
@@ -114,137 +112,13 @@ async fn ota(r: &Rig, mac: &str) -> Value {
     serde_json::from_slice(&body).unwrap()
 }
 
-/// A device's MQTT connection, speaking raw MQTT 3.1.1 packets.
-struct Dev {
-    tcp: TcpStream,
-    buf: BytesMut,
-    udp: UdpSocket,
-    key: [u8; 16],
-    nonce: [u8; 16],
-    server: SocketAddr,
-    up: u32,
-}
-
+/// Device `OTHER` (or whoever the login names) on MQTT: the testkit's firmware-like device.
 async fn connect(
     addr: SocketAddr,
     (client_id, user, pass): (String, String, String),
     keepalive: u16,
 ) -> Result<Dev, ConnectReturnCode> {
-    let mut tcp = TcpStream::connect(addr).await.unwrap();
-    let mut c = Connect::new(client_id);
-    c.keep_alive = keepalive;
-    c.login = Some(Login::new(user, pass));
-    write(&mut tcp, &Packet::Connect(c)).await;
-    let mut d = Dev {
-        tcp,
-        buf: BytesMut::new(),
-        udp: UdpSocket::bind("127.0.0.1:0").await.unwrap(),
-        key: [0; 16],
-        nonce: [0; 16],
-        server: addr,
-        up: 0,
-    };
-    match d.packet().await {
-        Some(Packet::ConnAck(a)) if a.code == ConnectReturnCode::Success => Ok(d),
-        Some(Packet::ConnAck(a)) => {
-            assert!(d.packet().await.is_none(), "a refused connection is closed");
-            Err(a.code)
-        }
-        other => panic!("expected CONNACK, got {other:?}"),
-    }
-}
-
-async fn write(tcp: &mut TcpStream, p: &Packet) {
-    let mut out = BytesMut::new();
-    p.write(&mut out, usize::MAX).unwrap();
-    tcp.write_all(&out).await.unwrap();
-}
-
-impl Dev {
-    /// The next packet; `None` once the server closed the connection.
-    async fn packet(&mut self) -> Option<Packet> {
-        loop {
-            match Packet::read(&mut self.buf, 1 << 20) {
-                Ok(p) => return Some(p),
-                Err(mqttbytes::Error::InsufficientBytes(_)) => {}
-                Err(e) => panic!("{e}"),
-            }
-            let n = timeout(Duration::from_secs(20), self.tcp.read_buf(&mut self.buf)).await.expect("in time");
-            if n.map_or(true, |n| n == 0) {
-                return None;
-            }
-        }
-    }
-
-    /// The next message pushed to the device.
-    async fn json(&mut self) -> Value {
-        loop {
-            match self.packet().await {
-                Some(Packet::Publish(p)) => {
-                    assert_eq!(p.topic, "devices/p2p/aa_bb_cc_dd_ee_32", "pushed on the device's own topic");
-                    return serde_json::from_slice(&p.payload).unwrap();
-                }
-                Some(_) => {}
-                None => panic!("closed"),
-            }
-        }
-    }
-
-    async fn publish(&mut self, text: &str) {
-        write(
-            &mut self.tcp,
-            &Packet::Publish(Publish::new("device-server", QoS::AtMostOnce, text.as_bytes().to_vec())),
-        )
-        .await;
-    }
-
-    /// Says hello and takes the `udp` block; returns the server's hello.
-    async fn hello(&mut self) -> Value {
-        self.publish(HELLO).await;
-        let a = self.json().await;
-        assert_eq!(a["type"], "hello", "{a}");
-        let hex = |k: &str| -> [u8; 16] {
-            let s = a["udp"][k].as_str().unwrap();
-            let v: Vec<u8> = (0..16).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect();
-            v.try_into().unwrap()
-        };
-        self.key = hex("key");
-        self.nonce = hex("nonce");
-        let port = u16::try_from(a["udp"]["port"].as_u64().unwrap()).unwrap();
-        self.server = SocketAddr::new(a["udp"]["server"].as_str().unwrap().parse().unwrap(), port);
-        self.up = 0;
-        a
-    }
-
-    async fn send_audio(&mut self, opus: &[u8]) {
-        self.up += 1;
-        let d = udp::seal(&self.key, &self.nonce, 0, self.up, opus).unwrap();
-        self.udp.send_to(&d, self.server).await.unwrap();
-    }
-
-    /// Downlink datagrams until `tts stop` comes over MQTT: the messages, and the decrypted
-    /// audio with its sequences.
-    async fn until_tts_stop(&mut self) -> (Vec<Value>, Vec<(u32, Vec<u8>)>) {
-        let mut js = Vec::new();
-        loop {
-            let v = self.json().await;
-            let stop = v["type"] == "tts" && v["state"] == "stop";
-            js.push(v);
-            if stop {
-                break;
-            }
-        }
-        let mut audio = Vec::new();
-        let mut buf = vec![0u8; 4096];
-        // The datagrams were sent before `tts stop`; they wait in the socket's buffer.
-        while let Ok((n, _)) = self.udp.try_recv_from(&mut buf) {
-            let (h, _) = wire::parse(&buf[..n]).unwrap();
-            assert_eq!(&buf[..2], &[1, 0]);
-            assert_eq!(&buf[4..8], &self.nonce[4..8], "the session's ssrc");
-            audio.push((h.sequence, udp::open(&self.key, &buf[..n]).unwrap()));
-        }
-        (js, audio)
-    }
+    Dev::connect(addr, None, &client_id, &user, &pass, keepalive).await
 }
 
 fn decode_24k(packets: &[(u32, Vec<u8>)]) -> usize {
@@ -385,7 +259,7 @@ async fn a_silent_device_is_gone_after_one_and_a_half_keepalives() {
     // A device that pings stays.
     let mut e = connect(r.mqtt, other_login(), 1).await.unwrap();
     for _ in 0..3 {
-        write(&mut e.tcp, &Packet::PingReq).await;
+        e.send(&Packet::PingReq).await;
         assert_eq!(e.packet().await, Some(Packet::PingResp));
     }
 }
@@ -398,7 +272,7 @@ async fn oversized_and_out_of_order_packets_close_the_connection() {
     d.publish(&big).await;
     assert!(d.packet().await.is_none(), "an oversized packet closes");
     let mut d = connect(r.mqtt, other_login(), 60).await.unwrap();
-    write(&mut d.tcp, &Packet::Connect(Connect::new("again"))).await;
+    d.send(&Packet::Connect(Connect::new("again"))).await;
     assert!(d.packet().await.is_none(), "a second CONNECT closes");
     // A first packet that is not CONNECT gets nothing.
     let mut raw = TcpStream::connect(r.mqtt).await.unwrap();
@@ -431,7 +305,7 @@ async fn forged_replayed_and_early_datagrams_move_nothing() {
         let mut h = wire::header(&d.nonce, 16, 0, d.up + 1 + i).unwrap().to_vec();
         h.extend_from_slice(&[0xAB; 16]);
         attacker.send_to(&h, udp_at).await.unwrap();
-        let replay = udp::seal(&d.key, &d.nonce, 0, 1, &first).unwrap();
+        let replay = d.datagram(1, &first);
         attacker.send_to(&replay, udp_at).await.unwrap();
     }
     // The conversation carries on, its audio to the device's own address.
@@ -443,17 +317,15 @@ async fn forged_replayed_and_early_datagrams_move_nothing() {
     assert!(attacker.try_recv_from(&mut buf).is_err(), "nothing went to the forger");
 }
 
-impl Dev {
-    async fn next_mcp(&mut self) -> Value {
-        let v = self.json().await;
-        assert_eq!(v["type"], "mcp", "{v}");
-        v["payload"].clone()
-    }
+async fn next_mcp(d: &mut Dev) -> Value {
+    let v = d.json().await;
+    assert_eq!(v["type"], "mcp", "{v}");
+    v["payload"].clone()
+}
 
-    async fn answer_mcp(&mut self, id: &Value, result: Value) {
-        let m = json!({"session_id": "x", "type": "mcp", "payload": {"jsonrpc": "2.0", "id": id, "result": result}});
-        self.publish(&m.to_string()).await;
-    }
+async fn answer_mcp(d: &mut Dev, id: &Value, result: Value) {
+    let m = json!({"session_id": "x", "type": "mcp", "payload": {"jsonrpc": "2.0", "id": id, "result": result}});
+    d.publish(&m.to_string()).await;
 }
 
 /// Waits (bounded) until the device's tool group is there or gone.
@@ -473,22 +345,22 @@ async fn the_model_calls_a_device_tool_over_mqtt_and_a_vanished_device_takes_its
     let tool = format!("{group}_self_audio_speaker_set_volume");
     let r = rig(vec![Step::tool_call(&tool, json!({"volume": 50})), Step::text("Done.")], "unused").await;
     let mut d = connect(r.mqtt, other_login(), 60).await.unwrap();
-    d.publish(&HELLO.replace(r#""mcp":false"#, r#""mcp":true"#)).await;
-    assert_eq!(d.json().await["type"], "hello");
-    let init = d.next_mcp().await;
+    let a = d.hello_with(&HELLO.replace(r#""mcp":false"#, r#""mcp":true"#)).await;
+    assert_eq!(a["type"], "hello");
+    let init = next_mcp(&mut d).await;
     assert_eq!(init["method"], "initialize", "{init}");
     assert!(init["params"]["capabilities"]["vision"]["token"].is_string(), "{init}");
     let server = json!({"protocolVersion": "2024-11-05", "capabilities": {"tools": {}}, "serverInfo": {"name": "b", "version": "1"}});
-    d.answer_mcp(&init["id"], server).await;
+    answer_mcp(&mut d, &init["id"], server).await;
     let list = loop {
-        let m = d.next_mcp().await;
+        let m = next_mcp(&mut d).await;
         if m["method"] == "tools/list" {
             break m;
         }
     };
     let tools = json!({"tools": [{"name": "self.audio_speaker.set_volume", "description": "Set the volume.",
         "inputSchema": {"type": "object", "properties": {"volume": {"type": "integer", "minimum": 0, "maximum": 100}}, "required": ["volume"]}}]});
-    d.answer_mcp(&list["id"], tools).await;
+    answer_mcp(&mut d, &list["id"], tools).await;
     assert!(group_present(&r, &group, true).await, "the device's tools are registered");
     d.send_audio(&opus_packets(&[0i16; 960])[0]).await;
     d.publish(r#"{"type":"listen","state":"detect","text":"louder"}"#).await;
@@ -499,7 +371,7 @@ async fn the_model_calls_a_device_tool_over_mqtt_and_a_vanished_device_takes_its
         }
     };
     assert_eq!(call["params"], json!({"name": "self.audio_speaker.set_volume", "arguments": {"volume": 50}}));
-    d.answer_mcp(&call["id"], json!({"content": [{"type": "text", "text": "true"}], "isError": false})).await;
+    answer_mcp(&mut d, &call["id"], json!({"content": [{"type": "text", "text": "true"}], "isError": false})).await;
     let (js, _) = d.until_tts_stop().await;
     assert!(js.iter().any(|v| v["text"] == "Done."), "{js:?}");
     let second = String::from_utf8_lossy(&r.llm.requests()[1].body).into_owned();

@@ -4,8 +4,8 @@
 //! flood of UDP datagrams (garbage payloads under the session's ssrc from another address,
 //! wrong ssrcs, replayed sequences, datagrams before any hello), and a device that vanishes
 //! without a word. Each is refused or dropped, and `/health` and another device's spoken turn
-//! carry on. The device side's AES-128-CTR is written here from `ctr` directly, not borrowed
-//! from Chela. The model is the scripted fake LLM, speech the testkit's `FakeAudio`; all on
+//! carry on. The device is the testkit's (`xiaozhi_mqtt::Device`), whose AES-128-CTR is written
+//! from `ctr` directly, not borrowed from Chela. The model is the scripted fake LLM, speech the testkit's `FakeAudio`; all on
 //! 127.0.0.1.
 
 #![allow(
@@ -16,17 +16,15 @@
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use aes::cipher::{KeyIvInit, StreamCipher};
-use bytes::BytesMut;
 use chela_testkit::audio::FakeAudio;
 use chela_testkit::daemon::Running;
+use chela_testkit::xiaozhi_mqtt::{self, Device as Dev};
 use chela_testkit::{FakeLlm, Step};
-use rumqttc::mqttbytes::v4::{Connect, ConnectReturnCode, Login, Packet, Publish};
-use rumqttc::mqttbytes::{self, QoS};
-use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use rumqttc::mqttbytes::v4::{ConnectReturnCode, Packet};
+use serde_json::json;
+use tokio::io::AsyncReadExt;
 use tokio::net::{TcpStream, UdpSocket};
 use tokio::time::timeout;
 
@@ -34,21 +32,18 @@ const A: &str = "aa:bb:cc:dd:ee:4a";
 const B: &str = "aa:bb:cc:dd:ee:4b";
 const GONE: &str = "aa:bb:cc:dd:ee:4c";
 const CLIENT: &str = "3f1c2a4e-4444-4000-8000-000000000001";
-const HELLO: &str = r#"{"type":"hello","version":3,"features":{"mcp":false},"transport":"udp","audio_params":{"format":"opus","sample_rate":16000,"channels":1,"frame_duration":60}}"#;
 
 fn token(mac: &str) -> String {
     format!("token-of-{mac}")
 }
 
-/// The password the OTA answer gives with `token(mac)`: HMAC-SHA256 keyed by the token's hash.
+/// The password the OTA answer gives with `token(mac)`.
 fn password(mac: &str) -> String {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, chela::devices::token_hash(&token(mac)).as_bytes());
-    let tag = ring::hmac::sign(&key, format!("chela mqtt|{mac}|{CLIENT}").as_bytes());
-    tag.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+    xiaozhi_mqtt::password(mac, CLIENT, &token(mac))
 }
 
 fn client_id(mac: &str) -> String {
-    format!("GID_chela@@@{}@@@{CLIENT}", mac.replace(':', "_"))
+    xiaozhi_mqtt::client_id(mac, CLIENT)
 }
 
 struct Daemon {
@@ -93,7 +88,7 @@ impl Daemon {
             .env("CHELA_XIAOZHI__UDP_LISTEN", "127.0.0.1:0");
         let run = Running::start(c, Duration::from_secs(30));
         let addr = run.addr();
-        let (mqtt, udp) = endpoints(&run);
+        let (mqtt, udp) = xiaozhi_mqtt::endpoints(&run);
         Daemon { _dir: dir, _home: home, run, addr, mqtt, udp, _llm: llm, _audio: audio }
     }
 
@@ -108,141 +103,20 @@ impl Daemon {
     }
 }
 
-/// The MQTT and UDP addresses `chela run` says it listens on.
-fn endpoints(run: &Running) -> (SocketAddr, SocketAddr) {
-    const LINE: &str = "xiaozhi devices connect over MQTT to ";
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let log = run.log();
-        if let Some(i) = log.find(LINE)
-            && let Some((line, _)) = log[i + LINE.len()..].split_once('\n')
-        {
-            let (tcp, rest) = line.split_once(" (UDP audio on ").unwrap();
-            return (tcp.parse().unwrap(), rest.trim_end_matches(')').parse().unwrap());
-        }
-        assert!(Instant::now() < deadline, "no MQTT endpoint:\n{log}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-struct Dev {
-    tcp: TcpStream,
-    buf: BytesMut,
-    udp: UdpSocket,
-    key: [u8; 16],
-    nonce: [u8; 16],
-    up: u32,
-    sid: String,
-}
-
-async fn write(tcp: &mut TcpStream, p: &Packet) {
-    let mut out = BytesMut::new();
-    p.write(&mut out, usize::MAX).unwrap();
-    tcp.write_all(&out).await.unwrap();
-}
-
 async fn connect(addr: SocketAddr, id: &str, user: &str, pass: &str, keepalive: u16) -> Result<Dev, ConnectReturnCode> {
-    let mut tcp = TcpStream::connect(addr).await.unwrap();
-    let mut c = Connect::new(id);
-    c.keep_alive = keepalive;
-    c.login = Some(Login::new(user, pass));
-    write(&mut tcp, &Packet::Connect(c)).await;
-    let udp = UdpSocket::bind("127.0.0.1:0").await.unwrap();
-    let mut d = Dev { tcp, buf: BytesMut::new(), udp, key: [0; 16], nonce: [0; 16], up: 0, sid: String::new() };
-    match d.packet().await {
-        Some(Packet::ConnAck(a)) if a.code == ConnectReturnCode::Success => Ok(d),
-        Some(Packet::ConnAck(a)) => Err(a.code),
-        other => panic!("expected CONNACK, got {other:?}"),
-    }
+    Dev::connect(addr, None, id, user, pass, keepalive).await
 }
 
 async fn device(addr: SocketAddr, mac: &str) -> Dev {
     connect(addr, &client_id(mac), mac, &password(mac), 60).await.expect("an approved device is let in")
 }
 
-impl Dev {
-    async fn packet(&mut self) -> Option<Packet> {
-        loop {
-            match Packet::read(&mut self.buf, 1 << 20) {
-                Ok(p) => return Some(p),
-                Err(mqttbytes::Error::InsufficientBytes(_)) => {}
-                Err(e) => panic!("{e}"),
-            }
-            let n = timeout(Duration::from_secs(30), self.tcp.read_buf(&mut self.buf)).await.expect("in time");
-            if n.map_or(true, |n| n == 0) {
-                return None;
-            }
-        }
-    }
-
-    async fn json(&mut self) -> Value {
-        loop {
-            if let Packet::Publish(p) = self.packet().await.expect("the connection stays open") {
-                return serde_json::from_slice(&p.payload).unwrap();
-            }
-        }
-    }
-
-    async fn publish(&mut self, text: &str) {
-        write(
-            &mut self.tcp,
-            &Packet::Publish(Publish::new("device-server", QoS::AtMostOnce, text.as_bytes().to_vec())),
-        )
-        .await;
-    }
-
-    async fn hello(&mut self) -> Value {
-        self.publish(HELLO).await;
-        let a = self.json().await;
-        let hex = |s: &str| -> [u8; 16] {
-            let v: Vec<u8> = (0..16).map(|i| u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap()).collect();
-            v.try_into().unwrap()
-        };
-        self.key = hex(a["udp"]["key"].as_str().unwrap());
-        self.nonce = hex(a["udp"]["nonce"].as_str().unwrap());
-        self.sid = a["session_id"].as_str().unwrap().to_owned();
-        a
-    }
-
-    /// A datagram the firmware's way: the nonce with length, timestamp and sequence written
-    /// over it, then the payload encrypted with that header as the IV.
-    fn datagram(&self, seq: u32, payload: &[u8]) -> Vec<u8> {
-        let mut h = self.nonce;
-        h[2..4].copy_from_slice(&u16::try_from(payload.len()).unwrap().to_be_bytes());
-        h[12..16].copy_from_slice(&seq.to_be_bytes());
-        let mut out = h.to_vec();
-        out.extend_from_slice(payload);
-        ctr::Ctr128BE::<aes::Aes128>::new((&self.key).into(), (&h).into()).apply_keystream(&mut out[16..]);
-        out
-    }
-
-    async fn send_audio(&mut self, server: SocketAddr, payload: &[u8]) {
-        self.up += 1;
-        let d = self.datagram(self.up, payload);
-        self.udp.send_to(&d, server).await.unwrap();
-    }
-
-    /// A typed turn: its `stt` text and how many audio datagrams came for it.
-    async fn turn(&mut self, text: &str) -> (String, usize) {
-        let detect = json!({"session_id": self.sid, "type": "listen", "state": "detect", "text": text});
-        self.publish(&detect.to_string()).await;
-        let mut stt = String::new();
-        loop {
-            let v = self.json().await;
-            if v["type"] == "stt" {
-                stt = v["text"].as_str().unwrap().to_owned();
-            }
-            if v["type"] == "tts" && v["state"] == "stop" {
-                break;
-            }
-        }
-        let mut frames = 0;
-        let mut buf = [0u8; 2048];
-        while self.udp.try_recv_from(&mut buf).is_ok() {
-            frames += 1;
-        }
-        (stt, frames)
-    }
+/// A typed turn: its `stt` text and how many audio datagrams came for it.
+async fn turn(d: &mut Dev, text: &str) -> (String, usize) {
+    d.detect(text).await;
+    let (js, audio) = d.until_tts_stop().await;
+    let stt = js.iter().rev().find(|v| v["type"] == "stt").map(|v| v["text"].as_str().unwrap().to_owned());
+    (stt.unwrap_or_default(), audio.len())
 }
 
 /// One 60 ms packet of silence, as the device's encoder makes it.
@@ -283,7 +157,7 @@ async fn hostile_mqtt_clients_are_refused_and_the_daemon_and_other_devices_carry
     assert!(big.packet().await.is_none());
     // A first packet that is not CONNECT, and 100 connections that say nothing and leave.
     let mut raw = TcpStream::connect(d.mqtt).await.unwrap();
-    write(&mut raw, &Packet::PingReq).await;
+    xiaozhi_mqtt::write(&mut raw, &Packet::PingReq).await;
     let mut one = [0u8; 1];
     assert_eq!(timeout(Duration::from_secs(20), raw.read(&mut one)).await.unwrap().unwrap(), 0);
     for _ in 0..100 {
@@ -292,8 +166,8 @@ async fn hostile_mqtt_clients_are_refused_and_the_daemon_and_other_devices_carry
     d.healthy();
     let mut b = device(d.mqtt, B).await;
     b.hello().await;
-    b.send_audio(d.udp, &silence()).await;
-    assert_eq!(b.turn("are you there").await.0, "are you there");
+    b.send_audio(&silence()).await;
+    assert_eq!(turn(&mut b, "are you there").await.0, "are you there");
     d.healthy();
 }
 
@@ -314,7 +188,7 @@ async fn a_udp_flood_and_a_vanished_device_move_nothing() {
     }
     b.hello().await;
     for _ in 0..3 {
-        b.send_audio(d.udp, &silence()).await;
+        b.send_audio(&silence()).await;
     }
     // A forger on the device's own IP but another port, and one elsewhere.
     let neighbour = UdpSocket::bind("127.0.0.1:0").await.unwrap();
@@ -334,7 +208,7 @@ async fn a_udp_flood_and_a_vanished_device_move_nothing() {
     let mut vanishing = connect(d.mqtt, &client_id(A), A, &password(A), 1).await.unwrap();
     assert!(vanishing.packet().await.is_none(), "a silent device's connection is ended");
     d.healthy();
-    let (stt, frames) = b.turn("still there").await;
+    let (stt, frames) = turn(&mut b, "still there").await;
     assert_eq!(stt, "still there");
     assert!(frames > 0, "the device, not the forger, hears the answer");
     let mut buf = [0u8; 64];
