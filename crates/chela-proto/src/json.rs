@@ -11,6 +11,8 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
+pub mod read;
+
 /// Where encoded JSON goes.
 pub trait Sink {
     /// Appends `s`, which is always valid UTF-8 and a piece of valid JSON text.
