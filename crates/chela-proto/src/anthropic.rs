@@ -4,7 +4,6 @@
 //! client appends [`PATH`]. Headers: `x-api-key`, `anthropic-version: 2023-06-01`,
 //! `content-type: application/json`.
 
-use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -162,7 +161,7 @@ fn write_image<S: Sink + ?Sized>(w: &mut Writer<'_, S>, media_type: &str, data: 
     w.end_object();
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize, Default, Debug, PartialEq)]
 struct WireUsage {
     #[serde(default)]
     input_tokens: u64,
@@ -247,74 +246,11 @@ pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, Decod
     })
 }
 
-#[derive(Deserialize)]
-struct WireEvent<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
-    index: usize,
-    #[serde(default, borrow)]
-    content_block: Option<StartBlock<'a>>,
-    #[serde(default, borrow)]
-    delta: Option<WireDelta<'a>>,
-    #[serde(default)]
-    message: Option<StartMessage>,
-    #[serde(default)]
-    usage: Option<WireUsageDelta>,
-    #[serde(default)]
-    error: Option<WireError>,
-}
+// The stream's events, read by the pull reader (`wire.rs`): one small reader per type instead
+// of a serde visitor each, which is what the chip's image has room for.
+use wire::{WireError, WireEvent};
 
-#[derive(Deserialize)]
-struct StartBlock<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireDelta<'a> {
-    #[serde(rename = "type", default, borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    partial_json: Option<Cow<'a, str>>,
-    #[serde(default)]
-    stop_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct StartMessage {
-    #[serde(default)]
-    usage: WireUsage,
-}
-
-/// `message_delta`'s usage: cumulative counts, each present or not.
-#[derive(Deserialize)]
-struct WireUsageDelta {
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct WireError {
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    message: String,
-}
+mod wire;
 
 #[derive(Debug)]
 enum Partial {
@@ -370,7 +306,7 @@ impl Accumulator {
 
 impl Accumulate for Accumulator {
     fn handle_event(&mut self, event: &sse::Event, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
-        let ev: WireEvent<'_> = crate::json::from_str(&event.data).map_err(|e| malformed("stream event", &e))?;
+        let ev = WireEvent::read(event.data.as_bytes()).map_err(|e| malformed("stream event", &e))?;
         match ev.kind.as_ref() {
             "message_start" => {
                 if let Some(m) = ev.message {
