@@ -1,4 +1,4 @@
-//! The Messages API's stream events as the pull reader reads them.
+//! The Messages API's stream events and whole responses as the pull reader reads them.
 //!
 //! Each reader keeps the rules of the serde derive it replaced (its property test in
 //! `wire_tests.rs` holds it to them): unknown fields are skipped, `null` is an absent `Option`,
@@ -6,6 +6,7 @@
 
 use alloc::borrow::Cow;
 use alloc::string::String;
+use alloc::vec::Vec;
 
 use super::WireUsage;
 use crate::json::read::{self, Reader, Result, field, object, opt};
@@ -181,6 +182,73 @@ impl WireError {
             Ok(())
         })?;
         Ok(e)
+    }
+}
+
+/// A non-streamed response.
+#[derive(Debug, PartialEq)]
+pub(super) struct WireMessage<'a> {
+    pub content: Vec<WireBlock<'a>>,
+    pub stop_reason: Option<String>,
+    pub usage: WireUsage,
+}
+
+// Flat rather than a tagged enum: unknown block types (thinking, server tools) pass through
+// without failing, and the raw `input` is not buffered away.
+#[derive(Debug, PartialEq, Default)]
+pub(super) struct WireBlock<'a> {
+    pub kind: String,
+    pub text: Option<String>,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    /// The tool input's JSON text.
+    pub input: Option<&'a str>,
+}
+
+impl<'a> WireMessage<'a> {
+    pub fn read(body: &'a [u8]) -> Result<WireMessage<'a>> {
+        read::read_all(body, |r| {
+            let (mut content, mut stop_reason, mut usage, mut seen) = (None, None, WireUsage::default(), 0);
+            object(r, |r, key| {
+                match key {
+                    "content" => content = Some(field(r, &mut seen, 1, blocks)?),
+                    "stop_reason" => stop_reason = field(r, &mut seen, 2, Reader::string_opt)?,
+                    "usage" => usage = field(r, &mut seen, 4, WireUsage::read)?,
+                    _ => r.skip()?,
+                }
+                Ok(())
+            })?;
+            let content = content.ok_or_else(|| r.error("missing field `content`"))?;
+            Ok(WireMessage { content, stop_reason, usage })
+        })
+    }
+}
+
+fn blocks<'a>(r: &mut Reader<'a>) -> Result<Vec<WireBlock<'a>>> {
+    r.begin_array()?;
+    let mut all = Vec::new();
+    while r.next_item()? {
+        all.push(WireBlock::read(r)?);
+    }
+    Ok(all)
+}
+
+impl<'a> WireBlock<'a> {
+    fn read(r: &mut Reader<'a>) -> Result<WireBlock<'a>> {
+        let (mut kind, mut b, mut seen) = (None, WireBlock::default(), 0);
+        object(r, |r, key| {
+            match key {
+                "type" => kind = Some(field(r, &mut seen, 1, Reader::string_owned)?),
+                "text" => b.text = field(r, &mut seen, 2, Reader::string_opt)?,
+                "id" => b.id = field(r, &mut seen, 4, Reader::string_opt)?,
+                "name" => b.name = field(r, &mut seen, 8, Reader::string_opt)?,
+                "input" => b.input = field(r, &mut seen, 16, |r| opt(r, Reader::raw))?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        b.kind = kind.ok_or_else(|| r.error("missing field `type`"))?;
+        Ok(b)
     }
 }
 

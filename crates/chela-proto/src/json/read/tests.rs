@@ -1,7 +1,7 @@
 use super::*;
+use alloc::boxed::Box;
 use alloc::string::ToString;
 use alloc::vec;
-use alloc::boxed::Box;
 use alloc::vec::Vec;
 use proptest::prelude::*;
 use serde_json::{Map, Value};
