@@ -4,11 +4,8 @@
 //! client appends [`PATH`]. Headers: `x-api-key`, `anthropic-version: 2023-06-01`,
 //! `content-type: application/json`.
 
-use alloc::borrow::Cow;
 use alloc::string::String;
 use alloc::vec::Vec;
-
-use serde::Deserialize;
 
 use crate::chat::{ArgError, Block, Json, Reply, Request, StopReason, ToolChoice, Update, Usage, tool_use_block};
 use crate::error::ApiError;
@@ -162,15 +159,11 @@ fn write_image<S: Sink + ?Sized>(w: &mut Writer<'_, S>, media_type: &str, data: 
     w.end_object();
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Default, Debug, PartialEq)]
 struct WireUsage {
-    #[serde(default)]
     input_tokens: u64,
-    #[serde(default)]
     output_tokens: u64,
-    #[serde(default)]
     cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
     cache_read_input_tokens: Option<u64>,
 }
 
@@ -183,31 +176,6 @@ impl WireUsage {
             cache_write_tokens: self.cache_creation_input_tokens.unwrap_or(0),
         }
     }
-}
-
-// Flat rather than a tagged enum: unknown block types (thinking, server tools) pass through
-// without failing, and the raw `input` is not buffered away.
-#[derive(Deserialize)]
-struct WireBlock {
-    #[serde(rename = "type")]
-    kind: String,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    input: Option<Json>,
-}
-
-#[derive(Deserialize)]
-struct WireMessage {
-    content: Vec<WireBlock>,
-    #[serde(default)]
-    stop_reason: Option<String>,
-    #[serde(default)]
-    usage: WireUsage,
 }
 
 /// Why a whole (non-streamed) body could not be read.
@@ -223,7 +191,7 @@ pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, Decod
     if let Some(api) = ApiError::parse(body) {
         return Err(StreamError::Api(api));
     }
-    let m: WireMessage = serde_json::from_slice(body).map_err(|e| malformed("message", &e))?;
+    let m = WireMessage::read(body).map_err(|e| malformed("message", &e))?;
     let mut budget = Budget::new(limits);
     let mut content = Vec::new();
     for b in m.content {
@@ -234,7 +202,10 @@ pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, Decod
             "tool_use" => content.push(Block::ToolUse {
                 id: b.id.unwrap_or_default(),
                 name: b.name.unwrap_or_default(),
-                input: b.input.unwrap_or_else(Json::empty_object),
+                input: match b.input {
+                    Some(raw) => Json::parse(raw).map_err(|e| malformed("tool input", &e))?,
+                    None => Json::empty_object(),
+                },
             }),
             _ => {}
         }
@@ -247,74 +218,11 @@ pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, Decod
     })
 }
 
-#[derive(Deserialize)]
-struct WireEvent<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
-    index: usize,
-    #[serde(default, borrow)]
-    content_block: Option<StartBlock<'a>>,
-    #[serde(default, borrow)]
-    delta: Option<WireDelta<'a>>,
-    #[serde(default)]
-    message: Option<StartMessage>,
-    #[serde(default)]
-    usage: Option<WireUsageDelta>,
-    #[serde(default)]
-    error: Option<WireError>,
-}
+// The stream's events, read by the pull reader (`wire.rs`): one small reader per type instead
+// of a serde visitor each, which is what the chip's image has room for.
+use wire::{WireError, WireEvent, WireMessage};
 
-#[derive(Deserialize)]
-struct StartBlock<'a> {
-    #[serde(rename = "type", borrow)]
-    kind: Cow<'a, str>,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireDelta<'a> {
-    #[serde(rename = "type", default, borrow)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    text: Option<Cow<'a, str>>,
-    #[serde(default, borrow)]
-    partial_json: Option<Cow<'a, str>>,
-    #[serde(default)]
-    stop_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct StartMessage {
-    #[serde(default)]
-    usage: WireUsage,
-}
-
-/// `message_delta`'s usage: cumulative counts, each present or not.
-#[derive(Deserialize)]
-struct WireUsageDelta {
-    #[serde(default)]
-    output_tokens: Option<u64>,
-    #[serde(default)]
-    input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_creation_input_tokens: Option<u64>,
-    #[serde(default)]
-    cache_read_input_tokens: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct WireError {
-    #[serde(rename = "type", default)]
-    kind: String,
-    #[serde(default)]
-    message: String,
-}
+mod wire;
 
 #[derive(Debug)]
 enum Partial {
@@ -370,7 +278,7 @@ impl Accumulator {
 
 impl Accumulate for Accumulator {
     fn handle_event(&mut self, event: &sse::Event, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
-        let ev: WireEvent<'_> = crate::json::from_str(&event.data).map_err(|e| malformed("stream event", &e))?;
+        let ev = WireEvent::read(event.data.as_bytes()).map_err(|e| malformed("stream event", &e))?;
         match ev.kind.as_ref() {
             "message_start" => {
                 if let Some(m) = ev.message {

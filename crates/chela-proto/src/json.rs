@@ -1,4 +1,4 @@
-//! A small streaming JSON writer for request bodies.
+//! A small streaming JSON writer for request bodies; the pull reader is [`read`].
 //!
 //! Why not `serde_json::to_string`: request bodies embed JSON we already hold as text (tool
 //! schemas, tool inputs) and must be producible in pieces on the chip, where the body is written
@@ -10,6 +10,8 @@
 
 use alloc::string::String;
 use alloc::vec::Vec;
+
+pub mod read;
 
 /// Where encoded JSON goes.
 pub trait Sink {
@@ -299,7 +301,8 @@ pub fn to_string(f: impl FnOnce(&mut Writer<'_, String>)) -> String {
 /// Why not `serde_json::from_str`: its reader (`StrRead`) and `from_slice`'s (`SliceRead`) each
 /// instantiate the whole parser for every type read, and the chip links both kinds of call: its
 /// image held about 32 KB of parser code twice. The text is already UTF-8, so the byte reader
-/// gives the same values and the same errors; code the chip links reads JSON through here.
+/// gives the same values and the same errors; what the chip links and still reads through serde
+/// goes through here (the wire types it reads most are on [`read`] instead).
 pub fn from_str<'a, T: serde::Deserialize<'a>>(text: &'a str) -> serde_json::Result<T> {
     serde_json::from_slice(text.as_bytes())
 }

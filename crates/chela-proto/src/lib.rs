@@ -1,11 +1,12 @@
 //! Chela's wire formats, as pure data and codecs.
 //!
-//! What it is: the provider-neutral message model ([`chat`]), a small streaming JSON writer
-//! ([`json`]), an incremental Server-Sent Events parser ([`sse`]), and the two LLM wire formats:
-//! Anthropic Messages ([`anthropic`]) and OpenAI Chat Completions ([`openai`]), each with a
-//! request encoder, a response decoder and a stream accumulator. Also Telegram's message text
-//! ([`telegram`]): Markdown to the Bot API's HTML subset, split within its length limit. And
-//! xiaozhi-esp32's device protocol ([`xiaozhi`]): its JSON messages, binary audio frames and OTA.
+//! What it is: the provider-neutral message model ([`chat`]), a small streaming JSON writer and
+//! a pull reader ([`json`], [`json::read`]), an incremental Server-Sent Events parser ([`sse`]),
+//! and the two LLM wire formats: Anthropic Messages ([`anthropic`]) and OpenAI Chat Completions
+//! ([`openai`]), each with a request encoder, a response decoder and a stream accumulator.
+//! Also Telegram's message text ([`telegram`]): Markdown to the Bot API's HTML subset, split
+//! within its length limit. And xiaozhi-esp32's device protocol ([`xiaozhi`]): its JSON
+//! messages, binary audio frames and OTA.
 //!
 //! What it is not: a client. Nothing here opens a socket, reads a clock or allocates without
 //! bound; the host (tokio) and the firmware (embassy) own the IO and feed bytes in.

@@ -13,13 +13,9 @@
 //! object, tool-call deltas without an `index` or `id`, `content: null`, a missing `[DONE]`.
 
 use alloc::borrow::Cow;
-use alloc::boxed::Box;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::chat::{
     ArgError, Block, Format, Reply, Request, Role, StopReason, ToolChoice, Update, Usage, tool_use_block,
@@ -219,91 +215,23 @@ fn write_assistant<S: Sink + ?Sized>(w: &mut Writer<'_, S>, blocks: &[Block]) {
     w.end_object();
 }
 
-#[derive(Deserialize, Default)]
-struct WireUsage {
-    #[serde(default)]
-    prompt_tokens: u64,
-    #[serde(default)]
-    completion_tokens: u64,
-    // Some servers send `null` here.
-    #[serde(default)]
-    prompt_tokens_details: Option<WireUsageDetails>,
-}
+// The wire types and their readers (the pull reader, not serde: `wire.rs`).
+mod wire;
 
-#[derive(Deserialize, Default)]
-struct WireUsageDetails {
-    #[serde(default)]
-    cached_tokens: Option<u64>,
-}
-
-impl WireUsage {
-    /// `prompt_tokens` includes the cached ones; [`Usage`] counts them apart.
-    fn neutral(&self) -> Usage {
-        let cached = self.prompt_tokens_details.as_ref().and_then(|d| d.cached_tokens).unwrap_or(0);
-        let cached = cached.min(self.prompt_tokens);
-        Usage {
-            input_tokens: self.prompt_tokens - cached,
-            output_tokens: self.completion_tokens,
-            cache_read_tokens: cached,
-            cache_write_tokens: 0,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct WireFunction {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    arguments: Option<Box<RawValue>>,
-}
-
-#[derive(Deserialize)]
-struct WireToolCall {
-    #[serde(default)]
-    index: Option<usize>,
-    #[serde(default)]
-    id: Option<String>,
-    #[serde(default)]
-    function: Option<WireFunction>,
-}
+use wire::{WireChunk, WireCompletion, WireFunction, WireToolCall};
 
 /// The text of `arguments`: a JSON string's contents, or an object sent as-is (Ollama does that).
-fn arguments_text(raw: Option<&RawValue>) -> Result<Cow<'_, str>, serde_json::Error> {
-    let Some(raw) = raw else {
+fn arguments_text(raw: Option<&str>) -> Result<Cow<'_, str>, crate::json::read::Error> {
+    let Some(text) = raw else {
         return Ok(Cow::Borrowed(""));
     };
-    let text = raw.get();
     if text.starts_with('"') {
-        crate::json::from_str::<Cow<'_, str>>(text)
+        crate::json::read::read_all(text.as_bytes(), crate::json::read::Reader::str)
     } else if text == "null" {
         Ok(Cow::Borrowed(""))
     } else {
         Ok(Cow::Borrowed(text))
     }
-}
-
-#[derive(Deserialize)]
-struct WireMessage {
-    #[serde(default)]
-    content: Option<String>,
-    #[serde(default)]
-    tool_calls: Option<Vec<WireToolCall>>,
-}
-
-#[derive(Deserialize)]
-struct WireChoice {
-    message: WireMessage,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireCompletion {
-    #[serde(default)]
-    choices: Vec<WireChoice>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
 }
 
 /// Parses a non-streamed Chat Completions response within [`Limits::HOST`].
@@ -316,7 +244,7 @@ pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, Strea
     if let Some(api) = ApiError::parse(body) {
         return Err(StreamError::Api(api));
     }
-    let c: WireCompletion = serde_json::from_slice(body).map_err(|e| malformed("chat completion", &e))?;
+    let c = WireCompletion::read(body).map_err(|e| malformed("chat completion", &e))?;
     let Some(choice) = c.choices.into_iter().next() else {
         return Err(StreamError::Malformed("a chat completion without choices".into()));
     };
@@ -333,7 +261,7 @@ pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, Strea
     for (i, tc) in choice.message.tool_calls.unwrap_or_default().into_iter().enumerate() {
         budget.block(true)?;
         let f = tc.function.unwrap_or(WireFunction { name: None, arguments: None });
-        let args = arguments_text(f.arguments.as_deref()).map_err(|e| malformed("tool call arguments", &e))?;
+        let args = arguments_text(f.arguments).map_err(|e| malformed("tool call arguments", &e))?;
         budget.take(args.len())?;
         let id = tc.id.filter(|s| !s.is_empty()).unwrap_or_else(|| format!("call_{i}"));
         content.push(tool_use_block(id, f.name.unwrap_or_default(), &args, &mut arg_errors));
@@ -344,35 +272,6 @@ pub fn parse_response_within(body: &[u8], limits: Limits) -> Result<Reply, Strea
         usage: c.usage.map(|u| u.neutral()).unwrap_or_default(),
         arg_errors,
     })
-}
-
-#[derive(Deserialize)]
-struct ChunkDelta<'a> {
-    #[serde(default, borrow)]
-    content: Option<Cow<'a, str>>,
-    #[serde(default)]
-    tool_calls: Option<Vec<WireToolCall>>,
-}
-
-#[derive(Deserialize)]
-struct ChunkChoice<'a> {
-    #[serde(default)]
-    index: usize,
-    #[serde(default, borrow)]
-    delta: Option<ChunkDelta<'a>>,
-    #[serde(default)]
-    finish_reason: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct WireChunk<'a> {
-    #[serde(default, borrow)]
-    choices: Vec<ChunkChoice<'a>>,
-    #[serde(default)]
-    usage: Option<WireUsage>,
-    /// Servers report failures mid-stream as `{"error": {...}}`.
-    #[serde(default)]
-    error: Option<serde::de::IgnoredAny>,
 }
 
 #[derive(Debug)]
@@ -407,7 +306,7 @@ impl Accumulator {
         }
     }
 
-    fn tool_delta(&mut self, tc: WireToolCall, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
+    fn tool_delta(&mut self, tc: WireToolCall<'_>, on_update: &mut dyn FnMut(Update<'_>)) -> Result<(), StreamError> {
         // Without an index, a new id starts a new call and anything else continues the last one.
         let index = tc.index.unwrap_or_else(|| match (&tc.id, self.calls.last()) {
             (Some(id), Some(last)) if !id.is_empty() && *id != last.id => self.calls.len(),
@@ -428,7 +327,7 @@ impl Accumulator {
             self.calls.push(PartialCall { id: format!("call_{n}"), name: String::new(), args: String::new() });
         }
         let f = tc.function.unwrap_or(WireFunction { name: None, arguments: None });
-        let args = arguments_text(f.arguments.as_deref()).map_err(|e| malformed("tool call arguments", &e))?;
+        let args = arguments_text(f.arguments).map_err(|e| malformed("tool call arguments", &e))?;
         self.budget.take(args.len())?;
         let call = &mut self.calls[index];
         if let Some(id) = tc.id
@@ -455,8 +354,8 @@ impl Accumulate for Accumulator {
             self.done = true;
             return Ok(());
         }
-        let chunk: WireChunk<'_> = crate::json::from_str(data).map_err(|e| malformed("stream chunk", &e))?;
-        if chunk.error.is_some() {
+        let chunk = WireChunk::read(data.as_bytes()).map_err(|e| malformed("stream chunk", &e))?;
+        if chunk.error {
             let api = ApiError::parse(data.as_bytes()).unwrap_or_else(|| ApiError::from_text(data));
             return Err(StreamError::Api(api));
         }

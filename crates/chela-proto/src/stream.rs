@@ -150,7 +150,7 @@ impl Budget {
     }
 }
 
-pub(crate) fn malformed(what: &str, e: &serde_json::Error) -> StreamError {
+pub(crate) fn malformed(what: &str, e: &dyn core::fmt::Display) -> StreamError {
     StreamError::Malformed(alloc::format!("{what}: {e}"))
 }
 

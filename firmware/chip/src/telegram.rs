@@ -73,8 +73,7 @@ pub fn parse_updates(body: &[u8], truncated: bool, access: &Access) -> Result<Po
             chat_id: number_after(body, b"\"chat\":{\"id\":"),
         });
     }
-    let u: wire::Updates =
-        serde_json::from_slice(body).map_err(|e| alloc::format!("getUpdates sent what is not its JSON: {e}"))?;
+    let u = wire::Updates::read(body).map_err(|e| alloc::format!("getUpdates sent what is not its JSON: {e}"))?;
     if !u.ok {
         return Err(alloc::format!("getUpdates failed: {}", u.description));
     }

@@ -1,0 +1,235 @@
+use super::*;
+use alloc::boxed::Box;
+use alloc::string::ToString;
+use alloc::vec;
+use alloc::vec::Vec;
+use proptest::prelude::*;
+use serde_json::{Map, Value};
+
+/// A `serde_json::Value` built by the pull reader (recursive: test inputs are shallow enough).
+fn value(r: &mut Reader<'_>) -> Result<Value> {
+    Ok(match r.peek()? {
+        Kind::Null => {
+            r.null()?;
+            Value::Null
+        }
+        Kind::Bool => Value::Bool(r.bool()?),
+        Kind::String => Value::String(r.string_owned()?),
+        Kind::Number => match r.number()? {
+            Number::U64(n) => Value::from(n),
+            Number::I64(n) => Value::from(n),
+            Number::F64(f) => Value::from(f),
+        },
+        Kind::Array => {
+            r.begin_array()?;
+            let mut items = Vec::new();
+            while r.next_item()? {
+                items.push(value(r)?);
+            }
+            Value::Array(items)
+        }
+        Kind::Object => {
+            r.begin_object()?;
+            let mut map = Map::new();
+            while let Some(k) = r.next_key()? {
+                let v = value(r)?;
+                map.insert(k.into_owned(), v);
+            }
+            Value::Object(map)
+        }
+    })
+}
+
+fn ours(bytes: &[u8]) -> Result<Value> {
+    read_all(bytes, value)
+}
+
+/// Both values are equal, floats within serde_json's best-effort rounding (it is not correctly
+/// rounded without its `float_roundtrip` feature; core's parser is).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) if x.is_f64() && y.is_f64() => {
+            let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
+            x == y || (x - y).abs() <= f64::EPSILON * 4.0 * x.abs().max(y.abs())
+        }
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// The reader and serde_json accept and refuse the same bytes, with the same values.
+fn agree(bytes: &[u8]) -> core::result::Result<(), TestCaseError> {
+    let reference = serde_json::from_slice::<Value>(bytes);
+    match (ours(bytes), reference) {
+        (Ok(a), Ok(b)) => prop_assert!(same(&a, &b), "{a} != {b} for {:?}", String::from_utf8_lossy(bytes)),
+        (Err(_), Err(_)) => {}
+        (a, b) => prop_assert!(false, "ours {a:?}, serde_json {b:?} for {:?}", String::from_utf8_lossy(bytes)),
+    }
+    // Skipping checks what reading checks, except a number's range (serde_json's skipping and
+    // its RawValue check only the grammar too).
+    let read = ours(bytes);
+    match (read_all(bytes, Reader::skip), &read) {
+        (Ok(()), Ok(_)) | (Err(_), Err(_)) => {}
+        (Ok(()), Err(e)) => prop_assert_eq!(e.what, "number out of range"),
+        (Err(e), Ok(_)) => prop_assert!(false, "skip refused what read accepts: {:?}", e),
+    }
+    Ok(())
+}
+
+fn json_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<u64>().prop_map(Value::from),
+        any::<i64>().prop_map(Value::from),
+        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+        any::<String>().prop_map(Value::String),
+        "[a-z\\\\\"\u{0}-\u{1f}\u{e9}\u{1F600}]{0,8}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 32, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::vec(("[a-z\"\\\\]{0,4}", inner), 0..6)
+                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+        ]
+    })
+}
+
+/// Bytes that change what a JSON text means when put in or taken out.
+const SIGNIFICANT: &[u8] = b"{}[],:\"\\-+.eE0123456789tfnu \x00\x1f\xff\xc3";
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    #[test]
+    fn reads_what_serde_json_writes(v in json_value(), pretty in any::<bool>()) {
+        let text = if pretty { serde_json::to_string_pretty(&v) } else { serde_json::to_string(&v) };
+        let text = text.unwrap();
+        let got = ours(text.as_bytes());
+        prop_assert!(got.as_ref().is_ok_and(|g| same(g, &v)), "{got:?} for {text}");
+        agree(text.as_bytes())?;
+    }
+
+    #[test]
+    fn mutated_json_is_accepted_and_refused_as_serde_json_does(
+        v in json_value(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), 0u8..3, prop::sample::select(SIGNIFICANT)), 1..4),
+    ) {
+        let mut bytes = serde_json::to_vec(&v).unwrap();
+        for (at, op, b) in edits {
+            let i = at.index(bytes.len() + 1);
+            match op {
+                0 => bytes.insert(i, b),
+                1 if i < bytes.len() => { bytes.remove(i); }
+                _ if i < bytes.len() => bytes[i] = b,
+                _ => bytes.push(b),
+            }
+        }
+        agree(&bytes)?;
+    }
+
+    #[test]
+    fn arbitrary_bytes_are_accepted_and_refused_as_serde_json_does(bytes in prop::collection::vec(prop::sample::select(SIGNIFICANT), 0..24)) {
+        agree(&bytes)?;
+    }
+
+    #[test]
+    fn arbitrary_text_is_accepted_and_refused_as_serde_json_does(s in any::<String>()) {
+        agree(s.as_bytes())?;
+    }
+
+    #[test]
+    fn numbers_read_as_serde_json_reads_them(s in "-?(0|[1-9][0-9]{0,21})(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?") {
+        agree(s.as_bytes())?;
+    }
+}
+
+#[test]
+fn escapes_and_surrogate_pairs_decode() {
+    let mut r = Reader::new(br#""a\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00z""#);
+    assert_eq!(r.str().unwrap(), "a\"\\/\u{8}\u{c}\n\r\t\u{e9}\u{1F600}z");
+    // Without escapes the string is borrowed from the input.
+    let mut r = Reader::new(br#""plain""#);
+    assert!(matches!(r.str().unwrap(), Cow::Borrowed("plain")));
+}
+
+#[test]
+fn refusals_name_the_fault_and_its_byte() {
+    let cases: &[(&[u8], &str, usize)] = &[
+        (br#""\ud800""#, "lone leading surrogate in hex escape", 7),
+        (br#""\udc00""#, "lone trailing surrogate in hex escape", 7),
+        (br#""\q""#, "invalid escape", 2),
+        (b"\"a\x01\"", "control character (\\u0000-\\u001F) found while parsing a string", 2),
+        (b"\"\xff\"", "invalid unicode code point", 1),
+        (b"[1,]", "trailing comma", 3),
+        (b"{\"a\" 1}", "expected `:`", 5),
+        (b"[1 2]", "expected `,` or `]`", 3),
+        (b"01", "invalid number", 1),
+        (b"1e400", "number out of range", 0),
+        (b"{} x", "trailing characters", 3),
+        (b"[", "EOF while parsing a value", 1),
+        (b"nul", "EOF while parsing a value", 3),
+    ];
+    for &(text, what, offset) in cases {
+        assert_eq!(ours(text).unwrap_err(), Error { what, offset }, "{:?}", String::from_utf8_lossy(text));
+        assert!(serde_json::from_slice::<Value>(text).is_err());
+    }
+    assert_eq!(Error { what: "invalid number", offset: 7 }.to_string(), "invalid number at byte 7");
+}
+
+#[test]
+fn nesting_is_bounded_at_serde_jsons_limit_without_recursion() {
+    for depth in [126usize, 127, 128, 100_000] {
+        let text: Vec<u8> = [vec![b'['; depth], vec![b']'; depth]].concat();
+        let ok = read_all(&text, Reader::skip).is_ok();
+        assert_eq!(ok, depth <= MAX_DEPTH as usize, "{depth}");
+        if depth < 1000 {
+            assert_eq!(ok, serde_json::from_slice::<Value>(&text).is_ok(), "{depth}");
+        }
+    }
+    let deep: Vec<u8> = [vec![b'['; 128], vec![b']'; 128]].concat();
+    assert_eq!(read_all(&deep, Reader::skip).unwrap_err(), Error { what: "recursion limit exceeded", offset: 127 });
+}
+
+#[test]
+fn raw_gives_a_values_text_and_skip_resumes_after_it() {
+    let text = br#"{"a": {"x": [1, "]"]} , "b": true}"#;
+    let mut r = Reader::new(text);
+    r.begin_object().unwrap();
+    assert_eq!(r.next_key().unwrap().as_deref(), Some("a"));
+    assert_eq!(r.raw().unwrap(), r#"{"x": [1, "]"]}"#);
+    assert_eq!(r.next_key().unwrap().as_deref(), Some("b"));
+    assert!(r.bool().unwrap());
+    assert_eq!(r.next_key().unwrap(), None);
+    r.end().unwrap();
+}
+
+#[test]
+fn numbers_classify_as_serde_json_does() {
+    let n = |s: &str| Reader::new(s.as_bytes()).number().unwrap();
+    assert_eq!(n("18446744073709551615"), Number::U64(u64::MAX));
+    assert_eq!(n("18446744073709551616"), Number::F64(18446744073709551616.0));
+    assert_eq!(n("-9223372036854775808"), Number::I64(i64::MIN));
+    assert_eq!(n("-9223372036854775809"), Number::F64(-9223372036854775809.0));
+    assert!(matches!(n("-0"), Number::F64(f) if f == 0.0 && f.is_sign_negative()));
+    assert_eq!(n("1.5e3"), Number::F64(1500.0));
+    // Out of a float's range: refused when read, passed when skipped (as serde_json skips it).
+    assert_eq!(Reader::new(b"1e400").number().unwrap_err().what, "number out of range");
+    assert_eq!(read_all(b"[1e400]", Reader::raw).unwrap(), "[1e400]");
+    assert!(serde_json::from_slice::<Box<serde_json::value::RawValue>>(b"[1e400]").is_ok());
+    assert!(Reader::new(b"1.0").u64().is_err());
+    assert!(Reader::new(b"-1").u64().is_err());
+    assert_eq!(Reader::new(b"4294967296").u32().unwrap_err().what, "invalid value: expected u32");
+}
+
+#[test]
+fn duplicate_fields_are_refused_as_serde_derive_refuses_them() {
+    let mut seen = 0;
+    let mut r = Reader::new(b"1 2 3");
+    assert_eq!(field(&mut r, &mut seen, 1, Reader::u64).unwrap(), 1);
+    assert_eq!(field(&mut r, &mut seen, 2, Reader::u64).unwrap(), 2);
+    assert_eq!(field(&mut r, &mut seen, 1, Reader::u64).unwrap_err().what, "duplicate field");
+}
