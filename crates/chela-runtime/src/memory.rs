@@ -20,6 +20,7 @@ use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic,
 #[cfg(feature = "memory")]
 pub mod index;
 #[cfg(feature = "memory")]
+mod spelling;
 mod terms;
 
 /// The memory files and what a fresh workspace gets.
