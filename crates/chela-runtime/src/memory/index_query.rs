@@ -124,9 +124,16 @@ impl Index {
     }
 
     /// The row id after which the newest [`MAX_SCORED`] matches of `m` lie, or `i64::MIN`
-    /// when there are no more than that.
+    /// when there are no more than that. Counted forward first, up to the bound: most searches
+    /// match fewer, and a backward walk of the row ids (the newest first) costs more per row.
     fn scored_after(&self, table: Table, m: &str) -> Result<i64, rusqlite::Error> {
         let t = table.name();
+        let mut count =
+            self.db.prepare_cached(&format!("SELECT count(*) FROM (SELECT 1 FROM {t} WHERE {t} MATCH ?1 LIMIT ?2)"))?;
+        let n: i64 = count.query_row(params![m, MAX_SCORED + 1], |r| r.get(0))?;
+        if n <= MAX_SCORED {
+            return Ok(i64::MIN);
+        }
         let mut st = self.db.prepare_cached(&format!(
             "SELECT rowid FROM {t} WHERE {t} MATCH ?1 ORDER BY rowid DESC LIMIT 1 OFFSET ?2"
         ))?;
