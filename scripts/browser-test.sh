@@ -32,6 +32,6 @@ cargo build -q -p chela --bin chela -p chela-testkit --bin chela-fake-llm --bin 
 status=0
 CHELA_BIN="$PWD/target/debug/chela" FAKE_LLM_BIN="$PWD/target/debug/chela-fake-llm" \
   FAKE_TELEGRAM_BIN="$PWD/target/debug/chela-fake-telegram" \
-  timeout --kill-after=10 300 node --test --test-reporter=spec tests/browser/page.test.mjs tests/browser/console.test.mjs || status=$?
+  timeout --kill-after=10 300 node --test --test-reporter=spec tests/browser/page.test.mjs tests/browser/console.test.mjs tests/browser/memory.test.mjs || status=$?
 echo "browser test took $(( $(date +%s) - started ))s (status $status)"
 exit "$status"

@@ -11,6 +11,8 @@
 //!   words taken from random entries, with common words around them ("what about the …");
 //! - *wide*: the same queries with one word no entry holds, so that no entry has them all and
 //!   the search falls back to entries with any of the words (every match scored by BM25);
+//! - *spread*: two or three words each from another random entry: all known, no entry holds
+//!   them all (the wide search without the unknown word that is left out);
 //! - *needle*: the rank of "The needle is a green kiwi" for the query "needle kiwi";
 //! - *search*: the same for `memory_search` over the notes.
 //!
@@ -192,7 +194,7 @@ fn main() {
     let keep = std::env::var_os("CHELA_BENCH_KEEP").map(PathBuf::from);
     println!("memory index: entries + 3 years of daily notes (1,096 files); recall = open + refresh + query");
     println!(
-        "{:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>7}",
+        "{:>9} {:>9} {:>9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7} {:>10} {:>7}",
         "entries",
         "file MB",
         "build s",
@@ -201,6 +203,7 @@ fn main() {
         "p90 ms",
         "max ms",
         "wide p50",
+        "spread p50",
         "needle",
         "search p50",
         "walnut"
@@ -251,6 +254,22 @@ fn main() {
             wide.push(t.elapsed().as_secs_f64() * 1e3);
         }
         wide.sort_by(f64::total_cmp);
+        let mut spread = Vec::new();
+        for _ in 0..100 {
+            let k = 2 + g.rng.below(2);
+            let picked: Vec<&str> = (0..k)
+                .map(|_| {
+                    let words: Vec<&str> = list[g.rng.below(list.len())].content.split(' ').collect();
+                    words[g.rng.below(words.len())]
+                })
+                .collect();
+            let t = Instant::now();
+            let mut ix = Index::open(&ws).expect("open");
+            ix.refresh().expect("refresh");
+            std::hint::black_box(ix.recall(&format!("what about {}", picked.join(" ")), 8).expect("recall"));
+            spread.push(t.elapsed().as_secs_f64() * 1e3);
+        }
+        spread.sort_by(f64::total_cmp);
         let mut ix = Index::open(&ws).expect("open");
         ix.refresh().expect("refresh");
         let needle = ix.recall("needle kiwi", 8).expect("recall");
@@ -271,11 +290,12 @@ fn main() {
             .position(|h| h.path == "memory/2024-07-14.md" && h.snippet.contains("walnut"))
             .map_or("-".to_owned(), |r| (r + 1).to_string());
         println!(
-            "{n:>9} {file_mb:>9.1} {build:>9.2} {index_mb:>9.1} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {needle_rank:>7} {:>10.2} {walnut_rank:>7}",
+            "{n:>9} {file_mb:>9.1} {build:>9.2} {index_mb:>9.1} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {needle_rank:>7} {:>10.2} {walnut_rank:>7}",
             quantile(&ms, 0.5),
             quantile(&ms, 0.9),
             ms[ms.len() - 1],
             quantile(&wide, 0.5),
+            quantile(&spread, 0.5),
             quantile(&sms, 0.5),
         );
         if n <= 100_000 {

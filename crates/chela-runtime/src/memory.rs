@@ -26,6 +26,7 @@ pub mod index;
 #[cfg(feature = "memory")]
 mod sessions;
 #[cfg(feature = "memory")]
+mod spelling;
 mod terms;
 
 /// The memory files and what a fresh workspace gets.

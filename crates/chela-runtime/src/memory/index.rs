@@ -26,7 +26,12 @@ use chela_core::memory::{Entries, Entry, render_line};
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::sessions;
-use super::terms::{for_index, match_all, match_any, query_words};
+use super::spelling::{self, Vocabulary};
+use super::terms::{for_index, match_any, query_words};
+use query::Table;
+
+#[path = "index_query.rs"]
+mod query;
 use crate::workspace::Workspace;
 
 /// The index file, in the workspace's `state/` folder (which the file tools cannot reach).
@@ -38,7 +43,7 @@ pub const INDEX_FILE: &str = "memory.sqlite";
 const WRITE: rusqlite::TransactionBehavior = rusqlite::TransactionBehavior::Immediate;
 
 /// Bumped when the tables change: an index of another version is rebuilt.
-const SCHEMA_VERSION: &str = "1";
+const SCHEMA_VERSION: &str = "2";
 
 /// An entries line longer than this is skipped: an entry holds at most 2,000 bytes of content
 /// and a few tags, so such a line was not written by Chela and reading it whole could take any
@@ -181,6 +186,7 @@ impl Index {
             Some(other) => return Err(io::Error::other(format!("index version {other}, not {SCHEMA_VERSION}"))),
             None => {
                 db.execute_batch(SCHEMA).map_err(sql)?;
+                db.execute_batch(spelling::SCHEMA).map_err(sql)?;
                 db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('version', ?1)", [SCHEMA_VERSION])
                     .map_err(sql)?;
             }
@@ -254,7 +260,7 @@ impl Index {
         ix.retrying(|ix| {
             let tx = ix.db.transaction_with_behavior(WRITE)?;
             tx.execute_batch(
-                "DELETE FROM sources; DELETE FROM entries; DELETE FROM chunks; \
+                "DELETE FROM sources; DELETE FROM entries; DELETE FROM chunks; DELETE FROM words; \
                  INSERT INTO entries_fts(entries_fts) VALUES('delete-all'); \
                  INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all');",
             )?;
@@ -371,8 +377,9 @@ impl Index {
         for id in removed.iter().copied().chain(upserted.iter().map(|e| e.id.as_str())) {
             delete_entry(&tx, id).map_err(sql)?;
         }
+        let mut words = Vocabulary::default();
         for e in upserted {
-            insert_entry(&tx, e).map_err(sql)?;
+            insert_entry(&tx, e, &mut words).map_err(sql)?;
         }
         tx.execute("UPDATE sources SET stamp = ?2 WHERE path = ?1", params![ENTRIES_SOURCE, after]).map_err(sql)?;
         tx.commit().map_err(sql)?;
@@ -380,40 +387,22 @@ impl Index {
     }
 
     /// The entries matching `query`, best first (BM25; a tag counts twice a word of the text),
-    /// at most `max` (and [`MAX_RESULTS`]).
+    /// at most `max` (and [`MAX_RESULTS`]). See [`query`] for how the query is searched.
     pub fn recall(&mut self, query: &str, max: usize) -> io::Result<Vec<EntryHit>> {
         let max = max.clamp(1, MAX_RESULTS) as i64;
-        self.all_then_any(query, |ix, m| ix.recall_matching(m, max))
+        self.staged(Table::Entries, query, |ix, m, after| ix.recall_matching(m, max, after))
     }
 
-    /// Runs `find` with the entries holding every word of `query` and, when none does, with
-    /// those holding any. BM25 must score every match before it can rank them: a word found in
-    /// a tenth of a million entries made each recall score a hundred thousand of them. Entries
-    /// with all the words are few and are what the query means; the wider search is the
-    /// fallback.
-    fn all_then_any<T>(
-        &mut self,
-        query: &str,
-        find: impl Fn(&mut Index, &str) -> io::Result<Vec<T>>,
-    ) -> io::Result<Vec<T>> {
-        let words = query_words(query);
-        let (Some(all), Some(any)) = (match_all(&words), match_any(&words)) else { return Ok(Vec::new()) };
-        let found = find(self, &all)?;
-        if !found.is_empty() || words.len() == 1 {
-            return Ok(found);
-        }
-        find(self, &any)
-    }
-
-    fn recall_matching(&mut self, m: &str, max: i64) -> io::Result<Vec<EntryHit>> {
+    fn recall_matching(&mut self, m: &str, max: i64, after: i64) -> io::Result<Vec<EntryHit>> {
         self.retrying(|ix| {
             let mut st = ix.db.prepare_cached(
                 "SELECT e.id, e.line, e.content FROM (SELECT rowid, bm25(entries_fts, 1.0, 2.0) AS score \
-                 FROM entries_fts WHERE entries_fts MATCH ?1 ORDER BY score LIMIT ?2) AS f \
+                 FROM entries_fts WHERE entries_fts MATCH ?1 AND rowid > ?3 ORDER BY score LIMIT ?2) AS f \
                  JOIN entries AS e ON e.rowid = f.rowid ORDER BY f.score, e.updated DESC",
             )?;
-            let rows =
-                st.query_map(params![m, max], |r| Ok(EntryHit { id: r.get(0)?, line: r.get(1)?, content: r.get(2)? }))?;
+            let rows = st.query_map(params![m, max, after], |r| {
+                Ok(EntryHit { id: r.get(0)?, line: r.get(1)?, content: r.get(2)? })
+            })?;
             rows.collect()
         })
     }
@@ -422,17 +411,17 @@ impl Index {
     /// `max` (and [`MAX_RESULTS`]), each with a snippet of at most [`SNIPPET_BYTES`].
     pub fn search(&mut self, query: &str, max: usize) -> io::Result<Vec<NoteHit>> {
         let max = max.clamp(1, MAX_RESULTS) as i64;
-        self.all_then_any(query, |ix, m| ix.search_matching(m, max))
+        self.staged(Table::Chunks, query, |ix, m, after| ix.search_matching(m, max, after))
     }
 
-    fn search_matching(&mut self, m: &str, max: i64) -> io::Result<Vec<NoteHit>> {
+    fn search_matching(&mut self, m: &str, max: i64, after: i64) -> io::Result<Vec<NoteHit>> {
         self.retrying(|ix| {
             let mut st = ix.db.prepare_cached(
                 "SELECT c.path, c.first, c.last, c.text FROM (SELECT rowid, bm25(chunks_fts) AS score \
-                 FROM chunks_fts WHERE chunks_fts MATCH ?1 ORDER BY score LIMIT ?2) AS f \
+                 FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid > ?3 ORDER BY score LIMIT ?2) AS f \
                  JOIN chunks AS c ON c.rowid = f.rowid ORDER BY f.score, c.path DESC",
             )?;
-            let rows = st.query_map(params![m, max], |r| {
+            let rows = st.query_map(params![m, max, after], |r| {
                 let text: String = r.get(3)?;
                 Ok(NoteHit { path: r.get(0)?, first: r.get(1)?, last: r.get(2)?, snippet: snippet(&text) })
             })?;
@@ -503,6 +492,7 @@ fn insert_entries(tx: &Transaction<'_>, file: File) -> io::Result<usize> {
     let mut reader = BufReader::new(file);
     let mut line = Vec::new();
     let mut n = 0;
+    let mut words = Vocabulary::default();
     loop {
         line.clear();
         let read = (&mut reader).take(MAX_LINE_BYTES + 1).read_until(b'\n', &mut line)?;
@@ -522,7 +512,7 @@ fn insert_entries(tx: &Transaction<'_>, file: File) -> io::Result<usize> {
                 .query_row("SELECT EXISTS(SELECT 1 FROM entries WHERE id = ?1)", [&e.id], |r| r.get(0))
                 .map_err(sql)?;
             if !taken {
-                insert_entry(tx, e).map_err(sql)?;
+                insert_entry(tx, e, &mut words).map_err(sql)?;
                 n += 1;
             }
         }
@@ -530,7 +520,9 @@ fn insert_entries(tx: &Transaction<'_>, file: File) -> io::Result<usize> {
     Ok(n)
 }
 
-fn insert_entry(tx: &Transaction<'_>, e: &Entry) -> Result<(), rusqlite::Error> {
+fn insert_entry(tx: &Transaction<'_>, e: &Entry, words: &mut Vocabulary) -> Result<(), rusqlite::Error> {
+    words.add(tx, &e.content)?;
+    words.add(tx, &e.tags.join(" "))?;
     tx.prepare_cached("INSERT INTO entries(id, line, content, updated) VALUES (?1, ?2, ?3, ?4)")?.execute(params![
         e.id,
         render_line(e),
@@ -565,7 +557,9 @@ fn insert_pieces(
     pieces: impl IntoIterator<Item = (u32, u32, String)>,
 ) -> Result<usize, rusqlite::Error> {
     let mut n = 0;
+    let mut words = Vocabulary::default();
     for (first, last, chunk) in pieces {
+        words.add(tx, &chunk)?;
         tx.prepare_cached("INSERT INTO chunks(path, first, last, text) VALUES (?1, ?2, ?3, ?4)")?
             .execute(params![rel, first, last, chunk])?;
         let rowid = tx.last_insert_rowid();

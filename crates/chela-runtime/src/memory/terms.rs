@@ -28,8 +28,13 @@ const STOP_WORDS: &[&str] = &[
     "your",
 ];
 
+/// Whether `w` (lower-cased) is one of the [`STOP_WORDS`].
+pub fn is_stop_word(w: &str) -> bool {
+    STOP_WORDS.contains(&w)
+}
+
 /// Whether `c` belongs to a script written without spaces between words.
-fn is_cjk(c: char) -> bool {
+pub fn is_cjk(c: char) -> bool {
     matches!(c as u32,
         0x3040..=0x30FF      // Hiragana, Katakana
         | 0x3400..=0x4DBF    // CJK Extension A

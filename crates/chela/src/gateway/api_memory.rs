@@ -6,7 +6,9 @@
 //! Routes (all need the gateway token, as every `/api/` route does):
 //! - `GET /api/memory/entries`: the newest page.
 //! - `POST /api/memory/entries/search` `{query, offset, limit}`: a page of the entries matching
-//!   `query` (best first; newest first when it is empty).
+//!   `query` (best first; newest first when it is empty), and the note passages matching it
+//!   (`notes`: file, lines, snippet). A query is answered by the memory index, as
+//!   `memory_recall` and `memory_search` are, so the owner sees what the model would find.
 //! - `PUT /api/memory/entries/{id}` `{content, tags?}`: replaces an entry's text (and tags).
 //! - `DELETE /api/memory/entries/{id}`: forgets it.
 
@@ -19,7 +21,11 @@ use serde_json::{Value, json};
 
 use super::{ApiError, Resp, json as json_response};
 use crate::daemon::Daemon;
+use crate::memory::index::{Index, MAX_RESULTS};
 use crate::memory::{load_entries, update_entries};
+
+/// Note passages shown with a search, at most (as many as `memory_search` returns).
+const MAX_NOTES: usize = 20;
 
 /// Most entries one page holds; the page asks for fewer.
 pub const MAX_PAGE: usize = 100;
@@ -103,19 +109,31 @@ fn io_error(e: std::io::Error) -> ApiError {
     ApiError::internal("memory/entries.jsonl cannot be read or written", e)
 }
 
-/// One page of the entries matching `r.query`, and how many match in all.
+/// One page of the entries matching `r.query`, how many match in all (at most
+/// [`MAX_RESULTS`] for a query: the index ranks that many), and the matching note passages.
 fn search(d: &Daemon, r: SearchReq) -> Result<Value, ApiError> {
     let limit = r.limit.unwrap_or(50).clamp(1, MAX_PAGE);
     let offset = r.offset.min(MAX_ENTRIES);
     let query: String = r.query.chars().take(MAX_QUERY_CHARS).collect();
     let entries = load_entries(d.workspace()).map_err(io_error)?;
-    let found: Vec<&Entry> = if query.trim().is_empty() {
-        entries.newest(MAX_ENTRIES, None)
-    } else {
-        entries.recall(&query, MAX_ENTRIES).into_iter().map(|(_, e)| e).collect()
-    };
+    if query.trim().is_empty() {
+        let found = entries.newest(MAX_ENTRIES, None);
+        let page: Vec<Value> = found.iter().skip(offset).take(limit).map(|e| shown(e)).collect();
+        return Ok(json!({"total": found.len(), "offset": offset, "limit": limit, "entries": page, "notes": []}));
+    }
+    let (hits, notes) = Index::open(d.workspace())
+        .and_then(|mut ix| {
+            ix.refresh()?;
+            Ok((ix.recall(&query, MAX_RESULTS)?, ix.search(&query, MAX_NOTES)?))
+        })
+        .map_err(|e| ApiError::internal("the memory index cannot be searched", e))?;
+    // The index ranks; the file (read just before) gives each entry's tags and times. An
+    // entry forgotten in between is left out.
+    let found: Vec<&Entry> = hits.iter().filter_map(|h| entries.get(&h.id)).collect();
     let page: Vec<Value> = found.iter().skip(offset).take(limit).map(|e| shown(e)).collect();
-    Ok(json!({"total": found.len(), "offset": offset, "limit": limit, "entries": page}))
+    let notes: Vec<Value> =
+        notes.iter().map(|n| json!({"path": n.path, "first": n.first, "last": n.last, "snippet": n.snippet})).collect();
+    Ok(json!({"total": found.len(), "offset": offset, "limit": limit, "entries": page, "notes": notes}))
 }
 
 fn memory_error(e: MemoryError) -> ApiError {

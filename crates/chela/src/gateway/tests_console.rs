@@ -235,3 +235,30 @@ async fn the_user_file_says_who_writes_it_and_where_learnt_facts_go() {
     let tools = h.daemon.toolbox().registry().in_group("memory").map(|c| c.id.to_string()).collect::<Vec<_>>();
     assert!(tools.contains(&"memory_store".to_owned()), "{tools:?}");
 }
+
+#[tokio::test]
+async fn a_memory_search_ranks_through_the_index_and_finds_note_passages() {
+    let h = harness(vec![], "127.0.0.1:18789", None);
+    store(&h, &[("The needle is a green kiwi", 100), ("Green tea every morning", 200)]);
+    let ws = h.daemon.workspace();
+    std::fs::write(ws.root().join("memory/2024-07-14.md"), "# 2024-07-14\n\n- 18:00 Planted the kiwi vine\n").unwrap();
+    // The index's ranking: a misspelled word is corrected, as memory_recall corrects it.
+    let (status, found) = h.send("POST", "/api/memory/entries/search", r#"{"query":"kiwii"}"#).await;
+    assert_eq!(status, StatusCode::OK, "{found}");
+    assert_eq!(
+        (found["total"].clone(), found["entries"][0]["content"].clone()),
+        (json!(1), json!("The needle is a green kiwi"))
+    );
+    assert_eq!(found["entries"][0]["tags"], json!(["t"]), "the entry as the file holds it");
+    assert_eq!(
+        found["notes"],
+        json!([{"path": "memory/2024-07-14.md", "first": 3, "last": 3, "snippet": "- 18:00 Planted the kiwi vine"}])
+    );
+    // No query: the newest entries, no notes.
+    let (_, all) = h.get("/api/memory/entries").await;
+    assert_eq!((all["total"].clone(), all["notes"].clone()), (json!(2), json!([])));
+    // A query of thousands of words is cut, and answered.
+    let long = json!({"query": "kiwi ".repeat(5_000)}).to_string();
+    let (status, cut) = h.send("POST", "/api/memory/entries/search", &long).await;
+    assert_eq!((status, cut["total"].clone()), (StatusCode::OK, json!(1)), "{cut}");
+}
