@@ -55,6 +55,7 @@ mod state;
 pub mod telegram;
 
 pub use audio::FakeAudio;
+pub use demo::person_text;
 pub use fake::{DEFAULT_MAX_RECORDED, FakeLlm, Options, Recorded};
 pub use script::{Action, Step, ToolCall, parse_script};
 pub use server::{MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_HEAD_BYTES};
