@@ -171,7 +171,7 @@ test("memory, config and jobs tabs edit what they show; hostile text stays text;
     await mkdir(SHOTS, { recursive: true });
     for (const width of [1280, 390]) {
       await page.setViewportSize({ width, height: 900 });
-      for (const tab of ["Status", "Chat", "Memory", "Config", "Jobs", "Devices", "Pairing", "Sessions", "Capabilities"]) {
+      for (const tab of ["Status", "Chat", "Memory", "Config", "Jobs", "Devices", "Pairing", "Sessions", "Capabilities", "Usage"]) {
         await page.getByRole("tab", { name: tab }).click();
         const panel = page.locator("section[role=tabpanel]:not([hidden])");
         if (tab === "Devices") await page.getByRole("button", { name: /^Approve device/ }).waitFor();
@@ -199,6 +199,60 @@ test("memory, config and jobs tabs edit what they show; hostile text stays text;
     await page.getByRole("button", { name: "Delete job standup" }).click();
     await jobs.getByRole("cell", { name: "No scheduled jobs." }).waitFor();
     assert.deepEqual((await getJson(chela.base, "/api/scheduler/jobs")).jobs, []);
+    assert.deepEqual(problems, []);
+  } catch (e) {
+    e.message += `\n--- chela run said:\n${chela.log.text}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
+});
+
+test("the usage tab shows a scripted turn's tokens and estimated cost per model and per chat, with the price's source", { timeout: 120_000 }, async () => {
+  const key = "sk-browser-usage";
+  const fake = await startFakeLlm([{ text: "Counted." }], key);
+  const port = await freePort();
+  // A model the built-in price table knows ($1 in, $5 out per million tokens).
+  const ws = await workspaceWith(port, [
+    'provider = "anthropic"', `base_url = "${fake.url}"`, 'model = "claude-haiku-4-5"', `api_key = "${key}"`,
+  ]);
+  const chela = await startChela(ws, port);
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.newPage();
+    const problems = watchPage(page);
+    await page.goto(chela.login);
+    await page.locator('#conn[data-state="open"]').waitFor();
+    await page.getByRole("tab", { name: "Usage" }).click();
+    const today = page.locator('[data-period="today"]');
+    await today.getByRole("cell", { name: "No turns." }).first().waitFor();
+
+    await page.getByRole("tab", { name: "Chat" }).click();
+    await page.getByLabel("Message").fill("count my tokens");
+    await page.getByRole("button", { name: "Send" }).click();
+    await page.getByRole("log", { name: "Conversation" }).locator(".msg.assistant", { hasText: "Counted." }).waitFor();
+    // What the turn recorded, as `chela usage` reads it: the figures the tab must show.
+    const line = (await readFile(path.join(ws, "state", "usage.jsonl"), "utf8")).trim().split("\n");
+    assert.equal(line.length, 1, line.join("\n"));
+    const r = JSON.parse(line[0]);
+    assert.ok(r.in > 0 && r.out > 0, line[0]);
+    const n = (v) => v.toLocaleString("en-US");
+    const cost = "$" + ((r.in * 1 + r.cache_read * 0.1 + r.cache_write * 1.25 + r.out * 5) / 1e6).toFixed(4);
+    const cells = ["1", n(r.in), n(r.cache_read), n(r.cache_write), n(r.out), cost];
+
+    await page.getByRole("tab", { name: "Usage" }).click();
+    for (const period of ["today", "week"]) {
+      const p = page.locator(`[data-period="${period}"]`);
+      const model = p.locator('tr[data-model="claude-haiku-4-5"] td');
+      await model.first().waitFor();
+      assert.deepEqual(await model.allInnerTexts(), ["claude-haiku-4-5", ...cells], period);
+      const chat = await p.locator("tr[data-chat] td").allInnerTexts();
+      assert.deepEqual(chat, [`${r.channel}:${r.chat}`, ...cells], period);
+      assert.match(await p.locator("h3").innerText(), new RegExp(`1 turn\\(s\\), \\${cost}`));
+    }
+    const price = await page.locator('tr[data-price="claude-haiku-4-5"] td').allInnerTexts();
+    assert.deepEqual(price, ["claude-haiku-4-5", "built-in (claude-haiku-4-5)", "$1", "$0.1", "$1.25", "$5"]);
+    assert.match(await page.locator("#usage-prices-note").innerText(), /llm\.prices/);
     assert.deepEqual(problems, []);
   } catch (e) {
     e.message += `\n--- chela run said:\n${chela.log.text}`;

@@ -140,6 +140,15 @@ enum State {
     Done(Outcome),
 }
 
+/// Where the turn's context sits in the person's message (see [`AgentRun::set_turn_context`]).
+#[derive(Debug, Clone, Copy)]
+enum Context {
+    /// The first `bytes` of text block `block`.
+    Prefix { block: usize, bytes: usize },
+    /// A text block of its own, at this index.
+    Block(usize),
+}
+
 /// One turn of the agent loop. See the module docs for the calling order.
 #[derive(Debug)]
 pub struct AgentRun {
@@ -160,6 +169,9 @@ pub struct AgentRun {
     /// The session's prompt-cache key, when the driver gives one.
     cache_key: Option<String>,
     format: Option<Format>,
+    /// Where [`AgentRun::set_turn_context`] put the turn's context in the person's message,
+    /// to take it out before the turn is kept.
+    context: Option<Context>,
 
     iterations: u32,
     usage: Usage,
@@ -186,6 +198,7 @@ impl AgentRun {
             system_stable: 0,
             cache_key: None,
             format: None,
+            context: None,
 
             iterations: 0,
             usage: Usage::default(),
@@ -203,6 +216,28 @@ impl AgentRun {
     pub fn set_cache(&mut self, system_stable: usize, key: Option<String>) {
         self.system_stable = if self.system.is_char_boundary(system_stable) { system_stable } else { 0 };
         self.cache_key = key;
+    }
+
+    /// Sends `block` (what changes from turn to turn: the time, the channel, recent notes) at
+    /// the head of the person's message in every call of this turn, and keeps it out of what
+    /// [`AgentRun::turn_messages`] gives once the turn is done. The system prompt and the
+    /// history then stay the same bytes from turn to turn, a prefix a prompt cache can read.
+    /// Tool results a client answered with stay first in the message, as the APIs require.
+    pub fn set_turn_context(&mut self, block: String) {
+        if block.is_empty() || self.context.is_some() {
+            return;
+        }
+        let Some(user) = self.messages.get_mut(self.turn_start) else { return };
+        let at = user.content.iter().position(|b| !matches!(b, Block::ToolResult { .. })).unwrap_or(user.content.len());
+        // In front of the person's text, one text as before; a block of its own when they sent none.
+        if let Some(Block::Text { text }) = user.content.get_mut(at) {
+            let head = format!("{block}\n\n");
+            self.context = Some(Context::Prefix { block: at, bytes: head.len() });
+            text.insert_str(0, &head);
+        } else {
+            user.content.insert(at, Block::Text { text: block });
+            self.context = Some(Context::Block(at));
+        }
     }
 
     /// Asks every [`ModelCall`] of the turn for an answer of this shape.
@@ -498,7 +533,8 @@ impl AgentRun {
         }
     }
 
-    /// Puts the real outputs back where the notes stand, for what is persisted.
+    /// Puts the real outputs back where the notes stand and takes the turn's context out of
+    /// the person's message, for what is persisted.
     fn restore_elided(&mut self) {
         for (i, b, output) in self.elided.drain(..) {
             if let Some(Block::ToolResult { content, .. }) =
@@ -506,6 +542,18 @@ impl AgentRun {
             {
                 *content = output;
             }
+        }
+        let Some(user) = self.messages.get_mut(self.turn_start) else { return };
+        match self.context.take() {
+            Some(Context::Prefix { block, bytes }) => {
+                if let Some(Block::Text { text }) = user.content.get_mut(block) {
+                    text.drain(..bytes.min(text.len()));
+                }
+            }
+            Some(Context::Block(at)) if at < user.content.len() => {
+                user.content.remove(at);
+            }
+            _ => {}
         }
     }
 

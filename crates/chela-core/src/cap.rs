@@ -195,6 +195,18 @@ impl Registry {
         self.caps.iter().find(|c| c.id == id)
     }
 
+    /// Replaces what the model is told of capability `id` (a description built from the
+    /// registry itself, such as the groups `tools_unlock` can open); false if there is none.
+    pub fn describe(&mut self, id: &str, description: Text) -> bool {
+        match self.caps.iter_mut().find(|c| c.id == id) {
+            Some(c) => {
+                c.description = description;
+                true
+            }
+            None => false,
+        }
+    }
+
     fn group_mut(&mut self, id: &str) -> Result<&mut Group, ControlError> {
         let known: Vec<String> = self.groups.iter().map(|g| g.spec.id.to_string()).collect();
         let g = self

@@ -83,6 +83,37 @@ pub struct System {
     /// `AGENTS.md`, `USER.md` or `MEMORY.md`, or the tools' guidance changes: the part a
     /// provider's prompt cache can reuse. Always a character boundary.
     pub stable: usize,
+    /// What changes from turn to turn (remembered entries, recent daily notes, the channel,
+    /// chat and time), kept out of `text`: a driver with a prompt cache sends it with the
+    /// turn's own message instead, after the history, so the history stays a cacheable
+    /// prefix (see [`TURN_CONTEXT_OPEN`]). Empty for none.
+    pub turn: String,
+}
+
+/// Opens the turn's context where it travels with the person's message, so the model can tell
+/// it from what the person wrote; [`TURN_CONTEXT_CLOSE`] ends it.
+pub const TURN_CONTEXT_OPEN: &str = "<turn_context>\n";
+/// Ends the turn's context (see [`TURN_CONTEXT_OPEN`]).
+pub const TURN_CONTEXT_CLOSE: &str = "\n</turn_context>";
+
+impl System {
+    /// The turn's context as the text block sent with the person's message; empty for none.
+    pub fn turn_block(&self) -> String {
+        if self.turn.is_empty() {
+            return String::new();
+        }
+        format!("{TURN_CONTEXT_OPEN}{}{TURN_CONTEXT_CLOSE}", self.turn)
+    }
+
+    /// The whole prompt in one text, the turn's context last: for a driver without a prompt
+    /// cache (the chip), which sends it all as the system prompt.
+    pub fn into_text(mut self) -> String {
+        if !self.turn.is_empty() {
+            self.text.push_str("\n\n");
+            self.text.push_str(&self.turn);
+        }
+        self.text
+    }
 }
 
 impl System {
@@ -96,14 +127,14 @@ impl System {
     }
 }
 
-/// The system prompt.
+/// The system prompt with the turn's context in it (see [`System::into_text`]).
 pub fn build(inputs: &Inputs<'_>, bounds: &Bounds) -> String {
-    build_system(inputs, bounds).text
+    build_system(inputs, bounds).into_text()
 }
 
 /// The system prompt, stable parts first: the memory files a person edits and the tools'
-/// guidance, then what changes (remembered entries and daily notes, which the model writes,
-/// and the turn's channel and time).
+/// guidance; what changes (remembered entries and daily notes, which the model writes, and the
+/// turn's channel and time) goes to [`System::turn`].
 pub fn build_system(inputs: &Inputs<'_>, bounds: &Bounds) -> System {
     let stable = [
         Part { title: "", body: inputs.soul, max: bounds.soul, keep: Keep::Start, source: "SOUL.md" },
@@ -139,11 +170,11 @@ pub fn build_system(inputs: &Inputs<'_>, bounds: &Bounds) -> System {
     for p in &stable {
         push_part(&mut out, p);
     }
-    let stable_len = out.len();
+    let mut turn = String::new();
     for p in &changing {
-        push_part(&mut out, p);
+        push_part(&mut turn, p);
     }
-    System { text: out, stable: stable_len }
+    System { stable: out.len(), text: out, turn }
 }
 
 /// Appends one part, cut to its bound, with its title as a heading.
@@ -242,8 +273,11 @@ mod tests {
         let a = build_system(&i, &Bounds::default());
         let (stable, rest) = a.text.split_at(a.stable);
         assert!(stable.starts_with("I am Chela.") && stable.ends_with("Use tools."), "{stable}");
-        assert!(rest.contains("birthday in May") && rest.contains("walked") && rest.contains("Channel: cli"), "{rest}");
+        assert_eq!(rest, "", "nothing that changes per turn is in the system text");
+        let turn = &a.turn;
+        assert!(turn.contains("birthday in May") && turn.contains("walked") && turn.contains("Channel: cli"), "{turn}");
         assert!(!stable.contains("Channel") && !stable.contains("walked") && !stable.contains("birthday"));
+        assert_eq!(a.turn_block(), alloc::format!("<turn_context>\n{turn}\n</turn_context>"));
         // Another time, channel, notes and entries: the stable part is the same bytes.
         let mut j = i;
         j.entries = "[m1] birthday in May\n[m2] likes rain";
@@ -251,9 +285,9 @@ mod tests {
         j.context =
             TurnContext { channel: "telegram", chat_id: "42", local_time: "2026-12-01T08:00:00+08:00", ..ctx() };
         let b = build_system(&j, &Bounds::default());
-        assert_eq!(&b.text[..b.stable], stable);
-        assert_ne!(b.text, a.text);
-        assert_eq!(build(&i, &Bounds::default()), a.text);
+        assert_eq!(b.text, a.text, "the whole system text is the same bytes");
+        assert_ne!(b.turn, a.turn);
+        assert_eq!(build(&i, &Bounds::default()), alloc::format!("{}\n\n{}", a.text, a.turn));
         let mut tail = a.clone();
         tail.push_tail("  skill says hi");
         assert!(tail.text.ends_with("\n\nskill says hi") && tail.stable == a.stable);

@@ -3,12 +3,16 @@
 //! files, and each request body the provider sent is measured.
 //!
 //! - the first request: body bytes, tool JSON bytes and tool count;
-//! - over the first 10 turns: the cached prefix (tools and the stable system block, up to its
-//!   breakpoint) in bytes and as a share of each body;
+//! - over the first 10 turns: the cached prefix (what the cache serves: the longest prefix an
+//!   earlier request wrote, found as Anthropic looks for it, at a breakpoint or up to 20 blocks
+//!   before one) in bytes and as a share of each body;
 //! - over 20 turns: the estimated input cost without caching and with Anthropic's cache as it
-//!   bills (a prefix up to a breakpoint written earlier is read at 0.1×, what the request newly
-//!   marks is written at 1.25×, the rest at 1×), at a fixed $3 per million input tokens and
-//!   4 bytes a token. Output is the same either way and left out.
+//!   bills (that prefix is read at 0.1×, what the request newly marks is written at 1.25×, the
+//!   rest at 1×), at a fixed $3 per million input tokens and 4 bytes a token. Output is the
+//!   same either way and left out.
+//!
+//! The turns are two minutes apart on a manual clock, as a person's are, so the time in the
+//! request changes from turn to turn.
 //!
 //! Run: `cargo bench -p chela-runtime --bench cache` (or `--profile dev`: the same figures).
 
@@ -65,7 +69,9 @@ async fn session(cache: bool) -> Vec<Vec<u8>> {
     ] {
         chela_infra::config::set_override(&ws, k, v).unwrap();
     }
-    let app = Arc::new(App::load(ws).unwrap());
+    // A person's turns come minutes apart: the clock the prompt reads moves between them.
+    let clock = chela_infra::clock::Clock::manual(1_800_000_000_000);
+    let app = Arc::new(App::from_base(chela_runtime::app::Base::load_with(ws, clock.clone()).unwrap()).unwrap());
     let hub = SessionHub::new(app.clone(), HubLimits::from_config(&app.base.cfg));
     for k in 0..TURNS {
         let req = TurnRequest {
@@ -83,6 +89,7 @@ async fn session(cache: bool) -> Vec<Vec<u8>> {
             TurnEnd::Done(_) => {}
             TurnEnd::Failed(e) => panic!("turn {k}: {e}"),
         }
+        clock.advance(Duration::from_secs(120));
     }
     llm.requests().into_iter().map(|r| r.body).collect()
 }
@@ -125,16 +132,21 @@ fn tokens(bytes: usize) -> f64 {
     bytes as f64 / 4.0
 }
 
-/// Input cost of the requests in order, as Anthropic bills a cache.
-fn cost_with_cache(bodies: &[Vec<u8>]) -> (f64, u64, u64) {
+/// How far before a breakpoint Anthropic looks for an earlier cache entry, in blocks.
+const LOOKBACK: usize = 20;
+
+/// Input cost of the requests in order, as Anthropic bills a cache, and the bytes each request
+/// read from it.
+fn cost_with_cache(bodies: &[Vec<u8>]) -> (f64, Vec<u64>, u64) {
     let mut written: Vec<Vec<String>> = Vec::new();
-    let (mut cost, mut read_bytes, mut all_bytes) = (0.0, 0u64, 0u64);
+    let (mut cost, mut reads, mut all_bytes) = (0.0, Vec::new(), 0u64);
     for body in bodies {
         let (p, marks) = pieces(body);
         let len = |k: usize| p[..k].iter().map(String::len).sum::<usize>();
         let total = len(p.len());
-        let hit = marks.iter().rev().find(|&&m| written.iter().any(|w| w.len() == m + 1 && w[..] == p[..=m]));
-        let read = hit.map_or(0, |&m| len(m + 1));
+        let was_written = |k: usize| written.iter().any(|w| w.len() == k + 1 && w[..] == p[..=k]);
+        let hit = marks.iter().rev().find_map(|&m| (m.saturating_sub(LOOKBACK)..=m).rev().find(|&k| was_written(k)));
+        let read = hit.map_or(0, |m| len(m + 1));
         let last = marks.last().map_or(0, |&m| len(m + 1));
         let write = last.saturating_sub(read);
         let rest = total - read - write;
@@ -142,16 +154,10 @@ fn cost_with_cache(bodies: &[Vec<u8>]) -> (f64, u64, u64) {
         for &m in &marks {
             written.push(p[..=m].to_vec());
         }
-        read_bytes += read as u64;
+        reads.push(read as u64);
         all_bytes += total as u64;
     }
-    (cost, read_bytes, all_bytes)
-}
-
-fn cached_prefix(body: &[u8]) -> usize {
-    let text = String::from_utf8_lossy(body);
-    let mark = "\"cache_control\":{\"type\":\"ephemeral\"}}";
-    text.find("\"system\":[").and_then(|s| text[s..].find(mark).map(|e| s + e + mark.len())).unwrap_or(0)
+    (cost, reads, all_bytes)
 }
 
 fn main() {
@@ -168,19 +174,21 @@ fn main() {
         first["tools"].as_array().map_or(0, Vec::len)
     );
 
-    // The requests of the first 10 turns: 10 plus the tool rounds among them.
+    // The requests of the first 10 turns: 10 plus the tool rounds among them. Bytes as the
+    // cache counts them (the pieces, without marks), so prefix and body add up alike.
     let ten: usize = (0..10).map(|k| 1 + usize::from(k % 4 == 1 || k % 5 == 2)).sum();
-    let (prefix, body): (usize, usize) =
-        cached[..ten].iter().fold((0, 0), |(p, b), r| (p + cached_prefix(r), b + r.len()));
+    let (_, reads, body) = cost_with_cache(&cached[..ten]);
+    let prefix: u64 = reads.iter().sum();
     println!(
         "10 turns ({ten} requests): cached prefix {} B per request on average, {:.1} % of the {} B of request bodies",
-        prefix / ten,
+        prefix / ten as u64,
         100.0 * prefix as f64 / body as f64,
         body
     );
 
     let before: f64 = plain.iter().map(|b| tokens(b.len()) * INPUT_PER_MTOK / 1e6).sum();
-    let (after, read, all) = cost_with_cache(&cached);
+    let (after, reads, all) = cost_with_cache(&cached);
+    let read: u64 = reads.iter().sum();
     println!(
         "20 turns ({} requests), input at ${INPUT_PER_MTOK}/Mtok, 4 B/token: before ${before:.4}, after ${after:.4} \
          ({:.1} % of the input read from the cache)",

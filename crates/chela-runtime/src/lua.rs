@@ -49,7 +49,7 @@ pub(crate) const MAX_SCRIPT_BYTES: u64 = 1024 * 1024;
 
 pub fn group(host: &Arc<Host>) -> Group {
     Group::new(GROUP, "Run sandboxed Lua scripts that call tools with cap.call.")
-        .hidden()
+        .hidden("")
         .switched_by(chela_core::config::LUA_ENABLED, "Lua scripts")
         .guidance(
             "Lua scripts: lua_run {path|code, args} calls the script's run(args) and returns its value and \

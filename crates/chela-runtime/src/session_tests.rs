@@ -211,7 +211,9 @@ fn other_process(app: &App) -> Arc<App> {
     Arc::new(App::load(ws).unwrap())
 }
 
-/// The texts of the messages request `i` sent to the model.
+/// The texts of the messages request `i` sent to the model, as the people and the model said
+/// them: the turn's context in front of the newest one is taken off (it must be there, and only
+/// there).
 fn sent_texts(llm: &FakeLlm, i: usize) -> Vec<String> {
     let body = llm.requests()[i].json.clone().unwrap();
     let text = |m: &serde_json::Value| match &m["content"] {
@@ -219,7 +221,12 @@ fn sent_texts(llm: &FakeLlm, i: usize) -> Vec<String> {
         serde_json::Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
         _ => String::new(),
     };
-    body["messages"].as_array().unwrap().iter().map(text).collect()
+    let mut texts: Vec<String> = body["messages"].as_array().unwrap().iter().map(text).collect();
+    let newest = texts.pop().unwrap();
+    assert!(texts.iter().all(|t| !t.contains("<turn_context>")), "{texts:?}");
+    let (_, said) = newest.split_once("</turn_context>\n\n").unwrap_or_else(|| panic!("no context: {newest}"));
+    texts.push(said.to_owned());
+    texts
 }
 
 #[tokio::test]
@@ -346,6 +353,25 @@ fn cached_prefix(body: &[u8]) -> String {
     body[..end].to_owned()
 }
 
+/// A list of messages or tools as the prompt cache reads it: without `cache_control`, and
+/// with a message's one-text shorthand written as the list of blocks it stands for.
+fn as_read(list: &serde_json::Value) -> Vec<serde_json::Value> {
+    let mut out = list.as_array().unwrap().clone();
+    for item in &mut out {
+        let obj = item.as_object_mut().unwrap();
+        obj.remove("cache_control");
+        if let Some(text) = obj.get("content").and_then(|c| c.as_str()).map(str::to_owned) {
+            obj.insert("content".into(), json!([{"type": "text", "text": text}]));
+        }
+        if let Some(blocks) = obj.get_mut("content").and_then(|c| c.as_array_mut()) {
+            for b in blocks {
+                b.as_object_mut().unwrap().remove("cache_control");
+            }
+        }
+    }
+    out
+}
+
 #[tokio::test]
 async fn five_turns_keep_the_cached_prefix_byte_for_byte_until_a_skill_unlocks_tools() {
     let s = setup(vec![], &[]);
@@ -386,18 +412,55 @@ async fn five_turns_keep_the_cached_prefix_byte_for_byte_until_a_skill_unlocks_t
             && !tools_sent(&s.llm, 0).contains(&"config_show".into())
     );
     assert_eq!(prefixes[7], prefixes[6]);
-    // The system prompt's stable text itself never changed; what did change came after it.
-    let stable = |i: usize| s.llm.requests()[i].json.clone().unwrap()["system"][0]["text"].clone();
+    // The system prompt's stable text itself never changed, and until a skill is active not a
+    // byte of the whole system prompt does: what changes per turn travels with the message.
+    let round = |i: usize| s.llm.requests()[i].json.clone().unwrap();
+    let stable = |i: usize| round(i)["system"][0]["text"].clone();
     assert_eq!(stable(0), stable(7));
-    let rest = |i: usize| s.llm.requests()[i].json.clone().unwrap()["system"][1]["text"].as_str().unwrap().to_owned();
+    for i in 1..6 {
+        assert_eq!(round(i)["system"], round(0)["system"], "request {i}");
+    }
+    let newest = |i: usize| round(i)["messages"].as_array().unwrap().last().unwrap().clone();
+    // The text of the turn's person's message, where the context travels in front of theirs.
+    let context = |i: usize| {
+        let texts: Vec<String> = as_read(&round(i)["messages"])
+            .iter()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"][0]["text"].as_str().map(str::to_owned))
+            .collect();
+        texts.into_iter().rfind(|t| t.starts_with("<turn_context>\n")).unwrap()
+    };
     assert!(
-        !rest(2).contains("green tea") && rest(3).contains("green tea"),
-        "the next turn has the entry, in the changing part"
+        !context(2).contains("Ada likes green tea") && context(3).contains("[m1] Ada likes green tea"),
+        "the next turn has the entry, in the turn's context"
     );
-    assert_ne!(rest(0), rest(7), "the time moved");
+    assert!(context(0).starts_with("<turn_context>\n") && context(0).contains("Channel: test."), "{}", context(0));
+    assert_ne!(context(0), context(7), "the time moved");
+    assert!(newest(7).to_string().contains("<turn_context>") && newest(7).to_string().contains("thanks"));
+    // The history is what was said, without any turn's context: sent once, never stored.
+    let older = round(7)["messages"].as_array().unwrap().clone();
+    for m in &older[..older.len() - 1] {
+        assert!(!m.to_string().contains("turn_context"), "{m}");
+    }
+    assert_eq!(older[0], json!({"role": "user", "content": "hi"}));
+    // So each turn's first request starts with the previous one's, through the last message
+    // before its own person's message: tools, system and history are read from the cache
+    // across turns. Compared as the API reads them: a breakpoint, and the one-text shorthand a
+    // mark turns into a list of blocks, are not content.
+    let firsts = [0, 1, 3, 5, 7];
+    for pair in firsts.windows(2) {
+        let (f, g) = (round(pair[0]), round(pair[1]));
+        let upto = f["messages"].as_array().unwrap().len() - 1;
+        let (fm, gm) = (as_read(&f["messages"]), as_read(&g["messages"]));
+        assert_eq!(fm[..upto], gm[..upto], "requests {pair:?}: the history before the turn");
+        if pair[1] != 7 {
+            // The documented change: the skill activated in request 5 unlocked tools for request 7.
+            assert_eq!(as_read(&f["tools"]), as_read(&g["tools"]), "requests {pair:?}: the tools");
+            assert_eq!(f["system"], g["system"], "requests {pair:?}: the system prompt");
+        }
+    }
     // The last tool, the stable system block and the history before the turn are marked; the
     // history's mark stays on the same message through the turn's tool round.
-    let round = |i: usize| s.llm.requests()[i].json.clone().unwrap();
     assert_eq!(round(4).to_string().matches("cache_control").count(), 3, "{}", round(4));
     let (a, b) = (round(3)["messages"].as_array().unwrap().clone(), round(4)["messages"].as_array().unwrap().clone());
     assert_eq!(a[..], b[..a.len()], "the tool round's call extends the turn's first, marks and all");

@@ -265,6 +265,7 @@ pub async fn run_turn(
         user.images_to_notes();
     }
     let stable = system.stable;
+    let context = system.turn_block();
     let client = req.client.as_deref();
     let system = match client.and_then(|c| c.instructions.as_deref()) {
         Some(instructions) => format!("{}\n\n{CALLER_INSTRUCTIONS}\n\n{instructions}", system.text),
@@ -276,6 +277,8 @@ pub async fn run_turn(
     }
     let mut run = AgentRun::new(base, user, system, agent.limits);
     run.set_cache(stable, Some(cache_key(&req.channel, &req.chat_id)));
+    // After the history, so the history is read from the cache on the next turn too.
+    run.set_turn_context(context);
     run.set_format(client.and_then(|c| c.format.clone()));
     // A "context too long" is answered by shrinking the window and asking again, once a turn.
     let mut shrunk = false;

@@ -138,22 +138,69 @@ impl Report {
     }
 
     pub fn json(&self) -> serde_json::Value {
-        let one = |t: &Totals| {
-            serde_json::json!({
-                "turns": t.turns,
-                "input_tokens": t.usage.input_tokens,
-                "cache_read_tokens": t.usage.cache_read_tokens,
-                "cache_write_tokens": t.usage.cache_write_tokens,
-                "output_tokens": t.usage.output_tokens,
-                "cached_percent": t.cached_percent(),
-                "estimated_cost_usd": (t.turns > t.unpriced).then_some(t.cost),
-                "unpriced_turns": t.unpriced,
-            })
-        };
         let models: serde_json::Map<String, serde_json::Value> =
-            self.by_model.iter().map(|(m, t)| (m.clone(), one(t))).collect();
-        serde_json::json!({"total": one(&self.all), "models": models, "skipped_lines": self.skipped})
+            self.by_model.iter().map(|(m, t)| (m.clone(), totals_json(t))).collect();
+        serde_json::json!({"total": totals_json(&self.all), "models": models, "skipped_lines": self.skipped})
     }
+}
+
+/// One sum as `chela usage --json` and `GET /api/usage` give it.
+pub fn totals_json(t: &Totals) -> serde_json::Value {
+    serde_json::json!({
+        "turns": t.turns,
+        "input_tokens": t.usage.input_tokens,
+        "cache_read_tokens": t.usage.cache_read_tokens,
+        "cache_write_tokens": t.usage.cache_write_tokens,
+        "output_tokens": t.usage.output_tokens,
+        "cached_percent": t.cached_percent(),
+        "estimated_cost_usd": (t.turns > t.unpriced).then_some(t.cost),
+        "unpriced_turns": t.unpriced,
+    })
+}
+
+/// The sums per conversation (`channel:chat`) of the records `filter` admits, the most tokens
+/// first: at most `max` of them, and the rest summed apart (`None` when there is no rest). Chat
+/// ids come from outside, so the list is bounded however many chats the log holds.
+pub fn totals_by_chat(
+    records: &[Record],
+    filter: &Filter,
+    prices: &[(String, Price)],
+    max: usize,
+) -> (Vec<(String, Totals)>, Option<Totals>) {
+    let mut by_chat: std::collections::HashMap<String, Totals> = std::collections::HashMap::new();
+    for r in records.iter().filter(|r| filter.admits(r)) {
+        by_chat.entry(r.session()).or_default().add(r, prices);
+    }
+    let tokens = |t: &Totals| t.usage.prompt_tokens() + t.usage.output_tokens;
+    let mut list: Vec<(String, Totals)> = by_chat.into_iter().collect();
+    list.sort_by(|a, b| tokens(&b.1).cmp(&tokens(&a.1)).then_with(|| a.0.cmp(&b.0)));
+    let rest = (list.len() > max).then(|| {
+        let mut sum = Totals::default();
+        for (_, t) in list.drain(max..) {
+            sum.turns += t.turns;
+            sum.usage.add(&t.usage);
+            sum.cost += t.cost;
+            sum.unpriced += t.unpriced;
+        }
+        sum
+    });
+    (list, rest)
+}
+
+/// Where the price of `model` comes from: `("settings", prefix)` for the person's
+/// `[llm.prices]`, `("built-in", prefix)` for the built-in list prices, `None` when neither
+/// knows it. The same longest-prefix choice as [`usage::price_for`].
+pub fn price_source(model: &str, overrides: &[(String, Price)]) -> Option<(&'static str, String, Price)> {
+    let longest = |table: &mut dyn Iterator<Item = (&str, Price)>| {
+        table
+            .filter(|(prefix, _)| model.starts_with(prefix))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(prefix, p)| (prefix.to_owned(), p))
+    };
+    if let Some((prefix, p)) = longest(&mut overrides.iter().map(|(m, p)| (m.as_str(), *p))) {
+        return Some(("settings", prefix, p));
+    }
+    longest(&mut usage::DEFAULT_PRICES.iter().map(|(m, p)| (*m, *p))).map(|(prefix, p)| ("built-in", prefix, p))
 }
 
 /// One line for a person: `12 turns: 48,210 tokens in (31,000 cached, 2,100 written), 3,405 out; about $0.0412`.

@@ -29,11 +29,21 @@ pub(crate) fn answer(conv: &Conversation) -> Answer {
             conv.tool_results.iter().map(|(name, content)| format!("Tool {name} returned: {content}")).collect();
         return Answer::text(lines.join("\n"));
     }
-    let said = conv.last_user_text.as_deref().unwrap_or_default();
+    let said = person_text(conv.last_user_text.as_deref().unwrap_or_default());
     if conv.tools.iter().any(|t| t == TIME_TOOL) && said.to_lowercase().contains("time") {
         return Answer { text: None, calls: vec![ToolCall { name: TIME_TOOL.into(), input: empty_input() }] };
     }
     Answer::text(format!("You said: {said}"))
+}
+
+/// What the person wrote, without the context Chela sends in front of it each turn (the time,
+/// the channel, recent notes, in `<turn_context>…</turn_context>`): a model answers the
+/// person, not the context, and the context's "Local time" is no question about the time.
+pub fn person_text(text: &str) -> &str {
+    match text.strip_prefix("<turn_context>\n").and_then(|rest| rest.split_once("\n</turn_context>")) {
+        Some((_, after)) => after.strip_prefix("\n\n").unwrap_or(after),
+        None => text,
+    }
 }
 
 #[cfg(test)]
@@ -46,6 +56,13 @@ mod tests {
             tool_results: results.iter().map(|(n, c)| (n.to_string(), c.to_string())).collect(),
             tools: tools.iter().map(|t| t.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn the_turns_context_is_not_what_the_person_said() {
+        let sent = "<turn_context>\n## This conversation\n\nLocal time: noon.\n</turn_context>\n\nhello";
+        assert_eq!(answer(&conv(sent, &[TIME_TOOL], &[])), Answer::text("You said: hello"));
+        assert_eq!(person_text("<turn_context>\nno end"), "<turn_context>\nno end");
     }
 
     #[test]

@@ -717,3 +717,35 @@ fn every_model_call_of_the_turn_carries_the_clients_format() {
     let Step::CallModel(c) = run.next_step() else { panic!() };
     assert_eq!(c.format, Some(&Format::JsonObject), "the call after a tool round asks the same");
 }
+
+#[test]
+fn the_turns_context_is_sent_in_every_call_of_the_turn_and_never_kept() {
+    let history = vec![Message::user_text("earlier"), Message::assistant_text("yes")];
+    let mut run = AgentRun::new(history.clone(), Message::user_text("now"), "sys".into(), Limits::default());
+    run.set_turn_context("<ctx>".into());
+    run.set_turn_context("<again>".into());
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.messages[..2], history[..], "the history is sent as it was said");
+    assert_eq!(c.messages[2], Message::user_text("<ctx>\n\nnow"), "once, in front of the person's text");
+    run.handle_reply(tool_reply(&[("t1", "x")])).unwrap();
+    run.handle_tool_results(vec![ToolResult::ok("t1", "done")]).unwrap();
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.messages[2], Message::user_text("<ctx>\n\nnow"), "the tool round's call carries it too");
+    run.handle_reply(text_reply("ok")).unwrap();
+    expect_done(&run);
+    assert_eq!(run.turn_messages()[0], Message::user_text("now"), "what is kept is what the person said");
+
+    // A client's answers to open calls stay first (the APIs require it); the context follows
+    // them as a block of its own when the person sent no text, and goes again at the end.
+    let mut run = AgentRun::new(vec![], msg(Role::User, vec![result("a")]), "sys".into(), Limits::default());
+    run.set_turn_context("<ctx>".into());
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.messages[0].content, [result("a"), Block::Text { text: "<ctx>".into() }]);
+    run.cancel();
+    assert_eq!(run.turn_messages()[0].content, [result("a")]);
+    // Nothing to send: the message is left as it is.
+    let mut run = run_with(Limits::default());
+    run.set_turn_context(String::new());
+    let Step::CallModel(c) = run.next_step() else { panic!() };
+    assert_eq!(c.messages[0], Message::user_text("hi"));
+}

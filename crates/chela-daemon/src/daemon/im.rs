@@ -26,6 +26,7 @@ pub const MAX_CAPTION_CHARS: usize = 1024;
 
 pub fn group(outlets: Arc<Outlets>, gate: Arc<Gate>) -> Group {
     Group::new("im", "Send messages and files to the chats of the running channels.")
+        .hidden("send to chats")
         .guidance(
             "IM: im_send_text sends a message and im_send_media a workspace file (for example a report \
              you wrote) to a chat of a running channel (telegram, feishu, ws); only chats allowed to talk \

@@ -224,7 +224,16 @@ async fn a_base_url_and_a_capability_switch_set_while_running_apply_to_the_next_
         body["tools"].as_array().into_iter().flatten().map(|t| t["name"].as_str().unwrap().to_owned()).collect()
     };
     assert!(tools(&first).contains(&"web_search".to_owned()), "offered before");
-    assert!(tools(&first).contains(&"im_send_media".to_owned()), "the daemon adds the im group");
+    // The daemon adds the im group, hidden until the model unlocks it: tools_unlock names it.
+    let unlock = first.requests()[0].json.clone().unwrap()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "tools_unlock")
+        .map(|t| t["description"].as_str().unwrap().to_owned())
+        .unwrap();
+    assert!(unlock.contains("im (send to chats)"), "the daemon adds the im group: {unlock}");
+    assert!(!tools(&first).contains(&"im_send_media".to_owned()), "and keeps it out of the first request");
     assert!(!tools(&second).contains(&"web_search".to_owned()), "hidden from the next turn on");
 }
 

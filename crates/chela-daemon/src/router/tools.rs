@@ -12,6 +12,7 @@ use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 pub fn group(rules: Arc<Rules>) -> Group {
     let r = || Arc::clone(&rules);
     Group::new("router", "Event rules: act on chat messages and events without the model.")
+        .hidden("event rules")
         .guidance(
             "ROUTER: router_add_rule adds a rule to rules.json that acts on events (a chat message is an event \
              of type `message`) without you: `send` a text, call a tool (`cap`), start a turn (`agent`), \

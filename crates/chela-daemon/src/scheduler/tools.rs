@@ -17,6 +17,7 @@ use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 pub fn group(sched: Arc<Scheduler>) -> Group {
     let s = || Arc::clone(&sched);
     Group::new("scheduler", "Scheduled jobs: run a prompt or a tool at set times.")
+        .hidden("reminders, cron")
         .guidance(
             "SCHEDULER: scheduler_add_job makes a job that runs later on its own: `once` at a Unix time, \
              `interval` every N seconds, or `cron` (5 or 6 fields, in the user's zone). An `agent` job puts \

@@ -20,7 +20,7 @@ pub const GROUP: &str = "board";
 pub fn group(host: &Arc<Host>) -> Group {
     let h = || Arc::clone(host);
     Group::new(GROUP, "The board's hardware: sensors, LEDs, a servo and allowlisted GPIO pins (board.json).")
-        .hidden()
+        .hidden("hardware")
         .guidance(
             "BOARD: board_list_devices first; sensor_read {device} gives values with units; led_set, servo_set, \
              gpio_read and gpio_write act on the devices and allowlisted pins board.json names, nothing else.",

@@ -23,7 +23,7 @@ pub fn group(skills: &Arc<Skills>) -> Group {
 /// request lighter.
 pub fn edit_group(skills: &Arc<Skills>) -> Group {
     Group::new("skill_edit", "List, write, delete and deactivate skills.")
-        .hidden()
+        .hidden("")
         .with(SkillList(Arc::clone(skills)))
         .with(SkillDeactivate(Arc::clone(skills)))
         .with(SkillSave(Arc::clone(skills)))
@@ -91,8 +91,7 @@ pub struct NameArgs {
 
 impl Tool for SkillActivate {
     const NAME: &'static str = "skill_activate";
-    const DESCRIPTION: &'static str =
-        "Activate a skill for this conversation: returns its instructions and unlocks its tool groups.";
+    const DESCRIPTION: &'static str = "Activate a skill: returns its instructions and unlocks its tool groups.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}"#;
     type Args = NameArgs;
     const BLOCKING: bool = true;

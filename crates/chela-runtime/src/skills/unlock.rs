@@ -3,6 +3,7 @@
 //! Only groups hidden by their own declaration can be unlocked: a group the owner hid
 //! (`caps.hidden`) or switched off stays so, whatever the model asks.
 
+use chela_core::cap::Registry;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -16,6 +17,34 @@ const MAX_FILE: u64 = 16 * 1024;
 
 pub struct ToolsUnlock;
 
+/// The tool's name, for the registry to describe it (see [`describe`]).
+pub const NAME: &str = "tools_unlock";
+
+/// The groups the model may unlock now, in the order they were registered: hidden by their
+/// own declaration, switched on, and neither hidden by the owner (`owner_hidden`) nor shown
+/// already (`caps.shown`).
+pub(crate) fn openable<'r>(registry: &'r Registry, owner_hidden: &[String]) -> Vec<&'r str> {
+    registry
+        .groups()
+        .iter()
+        .filter(|g| chela_core::skills::is_gated(registry, &g.spec.id) && g.enabled && !g.visible)
+        .filter(|g| !owner_hidden.iter().any(|h| *h == g.spec.id))
+        .map(|g| g.spec.id.as_ref())
+        .collect()
+}
+
+/// What the model reads of `tools_unlock`: every group it can open here, by name with a few
+/// words on what it is for, so the model can ask by need without a listing call first. Built
+/// from the registry, so a group added or switched off changes it and nothing else does.
+pub(crate) fn describe<'a>(groups: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+    let named: Vec<String> =
+        groups.map(|(g, hint)| if hint.is_empty() { g.to_owned() } else { format!("{g} ({hint})") }).collect();
+    if named.is_empty() {
+        return "Unlock a hidden tool group for this conversation; none can be unlocked now.".to_owned();
+    }
+    format!("Unlock a tool group a task needs: {}. No group: list them.", named.join(", "))
+}
+
 #[derive(Deserialize)]
 pub struct UnlockArgs {
     #[serde(default)]
@@ -23,8 +52,9 @@ pub struct UnlockArgs {
 }
 
 impl Tool for ToolsUnlock {
-    const NAME: &'static str = "tools_unlock";
-    const DESCRIPTION: &'static str = "Unlock a tool group for this conversation when a task needs it: lua (scripts), files_manage (delete, move, copy), skill_edit (list, write skills), settings, board (hardware). No group: list them.";
+    const NAME: &'static str = NAME;
+    // Replaced in the registry by [`describe`], which names the groups of this build.
+    const DESCRIPTION: &'static str = "Unlock a hidden tool group for this conversation when a task needs it.";
     const SCHEMA: &'static str = r#"{"type":"object","properties":{"group":{"type":"string"}}}"#;
     type Args = UnlockArgs;
     const BLOCKING: bool = true;

@@ -41,7 +41,7 @@ pub fn group() -> Group {
 /// off whenever the owner switches off or hides `files`.
 pub fn manage_group() -> Group {
     Group::new("files_manage", "Delete, move, copy and inspect workspace files.")
-        .hidden()
+        .hidden("")
         .part_of("files")
         .with(FileDelete)
         .with(FileMove)

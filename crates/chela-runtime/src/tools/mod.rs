@@ -377,6 +377,8 @@ pub struct Group {
     needs: &'static [&'static chela_core::config::Key],
     /// The group this one splits tools off from (see [`Group::part_of`]).
     parent: Option<&'static str>,
+    /// A few words on what a hidden group is for, in `tools_unlock`'s description.
+    hint: &'static str,
 }
 
 /// A boolean setting that switches a whole group off when false (`lua.enabled`), and what the
@@ -403,6 +405,7 @@ impl Group {
             switch: None,
             needs: &[],
             parent: None,
+            hint: "",
         }
     }
 
@@ -439,9 +442,12 @@ impl Group {
         self
     }
 
-    /// Hidden from the model until a skill naming it is active in a session (skill-gated).
-    pub fn hidden(mut self) -> Group {
+    /// Hidden from the model until a skill naming it is active in a session or the model
+    /// unlocks it (`tools_unlock`, whose description names the group followed by `hint`, a few
+    /// words on what it is for; empty for none).
+    pub fn hidden(mut self, hint: &'static str) -> Group {
         self.spec.visible_by_default = false;
+        self.hint = hint;
         self
     }
 
@@ -486,6 +492,8 @@ struct State {
     needs: HashMap<String, &'static [&'static chela_core::config::Key]>,
     /// The groups split off another, by group id, with the parent's id.
     parents: HashMap<String, &'static str>,
+    /// What each hidden group is for, by group id (see [`Group::hidden`]).
+    hints: HashMap<String, &'static str>,
 }
 
 /// The registry as it was when taken; changes made later do not show in it.
@@ -575,6 +583,9 @@ impl Toolbox {
             }
             if let Some(parent) = g.parent {
                 s.parents.insert(id.clone(), parent);
+            }
+            if !g.hint.is_empty() {
+                s.hints.insert(id.clone(), g.hint);
             }
             if !g.needs.is_empty() {
                 s.needs.insert(id, g.needs);
@@ -748,6 +759,12 @@ impl State {
     fn reapply(&mut self) {
         let [disabled, hidden, shown] = &self.switches;
         self.unknown_groups = self.registry.apply(disabled, hidden, shown).into_iter().map(str::to_owned).collect();
+        // `tools_unlock` names exactly the groups it can open now, so a build or a daemon with
+        // more hidden groups pays for their names and nothing else does.
+        let open = crate::skills::unlock::openable(&self.registry, hidden);
+        let text =
+            crate::skills::unlock::describe(open.iter().map(|g| (*g, self.hints.get(*g).copied().unwrap_or(""))));
+        self.registry.describe(crate::skills::unlock::NAME, text.into());
     }
 }
 

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use super::{Group, Tool, ToolCtx, ToolResult};
 
 pub fn group() -> Group {
-    Group::new("settings", "Chela's own settings, read-only (secrets masked).").hidden().with(ConfigShow)
+    Group::new("settings", "Chela's own settings, read-only (secrets masked).").hidden("").with(ConfigShow)
 }
 
 pub struct ConfigShow;

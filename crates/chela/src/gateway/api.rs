@@ -60,7 +60,7 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
         (&Method::POST, "/config") => ok(config_set(d, parse(body)?).await?),
         (&Method::POST, "/config/check") => ok(config_check(parse(body)?)),
         (&Method::GET, "/sessions") => ok(blocking(d, sessions_list).await?),
-        (&Method::GET, "/usage") => ok(blocking(d, usage_view).await?),
+        (&Method::GET, "/usage") => ok(blocking(d, super::api_usage::usage_view).await?),
         (&Method::GET, "/memory") => ok(blocking(d, memory_list).await?),
         (_, p) if p.starts_with("/memory/entries") => super::api_memory::route(d, method, p, body).await,
         (&Method::GET, "/pairing") => {
@@ -422,20 +422,6 @@ fn session_file(d: &Daemon, id: &str) -> Result<PathBuf, ApiError> {
 
 fn split_id(id: &str) -> (&str, &str) {
     id.split_once('_').unwrap_or((id, ""))
-}
-
-/// `GET /api/usage`: today's tokens and estimated cost, and everything the usage log keeps,
-/// per model (`chela usage --json`'s shape).
-fn usage_view(d: &Daemon) -> Result<Value, ApiError> {
-    use chela_runtime::usage::{Filter, Report, today_start};
-    let cfg = d.config();
-    let tz = crate::localtime::zone(cfg.get(chela_core::config::TIMEZONE));
-    let read = |filter: &Filter| {
-        Report::gather(d.workspace(), &cfg, filter).map_err(|e| ApiError::internal("the usage log cannot be read", e))
-    };
-    let today = read(&Filter { session: None, since: Some(today_start(&tz, d.clock().unix_secs())) })?;
-    let all = read(&Filter::default())?;
-    Ok(json!({"today": today.json()["total"], "all": all.json()}))
 }
 
 fn sessions_list(d: &Daemon) -> Result<Value, ApiError> {

@@ -36,6 +36,7 @@ use crate::serve::{admit, http};
 mod api;
 mod api_jobs;
 mod api_memory;
+mod api_usage;
 pub(crate) mod auth;
 pub(crate) mod login;
 mod mcp_endpoint;

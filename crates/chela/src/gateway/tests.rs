@@ -389,6 +389,8 @@ async fn the_ws_outlet_reaches_the_clients_of_a_chat_and_only_existing_chats() {
 #[tokio::test]
 async fn the_model_can_write_to_an_open_chat_with_local_send_text_and_only_to_one() {
     let script = vec![
+        // The group starts hidden (most turns send nothing), so the model unlocks it first.
+        Step::tool_call("tools_unlock", json!({"group": "local"})),
         Step::tool_calls([
             ("local_send_text", json!({"chat_id": "desk", "text": "a note from the tool"})),
             ("local_send_text", json!({"chat_id": "closed-chat", "text": "nobody sees this"})),
@@ -408,8 +410,8 @@ async fn the_model_can_write_to_an_open_chat_with_local_send_text_and_only_to_on
     assert!(events.contains(&pushed), "{events:?}");
     let states: Vec<&str> =
         events.iter().filter(|e| e["type"] == "tool").map(|e| e["state"].as_str().unwrap()).collect();
-    assert_eq!(states, ["start", "ok", "start", "error"], "{events:?}");
-    let results = h.llm.requests()[1].json.clone().unwrap().to_string();
+    assert_eq!(states, ["start", "ok", "start", "ok", "start", "error"], "{events:?}");
+    let results = h.llm.requests()[2].json.clone().unwrap().to_string();
     assert!(results.contains("No client has the chat closed-chat open now"), "{results}");
 }
 

@@ -352,3 +352,44 @@ async fn usage_shows_today_and_all_per_model_and_needs_the_token() {
     let cost = v["all"]["models"]["claude-haiku-4-5"]["estimated_cost_usd"].as_f64().unwrap();
     assert!((cost - 2.0 * (0.001 + 0.0009 + 0.0005)).abs() < 1e-12, "{cost}");
 }
+
+/// The console's Usage view: today and the last seven days per model and per chat, at most 20
+/// chats listed (chat ids come from outside; the rest are summed), and where each price is from.
+#[tokio::test]
+async fn usage_gives_the_periods_per_model_and_per_chat_bounded_with_the_prices_source() {
+    use chela_core::usage::Record;
+    use chela_proto::chat::Usage;
+    let h = harness_with_settings(vec![], &[]);
+    let ws = h.daemon.workspace();
+    // The person's price for their own model, in the hand-written file.
+    let file = ws.root().join("chela.toml");
+    let mut text = std::fs::read_to_string(&file).unwrap_or_default();
+    text.push_str("\n[llm.prices.my-model]\ninput = 2.0\noutput = 4.0\n");
+    std::fs::write(&file, text).unwrap();
+    h.daemon.reload().unwrap();
+    let now = h.daemon.clock().unix_secs_u64();
+    let u = |n: u64| Usage { input_tokens: n, output_tokens: 10, cache_read_tokens: 0, cache_write_tokens: 0 };
+    // 25 chats today with growing use, one a stranger's hostile id; one turn three days ago.
+    for i in 0..25u64 {
+        let chat = if i == 24 { "<img src=x onerror=alert(1)>".to_owned() } else { format!("c{i}") };
+        chela_runtime::usage::append(ws, &Record::new(now, "telegram", &chat, "claude-haiku-4-5", &u(1000 + i)))
+            .unwrap();
+    }
+    chela_runtime::usage::append(ws, &Record::new(now - 3 * 86_400, "cli", "local", "my-model", &u(500))).unwrap();
+    let (status, v) = h.send("GET", "/api/usage", "").await;
+    assert_eq!(status, StatusCode::OK, "{v}");
+    let (today, week) = (&v["periods"][0], &v["periods"][1]);
+    assert_eq!((today["id"].as_str(), week["id"].as_str()), (Some("today"), Some("week")));
+    assert_eq!(today["total"]["turns"], 25);
+    assert_eq!(week["total"]["turns"], 26, "the older turn is in the week only");
+    let chats = today["chats"].as_array().unwrap();
+    assert_eq!(chats.len(), 20, "bounded");
+    assert_eq!(chats[0]["chat"], "telegram:<img src=x onerror=alert(1)>", "the busiest first, as data");
+    assert_eq!(today["other_chats"]["turns"], 5, "the rest summed");
+    assert_eq!(today["models"][0]["model"], "claude-haiku-4-5");
+    let prices = v["prices"].as_array().unwrap();
+    let of = |m: &str| prices.iter().find(|p| p["model"] == m).unwrap().clone();
+    assert_eq!(of("claude-haiku-4-5")["source"], "built-in");
+    assert_eq!((of("my-model")["source"].as_str(), of("my-model")["input"].as_f64()), (Some("settings"), Some(2.0)));
+    assert_eq!(v["today"], today["total"], "the older shape stays");
+}

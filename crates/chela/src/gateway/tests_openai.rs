@@ -45,7 +45,10 @@ async fn a_stateless_request_sends_the_clients_whole_conversation_and_its_system
     // The last message before the turn carries the prompt cache's breakpoint: a block, same text.
     assert_eq!(messages[1]["content"][0]["text"], "an earlier answer", "{messages:?}");
     assert_eq!(messages[1]["content"][0]["cache_control"], json!({"type": "ephemeral"}));
-    assert_eq!(messages[2]["content"], "and the weather?");
+    // The turn's context goes in front of the newest message, after the cached history.
+    let newest = messages[2]["content"].as_str().unwrap();
+    assert_eq!(chela_testkit::person_text(newest), "and the weather?");
+    assert!(newest.starts_with("<turn_context>\n"), "{newest}");
 }
 
 #[tokio::test]

@@ -17,7 +17,8 @@ fn message(content: &str, chat_id: Option<&str>) -> WsMessage {
     WsMessage::text(m.to_string())
 }
 
-/// The user messages of the model's last request, in order.
+/// The user messages of the model's last request, in order, as people wrote them (without the
+/// turn's context Chela sends in front of the newest).
 fn user_texts(llm: &chela_testkit::FakeLlm) -> Vec<String> {
     let last = llm.requests().into_iter().filter_map(|r| r.json).next_back().expect("the model was asked");
     last["messages"]
@@ -29,6 +30,7 @@ fn user_texts(llm: &chela_testkit::FakeLlm) -> Vec<String> {
             Value::String(s) => s.clone(),
             parts => parts.as_array().unwrap().iter().filter_map(|p| p["text"].as_str()).collect::<Vec<_>>().join(""),
         })
+        .map(|t| chela_testkit::person_text(&t).to_owned())
         .collect()
 }
 

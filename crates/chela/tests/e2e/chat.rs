@@ -56,7 +56,14 @@ fn two_tool_turn(provider: Provider, stream: bool) {
                 text_of(&b["messages"][0])
             }
         };
-        assert!(system.contains("Channel: cli"), "{ctx} #{i}: system prompt lacks the turn context:\n{system}");
+        // The turn's context travels with the person's message, after the cached history, in
+        // every request of the turn; the system prompt has none of it.
+        assert!(!system.contains("Channel: cli"), "{ctx} #{i}: the turn context is in the system prompt:\n{system}");
+        let person = crate::sent_text_of(&conversation(provider, &b)[0]);
+        assert!(
+            person.starts_with("<turn_context>\n") && person.contains("Channel: cli"),
+            "{ctx} #{i}: the person's message lacks the turn context:\n{person}"
+        );
         let tools = tool_names(provider, &b);
         for t in ["get_current_time", "file_write", "memory_store"] {
             assert!(tools.iter().any(|n| n == t), "{ctx} #{i}: {t} not offered: {tools:?}");
@@ -66,7 +73,7 @@ fn two_tool_turn(provider: Provider, stream: bool) {
     let first = conversation(provider, &body(&llm, 0));
     assert_eq!(first.len(), 1, "{ctx}: {first:?}");
     assert_eq!(first[0]["role"], "user");
-    assert_eq!(text_of(&first[0]), "Note that I must buy milk.");
+    assert_eq!(crate::text_of(&first[0]), "Note that I must buy milk.");
 
     // The second request carries the first tool's result, the third adds the second's.
     let second = conversation(provider, &body(&llm, 1));
@@ -183,7 +190,7 @@ fn a_dash_reads_the_message_from_stdin() {
     out.expect_ok();
     assert_eq!(out.stdout, "Got it.\n");
     let sent = conversation(Provider::Anthropic, &body(&llm, 0));
-    assert_eq!(text_of(&sent[0]).trim_end(), "line one\nline two");
+    assert_eq!(crate::text_of(&sent[0]).trim_end(), "line one\nline two");
 }
 
 /// `chela chat -m -` with `input` on stdin.
@@ -203,7 +210,7 @@ fn a_dash_drops_exactly_one_final_newline() {
         let ws = Ws::for_llm(Provider::OpenAi, &llm, "");
         chat_stdin(&ws, input.as_bytes()).expect_ok();
         let sent = conversation(Provider::OpenAi, &body(&llm, 0));
-        assert_eq!(text_of(&sent[0]), want, "{input:?}");
+        assert_eq!(crate::text_of(&sent[0]), want, "{input:?}");
     }
 }
 

@@ -55,13 +55,15 @@ fn p2p(event_id: &str, text: &str) -> Value {
     message_event(event_id, ("oc_p2p", "p2p"), "ou_alice", text, None)
 }
 
-/// The text of the last user message of an LLM request.
+/// The text of the last user message of an LLM request, as the person wrote it (without the
+/// turn's context Chela sends in front of it).
 fn last_user_text(body: &Value) -> String {
     let last = body["messages"].as_array().unwrap().iter().rev().find(|m| m["role"] == "user").unwrap();
-    match &last["content"] {
+    let text: String = match &last["content"] {
         Value::String(s) => s.clone(),
         blocks => blocks.as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect(),
-    }
+    };
+    chela_testkit::person_text(&text).to_owned()
 }
 
 #[test]
@@ -206,6 +208,7 @@ fn wrong_app_credentials_stop_the_daemon_with_what_to_fix() {
 fn the_model_writes_to_known_feishu_chats_only() {
     let llm = FakeLlm::start(vec![
         Step::text("first"),
+        Step::tool_call("tools_unlock", json!({"group": "feishu"})),
         Step::tool_call("feishu_send_message", json!({"chat_id": "oc_p2p", "text": "a note from a tool"})),
         Step::tool_call("feishu_send_message", json!({"chat_id": "oc_stranger", "text": "spam"})),
         Step::text("done"),
@@ -219,7 +222,7 @@ fn the_model_writes_to_known_feishu_chats_only() {
     let sent = feishu.sent();
     assert_eq!((sent[1].receive_id.as_deref(), sent[1].text.as_str()), (Some("oc_p2p"), "a note from a tool"));
     assert_eq!((sent[2].reply_to.as_deref(), sent[2].text.as_str()), (Some("om_ev2"), "done"));
-    let last = llm.requests()[3].json.clone().unwrap().to_string();
+    let last = llm.requests()[4].json.clone().unwrap().to_string();
     assert!(
         last.contains("Chela may not write to feishu chat oc_stranger"),
         "the refusal did not reach the model: {last}"

@@ -26,6 +26,7 @@ mod ctrl_c;
 mod doctor;
 mod errors;
 mod feishu;
+mod first_request;
 mod gateway;
 mod interactive;
 mod logs;
@@ -337,9 +338,15 @@ impl Capture {
     }
 }
 
-/// The text of a message in either wire format or a session line: a string, or the
-/// concatenated `text` blocks.
+/// The text of a message in either wire format or a session line (a string, or the
+/// concatenated `text` blocks) as it was said: the turn's context Chela sends in front of the
+/// newest message of a request is not part of it ([`sent_text_of`] keeps it).
 pub fn text_of(message: &Value) -> String {
+    chela_testkit::person_text(&sent_text_of(message)).to_owned()
+}
+
+/// The text of a message exactly as sent, with the turn's context where there is one.
+pub fn sent_text_of(message: &Value) -> String {
     match &message["content"] {
         Value::String(s) => s.clone(),
         Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),

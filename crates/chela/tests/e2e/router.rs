@@ -307,6 +307,7 @@ fn a_hand_broken_rules_json_keeps_its_good_rules_and_a_rule_the_model_writes_run
     let llm = FakeLlm::start(vec![
         // `chela doctor` probes the model once.
         Step::text("probe"),
+        Step::tool_call("tools_unlock", json!({"group": "router"})),
         Step::tool_call(
             "router_add_rule",
             json!({"rule": {"id": "ping", "match": {"type": "message", "text": "ping"}, "consume_on_match": true,
@@ -347,7 +348,7 @@ fn a_hand_broken_rules_json_keeps_its_good_rules_and_a_rule_the_model_writes_run
     let ids: Vec<&str> = now["rules"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["greet", "ping"]);
     let asked = llm.requests().len();
-    assert_eq!(asked, 3, "the probe and the turn's two calls");
+    assert_eq!(asked, 4, "the probe and the turn's three calls (unlock, add, answer)");
 
     // The rule the model wrote runs without it.
     let to = say(&tg, OWNER, "ping", 3);

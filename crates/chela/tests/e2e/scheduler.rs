@@ -17,6 +17,8 @@ const WAIT: Duration = Duration::from_secs(30);
 #[test]
 fn a_job_the_model_adds_fires_in_its_chat_and_the_jobs_survive_a_restart() {
     let llm = FakeLlm::start(vec![
+        // The scheduler's tools start hidden: the model unlocks them when a task needs them.
+        Step::tool_call("tools_unlock", json!({"group": "scheduler"})),
         Step::tool_calls([
             ToolCall::new(
                 "cron_add",
@@ -40,8 +42,8 @@ fn a_job_the_model_adds_fires_in_its_chat_and_the_jobs_survive_a_restart() {
     out.expect_ok();
     let texts: Vec<&str> = sent.iter().filter(|s| s.chat_id == OWNER).map(|s| s.text.as_str()).collect();
     assert_eq!(texts, ["Scheduled.", "pong from the job"], "{}", out.stderr);
-    let third = String::from_utf8_lossy(&llm.requests()[2].body).into_owned();
-    assert!(third.contains("[Scheduled job ping (") && third.contains("say pong"), "{third}");
+    let job_turn = String::from_utf8_lossy(&llm.requests()[3].body).into_owned();
+    assert!(job_turn.contains("[Scheduled job ping (") && job_turn.contains("say pong"), "{job_turn}");
 
     // The once job deleted itself after it ran; the other one is in the file for the next start.
     let list = ws.run(&["cron", "list"]);

@@ -362,6 +362,8 @@ fn after_a_revoke_the_models_telegram_send_text_to_that_chat_is_refused() {
     let send = |text: &str| Step::tool_call("telegram_send_text", serde_json::json!({"chat_id": "77", "text": text}));
     let llm = FakeLlm::start(vec![
         Step::text("welcome aboard"),
+        // The send tools start hidden; the unlock lasts for the rest of the owner's conversation.
+        Step::tool_call("tools_unlock", serde_json::json!({"group": "telegram"})),
         send("a note while paired"),
         Step::text("sent it"),
         send("a note after the revoke"),
@@ -392,9 +394,9 @@ fn after_a_revoke_the_models_telegram_send_text_to_that_chat_is_refused() {
     assert!(!sent.iter().any(|m| m.text.contains("after the revoke")), "{sent:?}");
     // The model was told why, in the tool's result.
     let asked = asked(&llm);
-    assert_eq!(asked.len(), 5, "{}", out.stderr);
-    assert!(asked[4].contains("Chela may not write to telegram chat 77"), "{}", asked[4]);
-    assert!(asked[4].contains(r#""is_error":true"#), "a refusal is a tool error: {}", asked[4]);
+    assert_eq!(asked.len(), 6, "{}", out.stderr);
+    assert!(asked[5].contains("Chela may not write to telegram chat 77"), "{}", asked[5]);
+    assert!(asked[5].contains(r#""is_error":true"#), "a refusal is a tool error: {}", asked[5]);
 }
 
 /// The owner's sends and edits, in order: (method, text, parse_mode, when).

@@ -130,3 +130,28 @@ async fn a_part_split_off_a_group_the_owner_hid_or_switched_off_stays_off() {
     // Unlocked: it runs (and fails only for its own reason, the missing path argument).
     assert_ne!(e.map_err(|e| e.kind()).err(), Some(ToolErrorKind::Refused));
 }
+
+/// What the model reads of the tool names the groups it can open here and no other: a group the
+/// owner hid, switched off or shows already is left out, and one registered later comes in.
+#[test]
+fn the_description_names_exactly_the_groups_that_can_be_unlocked_here() {
+    let described = |f: &Fixture| f.toolbox.registry().get(NAME).unwrap().description.to_string();
+    let f = Fixture::new(&[]);
+    let all = described(&f);
+    assert!(all.starts_with("Unlock a tool group a task needs: "), "{all}");
+    assert!(all.contains("settings, ") || all.contains("settings."), "{all}");
+    assert!(all.contains("files_manage, ") && all.contains("board (hardware)"), "{all}");
+    for visible in ["memory", "time", "skill_mgr", "files,", "files."] {
+        assert!(!all.contains(&format!(": {visible}")) && !all.contains(&format!(", {visible}")), "{visible}: {all}");
+    }
+    for (key, value) in [("caps.hidden", "settings"), ("caps.disabled", "settings"), ("caps.shown", "settings")] {
+        let f = Fixture::new(&[(key, value)]);
+        let d = described(&f);
+        assert!(!d.contains("settings"), "{key}: {d}");
+        assert!(d.contains("files_manage"), "{key}: {d}");
+    }
+    f.toolbox.register(crate::tools::Group::new("extra", "test").hidden("a test hint")).unwrap();
+    assert!(described(&f).ends_with(", extra (a test hint). No group: list them."), "{}", described(&f));
+    assert!(f.toolbox.unregister("extra"));
+    assert_eq!(described(&f), all);
+}
