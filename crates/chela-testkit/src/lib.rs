@@ -59,8 +59,8 @@ pub mod telegram;
 pub mod xiaozhi_mqtt;
 
 pub use audio::FakeAudio;
-pub use embed::FakeEmbeddings;
 pub use demo::person_text;
+pub use embed::FakeEmbeddings;
 pub use fake::{DEFAULT_MAX_RECORDED, FakeLlm, Options, Recorded};
 pub use script::{Action, Step, ToolCall, parse_script};
 pub use server::{MAX_BODY_BYTES, MAX_CONNECTIONS, MAX_HEAD_BYTES};
