@@ -543,9 +543,15 @@ fn short_args(json: &str) -> String {
     format!("{}…", chela_core::text::prefix(&one_line, 79))
 }
 
-/// A retry's wait as people say it: whole seconds from one second up.
+/// A retry's wait as people say it: whole seconds from about one second up. The wait is measured
+/// when it is shown, a few milliseconds after the exchange set it: a one-second Retry-After
+/// reads "1 s", not "999 ms".
 fn format_wait(d: Duration) -> String {
-    if d >= Duration::from_secs(1) { format!("{} s", d.as_secs_f64().round()) } else { format!("{} ms", d.as_millis()) }
+    if d >= Duration::from_millis(950) {
+        format!("{} s", d.as_secs_f64().round())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
 }
 
 fn format_duration(d: Duration) -> String {
@@ -610,6 +616,7 @@ mod tests {
         assert_eq!(format_wait(Duration::from_millis(4000)), "4 s");
         assert_eq!(format_wait(Duration::from_millis(1600)), "2 s");
         assert_eq!(format_wait(Duration::from_millis(250)), "250 ms");
+        assert_eq!(format_wait(Duration::from_millis(999)), "1 s");
     }
 
     #[test]

@@ -71,7 +71,8 @@ async fn a_misspelled_query_keywords_miss_is_found_with_embeddings() {
     let fake = FakeEmbeddings::start();
     let fx = fixture(&fake.base_url());
     store_facts(&fx).await;
-    let query = "dentsit apointment thursdy";
+    // Two slips per word (doubled keys), beyond the one-edit spelling correction of the keyword search.
+    let query = "dentisstt apppointmment thurssdayy";
     let mut ix = Index::open(&fx.ws).unwrap();
     ix.refresh().unwrap();
     assert!(ix.recall(query, 5).unwrap().is_empty(), "BM25 alone finds nothing");
