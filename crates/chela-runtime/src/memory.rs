@@ -27,6 +27,7 @@ pub mod index;
 mod sessions;
 #[cfg(feature = "memory")]
 mod spelling;
+#[cfg(feature = "memory")]
 mod terms;
 
 /// The memory files and what a fresh workspace gets.

@@ -21,10 +21,12 @@ use serde_json::{Value, json};
 
 use super::{ApiError, Resp, json as json_response};
 use crate::daemon::Daemon;
+#[cfg(feature = "memory")]
 use crate::memory::index::{Index, MAX_RESULTS};
 use crate::memory::{load_entries, update_entries};
 
 /// Note passages shown with a search, at most (as many as `memory_search` returns).
+#[cfg(feature = "memory")]
 const MAX_NOTES: usize = 20;
 
 /// Most entries one page holds; the page asks for fewer.
@@ -109,8 +111,8 @@ fn io_error(e: std::io::Error) -> ApiError {
     ApiError::internal("memory/entries.jsonl cannot be read or written", e)
 }
 
-/// One page of the entries matching `r.query`, how many match in all (at most
-/// [`MAX_RESULTS`] for a query: the index ranks that many), and the matching note passages.
+/// One page of the entries matching `r.query`, how many match in all (for a query, at most what
+/// the index ranks), and the matching note passages.
 fn search(d: &Daemon, r: SearchReq) -> Result<Value, ApiError> {
     let limit = r.limit.unwrap_or(50).clamp(1, MAX_PAGE);
     let offset = r.offset.min(MAX_ENTRIES);
@@ -121,19 +123,33 @@ fn search(d: &Daemon, r: SearchReq) -> Result<Value, ApiError> {
         let page: Vec<Value> = found.iter().skip(offset).take(limit).map(|e| shown(e)).collect();
         return Ok(json!({"total": found.len(), "offset": offset, "limit": limit, "entries": page, "notes": []}));
     }
+    let (found, notes) = ranked(d, &entries, &query)?;
+    let page: Vec<Value> = found.iter().skip(offset).take(limit).map(|e| shown(e)).collect();
+    Ok(json!({"total": found.len(), "offset": offset, "limit": limit, "entries": page, "notes": notes}))
+}
+
+/// The entries matching `query`, best first, and the note passages matching it. The index ranks;
+/// the file (read just before) gives each entry's tags and times. An entry forgotten in between
+/// is left out.
+#[cfg(feature = "memory")]
+fn ranked<'a>(d: &Daemon, entries: &'a Entries, query: &str) -> Result<(Vec<&'a Entry>, Vec<Value>), ApiError> {
     let (hits, notes) = Index::open(d.workspace())
         .and_then(|mut ix| {
             ix.refresh()?;
-            Ok((ix.recall(&query, MAX_RESULTS)?, ix.search(&query, MAX_NOTES)?))
+            Ok((ix.recall(query, MAX_RESULTS)?, ix.search(query, MAX_NOTES)?))
         })
         .map_err(|e| ApiError::internal("the memory index cannot be searched", e))?;
-    // The index ranks; the file (read just before) gives each entry's tags and times. An
-    // entry forgotten in between is left out.
-    let found: Vec<&Entry> = hits.iter().filter_map(|h| entries.get(&h.id)).collect();
-    let page: Vec<Value> = found.iter().skip(offset).take(limit).map(|e| shown(e)).collect();
-    let notes: Vec<Value> =
+    let found = hits.iter().filter_map(|h| entries.get(&h.id)).collect();
+    let notes =
         notes.iter().map(|n| json!({"path": n.path, "first": n.first, "last": n.last, "snippet": n.snippet})).collect();
-    Ok(json!({"total": found.len(), "offset": offset, "limit": limit, "entries": page, "notes": notes}))
+    Ok((found, notes))
+}
+
+/// A build without the memory index ranks the file's entries with the core's keyword ranking
+/// and searches no notes.
+#[cfg(not(feature = "memory"))]
+fn ranked<'a>(_: &Daemon, entries: &'a Entries, query: &str) -> Result<(Vec<&'a Entry>, Vec<Value>), ApiError> {
+    Ok((entries.recall(query, MAX_ENTRIES).into_iter().map(|(_, e)| e).collect(), Vec::new()))
 }
 
 fn memory_error(e: MemoryError) -> ApiError {
