@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds Chela's release firmware for one chip and proves the image is valid:
-#   firmware/build.sh esp32c3|esp32c6
+#   firmware/build.sh esp32c3|esp32c6 [--sign KEYFILE]
+# With --sign, the Ed25519 key's public half is built into the firmware (it then takes
+# over-the-air updates signed with that key, and only those) and the image is signed with it
+# (firmware/sign.sh, openssl): firmware/target/chela-CHIP.ota is the update file to serve.
 # Builds firmware/esp32 (Debian rustc-web + build-std + lld-16, docs/guide/chip.md),
 # converts the ELF with `esptool elf2image` (esptool from PyPI, pinned, in a venv under
 # firmware/target/), prints the image size, the static RAM (IRAM + DRAM + BSS from `size -A`),
@@ -24,6 +27,13 @@ fail() {
 }
 
 chip=${1:-}
+sign_key=
+if [ "${2:-}" = --sign ]; then
+  [ -n "${3:-}" ] || fail "usage: firmware/build.sh esp32c3|esp32c6 --sign KEYFILE"
+  sign_key=$(realpath -e -- "$3") || fail "no key file at $3 (make one: openssl genpkey -algorithm ed25519 -out KEYFILE)"
+elif [ -n "${2:-}" ]; then
+  fail "usage: firmware/build.sh esp32c3|esp32c6 [--sign KEYFILE] (got '$2')"
+fi
 case $chip in
   esp32c3) target=riscv32imc-unknown-none-elf ;;
   esp32c6) target=riscv32imac-unknown-none-elf ;;
@@ -40,6 +50,13 @@ done
 [ -d /usr/lib/rustlib/src/rust/library ] || fail "the Rust sources for build-std are missing: apt-get install rust-web-src"
 
 export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
+# The update key: built in with --sign, none otherwise (the firmware then refuses every update).
+if [ -n "$sign_key" ]; then
+  CHELA_OTA_PUBKEY=$(./sign.sh --pubkey "$sign_key") || fail "the key's public half could not be read"
+  export CHELA_OTA_PUBKEY
+else
+  unset CHELA_OTA_PUBKEY
+fi
 # CHELA_FIRMWARE_TARGET_DIR: another target dir (to build both chips at once); firmware/target by default.
 export CARGO_TARGET_DIR="${CHELA_FIRMWARE_TARGET_DIR:-$PWD/target}"
 cargo=cargo
@@ -122,5 +139,8 @@ if [ "$chip" = esp32c3 ]; then
   [ "$static" -le $((200 * 1024)) ] || fail "the C3's static RAM is $static B, over 200 KiB"
   [ $((heap + stack)) -ge $((120 * 1024)) ] || fail "the C3 leaves $((heap + stack)) B for heap and stack, under 120 KiB"
   echo "chela-firmware: esp32c3 within its RAM targets (static RAM <= 200 KiB, heap + stack >= 120 KiB)"
+fi
+if [ -n "$sign_key" ]; then
+  ./sign.sh "$sign_key" "$bin" "$CARGO_TARGET_DIR/chela-$chip.ota" || fail "the image could not be signed"
 fi
 echo "$elf"

@@ -61,6 +61,8 @@ pub enum Effect {
     SessionCleared(String),
     /// `MEMORY.md` changed: rebuild the prompt's memory part.
     MemoryChanged,
+    /// Fetch a signed firmware update from this `https://` URL, then restart into it.
+    Update(String),
 }
 
 /// What one command line gave.
@@ -163,6 +165,7 @@ const COMMANDS: &[Command] = &[
     Command { name: "session_clear", usage: "NAME|CHAT_ID", help: "forget one chat session" },
     Command { name: "heap_info", usage: "", help: "free heap, and how full the flash is" },
     Command { name: "restart", usage: "", help: "reboot" },
+    Command { name: "ota", usage: "https://URL", help: "install the signed firmware update at URL, then restart" },
     Command { name: "help", usage: "", help: "this list" },
 ];
 
@@ -240,6 +243,7 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
         ("session_clear", [name]) => session_clear(ctx, name),
         ("heap_info", []) => Reply::text(heap_info(ctx)),
         ("restart", []) => restart(ctx),
+        ("ota", [url]) => update(url),
         ("help", []) => Reply::text(help()),
         _ => usage(),
     }
@@ -475,6 +479,19 @@ fn restart<F: Flash>(ctx: &mut Ctx<'_, F>) -> Reply {
     Reply { text: format!("{note}restarting\n"), effects: alloc::vec![Effect::Restart] }
 }
 
+/// The update's URL is checked here; the signature, on the device as the image arrives. The URL
+/// is not echoed: its query may hold a token.
+fn update(url: &str) -> Reply {
+    let host = url.strip_prefix("https://").map(|r| &r[..r.find(['/', '?']).unwrap_or(r.len())]);
+    match host {
+        Some(h) if !h.is_empty() && url.len() <= 512 => {
+            Reply { text: format!("fetching the update from {h}\n"), effects: alloc::vec![Effect::Update(url.into())] }
+        }
+        Some(_) => Reply::error("usage: ota https://HOST/PATH (at most 512 bytes)"),
+        None => Reply::error("usage: ota https://URL (the update is fetched over TLS only)"),
+    }
+}
+
 impl Reply {
     /// Whether the reply holds `secret` whole (for tests and the emulator's checks).
     pub fn shows(&self, secret: &str) -> bool {
@@ -490,6 +507,7 @@ impl core::fmt::Display for Effect {
             Effect::ConfigChanged => f.write_str("settings changed"),
             Effect::SessionCleared(k) => write!(f, "session {k} cleared"),
             Effect::MemoryChanged => f.write_str("memory changed"),
+            Effect::Update(_) => f.write_str("firmware update"),
         }
     }
 }

@@ -32,6 +32,16 @@ const fn parse_secs(text: &str) -> u64 {
     secs
 }
 
+/// What an update's server may chain to: every root in the image. The update itself is trusted
+/// for its Ed25519 signature (`chela_chip::ota`), not for where it came from; TLS here keeps a
+/// network in the middle from reading or cutting it quietly.
+const UPDATE_HOSTS: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X2, ISRG_X1, GODADDY_G2];
+
+/// The roots an update fetched from `host` is checked against.
+pub fn update_roots(host: &str) -> &'static [&'static [u8]] {
+    roots(host).unwrap_or(UPDATE_HOSTS)
+}
+
 /// The roots pinned for `host` (one handshake checks the server's chain against all of them);
 /// `None` for a host the chip does not call.
 pub fn roots(host: &str) -> Option<&'static [&'static [u8]]> {

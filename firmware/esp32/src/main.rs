@@ -25,6 +25,7 @@ mod flash;
 mod hw;
 mod led;
 mod net;
+mod ota;
 mod serial;
 mod tools;
 
@@ -176,6 +177,8 @@ static WIFI_WANTED: Mutex<RefCell<Option<(String, String)>>> = Mutex::new(RefCel
 static WIFI_CHANGED: Signal<CriticalSectionRawMutex, ()> = Signal::new();
 /// What the connection task last saw, for `wifi_status`: connected, and the signal strength.
 static WIFI_SEEN: Mutex<Cell<(bool, i8, bool)>> = Mutex::new(Cell::new((false, 0, false)));
+/// The update the console's `ota URL` asked for, run by the main loop.
+static OTA_WANTED: Mutex<RefCell<Option<String>>> = Mutex::new(RefCell::new(None));
 /// The least free heap seen, for `heap_info`.
 static MIN_FREE: Mutex<Cell<usize>> = Mutex::new(Cell::new(usize::MAX));
 
@@ -223,6 +226,10 @@ fn console_bytes(chip: &mut Chip<Partition, Esp>, console: &mut Console, bytes: 
                 esp_hal::system::software_reset()
             }
             Effect::ReconnectWifi => want_wifi(&chip.config),
+            Effect::Update(url) if stack.is_some() => {
+                critical_section::with(|cs| *OTA_WANTED.borrow_ref_mut(cs) = Some(url));
+            }
+            Effect::Update(_) => say!(&chip.board, "[ota] no network in safe mode: fix the settings and restart first"),
             // The endpoint, the allowlist and the token are read from the settings before
             // every poll and turn; sessions and MEMORY.md are read from flash each turn.
             Effect::ConfigChanged | Effect::SessionCleared(_) | Effect::MemoryChanged => {}
@@ -261,10 +268,12 @@ async fn main(spawner: Spawner) -> ! {
     led.show(led::State::Error);
     led.show(led::State::Connecting);
 
-    let partition = match Partition::find(FlashStorage::new(peripherals.FLASH)) {
+    let flash = mk_static!(RefCell<FlashStorage<'static>>, RefCell::new(FlashStorage::new(peripherals.FLASH)));
+    let (partition, ota_parts) = match Partition::find(flash) {
         Ok(p) => p,
         Err(e) => park(&board, e).await,
     };
+    let updates = ota::Updates::boot(ota_parts);
     let mut chip = match boot::power_on(partition, board, seed, SETTINGS.defaults()) {
         Ok(c) => c,
         Err(e) => park(&board, &e).await,
@@ -343,6 +352,7 @@ async fn main(spawner: Spawner) -> ! {
         failures: 0,
         next_sntp_ms: 0,
         last_complaint_ms: None,
+        updates,
     };
     device.serve().await
 }
@@ -363,6 +373,7 @@ struct Device {
     next_sntp_ms: u64,
     /// When the device last said which setting is missing.
     last_complaint_ms: Option<u64>,
+    updates: ota::Updates,
 }
 
 impl Device {
@@ -398,6 +409,16 @@ impl Device {
             let uptime = self.chip.board.now_ms();
             if let Err(e) = self.chip.guard.handle_uptime(&mut self.chip.store, uptime) {
                 say!(&self.chip.board, "[boot] the boot counter could not be reset: {e}");
+            }
+            // Ready: the network is up and the image has run a minute (the boot guard's good
+            // boot). A new image on trial is kept from here on; updates need the network too.
+            if self.stack.is_config_up() {
+                if uptime >= 60_000 {
+                    self.updates.ready();
+                }
+                if let Some(url) = critical_section::with(|cs| OTA_WANTED.borrow_ref_mut(cs).take()) {
+                    self.updates.fetch(&mut self.https, &mut self.tools.first.second, &url).await;
+                }
             }
             if let Err(e) = chela_chip::console::channels_ready(&self.chip.config) {
                 if self.last_complaint_ms.is_none_or(|t| uptime >= t + 60_000) {

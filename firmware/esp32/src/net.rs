@@ -110,7 +110,7 @@ impl Answer for Collect {
 }
 
 /// The host and the path (with its query) of an `https://` URL; only port 443 is spoken.
-fn split(url: &str) -> Result<(&str, &str), LinkError> {
+pub fn split(url: &str) -> Result<(&str, &str), LinkError> {
     let rest = url.strip_prefix("https://").ok_or_else(|| {
         LinkError::Net(NetFailure::Fatal(format!("{url} is not an https:// URL; the chip only speaks TLS")))
     })?;
@@ -170,12 +170,26 @@ impl Https {
         body: B,
         answer: &mut dyn Answer,
     ) -> Result<(), LinkError> {
-        let (host, path) = split(url)?;
+        let (host, _) = split(url)?;
         let roots = certs::roots(host).ok_or_else(|| {
             LinkError::Net(NetFailure::Fatal(format!(
                 "no root CA is pinned for {url}; the chip talks only to its API hosts"
             )))
         })?;
+        self.exchange_under(roots, method, url, headers, body, answer).await
+    }
+
+    /// [`exchange`](Https::exchange) with the server's chain checked against `roots`.
+    pub async fn exchange_under<B: RequestBody>(
+        &mut self,
+        roots: &'static [&'static [u8]],
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: B,
+        answer: &mut dyn Answer,
+    ) -> Result<(), LinkError> {
+        let (host, path) = split(url)?;
         let socket = match with_timeout(CONNECT, self.connect(host)).await {
             Err(_) => return Err(timed_out("connecting")),
             Ok(r) => r?,

@@ -413,3 +413,18 @@ fn search_keys_proxy_gateway_token_and_the_heartbeat_file() {
     assert_eq!(chip.run("heartbeat_read"), "- [ ] call Ana\n- [x] done\n");
     assert!(chip.run("gateway_token off").starts_with("gateway_token = (empty) (saved)"));
 }
+
+#[test]
+fn ota_asks_for_an_https_update_without_echoing_the_url() {
+    let mut chip = Chip::boot(blank());
+    let url = "https://updates.example.org/chela/c3.ota?token=s3cret";
+    let out = chip.run(&format!("ota {url}"));
+    assert_eq!(chip.effects, [Effect::Update(url.into())]);
+    assert!(out.contains("updates.example.org") && !out.contains("s3cret"), "{out}");
+    let long = format!("ota https://h/{}", "a".repeat(600));
+    for bad in ["ota http://updates.example.org/c3.ota", "ota https://", "ota", "ota a b", &long] {
+        let out = chip.run(bad);
+        assert_eq!(chip.effects.len(), 1, "{bad}: {:?}", chip.effects);
+        assert!(out.contains("usage"), "{bad}: {out}");
+    }
+}
