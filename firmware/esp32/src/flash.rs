@@ -19,7 +19,9 @@ const STORE_MAX_BYTES: u32 = 128 * 1024;
 
 const SECTOR: u32 = FlashStorage::SECTOR_SIZE;
 
-/// The one SPI flash, shared by the partitions; used from the main task only, one call at a time.
+/// The one SPI flash, shared by the partitions: the main task's store and the update written by
+/// a gateway task. One executor on one core, and no borrow is held across an `.await`, so the
+/// calls never overlap.
 pub type Shared = &'static RefCell<FlashStorage<'static>>;
 
 /// A partition. Offsets are from its start.

@@ -22,10 +22,12 @@ extern crate alloc;
 mod board;
 mod certs;
 mod flash;
+mod gateway;
 mod hw;
 mod led;
 mod net;
 mod ota;
+mod portal;
 mod serial;
 mod tools;
 
@@ -35,19 +37,21 @@ use core::cell::{Cell, RefCell};
 
 use chela_chip::board::Sensors;
 use chela_chip::cron::Cron;
+use chela_chip::heartbeat::{self, Beat, Heartbeat};
 use chela_chip::telegram::{self, Polled, Update};
 use chela_chip::tools::Join;
 use chela_chip::turn::{self, Chip, Origin};
 use chela_chip::{Board, boot, say};
 use chela_core::console::{BootMode, ChipConfig, ChipDefaults, Console, Effect, Field, Heap, Status, Wifi};
+use chela_core::heartbeat::ActiveHours;
 use critical_section::Mutex;
 use embassy_executor::Spawner;
-use embassy_futures::select::{Either, select};
-use embassy_net::dns::{DnsQueryType, DnsSocket};
+use embassy_futures::select::{Either, Either3, select, select3};
+use embassy_net::dns::DnsSocket;
 use embassy_net::tcp::client::TcpClientState;
-use embassy_net::udp::{PacketMetadata, UdpSocket};
 use embassy_net::{Runner, Stack, StackResources};
-use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+use embassy_sync::blocking_mutex::raw::{CriticalSectionRawMutex, NoopRawMutex};
+use embassy_sync::mutex::Mutex as AsyncMutex;
 use embassy_sync::signal::Signal;
 use embassy_time::{Duration, Timer, with_timeout};
 use esp_backtrace as _;
@@ -110,6 +114,8 @@ struct Settings {
     brave_key: &'static str,
     proxy: &'static str,
     gateway_token: &'static str,
+    /// The heartbeat's active hours, UTC (`08:00-22:00`); empty: all day.
+    heartbeat_hours: &'static str,
 }
 
 const SETTINGS: Settings = Settings {
@@ -127,6 +133,7 @@ const SETTINGS: Settings = Settings {
     brave_key: setting!("CHELA_BRAVE_KEY"),
     proxy: setting!("CHELA_PROXY"),
     gateway_token: setting!("CHELA_GATEWAY_TOKEN"),
+    heartbeat_hours: setting!("CHELA_HEARTBEAT_HOURS"),
 };
 
 impl Settings {
@@ -189,6 +196,13 @@ fn want_wifi(config: &ChipConfig) {
     WIFI_CHANGED.signal(());
 }
 
+/// The settings other tasks read: the gateway's token and the proxy (the rest is read from the
+/// settings before every poll and turn).
+fn take_settings(config: &ChipConfig) {
+    gateway::set_token(config.get(Field::GatewayToken));
+    net::set_proxy(config.get(Field::Proxy));
+}
+
 fn heap() -> Heap {
     let free = esp_alloc::HEAP.free();
     let total = free + esp_alloc::HEAP.used();
@@ -225,14 +239,17 @@ fn console_bytes(chip: &mut Chip<Partition, Esp>, console: &mut Console, bytes: 
                 say!(&chip.board, "chela: restarting");
                 esp_hal::system::software_reset()
             }
-            Effect::ReconnectWifi => want_wifi(&chip.config),
+            Effect::ReconnectWifi => {
+                want_wifi(&chip.config);
+                take_settings(&chip.config);
+            }
+            Effect::ConfigChanged => take_settings(&chip.config),
             Effect::Update(url) if stack.is_some() => {
                 critical_section::with(|cs| *OTA_WANTED.borrow_ref_mut(cs) = Some(url));
             }
             Effect::Update(_) => say!(&chip.board, "[ota] no network in safe mode: fix the settings and restart first"),
-            // The endpoint, the allowlist and the token are read from the settings before
-            // every poll and turn; sessions and MEMORY.md are read from flash each turn.
-            Effect::ConfigChanged | Effect::SessionCleared(_) | Effect::MemoryChanged => {}
+            // Sessions and MEMORY.md are read from flash each turn.
+            Effect::SessionCleared(_) | Effect::MemoryChanged => {}
         }
     }
 }
@@ -273,7 +290,8 @@ async fn main(spawner: Spawner) -> ! {
         Ok(p) => p,
         Err(e) => park(&board, e).await,
     };
-    let updates = ota::Updates::boot(ota_parts);
+    let updates: gateway::SharedUpdates =
+        mk_static!(AsyncMutex<NoopRawMutex, ota::Updates>, AsyncMutex::new(ota::Updates::boot(ota_parts)));
     let mut chip = match boot::power_on(partition, board, seed, SETTINGS.defaults()) {
         Ok(c) => c,
         Err(e) => park(&board, &e).await,
@@ -289,6 +307,13 @@ async fn main(spawner: Spawner) -> ! {
             let n = serial::read(&mut buf).await;
             console_bytes(&mut chip, &mut console, &buf[..n], None);
         }
+    }
+
+    // No network set, or the boot button held: the set-up access point instead of the channels.
+    if chela_chip::portal::wanted(&chip.config, portal::button_held(peripherals.GPIO9)) {
+        led.show(led::State::Connecting);
+        let why = portal::run(spawner, peripherals.WIFI, &mut chip, &mut console, seed).await;
+        park(&board, why).await;
     }
 
     let gpio = match tools::Gpio::new(SETTINGS.gpio_allow) {
@@ -316,7 +341,8 @@ async fn main(spawner: Spawner) -> ! {
     let (stack, runner) = embassy_net::new(
         Interface::station(),
         embassy_net::Config::dhcpv4(Default::default()),
-        mk_static!(StackResources<4>, StackResources::<4>::new()),
+        // DHCP, DNS, SNTP, the HTTPS client, and the gateway's clients.
+        mk_static!(StackResources<{ 4 + gateway::CLIENTS }>, StackResources::<{ 4 + gateway::CLIENTS }>::new()),
         seed,
     );
     match connection_task(controller) {
@@ -328,6 +354,23 @@ async fn main(spawner: Spawner) -> ! {
         Err(_) => park(&board, "the network task did not start").await,
     }
     want_wifi(&chip.config);
+    take_settings(&chip.config);
+    for slot in 0..gateway::CLIENTS {
+        match gateway::task(stack, slot, updates) {
+            Ok(t) => spawner.spawn(t),
+            Err(_) => say!(&board, "[gateway] client task {slot} did not start"),
+        }
+    }
+
+    let hours = match SETTINGS.heartbeat_hours {
+        "" => Ok(ActiveHours::ALWAYS),
+        h => ActiveHours::parse(h),
+    };
+    let hours = hours.unwrap_or_else(|e| {
+        say!(&board, "[heartbeat] CHELA_HEARTBEAT_HOURS ignored (all day): {e}");
+        ActiveHours::ALWAYS
+    });
+    let heartbeat = Heartbeat::new(heartbeat::EVERY_MS, hours, board.now_ms());
 
     let tcp =
         mk_static!(net::Tcp, net::Tcp::new(stack, mk_static!(TcpClientState<1, 4096, 4096>, TcpClientState::new())));
@@ -353,6 +396,7 @@ async fn main(spawner: Spawner) -> ! {
         next_sntp_ms: 0,
         last_complaint_ms: None,
         updates,
+        heartbeat,
     };
     device.serve().await
 }
@@ -373,11 +417,13 @@ struct Device {
     next_sntp_ms: u64,
     /// When the device last said which setting is missing.
     last_complaint_ms: Option<u64>,
-    updates: ota::Updates,
+    updates: gateway::SharedUpdates,
+    heartbeat: Heartbeat,
 }
 
 impl Device {
     fn led(&mut self, s: led::State) {
+        let s = led::held(self.chip.board.now_ms()).unwrap_or(s);
         self.tools.first.second.show(s);
     }
 
@@ -385,12 +431,38 @@ impl Device {
         console_bytes(&mut self.chip, &mut self.console, bytes, Some(self.stack));
     }
 
-    /// Waits up to `ms` for console input, running what is typed.
+    /// Waits up to `ms` for console input or a gateway client's message, running what came.
     async fn idle(&mut self, ms: u64) {
         let mut buf = [0u8; 64];
-        if let Ok(n) = with_timeout(Duration::from_millis(ms), serial::read(&mut buf)).await {
-            self.console(&buf[..n]);
+        match with_timeout(Duration::from_millis(ms), select(serial::read(&mut buf), gateway::ASKS.receive())).await {
+            Ok(Either::First(n)) => self.console(&buf[..n]),
+            Ok(Either::Second(ask)) => self.answer_gateway(ask).await,
+            Err(_) => {}
         }
+    }
+
+    /// Runs a gateway client's message as a turn in its chat's session, or its setup page
+    /// request; the answer goes back to the client's task.
+    async fn answer_gateway(&mut self, ask: gateway::Ask) {
+        let reply = match ask.work {
+            gateway::Work::Turn { chat_id, content } => {
+                self.led(led::State::Thinking);
+                let result = self.one_turn(Origin { channel: "ws", chat_id: &chat_id }, &content).await;
+                if let Err(e) = &result {
+                    say!(&self.chip.board, "[turn] failed: {e}");
+                }
+                self.led(if result.is_ok() { led::State::Ready } else { led::State::Error });
+                heap();
+                gateway::Reply::Turn(result)
+            }
+            gateway::Work::Setup { head, body } => {
+                let token = String::from(self.chip.config.get(Field::GatewayToken));
+                let access = chela_chip::portal::Access::Token(&token);
+                let r = chela_chip::portal::handle(&head, &body, access, &mut self.chip.store, &mut self.chip.config);
+                gateway::Reply::Page(r.to_http(), r.restart)
+            }
+        };
+        gateway::ANSWERS[ask.slot].signal((ask.serial, reply));
     }
 
     /// The main loop: console, clock, due jobs, then one Telegram poll, forever.
@@ -413,11 +485,17 @@ impl Device {
             // Ready: the network is up and the image has run a minute (the boot guard's good
             // boot). A new image on trial is kept from here on; updates need the network too.
             if self.stack.is_config_up() {
-                if uptime >= 60_000 {
-                    self.updates.ready();
+                // Not while a gateway client writes an update (it holds the lock for minutes).
+                if uptime >= 60_000
+                    && let Ok(mut u) = self.updates.try_lock()
+                {
+                    u.ready();
                 }
                 if let Some(url) = critical_section::with(|cs| OTA_WANTED.borrow_ref_mut(cs).take()) {
-                    self.updates.fetch(&mut self.https, &mut self.tools.first.second, &url).await;
+                    match self.updates.try_lock() {
+                        Ok(mut u) => u.fetch(&mut self.https, &mut self.tools.first.second, &url).await,
+                        Err(_) => say!(&self.chip.board, "[ota] an update is already being written"),
+                    }
                 }
             }
             if let Err(e) = chela_chip::console::channels_ready(&self.chip.config) {
@@ -435,7 +513,7 @@ impl Device {
                 continue;
             }
             if self.chip.board.unix().is_none() && uptime >= self.next_sntp_ms {
-                match sntp(self.stack).await {
+                match net::sntp(self.stack).await {
                     Ok(unix) => {
                         self.chip.board.set_unix(unix);
                         say!(
@@ -451,6 +529,7 @@ impl Device {
                 }
             }
             self.run_due_jobs().await;
+            self.beat().await;
             if self.failures == 0 {
                 self.led(led::State::Ready);
             }
@@ -481,6 +560,22 @@ impl Device {
         }
     }
 
+    /// The heartbeat: when due and inside its hours, `HEARTBEAT.md`'s open items become a turn
+    /// in the owner's Telegram chat (the first of `tg_allow`).
+    async fn beat(&mut self) {
+        let prompt = match self.heartbeat.poll(&self.chip) {
+            Ok(Beat::Prompt(p)) => p,
+            Ok(Beat::NotYet | Beat::Outside | Beat::Nothing) => return,
+            Err(e) => return say!(&self.chip.board, "[heartbeat] {e}"),
+        };
+        let owner = self.chip.config.get(Field::TgAllow).split(',').next().and_then(|o| o.trim().parse::<i64>().ok());
+        let Some(owner) = owner else {
+            return say!(&self.chip.board, "[heartbeat] open items, but no owner chat in tg_allow to run them in");
+        };
+        say!(&self.chip.board, "[heartbeat] open items: a turn in chat {owner}");
+        self.answer(owner, &prompt).await;
+    }
+
     /// One long poll of Telegram (given up for console input), and a turn for each message.
     async fn poll(&mut self) {
         let token = String::from(self.chip.config.get(Field::TgToken));
@@ -494,14 +589,17 @@ impl Device {
         };
         let url = format!("{TELEGRAM}{}", telegram::updates_path(&token, self.offset));
         let mut typed = [0u8; 64];
-        let got = match select(self.https.get(&url, telegram::MAX_UPDATES_BYTES), serial::read(&mut typed)).await {
-            Either::First(got) => got,
-            Either::Second(n) => {
+        let poll = self.https.get(&url, telegram::MAX_UPDATES_BYTES);
+        let got = match select3(poll, serial::read(&mut typed), gateway::ASKS.receive()).await {
+            Either3::First(got) => got,
+            Either3::Second(n) => {
                 // Typing wins over the poll; Telegram keeps the updates for the next one.
                 let bytes = typed;
                 self.console(&bytes[..n]);
                 return;
             }
+            // So does a gateway client.
+            Either3::Third(ask) => return self.answer_gateway(ask).await,
         };
         let polled = match got {
             Ok(c) if c.status == 200 || c.truncated => telegram::parse_updates(&c.body, c.truncated, &access),
@@ -554,7 +652,8 @@ impl Device {
     /// Runs a turn for `text` in `chat_id`'s session and sends the reply.
     async fn answer(&mut self, chat_id: i64, text: &str) {
         self.led(led::State::Thinking);
-        let reply = match self.one_turn(chat_id, text).await {
+        let chat = format!("{chat_id}");
+        let reply = match self.one_turn(Origin { channel: "telegram", chat_id: &chat }, text).await {
             Ok(r) => {
                 self.led(led::State::Ready);
                 r
@@ -572,17 +671,19 @@ impl Device {
     }
 
     /// One turn for `chat_id`'s message: its session from flash, the turn, the session back.
-    async fn one_turn(&mut self, chat_id: i64, text: &str) -> Result<String, String> {
+    async fn one_turn(&mut self, origin: Origin<'_>, text: &str) -> Result<String, String> {
         let endpoint = chela_chip::console::endpoint(&self.chip.config)?;
-        let session = format!("tg_{chat_id}");
+        let session = match origin.channel {
+            "telegram" => format!("tg_{}", origin.chat_id),
+            other => format!("{other}_{}", origin.chat_id),
+        };
         let (history, skipped) = boot::history(&self.chip, &session)?;
         if skipped > 0 {
             say!(&self.chip.board, "[session] {skipped} unreadable lines of {session} skipped");
         }
-        let chat = format!("{chat_id}");
-        self.tools.second.first.set_origin("telegram", &chat);
-        let origin = Origin { channel: "telegram", chat_id: &chat };
-        let t = turn::run(&mut self.chip, &endpoint, &mut self.https, &mut self.tools, origin, history, text).await?;
+        self.tools.second.first.set_origin(origin.channel, origin.chat_id);
+        let t = turn::run_searching(&mut self.chip, &endpoint, &mut self.https, &mut self.tools, origin, history, text)
+            .await?;
         boot::persist(&mut self.chip, &session, &t)?;
         say!(
             &self.chip.board,
@@ -606,23 +707,6 @@ impl Device {
 }
 
 const TELEGRAM: &str = "https://api.telegram.org";
-
-/// Asks pool.ntp.org for the time: Unix seconds.
-async fn sntp(stack: Stack<'static>) -> Result<u64, String> {
-    let addrs = stack.dns_query("pool.ntp.org", DnsQueryType::A).await.map_err(|e| format!("DNS: {e:?}"))?;
-    let addr = *addrs.first().ok_or("DNS gave no address")?;
-    let (mut rx_meta, mut tx_meta) = ([PacketMetadata::EMPTY; 2], [PacketMetadata::EMPTY; 2]);
-    let (mut rx, mut tx) = ([0u8; 128], [0u8; 128]);
-    let mut socket = UdpSocket::new(stack, &mut rx_meta, &mut rx, &mut tx_meta, &mut tx);
-    socket.bind(0).map_err(|e| format!("bind: {e:?}"))?;
-    socket.send_to(&chela_chip::time::ntp_request(), (addr, 123)).await.map_err(|e| format!("send: {e:?}"))?;
-    let mut reply = [0u8; chela_chip::time::NTP_PACKET];
-    let (n, _) = with_timeout(Duration::from_secs(5), socket.recv_from(&mut reply))
-        .await
-        .map_err(|_| String::from("no answer within 5 s"))?
-        .map_err(|e| format!("receive: {e:?}"))?;
-    chela_chip::time::parse_ntp_reply(&reply[..n]).map_err(String::from)
-}
 
 fn seen(connected: bool, rssi: i8, trying: bool) {
     critical_section::with(|cs| WIFI_SEEN.borrow(cs).set((connected, rssi, trying)));

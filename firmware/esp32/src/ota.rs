@@ -1,7 +1,7 @@
 //! Over-the-air updates on the chip (the logic and its tests are `chela_chip::ota`): the boot's
 //! trial count and rollback, "ready" keeping a new image, and an update fetched from an
 //! `https://` URL (the console's `ota URL`) or pushed by a caller that has the update as a body
-//! ([`Updates::receive`]: what a gateway's `POST /ota` hands its request body to). Progress and
+//! ([`Updates::receive`]: what the gateway's `POST /ota` hands its request body to). Progress and
 //! the result go to the serial console; the status LED shows "thinking" while an update comes
 //! in and "error" when one is refused.
 
@@ -59,23 +59,21 @@ impl Answer for Incoming<'_> {
 }
 
 impl Incoming<'_> {
-    /// Checks the signature over what is in the slot and selects it; on success restarts into
-    /// it (on trial) and does not return.
-    pub fn finish(self) -> OtaError {
-        match self.receiver.finish(self.otadata) {
-            Ok(slot) => {
-                say!(
-                    &Esp,
-                    "[ota] signature good; slot {slot} boots next, on trial for {MAX_TRIAL_BOOTS} boots: restarting"
-                );
-                esp_hal::system::software_reset()
-            }
-            Err(e) => e,
-        }
+    /// Checks the signature over what is in the slot and selects it: the slot that boots next
+    /// ([`restart_into`] it), or why it was refused.
+    pub fn finish(self) -> Result<usize, OtaError> {
+        self.receiver.finish(self.otadata)
     }
 }
 
-fn report(p: Progress) {
+/// Restarts into the update just selected.
+pub fn restart_into(slot: usize) -> ! {
+    say!(&Esp, "[ota] signature good; slot {slot} boots next, on trial for {MAX_TRIAL_BOOTS} boots: restarting");
+    esp_hal::system::software_reset()
+}
+
+/// Progress on the serial console.
+pub fn report(p: Progress) {
     say!(&Esp, "[ota] {} of {} B", p.written, p.total.unwrap_or(0));
 }
 
@@ -143,6 +141,9 @@ impl Updates {
         let mut progress = report;
         let mut incoming = self.receive(&mut progress).map_err(|e| format!("{e}"))?;
         https.exchange_under(roots, Method::GET, url, &[], &[][..], &mut incoming).await.map_err(|e| format!("{e}"))?;
-        Ok(incoming.finish())
+        match incoming.finish() {
+            Ok(slot) => restart_into(slot),
+            Err(e) => Ok(e),
+        }
     }
 }
