@@ -117,6 +117,9 @@ pub struct Status {
     pub mode: Option<BootMode>,
     /// Fresh random bytes from the board's RNG, for `gateway_token`; all zero when it has none.
     pub random: [u8; 16],
+    /// Why this image was built without the connected parts (OTA, the gateway, web_search, the
+    /// heartbeat, the proxy), said by the commands that set them up; `None`: it has them.
+    pub left_out: Option<&'static str>,
 }
 
 /// The data a command works on.
@@ -216,6 +219,9 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
     let Some(cmd) = COMMANDS.iter().find(|c| c.name == name) else {
         return unknown(name);
     };
+    if let (Some(why), Some(what)) = (ctx.status.left_out, connected_part(cmd.name)) {
+        return Reply::text(format!("this image leaves out {what}: {why}\n"));
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let usage = || Reply::error(format!("usage: {} {}", cmd.name, cmd.usage).trim_end());
     match (cmd.name, args.as_slice()) {
@@ -246,6 +252,19 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
         ("ota", [url]) => update(url),
         ("help", []) => Reply::text(help()),
         _ => usage(),
+    }
+}
+
+/// The connected part a command sets up, for an image built without them
+/// ([`Status::left_out`]): such a command says so instead of saving a setting nothing reads.
+fn connected_part(command: &str) -> Option<&'static str> {
+    match command {
+        "ota" => Some("over-the-air updates"),
+        "gateway_token" => Some("the WebSocket gateway"),
+        "set_tavily_key" | "set_search_key" => Some("web_search"),
+        "set_proxy" => Some("the HTTP proxy"),
+        "heartbeat_read" | "heartbeat_write" => Some("the heartbeat"),
+        _ => None,
     }
 }
 

@@ -6,7 +6,7 @@
 use core::cell::RefCell;
 
 use chela_core::flash::Flash;
-use esp_bootloader_esp_idf::partitions::{self, AppPartitionSubType, DataPartitionSubType, PartitionType};
+use esp_bootloader_esp_idf::partitions;
 use esp_storage::{FlashStorage, FlashStorageError};
 
 /// The store partition's label in `partitions.csv`.
@@ -32,6 +32,7 @@ pub struct Partition {
 }
 
 /// What over-the-air updates write: `otadata`, the two app slots, and the slot running now.
+#[cfg(feature = "connected")]
 pub struct OtaParts {
     pub otadata: Partition,
     pub slots: [Partition; 2],
@@ -46,34 +47,40 @@ fn part(flash: Shared, offset: u32, len: u32) -> Result<Partition, &'static str>
 }
 
 impl Partition {
-    /// Finds the `chela` partition, and the update partitions when the table has them (an
-    /// error says why updates are off).
-    pub fn find(flash: Shared) -> Result<(Partition, Result<OtaParts, &'static str>), &'static str> {
+    /// Finds the `chela` partition in the table the bootloader used.
+    pub fn find(flash: Shared) -> Result<Partition, &'static str> {
         let mut table = [0u8; partitions::PARTITION_TABLE_MAX_LEN];
         let mut storage = flash.borrow_mut();
         let pt = partitions::read_partition_table(&mut *storage, &mut table)
             .map_err(|_| "the partition table could not be read")?;
         let store = pt.iter().find(|e| e.label_as_str() == LABEL).ok_or("there is no `chela` partition")?;
-        let store = part(flash, store.offset(), store.len().min(STORE_MAX_BYTES))?;
-        let find = |t| pt.find_partition(t).ok().flatten().ok_or("the partition table has no OTA partitions");
-        let ota = (|| {
-            let otadata = find(PartitionType::Data(DataPartitionSubType::Ota))?;
-            let s0 = find(PartitionType::App(AppPartitionSubType::Ota0))?;
-            let s1 = find(PartitionType::App(AppPartitionSubType::Ota1))?;
-            let booted = pt.booted_partition().ok().flatten().ok_or("the running app slot is unknown")?;
-            let running = match booted.partition_type() {
-                PartitionType::App(AppPartitionSubType::Ota0) => 0,
-                PartitionType::App(AppPartitionSubType::Ota1) => 1,
-                _ => return Err("the running app is not in an OTA slot"),
-            };
-            Ok(OtaParts {
-                otadata: part(flash, otadata.offset(), otadata.len())?,
-                slots: [part(flash, s0.offset(), s0.len())?, part(flash, s1.offset(), s1.len())?],
-                running,
-            })
-        })();
-        Ok((store, ota))
+        part(flash, store.offset(), store.len().min(STORE_MAX_BYTES))
     }
+}
+
+/// The update partitions, or why updates are off.
+#[cfg(feature = "connected")]
+pub fn ota_parts(flash: Shared) -> Result<OtaParts, &'static str> {
+    use esp_bootloader_esp_idf::partitions::{AppPartitionSubType, DataPartitionSubType, PartitionType};
+    let mut table = [0u8; partitions::PARTITION_TABLE_MAX_LEN];
+    let mut storage = flash.borrow_mut();
+    let pt = partitions::read_partition_table(&mut *storage, &mut table)
+        .map_err(|_| "the partition table could not be read")?;
+    let find = |t| pt.find_partition(t).ok().flatten().ok_or("the partition table has no OTA partitions");
+    let otadata = find(PartitionType::Data(DataPartitionSubType::Ota))?;
+    let s0 = find(PartitionType::App(AppPartitionSubType::Ota0))?;
+    let s1 = find(PartitionType::App(AppPartitionSubType::Ota1))?;
+    let booted = pt.booted_partition().ok().flatten().ok_or("the running app slot is unknown")?;
+    let running = match booted.partition_type() {
+        PartitionType::App(AppPartitionSubType::Ota0) => 0,
+        PartitionType::App(AppPartitionSubType::Ota1) => 1,
+        _ => return Err("the running app is not in an OTA slot"),
+    };
+    Ok(OtaParts {
+        otadata: part(flash, otadata.offset(), otadata.len())?,
+        slots: [part(flash, s0.offset(), s0.len())?, part(flash, s1.offset(), s1.len())?],
+        running,
+    })
 }
 
 /// What went wrong at the flash chip.

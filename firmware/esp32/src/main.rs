@@ -22,12 +22,9 @@ extern crate alloc;
 mod board;
 mod certs;
 mod flash;
-mod gateway;
 mod hw;
 mod led;
 mod net;
-mod ota;
-mod portal;
 mod serial;
 mod tools;
 
@@ -37,21 +34,18 @@ use core::cell::{Cell, RefCell};
 
 use chela_chip::board::Sensors;
 use chela_chip::cron::Cron;
-use chela_chip::heartbeat::{self, Beat, Heartbeat};
 use chela_chip::telegram::{self, Polled, Update};
 use chela_chip::tools::Join;
-use chela_chip::turn::{self, Chip, Origin};
+use chela_chip::turn::{Chip, Origin};
 use chela_chip::{Board, boot, say};
 use chela_core::console::{BootMode, ChipConfig, ChipDefaults, Console, Effect, Field, Heap, Status, Wifi};
-use chela_core::heartbeat::ActiveHours;
 use critical_section::Mutex;
 use embassy_executor::Spawner;
 use embassy_futures::select::{Either, Either3, select, select3};
 use embassy_net::dns::DnsSocket;
 use embassy_net::tcp::client::TcpClientState;
 use embassy_net::{Runner, Stack, StackResources};
-use embassy_sync::blocking_mutex::raw::{CriticalSectionRawMutex, NoopRawMutex};
-use embassy_sync::mutex::Mutex as AsyncMutex;
+use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::signal::Signal;
 use embassy_time::{Duration, Timer, with_timeout};
 use esp_backtrace as _;
@@ -88,6 +82,20 @@ macro_rules! mk_static {
     }};
 }
 
+// OTA, the gateway, the portal, web_search, the heartbeat and the proxy: in the image with the
+// `connected` feature (build.sh: the C6's), said to be left out by the console otherwise.
+#[cfg(feature = "connected")]
+mod connected;
+#[cfg(not(feature = "connected"))]
+#[path = "without_connected.rs"]
+mod connected;
+#[cfg(feature = "connected")]
+mod gateway;
+#[cfg(feature = "connected")]
+mod ota;
+#[cfg(feature = "connected")]
+mod portal;
+
 macro_rules! setting {
     ($name:literal) => {
         match option_env!($name) {
@@ -115,6 +123,7 @@ struct Settings {
     proxy: &'static str,
     gateway_token: &'static str,
     /// The heartbeat's active hours, UTC (`08:00-22:00`); empty: all day.
+    #[cfg_attr(not(feature = "connected"), allow(dead_code))]
     heartbeat_hours: &'static str,
 }
 
@@ -184,8 +193,6 @@ static WIFI_WANTED: Mutex<RefCell<Option<(String, String)>>> = Mutex::new(RefCel
 static WIFI_CHANGED: Signal<CriticalSectionRawMutex, ()> = Signal::new();
 /// What the connection task last saw, for `wifi_status`: connected, and the signal strength.
 static WIFI_SEEN: Mutex<Cell<(bool, i8, bool)>> = Mutex::new(Cell::new((false, 0, false)));
-/// The update the console's `ota URL` asked for, run by the main loop.
-static OTA_WANTED: Mutex<RefCell<Option<String>>> = Mutex::new(RefCell::new(None));
 /// The least free heap seen, for `heap_info`.
 static MIN_FREE: Mutex<Cell<usize>> = Mutex::new(Cell::new(usize::MAX));
 
@@ -194,13 +201,6 @@ fn want_wifi(config: &ChipConfig) {
     let wanted = (!ssid.is_empty()).then(|| (String::from(ssid), String::from(config.get(Field::WifiPassword))));
     critical_section::with(|cs| *WIFI_WANTED.borrow_ref_mut(cs) = wanted);
     WIFI_CHANGED.signal(());
-}
-
-/// The settings other tasks read: the gateway's token and the proxy (the rest is read from the
-/// settings before every poll and turn).
-fn take_settings(config: &ChipConfig) {
-    gateway::set_token(config.get(Field::GatewayToken));
-    net::set_proxy(config.get(Field::Proxy));
 }
 
 fn heap() -> Heap {
@@ -227,7 +227,8 @@ fn status(chip: &Chip<Partition, Esp>, stack: Option<Stack<'static>>) -> Status 
     // Fresh for every line: `gateway_token` makes its token from them.
     let mut random = [0u8; 16];
     Rng::new().read(&mut random);
-    Status { wifi, heap: heap(), uptime_ms: chip.board.now_ms(), mode: Some(chip.guard.mode()), random }
+    let (uptime_ms, mode) = (chip.board.now_ms(), Some(chip.guard.mode()));
+    Status { wifi, heap: heap(), uptime_ms, mode, random, left_out: connected::LEFT_OUT }
 }
 
 /// Reads what was typed and runs it on the console; carries out the effects.
@@ -241,13 +242,10 @@ fn console_bytes(chip: &mut Chip<Partition, Esp>, console: &mut Console, bytes: 
             }
             Effect::ReconnectWifi => {
                 want_wifi(&chip.config);
-                take_settings(&chip.config);
+                connected::take_settings(&chip.config);
             }
-            Effect::ConfigChanged => take_settings(&chip.config),
-            Effect::Update(url) if stack.is_some() => {
-                critical_section::with(|cs| *OTA_WANTED.borrow_ref_mut(cs) = Some(url));
-            }
-            Effect::Update(_) => say!(&chip.board, "[ota] no network in safe mode: fix the settings and restart first"),
+            Effect::ConfigChanged => connected::take_settings(&chip.config),
+            Effect::Update(url) => connected::want_update(&chip.board, url, stack.is_some()),
             // Sessions and MEMORY.md are read from flash each turn.
             Effect::SessionCleared(_) | Effect::MemoryChanged => {}
         }
@@ -286,12 +284,11 @@ async fn main(spawner: Spawner) -> ! {
     led.show(led::State::Connecting);
 
     let flash = mk_static!(RefCell<FlashStorage<'static>>, RefCell::new(FlashStorage::new(peripherals.FLASH)));
-    let (partition, ota_parts) = match Partition::find(flash) {
+    let partition = match Partition::find(flash) {
         Ok(p) => p,
         Err(e) => park(&board, e).await,
     };
-    let updates: gateway::SharedUpdates =
-        mk_static!(AsyncMutex<NoopRawMutex, ota::Updates>, AsyncMutex::new(ota::Updates::boot(ota_parts)));
+    let booted = connected::boot(flash);
     let mut chip = match boot::power_on(partition, board, seed, SETTINGS.defaults()) {
         Ok(c) => c,
         Err(e) => park(&board, &e).await,
@@ -309,12 +306,8 @@ async fn main(spawner: Spawner) -> ! {
         }
     }
 
-    // No network set, or the boot button held: the set-up access point instead of the channels.
-    if chela_chip::portal::wanted(&chip.config, portal::button_held(peripherals.GPIO9)) {
-        led.show(led::State::Connecting);
-        let why = portal::run(spawner, peripherals.WIFI, &mut chip, &mut console, seed).await;
-        park(&board, why).await;
-    }
+    let wifi =
+        connected::portal_if_wanted(spawner, peripherals.WIFI, peripherals.GPIO9, &mut chip, &mut console, seed).await;
 
     let gpio = match tools::Gpio::new(SETTINGS.gpio_allow) {
         Ok(g) => g,
@@ -334,7 +327,7 @@ async fn main(spawner: Spawner) -> ! {
         say!(&board, "{n}");
     }
 
-    let controller = match WifiController::new(peripherals.WIFI, ControllerConfig::default()) {
+    let controller = match WifiController::new(wifi, ControllerConfig::default()) {
         Ok(c) => c,
         Err(_) => park(&board, "the WiFi radio did not start").await,
     };
@@ -342,7 +335,7 @@ async fn main(spawner: Spawner) -> ! {
         Interface::station(),
         embassy_net::Config::dhcpv4(Default::default()),
         // DHCP, DNS, SNTP, the HTTPS client, and the gateway's clients.
-        mk_static!(StackResources<{ 4 + gateway::CLIENTS }>, StackResources::<{ 4 + gateway::CLIENTS }>::new()),
+        mk_static!(StackResources<{ 4 + connected::SOCKETS }>, StackResources::<{ 4 + connected::SOCKETS }>::new()),
         seed,
     );
     match connection_task(controller) {
@@ -354,23 +347,7 @@ async fn main(spawner: Spawner) -> ! {
         Err(_) => park(&board, "the network task did not start").await,
     }
     want_wifi(&chip.config);
-    take_settings(&chip.config);
-    for slot in 0..gateway::CLIENTS {
-        match gateway::task(stack, slot, updates) {
-            Ok(t) => spawner.spawn(t),
-            Err(_) => say!(&board, "[gateway] client task {slot} did not start"),
-        }
-    }
-
-    let hours = match SETTINGS.heartbeat_hours {
-        "" => Ok(ActiveHours::ALWAYS),
-        h => ActiveHours::parse(h),
-    };
-    let hours = hours.unwrap_or_else(|e| {
-        say!(&board, "[heartbeat] CHELA_HEARTBEAT_HOURS ignored (all day): {e}");
-        ActiveHours::ALWAYS
-    });
-    let heartbeat = Heartbeat::new(heartbeat::EVERY_MS, hours, board.now_ms());
+    let parts = connected::start(spawner, stack, booted, &chip);
 
     let tcp =
         mk_static!(net::Tcp, net::Tcp::new(stack, mk_static!(TcpClientState<1, 4096, 4096>, TcpClientState::new())));
@@ -395,8 +372,7 @@ async fn main(spawner: Spawner) -> ! {
         failures: 0,
         next_sntp_ms: 0,
         last_complaint_ms: None,
-        updates,
-        heartbeat,
+        parts,
     };
     device.serve().await
 }
@@ -417,8 +393,9 @@ struct Device {
     next_sntp_ms: u64,
     /// When the device last said which setting is missing.
     last_complaint_ms: Option<u64>,
-    updates: gateway::SharedUpdates,
-    heartbeat: Heartbeat,
+    /// What the connected parts keep (nothing in an image without them).
+    #[cfg_attr(not(feature = "connected"), allow(dead_code))]
+    parts: connected::Parts,
 }
 
 impl Device {
@@ -434,35 +411,11 @@ impl Device {
     /// Waits up to `ms` for console input or a gateway client's message, running what came.
     async fn idle(&mut self, ms: u64) {
         let mut buf = [0u8; 64];
-        match with_timeout(Duration::from_millis(ms), select(serial::read(&mut buf), gateway::ASKS.receive())).await {
+        match with_timeout(Duration::from_millis(ms), select(serial::read(&mut buf), connected::asks())).await {
             Ok(Either::First(n)) => self.console(&buf[..n]),
             Ok(Either::Second(ask)) => self.answer_gateway(ask).await,
             Err(_) => {}
         }
-    }
-
-    /// Runs a gateway client's message as a turn in its chat's session, or its setup page
-    /// request; the answer goes back to the client's task.
-    async fn answer_gateway(&mut self, ask: gateway::Ask) {
-        let reply = match ask.work {
-            gateway::Work::Turn { chat_id, content } => {
-                self.led(led::State::Thinking);
-                let result = self.one_turn(Origin { channel: "ws", chat_id: &chat_id }, &content).await;
-                if let Err(e) = &result {
-                    say!(&self.chip.board, "[turn] failed: {e}");
-                }
-                self.led(if result.is_ok() { led::State::Ready } else { led::State::Error });
-                heap();
-                gateway::Reply::Turn(result)
-            }
-            gateway::Work::Setup { head, body } => {
-                let token = String::from(self.chip.config.get(Field::GatewayToken));
-                let access = chela_chip::portal::Access::Token(&token);
-                let r = chela_chip::portal::handle(&head, &body, access, &mut self.chip.store, &mut self.chip.config);
-                gateway::Reply::Page(r.to_http(), r.restart)
-            }
-        };
-        gateway::ANSWERS[ask.slot].signal((ask.serial, reply));
     }
 
     /// The main loop: console, clock, due jobs, then one Telegram poll, forever.
@@ -482,31 +435,22 @@ impl Device {
             if let Err(e) = self.chip.guard.handle_uptime(&mut self.chip.store, uptime) {
                 say!(&self.chip.board, "[boot] the boot counter could not be reset: {e}");
             }
-            // Ready: the network is up and the image has run a minute (the boot guard's good
-            // boot). A new image on trial is kept from here on; updates need the network too.
             if self.stack.is_config_up() {
-                // Not while a gateway client writes an update (it holds the lock for minutes).
-                if uptime >= 60_000
-                    && let Ok(mut u) = self.updates.try_lock()
-                {
-                    u.ready();
-                }
-                if let Some(url) = critical_section::with(|cs| OTA_WANTED.borrow_ref_mut(cs).take()) {
-                    match self.updates.try_lock() {
-                        Ok(mut u) => u.fetch(&mut self.https, &mut self.tools.first.second, &url).await,
-                        Err(_) => say!(&self.chip.board, "[ota] an update is already being written"),
+                self.connected_up(uptime).await;
+            }
+            // A gateway token alone is a channel too, in an image with the gateway.
+            let channels = match chela_chip::console::channels(&self.chip.config, connected::GATEWAY) {
+                Ok(c) => c,
+                Err(e) => {
+                    if self.last_complaint_ms.is_none_or(|t| uptime >= t + 60_000) {
+                        say!(&self.chip.board, "chela: channels wait: {e}");
+                        self.last_complaint_ms = Some(uptime);
                     }
+                    self.led(led::State::Connecting);
+                    self.idle(1000).await;
+                    continue;
                 }
-            }
-            if let Err(e) = chela_chip::console::channels_ready(&self.chip.config) {
-                if self.last_complaint_ms.is_none_or(|t| uptime >= t + 60_000) {
-                    say!(&self.chip.board, "chela: channels wait: {e}");
-                    self.last_complaint_ms = Some(uptime);
-                }
-                self.led(led::State::Connecting);
-                self.idle(1000).await;
-                continue;
-            }
+            };
             if !self.stack.is_config_up() {
                 self.led(led::State::Connecting);
                 self.idle(500).await;
@@ -533,7 +477,12 @@ impl Device {
             if self.failures == 0 {
                 self.led(led::State::Ready);
             }
-            self.poll().await;
+            if channels.telegram {
+                self.poll().await;
+            } else {
+                // Only the gateway: its clients and the console are served from the idle wait.
+                self.idle(1000).await;
+            }
         }
     }
 
@@ -560,22 +509,6 @@ impl Device {
         }
     }
 
-    /// The heartbeat: when due and inside its hours, `HEARTBEAT.md`'s open items become a turn
-    /// in the owner's Telegram chat (the first of `tg_allow`).
-    async fn beat(&mut self) {
-        let prompt = match self.heartbeat.poll(&self.chip) {
-            Ok(Beat::Prompt(p)) => p,
-            Ok(Beat::NotYet | Beat::Outside | Beat::Nothing) => return,
-            Err(e) => return say!(&self.chip.board, "[heartbeat] {e}"),
-        };
-        let owner = self.chip.config.get(Field::TgAllow).split(',').next().and_then(|o| o.trim().parse::<i64>().ok());
-        let Some(owner) = owner else {
-            return say!(&self.chip.board, "[heartbeat] open items, but no owner chat in tg_allow to run them in");
-        };
-        say!(&self.chip.board, "[heartbeat] open items: a turn in chat {owner}");
-        self.answer(owner, &prompt).await;
-    }
-
     /// One long poll of Telegram (given up for console input), and a turn for each message.
     async fn poll(&mut self) {
         let token = String::from(self.chip.config.get(Field::TgToken));
@@ -590,7 +523,7 @@ impl Device {
         let url = format!("{TELEGRAM}{}", telegram::updates_path(&token, self.offset));
         let mut typed = [0u8; 64];
         let poll = self.https.get(&url, telegram::MAX_UPDATES_BYTES);
-        let got = match select3(poll, serial::read(&mut typed), gateway::ASKS.receive()).await {
+        let got = match select3(poll, serial::read(&mut typed), connected::asks()).await {
             Either3::First(got) => got,
             Either3::Second(n) => {
                 // Typing wins over the poll; Telegram keeps the updates for the next one.
@@ -652,8 +585,7 @@ impl Device {
     /// Runs a turn for `text` in `chat_id`'s session and sends the reply.
     async fn answer(&mut self, chat_id: i64, text: &str) {
         self.led(led::State::Thinking);
-        let chat = format!("{chat_id}");
-        let reply = match self.one_turn(Origin { channel: "telegram", chat_id: &chat }, text).await {
+        let reply = match self.one_turn("telegram", &chat_id, text).await {
             Ok(r) => {
                 self.led(led::State::Ready);
                 r
@@ -670,19 +602,25 @@ impl Device {
         heap();
     }
 
-    /// One turn for `chat_id`'s message: its session from flash, the turn, the session back.
-    async fn one_turn(&mut self, origin: Origin<'_>, text: &str) -> Result<String, String> {
+    /// One turn for the message of `chat_id` on `channel`: its session from flash, the turn,
+    /// the session back. (The chat's text is made here, not held by the callers across the turn.)
+    async fn one_turn(
+        &mut self,
+        channel: &'static str,
+        chat_id: &dyn core::fmt::Display,
+        text: &str,
+    ) -> Result<String, String> {
         let endpoint = chela_chip::console::endpoint(&self.chip.config)?;
-        let session = match origin.channel {
-            "telegram" => format!("tg_{}", origin.chat_id),
-            other => format!("{other}_{}", origin.chat_id),
-        };
+        let chat = format!("{chat_id}");
+        let prefix = if channel == "telegram" { "tg" } else { channel };
+        let session = format!("{prefix}_{chat}");
         let (history, skipped) = boot::history(&self.chip, &session)?;
         if skipped > 0 {
             say!(&self.chip.board, "[session] {skipped} unreadable lines of {session} skipped");
         }
-        self.tools.second.first.set_origin(origin.channel, origin.chat_id);
-        let t = turn::run_searching(&mut self.chip, &endpoint, &mut self.https, &mut self.tools, origin, history, text)
+        self.tools.second.first.set_origin(channel, &chat);
+        let origin = Origin { channel, chat_id: &chat };
+        let t = connected::run_turn(&mut self.chip, &endpoint, &mut self.https, &mut self.tools, origin, history, text)
             .await?;
         boot::persist(&mut self.chip, &session, &t)?;
         say!(

@@ -10,10 +10,12 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
+#[cfg(feature = "connected")]
 use chela_chip::proxy::Proxy;
 use chela_chip::tls::{self, Trust};
 use chela_core::exchange::{Head, NetFailure};
 use core::net::SocketAddr;
+#[cfg(feature = "connected")]
 use critical_section::Mutex;
 use embassy_net::Stack;
 use embassy_net::dns::{DnsQueryType, DnsSocket};
@@ -46,10 +48,12 @@ const IDLE: Duration = Duration::from_secs(60);
 pub type Tcp = TcpClient<'static, 1, 4096, 4096>;
 
 /// The HTTP proxy every HTTPS connection goes through (the console's `set_proxy`), if any.
+#[cfg(feature = "connected")]
 static PROXY: Mutex<RefCell<Option<Proxy>>> = Mutex::new(RefCell::new(None));
 
 /// Takes the proxy setting in force (at boot and when the settings change); a setting that
 /// does not parse (the console checks it when set) means no proxy, said on the console.
+#[cfg(feature = "connected")]
 pub fn set_proxy(setting: &str) {
     let proxy = Proxy::parse(setting).unwrap_or_else(|e| {
         chela_chip::say!(&Esp, "[proxy] ignored: {e}");
@@ -179,28 +183,23 @@ fn timed_out(what: &str) -> LinkError {
 
 impl Https {
     /// One request to `url`, its answer handed to `answer`: DNS, TCP, one TLS handshake checked
-    /// against the host's pinned roots, then the request.
-    pub async fn exchange<B: RequestBody>(
+    /// against the host's pinned roots, then the request. (Not `async`: one future fewer.)
+    pub fn exchange<B: RequestBody>(
         &mut self,
         method: Method,
         url: &str,
         headers: &[(&str, &str)],
         body: B,
         answer: &mut dyn Answer,
-    ) -> Result<(), LinkError> {
-        let (host, _) = split(url)?;
-        let roots = certs::roots(host).ok_or_else(|| {
-            LinkError::Net(NetFailure::Fatal(format!(
-                "no root CA is pinned for {url}; the chip talks only to its API hosts"
-            )))
-        })?;
-        self.exchange_under(roots, method, url, headers, body, answer).await
+    ) -> impl Future<Output = Result<(), LinkError>> {
+        self.exchange_under(None, method, url, headers, body, answer)
     }
 
-    /// [`exchange`](Https::exchange) with the server's chain checked against `roots`.
+    /// [`exchange`](Https::exchange) with the server's chain checked against `roots` (`None`:
+    /// the roots pinned for the host).
     pub async fn exchange_under<B: RequestBody>(
         &mut self,
-        roots: &'static [&'static [u8]],
+        roots: Option<&'static [&'static [u8]]>,
         method: Method,
         url: &str,
         headers: &[(&str, &str)],
@@ -208,6 +207,11 @@ impl Https {
         answer: &mut dyn Answer,
     ) -> Result<(), LinkError> {
         let (host, path) = split(url)?;
+        let roots = roots.or_else(|| certs::roots(host)).ok_or_else(|| {
+            LinkError::Net(NetFailure::Fatal(format!(
+                "no root CA is pinned for {url}; the chip talks only to its API hosts"
+            )))
+        })?;
         let socket = match with_timeout(CONNECT, self.connect(host)).await {
             Err(_) => return Err(timed_out("connecting")),
             Ok(r) => r?,
@@ -266,9 +270,23 @@ impl Https {
 
     /// Opens TCP to `host`'s port 443: directly, or through the console's `set_proxy` as a
     /// `CONNECT` tunnel (TLS then runs through it to `host`, checked against `host`'s roots).
+    #[cfg(feature = "connected")]
     async fn connect(&self, host: &str) -> Result<<Tcp as TcpConnect>::Connection<'static>, LinkError> {
-        let proxy = critical_section::with(|cs| PROXY.borrow_ref(cs).clone());
-        let Some(proxy) = proxy else { return self.tcp_to(host, 443).await };
+        match critical_section::with(|cs| PROXY.borrow_ref(cs).clone()) {
+            Some(proxy) => self.tunnel(&proxy, host).await,
+            None => self.tcp_to(host, 443).await,
+        }
+    }
+
+    /// Opens TCP to `host`'s port 443 (no proxy in an image without the connected parts).
+    #[cfg(not(feature = "connected"))]
+    fn connect(&self, host: &str) -> impl Future<Output = Result<<Tcp as TcpConnect>::Connection<'static>, LinkError>> {
+        self.tcp_to(host, 443)
+    }
+
+    /// A `CONNECT` tunnel to `host`'s port 443 through `proxy`.
+    #[cfg(feature = "connected")]
+    async fn tunnel(&self, proxy: &Proxy, host: &str) -> Result<<Tcp as TcpConnect>::Connection<'static>, LinkError> {
         let mut sock = self.tcp_to(&proxy.host, proxy.port).await?;
         let refused = |why: String, retry: bool| {
             let why = format!("the proxy {}: {why}", proxy.shown());

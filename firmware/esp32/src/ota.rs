@@ -140,7 +140,10 @@ impl Updates {
         let roots = certs::update_roots(host);
         let mut progress = report;
         let mut incoming = self.receive(&mut progress).map_err(|e| format!("{e}"))?;
-        https.exchange_under(roots, Method::GET, url, &[], &[][..], &mut incoming).await.map_err(|e| format!("{e}"))?;
+        https
+            .exchange_under(Some(roots), Method::GET, url, &[], &[][..], &mut incoming)
+            .await
+            .map_err(|e| format!("{e}"))?;
         match incoming.finish() {
             Ok(slot) => restart_into(slot),
             Err(e) => Ok(e),
