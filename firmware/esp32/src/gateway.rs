@@ -36,6 +36,10 @@ const HEAD_WAIT: Duration = Duration::from_secs(10);
 const BODY_WAIT: Duration = Duration::from_secs(30);
 /// A peer that stops acknowledging is dropped after this long.
 const DEAD_PEER: Duration = Duration::from_secs(120);
+/// After the answer, what the client still sends (a refused update's body) is read and dropped
+/// for at most this long and this many bytes.
+const DRAIN_WAIT: Duration = Duration::from_secs(5);
+const DRAIN_BYTES: usize = 256 * 1024;
 
 /// What a gateway client asked the main loop for.
 pub struct Ask {
@@ -99,8 +103,27 @@ pub async fn task(stack: Stack<'static>, slot: usize, updates: SharedUpdates) {
         serve(&mut sock, slot, serial, updates).await;
         let _ = sock.flush().await;
         sock.close();
+        drain(&mut sock).await;
         sock.abort();
     }
+}
+
+/// Reads and drops what the client still sends after the answer (our side is closed already),
+/// until it closes its side or a bound is met. Resetting a connection with its request's body
+/// unread would make the client's stack throw away the answer it has not read yet (a refused
+/// `POST /ota` would show a reset, not the 401).
+async fn drain(sock: &mut TcpSocket<'_>) {
+    let mut sink = [0u8; 256];
+    let mut left = DRAIN_BYTES;
+    let _ = with_timeout(DRAIN_WAIT, async {
+        while left > 0 {
+            match sock.read(&mut sink).await {
+                Ok(n) if n > 0 => left = left.saturating_sub(n),
+                _ => return,
+            }
+        }
+    })
+    .await;
 }
 
 async fn serve(sock: &mut TcpSocket<'_>, slot: usize, serial: u32, updates: SharedUpdates) {
