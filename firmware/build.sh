@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Builds Chela's release firmware for one chip and proves the image is valid:
-#   firmware/build.sh esp32c3|esp32c6
+#   firmware/build.sh esp32c3|esp32c6 [--sign KEYFILE]
+# With --sign, the Ed25519 key's public half is built into the firmware (it then takes
+# over-the-air updates signed with that key, and only those) and the image is signed with it
+# (firmware/sign.sh, openssl): firmware/target/chela-CHIP.ota is the update file to serve.
 # Builds firmware/esp32 (Debian rustc-web + build-std + lld-16, docs/guide/chip.md),
 # converts the ELF with `esptool elf2image` (esptool from PyPI, pinned, in a venv under
 # firmware/target/), prints the image size, the static RAM (IRAM + DRAM + BSS from `size -A`),
 # the heap and the stack left, checks that the image fits its partition and meets the C3's targets
 # (image <= 1,000,000 B, static RAM <= 200 KiB, heap + stack >= 120 KiB), and prints the ELF's path last.
+# The C6's image carries the `connected` feature, the C3's not (CHELA_FIRMWARE_FEATURES overrides).
 # Settings are baked in from CHELA_* variables (docs/guide/chip.md, "The ESP32 firmware").
 # Bounded: the build by 40 min (CHELA_BUILD_TIMEOUT=SECONDS overrides it: CI builds at a low
 # priority beside the tests, where a build may wait longer for the CPU).
@@ -24,6 +28,13 @@ fail() {
 }
 
 chip=${1:-}
+sign_key=
+if [ "${2:-}" = --sign ]; then
+  [ -n "${3:-}" ] || fail "usage: firmware/build.sh esp32c3|esp32c6 --sign KEYFILE"
+  sign_key=$(realpath -e -- "$3") || fail "no key file at $3 (make one: openssl genpkey -algorithm ed25519 -out KEYFILE)"
+elif [ -n "${2:-}" ]; then
+  fail "usage: firmware/build.sh esp32c3|esp32c6 [--sign KEYFILE] (got '$2')"
+fi
 case $chip in
   esp32c3) target=riscv32imc-unknown-none-elf ;;
   esp32c6) target=riscv32imac-unknown-none-elf ;;
@@ -40,13 +51,36 @@ done
 [ -d /usr/lib/rustlib/src/rust/library ] || fail "the Rust sources for build-std are missing: apt-get install rust-web-src"
 
 export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
+# The update key: built in with --sign, none otherwise (the firmware then refuses every update).
+if [ -n "$sign_key" ]; then
+  CHELA_OTA_PUBKEY=$(./sign.sh --pubkey "$sign_key") || fail "the key's public half could not be read"
+  export CHELA_OTA_PUBKEY
+else
+  unset CHELA_OTA_PUBKEY
+fi
 # CHELA_FIRMWARE_TARGET_DIR: another target dir (to build both chips at once); firmware/target by default.
 export CARGO_TARGET_DIR="${CHELA_FIRMWARE_TARGET_DIR:-$PWD/target}"
 cargo=cargo
 [ -x /usr/bin/cargo ] && cargo=/usr/bin/cargo
 
+# The firmware's optional parts: `connected` (OTA, the gateway, the portal, web_search, the
+# heartbeat, the proxy) in the C6's image; the C3's has no room for them under its 1,000,000 B
+# target yet. CHELA_FIRMWARE_FEATURES (comma-separated, "" for none) overrides the chip's choice.
+case $chip in
+  esp32c6) default_features=connected ;;
+  *) default_features= ;;
+esac
+features=${CHELA_FIRMWARE_FEATURES-$default_features}
+case $features in
+  *[!a-z,_-]*) fail "CHELA_FIRMWARE_FEATURES='$features': feature names, comma-separated" ;;
+esac
+case ,$features, in
+  *,connected,*) echo "chela-firmware: $chip image with features: $features" ;;
+  *) echo "chela-firmware: $chip image with features: ${features:-none} (no connected: OTA, the gateway, the portal, web_search, the heartbeat and the proxy are left out)" ;;
+esac
+
 start=$(date +%s)
-(cd esp32 && timeout "${CHELA_BUILD_TIMEOUT:-2400}" "$cargo" build --release --locked --quiet --features "$chip" --target "$target") ||
+(cd esp32 && timeout "${CHELA_BUILD_TIMEOUT:-2400}" "$cargo" build --release --locked --quiet --features "$chip${features:+,$features}" --target "$target") ||
   fail "the $chip build failed (status $?)"
 elf="$CARGO_TARGET_DIR/$target/release/chela-esp32"
 [ -f "$elf" ] || fail "the build made no ELF at $elf"
@@ -90,7 +124,7 @@ eh_frame=$(awk '$1 == ".eh_frame" { print $2 }' <<<"$sections")
 grep -q '^\.debug_line ' <<<"$sections" || fail "the ELF has no line tables: keep debug = \"line-tables-only\" in esp32/Cargo.toml"
 echo "chela-firmware: $chip sections (size -A):"
 grep -E '^\.(trap|rwtext|rwtext\.wifi|data|data\.wifi|bss|noinit|stack|dram2_uninit|text|rodata|rodata\.wifi) ' <<<"$sections" | sed 's/^/    /'
-echo "chela-firmware: $chip image $image B ($bin)"
+echo "chela-firmware: $chip image $image B ($bin), features: ${features:-none}"
 echo "chela-firmware: $chip image fits an OTA slot ($image of $ota_slot B: two slots and a 512 KiB store on 4 MB flash)"
 echo "chela-firmware: $chip static RAM $static B ($((static / 1024)) KiB: IRAM + DRAM + BSS, the heap's .bss part included)"
 echo "chela-firmware: $chip heap $heap B ($((heap / 1024)) KiB; ${reclaimed:-0} B of it in RAM reclaimed from the bootloader)"
@@ -122,5 +156,8 @@ if [ "$chip" = esp32c3 ]; then
   [ "$static" -le $((200 * 1024)) ] || fail "the C3's static RAM is $static B, over 200 KiB"
   [ $((heap + stack)) -ge $((120 * 1024)) ] || fail "the C3 leaves $((heap + stack)) B for heap and stack, under 120 KiB"
   echo "chela-firmware: esp32c3 within its RAM targets (static RAM <= 200 KiB, heap + stack >= 120 KiB)"
+fi
+if [ -n "$sign_key" ]; then
+  ./sign.sh "$sign_key" "$bin" "$CARGO_TARGET_DIR/chela-$chip.ota" || fail "the image could not be signed"
 fi
 echo "$elf"

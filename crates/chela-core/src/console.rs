@@ -61,6 +61,8 @@ pub enum Effect {
     SessionCleared(String),
     /// `MEMORY.md` changed: rebuild the prompt's memory part.
     MemoryChanged,
+    /// Fetch a signed firmware update from this `https://` URL, then restart into it.
+    Update(String),
 }
 
 /// What one command line gave.
@@ -115,6 +117,9 @@ pub struct Status {
     pub mode: Option<BootMode>,
     /// Fresh random bytes from the board's RNG, for `gateway_token`; all zero when it has none.
     pub random: [u8; 16],
+    /// Why this image was built without the connected parts (OTA, the gateway, web_search, the
+    /// heartbeat, the proxy), said by the commands that set them up; `None`: it has them.
+    pub left_out: Option<&'static str>,
 }
 
 /// The data a command works on.
@@ -163,6 +168,7 @@ const COMMANDS: &[Command] = &[
     Command { name: "session_clear", usage: "NAME|CHAT_ID", help: "forget one chat session" },
     Command { name: "heap_info", usage: "", help: "free heap, and how full the flash is" },
     Command { name: "restart", usage: "", help: "reboot" },
+    Command { name: "ota", usage: "https://URL", help: "install the signed firmware update at URL, then restart" },
     Command { name: "help", usage: "", help: "this list" },
 ];
 
@@ -213,6 +219,9 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
     let Some(cmd) = COMMANDS.iter().find(|c| c.name == name) else {
         return unknown(name);
     };
+    if let (Some(why), Some(what)) = (ctx.status.left_out, connected_part(cmd.name)) {
+        return Reply::text(format!("this image leaves out {what}: {why}\n"));
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let usage = || Reply::error(format!("usage: {} {}", cmd.name, cmd.usage).trim_end());
     match (cmd.name, args.as_slice()) {
@@ -240,8 +249,22 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
         ("session_clear", [name]) => session_clear(ctx, name),
         ("heap_info", []) => Reply::text(heap_info(ctx)),
         ("restart", []) => restart(ctx),
+        ("ota", [url]) => update(url),
         ("help", []) => Reply::text(help()),
         _ => usage(),
+    }
+}
+
+/// The connected part a command sets up, for an image built without them
+/// ([`Status::left_out`]): such a command says so instead of saving a setting nothing reads.
+fn connected_part(command: &str) -> Option<&'static str> {
+    match command {
+        "ota" => Some("over-the-air updates"),
+        "gateway_token" => Some("the WebSocket gateway"),
+        "set_tavily_key" | "set_search_key" => Some("web_search"),
+        "set_proxy" => Some("the HTTP proxy"),
+        "heartbeat_read" | "heartbeat_write" => Some("the heartbeat"),
+        _ => None,
     }
 }
 
@@ -475,6 +498,19 @@ fn restart<F: Flash>(ctx: &mut Ctx<'_, F>) -> Reply {
     Reply { text: format!("{note}restarting\n"), effects: alloc::vec![Effect::Restart] }
 }
 
+/// The update's URL is checked here; the signature, on the device as the image arrives. The URL
+/// is not echoed: its query may hold a token.
+fn update(url: &str) -> Reply {
+    let host = url.strip_prefix("https://").map(|r| &r[..r.find(['/', '?']).unwrap_or(r.len())]);
+    match host {
+        Some(h) if !h.is_empty() && url.len() <= 512 => {
+            Reply { text: format!("fetching the update from {h}\n"), effects: alloc::vec![Effect::Update(url.into())] }
+        }
+        Some(_) => Reply::error("usage: ota https://HOST/PATH (at most 512 bytes)"),
+        None => Reply::error("usage: ota https://URL (the update is fetched over TLS only)"),
+    }
+}
+
 impl Reply {
     /// Whether the reply holds `secret` whole (for tests and the emulator's checks).
     pub fn shows(&self, secret: &str) -> bool {
@@ -490,6 +526,7 @@ impl core::fmt::Display for Effect {
             Effect::ConfigChanged => f.write_str("settings changed"),
             Effect::SessionCleared(k) => write!(f, "session {k} cleared"),
             Effect::MemoryChanged => f.write_str("memory changed"),
+            Effect::Update(_) => f.write_str("firmware update"),
         }
     }
 }

@@ -58,14 +58,31 @@ pub fn access(config: &ChipConfig) -> Result<Access, String> {
 
 /// The Telegram bot token and the WiFi network, when both are set: what channels need.
 pub fn channels_ready(config: &ChipConfig) -> Result<(), String> {
+    channels(config, false).map(|_| ())
+}
+
+/// Which channels the settings let the device serve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Channels {
+    pub telegram: bool,
+    pub gateway: bool,
+}
+
+/// The channels the settings open: both need the WiFi network and the API key; Telegram its
+/// token and allowlist; the gateway its token, in an image built with it (`gateway_built`). A
+/// device with only the gateway set is ready, not waiting for Telegram.
+pub fn channels(config: &ChipConfig, gateway_built: bool) -> Result<Channels, String> {
+    let gateway = gateway_built && !config.get(Field::GatewayToken).is_empty();
+    let telegram = !config.get(Field::TgToken).is_empty() && !config.get(Field::TgAllow).is_empty();
     let missing: Vec<&str> = [Field::WifiSsid, Field::TgToken, Field::TgAllow, Field::ApiKey]
         .into_iter()
-        .filter(|f| config.get(*f).is_empty())
+        .filter(|f| config.get(*f).is_empty() && !(gateway && matches!(f, Field::TgToken | Field::TgAllow)))
         .map(Field::name)
         .collect();
     if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("not set: {} (set them on the serial console; type help)", missing.join(", ")))
+        return Ok(Channels { telegram, gateway });
     }
+    let or_gateway =
+        if gateway_built && !gateway && !telegram { ", or gateway_token for the gateway alone" } else { "" };
+    Err(format!("not set: {} (set them on the serial console{or_gateway}; type help)", missing.join(", ")))
 }

@@ -4,7 +4,8 @@
 //! A connection starts as an HTTP upgrade ([`upgrade`]): `GET /` or `/ws`, version 13, and the
 //! gateway token as `Authorization: Bearer …` or `?token=` (MimiClaw has none; here a token is
 //! required, and with none set nobody is let in). Then [`Conn::feed`] takes the bytes read and
-//! says what to do: run a turn, send a frame, close.
+//! says what to do: run a turn, send a frame, close. [`request`] also takes `POST /ota` with the
+//! same token: a signed update as the body (`chela_chip::ota` checks it).
 //!
 //! Bounded: the request head is at most [`MAX_HEAD`] bytes, a message (joined frames) at most
 //! [`MAX_MESSAGE`], [`MAX_CLIENTS`] connections (the firmware's task pool: a fifth is not
@@ -45,6 +46,96 @@ pub fn head_end(buf: &[u8]) -> Result<Option<usize>, String> {
     }
 }
 
+/// The largest update `POST /ota` takes: an app slot of the 4 MB layout (the update's own
+/// header then names its exact length, checked against the slot).
+pub const MAX_UPDATE: usize = 0x1F_0000;
+
+/// What a connection to the gateway asks for.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Request {
+    /// A chat: send this `101 Switching Protocols` answer, then speak frames ([`Conn`]).
+    Chat(String),
+    /// `POST /ota` with the token: an update file of `len` bytes follows as the body (after
+    /// `100 Continue` when the client waits for one).
+    Update { len: usize, expect_continue: bool },
+    /// The setup page (`chela_chip::portal`, which asks for the token itself): `GET /` without
+    /// a WebSocket upgrade, or `POST /save`.
+    Setup,
+}
+
+/// Answers a whole request head: a WebSocket upgrade ([`upgrade`]) or an update pushed with
+/// `POST /ota`; `Err` with the HTTP answer that refuses it.
+pub fn request(head: &[u8], token: &str) -> Result<Request, String> {
+    let upgrading = head.split(|&b| b == b'\n').skip(1).any(|line| {
+        let line = line.trim_ascii();
+        line.len() > 8 && line[..8].eq_ignore_ascii_case(b"upgrade:")
+    });
+    let line = head.split(|&b| b == b'\r').next().unwrap_or(&[]);
+    let mut words = line.split(|&b| b == b' ');
+    let (method, target) = (words.next().unwrap_or(&[]), words.next().unwrap_or(&[]));
+    let path = target.split(|&b| b == b'?').next().unwrap_or(&[]);
+    match (method, path) {
+        (b"GET", b"/") if !upgrading => return Ok(Request::Setup),
+        (b"POST", b"/save") => return Ok(Request::Setup),
+        _ => {}
+    }
+    if !head.starts_with(b"POST ") {
+        return upgrade(head, token).map(Request::Chat);
+    }
+    let text = core::str::from_utf8(head).map_err(|_| refusal(400, "the request is not text"))?;
+    let line = text.split("\r\n").next().unwrap_or("");
+    let mut parts = line.split(' ').skip(1);
+    let (target, version) = (parts.next().unwrap_or(""), parts.next());
+    if !version.is_some_and(|v| v.starts_with("HTTP/1.")) {
+        return Err(refusal(400, "not an HTTP/1 request"));
+    }
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    if path != "/ota" {
+        return Err(refusal(404, "updates are posted to /ota; the chat is a WebSocket on / and /ws"));
+    }
+    let headers = || text.split("\r\n").skip(1).filter_map(|l| l.split_once(':')).map(|(k, v)| (k.trim(), v.trim()));
+    let header = |name: &str| headers().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v);
+    origin_ok(header("origin"), header("host"))?;
+    let given = header("authorization").and_then(bearer).map(String::from).or_else(|| query_param(query, "token"));
+    if !given.is_some_and(|g| token_matches(&g, token)) {
+        return Err(refusal(401, "an update needs the gateway token (Authorization: Bearer … or ?token=)"));
+    }
+    if header("transfer-encoding").is_some() {
+        return Err(refusal(411, "send the update with a Content-Length, not chunked"));
+    }
+    let mut lengths = headers().filter(|(k, _)| k.eq_ignore_ascii_case("content-length")).map(|(_, v)| v.parse());
+    let len: usize = match (lengths.next(), lengths.next()) {
+        (Some(Ok(n)), None) => n,
+        (None, _) => return Err(refusal(411, "send the update with a Content-Length")),
+        _ => return Err(refusal(400, "one Content-Length, a number")),
+    };
+    if len > MAX_UPDATE {
+        return Err(refusal(413, "the update is larger than an app slot"));
+    }
+    let expect_continue = header("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue"));
+    Ok(Request::Update { len, expect_continue })
+}
+
+/// A page from elsewhere in the browser must not drive the chip with a token it learnt.
+fn origin_ok(origin: Option<&str>, host: Option<&str>) -> Result<(), String> {
+    if let (Some(origin), Some(host)) = (origin, host) {
+        let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
+        if !rest.is_some_and(|r| r.eq_ignore_ascii_case(host)) {
+            return Err(refusal(403, "a page from another origin may not use this gateway"));
+        }
+    }
+    Ok(())
+}
+
+/// The answer to `POST /ota` once the body is in: `200` when the update was taken (the chip
+/// restarts into it next), else why it was refused.
+pub fn update_answer(result: Result<usize, &str>) -> String {
+    match result {
+        Ok(slot) => answer(200, &format!("update taken: slot {slot} boots next, on trial; restarting")),
+        Err(why) => answer(422, &format!("update refused: {why}")),
+    }
+}
+
 /// Answers a whole request head: `Ok` with the `101 Switching Protocols` answer when it is a
 /// WebSocket upgrade with the right token, else `Err` with the HTTP answer that refuses it (the
 /// connection is closed after either error).
@@ -72,13 +163,7 @@ pub fn upgrade(head: &[u8], token: &str) -> Result<String, String> {
     if !has("upgrade", "websocket") || !has("connection", "upgrade") {
         return Err(refusal(426, "this port speaks WebSocket only"));
     }
-    // A page from elsewhere in the browser must not drive the chip with a token it learnt.
-    if let (Some(origin), Some(host)) = (header("origin"), header("host")) {
-        let rest = origin.strip_prefix("http://").or_else(|| origin.strip_prefix("https://"));
-        if !rest.is_some_and(|r| r.eq_ignore_ascii_case(host)) {
-            return Err(refusal(403, "a page from another origin may not use this gateway"));
-        }
-    }
+    origin_ok(header("origin"), header("host"))?;
     let given = header("authorization").and_then(bearer).map(String::from).or_else(|| query_param(query, "token"));
     if !given.is_some_and(|g| token_matches(&g, token)) {
         return Err(refusal(401, "this gateway needs its token (Authorization: Bearer … or ?token=)"));
@@ -96,11 +181,20 @@ pub fn upgrade(head: &[u8], token: &str) -> Result<String, String> {
 
 /// An HTTP answer that refuses, then closes.
 pub fn refusal(status: u16, why: &str) -> String {
+    answer(status, why)
+}
+
+/// A plain-text HTTP answer, then the connection closes.
+pub fn answer(status: u16, why: &str) -> String {
     let reason = match status {
+        200 => "OK",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        422 => "Unprocessable Content",
         426 => "Upgrade Required",
         431 => "Request Header Fields Too Large",
         _ => "Service Unavailable",
@@ -134,6 +228,9 @@ pub enum Action {
 /// One upgraded connection.
 pub struct Conn {
     decoder: Decoder,
+    /// Where a message without a `chat_id` goes: the last one named on this connection, else
+    /// its own random `ws_<16 hex digits>` (as on the host: a client connecting after a
+    /// restart cannot land in an earlier client's chat by its number).
     own_chat: String,
     /// The chat a turn was asked for and not yet answered.
     waiting: Option<String>,
@@ -141,11 +238,12 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// `n` names the connection's own chat (`ws_<n>`) for messages without a `chat_id`.
-    pub fn new(n: u32) -> Conn {
+    /// `random` (from the hardware RNG) names the connection's own chat, `ws_<16 hex digits>`,
+    /// for messages without a `chat_id` until one is named.
+    pub fn new(random: [u8; 8]) -> Conn {
         Conn {
             decoder: Decoder::new(Role::Server, MAX_MESSAGE),
-            own_chat: format!("ws_{n}"),
+            own_chat: format!("ws_{:016x}", u64::from_be_bytes(random)),
             waiting: None,
             closed: false,
         }
@@ -229,6 +327,8 @@ impl Conn {
             let why = "this device answers one message at a time; send this one once the answer has come";
             return text_frame(&event("error", why, &chat));
         }
+        // A named chat sticks: later messages without one go on in it (MimiClaw's rule).
+        self.own_chat.clone_from(&chat);
         self.waiting = Some(chat.clone());
         Action::Turn { chat_id: chat, content: msg.content }
     }

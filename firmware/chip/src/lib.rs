@@ -16,6 +16,7 @@ pub mod board;
 pub mod boot;
 pub mod console;
 pub mod cron;
+pub mod dhcp;
 pub mod gateway;
 pub mod heartbeat;
 pub mod link;

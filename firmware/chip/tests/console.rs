@@ -122,3 +122,27 @@ fn garbage_and_overlong_lines_get_short_errors_and_change_nothing() {
     assert_eq!(console::endpoint(&chip.config).map(|e| e.model).unwrap_err(), console::endpoint(&before).unwrap_err());
     assert_eq!(chip.config.model(), "claude-haiku-4-5");
 }
+
+#[test]
+fn a_device_with_only_the_gateway_set_is_ready_and_telegram_stays_off() {
+    let serial = Serial::default();
+    let mut chip: Chip<RamFlash, Serial> = boot::power_on(RamFlash::new(4096, 8), serial.clone(), 1, BUILD).unwrap();
+    let mut con = Console::new();
+    let status = Status { random: [7; 16], ..Status::default() };
+    console::feed(&mut chip, &mut con, format!("set_api_key {KEY}\ngateway_token\n").as_bytes(), status);
+    // An image without the gateway still waits for Telegram, and says what is missing.
+    let e = console::channels(&chip.config, false).unwrap_err();
+    assert_eq!(e, "not set: tg_token, tg_allow (set them on the serial console; type help)");
+    let ready = console::channels(&chip.config, true).unwrap();
+    assert_eq!(ready, console::Channels { telegram: false, gateway: true });
+
+    console::feed(&mut chip, &mut con, b"gateway_token off\n", status);
+    let e = console::channels(&chip.config, true).unwrap_err();
+    assert_eq!(
+        e,
+        "not set: tg_token, tg_allow (set them on the serial console, or gateway_token for the gateway alone; type help)"
+    );
+    console::feed(&mut chip, &mut con, format!("set_tg_token {TOKEN}\nset_tg_allow 42\n").as_bytes(), status);
+    assert_eq!(console::channels(&chip.config, true).unwrap(), console::Channels { telegram: true, gateway: false });
+    console::channels_ready(&chip.config).unwrap();
+}

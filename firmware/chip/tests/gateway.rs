@@ -32,7 +32,7 @@ fn serve_one(mut sock: TcpStream) {
         Ok(answer) => sock.write_all(answer.as_bytes()).unwrap(),
         Err(answer) => return drop(sock.write_all(answer.as_bytes())),
     }
-    let mut conn = Conn::new(1);
+    let mut conn = Conn::new([0, 0, 0, 0, 0, 0, 0, 1]);
     let mut actions = Vec::new();
     conn.feed(&head[end..], &mut actions);
     loop {
@@ -77,9 +77,9 @@ fn a_real_client_chats_with_the_token() {
     ws.send(Message::text(r#"{"type":"message","content":"hello","chat_id":"kitchen"}"#)).unwrap();
     let v = json(ws.read().unwrap());
     assert_eq!(v, serde_json::json!({"type":"response","content":"echo: hello","chat_id":"kitchen"}));
-    // No chat id: the connection's own.
+    // No chat id: the one named last on this connection.
     ws.send(Message::text(r#"{"type":"message","content":"again"}"#)).unwrap();
-    assert_eq!(json(ws.read().unwrap())["chat_id"], "ws_1");
+    assert_eq!(json(ws.read().unwrap())["chat_id"], "kitchen");
     // Pings are answered.
     ws.send(Message::Ping(b"p".to_vec().into())).unwrap();
     assert!(matches!(ws.read().unwrap(), Message::Pong(p) if &p[..] == b"p"));
@@ -193,24 +193,24 @@ fn close_code(a: &Action) -> u16 {
 
 #[test]
 fn one_turn_at_a_time_per_connection() {
-    let mut conn = Conn::new(7);
+    let mut conn = Conn::new([7; 8]);
     let mut out = Vec::new();
     let msg = text(r#"{"type":"message","content":"one"}"#);
     // Byte by byte: frames may arrive in any pieces.
     for b in &msg {
         conn.feed(std::slice::from_ref(b), &mut out);
     }
-    assert_eq!(out, [Action::Turn { chat_id: "ws_7".into(), content: "one".into() }]);
+    assert_eq!(out, [Action::Turn { chat_id: "ws_0707070707070707".into(), content: "one".into() }]);
     out.clear();
     conn.feed(&text(r#"{"type":"message","content":"two","chat_id":"x"}"#), &mut out);
     let e = events(&out);
     assert_eq!(e[0]["type"], "error");
     assert!(e[0]["content"].as_str().unwrap().contains("one message at a time"));
-    assert_eq!(conn.waiting(), Some("ws_7"));
+    assert_eq!(conn.waiting(), Some("ws_0707070707070707"));
     let answer = conn.answer(Err("the model failed")).unwrap();
     assert_eq!(
         events(&[Action::Send(answer)])[0],
-        serde_json::json!({"type":"error","content":"the model failed","chat_id":"ws_7"})
+        serde_json::json!({"type":"error","content":"the model failed","chat_id":"ws_0707070707070707"})
     );
     assert!(conn.answer(Ok("late")).is_none());
 }
@@ -218,7 +218,7 @@ fn one_turn_at_a_time_per_connection() {
 #[test]
 fn abuse_is_answered_or_closed() {
     let bad = |input: Vec<u8>| {
-        let mut conn = Conn::new(1);
+        let mut conn = Conn::new([1; 8]);
         let mut out = Vec::new();
         conn.feed(&input, &mut out);
         out
@@ -247,7 +247,7 @@ fn abuse_is_answered_or_closed() {
     rsv[0] |= 0x40;
     assert_eq!(close_code(&bad(rsv)[0]), 1002);
     // A close is answered, and nothing after it is read.
-    let mut conn = Conn::new(1);
+    let mut conn = Conn::new([1; 8]);
     let mut out = Vec::new();
     let mut input = client_frame(&WsMessage::Close(1000, String::new()));
     input.extend(text(r#"{"type":"message","content":"after"}"#));
@@ -256,4 +256,97 @@ fn abuse_is_answered_or_closed() {
     assert_eq!(close_code(&out[0]), 1000);
     conn.feed(&text(r#"{"type":"message","content":"later"}"#), &mut out);
     assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn an_unnamed_chat_is_random_per_connection_and_a_named_one_sticks() {
+    let turn_of = |conn: &mut Conn, msg: &str| {
+        let mut out = Vec::new();
+        conn.feed(&text(msg), &mut out);
+        let [Action::Turn { chat_id, .. }] = &out[..] else { panic!("{out:?}") };
+        conn.answer(Ok("ok")).unwrap();
+        chat_id.clone()
+    };
+    let unnamed = r#"{"type":"message","content":"hi"}"#;
+    let (mut a, mut b) = (Conn::new([0xa1; 8]), Conn::new([0x5c, 1, 2, 3, 4, 5, 6, 7]));
+    assert_eq!(turn_of(&mut a, unnamed), "ws_a1a1a1a1a1a1a1a1");
+    assert_eq!(turn_of(&mut b, unnamed), "ws_5c01020304050607", "not a counter: another connection, another chat");
+    assert_eq!(turn_of(&mut a, unnamed), "ws_a1a1a1a1a1a1a1a1", "the connection keeps its own");
+    assert_eq!(turn_of(&mut a, r#"{"type":"message","content":"x","chat_id":"garden"}"#), "garden");
+    assert_eq!(turn_of(&mut a, unnamed), "garden", "a named chat sticks");
+    // A refused name does not stick.
+    let mut out = Vec::new();
+    a.feed(&text(r#"{"type":"message","content":"x","chat_id":"../etc"}"#), &mut out);
+    assert_eq!(events(&out)[0]["type"], "error");
+    assert_eq!(turn_of(&mut a, unnamed), "garden");
+}
+
+fn post(lines: &[&str]) -> Result<gateway::Request, String> {
+    gateway::request(&head(lines), "t")
+}
+
+#[test]
+fn a_posted_update_needs_the_token_and_a_length() {
+    use gateway::Request;
+    assert_eq!(
+        post(&["POST /ota HTTP/1.1", "Authorization: Bearer t", "Content-Length: 1234"]),
+        Ok(Request::Update { len: 1234, expect_continue: false })
+    );
+    assert_eq!(
+        post(&["POST /ota?token=t HTTP/1.1", "content-length: 9", "Expect: 100-continue"]),
+        Ok(Request::Update { len: 9, expect_continue: true })
+    );
+    // The setup page: a plain GET of /, or its form's POST.
+    assert_eq!(post(&["GET / HTTP/1.1", "Host: chip"]), Ok(Request::Setup));
+    assert_eq!(post(&["GET /?token=x HTTP/1.1"]), Ok(Request::Setup));
+    assert_eq!(post(&["POST /save HTTP/1.1", "Content-Length: 3"]), Ok(Request::Setup));
+    assert_eq!(post(&["GET /ws HTTP/1.1"]).unwrap_err()[9..12].to_owned(), "426", "/ws is the chat only");
+    // The chat still upgrades through the same entry point.
+    let up = ["GET /?token=t HTTP/1.1", "Upgrade: websocket", "Connection: Upgrade", "Sec-WebSocket-Version: 13", KEY];
+    assert!(matches!(post(&up), Ok(Request::Chat(a)) if a.starts_with("HTTP/1.1 101")));
+    let status = |lines: &[&str]| post(lines).unwrap_err()[9..12].to_owned();
+    assert_eq!(status(&["POST /ota HTTP/1.1", "Content-Length: 9"]), "401");
+    assert_eq!(status(&["POST /ota?token=T HTTP/1.1", "Content-Length: 9"]), "401");
+    assert_eq!(
+        gateway::request(&head(&["POST /ota?token= HTTP/1.1", "Content-Length: 9"]), "").unwrap_err()[9..12].to_owned(),
+        "401"
+    );
+    assert_eq!(status(&["POST /ota?token=t HTTP/1.1"]), "411");
+    assert_eq!(status(&["POST /ota?token=t HTTP/1.1", "Transfer-Encoding: chunked"]), "411");
+    assert_eq!(status(&["POST /ota?token=t HTTP/1.1", "Content-Length: 9", "Content-Length: 10"]), "400");
+    assert_eq!(status(&["POST /ota?token=t HTTP/1.1", "Content-Length: -1"]), "400");
+    assert_eq!(status(&["POST /ota?token=t HTTP/1.1", "Content-Length: 99999999999999999999999"]), "400");
+    let over = format!("Content-Length: {}", gateway::MAX_UPDATE + 1);
+    assert_eq!(status(&["POST /ota?token=t HTTP/1.1", &over]), "413");
+    assert_eq!(status(&["POST /admin?token=t HTTP/1.1", "Content-Length: 9"]), "404");
+    assert_eq!(status(&["POST /ota?token=t", "Content-Length: 9"]), "400");
+    let cross = ["POST /ota?token=t HTTP/1.1", "Host: chip:18789", "Origin: http://evil.example", "Content-Length: 9"];
+    assert_eq!(status(&cross), "403");
+    assert_eq!(gateway::request(b"POST /ota\xff HTTP/1.1\r\n\r\n", "t").unwrap_err()[9..12].to_owned(), "400");
+}
+
+proptest::proptest! {
+    /// Any bytes, and valid heads with bytes changed: no panic; an update is taken only with the
+    /// token and within the bound.
+    #[test]
+    fn request_heads_from_anyone_are_answered_without_panicking(
+        junk in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+        edits in proptest::collection::vec((0usize..200, proptest::num::u8::ANY), 0..6),
+    ) {
+        let _ = gateway::request(&junk, "t");
+        let _ = gateway::request(&junk, "");
+        let mut h = head(&["POST /ota?token=t HTTP/1.1", "Host: chip", "Content-Length: 4096"]);
+        for (at, b) in edits {
+            let at = at % h.len();
+            h[at] = b;
+        }
+        if let Ok(gateway::Request::Update { len, .. }) = gateway::request(&h, "t") {
+            proptest::prop_assert!(len <= gateway::MAX_UPDATE);
+            let text = String::from_utf8_lossy(&h);
+            proptest::prop_assert!(text.contains("token=t ") || text.contains("token=t&") || text.contains("Bearer t"));
+        }
+        let _ = gateway::request(&h, "");
+        let taken = matches!(gateway::request(&h, ""), Ok(gateway::Request::Update { .. }));
+        proptest::prop_assert!(!taken, "no token set: no update is taken");
+    }
 }

@@ -12,9 +12,17 @@ const ISRG_X1: &[u8] = include_bytes!("../certs/isrg_root_x1.der");
 const ISRG_X2: &[u8] = include_bytes!("../certs/isrg_root_x2.der");
 /// Go Daddy Root Certificate Authority G2: api.telegram.org.
 const GODADDY_G2: &[u8] = include_bytes!("../certs/godaddy_root_g2.der");
+/// Amazon Root CA 1: AWS's certificate manager, which API hosts behind AWS load balancers use.
+#[cfg(feature = "connected")]
+const AMAZON_R1: &[u8] = include_bytes!("../certs/amazon_root_ca1.der");
 
 const CLOUDFLARE: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X2, ISRG_X1];
 const TELEGRAM: &[&[u8]] = &[GODADDY_G2];
+/// `web_search`'s engines (Tavily, Brave Search): not checked against the live hosts from here
+/// (no network on the build machines), so the CAs such APIs are commonly served from; a host
+/// on another CA fails its handshake, and the tool says so to the model and on the console.
+#[cfg(feature = "connected")]
+const SEARCH: &[&[u8]] = &[AMAZON_R1, GTS_R4, GTS_R1, ISRG_X2, ISRG_X1];
 
 /// Until SNTP answers, the chip's time is unknown but no earlier than the image's build
 /// (`build.rs`): a chain that expired before it is refused even then (`pki::Clock::AtLeast`).
@@ -32,12 +40,26 @@ const fn parse_secs(text: &str) -> u64 {
     secs
 }
 
+/// What an update's server may chain to: every root in the image. The update itself is trusted
+/// for its Ed25519 signature (`chela_chip::ota`), not for where it came from; TLS here keeps a
+/// network in the middle from reading or cutting it quietly.
+#[cfg(feature = "connected")]
+const UPDATE_HOSTS: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X2, ISRG_X1, GODADDY_G2];
+
+/// The roots an update fetched from `host` is checked against.
+#[cfg(feature = "connected")]
+pub fn update_roots(host: &str) -> &'static [&'static [u8]] {
+    roots(host).unwrap_or(UPDATE_HOSTS)
+}
+
 /// The roots pinned for `host` (one handshake checks the server's chain against all of them);
 /// `None` for a host the chip does not call.
 pub fn roots(host: &str) -> Option<&'static [&'static [u8]]> {
     match host {
         "api.anthropic.com" | "api.openai.com" => Some(CLOUDFLARE),
         "api.telegram.org" => Some(TELEGRAM),
+        #[cfg(feature = "connected")]
+        "api.tavily.com" | "api.search.brave.com" => Some(SEARCH),
         _ => None,
     }
 }

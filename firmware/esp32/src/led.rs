@@ -9,6 +9,8 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+#[cfg(feature = "connected")]
+use core::cell::Cell;
 
 use chela_board::led::{self, Strip};
 use chela_chip::Board;
@@ -17,6 +19,8 @@ use chela_chip::turn::Chip;
 use chela_core::contract::board::LedArgs;
 use chela_core::flash::Flash;
 use chela_proto::chat::ToolSpec;
+#[cfg(feature = "connected")]
+use critical_section::Mutex;
 use esp_hal::Blocking;
 use esp_hal_smartled::{RmtSmartLeds, buffer_size, color_order};
 use smart_leds_trait::RGB8;
@@ -32,6 +36,29 @@ pub enum State {
     Thinking,
     /// The last turn or poll failed, or safe mode: red.
     Error,
+}
+
+/// A state shown over whatever the main loop shows, until a time (the board's `now_ms`): an
+/// update being written by a gateway task, or refused.
+#[cfg(feature = "connected")]
+static HOLD: Mutex<Cell<Option<(State, u64)>>> = Mutex::new(Cell::new(None));
+
+/// Shows `state` over the main loop's until `until_ms`.
+#[cfg(feature = "connected")]
+pub fn hold(state: State, until_ms: u64) {
+    critical_section::with(|cs| HOLD.borrow(cs).set(Some((state, until_ms))));
+}
+
+/// The held state at `now_ms`, if any.
+#[cfg(feature = "connected")]
+pub fn held(now_ms: u64) -> Option<State> {
+    critical_section::with(|cs| HOLD.borrow(cs).get()).filter(|(_, until)| now_ms < *until).map(|(s, _)| s)
+}
+
+/// Nothing holds the LED in an image without updates.
+#[cfg(not(feature = "connected"))]
+pub fn held(_: u64) -> Option<State> {
+    None
 }
 
 type Ws2812 = RmtSmartLeds<'static, { buffer_size::<RGB8>(1) }, Blocking, RGB8, color_order::Grb>;

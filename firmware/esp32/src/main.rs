@@ -36,15 +36,14 @@ use chela_chip::board::Sensors;
 use chela_chip::cron::Cron;
 use chela_chip::telegram::{self, Polled, Update};
 use chela_chip::tools::Join;
-use chela_chip::turn::{self, Chip, Origin};
+use chela_chip::turn::{Chip, Origin};
 use chela_chip::{Board, boot, say};
 use chela_core::console::{BootMode, ChipConfig, ChipDefaults, Console, Effect, Field, Heap, Status, Wifi};
 use critical_section::Mutex;
 use embassy_executor::Spawner;
-use embassy_futures::select::{Either, select};
-use embassy_net::dns::{DnsQueryType, DnsSocket};
+use embassy_futures::select::{Either, Either3, select, select3};
+use embassy_net::dns::DnsSocket;
 use embassy_net::tcp::client::TcpClientState;
-use embassy_net::udp::{PacketMetadata, UdpSocket};
 use embassy_net::{Runner, Stack, StackResources};
 use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::signal::Signal;
@@ -83,6 +82,20 @@ macro_rules! mk_static {
     }};
 }
 
+// OTA, the gateway, the portal, web_search, the heartbeat and the proxy: in the image with the
+// `connected` feature (build.sh: the C6's), said to be left out by the console otherwise.
+#[cfg(feature = "connected")]
+mod connected;
+#[cfg(not(feature = "connected"))]
+#[path = "without_connected.rs"]
+mod connected;
+#[cfg(feature = "connected")]
+mod gateway;
+#[cfg(feature = "connected")]
+mod ota;
+#[cfg(feature = "connected")]
+mod portal;
+
 macro_rules! setting {
     ($name:literal) => {
         match option_env!($name) {
@@ -109,6 +122,9 @@ struct Settings {
     brave_key: &'static str,
     proxy: &'static str,
     gateway_token: &'static str,
+    /// The heartbeat's active hours, UTC (`08:00-22:00`); empty: all day.
+    #[cfg_attr(not(feature = "connected"), allow(dead_code))]
+    heartbeat_hours: &'static str,
 }
 
 const SETTINGS: Settings = Settings {
@@ -126,6 +142,7 @@ const SETTINGS: Settings = Settings {
     brave_key: setting!("CHELA_BRAVE_KEY"),
     proxy: setting!("CHELA_PROXY"),
     gateway_token: setting!("CHELA_GATEWAY_TOKEN"),
+    heartbeat_hours: setting!("CHELA_HEARTBEAT_HOURS"),
 };
 
 impl Settings {
@@ -210,7 +227,8 @@ fn status(chip: &Chip<Partition, Esp>, stack: Option<Stack<'static>>) -> Status 
     // Fresh for every line: `gateway_token` makes its token from them.
     let mut random = [0u8; 16];
     Rng::new().read(&mut random);
-    Status { wifi, heap: heap(), uptime_ms: chip.board.now_ms(), mode: Some(chip.guard.mode()), random }
+    let (uptime_ms, mode) = (chip.board.now_ms(), Some(chip.guard.mode()));
+    Status { wifi, heap: heap(), uptime_ms, mode, random, left_out: connected::LEFT_OUT }
 }
 
 /// Reads what was typed and runs it on the console; carries out the effects.
@@ -222,10 +240,14 @@ fn console_bytes(chip: &mut Chip<Partition, Esp>, console: &mut Console, bytes: 
                 say!(&chip.board, "chela: restarting");
                 esp_hal::system::software_reset()
             }
-            Effect::ReconnectWifi => want_wifi(&chip.config),
-            // The endpoint, the allowlist and the token are read from the settings before
-            // every poll and turn; sessions and MEMORY.md are read from flash each turn.
-            Effect::ConfigChanged | Effect::SessionCleared(_) | Effect::MemoryChanged => {}
+            Effect::ReconnectWifi => {
+                want_wifi(&chip.config);
+                connected::take_settings(&chip.config);
+            }
+            Effect::ConfigChanged => connected::take_settings(&chip.config),
+            Effect::Update(url) => connected::want_update(&chip.board, url, stack.is_some()),
+            // Sessions and MEMORY.md are read from flash each turn.
+            Effect::SessionCleared(_) | Effect::MemoryChanged => {}
         }
     }
 }
@@ -261,10 +283,12 @@ async fn main(spawner: Spawner) -> ! {
     led.show(led::State::Error);
     led.show(led::State::Connecting);
 
-    let partition = match Partition::find(FlashStorage::new(peripherals.FLASH)) {
+    let flash = mk_static!(RefCell<FlashStorage<'static>>, RefCell::new(FlashStorage::new(peripherals.FLASH)));
+    let partition = match Partition::find(flash) {
         Ok(p) => p,
         Err(e) => park(&board, e).await,
     };
+    let booted = connected::boot(flash);
     let mut chip = match boot::power_on(partition, board, seed, SETTINGS.defaults()) {
         Ok(c) => c,
         Err(e) => park(&board, &e).await,
@@ -281,6 +305,9 @@ async fn main(spawner: Spawner) -> ! {
             console_bytes(&mut chip, &mut console, &buf[..n], None);
         }
     }
+
+    let wifi =
+        connected::portal_if_wanted(spawner, peripherals.WIFI, peripherals.GPIO9, &mut chip, &mut console, seed).await;
 
     let gpio = match tools::Gpio::new(SETTINGS.gpio_allow) {
         Ok(g) => g,
@@ -300,14 +327,15 @@ async fn main(spawner: Spawner) -> ! {
         say!(&board, "{n}");
     }
 
-    let controller = match WifiController::new(peripherals.WIFI, ControllerConfig::default()) {
+    let controller = match WifiController::new(wifi, ControllerConfig::default()) {
         Ok(c) => c,
         Err(_) => park(&board, "the WiFi radio did not start").await,
     };
     let (stack, runner) = embassy_net::new(
         Interface::station(),
         embassy_net::Config::dhcpv4(Default::default()),
-        mk_static!(StackResources<4>, StackResources::<4>::new()),
+        // DHCP, DNS, SNTP, the HTTPS client, and the gateway's clients.
+        mk_static!(StackResources<{ 4 + connected::SOCKETS }>, StackResources::<{ 4 + connected::SOCKETS }>::new()),
         seed,
     );
     match connection_task(controller) {
@@ -319,6 +347,7 @@ async fn main(spawner: Spawner) -> ! {
         Err(_) => park(&board, "the network task did not start").await,
     }
     want_wifi(&chip.config);
+    let parts = connected::start(spawner, stack, booted, &chip);
 
     let tcp =
         mk_static!(net::Tcp, net::Tcp::new(stack, mk_static!(TcpClientState<1, 4096, 4096>, TcpClientState::new())));
@@ -343,6 +372,7 @@ async fn main(spawner: Spawner) -> ! {
         failures: 0,
         next_sntp_ms: 0,
         last_complaint_ms: None,
+        parts,
     };
     device.serve().await
 }
@@ -363,10 +393,14 @@ struct Device {
     next_sntp_ms: u64,
     /// When the device last said which setting is missing.
     last_complaint_ms: Option<u64>,
+    /// What the connected parts keep (nothing in an image without them).
+    #[cfg_attr(not(feature = "connected"), allow(dead_code))]
+    parts: connected::Parts,
 }
 
 impl Device {
     fn led(&mut self, s: led::State) {
+        let s = led::held(self.chip.board.now_ms()).unwrap_or(s);
         self.tools.first.second.show(s);
     }
 
@@ -374,11 +408,13 @@ impl Device {
         console_bytes(&mut self.chip, &mut self.console, bytes, Some(self.stack));
     }
 
-    /// Waits up to `ms` for console input, running what is typed.
+    /// Waits up to `ms` for console input or a gateway client's message, running what came.
     async fn idle(&mut self, ms: u64) {
         let mut buf = [0u8; 64];
-        if let Ok(n) = with_timeout(Duration::from_millis(ms), serial::read(&mut buf)).await {
-            self.console(&buf[..n]);
+        match with_timeout(Duration::from_millis(ms), select(serial::read(&mut buf), connected::asks())).await {
+            Ok(Either::First(n)) => self.console(&buf[..n]),
+            Ok(Either::Second(ask)) => self.answer_gateway(ask).await,
+            Err(_) => {}
         }
     }
 
@@ -399,22 +435,29 @@ impl Device {
             if let Err(e) = self.chip.guard.handle_uptime(&mut self.chip.store, uptime) {
                 say!(&self.chip.board, "[boot] the boot counter could not be reset: {e}");
             }
-            if let Err(e) = chela_chip::console::channels_ready(&self.chip.config) {
-                if self.last_complaint_ms.is_none_or(|t| uptime >= t + 60_000) {
-                    say!(&self.chip.board, "chela: channels wait: {e}");
-                    self.last_complaint_ms = Some(uptime);
-                }
-                self.led(led::State::Connecting);
-                self.idle(1000).await;
-                continue;
+            if self.stack.is_config_up() {
+                self.connected_up(uptime).await;
             }
+            // A gateway token alone is a channel too, in an image with the gateway.
+            let channels = match chela_chip::console::channels(&self.chip.config, connected::GATEWAY) {
+                Ok(c) => c,
+                Err(e) => {
+                    if self.last_complaint_ms.is_none_or(|t| uptime >= t + 60_000) {
+                        say!(&self.chip.board, "chela: channels wait: {e}");
+                        self.last_complaint_ms = Some(uptime);
+                    }
+                    self.led(led::State::Connecting);
+                    self.idle(1000).await;
+                    continue;
+                }
+            };
             if !self.stack.is_config_up() {
                 self.led(led::State::Connecting);
                 self.idle(500).await;
                 continue;
             }
             if self.chip.board.unix().is_none() && uptime >= self.next_sntp_ms {
-                match sntp(self.stack).await {
+                match net::sntp(self.stack).await {
                     Ok(unix) => {
                         self.chip.board.set_unix(unix);
                         say!(
@@ -430,10 +473,16 @@ impl Device {
                 }
             }
             self.run_due_jobs().await;
+            self.beat().await;
             if self.failures == 0 {
                 self.led(led::State::Ready);
             }
-            self.poll().await;
+            if channels.telegram {
+                self.poll().await;
+            } else {
+                // Only the gateway: its clients and the console are served from the idle wait.
+                self.idle(1000).await;
+            }
         }
     }
 
@@ -473,14 +522,17 @@ impl Device {
         };
         let url = format!("{TELEGRAM}{}", telegram::updates_path(&token, self.offset));
         let mut typed = [0u8; 64];
-        let got = match select(self.https.get(&url, telegram::MAX_UPDATES_BYTES), serial::read(&mut typed)).await {
-            Either::First(got) => got,
-            Either::Second(n) => {
+        let poll = self.https.get(&url, telegram::MAX_UPDATES_BYTES);
+        let got = match select3(poll, serial::read(&mut typed), connected::asks()).await {
+            Either3::First(got) => got,
+            Either3::Second(n) => {
                 // Typing wins over the poll; Telegram keeps the updates for the next one.
                 let bytes = typed;
                 self.console(&bytes[..n]);
                 return;
             }
+            // So does a gateway client.
+            Either3::Third(ask) => return self.answer_gateway(ask).await,
         };
         let polled = match got {
             Ok(c) if c.status == 200 || c.truncated => telegram::parse_updates(&c.body, c.truncated, &access),
@@ -533,7 +585,7 @@ impl Device {
     /// Runs a turn for `text` in `chat_id`'s session and sends the reply.
     async fn answer(&mut self, chat_id: i64, text: &str) {
         self.led(led::State::Thinking);
-        let reply = match self.one_turn(chat_id, text).await {
+        let reply = match self.one_turn("telegram", &chat_id, text).await {
             Ok(r) => {
                 self.led(led::State::Ready);
                 r
@@ -550,18 +602,26 @@ impl Device {
         heap();
     }
 
-    /// One turn for `chat_id`'s message: its session from flash, the turn, the session back.
-    async fn one_turn(&mut self, chat_id: i64, text: &str) -> Result<String, String> {
+    /// One turn for the message of `chat_id` on `channel`: its session from flash, the turn,
+    /// the session back. (The chat's text is made here, not held by the callers across the turn.)
+    async fn one_turn(
+        &mut self,
+        channel: &'static str,
+        chat_id: &dyn core::fmt::Display,
+        text: &str,
+    ) -> Result<String, String> {
         let endpoint = chela_chip::console::endpoint(&self.chip.config)?;
-        let session = format!("tg_{chat_id}");
+        let chat = format!("{chat_id}");
+        let prefix = if channel == "telegram" { "tg" } else { channel };
+        let session = format!("{prefix}_{chat}");
         let (history, skipped) = boot::history(&self.chip, &session)?;
         if skipped > 0 {
             say!(&self.chip.board, "[session] {skipped} unreadable lines of {session} skipped");
         }
-        let chat = format!("{chat_id}");
-        self.tools.second.first.set_origin("telegram", &chat);
-        let origin = Origin { channel: "telegram", chat_id: &chat };
-        let t = turn::run(&mut self.chip, &endpoint, &mut self.https, &mut self.tools, origin, history, text).await?;
+        self.tools.second.first.set_origin(channel, &chat);
+        let origin = Origin { channel, chat_id: &chat };
+        let t = connected::run_turn(&mut self.chip, &endpoint, &mut self.https, &mut self.tools, origin, history, text)
+            .await?;
         boot::persist(&mut self.chip, &session, &t)?;
         say!(
             &self.chip.board,
@@ -585,23 +645,6 @@ impl Device {
 }
 
 const TELEGRAM: &str = "https://api.telegram.org";
-
-/// Asks pool.ntp.org for the time: Unix seconds.
-async fn sntp(stack: Stack<'static>) -> Result<u64, String> {
-    let addrs = stack.dns_query("pool.ntp.org", DnsQueryType::A).await.map_err(|e| format!("DNS: {e:?}"))?;
-    let addr = *addrs.first().ok_or("DNS gave no address")?;
-    let (mut rx_meta, mut tx_meta) = ([PacketMetadata::EMPTY; 2], [PacketMetadata::EMPTY; 2]);
-    let (mut rx, mut tx) = ([0u8; 128], [0u8; 128]);
-    let mut socket = UdpSocket::new(stack, &mut rx_meta, &mut rx, &mut tx_meta, &mut tx);
-    socket.bind(0).map_err(|e| format!("bind: {e:?}"))?;
-    socket.send_to(&chela_chip::time::ntp_request(), (addr, 123)).await.map_err(|e| format!("send: {e:?}"))?;
-    let mut reply = [0u8; chela_chip::time::NTP_PACKET];
-    let (n, _) = with_timeout(Duration::from_secs(5), socket.recv_from(&mut reply))
-        .await
-        .map_err(|_| String::from("no answer within 5 s"))?
-        .map_err(|e| format!("receive: {e:?}"))?;
-    chela_chip::time::parse_ntp_reply(&reply[..n]).map_err(String::from)
-}
 
 fn seen(connected: bool, rssi: i8, trying: bool) {
     critical_section::with(|cs| WIFI_SEEN.borrow(cs).set((connected, rssi, trying)));

@@ -5,15 +5,22 @@
 //! It is the firmware's [`Link`] for model calls, and does Telegram's two calls.
 
 use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
 use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
+#[cfg(feature = "connected")]
+use chela_chip::proxy::Proxy;
 use chela_chip::tls::{self, Trust};
 use chela_core::exchange::{Head, NetFailure};
 use core::net::SocketAddr;
-use embassy_net::dns::DnsSocket;
+#[cfg(feature = "connected")]
+use critical_section::Mutex;
+use embassy_net::Stack;
+use embassy_net::dns::{DnsQueryType, DnsSocket};
 use embassy_net::tcp::client::TcpClient;
+use embassy_net::udp::{PacketMetadata, UdpSocket};
 use embassy_time::{Duration, Instant, Timer, with_timeout};
 use embedded_io_async::{Read, Write};
 use embedded_nal_async::{AddrType, Dns, TcpConnect};
@@ -39,6 +46,21 @@ const CONNECT: Duration = Duration::from_secs(30);
 const IDLE: Duration = Duration::from_secs(60);
 
 pub type Tcp = TcpClient<'static, 1, 4096, 4096>;
+
+/// The HTTP proxy every HTTPS connection goes through (the console's `set_proxy`), if any.
+#[cfg(feature = "connected")]
+static PROXY: Mutex<RefCell<Option<Proxy>>> = Mutex::new(RefCell::new(None));
+
+/// Takes the proxy setting in force (at boot and when the settings change); a setting that
+/// does not parse (the console checks it when set) means no proxy, said on the console.
+#[cfg(feature = "connected")]
+pub fn set_proxy(setting: &str) {
+    let proxy = Proxy::parse(setting).unwrap_or_else(|e| {
+        chela_chip::say!(&Esp, "[proxy] ignored: {e}");
+        None
+    });
+    critical_section::with(|cs| *PROXY.borrow_ref_mut(cs) = proxy);
+}
 
 pub struct Https {
     pub tcp: &'static Tcp,
@@ -110,7 +132,7 @@ impl Answer for Collect {
 }
 
 /// The host and the path (with its query) of an `https://` URL; only port 443 is spoken.
-fn split(url: &str) -> Result<(&str, &str), LinkError> {
+pub fn split(url: &str) -> Result<(&str, &str), LinkError> {
     let rest = url.strip_prefix("https://").ok_or_else(|| {
         LinkError::Net(NetFailure::Fatal(format!("{url} is not an https:// URL; the chip only speaks TLS")))
     })?;
@@ -161,9 +183,23 @@ fn timed_out(what: &str) -> LinkError {
 
 impl Https {
     /// One request to `url`, its answer handed to `answer`: DNS, TCP, one TLS handshake checked
-    /// against the host's pinned roots, then the request.
-    pub async fn exchange<B: RequestBody>(
+    /// against the host's pinned roots, then the request. (Not `async`: one future fewer.)
+    pub fn exchange<B: RequestBody>(
         &mut self,
+        method: Method,
+        url: &str,
+        headers: &[(&str, &str)],
+        body: B,
+        answer: &mut dyn Answer,
+    ) -> impl Future<Output = Result<(), LinkError>> {
+        self.exchange_under(None, method, url, headers, body, answer)
+    }
+
+    /// [`exchange`](Https::exchange) with the server's chain checked against `roots` (`None`:
+    /// the roots pinned for the host).
+    pub async fn exchange_under<B: RequestBody>(
+        &mut self,
+        roots: Option<&'static [&'static [u8]]>,
         method: Method,
         url: &str,
         headers: &[(&str, &str)],
@@ -171,7 +207,7 @@ impl Https {
         answer: &mut dyn Answer,
     ) -> Result<(), LinkError> {
         let (host, path) = split(url)?;
-        let roots = certs::roots(host).ok_or_else(|| {
+        let roots = roots.or_else(|| certs::roots(host)).ok_or_else(|| {
             LinkError::Net(NetFailure::Fatal(format!(
                 "no root CA is pinned for {url}; the chip talks only to its API hosts"
             )))
@@ -232,17 +268,62 @@ impl Https {
         Ok(())
     }
 
-    /// Resolves `host` and opens TCP to its port 443.
+    /// Opens TCP to `host`'s port 443: directly, or through the console's `set_proxy` as a
+    /// `CONNECT` tunnel (TLS then runs through it to `host`, checked against `host`'s roots).
+    #[cfg(feature = "connected")]
     async fn connect(&self, host: &str) -> Result<<Tcp as TcpConnect>::Connection<'static>, LinkError> {
+        match critical_section::with(|cs| PROXY.borrow_ref(cs).clone()) {
+            Some(proxy) => self.tunnel(&proxy, host).await,
+            None => self.tcp_to(host, 443).await,
+        }
+    }
+
+    /// Opens TCP to `host`'s port 443 (no proxy in an image without the connected parts).
+    #[cfg(not(feature = "connected"))]
+    fn connect(&self, host: &str) -> impl Future<Output = Result<<Tcp as TcpConnect>::Connection<'static>, LinkError>> {
+        self.tcp_to(host, 443)
+    }
+
+    /// A `CONNECT` tunnel to `host`'s port 443 through `proxy`.
+    #[cfg(feature = "connected")]
+    async fn tunnel(&self, proxy: &Proxy, host: &str) -> Result<<Tcp as TcpConnect>::Connection<'static>, LinkError> {
+        let mut sock = self.tcp_to(&proxy.host, proxy.port).await?;
+        let refused = |why: String, retry: bool| {
+            let why = format!("the proxy {}: {why}", proxy.shown());
+            LinkError::Net(if retry { NetFailure::Transient(why) } else { NetFailure::Fatal(why) })
+        };
+        sock.write_all(proxy.connect_head(host, 443).as_bytes())
+            .await
+            .map_err(|e| refused(format!("closed ({e:?})"), true))?;
+        let mut answer: Vec<u8> = Vec::new();
+        let mut piece = [0u8; 128];
+        loop {
+            match chela_chip::proxy::connect_answer(&answer) {
+                Ok(true) => return Ok(sock),
+                Ok(false) => {}
+                Err(r) => return Err(refused(r.reason, r.retryable)),
+            }
+            // The proxy's head, never more than its bound: the destination speaks only after
+            // the TLS hello, which is not sent yet.
+            let room = chela_chip::proxy::MAX_ANSWER_HEAD - answer.len();
+            match sock.read(&mut piece[..room.min(128)]).await {
+                Ok(n) if n > 0 => answer.extend_from_slice(&piece[..n]),
+                _ => return Err(refused("closed before the tunnel opened".into(), true)),
+            }
+        }
+    }
+
+    /// Resolves `host` and opens TCP to `port`.
+    async fn tcp_to(&self, host: &str, port: u16) -> Result<<Tcp as TcpConnect>::Connection<'static>, LinkError> {
         let ip = self
             .dns
             .get_host_by_name(host, AddrType::IPv4)
             .await
             .map_err(|e| LinkError::Net(NetFailure::Unreachable(format!("{host} did not resolve ({e:?})"))))?;
         self.tcp
-            .connect(SocketAddr::new(ip, 443))
+            .connect(SocketAddr::new(ip, port))
             .await
-            .map_err(|e| LinkError::Net(NetFailure::Transient(format!("could not connect to {host}:443 ({e:?})"))))
+            .map_err(|e| LinkError::Net(NetFailure::Transient(format!("could not connect to {host}:{port} ({e:?})"))))
     }
 
     /// `GET url`, the body kept up to `max` bytes.
@@ -283,4 +364,21 @@ impl Link for Https {
         Timer::at(Instant::from_millis(ms)).await;
         Ok(())
     }
+}
+
+/// Asks pool.ntp.org for the time: Unix seconds.
+pub async fn sntp(stack: Stack<'static>) -> Result<u64, String> {
+    let addrs = stack.dns_query("pool.ntp.org", DnsQueryType::A).await.map_err(|e| format!("DNS: {e:?}"))?;
+    let addr = *addrs.first().ok_or("DNS gave no address")?;
+    let (mut rx_meta, mut tx_meta) = ([PacketMetadata::EMPTY; 2], [PacketMetadata::EMPTY; 2]);
+    let (mut rx, mut tx) = ([0u8; 128], [0u8; 128]);
+    let mut socket = UdpSocket::new(stack, &mut rx_meta, &mut rx, &mut tx_meta, &mut tx);
+    socket.bind(0).map_err(|e| format!("bind: {e:?}"))?;
+    socket.send_to(&chela_chip::time::ntp_request(), (addr, 123)).await.map_err(|e| format!("send: {e:?}"))?;
+    let mut reply = [0u8; chela_chip::time::NTP_PACKET];
+    let (n, _) = with_timeout(Duration::from_secs(5), socket.recv_from(&mut reply))
+        .await
+        .map_err(|_| String::from("no answer within 5 s"))?
+        .map_err(|e| format!("receive: {e:?}"))?;
+    chela_chip::time::parse_ntp_reply(&reply[..n]).map_err(String::from)
 }

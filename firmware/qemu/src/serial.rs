@@ -51,6 +51,8 @@ pub fn type_in(chip: &mut Chip, bytes: &[u8]) -> Transcript {
             mode: Some(chip.guard.mode()),
             // No RNG here: `gateway_token` refuses, as on a board without one.
             random: [0; 16],
+            // The whole console, as in an image with the connected parts.
+            left_out: None,
         };
         let mut ctx = Ctx { store: &mut chip.store, config: &mut chip.config, status };
         let mut rest = line;

@@ -413,3 +413,56 @@ fn search_keys_proxy_gateway_token_and_the_heartbeat_file() {
     assert_eq!(chip.run("heartbeat_read"), "- [ ] call Ana\n- [x] done\n");
     assert!(chip.run("gateway_token off").starts_with("gateway_token = (empty) (saved)"));
 }
+
+#[test]
+fn ota_asks_for_an_https_update_without_echoing_the_url() {
+    let mut chip = Chip::boot(blank());
+    let url = "https://updates.example.org/chela/c3.ota?token=s3cret";
+    let out = chip.run(&format!("ota {url}"));
+    assert_eq!(chip.effects, [Effect::Update(url.into())]);
+    assert!(out.contains("updates.example.org") && !out.contains("s3cret"), "{out}");
+    let long = format!("ota https://h/{}", "a".repeat(600));
+    for bad in ["ota http://updates.example.org/c3.ota", "ota https://", "ota", "ota a b", &long] {
+        let out = chip.run(bad);
+        assert_eq!(chip.effects.len(), 1, "{bad}: {:?}", chip.effects);
+        assert!(out.contains("usage"), "{bad}: {out}");
+    }
+}
+
+#[test]
+fn an_image_without_the_connected_parts_says_so_for_each_of_their_commands() {
+    let mut chip = Chip::boot(blank());
+    chip.status.random = [0x5a; 16];
+    chip.status.left_out = Some("the C3 build has no room for it yet; the ESP32-C6 image has it");
+    let said = [
+        ("ota https://updates.example.org/c3.ota", "over-the-air updates"),
+        ("ota", "over-the-air updates"),
+        ("gateway_token", "the WebSocket gateway"),
+        ("gateway_token off", "the WebSocket gateway"),
+        ("set_tavily_key tvly-123", "web_search"),
+        ("set_search_key brave-123", "web_search"),
+        ("set_proxy http://proxy.lan:3128", "the HTTP proxy"),
+        ("heartbeat_write - [ ] call Ana", "the heartbeat"),
+        ("heartbeat_read", "the heartbeat"),
+    ];
+    for (line, what) in said {
+        let out = chip.run(line);
+        assert_eq!(
+            out,
+            format!("this image leaves out {what}: the C3 build has no room for it yet; the ESP32-C6 image has it\n"),
+            "{line}"
+        );
+    }
+    assert!(chip.effects.is_empty(), "{:?}", chip.effects);
+    for field in [Field::TavilyKey, Field::BraveKey, Field::Proxy, Field::GatewayToken] {
+        assert_eq!(chip.config.get(field), "", "{field:?} was saved");
+    }
+    assert_eq!(
+        chip.run("heartbeat_read"),
+        format!("this image leaves out the heartbeat: {}\n", chip.status.left_out.unwrap())
+    );
+    // The rest of the console is untouched.
+    assert!(chip.run("set_model claude-x").starts_with("model = claude-x (saved)"), "{}", chip.printed);
+    chip.status.left_out = None;
+    assert!(chip.run("set_proxy http://proxy.lan:3128").contains("(saved)"), "{}", chip.printed);
+}
