@@ -15,10 +15,11 @@
 use std::path::Path;
 
 use anyhow::Context;
+use chela_core::agent::ModelCall;
 use chela_core::compaction::{self, Plan, Policy};
 use chela_core::config as keys;
 use chela_core::session::{self, Summary};
-use chela_proto::chat::{Message, ToolChoice};
+use chela_proto::chat::{Message, Reply, ToolChoice, ToolSpec};
 
 use crate::storage::FileStorage;
 use crate::turn::{Agent, Cancel, History, tail_bytes};
@@ -79,21 +80,10 @@ async fn fold(
 ) -> anyhow::Result<bool> {
     let previous = history.summary.as_ref().map(|s| s.text.as_str());
     let messages = compaction::request(&history.messages[..plan.fold], previous, policy);
-    let call = chela_core::agent::ModelCall {
-        system: compaction::INSTRUCTION,
-        messages: &messages,
-        tool_choice: ToolChoice::Auto,
-        cache: Default::default(),
-        format: None,
+    // No tools: the summary is text.
+    let Some(reply) = quiet_call(agent, compaction::INSTRUCTION, &messages, &[], cancel).await? else {
+        return Ok(false);
     };
-    // No tools, and a whole reply rather than a stream: nobody watches the summary arrive.
-    let provider = agent.provider.unstreamed();
-    let mut quiet = |_: chela_proto::chat::Update<'_>| {};
-    let reply = tokio::select! {
-        r = provider.complete(&call, &[], &mut quiet) => r,
-        () = cancel.cancelled() => return Ok(false),
-    };
-    let reply = reply.map_err(|e| anyhow::anyhow!("{}", agent.provider.tell(&e)))?;
     let text = compaction::accept(&reply.into_message().text(), policy)?;
     let summary = Summary { text, replaces: plan.fold as u64, keeps: 0, ts: agent.ctx.clock.unix_secs_u64() };
     let (path, live) = (history.path.clone(), history.messages[plan.fold..].to_vec());
@@ -123,6 +113,25 @@ fn write(path: &Path, live: &[Message], mut summary: Summary, max_read: u64) -> 
         })?;
     session::append_summary(&mut storage, &name, &summary).with_context(|| format!("cannot write to {shown}"))?;
     Ok(summary)
+}
+
+/// One model call that nobody watches arrive: a whole reply rather than a stream. `Ok(None)` when
+/// the turn is cancelled first; a provider's failure reads as the provider tells it.
+async fn quiet_call(
+    agent: &Agent<'_>,
+    system: &str,
+    messages: &[Message],
+    tools: &[ToolSpec<'_>],
+    cancel: &Cancel,
+) -> anyhow::Result<Option<Reply>> {
+    let call = ModelCall { system, messages, tool_choice: ToolChoice::Auto, cache: Default::default(), format: None };
+    let provider = agent.provider.unstreamed();
+    let mut quiet = |_: chela_proto::chat::Update<'_>| {};
+    let reply = tokio::select! {
+        r = provider.complete(&call, tools, &mut quiet) => r,
+        () = cancel.cancelled() => return Ok(None),
+    };
+    reply.map(Some).map_err(|e| anyhow::anyhow!("{}", agent.provider.tell(&e)))
 }
 
 #[cfg(test)]

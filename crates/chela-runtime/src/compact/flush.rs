@@ -11,11 +11,10 @@
 
 use std::time::Duration;
 
-use chela_core::agent::ModelCall;
 use chela_core::cap::{Caller, Scope};
 use chela_core::compaction::{self, FLUSH_INSTRUCTION, FLUSH_TOOLS, Policy};
 use chela_core::config as keys;
-use chela_proto::chat::{Block, Message, ToolChoice};
+use chela_proto::chat::{Block, Message};
 
 use crate::turn::{Agent, Cancel};
 
@@ -60,20 +59,9 @@ pub async fn before_fold(
             .await
             .map_err(|e| anyhow::anyhow!("reading the remembered entries stopped unexpectedly: {e}"))?;
         let messages = compaction::flush_request(folded, &remembered, policy);
-        let call = ModelCall {
-            system: FLUSH_INSTRUCTION,
-            messages: &messages,
-            tool_choice: ToolChoice::Auto,
-            cache: Default::default(),
-            format: None,
+        let Some(reply) = super::quiet_call(agent, FLUSH_INSTRUCTION, &messages, &tools, cancel).await? else {
+            return Ok(Flushed::Cancelled);
         };
-        let provider = agent.provider.unstreamed();
-        let mut quiet = |_: chela_proto::chat::Update<'_>| {};
-        let reply = tokio::select! {
-            r = provider.complete(&call, &tools, &mut quiet) => r,
-            () = cancel.cancelled() => return Ok(Flushed::Cancelled),
-        };
-        let reply = reply.map_err(|e| anyhow::anyhow!("{}", agent.provider.tell(&e)))?;
         run_calls(agent, &reply.content, cancel).await
     };
     tokio::time::timeout(budget, step)
