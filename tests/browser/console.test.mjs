@@ -111,6 +111,9 @@ test("memory, config and jobs tabs edit what they show; hostile text stays text;
     await page.getByRole("button", { name: "Edit entry m1" }).click();
     await page.getByLabel("Text of entry m1").fill("Ana drinks oat flat whites");
     await page.getByRole("button", { name: "Save entry m1" }).click();
+    // The row is redrawn from the server's answer, so the edit box goes only once the file is
+    // written (while it is open, its text is part of the cell's name).
+    await page.getByLabel("Text of entry m1").waitFor({ state: "detached" });
     await entries.getByRole("cell", { name: "Ana drinks oat flat whites" }).waitFor();
     const file = () => readFile(path.join(ws, "memory", "entries.jsonl"), "utf8");
     assert.ok((await file()).includes("oat flat whites") && !(await file()).includes("coffee black"));
