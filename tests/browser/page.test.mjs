@@ -202,6 +202,8 @@ test("pairing on the dashboard: an approved Telegram stranger is answered, a den
     const page = await browser.newPage();
     const problems = watchPage(page);
     await page.goto(chela.login);
+    // The login link's code is traded for the token first; a tab opened before that asks for one.
+    await page.locator('#conn[data-state="open"]').waitFor();
     await page.getByRole("tab", { name: "Pairing" }).click();
     const pending = page.getByRole("table", { name: "Pending pairing requests" });
     // Each request shows the code its sender was given, so the owner can match them.
@@ -268,6 +270,8 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
     const page = await browser.newPage();
     const problems = watchPage(page);
     await page.goto(chela.login);
+    // The login link's code is traded for the token first; a tab opened before that asks for one.
+    await page.locator('#conn[data-state="open"]').waitFor();
     await page.getByRole("tab", { name: "Jobs" }).click();
     const jobs = page.getByRole("table", { name: "Scheduled jobs" });
     const tea = jobs.getByRole("row").filter({ hasText: "tea" });
@@ -341,6 +345,8 @@ test("devices tab: a waiting device is approved and activates, one is denied, a 
     const page = await browser.newPage();
     const problems = watchPage(page);
     await page.goto(chela.login);
+    // The login link's code is traded for the token first; a tab opened before that asks for one.
+    await page.locator('#conn[data-state="open"]').waitFor();
     await page.getByRole("tab", { name: "Devices" }).click();
     const waiting = page.getByRole("table", { name: "Devices waiting for approval" });
     const goodRow = waiting.getByRole("row").filter({ hasText: good });
