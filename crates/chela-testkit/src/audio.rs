@@ -19,9 +19,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -34,6 +32,7 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 use crate::body::ReplyBody;
+use crate::running::Running;
 
 /// Length of the tone per character of speech input.
 pub const MS_PER_CHAR: u32 = 50;
@@ -86,17 +85,9 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 /// A running fake. Dropping it stops the server and every connection.
+#[derive(Debug)]
 pub struct FakeAudio {
-    addr: SocketAddr,
-    state: Arc<Mutex<State>>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for FakeAudio {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeAudio").field("addr", &self.addr).finish_non_exhaustive()
-    }
+    server: Running<Mutex<State>>,
 }
 
 impl FakeAudio {
@@ -110,73 +101,47 @@ impl FakeAudio {
     }
 
     pub fn try_start(transcript: &str, port: u16) -> io::Result<FakeAudio> {
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let listener = {
-            let _in_runtime = runtime.enter();
-            TcpListener::from_std(listener)?
-        };
-        let state = Arc::new(Mutex::new(State { default_transcript: transcript.into(), ..State::default() }));
-        let (stop, stopped) = oneshot::channel();
-        let serving = Arc::clone(&state);
-        let thread =
-            std::thread::Builder::new().name(format!("chela-fake-audio-{}", addr.port())).spawn(move || {
-                runtime.block_on(serve(listener, serving, stopped));
-                drop(runtime);
-            })?;
-        Ok(FakeAudio { addr, state, stop: Some(stop), thread: Some(thread) })
+        let state = Mutex::new(State { default_transcript: transcript.into(), ..State::default() });
+        Ok(FakeAudio { server: Running::start("chela-fake-audio", port, state, serve)? })
     }
 
     /// `http://127.0.0.1:PORT/v1`, what `voice.asr_base_url` / `voice.tts_base_url` are set to.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("http://{}/v1", self.server.addr())
     }
 
     /// Requests must carry `Authorization: Bearer KEY` from now on.
     pub fn require_key(&self, key: &str) {
-        lock(&self.state).key = Some(key.into());
+        lock(self.server.shared()).key = Some(key.into());
     }
 
     /// The next transcriptions answer these, in order (then the default again).
     pub fn push_transcript(&self, text: &str) {
-        lock(&self.state).transcripts.push_back(text.into());
+        lock(self.server.shared()).transcripts.push_back(text.into());
     }
 
     /// The next transcription answers this error status.
     pub fn fail_next_transcription(&self, status: u16) {
-        lock(&self.state).asr_status.push_back(status);
+        lock(self.server.shared()).asr_status.push_back(status);
     }
 
     /// Every transcription waits this long before answering.
     pub fn set_transcription_delay(&self, delay: Duration) {
-        lock(&self.state).asr_delay = delay;
+        lock(self.server.shared()).asr_delay = delay;
     }
 
     /// The next speech answer misbehaves.
     pub fn push_hostile(&self, h: Hostile) {
-        lock(&self.state).hostile.push_back(h);
+        lock(self.server.shared()).hostile.push_back(h);
     }
 
     /// Pause between the 60 ms chunks of a streamed `pcm` answer (0: as fast as possible).
     pub fn set_chunk_gap_ms(&self, ms: u64) {
-        lock(&self.state).chunk_gap_ms = ms;
+        lock(self.server.shared()).chunk_gap_ms = ms;
     }
 
     pub fn calls(&self) -> Vec<AudioCall> {
-        lock(&self.state).calls.iter().cloned().collect()
-    }
-}
-
-impl Drop for FakeAudio {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        lock(self.server.shared()).calls.iter().cloned().collect()
     }
 }
 

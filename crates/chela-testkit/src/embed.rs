@@ -22,9 +22,7 @@
 use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -34,10 +32,9 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
-use tokio::net::TcpListener;
-use tokio::sync::oneshot;
 
 use crate::body::ReplyBody;
+use crate::running::Running;
 
 /// Length of every vector.
 pub const DIMENSIONS: usize = 256;
@@ -84,17 +81,9 @@ fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
 }
 
 /// A running fake. Dropping it stops the server and every connection.
+#[derive(Debug)]
 pub struct FakeEmbeddings {
-    addr: SocketAddr,
-    state: Arc<Mutex<State>>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for FakeEmbeddings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeEmbeddings").field("addr", &self.addr).finish_non_exhaustive()
-    }
+    server: Running<Mutex<State>>,
 }
 
 impl FakeEmbeddings {
@@ -108,61 +97,35 @@ impl FakeEmbeddings {
     }
 
     pub fn try_start(port: u16) -> io::Result<FakeEmbeddings> {
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let listener = {
-            let _in_runtime = runtime.enter();
-            TcpListener::from_std(listener)?
+        let serve = |listener, state: Arc<Mutex<State>>, stopped| {
+            crate::accept::serve_http1(listener, stopped, move |req| handle(req, Arc::clone(&state)), || ())
         };
-        let state = Arc::new(Mutex::new(State::default()));
-        let (stop, stopped) = oneshot::channel();
-        let serving = Arc::clone(&state);
-        let thread =
-            std::thread::Builder::new().name(format!("chela-fake-embed-{}", addr.port())).spawn(move || {
-                runtime.block_on(async move {
-                    crate::accept::serve_http1(listener, stopped, move |req| handle(req, Arc::clone(&serving)), || ())
-                        .await;
-                });
-            })?;
-        Ok(FakeEmbeddings { addr, state, stop: Some(stop), thread: Some(thread) })
+        Ok(FakeEmbeddings { server: Running::start("chela-fake-embed", port, Mutex::default(), serve)? })
     }
 
     /// `http://127.0.0.1:PORT/v1`, what `memory.embeddings_url` is set to.
     pub fn base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("http://{}/v1", self.server.addr())
     }
 
     /// Requests must carry `Authorization: Bearer KEY` from now on.
     pub fn require_key(&self, key: &str) {
-        lock(&self.state).key = Some(key.into());
+        lock(self.server.shared()).key = Some(key.into());
     }
 
     /// The next answer misbehaves.
     pub fn push_hostile(&self, h: Hostile) {
-        lock(&self.state).hostile.push_back(h);
+        lock(self.server.shared()).hostile.push_back(h);
     }
 
     /// The requests so far, oldest first (the last [`MAX_RECORDED`]).
     pub fn calls(&self) -> Vec<EmbedCall> {
-        lock(&self.state).calls.iter().cloned().collect()
+        lock(self.server.shared()).calls.iter().cloned().collect()
     }
 
     /// Every input embedded so far, in order.
     pub fn inputs(&self) -> Vec<String> {
-        lock(&self.state).calls.iter().flat_map(|c| c.inputs.iter().cloned()).collect()
-    }
-}
-
-impl Drop for FakeEmbeddings {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        lock(self.server.shared()).calls.iter().flat_map(|c| c.inputs.iter().cloned()).collect()
     }
 }
 

@@ -1,22 +1,19 @@
 //! [`FakeLlm`], the handle a test holds: it owns the server's thread and runtime, the script
 //! queue and the recording of every request.
 //!
-//! The server runs on its own single-threaded tokio runtime on a background thread, so the
-//! fake works the same from a plain `#[test]` that runs a child process and from inside a
-//! `#[tokio::test]`. Dropping the handle stops the accept loop and drops the runtime, which
-//! cancels every connection, pending delay and half-sent stream with it: the one shutdown
-//! mechanism.
+//! The server runs as every fake's does ([`crate::running`]): dropping the handle stops it and
+//! cancels every connection, pending delay and half-sent stream with it.
 
 use std::collections::VecDeque;
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 
-use tokio::sync::{oneshot, watch};
+use tokio::sync::watch;
 
 use crate::answer::Ids;
+use crate::running::Running;
 use crate::script::Step;
 use crate::server;
 pub use crate::state::Recorded;
@@ -48,10 +45,7 @@ impl Default for Options {
 /// A running fake LLM server. See the crate docs for what it speaks.
 #[derive(Debug)]
 pub struct FakeLlm {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    server: Running<Shared>,
 }
 
 impl FakeLlm {
@@ -72,15 +66,7 @@ impl FakeLlm {
     }
 
     pub fn try_start_with(opts: Options) -> io::Result<FakeLlm> {
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, opts.port))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let listener = {
-            let _in_runtime = runtime.enter();
-            tokio::net::TcpListener::from_std(listener)?
-        };
-        let shared = Arc::new(Shared {
+        let shared = Shared {
             script: Mutex::new(opts.script.into()),
             recorded: Mutex::new(VecDeque::new()),
             max_recorded: opts.max_recorded.max(1),
@@ -88,74 +74,53 @@ impl FakeLlm {
             ids: Ids::default(),
             open_connections: AtomicUsize::new(0),
             held: watch::Sender::new(false),
-        });
-        let (stop, stopped) = oneshot::channel();
-        let serving = Arc::clone(&shared);
-        let thread = std::thread::Builder::new().name(format!("chela-fake-llm-{}", addr.port())).spawn(move || {
-            runtime.block_on(server::serve(listener, serving, stopped));
-            // Dropping the runtime here cancels every connection task still running.
-            drop(runtime);
-        })?;
-        Ok(FakeLlm { addr, shared, stop: Some(stop), thread: Some(thread) })
+        };
+        Ok(FakeLlm { server: Running::start("chela-fake-llm", opts.port, shared, server::serve)? })
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// `http://127.0.0.1:PORT`: the Anthropic SDK convention, without `/v1`.
     pub fn anthropic_base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     /// `http://127.0.0.1:PORT/v1`: the OpenAI SDK convention, with `/v1`.
     pub fn openai_base_url(&self) -> String {
-        format!("http://{}/v1", self.addr)
+        format!("http://{}/v1", self.server.addr())
     }
 
     /// Every request received so far (up to [`Options::max_recorded`]), oldest first.
     pub fn requests(&self) -> Vec<Recorded> {
-        lock(&self.shared.recorded).iter().cloned().collect()
+        lock(&self.server.shared().recorded).iter().cloned().collect()
     }
 
     /// Appends a step to the script.
     pub fn push(&self, step: Step) {
-        lock(&self.shared.script).push_back(step);
+        lock(&self.server.shared().script).push_back(step);
     }
 
     /// Keeps every answer back (its request is recorded at once) until [`FakeLlm::release`]:
     /// what a test needs to act while a turn is in the middle of its model call.
     pub fn hold(&self) {
-        self.shared.held.send_replace(true);
+        self.server.shared().held.send_replace(true);
     }
 
     /// Lets the answers kept back by [`FakeLlm::hold`] go.
     pub fn release(&self) {
-        self.shared.held.send_replace(false);
+        self.server.shared().held.send_replace(false);
     }
 
     /// Scripted steps not yet used.
     pub fn remaining(&self) -> usize {
-        lock(&self.shared.script).len()
+        lock(&self.server.shared().script).len()
     }
 
     /// Client connections open right now. A test of cancellation can wait for this to reach
     /// zero to see that the client really hung up.
     pub fn open_connections(&self) -> usize {
-        self.shared.open_connections.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for FakeLlm {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            // The server may already be gone (its thread panicked); nothing more to stop then.
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            // A panic on the server thread has already been printed; re-raising it while
-            // dropping could abort the test binary.
-            let _ = thread.join();
-        }
+        self.server.shared().open_connections.load(Ordering::SeqCst)
     }
 }

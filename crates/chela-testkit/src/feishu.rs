@@ -23,10 +23,9 @@ mod pb;
 
 use std::convert::Infallible;
 use std::io::{self, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -39,6 +38,8 @@ use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio_tungstenite::tungstenite::Message;
+
+use crate::running::{self, Running};
 
 pub use crypto::{encrypt, signature};
 pub use pb::Frame as PbFrame;
@@ -141,18 +142,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// A running fake. See the module docs.
+#[derive(Debug)]
 pub struct FakeFeishu {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
+    server: Running<Shared>,
     commands: mpsc::UnboundedSender<Command>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for FakeFeishu {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeFeishu").field("addr", &self.addr).finish_non_exhaustive()
-    }
 }
 
 impl FakeFeishu {
@@ -163,14 +156,8 @@ impl FakeFeishu {
     }
 
     pub fn try_start(opts: FeishuOptions) -> io::Result<FakeFeishu> {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let bind = || -> io::Result<TcpListener> {
-            let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
-            l.set_nonblocking(true)?;
-            let _in_runtime = runtime.enter();
-            TcpListener::from_std(l)
-        };
-        let (http, ws) = (bind()?, bind()?);
+        let runtime = running::runtime()?;
+        let (http, ws) = (running::bind(&runtime, 0)?, running::bind(&runtime, 0)?);
         let addr = http.local_addr()?;
         let (commands, inbox) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
@@ -183,24 +170,20 @@ impl FakeFeishu {
             counters: Counters::default(),
             commands: tokio::sync::Mutex::new(inbox),
         });
-        let (stop, mut stopped) = oneshot::channel::<()>();
-        let serving = Arc::clone(&shared);
-        let thread = std::thread::Builder::new().name("chela-fake-feishu".into()).spawn(move || {
-            runtime.block_on(async move {
-                tokio::select! {
-                    _ = &mut stopped => {}
-                    () = serve_http(http, Arc::clone(&serving)) => {}
-                    () = serve_ws(ws, serving) => {}
-                }
-            });
-            drop(runtime);
-        })?;
-        Ok(FakeFeishu { addr, shared, commands, stop: Some(stop), thread: Some(thread) })
+        let serve = |serving: Arc<Shared>, mut stopped: oneshot::Receiver<()>| async move {
+            tokio::select! {
+                _ = &mut stopped => {}
+                () = serve_http(http, Arc::clone(&serving)) => {}
+                () = serve_ws(ws, serving) => {}
+            }
+        };
+        let server = Running::spawn("chela-fake-feishu".into(), addr, runtime, shared, serve)?;
+        Ok(FakeFeishu { server, commands })
     }
 
     /// `http://127.0.0.1:PORT`, for `channels.feishu.api_base`.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     /// Sends `event` (an event envelope) as one data frame on the open long connection, or on the
@@ -212,7 +195,7 @@ impl FakeFeishu {
     /// Sends `event` split into `parts` data frames, last part first, as the service may.
     pub fn push_event_in_parts(&self, event: &Value, parts: usize) -> String {
         let payload = serde_json::to_vec(event).expect("JSON");
-        let id = format!("msg_{}", self.shared.counters.seq.fetch_add(1, Ordering::SeqCst));
+        let id = format!("msg_{}", self.server.shared().counters.seq.fetch_add(1, Ordering::SeqCst));
         let parts = parts.max(1);
         let size = payload.len().div_ceil(parts).max(1);
         let chunks: Vec<&[u8]> = payload.chunks(size).collect();
@@ -241,7 +224,7 @@ impl FakeFeishu {
     }
 
     fn data_frame(&self, id: &str, sum: usize, seq: usize, payload: Vec<u8>) -> pb::Frame {
-        let n = self.shared.counters.seq.fetch_add(1, Ordering::SeqCst);
+        let n = self.server.shared().counters.seq.fetch_add(1, Ordering::SeqCst);
         let headers = [
             ("type", "event".to_owned()),
             ("message_id", id.to_owned()),
@@ -261,59 +244,48 @@ impl FakeFeishu {
 
     /// Makes every token issued so far invalid, as an early revocation would.
     pub fn invalidate_tokens(&self) {
-        for t in lock(&self.shared.tokens).iter_mut() {
+        for t in lock(&self.server.shared().tokens).iter_mut() {
             t.2 = false;
         }
     }
 
     pub fn sent(&self) -> Vec<Sent> {
-        lock(&self.shared.sent).clone()
+        lock(&self.server.shared().sent).clone()
     }
 
     pub fn uploads(&self) -> Vec<Upload> {
-        lock(&self.shared.uploads).clone()
+        lock(&self.server.shared().uploads).clone()
     }
 
     pub fn acks(&self) -> Vec<Ack> {
-        lock(&self.shared.acks).clone()
+        lock(&self.server.shared().acks).clone()
     }
 
     pub fn token_requests(&self) -> usize {
-        self.shared.counters.token_requests.load(Ordering::SeqCst)
+        self.server.shared().counters.token_requests.load(Ordering::SeqCst)
     }
 
     pub fn endpoint_requests(&self) -> usize {
-        self.shared.counters.endpoint_requests.load(Ordering::SeqCst)
+        self.server.shared().counters.endpoint_requests.load(Ordering::SeqCst)
     }
 
     /// API calls refused for an invalid or expired token.
     pub fn bad_token_calls(&self) -> usize {
-        self.shared.counters.bad_token_calls.load(Ordering::SeqCst)
+        self.server.shared().counters.bad_token_calls.load(Ordering::SeqCst)
     }
 
     pub fn pings(&self) -> usize {
-        self.shared.counters.pings.load(Ordering::SeqCst)
+        self.server.shared().counters.pings.load(Ordering::SeqCst)
     }
 
     /// Long connections accepted so far.
     pub fn ws_connections(&self) -> usize {
-        self.shared.counters.ws_connections.load(Ordering::SeqCst)
+        self.server.shared().counters.ws_connections.load(Ordering::SeqCst)
     }
 
     /// Long connections open now.
     pub fn ws_open(&self) -> usize {
-        self.shared.counters.ws_open.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for FakeFeishu {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        self.server.shared().counters.ws_open.load(Ordering::SeqCst)
     }
 }
 

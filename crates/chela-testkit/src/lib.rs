@@ -52,6 +52,7 @@ pub mod feishu;
 mod hostile;
 mod openai;
 pub mod peers;
+mod running;
 pub mod script;
 mod server;
 mod state;

@@ -24,15 +24,16 @@ mod tests;
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::net::SocketAddr;
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 
 pub use html::{Parsed, parse as parse_html};
+
+use crate::running::Running;
 
 /// Telegram's limit on a message's text after entity parsing, in UTF-16 units.
 pub const MAX_TEXT_UNITS: usize = 4096;
@@ -141,17 +142,9 @@ pub fn bot_user() -> Value {
 }
 
 /// A running fake Bot API. Dropping it stops the server and every connection.
+#[derive(Debug)]
 pub struct FakeTelegram {
-    addr: SocketAddr,
-    shared: Arc<Shared>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl std::fmt::Debug for FakeTelegram {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakeTelegram").field("addr", &self.addr).finish_non_exhaustive()
-    }
+    server: Running<Shared>,
 }
 
 impl FakeTelegram {
@@ -165,44 +158,29 @@ impl FakeTelegram {
     }
 
     pub fn try_start(token: &str, port: u16) -> io::Result<FakeTelegram> {
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, port))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let listener = {
-            let _in_runtime = runtime.enter();
-            tokio::net::TcpListener::from_std(listener)?
-        };
-        let shared = Arc::new(Shared {
+        let shared = Shared {
             token: token.to_string(),
             // Real update ids are large and not 0-based; a client must not assume otherwise.
             state: Mutex::new(State { next_update_id: 815_000_000, next_message_id: 1, ..State::default() }),
             changed: Condvar::new(),
             updates: Notify::new(),
-        });
-        let (stop, stopped) = oneshot::channel();
-        let serving = Arc::clone(&shared);
-        let thread =
-            std::thread::Builder::new().name(format!("chela-fake-telegram-{}", addr.port())).spawn(move || {
-                runtime.block_on(server::serve(listener, serving, stopped));
-                drop(runtime);
-            })?;
-        Ok(FakeTelegram { addr, shared, stop: Some(stop), thread: Some(thread) })
+        };
+        Ok(FakeTelegram { server: Running::start("chela-fake-telegram", port, shared, server::serve)? })
     }
 
     /// `http://127.0.0.1:PORT`, what `channels.telegram.api_base` is set to.
     pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("http://{}", self.server.addr())
     }
 
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.server.addr()
     }
 
     /// Queues an update; its `update_id` is kept if it has one (a duplicate, say), else the
     /// next id is assigned. Returns the id.
     pub fn push_update(&self, mut update: Value) -> i64 {
-        let mut st = lock(&self.shared.state);
+        let mut st = lock(&self.server.shared().state);
         let id = match update["update_id"].as_i64() {
             Some(id) => id,
             None => {
@@ -214,12 +192,12 @@ impl FakeTelegram {
         };
         st.updates.push_back(update);
         drop(st);
-        self.shared.updates.notify_waiters();
+        self.server.shared().updates.notify_waiters();
         id
     }
 
     fn message(&self, chat_id: i64, from: i64, fields: Value) -> Value {
-        let mut st = lock(&self.shared.state);
+        let mut st = lock(&self.server.shared().state);
         let message_id = st.next_message_id;
         st.next_message_id += 1;
         drop(st);
@@ -243,7 +221,7 @@ impl FakeTelegram {
     }
 
     fn store_file(&self, dir: &str, ext: &str, bytes: Vec<u8>) -> Value {
-        let mut st = lock(&self.shared.state);
+        let mut st = lock(&self.server.shared().state);
         st.next_file += 1;
         let n = st.next_file;
         let file_id = format!("BQACAgIAAxkBAAI{n:08}");
@@ -292,13 +270,13 @@ impl FakeTelegram {
     /// From now on, files are announced without `file_size` (it is optional in the Bot API), so
     /// a client must bound the download itself.
     pub fn omit_file_sizes(&self) {
-        lock(&self.shared.state).omit_file_sizes = true;
+        lock(&self.server.shared().state).omit_file_sizes = true;
     }
 
     /// The next `calls` sends (`sendMessage`, `editMessageText`, `sendPhoto`, `sendDocument`)
     /// answer 429 with `retry_after` seconds.
     pub fn rate_limit(&self, calls: usize, retry_after: u64) {
-        let mut st = lock(&self.shared.state);
+        let mut st = lock(&self.server.shared().state);
         st.limited = calls;
         st.retry_after = retry_after;
     }
@@ -307,19 +285,19 @@ impl FakeTelegram {
     /// "can't parse entities" error whatever they hold: for testing a client's plain-text
     /// fallback when its renderer is (as it should be) never wrong.
     pub fn refuse_html(&self, count: usize) {
-        lock(&self.shared.state).refuse_html = count;
+        lock(&self.server.shared().state).refuse_html = count;
     }
 
     /// The next `getUpdates` answers (one per call, starting with a poll already waiting)
     /// misbehave as given.
     pub fn hostile(&self, answers: impl IntoIterator<Item = Hostile>) {
-        lock(&self.shared.state).hostile.extend(answers);
-        self.shared.updates.notify_waiters();
+        lock(&self.server.shared().state).hostile.extend(answers);
+        self.server.shared().updates.notify_waiters();
     }
 
     /// Every call so far (up to 10,000, oldest first).
     pub fn calls(&self) -> Vec<Call> {
-        lock(&self.shared.state).calls.iter().cloned().collect()
+        lock(&self.server.shared().state).calls.iter().cloned().collect()
     }
 
     /// The calls of one method (case-insensitive).
@@ -329,12 +307,12 @@ impl FakeTelegram {
 
     /// Every message accepted so far, oldest first.
     pub fn sent(&self) -> Vec<Sent> {
-        lock(&self.shared.state).sent.iter().cloned().collect()
+        lock(&self.server.shared().state).sent.iter().cloned().collect()
     }
 
     /// Updates queued and not yet confirmed by an `offset`.
     pub fn unconfirmed(&self) -> usize {
-        let st = lock(&self.shared.state);
+        let st = lock(&self.server.shared().state);
         st.updates.iter().filter(|u| u["update_id"].as_i64().unwrap_or(0) >= st.confirmed).count()
     }
 
@@ -359,24 +337,13 @@ impl FakeTelegram {
 
     fn wait<T>(&self, timeout: Duration, mut done: impl FnMut(&State) -> Option<T>) -> Option<T> {
         let deadline = Instant::now() + timeout;
-        let mut st = lock(&self.shared.state);
+        let mut st = lock(&self.server.shared().state);
         loop {
             if let Some(v) = done(&st) {
                 return Some(v);
             }
             let left = deadline.checked_duration_since(Instant::now())?;
-            st = self.shared.changed.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
-        }
-    }
-}
-
-impl Drop for FakeTelegram {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            st = self.server.shared().changed.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 }
