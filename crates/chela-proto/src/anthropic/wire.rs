@@ -133,41 +133,39 @@ impl StartMessage {
 }
 
 impl WireUsage {
+    /// A message's usage: its counts are numbers (absent is 0), only the cache counts may be null.
     pub(super) fn read(r: &mut Reader<'_>) -> Result<WireUsage> {
-        let (mut u, mut seen) = (WireUsage::default(), 0);
-        object(r, |r, key| {
-            match key {
-                "input_tokens" => u.input_tokens = field(r, &mut seen, 1, Reader::u64)?,
-                "output_tokens" => u.output_tokens = field(r, &mut seen, 2, Reader::u64)?,
-                "cache_creation_input_tokens" => {
-                    u.cache_creation_input_tokens = field(r, &mut seen, 4, Reader::u64_opt)?
-                }
-                "cache_read_input_tokens" => u.cache_read_input_tokens = field(r, &mut seen, 8, Reader::u64_opt)?,
-                _ => r.skip()?,
-            }
-            Ok(())
-        })?;
-        Ok(u)
+        let u = read_usage(r, |r| r.u64().map(Some))?;
+        Ok(WireUsage {
+            input_tokens: u.input_tokens.unwrap_or(0),
+            output_tokens: u.output_tokens.unwrap_or(0),
+            cache_creation_input_tokens: u.cache_creation_input_tokens,
+            cache_read_input_tokens: u.cache_read_input_tokens,
+        })
     }
 }
 
 impl WireUsageDelta {
     fn read(r: &mut Reader<'_>) -> Result<WireUsageDelta> {
-        let (mut u, mut seen) = (WireUsageDelta::default(), 0);
-        object(r, |r, key| {
-            match key {
-                "output_tokens" => u.output_tokens = field(r, &mut seen, 1, Reader::u64_opt)?,
-                "input_tokens" => u.input_tokens = field(r, &mut seen, 2, Reader::u64_opt)?,
-                "cache_creation_input_tokens" => {
-                    u.cache_creation_input_tokens = field(r, &mut seen, 4, Reader::u64_opt)?
-                }
-                "cache_read_input_tokens" => u.cache_read_input_tokens = field(r, &mut seen, 8, Reader::u64_opt)?,
-                _ => r.skip()?,
-            }
-            Ok(())
-        })?;
-        Ok(u)
+        read_usage(r, |r| r.u64_opt())
     }
+}
+
+/// The four usage counts both shapes carry; `count` reads `input_tokens` and `output_tokens`,
+/// so each shape says whether they may be null.
+fn read_usage(r: &mut Reader<'_>, count: fn(&mut Reader<'_>) -> Result<Option<u64>>) -> Result<WireUsageDelta> {
+    let (mut u, mut seen) = (WireUsageDelta::default(), 0);
+    object(r, |r, key| {
+        match key {
+            "input_tokens" => u.input_tokens = field(r, &mut seen, 1, count)?,
+            "output_tokens" => u.output_tokens = field(r, &mut seen, 2, count)?,
+            "cache_creation_input_tokens" => u.cache_creation_input_tokens = field(r, &mut seen, 4, Reader::u64_opt)?,
+            "cache_read_input_tokens" => u.cache_read_input_tokens = field(r, &mut seen, 8, Reader::u64_opt)?,
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(u)
 }
 
 impl WireError {
