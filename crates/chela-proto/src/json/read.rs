@@ -603,5 +603,8 @@ impl<'a> Reader<'a> {
     }
 }
 
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod oracle;
 #[cfg(test)]
 mod tests;

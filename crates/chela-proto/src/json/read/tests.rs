@@ -4,79 +4,13 @@ use alloc::string::ToString;
 use alloc::vec;
 use alloc::vec::Vec;
 use proptest::prelude::*;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-/// A `serde_json::Value` built by the pull reader (recursive: test inputs are shallow enough).
-fn value(r: &mut Reader<'_>) -> Result<Value> {
-    Ok(match r.peek()? {
-        Kind::Null => {
-            r.null()?;
-            Value::Null
-        }
-        Kind::Bool => Value::Bool(r.bool()?),
-        Kind::String => Value::String(r.string_owned()?),
-        Kind::Number => match r.number()? {
-            Number::U64(n) => Value::from(n),
-            Number::I64(n) => Value::from(n),
-            Number::F64(f) => Value::from(f),
-        },
-        Kind::Array => {
-            r.begin_array()?;
-            let mut items = Vec::new();
-            while r.next_item()? {
-                items.push(value(r)?);
-            }
-            Value::Array(items)
-        }
-        Kind::Object => {
-            r.begin_object()?;
-            let mut map = Map::new();
-            while let Some(k) = r.next_key()? {
-                let v = value(r)?;
-                map.insert(k.into_owned(), v);
-            }
-            Value::Object(map)
-        }
-    })
-}
+use super::oracle::{self, read_value as ours, same};
 
-fn ours(bytes: &[u8]) -> Result<Value> {
-    read_all(bytes, value)
-}
-
-/// Both values are equal, floats within serde_json's best-effort rounding (it is not correctly
-/// rounded without its `float_roundtrip` feature; core's parser is).
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) if x.is_f64() && y.is_f64() => {
-            let (x, y) = (x.as_f64().unwrap_or(0.0), y.as_f64().unwrap_or(0.0));
-            x == y || (x - y).abs() <= f64::EPSILON * 4.0 * x.abs().max(y.abs())
-        }
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(a, b)| same(a, b)),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
-/// The reader and serde_json accept and refuse the same bytes, with the same values.
+/// The comparison with serde_json the fuzz target makes too, as a property test's failure.
 fn agree(bytes: &[u8]) -> core::result::Result<(), TestCaseError> {
-    let reference = serde_json::from_slice::<Value>(bytes);
-    match (ours(bytes), reference) {
-        (Ok(a), Ok(b)) => prop_assert!(same(&a, &b), "{a} != {b} for {:?}", String::from_utf8_lossy(bytes)),
-        (Err(_), Err(_)) => {}
-        (a, b) => prop_assert!(false, "ours {a:?}, serde_json {b:?} for {:?}", String::from_utf8_lossy(bytes)),
-    }
-    // Skipping checks what reading checks, except a number's range (serde_json's skipping and
-    // its RawValue check only the grammar too).
-    let read = ours(bytes);
-    match (read_all(bytes, Reader::skip), &read) {
-        (Ok(()), Ok(_)) | (Err(_), Err(_)) => {}
-        (Ok(()), Err(e)) => prop_assert_eq!(e.what, "number out of range"),
-        (Err(e), Ok(_)) => prop_assert!(false, "skip refused what read accepts: {:?}", e),
-    }
-    Ok(())
+    oracle::agree(bytes).map_err(TestCaseError::fail)
 }
 
 fn json_value() -> impl Strategy<Value = Value> {
