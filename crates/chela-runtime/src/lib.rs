@@ -34,6 +34,9 @@ pub mod compact;
 pub mod session;
 pub mod turn;
 
+#[cfg(test)]
+mod fake_app;
+
 /// The fixtures of the tests of this crate and of the crates above it.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

@@ -12,9 +12,9 @@ use tokio::sync::Notify;
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::*;
+use crate::fake_app::{self, FakeApp, Wire};
 use crate::tools::testing::fake;
 use crate::turn::{Cancel, Observer};
-use crate::workspace::Workspace;
 
 /// Shows nothing.
 struct Quiet;
@@ -33,21 +33,7 @@ struct Setup {
 }
 
 fn setup(script: Vec<Step>, overrides: &[(&str, &str)]) -> Setup {
-    let llm = FakeLlm::start(script);
-    let dir = tempfile::tempdir().unwrap();
-    let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
-    ws.ensure().unwrap();
-    let url = llm.anthropic_base_url();
-    let base = [
-        ("llm.provider", "anthropic"),
-        ("llm.base_url", url.as_str()),
-        ("llm.api_key", "test-key"),
-        ("llm.max_retries", "0"),
-    ];
-    for (k, v) in base.iter().chain(overrides) {
-        crate::config::set_override(&ws, k, v).unwrap();
-    }
-    let app = Arc::new(App::load(ws).unwrap());
+    let FakeApp { dir, llm, app } = fake_app::start(Wire::Anthropic, script, overrides);
     Setup { _dir: dir, llm, app }
 }
 

@@ -11,17 +11,9 @@ use chela_testkit::{FakeLlm, Step};
 use serde_json::{Value, json};
 
 use crate::app::App;
+use crate::fake_app::{self, FakeApp, Wire};
 use crate::session::{HubLimits, SessionHub};
 use crate::turn::{Cancel, Observer, TurnEnd, TurnRequest};
-use crate::workspace::Workspace;
-
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Anthropic,
-    OpenAi,
-}
-
-const BOTH: [Wire; 2] = [Wire::Anthropic, Wire::OpenAi];
 
 /// What the channel was shown: every piece of streamed text.
 #[derive(Clone, Default)]
@@ -46,25 +38,9 @@ struct Setup {
 
 /// A 2,000-byte history budget: the third of [`turns`]'s exchanges passes the 1,500 that folds.
 fn setup(wire: Wire, script: Vec<Step>, overrides: &[(&str, &str)]) -> Setup {
-    let llm = FakeLlm::start(script);
-    let dir = tempfile::tempdir().unwrap();
-    let ws = Workspace::locate(Some(dir.path().join("ws"))).unwrap();
-    ws.ensure().unwrap();
-    let (provider, url) = match wire {
-        Wire::Anthropic => ("anthropic", llm.anthropic_base_url()),
-        Wire::OpenAi => ("openai", llm.openai_base_url()),
-    };
-    let base = [
-        ("llm.provider", provider),
-        ("llm.base_url", url.as_str()),
-        ("llm.api_key", "test-key"),
-        ("llm.max_retries", "0"),
-        ("agent.history_budget", "2000"),
-    ];
-    for (k, v) in base.iter().chain(overrides) {
-        crate::config::set_override(&ws, k, v).unwrap();
-    }
-    let app = Arc::new(App::load(ws).unwrap());
+    let settings: Vec<(&str, &str)> =
+        [("agent.history_budget", "2000")].into_iter().chain(overrides.iter().copied()).collect();
+    let FakeApp { dir, llm, app } = fake_app::start(wire, script, &settings);
     let hub = SessionHub::new(app.clone(), HubLimits::from_config(&app.base.cfg));
     Setup { _dir: dir, llm, app, hub, shown: Shown::default() }
 }
@@ -132,7 +108,7 @@ const FLUSH_TEXT: &str = "FLUSH-TALK: I stored the allergy.";
 
 #[tokio::test]
 async fn a_fact_told_early_survives_compaction_as_a_memory_entry_and_the_flush_text_reaches_no_one() {
-    for wire in BOTH {
+    for wire in Wire::BOTH {
         let mut script = answers();
         script.push(
             Step::tool_call("memory_store", json!({"content": STORED, "tags": ["family"]})).with_text(FLUSH_TEXT),
@@ -172,7 +148,7 @@ async fn a_fact_told_early_survives_compaction_as_a_memory_entry_and_the_flush_t
 
 #[tokio::test]
 async fn the_flush_may_only_store_and_at_most_max_tool_calls_times() {
-    for wire in BOTH {
+    for wire in Wire::BOTH {
         let mut script = answers();
         let store = |k: usize| {
             chela_testkit::ToolCall::new(
@@ -202,7 +178,7 @@ async fn the_flush_may_only_store_and_at_most_max_tool_calls_times() {
 
 #[tokio::test]
 async fn a_failing_flush_neither_blocks_the_fold_nor_the_turn() {
-    for wire in BOTH {
+    for wire in Wire::BOTH {
         for failure in [Step::status(500), Step::malformed()] {
             let mut script = answers();
             script.extend([failure, Step::text("Still folded.")]);
