@@ -9,9 +9,8 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, test } from "node:test";
 
-import {
-  device, freePort, getJson, launchBrowser, startChela, startFakeLlm, stopAll, watchPage, workspaceWith,
-} from "./harness.mjs";
+import { device, freePort, getJson, startChela, startFakeLlm, stopAll, workspaceWith } from "./harness.mjs";
+import { withConsole } from "./session.mjs";
 
 after(stopAll);
 
@@ -24,11 +23,7 @@ test("setup form: OpenAI-compatible takes its own defaults; a refused key saves 
   const port = await freePort();
   const ws = await workspaceWith(port, []);
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    await page.goto(chela.login);
+  await withConsole(chela, {}, async ({ page, problems }) => {
     await page.getByRole("heading", { name: "Set up Chela" }).waitFor();
     const url = page.getByLabel("Base URL"), model = page.getByLabel("Model");
     assert.equal(await url.inputValue(), "https://api.anthropic.com");
@@ -64,12 +59,7 @@ test("setup form: OpenAI-compatible takes its own defaults; a refused key saves 
     assert.ok((await readFile(path.join(ws, "overrides.toml"), "utf8")).includes(fake.url));
     // The refused test call's 502 is the one failed request, and the page expected it.
     assert.deepEqual(problems.filter((p) => !/status of 502/.test(p)), []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });
 
 test("memory, config and jobs tabs edit what they show; hostile text stays text; the layout holds at 390 px", { timeout: 120_000 }, async () => {
@@ -92,14 +82,8 @@ test("memory, config and jobs tabs edit what they show; hostile text stays text;
   const chela = await startChela(ws, port);
   const pending = await device(chela.base, "aa:bb:cc:dd:ee:07", "");
   assert.equal(pending.status, 200, JSON.stringify(pending.json));
-  const browser = await launchBrowser();
-  try {
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    page.on("dialog", (d) => d.accept());
-    await page.goto(chela.login);
-    await page.locator('#conn[data-state="open"]').waitFor();
-
+  const before = (page) => page.on("dialog", (d) => d.accept());
+  await withConsole(chela, { before }, async ({ page, problems }) => {
     // Memory: the entries, searched, edited and forgotten.
     await page.getByRole("tab", { name: "Memory" }).click();
     const entries = page.getByRole("table", { name: "Remembered entries" });
@@ -203,12 +187,7 @@ test("memory, config and jobs tabs edit what they show; hostile text stays text;
     await jobs.getByRole("cell", { name: "No scheduled jobs." }).waitFor();
     assert.deepEqual((await getJson(chela.base, "/api/scheduler/jobs")).jobs, []);
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });
 
 test("the usage tab shows a scripted turn's tokens and estimated cost per model and per chat, with the price's source", { timeout: 120_000 }, async () => {
@@ -220,12 +199,7 @@ test("the usage tab shows a scripted turn's tokens and estimated cost per model 
     'provider = "anthropic"', `base_url = "${fake.url}"`, 'model = "claude-haiku-4-5"', `api_key = "${key}"`,
   ]);
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    await page.goto(chela.login);
-    await page.locator('#conn[data-state="open"]').waitFor();
+  await withConsole(chela, {}, async ({ page, problems }) => {
     await page.getByRole("tab", { name: "Usage" }).click();
     const today = page.locator('[data-period="today"]');
     await today.getByRole("cell", { name: "No turns." }).first().waitFor();
@@ -257,10 +231,5 @@ test("the usage tab shows a scripted turn's tokens and estimated cost per model 
     assert.deepEqual(price, ["claude-haiku-4-5", "built-in (claude-haiku-4-5)", "$1", "$0.1", "$1.25", "$5"]);
     assert.match(await page.locator("#usage-prices-note").innerText(), /llm\.prices/);
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });

@@ -7,7 +7,8 @@ import { mkdir, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { after, test } from "node:test";
 
-import { freePort, launchBrowser, startChela, stopAll, watchPage, workspaceWith } from "./harness.mjs";
+import { freePort, startChela, stopAll, workspaceWith } from "./harness.mjs";
+import { withConsole } from "./session.mjs";
 
 after(stopAll);
 
@@ -29,12 +30,7 @@ test("memory tab: one search finds entries by the index's ranking and the notes'
   await writeFile(path.join(ws, "memory", "2024-07-14.md"),
     "# 2024-07-14\n\n- 09:00 Bought bread\n- 18:00 Planted the walnut sapling by the gate " + HOSTILE + "\n");
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    await page.goto(chela.login);
-    await page.locator('#conn[data-state="open"]').waitFor();
+  await withConsole(chela, {}, async ({ page, problems }) => {
     await page.getByRole("tab", { name: "Memory" }).click();
     const entries = page.getByRole("table", { name: "Remembered entries" });
     await entries.getByRole("row").filter({ hasText: "Pip" }).waitFor();
@@ -69,10 +65,5 @@ test("memory tab: one search finds entries by the index's ranking and the notes'
     await page.locator("#entries-count", { hasText: "3 entries." }).waitFor();
     assert.equal(await page.locator("#notes-found").isHidden(), true);
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });

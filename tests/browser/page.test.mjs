@@ -8,9 +8,9 @@ import path from "node:path";
 import { after, test } from "node:test";
 
 import {
-  device, freePort, getJson, launchBrowser, runChela, startChela, startFakeLlm, startFakeTelegram, stopAll, watchPage,
-  workspaceWith,
+  device, freePort, getJson, runChela, startChela, startFakeLlm, startFakeTelegram, stopAll, workspaceWith,
 } from "./harness.mjs";
+import { withConsole } from "./session.mjs";
 
 after(stopAll);
 
@@ -27,17 +27,11 @@ test("chat streams the reply with a tool event; a capability group toggles", { t
     'provider = "anthropic"', `base_url = "${fake.url}"`, 'model = "fake-model"', `api_key = "${key}"`,
   ]);
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    const frames = [];
-    page.on("websocket", (sock) => sock.on("framereceived", (f) => {
-      try { frames.push(JSON.parse(f.payload)); } catch { frames.push({ type: "unparsable" }); }
-    }));
-
-    await page.goto(chela.login);
-    await page.locator('#conn[data-state="open"]').waitFor();
+  const frames = [];
+  const before = (page) => page.on("websocket", (sock) => sock.on("framereceived", (f) => {
+    try { frames.push(JSON.parse(f.payload)); } catch { frames.push({ type: "unparsable" }); }
+  }));
+  await withConsole(chela, { before }, async ({ page, problems }) => {
     assert.ok(!page.url().includes("login="), `the used login code stayed in the address bar: ${page.url()}`);
     await page.getByLabel("Message").fill("What time is it?");
     await page.getByRole("button", { name: "Send" }).click();
@@ -126,12 +120,7 @@ test("chat streams the reply with a tool event; a capability group toggles", { t
       assert.deepEqual([g.runtime_enabled, g.llm_visible], [was.runtime_enabled, was.llm_visible], g.group_id);
     }
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });
 
 test("first run: the setup form configures the provider and the chat works at once", { timeout: 120_000 }, async () => {
@@ -141,12 +130,8 @@ test("first run: the setup form configures the provider and the chat works at on
   const port = await freePort();
   const ws = await workspaceWith(port, []);
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    assert.equal((await getJson(chela.base, "/api/setup")).needs_setup, true);
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    await page.goto(chela.login);
+  assert.equal((await getJson(chela.base, "/api/setup")).needs_setup, true);
+  await withConsole(chela, {}, async ({ page, problems }) => {
     await page.getByRole("heading", { name: "Set up Chela" }).waitFor();
     await page.getByLabel("Provider").selectOption("anthropic");
     await page.getByLabel("Base URL").fill(fake.url);
@@ -170,12 +155,7 @@ test("first run: the setup form configures the provider and the chat works at on
     const apiKey = config.find((e) => e.key === "llm.api_key");
     assert.ok(apiKey && apiKey.secret && !String(apiKey.value).includes(key), JSON.stringify(apiKey));
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });
 
 test("pairing on the dashboard: an approved Telegram stranger is answered, a denied one gets nothing", { timeout: 120_000 }, async () => {
@@ -190,20 +170,14 @@ test("pairing on the dashboard: an approved Telegram stranger is answered, a den
     'provider = "anthropic"', `base_url = "${fake.url}"`, 'model = "fake-model"', `api_key = "${key}"`,
   ], ["[channels.telegram]", `token = "${token}"`, `api_base = "${tg.url}"`]);
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    // Two strangers write: each is given a pairing code and nothing more.
-    tg.push(501, 501, "hello, may I talk to you?");
-    tg.push(502, 502, "let me in");
-    const coded = (s, chat) => s.find((m) => m.chat_id === chat && /pairing code/.test(m.text));
-    await tg.waitSent((s) => coded(s, 501) && coded(s, 502));
-    const codeOf = (chat) => coded(tg.sent, chat).text.match(/chela pairing approve ([A-Z0-9]{8})/)[1];
+  // Two strangers write: each is given a pairing code and nothing more.
+  tg.push(501, 501, "hello, may I talk to you?");
+  tg.push(502, 502, "let me in");
+  const coded = (s, chat) => s.find((m) => m.chat_id === chat && /pairing code/.test(m.text));
+  await tg.waitSent((s) => coded(s, 501) && coded(s, 502));
+  const codeOf = (chat) => coded(tg.sent, chat).text.match(/chela pairing approve ([A-Z0-9]{8})/)[1];
 
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    await page.goto(chela.login);
-    // The login link's code is traded for the token first; a tab opened before that asks for one.
-    await page.locator('#conn[data-state="open"]').waitFor();
+  await withConsole(chela, { logs: () => [["the fake Telegram", tg.log.text]] }, async ({ page, problems }) => {
     await page.getByRole("tab", { name: "Pairing" }).click();
     const pending = page.getByRole("table", { name: "Pending pairing requests" });
     // Each request shows the code its sender was given, so the owner can match them.
@@ -230,12 +204,7 @@ test("pairing on the dashboard: an approved Telegram stranger is answered, a den
     assert.ok(sessions.includes("telegram_501"), JSON.stringify(sessions));
     assert.ok(!sessions.includes("telegram_502"), `a denied sender's words were kept: ${JSON.stringify(sessions)}`);
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}\n--- the fake Telegram said:\n${tg.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });
 
 test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron.json entry is a problem", { timeout: 120_000 }, async () => {
@@ -265,13 +234,7 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
   await writeFile(path.join(ws, "state", "jobs.json"), JSON.stringify({ jobs: { tea:
     { at: 1800000060, ok: false, message: "telegram/42 is not a chat allowed to talk to Chela" } } }));
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    await page.goto(chela.login);
-    // The login link's code is traded for the token first; a tab opened before that asks for one.
-    await page.locator('#conn[data-state="open"]').waitFor();
+  await withConsole(chela, {}, async ({ page, problems }) => {
     await page.getByRole("tab", { name: "Jobs" }).click();
     const jobs = page.getByRole("table", { name: "Scheduled jobs" });
     const tea = jobs.getByRole("row").filter({ hasText: "tea" });
@@ -312,12 +275,7 @@ test("jobs tab: a job added with `chela cron add` shows its next run; a bad cron
     await page.waitForFunction(() => document.querySelectorAll("#jobs-problems li").length === 0);
     assert.equal(await readFile(path.join(ws, "cron.json.bak"), "utf8"), handWritten);
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });
 
 test("devices tab: a waiting device is approved and activates, one is denied, a hostile board name stays text", { timeout: 120_000 }, async () => {
@@ -329,24 +287,18 @@ test("devices tab: a waiting device is approved and activates, one is denied, a 
   const config = path.join(ws, "chela.toml");
   await writeFile(config, 'timezone = "Europe/Berlin"\n' + await readFile(config, "utf8"));
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    const good = "aa:bb:cc:dd:ee:01", evil = "aa:bb:cc:dd:ee:02";
-    const hostile = { board: '<img src=x onerror="window.hit=1">', name: "<script>window.hit=2</script>", version: '"><svg onload=window.hit=3>' };
-    const first = await device(chela.base, good, "");
-    assert.equal(first.status, 200, JSON.stringify(first.json));
-    const code = first.json.activation.code;
-    assert.equal(first.json.websocket, undefined, "an unknown device got a URL");
-    const second = await device(chela.base, evil, "", hostile);
-    assert.equal(second.status, 200, JSON.stringify(second.json));
-    const evilCode = second.json.activation.code;
-    assert.equal((await device(chela.base, good, "activate", { body: {} })).status, 202, "waits before approval");
+  const good = "aa:bb:cc:dd:ee:01", evil = "aa:bb:cc:dd:ee:02";
+  const hostile = { board: '<img src=x onerror="window.hit=1">', name: "<script>window.hit=2</script>", version: '"><svg onload=window.hit=3>' };
+  const first = await device(chela.base, good, "");
+  assert.equal(first.status, 200, JSON.stringify(first.json));
+  const code = first.json.activation.code;
+  assert.equal(first.json.websocket, undefined, "an unknown device got a URL");
+  const second = await device(chela.base, evil, "", hostile);
+  assert.equal(second.status, 200, JSON.stringify(second.json));
+  const evilCode = second.json.activation.code;
+  assert.equal((await device(chela.base, good, "activate", { body: {} })).status, 202, "waits before approval");
 
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    await page.goto(chela.login);
-    // The login link's code is traded for the token first; a tab opened before that asks for one.
-    await page.locator('#conn[data-state="open"]').waitFor();
+  await withConsole(chela, {}, async ({ page, problems }) => {
     await page.getByRole("tab", { name: "Devices" }).click();
     const waiting = page.getByRole("table", { name: "Devices waiting for approval" });
     const goodRow = waiting.getByRole("row").filter({ hasText: good });
@@ -407,12 +359,7 @@ test("devices tab: a waiting device is approved and activates, one is denied, a 
     await page.getByRole("button", { name: "Refresh" }).click();
     await page.locator("#devices-firmware", { hasText: "Version 2.0.6 (2.0 KiB) is offered to every device" }).waitFor();
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });
 
 test("status tab: the channels' states, devices online, pairing requests waiting and the next jobs, as `chela status` says", { timeout: 120_000 }, async () => {
@@ -429,16 +376,12 @@ test("status tab: the channels' states, devices online, pairing requests waiting
     id: "newyear", name: hostile, trigger: { type: "cron", expr: "0 0 1 1 *" }, action: { type: "cap", name: "get_current_time" },
   }] }));
   const chela = await startChela(ws, port);
-  const browser = await launchBrowser();
-  try {
-    tg.push(601, 601, "hello?");
-    const coded = (s) => s.find((m) => m.chat_id === 601 && /pairing code/.test(m.text));
-    await tg.waitSent((s) => coded(s));
-    const code = coded(tg.sent).text.match(/chela pairing approve ([A-Z0-9]{8})/)[1];
+  tg.push(601, 601, "hello?");
+  const coded = (s) => s.find((m) => m.chat_id === 601 && /pairing code/.test(m.text));
+  await tg.waitSent((s) => coded(s));
+  const code = coded(tg.sent).text.match(/chela pairing approve ([A-Z0-9]{8})/)[1];
 
-    const page = await browser.newPage();
-    const problems = watchPage(page);
-    await page.goto(chela.login);
+  await withConsole(chela, { logs: () => [["the fake Telegram", tg.log.text]] }, async ({ page, problems }) => {
     const tabs = await page.getByRole("tab").allInnerTexts();
     assert.equal(tabs[0], "Status", JSON.stringify(tabs));
     await page.getByRole("tab", { name: "Status" }).click();
@@ -458,10 +401,5 @@ test("status tab: the channels' states, devices online, pairing requests waiting
     assert.deepEqual(status.next_jobs.map((j) => j.id), ["newyear"]);
     assert.equal(status.channels.find((c) => c.name === "telegram").connected, true);
     assert.deepEqual(problems, []);
-  } catch (e) {
-    e.message += `\n--- chela run said:\n${chela.log.text}\n--- the fake Telegram said:\n${tg.log.text}`;
-    throw e;
-  } finally {
-    await browser.close();
-  }
+  });
 });
