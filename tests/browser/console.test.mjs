@@ -9,7 +9,9 @@ import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { after, test } from "node:test";
 
-import { device, freePort, getJson, startChela, startFakeLlm, stopAll, workspaceWith } from "./harness.mjs";
+import {
+  device, freePort, getJson, launchBrowser, startChela, startFakeLlm, stopAll, watchPage, workspaceWith,
+} from "./harness.mjs";
 import { withConsole } from "./session.mjs";
 
 after(stopAll);
@@ -232,4 +234,49 @@ test("the usage tab shows a scripted turn's tokens and estimated cost per model 
     assert.match(await page.locator("#usage-prices-note").innerText(), /llm\.prices/);
     assert.deepEqual(problems, []);
   });
+});
+
+test("a tab chosen while the login link's code is being traded opens once the session exists, with no token prompt", { timeout: 120_000 }, async () => {
+  const port = await freePort();
+  // A model is configured (so the page opens on its tabs) but never called.
+  const ws = await workspaceWith(port, [
+    'provider = "anthropic"', 'base_url = "http://127.0.0.1:9"', 'model = "fake-model"', 'api_key = "sk-browser-early-tab"',
+  ]);
+  await mkdir(path.join(ws, "memory"), { recursive: true });
+  const at = 1_800_000_000;
+  await writeFile(path.join(ws, "memory", "entries.jsonl"),
+    JSON.stringify({ id: "m1", content: "The dog is called Pip", tags: [], source: "test", created: at, updated: at }) + "\n");
+  const chela = await startChela(ws, port);
+  // Not `withConsole`: it waits for the session, and this test acts before there is one.
+  const browser = await launchBrowser();
+  try {
+    const page = await browser.newPage();
+    const problems = watchPage(page);
+    // The trade's request is held until the tab has been chosen: the page is, for as long as the
+    // test needs, where a slow gateway would leave it.
+    let reached, release;
+    const trading = new Promise((r) => { reached = r; });
+    const released = new Promise((r) => { release = r; });
+    await page.route("**/api/login", async (route) => {
+      reached();
+      await released;
+      await route.continue();
+    });
+    await page.goto(chela.login);
+    await trading;
+    await page.getByRole("tab", { name: "Memory" }).click();
+    release();
+
+    await page.locator('#conn[data-state="open"]').waitFor();
+    await page.getByRole("table", { name: "Remembered entries" }).getByRole("row").filter({ hasText: "Pip" }).waitFor();
+    assert.equal(await page.getByRole("tab", { name: "Memory" }).getAttribute("aria-selected"), "true");
+    assert.equal(await page.locator("#token").isHidden(), true, "the token prompt is showing");
+    // Without the session a tab's request is refused (401): none was made.
+    assert.deepEqual(problems, []);
+  } catch (e) {
+    e.message += `\n--- chela run said:\n${chela.log.text}`;
+    throw e;
+  } finally {
+    await browser.close();
+  }
 });
