@@ -250,7 +250,7 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
         ("heap_info", []) => Reply::text(heap_info(ctx)),
         ("restart", []) => restart(ctx),
         ("ota", [url]) => update(url),
-        ("help", []) => Reply::text(help()),
+        ("help", []) => Reply::text(help(ctx.status.left_out)),
         _ => usage(),
     }
 }
@@ -281,11 +281,22 @@ fn unknown(name: &str) -> Reply {
     }
 }
 
-fn help() -> String {
+/// The commands this image runs; with `left_out` (an image without the connected parts), the
+/// commands that would only say so are named on one line at the end with the reason, so the list
+/// does not offer what the image cannot do.
+fn help(left_out: Option<&str>) -> String {
     let mut out = String::from("commands:\n");
+    let mut absent = Vec::new();
     for c in COMMANDS {
+        if left_out.is_some() && connected_part(c.name).is_some() {
+            absent.push(c.name);
+            continue;
+        }
         let head = if c.usage.is_empty() { c.name.to_owned() } else { format!("{} {}", c.name, c.usage) };
         out.push_str(&format!("  {head:<40} {}\n", c.help));
+    }
+    if let Some(why) = left_out {
+        out.push_str(&format!("not in this image: {} ({why})\n", absent.join(", ")));
     }
     out
 }

@@ -146,3 +146,56 @@ fn a_device_with_only_the_gateway_set_is_ready_and_telegram_stays_off() {
     assert_eq!(console::channels(&chip.config, true).unwrap(), console::Channels { telegram: true, gateway: false });
     console::channels_ready(&chip.config).unwrap();
 }
+
+/// The commands of the connected parts (OTA, the gateway, web_search, the heartbeat, the proxy),
+/// which an image without them answers only with why.
+const CONNECTED_COMMANDS: [&str; 7] =
+    ["set_tavily_key", "set_search_key", "set_proxy", "gateway_token", "heartbeat_read", "heartbeat_write", "ota"];
+
+/// The command names `help` offers: the lines of its list, not the closing remark.
+fn offered(help: &str) -> Vec<String> {
+    help.lines()
+        .filter_map(|l| l.strip_prefix("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn help_in_an_image_without_the_connected_parts_offers_only_what_it_runs() {
+    let serial = Serial::default();
+    let mut chip: Chip<RamFlash, Serial> = boot::power_on(RamFlash::new(4096, 8), serial.clone(), 1, BUILD).unwrap();
+    take(&serial);
+    let mut con = Console::new();
+    let without = Status { left_out: Some(console::WITHOUT_CONNECTED), ..Status::default() };
+    console::feed(&mut chip, &mut con, b"help\n", without);
+    let help = take(&serial);
+    let listed = offered(&help);
+    for cmd in CONNECTED_COMMANDS {
+        assert!(!listed.iter().any(|c| c == cmd), "{cmd} offered by an image without it:\n{help}");
+    }
+    for cmd in ["wifi_set", "set_api_key", "set_tg_token", "config_show", "memory_write", "heap_info", "help"] {
+        assert!(listed.iter().any(|c| c == cmd), "{cmd} missing:\n{help}");
+    }
+    let last = help.lines().last().unwrap();
+    assert_eq!(
+        last,
+        format!("not in this image: {} ({})", CONNECTED_COMMANDS.join(", "), console::WITHOUT_CONNECTED),
+        "the left-out commands are named with the reason"
+    );
+    // Every command help offers runs: none answers that the image leaves it out.
+    for cmd in &listed {
+        console::feed(&mut chip, &mut con, format!("{cmd}\n").as_bytes(), without);
+        let out = take(&serial);
+        assert!(!out.contains("this image leaves out"), "{cmd}: {out}");
+    }
+
+    // An image with them lists them all and names nothing as left out.
+    console::feed(&mut chip, &mut con, b"help\n", Status::default());
+    let help = take(&serial);
+    let listed = offered(&help);
+    for cmd in CONNECTED_COMMANDS {
+        assert!(listed.iter().any(|c| c == cmd), "{cmd} missing from a connected image's help:\n{help}");
+    }
+    assert!(!help.contains("not in this image"), "{help}");
+}

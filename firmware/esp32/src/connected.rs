@@ -64,7 +64,9 @@ pub async fn portal_if_wanted(
     if !chela_chip::portal::wanted(&chip.config, portal::button_held(button)) {
         return wifi;
     }
-    let why = portal::run(spawner, wifi, chip, console, seed).await;
+    // Boxed: set-up mode's sockets and requests only on the heap, which it has to itself, not in
+    // the main task's static state beside the station's.
+    let why = alloc::boxed::Box::pin(portal::run(spawner, wifi, chip, console, seed)).await;
     crate::park(&chip.board, why).await
 }
 
@@ -145,7 +147,8 @@ impl Device {
         }
         if let Some(url) = critical_section::with(|cs| OTA_WANTED.borrow_ref_mut(cs).take()) {
             match self.parts.updates.try_lock() {
-                Ok(mut u) => u.fetch(&mut self.https, &mut self.tools.first.second, &url).await,
+                // Boxed: an update's download state only on the heap, while it runs.
+                Ok(mut u) => alloc::boxed::Box::pin(u.fetch(&mut self.https, &mut self.tools.first.second, &url)).await,
                 Err(_) => say!(&self.chip.board, "[ota] an update is already being written"),
             }
         }

@@ -86,21 +86,33 @@ fn token() -> String {
     critical_section::with(|cs| TOKEN.borrow_ref(cs).clone())
 }
 
-/// One client slot: accepts, serves, closes, forever.
+/// Held by the one slot that listens: the others wait for it, or serve a client.
+static LISTENING: Mutex<CriticalSectionRawMutex, ()> = Mutex::new(());
+
+/// One client slot: accepts, serves, closes, forever. One slot listens at a time (the next one
+/// starts as soon as a client is accepted), and a slot's socket buffers and its connection's
+/// state are on the heap only while it listens or serves: idle, the gateway holds 2 KiB of heap,
+/// not [`CLIENTS`] sockets of static RAM. With every slot busy, a further client finds no
+/// listener.
 #[embassy_executor::task(pool_size = CLIENTS)]
 pub async fn task(stack: Stack<'static>, slot: usize, updates: SharedUpdates) {
-    let (mut rx, mut tx) = ([0u8; RX], [0u8; TX]);
     let mut serial = 0u32;
     loop {
+        let listening = LISTENING.lock().await;
         ANSWERS[slot].reset();
-        let mut sock = TcpSocket::new(stack, &mut rx, &mut tx);
+        let mut buffers = alloc::vec![0u8; RX + TX];
+        let (rx, tx) = buffers.split_at_mut(RX);
+        let mut sock = TcpSocket::new(stack, rx, tx);
         sock.set_timeout(Some(DEAD_PEER));
         sock.set_keep_alive(Some(Duration::from_secs(60)));
-        if sock.accept(gateway::PORT).await.is_err() {
+        let accepted = sock.accept(gateway::PORT).await;
+        drop(listening);
+        if accepted.is_err() {
             continue;
         }
         serial = serial.wrapping_add(1);
-        serve(&mut sock, slot, serial, updates).await;
+        // Boxed: the request's state (the OTA receiver, the WebSocket's) only while it runs.
+        alloc::boxed::Box::pin(serve(&mut sock, slot, serial, updates)).await;
         let _ = sock.flush().await;
         sock.close();
         drain(&mut sock).await;

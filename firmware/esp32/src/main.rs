@@ -356,7 +356,6 @@ async fn main(spawner: Spawner) -> ! {
         dns: mk_static!(DnsSocket<'static>, DnsSocket::new(stack)),
         rx: mk_static!([u8; TLS_RX], [0; TLS_RX]),
         tx: mk_static!([u8; TLS_TX], [0; TLS_TX]),
-        head: mk_static!([u8; 2048], [0; 2048]),
         rng,
     };
     let mut device = Device {

@@ -67,7 +67,6 @@ pub struct Https {
     pub dns: &'static DnsSocket<'static>,
     pub rx: &'static mut [u8; TLS_RX],
     pub tx: &'static mut [u8; TLS_TX],
-    pub head: &'static mut [u8; HEAD_BYTES],
     pub rng: Rng,
 }
 
@@ -183,7 +182,9 @@ fn timed_out(what: &str) -> LinkError {
 
 impl Https {
     /// One request to `url`, its answer handed to `answer`: DNS, TCP, one TLS handshake checked
-    /// against the host's pinned roots, then the request. (Not `async`: one future fewer.)
+    /// against the host's pinned roots, then the request. (Not `async`: one future fewer.) The
+    /// exchange's state (the TLS connection, the handshake, the response reader) is boxed: on the
+    /// heap while a request runs, not in the main task's static state beside everything else.
     pub fn exchange<B: RequestBody>(
         &mut self,
         method: Method,
@@ -192,7 +193,7 @@ impl Https {
         body: B,
         answer: &mut dyn Answer,
     ) -> impl Future<Output = Result<(), LinkError>> {
-        self.exchange_under(None, method, url, headers, body, answer)
+        alloc::boxed::Box::pin(self.exchange_under(None, method, url, headers, body, answer))
     }
 
     /// [`exchange`](Https::exchange) with the server's chain checked against `roots` (`None`:
@@ -231,7 +232,9 @@ impl Https {
         }
         let mut http = HttpConnection::Plain(conn);
         let request = Request::new(method, path).host(host).headers(headers).body(body).build();
-        let resp = match with_timeout(IDLE, http.send(request, &mut self.head[..])).await {
+        // From the heap for this exchange only: in set-up and safe mode no exchange runs.
+        let mut head = alloc::vec![0u8; HEAD_BYTES];
+        let resp = match with_timeout(IDLE, http.send(request, &mut head[..])).await {
             Err(_) => return Err(timed_out("waiting for the response head")),
             Ok(r) => r.map_err(classify)?,
         };

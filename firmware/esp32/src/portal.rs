@@ -60,9 +60,10 @@ pub async fn run(
     }
     let address = Ipv4Addr::from(ADDRESS);
     let config = StaticConfigV4 { address: Ipv4Cidr::new(address, 24), gateway: None, dns_servers: Default::default() };
-    static RESOURCES: static_cell::StaticCell<StackResources<3>> = static_cell::StaticCell::new();
-    let (stack, runner) =
-        embassy_net::new(iface, embassy_net::Config::ipv4_static(config), RESOURCES.init(StackResources::new()), seed);
+    // On the heap: set-up mode ends in a restart, and its network is not the station's, so its
+    // buffers need no static RAM beside the station's.
+    let resources = alloc::boxed::Box::leak(alloc::boxed::Box::new(StackResources::<3>::new()));
+    let (stack, runner) = embassy_net::new(iface, embassy_net::Config::ipv4_static(config), resources, seed);
     match (crate::net_task(runner), dhcp_task(stack)) {
         (Ok(n), Ok(d)) => {
             spawner.spawn(n);
@@ -146,16 +147,18 @@ async fn answer(sock: &mut TcpSocket<'_>, r: &portal::Response) -> bool {
 /// Hands out addresses to whoever joins the access point.
 #[embassy_executor::task]
 async fn dhcp_task(stack: Stack<'static>) {
-    let (mut rx_meta, mut tx_meta) = ([PacketMetadata::EMPTY; 4], [PacketMetadata::EMPTY; 4]);
-    let (mut rx, mut tx) = ([0u8; 1024], [0u8; 1024]);
-    let mut socket = UdpSocket::new(stack, &mut rx_meta, &mut rx, &mut tx_meta, &mut tx);
+    // On the heap, not in the task's static pool: only set-up mode runs this task.
+    let (mut rx_meta, mut tx_meta) = (alloc::vec![PacketMetadata::EMPTY; 4], alloc::vec![PacketMetadata::EMPTY; 4]);
+    let mut buffers = alloc::vec![0u8; 1024 + 1024 + 600];
+    let (rx, rest) = buffers.split_at_mut(1024);
+    let (tx, buf) = rest.split_at_mut(1024);
+    let mut socket = UdpSocket::new(stack, &mut rx_meta, rx, &mut tx_meta, tx);
     if socket.bind(dhcp::SERVER_PORT).is_err() {
         return say!(&Esp, "[portal] the DHCP port could not be opened");
     }
     let mut server = dhcp::Server::new(ADDRESS);
-    let mut buf = [0u8; 600];
     loop {
-        let Ok((n, _)) = socket.recv_from(&mut buf).await else { continue };
+        let Ok((n, _)) = socket.recv_from(buf).await else { continue };
         if let Some(reply) = server.handle(&buf[..n], Instant::now().as_secs()) {
             let _ = socket.send_to(&reply, (Ipv4Addr::BROADCAST, dhcp::CLIENT_PORT)).await;
         }

@@ -18,8 +18,7 @@ use crate::flash::{self, Partition};
 pub use chela_chip::turn::run as run_turn;
 
 /// What the console's commands for OTA, the gateway, web_search, the heartbeat and the proxy say.
-pub const LEFT_OUT: Option<&str> =
-    Some("the C3 build has no room for it yet (its image must stay under 1,000,000 B); the ESP32-C6 image has it");
+pub const LEFT_OUT: Option<&str> = Some(chela_chip::console::WITHOUT_CONNECTED);
 pub const SOCKETS: usize = 0;
 pub const GATEWAY: bool = false;
 

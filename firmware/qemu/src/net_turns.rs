@@ -59,8 +59,15 @@ static HEARTBEAT_SCRIPT: [Call; 1] = [Call {
     answer: Answer::Recorded(include_bytes!("../fixtures/anthropic_heartbeat.sse")),
 }];
 
-/// Turn 5: the model searches the web; returns the wire and the turn's heap peak.
-pub fn web_search(chip: &mut Emulated, wire: &'static mut [u8]) -> Result<(&'static mut [u8], usize, usize), String> {
+/// What turn 5 took from the heap: its peak above what was held when it began.
+pub struct SearchHeap {
+    pub peak: usize,
+    pub held: usize,
+    pub largest_body: usize,
+}
+
+/// Turn 5: the model searches the web; returns the wire and the turn's heap figures.
+pub fn web_search(chip: &mut Emulated, wire: &'static mut [u8]) -> Result<(&'static mut [u8], SearchHeap), String> {
     let typed = serial::type_in(chip, alloc::format!("set_tavily_key {TAVILY_KEY}\n").as_bytes());
     check("the Tavily key was saved, masked", typed.printed == "tavily_key = tvly****42 (saved)\n")?;
     check("web_search is offered once a key is set", search::available(&chip.config))?;
@@ -73,8 +80,8 @@ pub fn web_search(chip: &mut Emulated, wire: &'static mut [u8]) -> Result<(&'sta
     check("turn 5 answer", t.text == ANSWER)?;
     check("turn 5 made 2 model calls and 1 tool call", t.model_calls == 2 && t.tool_calls == 1)?;
     check("turn 5 used the whole script (model, Tavily, model)", server.calls_left() == 0)?;
-    let largest = server.largest;
-    Ok((server.into_wire(), peak, largest))
+    let largest_body = server.largest;
+    Ok((server.into_wire(), SearchHeap { peak, held: before, largest_body }))
 }
 
 /// Turn 6: the heartbeat fires after its interval and prompts the open item only.

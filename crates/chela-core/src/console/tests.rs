@@ -461,6 +461,12 @@ fn an_image_without_the_connected_parts_says_so_for_each_of_their_commands() {
         chip.run("heartbeat_read"),
         format!("this image leaves out the heartbeat: {}\n", chip.status.left_out.unwrap())
     );
+    let help = chip.run("help");
+    for (line, _) in said {
+        let name = line.split(' ').next().unwrap();
+        assert!(!help.contains(&format!("\n  {name} ")), "help offers {name}: {help}");
+    }
+    assert!(help.ends_with(&format!("({})\n", chip.status.left_out.unwrap())), "{help}");
     // The rest of the console is untouched.
     assert!(chip.run("set_model claude-x").starts_with("model = claude-x (saved)"), "{}", chip.printed);
     chip.status.left_out = None;
