@@ -120,6 +120,9 @@ pub struct Status {
     /// Why this image was built without the connected parts (OTA, the gateway, web_search, the
     /// heartbeat, the proxy), said by the commands that set them up; `None`: it has them.
     pub left_out: Option<&'static str>,
+    /// Whether the image runs the Feishu channel: without it the Feishu commands say so
+    /// instead of saving settings nothing reads.
+    pub feishu: bool,
 }
 
 /// The data a command works on.
@@ -225,6 +228,9 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
     if let (Some(why), Some(what)) = (ctx.status.left_out, connected_part(cmd.name)) {
         return Reply::text(format!("this image leaves out {what}: {why}\n"));
     }
+    if !ctx.status.feishu && matches!(cmd.name, "set_feishu_app" | "set_feishu_allow" | "channel") {
+        return Reply::text("this image leaves out Feishu: its firmware does not run the long connection yet\n");
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let usage = || Reply::error(format!("usage: {} {}", cmd.name, cmd.usage).trim_end());
     match (cmd.name, args.as_slice()) {
@@ -269,7 +275,6 @@ fn connected_part(command: &str) -> Option<&'static str> {
         "gateway_token" => Some("the WebSocket gateway"),
         "set_tavily_key" | "set_search_key" => Some("web_search"),
         "set_proxy" => Some("the HTTP proxy"),
-        "set_feishu_app" | "set_feishu_allow" | "channel" => Some("Feishu"),
         "heartbeat_read" | "heartbeat_write" => Some("the heartbeat"),
         _ => None,
     }

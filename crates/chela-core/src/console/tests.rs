@@ -448,9 +448,6 @@ fn an_image_without_the_connected_parts_says_so_for_each_of_their_commands() {
         ("set_proxy http://proxy.lan:3128", "the HTTP proxy"),
         ("heartbeat_write - [ ] call Ana", "the heartbeat"),
         ("heartbeat_read", "the heartbeat"),
-        ("set_feishu_app cli_a1 s3cr3tvalue", "Feishu"),
-        ("set_feishu_allow ou_1", "Feishu"),
-        ("channel feishu", "Feishu"),
     ];
     for (line, what) in said {
         let out = chip.run(line);
@@ -477,6 +474,14 @@ fn an_image_without_the_connected_parts_says_so_for_each_of_their_commands() {
 #[test]
 fn feishu_settings_and_the_channel_choice_are_checked_saved_and_masked() {
     let mut chip = Chip::boot(blank());
+    // An image that does not run Feishu says so and saves nothing.
+    for line in ["set_feishu_app cli_a5f0 Xk9vQ2mPz7LrT4bW", "set_feishu_allow ou_1", "channel feishu"] {
+        let out = chip.run(line);
+        assert_eq!(out, "this image leaves out Feishu: its firmware does not run the long connection yet\n");
+    }
+    assert!(chip.effects.is_empty(), "{:?}", chip.effects);
+    assert_eq!(chip.config.get(Field::FeishuAppId), "");
+    chip.status.feishu = true;
     let secret = "Xk9vQ2mPz7LrT4bW";
     let out = chip.run(&format!("set_feishu_app cli_a5f0 {secret}"));
     assert_eq!(out, "feishu_app_id = cli_a5f0 (saved)\nfeishu_secret = Xk9v****bW (saved)\n");
@@ -489,6 +494,7 @@ fn feishu_settings_and_the_channel_choice_are_checked_saved_and_masked() {
     let bad = chip.run("set_feishu_app cli_a5f0 bad/secret!");
     assert!(bad.starts_with("error: feishu_secret must be") && !bad.contains("bad/secret"), "{bad}");
     let mut chip = chip.reboot();
+    chip.status.feishu = true;
     assert_eq!(chip.config.get(Field::FeishuSecret), secret);
     assert_eq!(chip.config.get(Field::FeishuAllow), "ou_abc,ou_def");
     assert_eq!(chip.config.get(Field::Channel), "feishu");
