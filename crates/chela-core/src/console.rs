@@ -120,6 +120,9 @@ pub struct Status {
     /// Why this image was built without the connected parts (OTA, the gateway, web_search, the
     /// heartbeat, the proxy), said by the commands that set them up; `None`: it has them.
     pub left_out: Option<&'static str>,
+    /// Whether the image runs the Feishu channel: without it the Feishu commands say so
+    /// instead of saving settings nothing reads.
+    pub feishu: bool,
 }
 
 /// The data a command works on.
@@ -157,6 +160,9 @@ const COMMANDS: &[Command] = &[
         usage: "URL",
         help: "an HTTP proxy for every connection: http://[user:pass@]host:port (\"\" for none)",
     },
+    Command { name: "set_feishu_app", usage: "APP_ID SECRET", help: "the Feishu app's id and secret (secret masked)" },
+    Command { name: "set_feishu_allow", usage: "OPEN_ID...", help: "the Feishu users who get answers (ou_…)" },
+    Command { name: "channel", usage: "telegram|feishu", help: "the chat channel the device serves (one at a time)" },
     Command { name: "gateway_token", usage: "[off]", help: "a new WebSocket gateway token, shown once (off: none)" },
     Command { name: "config_show", usage: "", help: "every setting, secrets masked, and where it comes from" },
     Command { name: "config_reset", usage: "", help: "forget the settings made here: back to the build's" },
@@ -222,6 +228,9 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
     if let (Some(why), Some(what)) = (ctx.status.left_out, connected_part(cmd.name)) {
         return Reply::text(format!("this image leaves out {what}: {why}\n"));
     }
+    if !ctx.status.feishu && matches!(cmd.name, "set_feishu_app" | "set_feishu_allow" | "channel") {
+        return Reply::text("this image leaves out Feishu: its firmware does not run the long connection yet\n");
+    }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let usage = || Reply::error(format!("usage: {} {}", cmd.name, cmd.usage).trim_end());
     match (cmd.name, args.as_slice()) {
@@ -236,6 +245,9 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
         ("set_tavily_key", [v]) => set(ctx, &[(Field::TavilyKey, v)]),
         ("set_search_key", [v]) => set(ctx, &[(Field::BraveKey, v)]),
         ("set_proxy", [v]) => set(ctx, &[(Field::Proxy, v)]),
+        ("set_feishu_app", [id, secret]) => set(ctx, &[(Field::FeishuAppId, id), (Field::FeishuSecret, secret)]),
+        ("set_feishu_allow", ids) if !ids.is_empty() => set(ctx, &[(Field::FeishuAllow, &ids.join(","))]),
+        ("channel", [v @ ("telegram" | "feishu")]) => set(ctx, &[(Field::Channel, v)]),
         ("gateway_token", []) => gateway_token(ctx),
         ("gateway_token", ["off"]) => set(ctx, &[(Field::GatewayToken, "")]),
         ("config_show", []) => Reply::text(ctx.config.show()),

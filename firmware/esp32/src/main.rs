@@ -228,7 +228,7 @@ fn status(chip: &Chip<Partition, Esp>, stack: Option<Stack<'static>>) -> Status 
     let mut random = [0u8; 16];
     Rng::new().read(&mut random);
     let (uptime_ms, mode) = (chip.board.now_ms(), Some(chip.guard.mode()));
-    Status { wifi, heap: heap(), uptime_ms, mode, random, left_out: connected::LEFT_OUT }
+    Status { wifi, heap: heap(), uptime_ms, mode, random, left_out: connected::LEFT_OUT, feishu: false }
 }
 
 /// Reads what was typed and runs it on the console; carries out the effects.

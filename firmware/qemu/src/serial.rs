@@ -53,6 +53,8 @@ pub fn type_in(chip: &mut Chip, bytes: &[u8]) -> Transcript {
             random: [0; 16],
             // The whole console, as in an image with the connected parts.
             left_out: None,
+            // The emulator runs no Feishu connection.
+            feishu: false,
         };
         let mut ctx = Ctx { store: &mut chip.store, config: &mut chip.config, status };
         let mut rest = line;

@@ -53,10 +53,20 @@ pub enum Field {
     Proxy,
     /// The WebSocket gateway's token; empty: the gateway admits nobody.
     GatewayToken,
+    /// The Feishu app's id (`cli_…`), for the long connection.
+    FeishuAppId,
+    /// The Feishu app's secret.
+    FeishuSecret,
+    /// The Feishu users (`open_id`s) that get answers. Empty: none.
+    FeishuAllow,
+    /// The chat channel the device serves: `telegram` (empty) or `feishu`. One at a time: the
+    /// long connection's TLS session and a Telegram poll's cannot both stay open beside the
+    /// model's in the chip's RAM.
+    Channel,
 }
 
 impl Field {
-    pub const ALL: [Field; 12] = [
+    pub const ALL: [Field; 16] = [
         Field::WifiSsid,
         Field::WifiPassword,
         Field::TgToken,
@@ -69,6 +79,10 @@ impl Field {
         Field::BraveKey,
         Field::Proxy,
         Field::GatewayToken,
+        Field::FeishuAppId,
+        Field::FeishuSecret,
+        Field::FeishuAllow,
+        Field::Channel,
     ];
 
     /// Its name in `config_show` and in the record.
@@ -86,6 +100,10 @@ impl Field {
             Field::BraveKey => "brave_key",
             Field::Proxy => "proxy",
             Field::GatewayToken => "gateway_token",
+            Field::FeishuAppId => "feishu_app_id",
+            Field::FeishuSecret => "feishu_secret",
+            Field::FeishuAllow => "feishu_allow",
+            Field::Channel => "channel",
         }
     }
 
@@ -105,6 +123,10 @@ impl Field {
             Field::BraveKey => "CHELA_BRAVE_KEY",
             Field::Proxy => "CHELA_PROXY",
             Field::GatewayToken => "CHELA_GATEWAY_TOKEN",
+            Field::FeishuAppId => "CHELA_FEISHU_APP_ID",
+            Field::FeishuSecret => "CHELA_FEISHU_SECRET",
+            Field::FeishuAllow => "CHELA_FEISHU_ALLOW",
+            Field::Channel => "CHELA_CHANNEL",
         }
     }
 
@@ -122,6 +144,7 @@ impl Field {
                 | Field::TavilyKey
                 | Field::BraveKey
                 | Field::GatewayToken
+                | Field::FeishuSecret
         )
     }
 
@@ -209,6 +232,29 @@ impl Field {
                     Err(bad("an HTTP proxy: http://[user:password@]host:port, or empty for none"))
                 }
             }
+            Field::FeishuAppId | Field::FeishuSecret => {
+                let id_ok = v.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+                if v.is_empty() || (v.len() <= 64 && id_ok) {
+                    Ok(v.to_owned())
+                } else {
+                    Err(bad("up to 64 letters, digits, _ and - (from the Feishu developer console)"))
+                }
+            }
+            Field::FeishuAllow => {
+                let ids: Vec<&str> = v.split([',', ' ']).filter(|s| !s.is_empty()).collect();
+                let id_ok = |s: &&str| {
+                    s.len() <= 64 && s.starts_with("ou_") && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                };
+                if ids.len() <= MAX_ALLOWED_CHATS && ids.iter().all(id_ok) {
+                    Ok(ids.join(","))
+                } else {
+                    Err(bad("Feishu open_ids (ou_…), comma-separated, at most 16"))
+                }
+            }
+            Field::Channel => match v {
+                "" | "telegram" | "feishu" => Ok(v.to_owned()),
+                _ => Err(bad("telegram or feishu")),
+            },
             Field::Model if v.len() <= 128 && printable(v) => Ok(v.to_owned()),
             Field::Model => Err(bad("a model name: up to 128 printable ASCII characters without spaces")),
             Field::BaseUrl => {
@@ -273,6 +319,8 @@ impl ChipDefaults {
             Field::BraveKey => self.brave_key,
             Field::Proxy => self.proxy,
             Field::GatewayToken => self.gateway_token,
+            // Set on the console only: a Feishu app secret is not built into an image.
+            Field::FeishuAppId | Field::FeishuSecret | Field::FeishuAllow | Field::Channel => "",
         }
     }
 }
@@ -311,7 +359,7 @@ pub struct LoadReport {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ChipConfig {
     defaults: ChipDefaults,
-    overrides: [Option<String>; 12],
+    overrides: [Option<String>; 16],
 }
 
 impl ChipConfig {
@@ -465,6 +513,8 @@ impl ChipConfig {
                     Field::BaseUrl => format!("({} default: {})", self.provider_name(), self.base_url()),
                     Field::Provider => "(anthropic)".to_owned(),
                     Field::GatewayToken => "(not set: the gateway admits nobody)".to_owned(),
+                    Field::FeishuAllow => "(nobody: unknown Feishu users get no answer)".to_owned(),
+                    Field::Channel => "(telegram)".to_owned(),
                     _ => "(not set)".to_owned(),
                 },
                 Field::WifiSsid => format!("\"{value}\""),

@@ -116,7 +116,11 @@ fn mimiclaw_commands_set_settings_that_survive_a_reboot_masked() {
          tavily_key     unset  (not set)\n\
          brave_key      unset  (not set)\n\
          proxy          unset  (not set)\n\
-         gateway_token  unset  (not set: the gateway admits nobody)\n"
+         gateway_token  unset  (not set: the gateway admits nobody)\n\
+         feishu_app_id  unset  (not set)\n\
+         feishu_secret  unset  (not set)\n\
+         feishu_allow   unset  (nobody: unknown Feishu users get no answer)\n\
+         channel        unset  (telegram)\n"
     );
     // config_reset goes back to the build's values, in flash too.
     assert_eq!(chip.run("config_reset"), "settings reset to the build's values\n");
@@ -471,4 +475,36 @@ fn an_image_without_the_connected_parts_says_so_for_each_of_their_commands() {
     assert!(chip.run("set_model claude-x").starts_with("model = claude-x (saved)"), "{}", chip.printed);
     chip.status.left_out = None;
     assert!(chip.run("set_proxy http://proxy.lan:3128").contains("(saved)"), "{}", chip.printed);
+}
+
+#[test]
+fn feishu_settings_and_the_channel_choice_are_checked_saved_and_masked() {
+    let mut chip = Chip::boot(blank());
+    // An image that does not run Feishu says so and saves nothing.
+    for line in ["set_feishu_app cli_a5f0 Xk9vQ2mPz7LrT4bW", "set_feishu_allow ou_1", "channel feishu"] {
+        let out = chip.run(line);
+        assert_eq!(out, "this image leaves out Feishu: its firmware does not run the long connection yet\n");
+    }
+    assert!(chip.effects.is_empty(), "{:?}", chip.effects);
+    assert_eq!(chip.config.get(Field::FeishuAppId), "");
+    chip.status.feishu = true;
+    let secret = "Xk9vQ2mPz7LrT4bW";
+    let out = chip.run(&format!("set_feishu_app cli_a5f0 {secret}"));
+    assert_eq!(out, "feishu_app_id = cli_a5f0 (saved)\nfeishu_secret = Xk9v****bW (saved)\n");
+    assert!(!out.contains(secret));
+    assert_eq!(chip.run("set_feishu_allow ou_abc, ou_def"), "feishu_allow = ou_abc,ou_def (saved)\n");
+    assert_eq!(chip.run("channel feishu"), "channel = feishu (saved)\n");
+    // Refused values change nothing and never quote the secret.
+    assert!(chip.run("set_feishu_allow 12345").starts_with("error: feishu_allow must be"));
+    assert!(chip.run("channel discord").starts_with("error: usage: channel telegram|feishu"));
+    let bad = chip.run("set_feishu_app cli_a5f0 bad/secret!");
+    assert!(bad.starts_with("error: feishu_secret must be") && !bad.contains("bad/secret"), "{bad}");
+    let mut chip = chip.reboot();
+    chip.status.feishu = true;
+    assert_eq!(chip.config.get(Field::FeishuSecret), secret);
+    assert_eq!(chip.config.get(Field::FeishuAllow), "ou_abc,ou_def");
+    assert_eq!(chip.config.get(Field::Channel), "feishu");
+    let shown = chip.run("config_show");
+    assert!(shown.contains("feishu_secret  flash  Xk9v****bW") && !shown.contains(secret), "{shown}");
+    assert_eq!(chip.run("channel telegram"), "channel = telegram (saved)\n");
 }

@@ -10,7 +10,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use serde::Deserialize;
+use crate::json::read::{self, Reader, field, object, opt, read_all};
 
 /// The event type of a message sent to the bot.
 pub const MESSAGE_RECEIVE: &str = "im.message.receive_v1";
@@ -77,76 +77,149 @@ impl fmt::Display for EventError {
 
 impl core::error::Error for EventError {}
 
-#[derive(Deserialize)]
+#[derive(Default)]
 struct Raw {
-    #[serde(default, rename = "type")]
     kind: String,
-    #[serde(default)]
     challenge: String,
-    #[serde(default)]
     token: String,
     header: Option<RawHeader>,
     event: Option<RawEvent>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default)]
 struct RawHeader {
-    #[serde(default)]
     event_id: String,
-    #[serde(default)]
     event_type: String,
-    #[serde(default)]
     token: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Default)]
 struct RawEvent {
     sender: Option<RawSender>,
     message: Option<RawMessage>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default)]
 struct RawSender {
     sender_id: Option<RawId>,
-    #[serde(default)]
     sender_type: String,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Default)]
 struct RawId {
-    #[serde(default)]
     open_id: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Default)]
 struct RawMessage {
-    #[serde(default)]
     message_id: String,
-    #[serde(default)]
     chat_id: String,
-    #[serde(default)]
     chat_type: String,
-    #[serde(default)]
     message_type: String,
-    #[serde(default)]
     content: String,
-    #[serde(default)]
     mentions: Vec<RawMention>,
 }
 
-#[derive(Deserialize)]
+#[derive(Default)]
 struct RawMention {
-    #[serde(default)]
     key: String,
-    #[serde(default)]
     id: RawId,
-    #[serde(default)]
     name: String,
+}
+
+// Read with the pull reader, not a serde derive, so the chip links no serde code for events.
+// The rules are the derive's: unknown keys skipped, a repeated key refused, an absent string
+// empty, `null` accepted only where an `Option` stood.
+
+fn raw(r: &mut Reader<'_>) -> read::Result<Raw> {
+    let (mut v, mut seen) = (Raw::default(), 0);
+    object(r, |r, key| match key {
+        "type" => field(r, &mut seen, 1, |r| r.string_owned()).map(|s| v.kind = s),
+        "challenge" => field(r, &mut seen, 2, |r| r.string_owned()).map(|s| v.challenge = s),
+        "token" => field(r, &mut seen, 4, |r| r.string_owned()).map(|s| v.token = s),
+        "header" => field(r, &mut seen, 8, |r| opt(r, header)).map(|h| v.header = h),
+        "event" => field(r, &mut seen, 16, |r| opt(r, event)).map(|e| v.event = e),
+        _ => r.skip(),
+    })?;
+    Ok(v)
+}
+
+fn header(r: &mut Reader<'_>) -> read::Result<RawHeader> {
+    let (mut v, mut seen) = (RawHeader::default(), 0);
+    object(r, |r, key| match key {
+        "event_id" => field(r, &mut seen, 1, |r| r.string_owned()).map(|s| v.event_id = s),
+        "event_type" => field(r, &mut seen, 2, |r| r.string_owned()).map(|s| v.event_type = s),
+        "token" => field(r, &mut seen, 4, |r| r.string_owned()).map(|s| v.token = s),
+        _ => r.skip(),
+    })?;
+    Ok(v)
+}
+
+fn event(r: &mut Reader<'_>) -> read::Result<RawEvent> {
+    let (mut v, mut seen) = (RawEvent::default(), 0);
+    object(r, |r, key| match key {
+        "sender" => field(r, &mut seen, 1, |r| opt(r, sender)).map(|s| v.sender = s),
+        "message" => field(r, &mut seen, 2, |r| opt(r, message)).map(|m| v.message = m),
+        _ => r.skip(),
+    })?;
+    Ok(v)
+}
+
+fn sender(r: &mut Reader<'_>) -> read::Result<RawSender> {
+    let (mut v, mut seen) = (RawSender::default(), 0);
+    object(r, |r, key| match key {
+        "sender_id" => field(r, &mut seen, 1, |r| opt(r, id)).map(|i| v.sender_id = i),
+        "sender_type" => field(r, &mut seen, 2, |r| r.string_owned()).map(|s| v.sender_type = s),
+        _ => r.skip(),
+    })?;
+    Ok(v)
+}
+
+fn id(r: &mut Reader<'_>) -> read::Result<RawId> {
+    let (mut v, mut seen) = (RawId::default(), 0);
+    object(r, |r, key| match key {
+        "open_id" => field(r, &mut seen, 1, |r| r.string_owned()).map(|s| v.open_id = s),
+        _ => r.skip(),
+    })?;
+    Ok(v)
+}
+
+fn message(r: &mut Reader<'_>) -> read::Result<RawMessage> {
+    let (mut v, mut seen) = (RawMessage::default(), 0);
+    object(r, |r, key| match key {
+        "message_id" => field(r, &mut seen, 1, |r| r.string_owned()).map(|s| v.message_id = s),
+        "chat_id" => field(r, &mut seen, 2, |r| r.string_owned()).map(|s| v.chat_id = s),
+        "chat_type" => field(r, &mut seen, 4, |r| r.string_owned()).map(|s| v.chat_type = s),
+        "message_type" => field(r, &mut seen, 8, |r| r.string_owned()).map(|s| v.message_type = s),
+        "content" => field(r, &mut seen, 16, |r| r.string_owned()).map(|s| v.content = s),
+        "mentions" => field(r, &mut seen, 32, |r| {
+            let mut all = Vec::new();
+            r.begin_array()?;
+            while r.next_item()? {
+                all.push(mention(r)?);
+            }
+            Ok(all)
+        })
+        .map(|m| v.mentions = m),
+        _ => r.skip(),
+    })?;
+    Ok(v)
+}
+
+fn mention(r: &mut Reader<'_>) -> read::Result<RawMention> {
+    let (mut v, mut seen) = (RawMention::default(), 0);
+    object(r, |r, key| match key {
+        "key" => field(r, &mut seen, 1, |r| r.string_owned()).map(|s| v.key = s),
+        "id" => field(r, &mut seen, 2, id).map(|i| v.id = i),
+        "name" => field(r, &mut seen, 4, |r| r.string_owned()).map(|s| v.name = s),
+        _ => r.skip(),
+    })?;
+    Ok(v)
 }
 
 /// Reads an event body (already decrypted).
 pub fn parse_envelope(body: &[u8]) -> Result<Envelope, EventError> {
-    let raw: Raw = serde_json::from_slice(body).map_err(|e| EventError::Malformed { reason: alloc::format!("{e}") })?;
+    let raw = read_all(body, raw).map_err(|e| EventError::Malformed { reason: alloc::format!("{e}") })?;
     if raw.kind == "url_verification" {
         return Ok(Envelope::UrlVerification { challenge: raw.challenge, token: raw.token });
     }
@@ -188,9 +261,18 @@ pub fn parse_envelope(body: &[u8]) -> Result<Envelope, EventError> {
     }))
 }
 
-#[derive(Deserialize)]
-struct TextContent {
-    text: String,
+/// The `text` of a `{"text": …}` content; `None` when absent or not that shape.
+fn text_content(content: &str) -> Option<String> {
+    let mut text = None;
+    let mut seen = 0;
+    read_all(content.as_bytes(), |r| {
+        object(r, |r, key| match key {
+            "text" => field(r, &mut seen, 1, |r| r.string_owned()).map(|s| text = Some(s)),
+            _ => r.skip(),
+        })
+    })
+    .ok()?;
+    text
 }
 
 impl MessageEvent {
@@ -209,8 +291,7 @@ impl MessageEvent {
         if self.message_type != "text" {
             return None;
         }
-        let content: TextContent = serde_json::from_str(&self.content).ok()?;
-        let mut text = content.text;
+        let mut text = text_content(&self.content)?;
         // Longest keys first, so `@_user_10` is not taken for `@_user_1` followed by `0`.
         let mut mentions: Vec<&Mention> = self.mentions.iter().filter(|m| !m.key.is_empty()).collect();
         mentions.sort_by_key(|m| core::cmp::Reverse(m.key.len()));
@@ -262,6 +343,25 @@ mod tests {
         assert_eq!(parse_envelope(no_chat.as_bytes()), Err(EventError::Missing { field: "event.message.chat_id" }));
         let image = GROUP.replace("\"message_type\":\"text\"", "\"message_type\":\"image\"");
         let Envelope::Message(m) = parse_envelope(image.as_bytes()).unwrap() else { panic!("not a message") };
+        assert_eq!(m.text(None), None);
+    }
+
+    #[test]
+    fn the_pull_reader_keeps_the_derives_rules() {
+        // Unknown keys (nested too) are skipped; `null` stands for an absent optional part.
+        let extra = GROUP.replace("\"schema\":\"2.0\",", "\"schema\":\"2.0\",\"x\":[{\"y\":[1,2,{}]}],");
+        assert!(matches!(parse_envelope(extra.as_bytes()), Ok(Envelope::Message(_))));
+        assert_eq!(parse_envelope(br#"{"header":null}"#), Err(EventError::Missing { field: "header" }));
+        // A repeated key is refused, as serde's derive refuses it.
+        let twice = GROUP.replace("\"event_id\":\"ev1\",", "\"event_id\":\"ev1\",\"event_id\":\"ev2\",");
+        assert!(matches!(parse_envelope(twice.as_bytes()), Err(EventError::Malformed { .. })));
+        // A string field holding another kind is refused, not turned into text.
+        let number = GROUP.replace("\"chat_id\":\"oc_1\"", "\"chat_id\":7");
+        assert!(matches!(parse_envelope(number.as_bytes()), Err(EventError::Malformed { .. })));
+        // Trailing bytes after the object are refused.
+        assert!(matches!(parse_envelope(b"{} x"), Err(EventError::Malformed { .. })));
+        let odd = GROUP.replace(r#"{\"text\":\"@_user_1 ask @_user_2 about @_user_10\"}"#, r#"{\"text\":5}"#);
+        let Envelope::Message(m) = parse_envelope(odd.as_bytes()).unwrap() else { panic!("not a message") };
         assert_eq!(m.text(None), None);
     }
 }

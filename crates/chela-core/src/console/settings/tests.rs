@@ -35,6 +35,11 @@ fn values_are_checked_per_field_and_errors_never_quote_them() {
     assert_eq!(Field::BaseUrl.check("https://proxy.example/v1/").unwrap(), "https://proxy.example/v1");
     assert!(Field::BaseUrl.check("https://user:pw@host").is_err());
     assert!(Field::BaseUrl.check("ftp://host").is_err());
+    assert_eq!(Field::FeishuAllow.check("ou_a1 ,ou_b2").unwrap(), "ou_a1,ou_b2");
+    assert!(Field::FeishuAllow.check("*").is_err(), "no wildcard for Feishu either");
+    assert!(Field::FeishuAllow.check(&"ou_1,".repeat(17)).is_err());
+    assert!(Field::FeishuAppId.check("cli_a/../x").is_err());
+    assert!(Field::Channel.check("feishu").is_ok() && Field::Channel.check("both").is_err());
     let e = Field::ApiKey.check("sk-secret\u{7}").unwrap_err();
     assert!(!e.to_string().contains("sk-secret"), "{e}");
     assert_eq!(e.to_string(), "api_key must be text without control characters");
