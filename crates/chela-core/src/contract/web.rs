@@ -14,7 +14,8 @@ use alloc::vec::Vec;
 
 use chela_proto::chat::ToolSpec;
 use chela_proto::json::read::{self, Reader as Json, field, object, opt};
-use serde::Deserialize;
+
+use super::Args;
 
 pub const SEARCH: ToolSpec<'static> = ToolSpec {
     name: "web_search",
@@ -25,12 +26,30 @@ pub const SEARCH: ToolSpec<'static> = ToolSpec {
 /// The most results asked for.
 pub const MAX_RESULTS: usize = 20;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SearchArgs {
     pub query: String,
-    #[serde(default)]
     pub max_results: Option<usize>,
 }
+
+impl Args for SearchArgs {
+    const FIELDS: &'static [&'static str] = &["query", "max_results"];
+
+    fn read(r: &mut Json<'_>) -> read::Result<SearchArgs> {
+        let (mut query, mut max_results, mut seen) = (None, None, 0);
+        object(r, |r, key| {
+            match key {
+                "query" => query = Some(field(r, &mut seen, 1, Json::string_owned)?),
+                "max_results" => max_results = field(r, &mut seen, 2, |r| opt(r, Json::usize))?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(SearchArgs { query: query.ok_or_else(|| r.error("missing field `query`"))?, max_results })
+    }
+}
+
+crate::serde_args!(SearchArgs);
 
 /// One result, whatever the engine.
 #[derive(Debug, PartialEq, Eq)]

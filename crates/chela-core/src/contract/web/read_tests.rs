@@ -3,6 +3,7 @@
 use super::*;
 use alloc::string::ToString;
 use proptest::prelude::*;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 #[derive(Deserialize)]
