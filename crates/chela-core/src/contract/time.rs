@@ -6,7 +6,6 @@ use alloc::string::String;
 
 use chela_proto::chat::ToolSpec;
 use chela_proto::json::read::{self, Reader, field, object};
-use serde::Serialize;
 
 use super::Args;
 
@@ -69,15 +68,10 @@ pub fn describe(now: i64, zone: &Zone) -> String {
         off % 60
     );
     let weekday = WEEKDAYS[days.rem_euclid(7) as usize];
-    #[derive(Serialize)]
-    struct Answer<'a> {
-        iso: &'a str,
-        unix: i64,
-        timezone: &'a str,
-        weekday: &'a str,
-    }
-    let answer = Answer { iso: &iso, unix: now, timezone: zone.name(), weekday };
-    serde_json::to_string(&answer).unwrap_or_default()
+    chela_proto::json::to_string(|w| {
+        w.begin_object().field_str("iso", &iso).key("unix").raw(&format!("{now}"));
+        w.field_str("timezone", zone.name()).field_str("weekday", weekday).end_object();
+    })
 }
 
 #[cfg(test)]
