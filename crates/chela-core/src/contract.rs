@@ -12,9 +12,14 @@
 
 use alloc::format;
 use alloc::string::String;
+use core::fmt;
+use core::marker::PhantomData;
 
 use chela_proto::chat::ToolSpec;
+use chela_proto::json::read::{self, Reader};
 
+#[cfg(test)]
+mod args_tests;
 pub mod board;
 pub mod cron;
 pub mod memory;
@@ -43,6 +48,74 @@ pub fn spec(name: &str) -> Option<&'static ToolSpec<'static>> {
 }
 
 /// The sentence a side answers when the arguments do not parse as the contract's type.
-pub fn bad_args(e: &serde_json::Error) -> String {
+pub fn bad_args(e: &dyn fmt::Display) -> String {
     format!("The arguments do not fit the tool's schema: {e}")
+}
+
+/// A tool's arguments, read by the pull reader: the one reader of each type, which the chip
+/// calls through [`Args::parse`] and the host's serde-typed tool registry through the serde
+/// impl [`serde_args!`] gives it.
+///
+/// The readers keep the rules of the serde derives they replaced (each is held to its old
+/// derive by a property test): a missing `Option` or defaulted field and `null` for an `Option`
+/// are none, a field given twice (or under its name and its alias) is refused, and so is an
+/// unknown field where the derive denied them. Unlike the derive, arguments written as an
+/// array of their fields are refused.
+pub trait Args: Sized {
+    /// The names read, aliases included, as the derive listed them (the host's schema check
+    /// compares them with the tool's schema).
+    const FIELDS: &'static [&'static str];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<Self>;
+
+    /// Reads a call's whole input, or the sentence the model is told.
+    fn parse(input: &str) -> Result<Self, String> {
+        read::read_all(input.as_bytes(), Self::read).map_err(|e| bad_args(&e))
+    }
+}
+
+/// The refusal of a field an argument type does not know, where the derive denied them.
+pub(crate) fn unknown_field(r: &Reader<'_>) -> read::Error {
+    r.error("unknown field")
+}
+
+/// Gives an [`Args`] type the serde `Deserialize` the host's tool registry reads arguments
+/// with: serde hands over the object's members as text, which [`Args::read`] reads.
+#[macro_export]
+macro_rules! serde_args {
+    ($t:ty) => {
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<$t, D::Error> {
+                $crate::contract::deserialize_args(d, stringify!($t))
+            }
+        }
+    };
+}
+
+/// What [`serde_args!`] expands to: a struct as serde's derive asks for one (so the fields
+/// are listed where a deserializer looks for them), its members written back as JSON text.
+/// Only the host comes here, and only serde_json's deserializers can hand over a value's text.
+#[doc(hidden)]
+pub fn deserialize_args<'de, D: serde::Deserializer<'de>, T: Args>(d: D, name: &'static str) -> Result<T, D::Error> {
+    struct Members<T>(PhantomData<T>);
+    impl<'de, T: Args> serde::de::Visitor<'de> for Members<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
+            let mut text = String::from("{");
+            while let Some(key) = map.next_key::<String>()? {
+                if text.len() > 1 {
+                    text.push(',');
+                }
+                chela_proto::json::write_escaped(&mut text, &key);
+                text.push(':');
+                text.push_str(map.next_value::<alloc::boxed::Box<serde_json::value::RawValue>>()?.get());
+            }
+            text.push('}');
+            read::read_all(text.as_bytes(), T::read).map_err(serde::de::Error::custom)
+        }
+    }
+    d.deserialize_struct(name, T::FIELDS, Members(PhantomData))
 }

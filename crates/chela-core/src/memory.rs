@@ -14,11 +14,12 @@ use alloc::vec::Vec;
 use core::fmt;
 use core::ops::ControlFlow;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::storage::Storage;
 use crate::text;
 
+mod json;
 mod recall;
 pub use recall::{MAX_QUERY_TERMS, Score, rarity, recall, tokens};
 
@@ -63,7 +64,7 @@ pub const MAX_ENTRY_BYTES: usize = 2000;
 pub const MAX_TAGS: usize = 8;
 
 /// One remembered thing.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Entry {
     pub id: String,
     pub content: String,
@@ -133,7 +134,7 @@ impl Entries {
             if line.trim().is_empty() {
                 continue;
             }
-            match chela_proto::json::from_str::<Entry>(line) {
+            match Entry::read_line(line) {
                 Ok(e) if !seen(&list, &e.id) => list.push(e),
                 _ => skipped += 1,
             }
@@ -150,10 +151,8 @@ impl Entries {
     pub fn to_jsonl(&self) -> String {
         let mut out = String::new();
         for e in &self.list {
-            if let Ok(line) = serde_json::to_string(e) {
-                out.push_str(&line);
-                out.push('\n');
-            }
+            e.write_line(&mut out);
+            out.push('\n');
         }
         out
     }
@@ -302,17 +301,6 @@ fn push_line<'t>(out: &mut String, id: &str, content: &str, tags: impl Iterator<
     }
 }
 
-/// An entry line read without copying its text.
-#[derive(Deserialize)]
-struct EntryRef<'a> {
-    #[serde(borrow)]
-    id: alloc::borrow::Cow<'a, str>,
-    #[serde(borrow)]
-    content: alloc::borrow::Cow<'a, str>,
-    #[serde(default, borrow)]
-    tags: Vec<alloc::borrow::Cow<'a, str>>,
-}
-
 /// The newest entries of an `entries.jsonl` text (kept in order of change, newest last) as
 /// prompt lines, newest last, at most `max` bytes: the same as [`Entries::render`] of the whole
 /// file, but it reads lines from the end and stops at the bound, without building the entries.
@@ -348,7 +336,7 @@ impl Tail {
     }
 
     fn push(&mut self, raw: &[u8]) -> ControlFlow<()> {
-        let Ok(e) = serde_json::from_slice::<EntryRef<'_>>(raw) else {
+        let Ok(e) = json::EntryRef::read(raw) else {
             return ControlFlow::Continue(());
         };
         let mut line = String::with_capacity(e.content.len() + 16);

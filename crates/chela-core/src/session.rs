@@ -31,27 +31,40 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
-use chela_proto::chat::{Block, Message, Role, content_serde};
-use serde::{Deserialize, Serialize};
+use chela_proto::chat::{Block, Message, Role, read_content, write_content};
+use chela_proto::json::Writer;
+use chela_proto::json::read::{self, Reader as Json, field, object};
 
 use crate::history::{self, Repaired};
 use crate::storage::Storage;
 
-#[derive(Serialize)]
-struct LineOut<'a> {
+/// A message line: `role`, `content` (a string or an array of blocks), `ts` (0 if missing).
+/// Read by the pull reader with the rules of the serde derive it replaced: unknown fields
+/// skipped, a field given twice refused.
+struct LineIn {
     role: Role,
-    #[serde(with = "content_serde")]
-    content: &'a [Block],
+    content: Vec<Block>,
     ts: u64,
 }
 
-#[derive(Deserialize)]
-struct LineIn {
-    role: Role,
-    #[serde(with = "content_serde")]
-    content: Vec<Block>,
-    #[serde(default)]
-    ts: u64,
+impl LineIn {
+    fn read(text: &[u8]) -> read::Result<LineIn> {
+        read::read_all(text, |r| {
+            let (mut role, mut content, mut ts, mut seen) = (None, None, 0, 0);
+            object(r, |r, key| {
+                match key {
+                    "role" => role = Some(field(r, &mut seen, 1, Role::read)?),
+                    "content" => content = Some(field(r, &mut seen, 2, read_content)?),
+                    "ts" => ts = field(r, &mut seen, 4, Json::u64)?,
+                    _ => r.skip()?,
+                }
+                Ok(())
+            })?;
+            let role = role.ok_or_else(|| r.error("missing field `role`"))?;
+            let content = content.ok_or_else(|| r.error("missing field `content`"))?;
+            Ok(LineIn { role, content, ts })
+        })
+    }
 }
 
 /// The summary that stands for a session's older turns (see the module docs).
@@ -66,57 +79,61 @@ pub struct Summary {
     pub ts: u64,
 }
 
-#[derive(Serialize)]
-struct SummaryOut<'a> {
-    kind: LineKind,
-    text: &'a str,
-    replaces: u64,
-    keeps: u64,
-    ts: u64,
-}
-
-#[derive(Deserialize)]
-struct SummaryIn {
-    #[serde(rename = "kind")]
-    _kind: LineKind,
-    text: String,
-    #[serde(default)]
-    replaces: u64,
-    #[serde(default)]
-    keeps: u64,
-    #[serde(default)]
-    ts: u64,
-}
-
-/// The kinds of line that are not messages.
-#[derive(Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum LineKind {
-    Summary,
+impl Summary {
+    /// A summary line: `kind` must be `"summary"`, `text` is required, the counts are 0 if
+    /// missing.
+    fn read(text: &[u8]) -> read::Result<Summary> {
+        read::read_all(text, |r| {
+            let (mut kind, mut text, mut seen) = (false, None, 0);
+            let (mut replaces, mut keeps, mut ts) = (0, 0, 0);
+            object(r, |r, key| {
+                match key {
+                    "kind" => {
+                        let at = r.offset();
+                        if field(r, &mut seen, 1, Json::str)? != "summary" {
+                            return Err(read::Error { what: "unknown variant, expected `summary`", offset: at });
+                        }
+                        kind = true;
+                    }
+                    "text" => text = Some(field(r, &mut seen, 2, Json::string_owned)?),
+                    "replaces" => replaces = field(r, &mut seen, 4, Json::u64)?,
+                    "keeps" => keeps = field(r, &mut seen, 8, Json::u64)?,
+                    "ts" => ts = field(r, &mut seen, 16, Json::u64)?,
+                    _ => r.skip()?,
+                }
+                Ok(())
+            })?;
+            if !kind {
+                return Err(r.error("missing field `kind`"));
+            }
+            let text = text.ok_or_else(|| r.error("missing field `text`"))?;
+            Ok(Summary { text, replaces, keeps, ts })
+        })
+    }
 }
 
 /// The summary's line, with its `\n`.
 pub fn encode_summary(summary: &Summary) -> String {
-    let line = SummaryOut {
-        kind: LineKind::Summary,
-        text: &summary.text,
-        replaces: summary.replaces,
-        keeps: summary.keeps,
-        ts: summary.ts,
-    };
-    let mut out = serde_json::to_string(&line).unwrap_or_default();
+    let mut out = String::new();
+    Writer::new(&mut out)
+        .begin_object()
+        .field_str("kind", "summary")
+        .field_str("text", &summary.text)
+        .field_u64("replaces", summary.replaces)
+        .field_u64("keeps", summary.keeps)
+        .field_u64("ts", summary.ts)
+        .end_object();
     out.push('\n');
     out
 }
 
 /// Appends `message` as one line (with its `\n`) to `out`.
 pub fn encode_line(message: &Message, ts: u64, out: &mut String) {
-    let line = LineOut { role: message.role, content: &message.content, ts };
-    // Serialising these types cannot fail: every map key is a string.
-    if let Ok(s) = serde_json::to_string(&line) {
-        out.push_str(&s);
-        out.push('\n');
-    }
+    let mut w = Writer::new(out);
+    w.begin_object().field_str("role", message.role.as_str()).key("content");
+    write_content(&message.content, &mut w);
+    w.field_u64("ts", ts).end_object();
+    out.push('\n');
 }
 
 /// The lines for a whole turn, to append with one write.
@@ -207,7 +224,7 @@ impl Reader {
     fn line(&mut self, bytes: &[u8], terminated: bool) -> ControlFlow<()> {
         self.looked_at += bytes.len() as u64 + 1;
         let text = trim_cr(bytes);
-        match serde_json::from_slice::<LineIn>(text) {
+        match LineIn::read(text) {
             Ok(l) if !l.content.is_empty() => {
                 if self.kept.is_empty() && self.pending.is_empty() {
                     self.out.last_ts = l.ts;
@@ -233,11 +250,11 @@ impl Reader {
                 }
             }
             _ if is_blank(text) => {}
-            _ => match serde_json::from_slice::<SummaryIn>(text) {
+            _ => match Summary::read(text) {
                 // Only the newest summary counts; an older one inside its live part was folded into it.
                 Ok(s) if self.out.summary.is_none() => {
                     let keeps = s.keeps;
-                    self.out.summary = Some(Summary { text: s.text, replaces: s.replaces, keeps, ts: s.ts });
+                    self.out.summary = Some(s);
                     if keeps == 0 {
                         return ControlFlow::Break(());
                     }
@@ -312,7 +329,7 @@ pub fn live_lines<S: Storage + ?Sized>(
     let mut found = false;
     storage.read_newest_first(name, &mut |line| {
         looked_at += line.bytes.len() as u64 + 1;
-        if let Ok(l) = serde_json::from_slice::<LineIn>(trim_cr(line.bytes))
+        if let Ok(l) = LineIn::read(trim_cr(line.bytes))
             && !l.content.is_empty()
         {
             lines += 1;
@@ -355,6 +372,8 @@ pub fn parse(text: &str) -> Loaded {
 
 #[cfg(test)]
 mod crash_tests;
+#[cfg(test)]
+mod json_tests;
 #[cfg(test)]
 mod summary_tests;
 

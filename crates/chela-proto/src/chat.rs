@@ -14,8 +14,13 @@ use core::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
+use crate::json::read;
+
+mod json;
+pub use json::{read_content, write_content};
+
 /// Who said a message. Tool results travel in `user` messages, as Anthropic has them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
     User,
@@ -33,13 +38,12 @@ impl Role {
 
 /// One valid JSON value, kept as its text (tool inputs, tool schemas).
 #[derive(Clone)]
-pub struct Json(Box<RawValue>);
+pub struct Json(Box<str>);
 
 impl Json {
-    /// Parses `text`; it must be exactly one JSON value.
-    pub fn parse(text: &str) -> Result<Json, serde_json::Error> {
-        let raw: &RawValue = crate::json::from_str(text)?;
-        Ok(Json(raw.to_owned()))
+    /// Parses `text`; it must be exactly one JSON value (white space around it is dropped).
+    pub fn parse(text: &str) -> Result<Json, read::Error> {
+        read::read_all(text.as_bytes(), Json::read)
     }
 
     /// `{}`.
@@ -49,7 +53,7 @@ impl Json {
     }
 
     pub fn as_str(&self) -> &str {
-        self.0.get()
+        &self.0
     }
 }
 
@@ -72,13 +76,32 @@ impl fmt::Debug for Json {
 
 impl Serialize for Json {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(s)
+        // Only serde's writers come here (the session lines and request bodies use the writer);
+        // serde_json takes verbatim text only as a `RawValue`.
+        let raw = RawValue::from_string(String::from(&*self.0)).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
     }
+}
+
+/// The serde impls of the chat types read their value's text with the pull reader: one parser
+/// for host and chip. Only serde_json's deserializers can hand over the text.
+fn from_raw<'de, D: Deserializer<'de>, T>(
+    d: D,
+    read: impl FnOnce(&mut read::Reader<'_>) -> read::Result<T>,
+) -> Result<T, D::Error> {
+    let raw = Box::<RawValue>::deserialize(d)?;
+    read::read_all(raw.get().as_bytes(), read).map_err(serde::de::Error::custom)
 }
 
 impl<'de> Deserialize<'de> for Json {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Json, D::Error> {
-        Box::<RawValue>::deserialize(d).map(Json)
+        from_raw(d, Json::read)
+    }
+}
+
+impl<'de> Deserialize<'de> for Role {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Role, D::Error> {
+        from_raw(d, Role::read)
     }
 }
 
@@ -115,7 +138,7 @@ pub enum Block {
 
 /// An image as both wire formats take it: base64 text and its media type (`image/png`). The
 /// same two fields as [`Block::Image`], which a person's photo uses.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Image {
     pub media_type: String,
     /// Standard base64, no line breaks.
@@ -195,55 +218,21 @@ impl Serialize for Images {
     }
 }
 
-impl<'de> Deserialize<'de> for Images {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Images, D::Error> {
-        Vec::<Image>::deserialize(d).map(Images::from)
+impl<'de> Deserialize<'de> for Image {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Image, D::Error> {
+        from_raw(d, Image::read)
     }
 }
 
-// Deserialised through a flat struct: serde buffers internally tagged enums, and a buffered
-// `RawValue` (the tool input) cannot be recovered.
-#[derive(Deserialize)]
-struct BlockRepr {
-    #[serde(rename = "type")]
-    kind: String,
-    text: Option<String>,
-    media_type: Option<String>,
-    data: Option<String>,
-    id: Option<String>,
-    name: Option<String>,
-    input: Option<Json>,
-    tool_use_id: Option<String>,
-    content: Option<String>,
-    #[serde(default)]
-    images: Images,
-    #[serde(default)]
-    is_error: bool,
+impl<'de> Deserialize<'de> for Images {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Images, D::Error> {
+        from_raw(d, Images::read)
+    }
 }
 
 impl<'de> Deserialize<'de> for Block {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Block, D::Error> {
-        use serde::de::Error;
-        let r = BlockRepr::deserialize(d)?;
-        let need = |v: Option<String>, field: &'static str| v.ok_or_else(|| D::Error::missing_field(field));
-        Ok(match r.kind.as_str() {
-            "text" => Block::Text { text: need(r.text, "text")? },
-            "image" => Block::Image { media_type: need(r.media_type, "media_type")?, data: need(r.data, "data")? },
-            "tool_use" => Block::ToolUse {
-                id: need(r.id, "id")?,
-                name: need(r.name, "name")?,
-                input: r.input.ok_or_else(|| D::Error::missing_field("input"))?,
-            },
-            "tool_result" => Block::ToolResult {
-                tool_use_id: need(r.tool_use_id, "tool_use_id")?.into(),
-                content: need(r.content, "content")?,
-                images: r.images,
-                is_error: r.is_error,
-            },
-            other => {
-                return Err(D::Error::unknown_variant(other, &["text", "image", "tool_use", "tool_result"]));
-            }
-        })
+        from_raw(d, Block::read)
     }
 }
 
@@ -365,37 +354,10 @@ impl Message {
     }
 }
 
-/// Serde helpers for message content: one text block is a plain string, anything else an array.
+/// Serde helpers for message content: one text block is a plain string, anything else an array
+/// ([`read_content`] and [`write_content`] without serde).
 pub mod content_serde {
     use super::*;
-
-    use serde::de::{SeqAccess, Visitor};
-
-    struct ContentVisitor;
-
-    impl<'de> Visitor<'de> for ContentVisitor {
-        type Value = Vec<Block>;
-
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("a string or an array of content blocks")
-        }
-
-        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Vec<Block>, E> {
-            Ok(alloc::vec![Block::text(v)])
-        }
-
-        fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Vec<Block>, E> {
-            Ok(alloc::vec![Block::Text { text: v }])
-        }
-
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<Block>, A::Error> {
-            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(1).min(64));
-            while let Some(b) = seq.next_element::<Block>()? {
-                out.push(b);
-            }
-            Ok(out)
-        }
-    }
 
     pub fn serialize<S: Serializer>(blocks: &[Block], s: S) -> Result<S::Ok, S::Error> {
         match blocks {
@@ -404,9 +366,8 @@ pub mod content_serde {
         }
     }
 
-    // Untagged enums buffer their input, which would lose tool inputs; a visitor does not.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Block>, D::Error> {
-        d.deserialize_any(ContentVisitor)
+        from_raw(d, read_content)
     }
 }
 

@@ -10,20 +10,48 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use serde::Deserialize;
+use crate::json::read::{self, Reader, field, object};
 
 /// The longest chat id a client may choose: it becomes part of a file or session name.
 pub const MAX_CHAT_ID: usize = 128;
 
 /// What a client sends.
-#[derive(Debug, Deserialize, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct ClientMessage {
-    #[serde(rename = "type")]
+    /// `type`.
     pub kind: String,
-    #[serde(default)]
+    /// Empty when missing.
     pub content: String,
-    #[serde(default)]
     pub chat_id: Option<String>,
+}
+
+impl ClientMessage {
+    /// Reads a client's text frame, with the rules of the serde derive it replaced (held to it
+    /// by a property test): `type` required, unknown fields skipped, a field given twice
+    /// refused. Host and chip both read it here.
+    pub fn read(text: &str) -> read::Result<ClientMessage> {
+        read::read_all(text.as_bytes(), |r| {
+            let (mut kind, mut content, mut chat_id, mut seen) = (None, String::new(), None, 0);
+            object(r, |r, key| {
+                match key {
+                    "type" => kind = Some(field(r, &mut seen, 1, Reader::string_owned)?),
+                    "content" => content = field(r, &mut seen, 2, Reader::string_owned)?,
+                    "chat_id" => chat_id = field(r, &mut seen, 4, Reader::string_opt)?,
+                    _ => r.skip()?,
+                }
+                Ok(())
+            })?;
+            Ok(ClientMessage { kind: kind.ok_or_else(|| r.error("missing field `type`"))?, content, chat_id })
+        })
+    }
+}
+
+/// For serde callers: the message's text, read by [`ClientMessage::read`].
+impl<'de> serde::Deserialize<'de> for ClientMessage {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ClientMessage, D::Error> {
+        let raw = alloc::boxed::Box::<serde_json::value::RawValue>::deserialize(d)?;
+        ClientMessage::read(raw.get()).map_err(serde::de::Error::custom)
+    }
 }
 
 /// A server event: `{"type":kind,"content":content,"chat_id":chat_id}`.
@@ -97,6 +125,8 @@ fn percent_decode(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use alloc::string::ToString;
+    use proptest::prelude::*;
 
     #[test]
     fn tokens_compare_whole() {
@@ -136,5 +166,70 @@ mod tests {
         assert_eq!(back["content"], "say \"hi\"\n");
         let m: ClientMessage = serde_json::from_str(r#"{"type":"message","content":"x"}"#).unwrap();
         assert_eq!(m, ClientMessage { kind: "message".into(), content: "x".into(), chat_id: None });
+    }
+
+    #[derive(serde::Deserialize)]
+    struct RefClientMessage {
+        #[serde(rename = "type")]
+        kind: String,
+        #[serde(default)]
+        content: String,
+        #[serde(default)]
+        chat_id: Option<String>,
+    }
+
+    fn agree(text: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+        let ours = ClientMessage::read(text);
+        let theirs = serde_json::from_str::<RefClientMessage>(text).map(|m| ClientMessage {
+            kind: m.kind,
+            content: m.content,
+            chat_id: m.chat_id,
+        });
+        match (ours, theirs) {
+            (Ok(a), Ok(b)) => proptest::prop_assert_eq!(a, b, "{}", text),
+            (Err(_), Err(_)) => {}
+            // serde's derive also reads a struct from an array of its fields; the reader does not.
+            (Err(_), Ok(_)) if text.starts_with('[') => {}
+            (a, b) => proptest::prop_assert!(false, "ours {:?}, serde {:?} for {}", a, b.is_ok(), text),
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 3000, ..Default::default() })]
+
+        #[test]
+        fn client_messages_read_as_the_serde_derive_read_them(
+            fields in proptest::collection::vec((
+                proptest::sample::select(&["type", "content", "chat_id", "other"][..]),
+                proptest::prop_oneof![
+                    proptest::prelude::Just("null".to_owned()),
+                    proptest::prelude::Just("1".to_owned()),
+                    proptest::prelude::Just("[]".to_owned()),
+                    proptest::prelude::Just("{\"a\":[1]}".to_owned()),
+                    proptest::prelude::any::<String>().prop_map(|s| serde_json::Value::String(s).to_string()),
+                ],
+            ), 0..5),
+            array in proptest::prelude::any::<bool>(),
+        ) {
+            let body: Vec<String> = fields.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+            let text = if array { format!("[{}]", fields.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>().join(",")) } else { format!("{{{}}}", body.join(",")) };
+            agree(&text)?;
+        }
+    }
+
+    #[test]
+    fn the_derives_refusals_stay_refused() {
+        for bad in [
+            r#"{"content":"x"}"#,
+            r#"{"type":null}"#,
+            r#"{"type":"m","content":null}"#,
+            r#"{"type":"m","type":"m"}"#,
+            "not json",
+            r#"{"type":"m"} x"#,
+        ] {
+            assert!(ClientMessage::read(bad).is_err(), "{bad}");
+            assert!(serde_json::from_str::<RefClientMessage>(bad).is_err(), "{bad}");
+        }
     }
 }

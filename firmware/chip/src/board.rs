@@ -20,7 +20,7 @@ use alloc::vec::Vec;
 
 use chela_board::board::{Backend, Board as Devices, Quantity};
 use chela_board::spec::{self, Bus, Device, Driven, Kind, Spec};
-use chela_core::contract::{self, board};
+use chela_core::contract::{Args, board};
 use chela_core::flash::Flash;
 use chela_proto::chat::ToolSpec;
 
@@ -192,8 +192,7 @@ impl<F: Flash, Bo: Board, B: Backend> Toolbox<F, Bo> for Sensors<B> {
         };
         Some(match name {
             "board_list_devices" => Ok(Self::list(devices)),
-            _ => chela_proto::json::from_str::<board::DeviceArgs>(input)
-                .map_err(|e| contract::bad_args(&e))
+            _ => board::DeviceArgs::parse(input)
                 .and_then(|a| devices.read_sensor(&a.device).map_err(|e| format!("{e}")))
                 .map(|values| render(&values, chip.board.unix())),
         })

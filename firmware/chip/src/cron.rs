@@ -17,7 +17,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
-use chela_core::contract::{self, cron};
+use chela_core::contract::{Args, cron};
 use chela_core::flash::{Flash, Order};
 use chela_core::schedule::file::{self, LoadedJob};
 use chela_core::schedule::{Action, Job, Trigger};
@@ -261,15 +261,10 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Cron {
     }
 
     fn run(&mut self, chip: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
-        let bad = |e: serde_json::Error| contract::bad_args(&e);
         Some(match name {
-            "cron_add" => {
-                chela_proto::json::from_str::<cron::AddArgs>(input).map_err(bad).and_then(|a| self.add(chip, a))
-            }
+            "cron_add" => cron::AddArgs::parse(input).and_then(|a| self.add(chip, a)),
             "cron_list" => Ok(self.list(&chip.board)),
-            "cron_remove" => chela_proto::json::from_str::<cron::RemoveArgs>(input)
-                .map_err(bad)
-                .and_then(|a| self.remove(chip, &a.job_id)),
+            "cron_remove" => cron::RemoveArgs::parse(input).and_then(|a| self.remove(chip, &a.job_id)),
             _ => return None,
         })
     }

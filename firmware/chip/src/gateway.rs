@@ -291,7 +291,7 @@ impl Conn {
     }
 
     fn on_text(&mut self, text: &str) -> Action {
-        let msg: ClientMessage = match chela_proto::json::from_str(text) {
+        let msg = match ClientMessage::read(text) {
             Ok(m) => m,
             Err(_) => {
                 let why = "the message is not the expected JSON; send {\"type\":\"message\",\"content\":\"…\"}";

@@ -9,7 +9,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use chela_core::console::{ChipConfig, Field};
-use chela_core::contract::bad_args;
+use chela_core::contract::Args;
 use chela_core::contract::web::{self, SearchArgs};
 use chela_core::exchange::Head;
 use chela_proto::chat::ToolSpec;
@@ -98,7 +98,7 @@ impl Answer for Collect {
 
 /// Runs one `web_search` call with the keys in `config`, through `link`.
 pub async fn run<L: Link>(config: &ChipConfig, link: &mut L, input: &str) -> Result<String, String> {
-    let args: SearchArgs = chela_proto::json::from_str(input).map_err(|e| bad_args(&e))?;
+    let args = SearchArgs::parse(input)?;
     let query = args.query.trim();
     if query.is_empty() {
         return Err("The search query is empty.".into());

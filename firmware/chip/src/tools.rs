@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 
 use chela_core::agent::{ToolCall, ToolResult};
 use chela_core::contract::memory::{self, RecallArgs, StoreArgs, Tags};
-use chela_core::contract::{bad_args, board, time};
+use chela_core::contract::{Args, board, time};
 use chela_core::flash::Flash;
 use chela_core::zone::Zone;
 use chela_proto::chat::ToolSpec;
@@ -63,15 +63,9 @@ pub fn run<F: Flash, B: Board, X: Toolbox<F, B>>(
     say!(&chip.board, "[tool] {} {}", call.name, call.input.as_str());
     let input = call.input.as_str();
     let out = match call.name.as_str() {
-        "memory_store" => {
-            chela_proto::json::from_str::<StoreArgs>(input).map_err(|e| bad_args(&e)).and_then(|a| store(chip, a))
-        }
-        "memory_recall" => chela_proto::json::from_str::<RecallArgs>(input)
-            .map_err(|e| bad_args(&e))
-            .map(|a| memory::recall(&chip.entries, &a)),
-        "get_current_time" => chela_proto::json::from_str::<time::TimeArgs>(input)
-            .map_err(|e| bad_args(&e))
-            .and_then(|a| time_now(&chip.board, &a)),
+        "memory_store" => StoreArgs::parse(input).and_then(|a| store(chip, a)),
+        "memory_recall" => RecallArgs::parse(input).map(|a| memory::recall(&chip.entries, &a)),
+        "get_current_time" => time::TimeArgs::parse(input).and_then(|a| time_now(&chip.board, &a)),
         other => match toolbox.run(chip, other, input) {
             Some(out) => out,
             None => Err(format!("There is no tool `{other}` on this device.")),

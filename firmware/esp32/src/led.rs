@@ -16,6 +16,7 @@ use chela_board::led::{self, Strip};
 use chela_chip::Board;
 use chela_chip::tools::Toolbox;
 use chela_chip::turn::Chip;
+use chela_core::contract::Args;
 use chela_core::contract::board::LedArgs;
 use chela_core::flash::Flash;
 use chela_proto::chat::ToolSpec;
@@ -142,10 +143,6 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Led {
     }
 
     fn run(&mut self, _: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
-        (name == "led_set").then(|| {
-            chela_proto::json::from_str::<LedArgs>(input)
-                .map_err(|e| chela_core::contract::bad_args(&e))
-                .and_then(|a| self.set(a))
-        })
+        (name == "led_set").then(|| LedArgs::parse(input).and_then(|a| self.set(a)))
     }
 }

@@ -8,6 +8,7 @@ use alloc::vec::Vec;
 use chela_chip::Board;
 use chela_chip::tools::Toolbox;
 use chela_chip::turn::Chip;
+use chela_core::contract::Args;
 use chela_core::contract::board::{PinArgs, WriteArgs};
 use chela_core::flash::Flash;
 use chela_proto::chat::ToolSpec;
@@ -59,7 +60,6 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
     }
 
     fn run(&mut self, _: &mut Chip<F, B>, name: &str, input: &str) -> Option<Result<String, String>> {
-        let bad = |e: serde_json::Error| chela_core::contract::bad_args(&e);
         let allowed = |pin: u8| {
             if self.allowed.contains(&pin) {
                 Ok(())
@@ -68,7 +68,7 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
             }
         };
         Some(match name {
-            "gpio_write" => chela_proto::json::from_str::<WriteArgs>(input).map_err(bad).and_then(|a| {
+            "gpio_write" => WriteArgs::parse(input).and_then(|a| {
                 allowed(a.pin)?;
                 let high = a.value.0;
                 let level = if high { Level::High } else { Level::Low };
@@ -79,7 +79,7 @@ impl<F: Flash, B: Board> Toolbox<F, B> for Gpio {
                 core::mem::forget(out); // keep driving the level after the call
                 Ok(format!("GPIO {} is {}.", a.pin, if high { "high" } else { "low" }))
             }),
-            "gpio_read" => chela_proto::json::from_str::<PinArgs>(input).map_err(bad).and_then(|a| {
+            "gpio_read" => PinArgs::parse(input).and_then(|a| {
                 allowed(a.pin)?;
                 // SAFETY: as above.
                 let pin = unsafe { AnyPin::steal(a.pin) };

@@ -315,7 +315,7 @@ struct ConnState {
 
 /// Handles one text message; an error is `(sentence, chat_id)` to send back.
 fn on_text(ctx: &Ctx, who: Who, text: &str, out: &Outbox, conn: &mut ConnState) -> Result<(), (String, String)> {
-    let msg: ClientMessage = serde_json::from_str(text).map_err(|e| {
+    let msg = ClientMessage::read(text).map_err(|e| {
         (
             format!("the message is not the expected JSON ({e}); send {{\"type\":\"message\",\"content\":\"…\"}}"),
             String::new(),

@@ -6,7 +6,9 @@ use alloc::format;
 use alloc::string::String;
 
 use chela_proto::chat::ToolSpec;
-use serde::Deserialize;
+use chela_proto::json::read::{self, Kind, Reader, field, object, opt};
+
+use super::{Args, unknown_field};
 
 pub const LIST_DEVICES: ToolSpec<'static> = ToolSpec {
     name: "board_list_devices",
@@ -39,25 +41,62 @@ pub const LED_SET: ToolSpec<'static> = ToolSpec {
 };
 
 /// A device id (`sensor_read`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct DeviceArgs {
     pub device: String,
 }
 
+impl Args for DeviceArgs {
+    const FIELDS: &'static [&'static str] = &["device"];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<DeviceArgs> {
+        let (mut device, mut seen) = (None, 0);
+        object(r, |r, key| {
+            match key {
+                "device" => device = Some(field(r, &mut seen, 1, Reader::string_owned)?),
+                _ => return Err(unknown_field(r)),
+            }
+            Ok(())
+        })?;
+        Ok(DeviceArgs { device: device.ok_or_else(|| r.error("missing field `device`"))? })
+    }
+}
+
+crate::serde_args!(DeviceArgs);
+
 /// A pin (`gpio_read`).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct PinArgs {
     pub pin: u8,
 }
 
+impl Args for PinArgs {
+    const FIELDS: &'static [&'static str] = &["pin"];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<PinArgs> {
+        let (mut pin, mut seen) = (None, 0);
+        object(r, |r, key| {
+            match key {
+                "pin" => pin = Some(field(r, &mut seen, 1, u8_of)?),
+                _ => return Err(unknown_field(r)),
+            }
+            Ok(())
+        })?;
+        Ok(PinArgs { pin: pin.ok_or_else(|| r.error("missing field `pin`"))? })
+    }
+}
+
+crate::serde_args!(PinArgs);
+
+fn u8_of(r: &mut Reader<'_>) -> read::Result<u8> {
+    let n = r.u64()?;
+    u8::try_from(n).map_err(|_| r.error("invalid value: expected u8"))
+}
+
 /// A pin and the level to drive it to (`gpio_write`; `level` is read too).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct WriteArgs {
     pub pin: u8,
-    #[serde(alias = "level")]
     pub value: Level,
 }
 
@@ -66,66 +105,91 @@ impl WriteArgs {
     pub const ALIASES: &'static [&'static str] = &["level"];
 }
 
+impl Args for WriteArgs {
+    const FIELDS: &'static [&'static str] = &["pin", "value", "level"];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<WriteArgs> {
+        let (mut pin, mut value, mut seen) = (None, None, 0);
+        object(r, |r, key| {
+            match key {
+                "pin" => pin = Some(field(r, &mut seen, 1, u8_of)?),
+                "value" | "level" => value = Some(field(r, &mut seen, 2, Level::read)?),
+                _ => return Err(unknown_field(r)),
+            }
+            Ok(())
+        })?;
+        Ok(WriteArgs {
+            pin: pin.ok_or_else(|| r.error("missing field `pin`"))?,
+            value: value.ok_or_else(|| r.error("missing field `value`"))?,
+        })
+    }
+}
+
+crate::serde_args!(WriteArgs);
+
 /// A level as the model may write it: 1 or 0, true or false, "high" or "low".
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Level(pub bool);
 
-/// Read with a visitor rather than through `serde_json::Value`: the chip links this too, and
-/// a `Value` would bring its map code into the image for one argument.
-impl<'de> Deserialize<'de> for Level {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Level, D::Error> {
-        struct Visit;
-        fn refuse<E: serde::de::Error>(v: impl core::fmt::Display) -> E {
-            E::custom(format!("{v} is not a level; use 1 or 0, true or false, \"high\" or \"low\""))
-        }
-        impl serde::de::Visitor<'_> for Visit {
-            type Value = Level;
-            fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-                f.write_str("1 or 0, true or false, \"high\" or \"low\"")
-            }
-            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Level, E> {
-                Ok(Level(v))
-            }
-            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Level, E> {
-                match v {
-                    1 => Ok(Level(true)),
-                    0 => Ok(Level(false)),
-                    _ => Err(refuse(v)),
-                }
-            }
-            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Level, E> {
-                u64::try_from(v).map_err(|_| refuse(v)).and_then(|v| self.visit_u64(v))
-            }
-            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Level, E> {
-                Err(refuse(v))
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Level, E> {
-                if v.eq_ignore_ascii_case("high") {
+impl Level {
+    pub fn read(r: &mut Reader<'_>) -> read::Result<Level> {
+        let refused = read::Error {
+            what: "the value is not a level; use 1 or 0, true or false, \"high\" or \"low\"",
+            offset: r.offset(),
+        };
+        match r.peek()? {
+            Kind::Bool => r.bool().map(Level),
+            // By its text: parsing it as a number would bring the float parser into the chip's
+            // image, and only `1` and `0` are levels.
+            Kind::Number => match r.number_text()? {
+                "1" => Ok(Level(true)),
+                "0" => Ok(Level(false)),
+                _ => Err(refused),
+            },
+            Kind::String => {
+                let s = r.str()?;
+                if s.eq_ignore_ascii_case("high") {
                     Ok(Level(true))
-                } else if v.eq_ignore_ascii_case("low") {
+                } else if s.eq_ignore_ascii_case("low") {
                     Ok(Level(false))
                 } else {
-                    Err(refuse(format_args!("{v:?}")))
+                    Err(refused)
                 }
             }
+            _ => Err(refused),
         }
-        d.deserialize_any(Visit)
     }
 }
 
 /// `led_set`'s arguments.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct LedArgs {
-    #[serde(default)]
     pub device: Option<String>,
-    #[serde(default)]
     pub color: Option<String>,
-    #[serde(default)]
     pub brightness: Option<u8>,
-    #[serde(default)]
     pub pattern: Option<String>,
 }
+
+impl Args for LedArgs {
+    const FIELDS: &'static [&'static str] = &["device", "color", "brightness", "pattern"];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<LedArgs> {
+        let (mut a, mut seen) = (LedArgs::default(), 0);
+        object(r, |r, key| {
+            match key {
+                "device" => a.device = field(r, &mut seen, 1, Reader::string_opt)?,
+                "color" => a.color = field(r, &mut seen, 2, Reader::string_opt)?,
+                "brightness" => a.brightness = field(r, &mut seen, 4, |r| opt(r, u8_of))?,
+                "pattern" => a.pattern = field(r, &mut seen, 8, Reader::string_opt)?,
+                _ => return Err(unknown_field(r)),
+            }
+            Ok(())
+        })?;
+        Ok(a)
+    }
+}
+
+crate::serde_args!(LedArgs);
 
 impl LedArgs {
     /// The pattern, `solid` when left out.

@@ -10,7 +10,9 @@ use alloc::format;
 use alloc::string::String;
 
 use chela_proto::chat::ToolSpec;
-use serde::Deserialize;
+use chela_proto::json::read::{self, Reader, field, object, opt};
+
+use super::{Args, unknown_field};
 
 use crate::schedule::Trigger;
 
@@ -33,37 +35,80 @@ pub const REMOVE: ToolSpec<'static> = ToolSpec {
 };
 
 /// `cron_add`'s arguments.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct AddArgs {
-    #[serde(default)]
     pub name: String,
-    #[serde(default)]
     pub schedule_type: Option<String>,
     pub message: String,
-    #[serde(default, alias = "every_s")]
     pub interval_s: Option<i64>,
-    #[serde(default, alias = "at")]
     pub at_epoch: Option<i64>,
     /// Wider than `i64`: a delay too large to add to the clock is refused with a sentence, not
     /// a schema error.
-    #[serde(default, alias = "in_s")]
     pub delay_s: Option<i128>,
-    #[serde(default, alias = "cron")]
     pub cron_expr: Option<String>,
-    #[serde(default)]
     pub delete_after_run: Option<bool>,
-    #[serde(default)]
     pub channel: Option<String>,
-    #[serde(default)]
     pub chat_id: Option<String>,
 }
 
+impl Args for AddArgs {
+    const FIELDS: &'static [&'static str] = &[
+        "name",
+        "schedule_type",
+        "message",
+        "interval_s",
+        "every_s",
+        "at_epoch",
+        "at",
+        "delay_s",
+        "in_s",
+        "cron_expr",
+        "cron",
+        "delete_after_run",
+        "channel",
+        "chat_id",
+    ];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<AddArgs> {
+        let (mut a, mut message, mut seen) = (AddArgs::default(), None, 0);
+        object(r, |r, key| {
+            let s = &mut seen;
+            match key {
+                "name" => a.name = field(r, s, 1, Reader::string_owned)?,
+                "schedule_type" => a.schedule_type = field(r, s, 2, Reader::string_opt)?,
+                "message" => message = Some(field(r, s, 4, Reader::string_owned)?),
+                "interval_s" | "every_s" => a.interval_s = field(r, s, 8, |r| opt(r, Reader::i64))?,
+                "at_epoch" | "at" => a.at_epoch = field(r, s, 16, |r| opt(r, Reader::i64))?,
+                "delay_s" | "in_s" => a.delay_s = field(r, s, 32, |r| opt(r, i128_of))?,
+                "cron_expr" | "cron" => a.cron_expr = field(r, s, 64, Reader::string_opt)?,
+                "delete_after_run" => a.delete_after_run = field(r, s, 128, |r| opt(r, Reader::bool))?,
+                "channel" => a.channel = field(r, s, 256, Reader::string_opt)?,
+                "chat_id" => a.chat_id = field(r, s, 512, Reader::string_opt)?,
+                _ => return Err(unknown_field(r)),
+            }
+            Ok(())
+        })?;
+        a.message = message.ok_or_else(|| r.error("missing field `message`"))?;
+        Ok(a)
+    }
+}
+
+crate::serde_args!(AddArgs);
+
+/// An integer as an `i128`, as serde_json reads one (from its text: `-0` is 0 here). No float
+/// is parsed: the float parser would bring its tables into the chip's image.
+fn i128_of(r: &mut Reader<'_>) -> read::Result<i128> {
+    let at = r.offset();
+    let text = r.number_text()?;
+    if text.contains(['.', 'e', 'E']) {
+        return Err(read::Error { what: "invalid type: expected i128", offset: at });
+    }
+    text.parse().map_err(|_| read::Error { what: "number out of range", offset: at })
+}
+
 /// `cron_remove`'s argument (`id` is read too).
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct RemoveArgs {
-    #[serde(alias = "id")]
     pub job_id: String,
 }
 
@@ -71,6 +116,24 @@ impl RemoveArgs {
     /// The name read beside the schema's, from the chip's first `cron_remove`.
     pub const ALIASES: &'static [&'static str] = &["id"];
 }
+
+impl Args for RemoveArgs {
+    const FIELDS: &'static [&'static str] = &["job_id", "id"];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<RemoveArgs> {
+        let (mut job_id, mut seen) = (None, 0);
+        object(r, |r, key| {
+            match key {
+                "job_id" | "id" => job_id = Some(field(r, &mut seen, 1, Reader::string_owned)?),
+                _ => return Err(unknown_field(r)),
+            }
+            Ok(())
+        })?;
+        Ok(RemoveArgs { job_id: job_id.ok_or_else(|| r.error("missing field `job_id`"))? })
+    }
+}
+
+crate::serde_args!(RemoveArgs);
 
 /// When a new job runs, and whether it goes once it ran.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -6,7 +6,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use chela_proto::chat::ToolSpec;
-use serde::Deserialize;
+use chela_proto::json::read::{self, Kind, Reader, field, object, opt};
+
+use super::Args;
 
 use crate::memory::{Entries, render_line};
 
@@ -23,14 +25,31 @@ pub const RECALL: ToolSpec<'static> = ToolSpec {
 };
 
 /// Tags as a list or as one comma-separated string: models send both.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[derive(Debug, PartialEq, Eq)]
 pub enum Tags {
     One(String),
     Many(Vec<String>),
 }
 
 impl Tags {
+    /// A string, or an array of strings.
+    pub fn read(r: &mut Reader<'_>) -> read::Result<Tags> {
+        let at = r.offset();
+        let untagged = read::Error { what: "data did not match any variant of untagged enum Tags", offset: at };
+        match r.peek()? {
+            Kind::String => r.string_owned().map(Tags::One),
+            Kind::Array => {
+                r.begin_array()?;
+                let mut all = Vec::new();
+                while r.next_item()? {
+                    all.push(r.string_owned().map_err(|_| untagged)?);
+                }
+                Ok(Tags::Many(all))
+            }
+            _ => Err(untagged),
+        }
+    }
+
     /// The tags as a list (`None`: no tags). A single string is kept whole here; the entry
     /// store splits it at commas.
     pub fn into_vec(tags: Option<Tags>) -> Vec<String> {
@@ -42,21 +61,66 @@ impl Tags {
     }
 }
 
-#[derive(Debug, Deserialize)]
+/// The host's own tools (`memory_update`) read tags through serde: the value's text, read here.
+impl<'de> serde::Deserialize<'de> for Tags {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Tags, D::Error> {
+        let raw = alloc::boxed::Box::<serde_json::value::RawValue>::deserialize(d)?;
+        read::read_all(raw.get().as_bytes(), Tags::read).map_err(serde::de::Error::custom)
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
 pub struct StoreArgs {
     pub content: String,
-    #[serde(default)]
     pub tags: Option<Tags>,
-    #[serde(default)]
+    /// Empty when not given.
     pub source: String,
 }
 
-#[derive(Debug, Deserialize)]
+impl Args for StoreArgs {
+    const FIELDS: &'static [&'static str] = &["content", "tags", "source"];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<StoreArgs> {
+        let (mut content, mut tags, mut source, mut seen) = (None, None, String::new(), 0);
+        object(r, |r, key| {
+            match key {
+                "content" => content = Some(field(r, &mut seen, 1, Reader::string_owned)?),
+                "tags" => tags = field(r, &mut seen, 2, |r| opt(r, Tags::read))?,
+                "source" => source = field(r, &mut seen, 4, Reader::string_owned)?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(StoreArgs { content: content.ok_or_else(|| r.error("missing field `content`"))?, tags, source })
+    }
+}
+
+crate::serde_args!(StoreArgs);
+
+#[derive(Debug, PartialEq, Eq)]
 pub struct RecallArgs {
     pub query: String,
-    #[serde(default)]
     pub max_results: Option<usize>,
 }
+
+impl Args for RecallArgs {
+    const FIELDS: &'static [&'static str] = &["query", "max_results"];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<RecallArgs> {
+        let (mut query, mut max_results, mut seen) = (None, None, 0);
+        object(r, |r, key| {
+            match key {
+                "query" => query = Some(field(r, &mut seen, 1, Reader::string_owned)?),
+                "max_results" => max_results = field(r, &mut seen, 2, |r| opt(r, Reader::usize))?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(RecallArgs { query: query.ok_or_else(|| r.error("missing field `query`"))?, max_results })
+    }
+}
+
+crate::serde_args!(RecallArgs);
 
 /// The answer to `memory_recall`: the best matches a line each, or a sentence saying none did.
 pub fn recall(entries: &Entries, a: &RecallArgs) -> String {

@@ -5,7 +5,9 @@ use alloc::format;
 use alloc::string::String;
 
 use chela_proto::chat::ToolSpec;
-use serde::{Deserialize, Serialize};
+use chela_proto::json::read::{self, Reader, field, object};
+
+use super::Args;
 
 use crate::zone::Zone;
 
@@ -15,11 +17,28 @@ pub const CURRENT_TIME: ToolSpec<'static> = ToolSpec {
     input_schema: r#"{"type":"object","properties":{"timezone":{"type":"string","description":"IANA zone, e.g. Europe/Paris. Default: the user's zone."}}}"#,
 };
 
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct TimeArgs {
-    #[serde(default)]
     pub timezone: Option<String>,
 }
+
+impl Args for TimeArgs {
+    const FIELDS: &'static [&'static str] = &["timezone"];
+
+    fn read(r: &mut Reader<'_>) -> read::Result<TimeArgs> {
+        let (mut a, mut seen) = (TimeArgs::default(), 0);
+        object(r, |r, key| {
+            match key {
+                "timezone" => a.timezone = field(r, &mut seen, 1, Reader::string_opt)?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(a)
+    }
+}
+
+crate::serde_args!(TimeArgs);
 
 impl TimeArgs {
     /// The zone asked for, if any (blank counts as none).
@@ -49,15 +68,10 @@ pub fn describe(now: i64, zone: &Zone) -> String {
         off % 60
     );
     let weekday = WEEKDAYS[days.rem_euclid(7) as usize];
-    #[derive(Serialize)]
-    struct Answer<'a> {
-        iso: &'a str,
-        unix: i64,
-        timezone: &'a str,
-        weekday: &'a str,
-    }
-    let answer = Answer { iso: &iso, unix: now, timezone: zone.name(), weekday };
-    serde_json::to_string(&answer).unwrap_or_default()
+    chela_proto::json::to_string(|w| {
+        w.begin_object().field_str("iso", &iso).key("unix").raw(&format!("{now}"));
+        w.field_str("timezone", zone.name()).field_str("weekday", weekday).end_object();
+    })
 }
 
 #[cfg(test)]

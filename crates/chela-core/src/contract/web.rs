@@ -13,7 +13,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use chela_proto::chat::ToolSpec;
-use serde::Deserialize;
+use chela_proto::json::read::{self, Reader as Json, field, object, opt};
+
+use super::Args;
 
 pub const SEARCH: ToolSpec<'static> = ToolSpec {
     name: "web_search",
@@ -24,12 +26,30 @@ pub const SEARCH: ToolSpec<'static> = ToolSpec {
 /// The most results asked for.
 pub const MAX_RESULTS: usize = 20;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Eq)]
 pub struct SearchArgs {
     pub query: String,
-    #[serde(default)]
     pub max_results: Option<usize>,
 }
+
+impl Args for SearchArgs {
+    const FIELDS: &'static [&'static str] = &["query", "max_results"];
+
+    fn read(r: &mut Json<'_>) -> read::Result<SearchArgs> {
+        let (mut query, mut max_results, mut seen) = (None, None, 0);
+        object(r, |r, key| {
+            match key {
+                "query" => query = Some(field(r, &mut seen, 1, Json::string_owned)?),
+                "max_results" => max_results = field(r, &mut seen, 2, |r| opt(r, Json::usize))?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(SearchArgs { query: query.ok_or_else(|| r.error("missing field `query`"))?, max_results })
+    }
+}
+
+crate::serde_args!(SearchArgs);
 
 /// One result, whatever the engine.
 #[derive(Debug, PartialEq, Eq)]
@@ -55,34 +75,78 @@ pub fn brave_path(query: &str, n: usize) -> String {
     format!("/res/v1/web/search?q={}&count={n}", percent_encode(query))
 }
 
-/// One result as either engine sends it: Tavily calls the snippet `content`, Brave `description`.
-#[derive(Deserialize)]
+/// One result as either engine sends it: Tavily calls the snippet `content`, Brave
+/// `description`. Read by the pull reader with the rules of the serde derive it replaced (held
+/// to it in `web/read_tests.rs`): missing strings are empty, unknown fields skipped, a field
+/// (or `content` and `description`) given twice refused.
+#[derive(Debug, Default, PartialEq, Eq)]
 struct Item {
-    #[serde(default)]
     title: String,
-    #[serde(default)]
     url: String,
-    #[serde(default, alias = "description")]
     content: String,
 }
 
-#[derive(Deserialize)]
-struct Tavily {
-    #[serde(default)]
-    results: Vec<Item>,
+impl Item {
+    fn read(r: &mut Json<'_>) -> read::Result<Item> {
+        let (mut item, mut seen) = (Item::default(), 0);
+        object(r, |r, key| {
+            match key {
+                "title" => item.title = field(r, &mut seen, 1, Json::string_owned)?,
+                "url" => item.url = field(r, &mut seen, 2, Json::string_owned)?,
+                "content" | "description" => item.content = field(r, &mut seen, 4, Json::string_owned)?,
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(item)
+    }
 }
 
-#[derive(Deserialize)]
-struct Brave {
-    #[serde(default)]
-    web: Option<Tavily>,
+/// `{"results": [item, ...]}` (missing: none); Brave's `web` holds the same.
+fn results(r: &mut Json<'_>) -> read::Result<Vec<Item>> {
+    let (mut all, mut seen) = (Vec::new(), 0);
+    object(r, |r, key| {
+        match key {
+            "results" => {
+                all = field(r, &mut seen, 1, |r| {
+                    r.begin_array()?;
+                    let mut v = Vec::new();
+                    while r.next_item()? {
+                        v.push(Item::read(r)?);
+                    }
+                    Ok(v)
+                })?
+            }
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(all)
+}
+
+fn read_tavily(body: &[u8]) -> read::Result<Vec<Item>> {
+    read::read_all(body, results)
+}
+
+/// `{"web": {"results": [...]}}`; a missing or `null` `web` is no results.
+fn read_brave(body: &[u8]) -> read::Result<Vec<Item>> {
+    read::read_all(body, |r| {
+        let (mut all, mut seen) = (Vec::new(), 0);
+        object(r, |r, key| {
+            match key {
+                "web" => all = field(r, &mut seen, 1, |r| opt(r, results))?.unwrap_or_default(),
+                _ => r.skip()?,
+            }
+            Ok(())
+        })?;
+        Ok(all)
+    })
 }
 
 /// Tavily's answer: at most `n` hits, snippets on one line and at most `max_snippet` bytes.
 pub fn parse_tavily(body: &[u8], n: usize, max_snippet: usize) -> Result<Vec<Hit>, String> {
-    let r: Tavily = serde_json::from_slice(body).map_err(|e| format!("Tavily sent an unreadable answer: {e}"))?;
-    Ok(r.results
-        .into_iter()
+    let r = read_tavily(body).map_err(|e| format!("Tavily sent an unreadable answer: {e}"))?;
+    Ok(r.into_iter()
         .take(n)
         .map(|r| Hit { title: r.title, url: r.url, snippet: snippet(&r.content, max_snippet) })
         .collect())
@@ -90,11 +154,8 @@ pub fn parse_tavily(body: &[u8], n: usize, max_snippet: usize) -> Result<Vec<Hit
 
 /// Brave's answer, its `<strong>` marks removed.
 pub fn parse_brave(body: &[u8], n: usize, max_snippet: usize) -> Result<Vec<Hit>, String> {
-    let r: Brave = serde_json::from_slice(body).map_err(|e| format!("Brave Search sent an unreadable answer: {e}"))?;
-    Ok(r.web
-        .map(|w| w.results)
-        .unwrap_or_default()
-        .into_iter()
+    let r = read_brave(body).map_err(|e| format!("Brave Search sent an unreadable answer: {e}"))?;
+    Ok(r.into_iter()
         .take(n)
         .map(|r| Hit {
             title: strip_tags(&r.title),
@@ -167,5 +228,7 @@ pub fn status_error(engine: &str, status: u16, body: &[u8]) -> String {
     }
 }
 
+#[cfg(test)]
+mod read_tests;
 #[cfg(test)]
 mod tests;

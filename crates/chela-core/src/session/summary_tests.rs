@@ -39,7 +39,7 @@ fn the_line_is_plain_json_that_old_readers_skip() {
     assert_eq!(line.lines().count(), 1);
     // A reader that knows only messages (every release before summaries) fails to read it,
     // and such a reader skips and counts a line it cannot read.
-    assert!(serde_json::from_str::<LineIn>(line.trim_end()).is_err());
+    assert!(LineIn::read(line.trim_end().as_bytes()).is_err());
 }
 
 #[test]

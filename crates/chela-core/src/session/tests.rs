@@ -188,7 +188,7 @@ fn any_images() -> impl Strategy<Value = chela_proto::chat::Images> {
 
 /// One turn: the person's text, 0..3 rounds of tool calls (with text or not) and their
 /// results, then the answer. Tool ids are unique across the session.
-fn any_turn(k: usize) -> impl Strategy<Value = Vec<Message>> {
+pub(crate) fn any_turn(k: usize) -> impl Strategy<Value = Vec<Message>> {
     let round = (
         proptest::option::of(any_text()),
         proptest::collection::vec((any_input(), any_text(), any::<bool>(), any_images()), 1..4),

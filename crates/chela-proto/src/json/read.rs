@@ -169,6 +169,7 @@ impl<'a> Reader<'a> {
         let src = self.src;
         let mut owned: Option<String> = None;
         let mut start = self.pos;
+        self.pos = plain_run(src, self.pos);
         loop {
             let Some(&b) = src.get(self.pos) else {
                 return Err(self.error("EOF while parsing a string"));
@@ -201,7 +202,7 @@ impl<'a> Reader<'a> {
                 0x00..=0x1f => {
                     return Err(self.error("control character (\\u0000-\\u001F) found while parsing a string"));
                 }
-                _ => self.pos += 1,
+                _ => self.pos = plain_run(src, self.pos + 1),
             }
         }
     }
@@ -543,6 +544,34 @@ impl<'a> Reader<'a> {
         }
         Ok(())
     }
+}
+
+/// The offset of the first byte at or after `pos` that a string must stop at (`"`, `\` or a
+/// control character), a machine word at a time; where less than a word is left it stops
+/// early, for the caller's byte loop. Why: strings are most of a session file, and a byte loop
+/// made reading one a third slower than serde_json, which scans the same way. A word, not a
+/// `u64`: the chip's 32-bit core would take twice the code for a `u64`.
+fn plain_run(src: &[u8], mut pos: usize) -> usize {
+    const W: usize = core::mem::size_of::<usize>();
+    const ONES: usize = usize::MAX / 0xff;
+    while let Some(chunk) = src.get(pos..pos + W) {
+        let mut word = [0u8; W];
+        word.copy_from_slice(chunk);
+        let x = usize::from_le_bytes(word);
+        // Each term sets a byte's high bit where that byte is a control character, `"` or `\`;
+        // borrows only run upward, so the lowest set bit is exact (later ones may not be).
+        let ctrl = x.wrapping_sub(ONES * 0x20) & !x;
+        let q = x ^ (ONES * usize::from(b'"'));
+        let quote = q.wrapping_sub(ONES) & !q;
+        let b = x ^ (ONES * usize::from(b'\\'));
+        let backslash = b.wrapping_sub(ONES) & !b;
+        let hit = (ctrl | quote | backslash) & (ONES << 7);
+        if hit != 0 {
+            return pos + (hit.trailing_zeros() / 8) as usize;
+        }
+        pos += W;
+    }
+    pos
 }
 
 /// Reads a whole text with `read`, which reads one value: nothing but whitespace may follow it.

@@ -14,3 +14,28 @@ fn iso_with_the_zones_offset_and_the_weekday() {
     assert_eq!(out["weekday"], "Thursday");
     assert_eq!(out["timezone"], "Y");
 }
+
+proptest::proptest! {
+    /// The answer is written by the JSON writer, byte for byte what the serde derive wrote.
+    #[test]
+    fn the_answer_is_what_the_serde_derive_wrote(now in -10_000_000_000i64..10_000_000_000, offset in -50_400i32..50_400, name in "[A-Za-z/_\"\\\\]{1,12}") {
+        #[derive(serde::Serialize)]
+        struct Answer<'a> {
+            iso: &'a str,
+            unix: i64,
+            timezone: &'a str,
+            weekday: &'a str,
+        }
+        let zone = Zone::fixed(&name, offset);
+        let ours = describe(now, &zone);
+        let v: serde_json::Value = serde_json::from_str(&ours).unwrap();
+        let theirs = serde_json::to_string(&Answer {
+            iso: v["iso"].as_str().unwrap(),
+            unix: now,
+            timezone: zone.name(),
+            weekday: v["weekday"].as_str().unwrap(),
+        })
+        .unwrap();
+        proptest::prop_assert_eq!(ours, theirs);
+    }
+}

@@ -167,3 +167,17 @@ fn duplicate_fields_are_refused_as_serde_derive_refuses_them() {
     assert_eq!(field(&mut r, &mut seen, 2, Reader::u64).unwrap(), 2);
     assert_eq!(field(&mut r, &mut seen, 1, Reader::u64).unwrap_err().what, "duplicate field");
 }
+
+proptest! {
+    #[test]
+    fn a_plain_run_stops_at_the_first_byte_a_string_must_stop_at(
+        src in prop::collection::vec(prop_oneof![Just(b'"'), Just(b'\\'), 0u8..0x20, 0x20u8..=0xff], 0..40),
+        pos in 0usize..40,
+    ) {
+        let pos = pos.min(src.len());
+        let first = (pos..src.len()).find(|&i| src[i] < 0x20 || src[i] == b'"' || src[i] == b'\\').unwrap_or(src.len());
+        let run = super::plain_run(&src, pos);
+        prop_assert!(run <= first, "{run} past {first}");
+        prop_assert!(run == first || src.len() - run < core::mem::size_of::<usize>(), "{run} stopped short of {first}");
+    }
+}
