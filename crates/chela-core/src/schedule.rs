@@ -15,14 +15,14 @@
 
 pub mod cron;
 pub mod file;
-mod tagged;
+pub mod json;
 
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use core::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use cron::{Cron, CronError};
 
@@ -39,7 +39,7 @@ pub const MAX_EVENT_FILTERS: usize = 16;
 /// The longest interval: ten years.
 pub const MAX_INTERVAL_S: u64 = 10 * 366 * 86_400;
 
-/// When a job fires. (`Deserialize` is in `tagged.rs`: one pass, no buffering.)
+/// When a job fires. (Read by [`json::trigger`]: one pass, no buffering.)
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Trigger {
@@ -62,7 +62,7 @@ pub enum Trigger {
     },
 }
 
-/// What a job does when it fires. (`Deserialize` is in `tagged.rs`: one pass, no buffering.)
+/// What a job does when it fires. (Read by [`json::action`]: one pass, no buffering.)
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Action {
@@ -80,40 +80,33 @@ pub enum Action {
     Emit { event: String, data: serde_json::Value },
 }
 
-/// One scheduled job, as stored in `cron.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One scheduled job, as stored in `cron.json` (read by [`json::job`], which refuses unknown
+/// fields; the defaults below are its).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Job {
     pub id: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// A disabled job never fires.
-    #[serde(default = "yes")]
+    /// A disabled job never fires (absent: enabled).
     pub enabled: bool,
     /// A paused job does not fire until resumed.
-    #[serde(default)]
     pub paused: bool,
     pub trigger: Trigger,
     pub action: Action,
     /// How late a run missed while Chela was down may still happen ([`DEFAULT_GRACE_S`] when
     /// absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub grace_s: Option<u64>,
     /// Remove the job after it has run (for `once` jobs).
-    #[serde(default)]
     pub delete_after_run: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub created_at: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_run: Option<i64>,
     /// The conversation the model made it in (set by the tools, never by the model); `None`
     /// for the owner's jobs. See [`MadeBy`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub made_by: Option<MadeBy>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// The timing of a validated job, ready to compute with.

@@ -603,5 +603,7 @@ impl<'a> Reader<'a> {
     }
 }
 
+mod deep;
+
 #[cfg(test)]
 mod tests;
