@@ -228,10 +228,8 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
 pub fn to_json(jobs: &[Job]) -> String {
     let mut out = format!("{{\"version\": {VERSION}, \"jobs\": [\n");
     for (i, job) in jobs.iter().enumerate() {
-        // A Job is plain data with string keys; serialising it cannot fail.
-        let line = serde_json::to_string(job).expect("a Job always serialises");
         out.push_str("  ");
-        out.push_str(&line);
+        json::write_job(&mut out, job);
         out.push_str(if i + 1 < jobs.len() { ",\n" } else { "\n" });
     }
     out.push_str("]}\n");

@@ -20,7 +20,10 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use chela_proto::json::read::{self, Kind, Number, Reader};
+use core::fmt::Write as _;
+
+use chela_proto::json::read::{self, Kind, Reader};
+use chela_proto::json::write_escaped;
 use serde_json::Value;
 
 use super::{Action, Job, Trigger};
@@ -108,13 +111,29 @@ pub(super) fn invalid_type<T>(r: &mut Reader<'_>, expected: &str) -> Result<T> {
     refuse(r, format!("invalid type: {what}, expected {expected}"))
 }
 
+/// A number as serde_json classifies it, read without parsing a float (core's float parser and
+/// its tables are about 14 KB of the chip's image): an integer that fits `u64` or `i64`, or the
+/// text of anything else.
+enum Num<'a> {
+    Int(i128),
+    Other(&'a str),
+}
+
+fn num<'a>(r: &mut Reader<'a>) -> Result<Num<'a>> {
+    let text = r.number_text()?;
+    // `-0` is a float to serde_json.
+    let integral = !text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) && text != "-0";
+    Ok(match text.parse::<i128>() {
+        Ok(n) if integral && n >= i128::from(i64::MIN) && n <= i128::from(u64::MAX) => Num::Int(n),
+        _ => Num::Other(text),
+    })
+}
+
 /// `` integer `-5` `` or `` floating point `1.5` ``, as serde_json names a number it refuses.
 fn number_text(r: &mut Reader<'_>) -> Result<String> {
-    let text = r.clone().number_text()?;
-    Ok(match r.number()? {
-        Number::U64(n) => format!("integer `{n}`"),
-        Number::I64(n) => format!("integer `{n}`"),
-        Number::F64(_) => format!("floating point `{text}`"),
+    Ok(match num(r)? {
+        Num::Int(n) => format!("integer `{n}`"),
+        Num::Other(text) => format!("floating point `{text}`"),
     })
 }
 
@@ -137,12 +156,11 @@ fn integer(r: &mut Reader<'_>, name: &str, min: i128, max: i128) -> Result<i128>
     if r.peek()? != Kind::Number {
         return invalid_type(r, name);
     }
-    let n = match r.clone().number()? {
-        Number::U64(n) => i128::from(n),
-        Number::I64(n) => i128::from(n),
-        Number::F64(_) => return invalid_type(r, name),
+    let at = r.clone();
+    let Num::Int(n) = num(r)? else {
+        *r = at;
+        return invalid_type(r, name);
     };
-    r.number()?;
     if n < min || n > max {
         return refuse(r, format!("invalid value: integer `{n}`, expected {name}"));
     }
@@ -183,12 +201,18 @@ pub fn value(r: &mut Reader<'_>) -> Result<Value> {
             Value::Null
         }
         Kind::Bool => Value::Bool(r.bool()?),
-        Kind::Number => Value::Number(match r.number()? {
-            Number::U64(n) => n.into(),
-            Number::I64(n) => n.into(),
-            // `number` answers finite floats only.
-            Number::F64(f) => serde_json::Number::from_f64(f).unwrap_or_else(|| 0.into()),
-        }),
+        Kind::Number => {
+            let at = r.offset();
+            Value::Number(match num(r)? {
+                Num::Int(n) if n >= 0 => (n as u64).into(),
+                Num::Int(n) => (n as i64).into(),
+                // serde_json's own reading of a float, so that a job's floats are the ones the
+                // derive read (and core's float parser stays out of the chip's image).
+                Num::Other(text) => text
+                    .parse::<serde_json::Number>()
+                    .map_err(|_| Refused { message: String::from("number out of range"), offset: at })?,
+            })
+        }
         Kind::String => Value::String(r.string_owned()?),
         Kind::Array => {
             r.begin_array()?;
@@ -452,6 +476,193 @@ pub fn action(r: &mut Reader<'_>) -> Result<Action> {
         _ => Action::Emit { event: required(r, event, "event")?, data: data.unwrap_or_default() },
     })
 }
+
+/// Appends `job` as compact JSON, the text serde's derive wrote (field order, and the same
+/// fields left out when empty), so that files written before read back unchanged.
+pub fn write_job(out: &mut String, job: &Job) {
+    out.push_str("{\"id\":");
+    write_escaped(out, &job.id);
+    if !job.name.is_empty() {
+        out.push_str(",\"name\":");
+        write_escaped(out, &job.name);
+    }
+    out.push_str(if job.enabled { ",\"enabled\":true" } else { ",\"enabled\":false" });
+    out.push_str(if job.paused { ",\"paused\":true" } else { ",\"paused\":false" });
+    out.push_str(",\"trigger\":");
+    write_trigger(out, &job.trigger);
+    out.push_str(",\"action\":");
+    write_action(out, &job.action);
+    if let Some(g) = job.grace_s {
+        let _ = write!(out, ",\"grace_s\":{g}");
+    }
+    out.push_str(if job.delete_after_run { ",\"delete_after_run\":true" } else { ",\"delete_after_run\":false" });
+    if let Some(t) = job.created_at {
+        let _ = write!(out, ",\"created_at\":{t}");
+    }
+    if let Some(t) = job.last_run {
+        let _ = write!(out, ",\"last_run\":{t}");
+    }
+    if let Some(m) = &job.made_by {
+        out.push_str(",\"made_by\":");
+        write_made_by(out, m);
+    }
+    out.push('}');
+}
+
+fn field_str(out: &mut String, key: &str, value: &str) {
+    out.push_str(",\"");
+    out.push_str(key);
+    out.push_str("\":");
+    write_escaped(out, value);
+}
+
+fn write_trigger(out: &mut String, t: &Trigger) {
+    match t {
+        Trigger::Once { at } => {
+            let _ = write!(out, "{{\"type\":\"once\",\"at\":{at}}}");
+        }
+        Trigger::Interval { every_s, anchor } => {
+            let _ = write!(out, "{{\"type\":\"interval\",\"every_s\":{every_s},\"anchor\":{anchor}}}");
+        }
+        Trigger::Cron { expr, tz } => {
+            out.push_str("{\"type\":\"cron\"");
+            field_str(out, "expr", expr);
+            if let Some(tz) = tz {
+                field_str(out, "tz", tz);
+            }
+            out.push('}');
+        }
+        Trigger::OnEvent { event, filter } => {
+            out.push_str("{\"type\":\"on_event\"");
+            field_str(out, "event", event);
+            if !filter.is_empty() {
+                out.push_str(",\"match\":{");
+                for (i, (k, v)) in filter.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_escaped(out, k);
+                    out.push(':');
+                    write_escaped(out, v);
+                }
+                out.push('}');
+            }
+            out.push('}');
+        }
+    }
+}
+
+fn write_action(out: &mut String, a: &Action) {
+    match a {
+        Action::Agent { message, channel, chat_id } => {
+            out.push_str("{\"type\":\"agent\"");
+            field_str(out, "message", message);
+            if let Some(c) = channel {
+                field_str(out, "channel", c);
+            }
+            if let Some(c) = chat_id {
+                field_str(out, "chat_id", c);
+            }
+        }
+        Action::Cap { name, args } => {
+            out.push_str("{\"type\":\"cap\"");
+            field_str(out, "name", name);
+            out.push_str(",\"args\":");
+            write_value(out, args);
+        }
+        Action::Emit { event, data } => {
+            out.push_str("{\"type\":\"emit\"");
+            field_str(out, "event", event);
+            out.push_str(",\"data\":");
+            write_value(out, data);
+        }
+    }
+    out.push('}');
+}
+
+fn write_made_by(out: &mut String, m: &MadeBy) {
+    out.push_str("{\"channel\":");
+    write_escaped(out, &m.channel);
+    field_str(out, "chat_id", &m.chat_id);
+    if !m.groups.is_empty() {
+        out.push_str(",\"groups\":[");
+        for (i, g) in m.groups.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_escaped(out, g);
+        }
+        out.push(']');
+    }
+    if m.approved {
+        out.push_str(",\"approved\":true");
+    }
+    out.push('}');
+}
+
+/// Appends `v` as compact JSON, as serde_json writes it. Recursive: a value read here is at most
+/// [`read::MAX_DEPTH`] deep.
+pub fn write_value(out: &mut String, v: &Value) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Number(n) => {
+            let _ = write!(out, "{n}");
+        }
+        Value::String(s) => write_escaped(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, item)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_escaped(out, k);
+                out.push(':');
+                write_value(out, item);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// `Serialize` for the job types through the writer above (the host's listings and tools put
+/// jobs into JSON replies): one writing of a job for every caller. It serialises a map of the
+/// written fields, each value as written, the derive's shape, so that `#[serde(flatten)]` around
+/// a job works as it did.
+macro_rules! serialize_with {
+    ($ty:ty, $write:path) => {
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> core::result::Result<S::Ok, S::Error> {
+                use serde::ser::{Error as _, SerializeMap as _};
+                let mut text = String::new();
+                $write(&mut text, self);
+                let mut r = Reader::new(text.as_bytes());
+                let mut map = s.serialize_map(None)?;
+                r.begin_object().map_err(S::Error::custom)?;
+                while let Some(key) = r.next_key().map_err(S::Error::custom)? {
+                    let value = r.raw().map_err(S::Error::custom)?.to_owned();
+                    let raw = serde_json::value::RawValue::from_string(value).map_err(S::Error::custom)?;
+                    map.serialize_entry(&*key, &raw)?;
+                }
+                map.end()
+            }
+        }
+    };
+}
+
+serialize_with!(Job, write_job);
+serialize_with!(Trigger, write_trigger);
+serialize_with!(Action, write_action);
 
 /// `Deserialize` through the reader above, by the value's text: one reading of these types for
 /// every caller (serde_json keeps a repeated key in that text, so it is refused as here).
