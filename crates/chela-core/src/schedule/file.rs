@@ -114,7 +114,7 @@ fn outline(r: &mut Reader<'_>) -> json::Result<RawFile> {
             "jobs" if jobs.is_some() => return Err(dup(r, "jobs")),
             "jobs" => {
                 if r.peek()? != Kind::Array {
-                    return json::invalid_type(r, "a sequence");
+                    return Err(json::invalid_type(r, "a sequence"));
                 }
                 r.begin_array()?;
                 let mut entries = Vec::new();

@@ -59,8 +59,13 @@ pub fn parse<'a, T>(text: &'a str, read: impl FnOnce(&mut Reader<'a>) -> Result<
     Ok(v)
 }
 
-fn refuse<T>(r: &Reader<'_>, message: String) -> Result<T> {
-    Err(Refused { message, offset: r.offset() })
+// The refusals are built out of line, one copy each: they are the rare path, and inlined at
+// every field they were most of this reader's size on the chip.
+
+#[cold]
+#[inline(never)]
+fn refuse(r: &Reader<'_>, message: String) -> Refused {
+    Refused { message, offset: r.offset() }
 }
 
 /// `` `a` ``, `` `a` or `b` ``, `` one of `a`, `b`, `c` ``: serde's list of what was expected.
@@ -75,29 +80,54 @@ fn one_of(names: &[&str]) -> String {
     }
 }
 
-fn unknown_field<T>(r: &Reader<'_>, key: &str, fields: &[&str]) -> Result<T> {
+#[cold]
+#[inline(never)]
+fn unknown_field(r: &Reader<'_>, key: &str, fields: &[&str]) -> Refused {
     refuse(r, format!("unknown field `{key}`, expected {}", one_of(fields)))
 }
 
-fn duplicate<T>(r: &Reader<'_>, field: &str) -> Result<T> {
+#[cold]
+#[inline(never)]
+fn duplicate(r: &Reader<'_>, field: &str) -> Refused {
     refuse(r, format!("duplicate field `{field}`"))
 }
 
-fn missing<T>(r: &Reader<'_>, field: &str) -> Result<T> {
+#[cold]
+#[inline(never)]
+fn missing(r: &Reader<'_>, field: &str) -> Refused {
     refuse(r, format!("missing field `{field}`"))
 }
 
+#[cold]
+#[inline(never)]
+fn invalid_value(r: &Reader<'_>, n: i128, expected: &str) -> Refused {
+    refuse(r, format!("invalid value: integer `{n}`, expected {expected}"))
+}
+
+#[cold]
+#[inline(never)]
+fn unknown_variant(r: &Reader<'_>, name: &str, variants: &[&str]) -> Refused {
+    refuse(r, format!("unknown variant `{name}`, expected {}", one_of(variants)))
+}
+
 fn required<T>(r: &Reader<'_>, slot: Option<T>, field: &str) -> Result<T> {
-    match slot {
-        Some(v) => Ok(v),
-        None => missing(r, field),
-    }
+    slot.ok_or_else(|| missing(r, field))
 }
 
 /// ``invalid type: integer `3`, expected a string``: reads the value that is not what was
 /// expected, to say what it is, as serde_json does.
-pub(super) fn invalid_type<T>(r: &mut Reader<'_>, expected: &str) -> Result<T> {
-    let what = match r.peek()? {
+#[cold]
+#[inline(never)]
+pub(super) fn invalid_type(r: &mut Reader<'_>, expected: &str) -> Refused {
+    let what = match describe(r) {
+        Ok(what) => what,
+        Err(e) => return e,
+    };
+    refuse(r, format!("invalid type: {what}, expected {expected}"))
+}
+
+fn describe(r: &mut Reader<'_>) -> Result<String> {
+    Ok(match r.peek()? {
         Kind::Null => {
             r.null()?;
             String::from("null")
@@ -107,8 +137,7 @@ pub(super) fn invalid_type<T>(r: &mut Reader<'_>, expected: &str) -> Result<T> {
         Kind::String => format!("string {:?}", r.str()?),
         Kind::Array => String::from("sequence"),
         Kind::Object => String::from("map"),
-    };
-    refuse(r, format!("invalid type: {what}, expected {expected}"))
+    })
 }
 
 /// A number as serde_json classifies it, read without parsing a float (core's float parser and
@@ -139,14 +168,14 @@ fn number_text(r: &mut Reader<'_>) -> Result<String> {
 
 fn string(r: &mut Reader<'_>) -> Result<String> {
     if r.peek()? != Kind::String {
-        return invalid_type(r, "a string");
+        return Err(invalid_type(r, "a string"));
     }
     Ok(r.string_owned()?)
 }
 
 fn boolean(r: &mut Reader<'_>) -> Result<bool> {
     if r.peek()? != Kind::Bool {
-        return invalid_type(r, "a boolean");
+        return Err(invalid_type(r, "a boolean"));
     }
     Ok(r.bool()?)
 }
@@ -154,15 +183,15 @@ fn boolean(r: &mut Reader<'_>) -> Result<bool> {
 /// An integer of a type that holds `min..=max`, named `name` in messages.
 fn integer(r: &mut Reader<'_>, name: &str, min: i128, max: i128) -> Result<i128> {
     if r.peek()? != Kind::Number {
-        return invalid_type(r, name);
+        return Err(invalid_type(r, name));
     }
     let at = r.clone();
     let Num::Int(n) = num(r)? else {
         *r = at;
-        return invalid_type(r, name);
+        return Err(invalid_type(r, name));
     };
     if n < min || n > max {
-        return refuse(r, format!("invalid value: integer `{n}`, expected {name}"));
+        return Err(invalid_value(r, n, name));
     }
     Ok(n)
 }
@@ -188,7 +217,7 @@ fn opt<'a, T>(r: &mut Reader<'a>, read: impl FnOnce(&mut Reader<'a>) -> Result<T
 /// Opens an object, or says the value is not the `expected` one.
 fn begin_object(r: &mut Reader<'_>, expected: &str) -> Result<()> {
     if r.peek()? != Kind::Object {
-        return invalid_type(r, expected);
+        return Err(invalid_type(r, expected));
     }
     Ok(r.begin_object()?)
 }
@@ -247,7 +276,7 @@ fn string_map(r: &mut Reader<'_>) -> Result<BTreeMap<String, String>> {
 
 fn strings(r: &mut Reader<'_>) -> Result<Vec<String>> {
     if r.peek()? != Kind::Array {
-        return invalid_type(r, "a sequence");
+        return Err(invalid_type(r, "a sequence"));
     }
     r.begin_array()?;
     let mut out = Vec::new();
@@ -260,7 +289,7 @@ fn strings(r: &mut Reader<'_>) -> Result<Vec<String>> {
 /// Marks field `i` of `fields` as read, refusing it a second time.
 fn once(r: &Reader<'_>, seen: &mut u32, fields: &[&str], i: usize) -> Result<()> {
     if *seen & (1 << i) != 0 {
-        return duplicate(r, fields[i]);
+        return Err(duplicate(r, fields[i]));
     }
     *seen |= 1 << i;
     Ok(())
@@ -274,7 +303,7 @@ pub fn made_by(r: &mut Reader<'_>) -> Result<MadeBy> {
     let (mut channel, mut chat_id, mut groups, mut approved, mut seen) = (None, None, None, None, 0);
     while let Some(key) = r.next_key()? {
         let Some(i) = MADE_BY.iter().position(|f| *f == key) else {
-            return unknown_field(r, &key, MADE_BY);
+            return Err(unknown_field(r, &key, MADE_BY));
         };
         once(r, &mut seen, MADE_BY, i)?;
         match i {
@@ -323,7 +352,7 @@ pub fn job(r: &mut Reader<'_>) -> Result<Job> {
     let mut seen = 0;
     while let Some(key) = r.next_key()? {
         let Some(i) = JOB.iter().position(|f| *f == key) else {
-            return unknown_field(r, &key, JOB);
+            return Err(unknown_field(r, &key, JOB));
         };
         once(r, &mut seen, JOB, i)?;
         match i {
@@ -370,7 +399,7 @@ struct Tagged {
 fn tagged<'a>(
     r: &mut Reader<'a>,
     t: &Tagged,
-    mut value: impl FnMut(&mut Reader<'a>, usize) -> Result<()>,
+    value: &mut dyn FnMut(&mut Reader<'a>, usize) -> Result<()>,
 ) -> Result<usize> {
     begin_object(r, t.expecting)?;
     let mut variant: Option<usize> = None;
@@ -380,16 +409,16 @@ fn tagged<'a>(
     while let Some(key) = r.next_key()? {
         if key == "type" {
             if variant.is_some() {
-                return duplicate(r, "type");
+                return Err(duplicate(r, "type"));
             }
             let name = string(r)?;
             let Some(v) = t.variants.iter().position(|n| *n == name) else {
-                return refuse(r, format!("unknown variant `{name}`, expected {}", one_of(t.variants)));
+                return Err(unknown_variant(r, &name, t.variants));
             };
             let allowed = t.fields[v];
             let read_other = (0..t.all.len()).find(|&i| seen & (1 << i) != 0 && !allowed.contains(&t.all[i]));
             if let Some(field) = stray.as_deref().or_else(|| read_other.map(|i| t.all[i])) {
-                return unknown_field(r, field, allowed);
+                return Err(unknown_field(r, field, allowed));
             }
             variant = Some(v);
             continue;
@@ -397,7 +426,7 @@ fn tagged<'a>(
         if let Some(v) = variant
             && !t.fields[v].contains(&&*key)
         {
-            return unknown_field(r, &key, t.fields[v]);
+            return Err(unknown_field(r, &key, t.fields[v]));
         }
         match t.all.iter().position(|f| *f == key) {
             Some(i) => {
@@ -410,10 +439,7 @@ fn tagged<'a>(
             }
         }
     }
-    match variant {
-        Some(v) => Ok(v),
-        None => missing(r, "type"),
-    }
+    variant.ok_or_else(|| missing(r, "type"))
 }
 
 const TRIGGER: Tagged = Tagged {
@@ -427,7 +453,7 @@ const TRIGGER: Tagged = Tagged {
 pub fn trigger(r: &mut Reader<'_>) -> Result<Trigger> {
     let (mut at, mut every_s, mut anchor, mut expr, mut tz, mut event, mut filter) =
         (None, None, None, None, None, None, None);
-    let v = tagged(r, &TRIGGER, |r, i| {
+    let v = tagged(r, &TRIGGER, &mut |r, i| {
         match i {
             0 => at = Some(i64(r)?),
             1 => every_s = Some(u64(r)?),
@@ -458,7 +484,7 @@ const ACTION: Tagged = Tagged {
 pub fn action(r: &mut Reader<'_>) -> Result<Action> {
     let (mut message, mut channel, mut chat_id, mut name, mut args, mut event, mut data) =
         (None, None, None, None, None, None, None);
-    let v = tagged(r, &ACTION, |r, i| {
+    let v = tagged(r, &ACTION, &mut |r, i| {
         match i {
             0 => message = Some(string(r)?),
             1 => channel = opt(r, string)?,
