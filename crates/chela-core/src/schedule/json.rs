@@ -1,5 +1,5 @@
 //! `cron.json`'s jobs read with the pull reader ([`chela_proto::json::read`]), one pass, field
-//! by field, on the host and the chip alike.
+//! by field, and written by hand ([`write_job`]), on the host and the chip alike.
 //!
 //! Why not serde's derives: every derived type links its visitor and a monomorph of serde_json's
 //! parser, and the internally tagged `{"type": "cron", …}` enums buffered the whole object in
@@ -11,7 +11,8 @@
 //! expected a string``. Two deliberate differences: a struct written as an array (`["id", …]`,
 //! which the derives took field by field) is refused, and a float in a message is quoted as
 //! written rather than re-printed. `Deserialize` for the types (the host's tools, `chela cron
-//! add`) goes through here too, by the value's text. Serialising stays derived.
+//! add`) goes through here too, by the value's text, and `Serialize` through the writer, which
+//! writes the derive's text byte for byte.
 
 use alloc::borrow::ToOwned;
 use alloc::boxed::Box;
