@@ -15,14 +15,12 @@
 
 pub mod cron;
 pub mod file;
-mod tagged;
+pub mod json;
 
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use core::fmt;
-
-use serde::{Deserialize, Serialize};
 
 pub use cron::{Cron, CronError};
 
@@ -39,9 +37,9 @@ pub const MAX_EVENT_FILTERS: usize = 16;
 /// The longest interval: ten years.
 pub const MAX_INTERVAL_S: u64 = 10 * 366 * 86_400;
 
-/// When a job fires. (`Deserialize` is in `tagged.rs`: one pass, no buffering.)
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// When a job fires: `{"type": "cron", "expr": …}` (read by [`json::trigger`] in one
+/// pass, written by [`json::write_job`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Trigger {
     /// Once, at an instant.
     Once { at: i64 },
@@ -49,71 +47,46 @@ pub enum Trigger {
     /// `every_s: 300` fires on the five minutes).
     Interval { every_s: u64, anchor: i64 },
     /// A cron expression in a zone (`tz`, an IANA name; the user's zone when absent).
-    Cron {
-        expr: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        tz: Option<String>,
-    },
+    Cron { expr: String, tz: Option<String> },
     /// When an event of this type arrives whose fields equal every entry of `match`.
-    OnEvent {
-        event: String,
-        #[serde(rename = "match", skip_serializing_if = "BTreeMap::is_empty")]
-        filter: BTreeMap<String, String>,
-    },
+    OnEvent { event: String, filter: BTreeMap<String, String> },
 }
 
-/// What a job does when it fires. (`Deserialize` is in `tagged.rs`: one pass, no buffering.)
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// What a job does when it fires: `{"type": "agent", …}` (read by [`json::action`] in one
+/// pass, written by [`json::write_job`]).
+#[derive(Clone, Debug, PartialEq)]
 pub enum Action {
     /// Put `message` into a chat as if from the scheduler.
-    Agent {
-        message: String,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        channel: Option<String>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        chat_id: Option<String>,
-    },
+    Agent { message: String, channel: Option<String>, chat_id: Option<String> },
     /// Call a capability with JSON arguments.
     Cap { name: String, args: serde_json::Value },
     /// Raise an event.
     Emit { event: String, data: serde_json::Value },
 }
 
-/// One scheduled job, as stored in `cron.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// One scheduled job, as stored in `cron.json` (read by [`json::job`], which refuses unknown
+/// fields and gives the defaults below; written by [`json::write_job`], which leaves out an empty
+/// name and absent options).
+#[derive(Clone, Debug, PartialEq)]
 pub struct Job {
     pub id: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
-    /// A disabled job never fires.
-    #[serde(default = "yes")]
+    /// A disabled job never fires (absent: enabled).
     pub enabled: bool,
     /// A paused job does not fire until resumed.
-    #[serde(default)]
     pub paused: bool,
     pub trigger: Trigger,
     pub action: Action,
     /// How late a run missed while Chela was down may still happen ([`DEFAULT_GRACE_S`] when
     /// absent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grace_s: Option<u64>,
     /// Remove the job after it has run (for `once` jobs).
-    #[serde(default)]
     pub delete_after_run: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<i64>,
     /// The conversation the model made it in (set by the tools, never by the model); `None`
     /// for the owner's jobs. See [`MadeBy`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub made_by: Option<MadeBy>,
-}
-
-fn yes() -> bool {
-    true
 }
 
 /// The timing of a validated job, ready to compute with.

@@ -6,7 +6,8 @@
 
 use alloc::borrow::ToOwned;
 use alloc::string::String;
-use serde::Deserialize;
+
+use crate::json::read::{self, Kind, Reader};
 
 /// An error the provider described.
 #[derive(Clone, Debug, PartialEq, Eq, Default)]
@@ -18,79 +19,102 @@ pub struct ApiError {
     pub message: String,
 }
 
-#[derive(Deserialize)]
-struct Envelope {
-    error: Inner,
-}
-
 /// `error`: an object (`type`, `code`, `message`, each optional) or, from some OpenAI-compatible
 /// servers, `{"error": "text"}`.
 ///
-/// Deserialized by hand rather than with `#[serde(untagged)]`: an untagged enum buffers the value
-/// in serde's `Content` tree and replays it per variant, about 6 KB of the chip's image for this
-/// one type. What it accepts is the untagged derive's, held against it in the tests: an object
-/// whose fields have the right types (`null` counts as absent; unknown keys ignored; a repeated
-/// key refused) or a string; not an array.
+/// Read with the pull reader rather than a serde derive (the untagged derive buffered the value
+/// in serde's `Content` tree, and any derive links a monomorph of serde_json's parser into the
+/// chip's image). What it accepts is what `#[serde(untagged)]` accepted, held against it in the
+/// tests: an object whose fields have the right types (`null` counts as absent; unknown keys
+/// ignored; a repeated key refused) or a string; not an array.
+#[derive(Debug, PartialEq)]
 enum Inner {
-    Object { kind: Option<String>, code: Option<serde_json::Value>, message: Option<String> },
+    Object { kind: Option<String>, code: Option<Code>, message: Option<String> },
     Text(String),
 }
 
-impl<'de> Deserialize<'de> for Inner {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Inner, D::Error> {
-        d.deserialize_any(InnerVisitor)
-    }
+/// `error.code`: only a string or a number says anything.
+#[derive(Debug, PartialEq)]
+enum Code {
+    Text(String),
+    /// The number as written. An integer is written the one way serde_json printed it (JSON has
+    /// no leading zeros); a fraction or an exponent (never seen from a provider) stays as
+    /// written, so no float parser or printer is linked for it.
+    Number(String),
+    Other,
 }
 
-struct InnerVisitor;
-
-impl<'de> serde::de::Visitor<'de> for InnerVisitor {
-    type Value = Inner;
-
-    fn expecting(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.write_str("an error object or text")
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Inner, E> {
-        Ok(Inner::Text(v.to_owned()))
-    }
-
-    fn visit_string<E: serde::de::Error>(self, v: String) -> Result<Inner, E> {
-        Ok(Inner::Text(v))
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Inner, A::Error> {
-        use serde::de::Error;
-        let (mut kind, mut code, mut message) = (None, None, None);
-        while let Some(key) = map.next_key::<alloc::borrow::Cow<'de, str>>()? {
-            match &*key {
-                "type" if kind.is_some() => return Err(A::Error::duplicate_field("type")),
-                "type" => kind = Some(map.next_value::<Option<String>>()?),
-                "code" if code.is_some() => return Err(A::Error::duplicate_field("code")),
-                "code" => code = Some(map.next_value::<Option<serde_json::Value>>()?),
-                "message" if message.is_some() => return Err(A::Error::duplicate_field("message")),
-                "message" => message = Some(map.next_value::<Option<String>>()?),
-                _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
+fn read_code(r: &mut Reader<'_>) -> read::Result<Option<Code>> {
+    Ok(Some(match r.peek()? {
+        Kind::Null => {
+            r.null()?;
+            return Ok(None);
         }
-        Ok(Inner::Object { kind: kind.flatten(), code: code.flatten(), message: message.flatten() })
+        Kind::String => Code::Text(r.string_owned()?),
+        Kind::Number => Code::Number(r.number_text()?.to_owned()),
+        _ => {
+            r.skip()?;
+            Code::Other
+        }
+    }))
+}
+
+fn read_inner(r: &mut Reader<'_>) -> read::Result<Inner> {
+    if r.peek()? == Kind::String {
+        return r.string_owned().map(Inner::Text);
     }
+    if r.peek()? != Kind::Object {
+        return Err(r.error("invalid type: expected an error object or text"));
+    }
+    let (mut kind, mut code, mut message, mut seen) = (None, None, None, 0);
+    read::object(r, |r, key| {
+        match key {
+            "type" => kind = read::field(r, &mut seen, 1, Reader::string_opt)?,
+            "code" => code = read::field(r, &mut seen, 2, read_code)?,
+            "message" => message = read::field(r, &mut seen, 4, Reader::string_opt)?,
+            _ => r.skip()?,
+        }
+        Ok(())
+    })?;
+    Ok(Inner::Object { kind, code, message })
+}
+
+/// `{"error": …}` with any other keys ignored, as the derived `struct Envelope { error: Inner }`
+/// read it; that derive also took the one-element array `[error]`, so this does too.
+fn read_envelope(r: &mut Reader<'_>) -> read::Result<Inner> {
+    if r.peek()? == Kind::Array {
+        r.begin_array()?;
+        if !r.next_item()? {
+            return Err(r.error("invalid length 0, expected struct Envelope with 1 element"));
+        }
+        let inner = read_inner(r)?;
+        if r.next_item()? {
+            return Err(r.error("trailing characters"));
+        }
+        return Ok(inner);
+    }
+    let (mut error, mut seen) = (None, 0);
+    read::object(r, |r, key| {
+        if key == "error" {
+            error = Some(read::field(r, &mut seen, 1, read_inner)?);
+            Ok(())
+        } else {
+            r.skip()
+        }
+    })?;
+    error.ok_or_else(|| r.error("missing field `error`"))
 }
 
 impl ApiError {
     /// Reads `{"type":"error","error":{...}}` (Anthropic) or `{"error":{...}}` (OpenAI and
     /// compatible servers). `None` when the body is not such an object.
     pub fn parse(body: &[u8]) -> Option<ApiError> {
-        let env: Envelope = serde_json::from_slice(body).ok()?;
-        Some(match env.error {
+        Some(match read::read_all(body, read_envelope).ok()? {
             Inner::Object { kind, code, message } => ApiError {
                 kind: kind.unwrap_or_default(),
                 code: match code {
-                    Some(serde_json::Value::String(s)) => s,
-                    Some(serde_json::Value::Number(n)) => alloc::format!("{n}"),
-                    _ => String::new(),
+                    Some(Code::Text(s) | Code::Number(s)) => s,
+                    Some(Code::Other) | None => String::new(),
                 },
                 message: message.unwrap_or_default(),
             },
@@ -198,7 +222,7 @@ mod tests {
         use alloc::vec::Vec;
         use proptest::prelude::*;
 
-        #[derive(Deserialize, Debug, PartialEq)]
+        #[derive(serde::Deserialize, Debug, PartialEq)]
         #[serde(untagged)]
         enum Reference {
             Object {
@@ -212,17 +236,16 @@ mod tests {
             Text(String),
         }
 
-        #[derive(Deserialize)]
+        #[derive(serde::Deserialize)]
         struct RefEnvelope {
             error: Reference,
         }
 
         /// What a body read as: the object's fields, or the text.
-        type Read = Option<(Option<String>, Option<serde_json::Value>, Option<String>, Option<String>)>;
+        type Read = Option<(Option<String>, Option<Code>, Option<String>, Option<String>)>;
 
         fn ours(body: &str) -> Read {
-            let e: Envelope = serde_json::from_slice(body.as_bytes()).ok()?;
-            Some(match e.error {
+            Some(match read::read_all(body.as_bytes(), read_envelope).ok()? {
                 Inner::Object { kind, code, message } => (kind, code, message, None),
                 Inner::Text(t) => (None, None, None, Some(t)),
             })
@@ -231,7 +254,14 @@ mod tests {
         fn reference(body: &str) -> Read {
             let e: RefEnvelope = serde_json::from_slice(body.as_bytes()).ok()?;
             Some(match e.error {
-                Reference::Object { kind, code, message } => (kind, code, message, None),
+                Reference::Object { kind, code, message } => {
+                    let code = code.map(|c| match c {
+                        serde_json::Value::String(s) => Code::Text(s),
+                        serde_json::Value::Number(n) => Code::Number(n.to_string()),
+                        _ => Code::Other,
+                    });
+                    (kind, code, message, None)
+                }
                 Reference::Text(t) => (None, None, None, Some(t)),
             })
         }
@@ -287,6 +317,37 @@ mod tests {
                 let body = alloc::format!(r#"{{"type":"error","error":{e}}}"#);
                 prop_assert_eq!(ours(&body), reference(&body), "{}", body);
             }
+
+            /// The envelope as the derived struct read it: other keys, a repeated `error`, a
+            /// missing one, the array form, trailing bytes.
+            #[test]
+            fn any_body_reads_as_the_derived_envelope_read_it(
+                parts in proptest::collection::vec(
+                    (prop_oneof![Just("error"), Just("type"), Just("err\\u006fr"), Just("x")], error_value()),
+                    0..4,
+                ),
+                array in any::<bool>(),
+                tail in prop_oneof![Just(""), Just(" \n"), Just("x"), Just("{}")],
+            ) {
+                let body = if array {
+                    let items: Vec<&str> = parts.iter().map(|(_, v)| v.as_str()).collect();
+                    alloc::format!("[{}]{tail}", items.join(","))
+                } else {
+                    let fields: Vec<String> = parts.iter().map(|(k, v)| alloc::format!("\"{k}\":{v}")).collect();
+                    alloc::format!("{{{}}}{tail}", fields.join(","))
+                };
+                prop_assert_eq!(ours(&body), reference(&body), "{}", body);
+                prop_assert_eq!(ApiError::parse(body.as_bytes()).is_some(), reference(&body).is_some());
+            }
+        }
+
+        #[test]
+        fn a_fractional_code_stays_as_written() {
+            // serde_json printed the float it parsed ("1.5" for "1.50"); no provider sends one.
+            let e = ApiError::parse(br#"{"error":{"code":1.50,"message":"m"}}"#).unwrap();
+            assert_eq!(e.code, "1.50");
+            let e = ApiError::parse(br#"{"error":{"code":-42}}"#).unwrap();
+            assert_eq!(e.code, "-42");
         }
     }
 

@@ -110,13 +110,13 @@ pub fn send_bodies(chat_id: i64, reply: &str) -> Vec<String> {
     let chunks = chela_proto::telegram::render_chunks(if reply.trim().is_empty() { "(no reply)" } else { reply });
     chunks
         .iter()
-        .map(|c| serde_json::to_string(&send(chat_id, c, Some("HTML"))).unwrap_or_else(|_| String::from("{}")))
+        .map(|c| send(chat_id, c, Some("HTML")).to_json())
         .collect()
 }
 
 /// The body of a plain `sendMessage` (no markup): the short replies the device makes itself.
 pub fn plain_body(chat_id: i64, text: &str) -> String {
-    serde_json::to_string(&send(chat_id, text, None)).unwrap_or_else(|_| String::from("{}"))
+    send(chat_id, text, None).to_json()
 }
 
 fn send<'a>(chat_id: i64, text: &'a str, parse_mode: Option<&'a str>) -> SendMessage<'a> {

@@ -11,7 +11,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 /// The longest channel name kept.
 pub const MAX_CHANNEL: usize = 64;
@@ -22,18 +22,18 @@ pub const MAX_GROUPS: usize = 64;
 /// The longest group name kept.
 pub const MAX_GROUP: usize = 64;
 
-/// The conversation a model-made rule or job was made in, and what it may do.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// The conversation a model-made rule or job was made in, and what it may do. (Read by
+/// `schedule::json::made_by`, which refuses unknown fields; `groups` and `approved` default.)
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MadeBy {
     pub channel: String,
     pub chat_id: String,
     /// The hidden groups the conversation could call when the record was made (a skill
     /// unlocked them): its tool calls run with these, never with more.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<String>,
     /// The owner allowed it to act beyond its own conversation.
-    #[serde(default, skip_serializing_if = "is_false")]
+    #[serde(skip_serializing_if = "is_false")]
     pub approved: bool,
 }
 

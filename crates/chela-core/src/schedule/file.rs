@@ -11,9 +11,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt;
 
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use chela_proto::json::read::{Kind, Reader};
 
+use super::json::{self, Refused};
 use super::{Job, Schedule};
 
 /// The largest `cron.json` read.
@@ -96,21 +96,61 @@ impl fmt::Display for FileError {
 
 impl core::error::Error for FileError {}
 
-#[derive(Deserialize)]
-struct RawFile<'a> {
-    #[serde(default)]
+/// The file's outline: its `version`, and where each entry of `jobs` starts and ends.
+struct RawFile {
     version: Option<u32>,
-    #[serde(borrow)]
-    jobs: Vec<&'a RawValue>,
+    jobs: Vec<(usize, usize)>,
 }
 
-/// serde_json's message without its " at line L column C" tail (we say the line ourselves).
-fn message(e: &serde_json::Error) -> String {
-    let text = format!("{e}");
-    match text.rfind(" at line ") {
-        Some(i) if e.line() > 0 => String::from(&text[..i]),
-        _ => text,
+/// Reads the outline (any other key is ignored, as the derived reader did); each entry is only
+/// checked to be JSON here, and read on its own later.
+fn outline(r: &mut Reader<'_>) -> json::Result<RawFile> {
+    let (mut version, mut jobs) = (None, None);
+    r.begin_object()?;
+    while let Some(key) = r.next_key()? {
+        match key.as_ref() {
+            "version" if version.is_some() => return Err(dup(r, "version")),
+            "version" => version = Some(json::opt_u32(r)?),
+            "jobs" if jobs.is_some() => return Err(dup(r, "jobs")),
+            "jobs" => {
+                if r.peek()? != Kind::Array {
+                    return Err(json::invalid_type(r, "a sequence"));
+                }
+                r.begin_array()?;
+                let mut entries = Vec::new();
+                while r.next_item()? {
+                    // An entry nested past the reader's limit costs that entry only.
+                    let text = r.raw_deep()?;
+                    entries.push((r.offset() - text.len(), r.offset()));
+                }
+                jobs = Some(entries);
+            }
+            _ => r.skip()?,
+        }
     }
+    match jobs {
+        Some(jobs) => Ok(RawFile { version: version.flatten(), jobs }),
+        None => Err(Refused { message: String::from("missing field `jobs`"), offset: r.offset() }),
+    }
+}
+
+fn dup(r: &Reader<'_>, field: &str) -> Refused {
+    Refused { message: format!("duplicate field `{field}`"), offset: r.offset() }
+}
+
+/// The entry's `id`, when it has a string one (for the report of a bad entry).
+fn id_of(entry: &str) -> Option<String> {
+    let mut r = Reader::new(entry.as_bytes());
+    r.begin_object().ok()?;
+    let mut id = None;
+    while let Some(key) = r.next_key().ok()? {
+        if key == "id" && id.is_none() {
+            id = Some(r.string_opt().ok()?);
+        } else {
+            r.skip().ok()?;
+        }
+    }
+    id.flatten()
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -122,7 +162,7 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
     if text.len() > MAX_FILE_LEN {
         return Err(FileError::TooLarge { len: text.len() });
     }
-    // serde would also take a struct from an array; say plainly that an object is wanted.
+    // The derived reader also took a struct from an array; say plainly that an object is wanted.
     if let Some((i, c)) = text.char_indices().find(|(_, c)| !c.is_whitespace())
         && c != '{'
     {
@@ -134,36 +174,36 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
             message: String::from("the top level must be a JSON object"),
         });
     }
-    let raw: RawFile<'_> = chela_proto::json::from_str(text).map_err(|e| FileError::Malformed {
-        line: e.line(),
-        column: e.column(),
-        message: message(&e),
+    let raw = json::parse(text, outline).map_err(|e| {
+        let at = e.offset.min(text.len());
+        let column = at - text[..at].rfind('\n').map_or(0, |n| n + 1);
+        FileError::Malformed { line: line_of(text, at), column, message: e.message }
     })?;
     if let Some(found) = raw.version.filter(|&v| v != VERSION) {
         return Err(FileError::Version { found });
     }
     let mut out = CronFile::default();
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
-    for (index, entry) in raw.jobs.iter().enumerate() {
-        // The entry borrows from `text`, so its address says where it starts.
-        let offset = (entry.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-        let line = line_of(text, offset);
-        let id = chela_proto::json::from_str::<IdOnly>(entry.get()).ok().and_then(|j| j.id);
+    for (index, &(start, end)) in raw.jobs.iter().enumerate() {
+        let entry = &text[start..end];
+        let line = line_of(text, start);
+        let id = id_of(entry);
         let mut bad = |message: String| out.bad.push(BadEntry { index, line, id: id.clone(), message });
         if index >= MAX_JOBS {
             bad(format!("more than {MAX_JOBS} jobs; this one is ignored"));
             continue;
         }
-        // serde would take a struct from an array too, with a confusing message.
-        if !entry.get().starts_with('{') {
+        // The derived reader took a struct from an array too, with a confusing message.
+        if !entry.starts_with('{') {
             bad(String::from("a job must be a JSON object ({\"id\": …, \"trigger\": …, \"action\": …})"));
             continue;
         }
-        let job: Job = match chela_proto::json::from_str(entry.get()) {
+        let job: Job = match json::parse(entry, json::job) {
             Ok(job) => job,
             Err(e) => {
-                let at = if e.line() > 1 { format!(" (line {})", line + e.line() - 1) } else { String::new() };
-                bad(format!("{}{at}", message(&e)));
+                let within = line_of(entry, e.offset);
+                let at = if within > 1 { format!(" (line {})", line + within - 1) } else { String::new() };
+                bad(format!("{}{at}", e.message));
                 continue;
             }
         };
@@ -184,20 +224,12 @@ pub fn load(text: &str) -> Result<CronFile, FileError> {
     Ok(out)
 }
 
-#[derive(Deserialize)]
-struct IdOnly {
-    #[serde(default)]
-    id: Option<String>,
-}
-
 /// The file text for `jobs`: one job per line, so that [`load`]'s line numbers point at jobs.
 pub fn to_json(jobs: &[Job]) -> String {
     let mut out = format!("{{\"version\": {VERSION}, \"jobs\": [\n");
     for (i, job) in jobs.iter().enumerate() {
-        // A Job is plain data with string keys; serialising it cannot fail.
-        let line = serde_json::to_string(job).expect("a Job always serialises");
         out.push_str("  ");
-        out.push_str(&line);
+        json::write_job(&mut out, job);
         out.push_str(if i + 1 < jobs.len() { ",\n" } else { "\n" });
     }
     out.push_str("]}\n");

@@ -635,5 +635,7 @@ impl<'a> Reader<'a> {
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod oracle;
+mod deep;
+
 #[cfg(test)]
 mod tests;

@@ -86,15 +86,44 @@ pub struct LinkPreview {
     pub is_disabled: bool,
 }
 
-/// A `sendMessage` body.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// A `sendMessage` body, written by [`SendMessage::to_json`] (`Serialize` goes through it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SendMessage<'a> {
     pub chat_id: ChatId<'a>,
     pub text: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Left out when `None`.
     pub parse_mode: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// Left out when `None`.
     pub link_preview_options: Option<LinkPreview>,
+}
+
+impl SendMessage<'_> {
+    /// The body as compact JSON, the text the serde derive wrote; written without serde so that
+    /// the chip, which sends one per reply, links no serializer for it.
+    pub fn to_json(&self) -> String {
+        crate::json::to_string(|w| {
+            w.begin_object().key("chat_id");
+            match self.chat_id {
+                ChatId::Id(n) => w.raw(&alloc::format!("{n}")),
+                ChatId::Text(t) => w.string(t),
+            };
+            w.field_str("text", self.text);
+            if let Some(mode) = self.parse_mode {
+                w.field_str("parse_mode", mode);
+            }
+            if let Some(l) = self.link_preview_options {
+                w.key("link_preview_options").begin_object().field_bool("is_disabled", l.is_disabled).end_object();
+            }
+            w.end_object();
+        })
+    }
+}
+
+impl Serialize for SendMessage<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw = serde_json::value::RawValue::from_string(self.to_json()).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
 }
 
 /// A `getUpdates` request: as a JSON body (the host) or a query string (the chip).
@@ -156,6 +185,61 @@ mod tests {
         .unwrap();
         assert!(!refused.ok && refused.result.is_none());
         assert_eq!((refused.error_code, refused.parameters.unwrap().retry_after), (Some(429), Some(7)));
+    }
+
+    /// The writer against the derive it replaced.
+    mod send_message_against_the_derive {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Serialize)]
+        #[serde(untagged)]
+        enum RefChatId<'a> {
+            Id(i64),
+            Text(&'a str),
+        }
+
+        #[derive(Serialize)]
+        struct RefLinkPreview {
+            is_disabled: bool,
+        }
+
+        #[derive(Serialize)]
+        struct RefSendMessage<'a> {
+            chat_id: RefChatId<'a>,
+            text: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            parse_mode: Option<&'a str>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            link_preview_options: Option<RefLinkPreview>,
+        }
+
+        proptest! {
+            #[test]
+            fn writes_what_the_derive_wrote(
+                id in prop_oneof![any::<i64>().prop_map(Some), Just(None)],
+                chat in "[-0-9a-z@]{0,6}",
+                text in "(?s).{0,40}",
+                mode in proptest::option::of("[A-Za-z\"]{0,8}"),
+                preview in proptest::option::of(any::<bool>()),
+            ) {
+                let body = SendMessage {
+                    chat_id: id.map_or(ChatId::Text(&chat), ChatId::Id),
+                    text: &text,
+                    parse_mode: mode.as_deref(),
+                    link_preview_options: preview.map(|is_disabled| LinkPreview { is_disabled }),
+                };
+                let reference = RefSendMessage {
+                    chat_id: id.map_or(RefChatId::Text(&chat), RefChatId::Id),
+                    text: &text,
+                    parse_mode: mode.as_deref(),
+                    link_preview_options: preview.map(|is_disabled| RefLinkPreview { is_disabled }),
+                };
+                let want = serde_json::to_string(&reference).unwrap();
+                prop_assert_eq!(body.to_json(), want.clone());
+                prop_assert_eq!(serde_json::to_string(&body).unwrap(), want);
+            }
+        }
     }
 
     #[test]
