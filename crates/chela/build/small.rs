@@ -3,8 +3,8 @@
 //!
 //! That profile is `panic = "abort"`: no frame is ever unwound, so the unwinding tables
 //! (`.eh_frame`, its index `.eh_frame_hdr`, the landing pads' `.gcc_except_table`; 0.74 MB of
-//! the binary, most of it from the prebuilt standard library, which keeps its tables whatever
-//! the profile says) are dead weight. A panic still prints its message and aborts; only
+//! the binary; the prebuilt standard library keeps its own whatever the flags say, so
+//! `-C force-unwind-tables=no` would not remove them all) are dead weight. A panic still prints its message and aborts; only
 //! `RUST_BACKTRACE` gets the first frame alone, where a stripped binary printed bare addresses
 //! anyway. Lua's errors are `longjmp`s and SQLite, ring and Lua are C: none of them reads the
 //! tables. A build that unwinds must keep them (a panic would find no frame and abort), so the
