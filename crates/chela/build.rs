@@ -31,6 +31,9 @@
 //! `CHELA_LINK_MAP=PATH` also writes lld's link map there (the script's input; its folder must
 //! exist).
 //!
+//! The aborting `release-small` build also leaves out the unwinding tables at that link
+//! (`build/small.rs`).
+//!
 //! The commit: `chela --version` names the commit it was built from (`CHELA_COMMIT` at build
 //! time, else `git` in the source folder, else "unknown": a source tarball or a Docker context
 //! without `.git` still builds). The build reruns when the checked-out commit moves.
@@ -41,6 +44,9 @@ use std::process::Command;
 #[path = "build/startup_order.rs"]
 mod startup_order;
 use startup_order::linker_script;
+
+#[path = "build/small.rs"]
+mod small;
 
 /// Where Debian, Fedora and Arch keep the C library.
 const LIBC_PATHS: &[&str] = &[
@@ -70,8 +76,8 @@ fn main() {
     // Development builds keep the plain link: the list is made from, and for, the optimised code.
     let release = var("PROFILE") == "release";
     let glibc_x86 = native && env == "gnu" && var("CARGO_CFG_TARGET_ARCH") == "x86_64";
-    if linux && release && (static_musl || glibc_x86) {
-        order_startup_code(&var("HOST"), &var("RUSTC"));
+    if linux && release && (static_musl || glibc_x86) && order_startup_code(&var("HOST"), &var("RUSTC")) {
+        trim_small_build(&var("OUT_DIR"), &var("CARGO_ENCODED_RUSTFLAGS"));
     }
     println!("cargo:rustc-env=CHELA_COMMIT={}", commit());
 }
@@ -109,8 +115,9 @@ fn commit() -> String {
     }
 }
 
-/// Links with the toolchain's lld and the start-up ordering (see the top of the file).
-fn order_startup_code(host: &str, rustc: &str) {
+/// Links with the toolchain's lld and the start-up ordering (see the top of the file); false
+/// when there is no lld to link with.
+fn order_startup_code(host: &str, rustc: &str) -> bool {
     // Read at run time, not baked in with `env!`: a build script compiled in another checkout
     // (a target dir copied between worktrees) would otherwise look for the list there, miss it
     // and silently link without the ordering.
@@ -126,7 +133,7 @@ fn order_startup_code(host: &str, rustc: &str) {
     let gcc_ld = sysroot.map(|s| Path::new(&s).join("lib/rustlib").join(host).join("bin/gcc-ld"));
     let Some(gcc_ld) = gcc_ld.filter(|d| d.join("ld.lld").exists()) else {
         println!("cargo:warning=no rust-lld in the toolchain: linking without the start-up ordering (more idle RSS)");
-        return;
+        return false;
     };
     // The script is lld's: GNU ld reads `INSERT` differently, so lld is asked for by name.
     println!("cargo:rustc-link-arg-bins=-B{}", gcc_ld.display());
@@ -145,6 +152,22 @@ fn order_startup_code(host: &str, rustc: &str) {
     }
     if let Ok(map) = std::env::var("CHELA_LINK_MAP") {
         println!("cargo:rustc-link-arg-bins=-Wl,-Map={map},--no-demangle");
+    }
+    true
+}
+
+/// The aborting `release-small` build, linked by lld, leaves out the unwinding tables (see
+/// `build/small.rs`).
+fn trim_small_build(out_dir: &str, rustflags: &str) {
+    println!("cargo:rerun-if-env-changed=CARGO_PROFILE_RELEASE_SMALL_PANIC");
+    let panic = std::env::var("CARGO_PROFILE_RELEASE_SMALL_PANIC").ok();
+    if !small::aborting_small_build(out_dir, panic.as_deref(), rustflags) {
+        return;
+    }
+    let script = Path::new(out_dir).join("discard-unwind.ld");
+    match std::fs::write(&script, small::DISCARD_UNWIND_TABLES) {
+        Ok(()) => println!("cargo:rustc-link-arg-bins=-Wl,-T,{}", script.display()),
+        Err(e) => println!("cargo:warning={}: {e}: linking with the unwinding tables", script.display()),
     }
 }
 
