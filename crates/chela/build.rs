@@ -72,7 +72,20 @@ fn main() {
     if linux && (static_musl || (native && env == "gnu" && glibc_has_relr())) {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
+    // A static binary names no loader. A linker driver whose specs always pass one (Debian's
+    // musl-gcc, used by scripts/build-static.sh) would otherwise have lld write a `PT_INTERP`,
+    // and the kernel would start musl's loader on a program that is not for it.
+    if linux && static_musl {
+        println!("cargo:rustc-link-arg-bins=-Wl,--no-dynamic-linker");
+    }
     println!("cargo:rerun-if-env-changed=CHELA_LINK_MAP");
+    // A folder of libraries for the link (scripts/build-static.sh: its `libunwind.a`).
+    println!("cargo:rerun-if-env-changed=CHELA_LINK_SEARCH");
+    if let Ok(dir) = std::env::var("CHELA_LINK_SEARCH")
+        && !dir.is_empty()
+    {
+        println!("cargo:rustc-link-search=native={dir}");
+    }
     // Development builds keep the plain link: the list is made from, and for, the optimised code.
     let release = var("PROFILE") == "release";
     let glibc_x86 = native && env == "gnu" && var("CARGO_CFG_TARGET_ARCH") == "x86_64";
@@ -130,7 +143,13 @@ fn order_startup_code(host: &str, rustc: &str) -> bool {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
-    let gcc_ld = sysroot.map(|s| Path::new(&s).join("lib/rustlib").join(host).join("bin/gcc-ld"));
+    // `CHELA_GCC_LD` names a folder holding an `ld.lld` for a toolchain that ships none
+    // (Debian's rustc, which `scripts/build-static.sh` uses for its `build-std`).
+    println!("cargo:rerun-if-env-changed=CHELA_GCC_LD");
+    let gcc_ld = match std::env::var("CHELA_GCC_LD") {
+        Ok(dir) if !dir.is_empty() => Some(Path::new(&dir).to_path_buf()),
+        _ => sysroot.map(|s| Path::new(&s).join("lib/rustlib").join(host).join("bin/gcc-ld")),
+    };
     let Some(gcc_ld) = gcc_ld.filter(|d| d.join("ld.lld").exists()) else {
         println!("cargo:warning=no rust-lld in the toolchain: linking without the start-up ordering (more idle RSS)");
         return false;
