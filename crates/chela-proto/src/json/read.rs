@@ -632,10 +632,10 @@ impl<'a> Reader<'a> {
     }
 }
 
+mod deep;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod oracle;
-mod deep;
 
 #[cfg(test)]
 mod tests;
