@@ -225,11 +225,8 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
     let Some(cmd) = COMMANDS.iter().find(|c| c.name == name) else {
         return unknown(name);
     };
-    if let (Some(why), Some(what)) = (ctx.status.left_out, connected_part(cmd.name)) {
+    if let Some((what, why)) = left_out(cmd.name, &ctx.status) {
         return Reply::text(format!("this image leaves out {what}: {why}\n"));
-    }
-    if !ctx.status.feishu && matches!(cmd.name, "set_feishu_app" | "set_feishu_allow" | "channel") {
-        return Reply::text("this image leaves out Feishu: its firmware does not run the long connection yet\n");
     }
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let usage = || Reply::error(format!("usage: {} {}", cmd.name, cmd.usage).trim_end());
@@ -262,13 +259,25 @@ pub fn run_line<F: Flash>(line: &str, ctx: &mut Ctx<'_, F>) -> Reply {
         ("heap_info", []) => Reply::text(heap_info(ctx)),
         ("restart", []) => restart(ctx),
         ("ota", [url]) => update(url),
-        ("help", []) => Reply::text(help(ctx.status.left_out)),
+        ("help", []) => Reply::text(help(&ctx.status)),
         _ => usage(),
     }
 }
 
 /// The connected part a command sets up, for an image built without them
 /// ([`Status::left_out`]): such a command says so instead of saving a setting nothing reads.
+/// The part of Chela a command sets up and why this image has none of it, for a command the
+/// image cannot run; `None` for a command it runs. One answer for `help` and for the command.
+fn left_out(command: &str, status: &Status) -> Option<(&'static str, &'static str)> {
+    if !status.feishu && matches!(command, "set_feishu_app" | "set_feishu_allow" | "channel") {
+        return Some(("Feishu", WITHOUT_FEISHU));
+    }
+    Some((connected_part(command)?, status.left_out?))
+}
+
+/// Why an image without the Feishu channel has none: said by its commands and by `help`.
+const WITHOUT_FEISHU: &str = "its firmware does not run the long connection yet";
+
 fn connected_part(command: &str) -> Option<&'static str> {
     match command {
         "ota" => Some("over-the-air updates"),
@@ -293,22 +302,24 @@ fn unknown(name: &str) -> Reply {
     }
 }
 
-/// The commands this image runs; with `left_out` (an image without the connected parts), the
-/// commands that would only say so are named on one line at the end with the reason, so the list
-/// does not offer what the image cannot do.
-fn help(left_out: Option<&str>) -> String {
+/// The commands this image runs; the ones it cannot run are named at the end, one line per
+/// reason, so the list does not offer what the image cannot do.
+fn help(status: &Status) -> String {
     let mut out = String::from("commands:\n");
-    let mut absent = Vec::new();
+    let mut absent: Vec<(&str, Vec<&str>)> = Vec::new();
     for c in COMMANDS {
-        if left_out.is_some() && connected_part(c.name).is_some() {
-            absent.push(c.name);
+        if let Some((_, why)) = left_out(c.name, status) {
+            match absent.iter_mut().find(|(w, _)| *w == why) {
+                Some((_, names)) => names.push(c.name),
+                None => absent.push((why, alloc::vec![c.name])),
+            }
             continue;
         }
         let head = if c.usage.is_empty() { c.name.to_owned() } else { format!("{} {}", c.name, c.usage) };
         out.push_str(&format!("  {head:<40} {}\n", c.help));
     }
-    if let Some(why) = left_out {
-        out.push_str(&format!("not in this image: {} ({why})\n", absent.join(", ")));
+    for (why, names) in absent {
+        out.push_str(&format!("not in this image: {} ({why})\n", names.join(", ")));
     }
     out
 }

@@ -152,6 +152,9 @@ fn a_device_with_only_the_gateway_set_is_ready_and_telegram_stays_off() {
 const CONNECTED_COMMANDS: [&str; 7] =
     ["set_tavily_key", "set_search_key", "set_proxy", "gateway_token", "heartbeat_read", "heartbeat_write", "ota"];
 
+/// The commands of the Feishu channel, which an image without it answers only with why.
+const FEISHU_COMMANDS: [&str; 3] = ["set_feishu_app", "set_feishu_allow", "channel"];
+
 /// The command names `help` offers: the lines of its list, not the closing remark.
 fn offered(help: &str) -> Vec<String> {
     help.lines()
@@ -177,12 +180,22 @@ fn help_in_an_image_without_the_connected_parts_offers_only_what_it_runs() {
     for cmd in ["wifi_set", "set_api_key", "set_tg_token", "config_show", "memory_write", "heap_info", "help"] {
         assert!(listed.iter().any(|c| c == cmd), "{cmd} missing:\n{help}");
     }
-    let last = help.lines().last().unwrap();
+    let closing: Vec<&str> = help.lines().filter(|l| l.starts_with("not in this image")).collect();
     assert_eq!(
-        last,
-        format!("not in this image: {} ({})", CONNECTED_COMMANDS.join(", "), console::WITHOUT_CONNECTED),
-        "the left-out commands are named with the reason"
+        closing,
+        [
+            format!("not in this image: {} ({})", CONNECTED_COMMANDS.join(", "), console::WITHOUT_CONNECTED),
+            format!(
+                "not in this image: {} (its firmware does not run the long connection yet)",
+                FEISHU_COMMANDS.join(", ")
+            ),
+        ],
+        "the left-out commands are named with their reason, one line per reason, after the list"
     );
+    assert!(help.lines().rev().take(2).all(|l| l.starts_with("not in this image")), "{help}");
+    for cmd in FEISHU_COMMANDS {
+        assert!(!listed.iter().any(|c| c == cmd), "{cmd} offered by an image without Feishu:\n{help}");
+    }
     // Every command help offers runs: none answers that the image leaves it out.
     for cmd in &listed {
         console::feed(&mut chip, &mut con, format!("{cmd}\n").as_bytes(), without);
@@ -190,12 +203,15 @@ fn help_in_an_image_without_the_connected_parts_offers_only_what_it_runs() {
         assert!(!out.contains("this image leaves out"), "{cmd}: {out}");
     }
 
-    // An image with them lists them all and names nothing as left out.
-    console::feed(&mut chip, &mut con, b"help\n", Status::default());
+    // An image with them (and with Feishu) lists them all and names nothing as left out.
+    console::feed(&mut chip, &mut con, b"help\n", Status { feishu: true, ..Status::default() });
     let help = take(&serial);
     let listed = offered(&help);
     for cmd in CONNECTED_COMMANDS {
         assert!(listed.iter().any(|c| c == cmd), "{cmd} missing from a connected image's help:\n{help}");
+    }
+    for cmd in FEISHU_COMMANDS {
+        assert!(listed.iter().any(|c| c == cmd), "{cmd} missing from a Feishu image's help:\n{help}");
     }
     assert!(!help.contains("not in this image"), "{help}");
 }
