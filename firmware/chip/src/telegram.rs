@@ -108,10 +108,7 @@ pub fn updates_path(token: &str, offset: i64) -> String {
 /// `sendMessage` bodies for `reply`: rendered to Telegram's HTML and split within its limit.
 pub fn send_bodies(chat_id: i64, reply: &str) -> Vec<String> {
     let chunks = chela_proto::telegram::render_chunks(if reply.trim().is_empty() { "(no reply)" } else { reply });
-    chunks
-        .iter()
-        .map(|c| send(chat_id, c, Some("HTML")).to_json())
-        .collect()
+    chunks.iter().map(|c| send(chat_id, c, Some("HTML")).to_json()).collect()
 }
 
 /// The body of a plain `sendMessage` (no markup): the short replies the device makes itself.
