@@ -16,6 +16,10 @@ export RUSTC_BOOTSTRAP=1 CARGO_BUILD_JOBS="${CARGO_BUILD_JOBS:-2}"
 built=$(date +%s)
 cargo fuzz build -s none
 echo "fuzz targets built in $(( $(date +%s) - built ))s"
+# Every target starts from checked-in seeds (libFuzzer refuses a missing corpus directory).
+for t in "${targets[@]}"; do
+  [ -n "$(ls -A "seeds/$t" 2>/dev/null)" ] || { echo "fuzz target $t has no seeds: add inputs under fuzz/seeds/$t/" >&2; exit 1; }
+done
 [ "$secs" = --build-only ] && exit 0
 # Real provider bodies recorded by other projects, read in place when shared/ is beside the
 # clone (never copied into the repository).

@@ -38,6 +38,37 @@ pub trait Answer {
     fn end(&mut self);
 }
 
+/// A whole answer kept in memory up to `limit` bytes; past it the exchange stops and `over` says so.
+pub struct Collected {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub over: bool,
+    limit: usize,
+}
+
+impl Collected {
+    pub fn up_to(limit: usize) -> Collected {
+        Collected { status: 0, body: Vec::new(), over: false, limit }
+    }
+}
+
+impl Answer for Collected {
+    fn head(&mut self, status: u16, _: &[(&str, &str)]) {
+        self.status = status;
+    }
+
+    fn body(&mut self, bytes: &[u8]) -> bool {
+        if self.body.len() + bytes.len() > self.limit {
+            self.over = true;
+            return false;
+        }
+        self.body.extend_from_slice(bytes);
+        true
+    }
+
+    fn end(&mut self) {}
+}
+
 /// Writes the body bytes from `offset` on into the buffer (at most one window; an empty
 /// buffer means the body is over).
 pub type BodyWriter<'a> = dyn FnMut(usize, &mut Vec<u8>) + 'a;

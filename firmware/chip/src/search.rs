@@ -14,7 +14,7 @@ use chela_core::contract::web::{self, SearchArgs};
 use chela_core::exchange::Head;
 use chela_proto::chat::ToolSpec;
 
-use crate::link::{Answer, Link, LinkError};
+use crate::link::{Collected, Link, LinkError};
 
 /// The tool, as the contract gives it.
 pub const SPECS: [ToolSpec<'static>; 1] = [web::SEARCH];
@@ -72,30 +72,6 @@ pub fn available(config: &ChipConfig) -> bool {
     !config.get(Field::TavilyKey).is_empty() || !config.get(Field::BraveKey).is_empty()
 }
 
-/// The engine's answer, kept up to [`MAX_ANSWER`] bytes.
-struct Collect {
-    status: u16,
-    body: Vec<u8>,
-    over: bool,
-}
-
-impl Answer for Collect {
-    fn head(&mut self, status: u16, _: &[(&str, &str)]) {
-        self.status = status;
-    }
-
-    fn body(&mut self, bytes: &[u8]) -> bool {
-        if self.body.len() + bytes.len() > MAX_ANSWER {
-            self.over = true;
-            return false;
-        }
-        self.body.extend_from_slice(bytes);
-        true
-    }
-
-    fn end(&mut self) {}
-}
-
 /// Runs one `web_search` call with the keys in `config`, through `link`.
 pub async fn run<L: Link>(config: &ChipConfig, link: &mut L, input: &str) -> Result<String, String> {
     let args = SearchArgs::parse(input)?;
@@ -105,7 +81,7 @@ pub async fn run<L: Link>(config: &ChipConfig, link: &mut L, input: &str) -> Res
     }
     let n = args.max_results.unwrap_or(MAX_RESULTS).clamp(1, MAX_RESULTS);
     let (tavily, brave) = (config.get(Field::TavilyKey), config.get(Field::BraveKey));
-    let mut answer = Collect { status: 0, body: Vec::new(), over: false };
+    let mut answer = Collected::up_to(MAX_ANSWER);
     let engine = if !tavily.is_empty() {
         let head = Head {
             url: format!("{TAVILY_URL}/search"),

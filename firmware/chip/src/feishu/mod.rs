@@ -22,7 +22,7 @@ use chela_core::exchange::Head;
 use chela_proto::json::read::{self, Reader, field, object, opt, read_all};
 use chela_proto::json::{self, Writer};
 
-use crate::link::{Answer, Link, LinkError};
+use crate::link::{Collected, Link, LinkError};
 
 /// Where the open API lives.
 pub const BASE: &str = "https://open.feishu.cn";
@@ -246,31 +246,6 @@ fn id_ok(id: &str) -> bool {
     !id.is_empty() && id.len() <= 128 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-/// A whole answer, up to [`MAX_ANSWER_BYTES`].
-#[derive(Default)]
-struct Collect {
-    status: u16,
-    body: Vec<u8>,
-    over: bool,
-}
-
-impl Answer for Collect {
-    fn head(&mut self, status: u16, _: &[(&str, &str)]) {
-        self.status = status;
-    }
-
-    fn body(&mut self, bytes: &[u8]) -> bool {
-        if self.body.len() + bytes.len() > MAX_ANSWER_BYTES {
-            self.over = true;
-            return false;
-        }
-        self.body.extend_from_slice(bytes);
-        true
-    }
-
-    fn end(&mut self) {}
-}
-
 /// The app's credentials and its tenant token. Nothing here shows the secret or the token.
 pub struct Api {
     base: String,
@@ -307,7 +282,7 @@ impl Api {
         path: &str,
         body: &str,
         token: Option<&str>,
-    ) -> Result<Collect, Failure> {
+    ) -> Result<Collected, Failure> {
         let mut headers = alloc::vec![("content-type", String::from("application/json; charset=utf-8"))];
         if let Some(t) = token {
             headers.push(("authorization", alloc::format!("Bearer {t}")));
@@ -319,7 +294,7 @@ impl Api {
             let end = bytes.len().min(from + crate::turn::WINDOW);
             buf.extend_from_slice(&bytes[from.min(end)..end]);
         };
-        let mut answer = Collect::default();
+        let mut answer = Collected::up_to(MAX_ANSWER_BYTES);
         link.post(&head, bytes.len(), &mut writer, &mut answer).await.map_err(|e| match e {
             LinkError::Net(_) | LinkError::Broken(_) => Failure::Net(alloc::format!("Feishu {path}: {e}")),
         })?;
