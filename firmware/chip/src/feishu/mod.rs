@@ -3,6 +3,7 @@
 //!
 //! - [`Api::endpoint`] asks `/callback/ws/endpoint` for the connection's URL and settings;
 //! - [`socket`] opens the WebSocket and runs [`conn::Conn`] on it: pings, acks, events;
+//!   [`duplex`] runs it on a reader and a writer at once (the ESP32's TLS halves);
 //! - [`Api::send`] answers a chat with `im/v1/messages`, with a tenant token fetched and
 //!   refreshed as needed ([`Api::token`]).
 //!
@@ -10,6 +11,8 @@
 //! nothing: their events are acknowledged (so Feishu does not send them again) and dropped.
 
 pub mod conn;
+#[cfg(feature = "tls")]
+pub mod duplex;
 #[cfg(feature = "tls")]
 pub mod socket;
 

@@ -108,6 +108,12 @@ impl<S: Read + Write> Socket<S> {
         self.io.flush().await.map_err(|e| io_error("closed while writing", e))
     }
 
+    /// The stream, the connection and the bytes read past the handshake's head: what
+    /// [`duplex::run`](super::duplex::run) takes once the stream is split.
+    pub fn into_parts(self) -> (S, Conn, Vec<u8>) {
+        (self.io, self.conn, self.early)
+    }
+
     /// The stream back (to close it).
     pub fn into_inner(self) -> S {
         self.io
