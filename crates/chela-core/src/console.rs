@@ -276,7 +276,7 @@ fn left_out(command: &str, status: &Status) -> Option<(&'static str, &'static st
 }
 
 /// Why an image without the Feishu channel has none: said by its commands and by `help`.
-const WITHOUT_FEISHU: &str = "its firmware does not run the long connection yet";
+const WITHOUT_FEISHU: &str = "it runs only in the ESP32 image with the connected parts";
 
 fn connected_part(command: &str) -> Option<&'static str> {
     match command {

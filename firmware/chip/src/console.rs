@@ -72,23 +72,36 @@ pub fn channels_ready(config: &ChipConfig) -> Result<(), String> {
 pub struct Channels {
     pub telegram: bool,
     pub gateway: bool,
+    /// `channel feishu` with the app and its allowlist set (then never Telegram: one chat
+    /// channel at a time, the RAM holds one more TLS session, not two).
+    pub feishu: bool,
 }
 
-/// The channels the settings open: both need the WiFi network and the API key; Telegram its
-/// token and allowlist; the gateway its token, in an image built with it (`gateway_built`). A
-/// device with only the gateway set is ready, not waiting for Telegram.
+/// The channels the settings open: all need the WiFi network and the API key; the chat
+/// channel `channel` names (Telegram unless `feishu`) its token or app and its allowlist; the
+/// gateway its token, in an image built with it (`gateway_built`). A device with only the
+/// gateway set is ready, not waiting for a chat channel.
 pub fn channels(config: &ChipConfig, gateway_built: bool) -> Result<Channels, String> {
     let gateway = gateway_built && !config.get(Field::GatewayToken).is_empty();
-    let telegram = !config.get(Field::TgToken).is_empty() && !config.get(Field::TgAllow).is_empty();
-    let missing: Vec<&str> = [Field::WifiSsid, Field::TgToken, Field::TgAllow, Field::ApiKey]
-        .into_iter()
-        .filter(|f| config.get(*f).is_empty() && !(gateway && matches!(f, Field::TgToken | Field::TgAllow)))
-        .map(Field::name)
+    let chat: &[Field] = if config.get(Field::Channel) == "feishu" {
+        &[Field::FeishuAppId, Field::FeishuSecret, Field::FeishuAllow]
+    } else {
+        &[Field::TgToken, Field::TgAllow]
+    };
+    let chat_set = chat.iter().all(|f| !config.get(*f).is_empty());
+    let feishu = chat_set && chat[0] == Field::FeishuAppId;
+    let telegram = chat_set && !feishu;
+    let missing: Vec<&str> = [Field::WifiSsid]
+        .iter()
+        .chain(chat)
+        .chain(&[Field::ApiKey])
+        .filter(|f| config.get(**f).is_empty() && !(gateway && chat.contains(f)))
+        .map(|f| f.name())
         .collect();
     if missing.is_empty() {
-        return Ok(Channels { telegram, gateway });
+        return Ok(Channels { telegram, gateway, feishu });
     }
     let or_gateway =
-        if gateway_built && !gateway && !telegram { ", or gateway_token for the gateway alone" } else { "" };
+        if gateway_built && !gateway && !telegram && !feishu { ", or gateway_token for the gateway alone" } else { "" };
     Err(format!("not set: {} (set them on the serial console{or_gateway}; type help)", missing.join(", ")))
 }

@@ -134,7 +134,7 @@ fn a_device_with_only_the_gateway_set_is_ready_and_telegram_stays_off() {
     let e = console::channels(&chip.config, false).unwrap_err();
     assert_eq!(e, "not set: tg_token, tg_allow (set them on the serial console; type help)");
     let ready = console::channels(&chip.config, true).unwrap();
-    assert_eq!(ready, console::Channels { telegram: false, gateway: true });
+    assert_eq!(ready, console::Channels { telegram: false, gateway: true, feishu: false });
 
     console::feed(&mut chip, &mut con, b"gateway_token off\n", status);
     let e = console::channels(&chip.config, true).unwrap_err();
@@ -143,8 +143,47 @@ fn a_device_with_only_the_gateway_set_is_ready_and_telegram_stays_off() {
         "not set: tg_token, tg_allow (set them on the serial console, or gateway_token for the gateway alone; type help)"
     );
     console::feed(&mut chip, &mut con, format!("set_tg_token {TOKEN}\nset_tg_allow 42\n").as_bytes(), status);
-    assert_eq!(console::channels(&chip.config, true).unwrap(), console::Channels { telegram: true, gateway: false });
+    assert_eq!(
+        console::channels(&chip.config, true).unwrap(),
+        console::Channels { telegram: true, gateway: false, feishu: false }
+    );
     console::channels_ready(&chip.config).unwrap();
+}
+
+#[test]
+fn channel_feishu_serves_feishu_instead_of_telegram_in_an_image_with_it_only() {
+    let serial = Serial::default();
+    let mut chip: Chip<RamFlash, Serial> = boot::power_on(RamFlash::new(4096, 8), serial.clone(), 1, BUILD).unwrap();
+    let mut con = Console::new();
+    let setup = format!("set_api_key {KEY}\nset_tg_token {TOKEN}\nset_tg_allow 42\n");
+    console::feed(&mut chip, &mut con, setup.as_bytes(), Status::default());
+    let telegram = console::Channels { telegram: true, gateway: false, feishu: false };
+    assert_eq!(console::channels(&chip.config, false).unwrap(), telegram);
+    // An image without Feishu (the emulator, an ESP32 image without the connected parts) keeps
+    // Telegram: the choice is refused, nothing saved.
+    take(&serial);
+    console::feed(&mut chip, &mut con, b"channel feishu\n", Status::default());
+    assert!(take(&serial).contains("this image leaves out Feishu"));
+    assert_eq!(console::channels(&chip.config, false).unwrap(), telegram);
+
+    // With Feishu: once chosen, the app and its allowlist are what is missing, not Telegram's.
+    let with = Status { feishu: true, ..Status::default() };
+    console::feed(&mut chip, &mut con, b"channel feishu\n", with);
+    let e = console::channels(&chip.config, false).unwrap_err();
+    assert_eq!(e, "not set: feishu_app_id, feishu_secret, feishu_allow (set them on the serial console; type help)");
+    console::feed(&mut chip, &mut con, b"set_feishu_app cli_a1b2 Xk9vQ2mPz7LrT4bW\n", with);
+    let e = console::channels(&chip.config, false).unwrap_err();
+    assert_eq!(e, "not set: feishu_allow (set them on the serial console; type help)");
+    console::feed(&mut chip, &mut con, b"set_feishu_allow ou_owner\n", with);
+    // One chat channel at a time: Telegram's settings stay, its polls do not run.
+    let feishu = console::Channels { telegram: false, gateway: false, feishu: true };
+    assert_eq!(console::channels(&chip.config, false).unwrap(), feishu);
+    // A gateway token beside it: both, still no Telegram.
+    console::feed(&mut chip, &mut con, b"gateway_token\n", Status { random: [3; 16], ..with });
+    let both = console::channels(&chip.config, true).unwrap();
+    assert_eq!(both, console::Channels { gateway: true, ..feishu });
+    console::feed(&mut chip, &mut con, b"channel telegram\n", with);
+    assert_eq!(console::channels(&chip.config, false).unwrap(), telegram);
 }
 
 /// The commands of the connected parts (OTA, the gateway, web_search, the heartbeat, the proxy),
@@ -186,7 +225,7 @@ fn help_in_an_image_without_the_connected_parts_offers_only_what_it_runs() {
         [
             format!("not in this image: {} ({})", CONNECTED_COMMANDS.join(", "), console::WITHOUT_CONNECTED),
             format!(
-                "not in this image: {} (its firmware does not run the long connection yet)",
+                "not in this image: {} (it runs only in the ESP32 image with the connected parts)",
                 FEISHU_COMMANDS.join(", ")
             ),
         ],

@@ -15,6 +15,12 @@ const GODADDY_G2: &[u8] = include_bytes!("../certs/godaddy_root_g2.der");
 /// Amazon Root CA 1: AWS's certificate manager, which API hosts behind AWS load balancers use.
 #[cfg(feature = "connected")]
 const AMAZON_R1: &[u8] = include_bytes!("../certs/amazon_root_ca1.der");
+/// GlobalSign Root CA - R3 (RSA 2048): the root of GlobalSign's OV TLS intermediates ("GlobalSign
+/// RSA OV SSL CA 2018", "GlobalSign GCC R3 OV TLS CA 2024"), which Feishu's `*.feishu.cn`
+/// certificates were issued from. Not checked against the live hosts from here (the build
+/// machines have no network): a Feishu host on another CA fails its handshake, said on the console.
+#[cfg(feature = "connected")]
+const GLOBALSIGN_R3: &[u8] = include_bytes!("../certs/globalsign_root_r3.der");
 
 const CLOUDFLARE: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X2, ISRG_X1];
 const TELEGRAM: &[&[u8]] = &[GODADDY_G2];
@@ -23,6 +29,10 @@ const TELEGRAM: &[&[u8]] = &[GODADDY_G2];
 /// on another CA fails its handshake, and the tool says so to the model and on the console.
 #[cfg(feature = "connected")]
 const SEARCH: &[&[u8]] = &[AMAZON_R1, GTS_R4, GTS_R1, ISRG_X2, ISRG_X1];
+/// Feishu: the open API (open.feishu.cn) and the long connection's host, which the endpoint
+/// names (a `*.feishu.cn` host; the certificate must still name it).
+#[cfg(feature = "connected")]
+const FEISHU: &[&[u8]] = &[GLOBALSIGN_R3];
 
 /// Until SNTP answers, the chip's time is unknown but no earlier than the image's build
 /// (`build.rs`): a chain that expired before it is refused even then (`pki::Clock::AtLeast`).
@@ -60,6 +70,8 @@ pub fn roots(host: &str) -> Option<&'static [&'static [u8]]> {
         "api.telegram.org" => Some(TELEGRAM),
         #[cfg(feature = "connected")]
         "api.tavily.com" | "api.search.brave.com" => Some(SEARCH),
+        #[cfg(feature = "connected")]
+        h if h.ends_with(".feishu.cn") => Some(FEISHU),
         _ => None,
     }
 }

@@ -1,7 +1,8 @@
 //! The connected parts, in an image built with the `connected` feature (the C6's; the C3's has
 //! no room for them yet): over-the-air updates ([`ota`](crate::ota)), the gateway on 18789 with
 //! `POST /ota` and the setup page ([`gateway`](crate::gateway)), the Wi-Fi onboarding portal
-//! ([`portal`](crate::portal)), web_search, the heartbeat and the proxy. `without_connected.rs`
+//! ([`portal`](crate::portal)), web_search, the heartbeat, the proxy and Feishu
+//! ([`feishu`](crate::feishu)). `without_connected.rs`
 //! has the same items for an image without them, so `main.rs` calls these without a `cfg`.
 
 use alloc::string::String;
@@ -21,7 +22,7 @@ use esp_hal::peripherals::{GPIO9, WIFI};
 
 use crate::board::Esp;
 use crate::flash::{self, Partition};
-use crate::{Device, SETTINGS, gateway, heap, led, net, ota, portal};
+use crate::{Device, SETTINGS, feishu, gateway, heap, led, net, ota, portal};
 
 pub use chela_chip::turn::run_searching as run_turn;
 pub use gateway::Ask;
@@ -32,6 +33,8 @@ pub const LEFT_OUT: Option<&str> = None;
 pub const SOCKETS: usize = gateway::CLIENTS;
 /// Whether a gateway token alone makes the device ready (no Telegram needed).
 pub const GATEWAY: bool = true;
+/// Whether the image runs the Feishu channel (the console's `channel feishu`).
+pub const FEISHU: bool = true;
 
 /// The update the console's `ota URL` asked for, run by the main loop.
 static OTA_WANTED: Mutex<RefCell<Option<String>>> = Mutex::new(RefCell::new(None));
@@ -40,6 +43,8 @@ static OTA_WANTED: Mutex<RefCell<Option<String>>> = Mutex::new(RefCell::new(None
 pub struct Parts {
     updates: gateway::SharedUpdates,
     heartbeat: Heartbeat,
+    /// Feishu's state, once the channel is chosen.
+    pub(crate) feishu: Option<alloc::boxed::Box<feishu::Chat>>,
 }
 
 /// The update slots, found at boot before the settings: an image on trial counts its boots here
@@ -79,6 +84,10 @@ pub fn start(spawner: Spawner, stack: Stack<'static>, booted: Booted, chip: &Chi
             Err(_) => say!(&chip.board, "[gateway] client task {slot} did not start"),
         }
     }
+    match feishu::task(stack, esp_hal::rng::Rng::new()) {
+        Ok(t) => spawner.spawn(t),
+        Err(_) => say!(&chip.board, "[feishu] the long connection's task did not start"),
+    }
     let hours = match SETTINGS.heartbeat_hours {
         "" => Ok(ActiveHours::ALWAYS),
         h => ActiveHours::parse(h),
@@ -87,7 +96,8 @@ pub fn start(spawner: Spawner, stack: Stack<'static>, booted: Booted, chip: &Chi
         say!(&chip.board, "[heartbeat] CHELA_HEARTBEAT_HOURS ignored (all day): {e}");
         ActiveHours::ALWAYS
     });
-    Parts { updates: booted.0, heartbeat: Heartbeat::new(heartbeat::EVERY_MS, hours, chip.board.now_ms()) }
+    let heartbeat = Heartbeat::new(heartbeat::EVERY_MS, hours, chip.board.now_ms());
+    Parts { updates: booted.0, heartbeat, feishu: None }
 }
 
 /// The settings other tasks read: the gateway's token and the proxy (the rest is read from the

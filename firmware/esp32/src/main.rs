@@ -90,6 +90,8 @@ mod connected;
 #[path = "without_connected.rs"]
 mod connected;
 #[cfg(feature = "connected")]
+mod feishu;
+#[cfg(feature = "connected")]
 mod gateway;
 #[cfg(feature = "connected")]
 mod ota;
@@ -228,7 +230,7 @@ fn status(chip: &Chip<Partition, Esp>, stack: Option<Stack<'static>>) -> Status 
     let mut random = [0u8; 16];
     Rng::new().read(&mut random);
     let (uptime_ms, mode) = (chip.board.now_ms(), Some(chip.guard.mode()));
-    Status { wifi, heap: heap(), uptime_ms, mode, random, left_out: connected::LEFT_OUT, feishu: false }
+    Status { wifi, heap: heap(), uptime_ms, mode, random, left_out: connected::LEFT_OUT, feishu: connected::FEISHU }
 }
 
 /// Reads what was typed and runs it on the console; carries out the effects.
@@ -441,6 +443,7 @@ impl Device {
             let channels = match chela_chip::console::channels(&self.chip.config, connected::GATEWAY) {
                 Ok(c) => c,
                 Err(e) => {
+                    self.feishu_off();
                     if self.last_complaint_ms.is_none_or(|t| uptime >= t + 60_000) {
                         say!(&self.chip.board, "chela: channels wait: {e}");
                         self.last_complaint_ms = Some(uptime);
@@ -476,6 +479,12 @@ impl Device {
             if self.failures == 0 {
                 self.led(led::State::Ready);
             }
+            if channels.feishu {
+                self.feishu().await;
+                continue;
+            }
+            // One chat channel at a time: Feishu's connection goes before Telegram's polls.
+            self.feishu_off();
             if channels.telegram {
                 self.poll().await;
             } else {

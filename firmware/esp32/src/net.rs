@@ -156,7 +156,7 @@ fn classify(e: reqwless::Error) -> LinkError {
 
 /// The hardware RNG as the TLS handshake's random source. It is a true RNG while the radio
 /// runs (esp-hal's `rng` docs), which it does whenever the chip makes an HTTPS call.
-struct Entropy(Rng);
+pub(crate) struct Entropy(pub(crate) Rng);
 
 impl rand_core::RngCore for Entropy {
     fn next_u32(&mut self) -> u32 {
@@ -275,7 +275,7 @@ impl Https {
     /// `CONNECT` tunnel (TLS then runs through it to `host`, checked against `host`'s roots).
     #[cfg(feature = "connected")]
     async fn connect(&self, host: &str) -> Result<<Tcp as TcpConnect>::Connection<'static>, LinkError> {
-        match critical_section::with(|cs| PROXY.borrow_ref(cs).clone()) {
+        match proxy() {
             Some(proxy) => self.tunnel(&proxy, host).await,
             None => self.tcp_to(host, 443).await,
         }
@@ -291,29 +291,8 @@ impl Https {
     #[cfg(feature = "connected")]
     async fn tunnel(&self, proxy: &Proxy, host: &str) -> Result<<Tcp as TcpConnect>::Connection<'static>, LinkError> {
         let mut sock = self.tcp_to(&proxy.host, proxy.port).await?;
-        let refused = |why: String, retry: bool| {
-            let why = format!("the proxy {}: {why}", proxy.shown());
-            LinkError::Net(if retry { NetFailure::Transient(why) } else { NetFailure::Fatal(why) })
-        };
-        sock.write_all(proxy.connect_head(host, 443).as_bytes())
-            .await
-            .map_err(|e| refused(format!("closed ({e:?})"), true))?;
-        let mut answer: Vec<u8> = Vec::new();
-        let mut piece = [0u8; 128];
-        loop {
-            match chela_chip::proxy::connect_answer(&answer) {
-                Ok(true) => return Ok(sock),
-                Ok(false) => {}
-                Err(r) => return Err(refused(r.reason, r.retryable)),
-            }
-            // The proxy's head, never more than its bound: the destination speaks only after
-            // the TLS hello, which is not sent yet.
-            let room = chela_chip::proxy::MAX_ANSWER_HEAD - answer.len();
-            match sock.read(&mut piece[..room.min(128)]).await {
-                Ok(n) if n > 0 => answer.extend_from_slice(&piece[..n]),
-                _ => return Err(refused("closed before the tunnel opened".into(), true)),
-            }
-        }
+        open_tunnel(&mut sock, proxy, host, 443).await?;
+        Ok(sock)
     }
 
     /// Resolves `host` and opens TCP to `port`.
@@ -366,6 +345,40 @@ impl Link for Https {
     async fn wait_until(&mut self, ms: u64) -> Result<(), LinkError> {
         Timer::at(Instant::from_millis(ms)).await;
         Ok(())
+    }
+}
+
+/// The proxy in force (the console's `set_proxy`), if any.
+#[cfg(feature = "connected")]
+pub fn proxy() -> Option<Proxy> {
+    critical_section::with(|cs| PROXY.borrow_ref(cs).clone())
+}
+
+/// Asks `proxy`, on the open connection `sock`, for a tunnel to `host:port`.
+#[cfg(feature = "connected")]
+pub async fn open_tunnel<S: Read + Write>(sock: &mut S, proxy: &Proxy, host: &str, port: u16) -> Result<(), LinkError> {
+    let refused = |why: String, retry: bool| {
+        let why = format!("the proxy {}: {why}", proxy.shown());
+        LinkError::Net(if retry { NetFailure::Transient(why) } else { NetFailure::Fatal(why) })
+    };
+    sock.write_all(proxy.connect_head(host, port).as_bytes())
+        .await
+        .map_err(|e| refused(format!("closed ({e:?})"), true))?;
+    let mut answer: Vec<u8> = Vec::new();
+    let mut piece = [0u8; 128];
+    loop {
+        match chela_chip::proxy::connect_answer(&answer) {
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(r) => return Err(refused(r.reason, r.retryable)),
+        }
+        // The proxy's head, never more than its bound: the destination speaks only after
+        // the TLS hello, which is not sent yet.
+        let room = chela_chip::proxy::MAX_ANSWER_HEAD - answer.len();
+        match sock.read(&mut piece[..room.min(128)]).await {
+            Ok(n) if n > 0 => answer.extend_from_slice(&piece[..n]),
+            _ => return Err(refused("closed before the tunnel opened".into(), true)),
+        }
     }
 }
 

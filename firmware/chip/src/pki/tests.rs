@@ -105,6 +105,7 @@ fn pinned_roots_parse_with_their_keys() {
         ("isrg_root_x2", 0),
         ("godaddy_root_g2", 2048),
         ("amazon_root_ca1", 2048),
+        ("globalsign_root_r3", 2048),
     ];
     let files =
         std::fs::read_dir(dir).unwrap().filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "der"));
