@@ -23,18 +23,17 @@ use chela_chip::{Board, say};
 use embassy_futures::select::{Either, Either4, select, select4};
 use embassy_net::Stack;
 use embassy_net::dns::DnsQueryType;
-use embassy_net::tcp::{TcpReader, TcpSocket, TcpWriter};
-use embassy_sync::blocking_mutex::raw::{CriticalSectionRawMutex, NoopRawMutex};
+use embassy_net::tcp::TcpSocket;
+use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
 use embassy_sync::channel::Channel;
 use embassy_sync::mutex::Mutex as AsyncMutex;
 use embassy_sync::signal::Signal;
 use embassy_time::{Duration, Instant, Timer, with_timeout};
-use embedded_io_async::{ErrorType, Read, Write};
 use embedded_tls::{Aes128GcmSha256, TlsConnection};
 use esp_hal::rng::Rng;
 
 use crate::board::Esp;
-use crate::net::Entropy;
+use crate::net::{Entropy, Sock};
 use crate::{Device, certs, led, net, serial};
 
 /// The connection's TCP buffers: a few frames in, acks and pings out.
@@ -97,37 +96,6 @@ pub async fn task(stack: Stack<'static>, rng: Rng) {
     }
 }
 
-/// The two halves of the TCP socket as one `Clone` stream, which `TlsConnection::split` needs.
-/// Each half is behind its own async mutex: the TLS reader only reads and the writer only
-/// writes, so neither ever waits on the other; were that to change, a mutex held across an
-/// `.await` waits where a `RefCell` would panic. (embassy-net's halves touch disjoint state: each
-/// registers its own waker on the socket.)
-#[derive(Clone, Copy)]
-struct Halves<'s, 'a> {
-    r: &'s AsyncMutex<NoopRawMutex, TcpReader<'a>>,
-    w: &'s AsyncMutex<NoopRawMutex, TcpWriter<'a>>,
-}
-
-impl ErrorType for Halves<'_, '_> {
-    type Error = embassy_net::tcp::Error;
-}
-
-impl Read for Halves<'_, '_> {
-    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
-        self.r.lock().await.read(buf).await
-    }
-}
-
-impl Write for Halves<'_, '_> {
-    async fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> {
-        self.w.lock().await.write(buf).await
-    }
-
-    async fn flush(&mut self) -> Result<(), Self::Error> {
-        self.w.lock().await.flush().await
-    }
-}
-
 struct EspClock;
 
 impl duplex::Clock for EspClock {
@@ -182,7 +150,9 @@ async fn connection(stack: Stack<'static>, rng: Rng, start: Box<Start>) -> (Stri
     }
     let (r, w) = sock.split();
     let (r, w) = (AsyncMutex::new(r), AsyncMutex::new(w));
-    let mut io = Halves { r: &r, w: &w };
+    // Split from the start: the TLS session is split once open, and both its halves need a
+    // `Clone` socket (net::Sock).
+    let mut io = Sock::Halves(&r, &w);
     if let Some(p) = &proxy
         && let Err(e) = net::open_tunnel(&mut io, p, &url.host, url.port).await
     {
