@@ -139,7 +139,8 @@ async fn connection(stack: Stack<'static>, rng: Rng, start: Box<Start>) -> (Stri
         None => (url.host.as_str(), url.port),
     };
     let tcp = async {
-        let addrs = stack.dns_query(host, DnsQueryType::A).await.map_err(|e| format!("{host} did not resolve ({e:?})"))?;
+        let addrs =
+            stack.dns_query(host, DnsQueryType::A).await.map_err(|e| format!("{host} did not resolve ({e:?})"))?;
         let ip = *addrs.first().ok_or_else(|| format!("{host} did not resolve"))?;
         sock.connect((ip, port)).await.map_err(|e| format!("could not connect to {host}:{port} ({e:?})"))
     };
@@ -276,6 +277,11 @@ impl Device {
 
     /// Runs a turn for a Feishu message and sends the reply through the open API.
     async fn answer_feishu(&mut self, incoming: Incoming) {
+        // The allowlist in force now, not the one the connection opened with: a sender taken
+        // off it gets nothing from here on.
+        if !Access::from_config(&self.chip.config).admits(&incoming.sender) {
+            return say!(&self.chip.board, "[feishu] dropped: a message from a sender no longer in feishu_allow");
+        }
         self.led(led::State::Thinking);
         let reply = if incoming.text.len() > MAX_MESSAGE_BYTES {
             Ok(String::from("That message is too long for this device; please send a shorter one."))
@@ -294,8 +300,13 @@ impl Device {
             }
         };
         let now = self.chip.board.now_ms();
-        let Some(chat) = self.parts.feishu.as_mut() else { return };
-        let Some(mut api) = chat.api.take() else { return };
+        // The connection's app, with its token; or the settings' (the connection was closed
+        // meanwhile).
+        let held = self.parts.feishu.as_mut().and_then(|c| c.api.take());
+        let mut api = match held.map_or_else(|| Api::from_config(&self.chip.config), Ok) {
+            Ok(a) => a,
+            Err(e) => return say!(&self.chip.board, "[feishu] the reply was not sent: {e}"),
+        };
         if let Err(e) = api.send(&mut self.https, &incoming.chat_id, &reply, now).await {
             say!(&self.chip.board, "[feishu] the reply was not sent: {e}");
         }
