@@ -673,7 +673,7 @@ fn the_heap_an_event_takes_is_bounded_and_measured() {
     // The decoder's message, the frame, the event's strings and the ack: a few copies of the
     // frame at most, never the whole stream.
     assert!(typical < 12 * 1024, "{typical}");
-    assert!(largest < 5 * MAX_FRAME_BYTES, "{largest}");
+    assert!(largest < conn::PEAK_HEAP_BYTES, "{largest}");
 }
 
 /// An unmasked server frame around `payload` (RFC 6455), for the property test.

@@ -44,9 +44,8 @@ const TCP_TX: usize = 1024;
 const TLS_RX: usize = net::TLS_RX;
 const TLS_TX: usize = 2048;
 /// The heap a connection's peaks take beside its buffers: the largest frame it accepts being
-/// read (59,867 B, `cargo test --test feishu the_heap_an_event_takes`) while a turn is at its
-/// peak (29,184 B, the emulator turn).
-const PEAKS: usize = 59_867 + 29_184;
+/// handled (bounded by a chip test) while a turn is at its peak (29,184 B, the emulator turn).
+const PEAKS: usize = conn::PEAK_HEAP_BYTES + 29_184;
 /// Free heap wanted before connecting.
 pub const NEED: usize = TCP_RX + TCP_TX + TLS_RX + TLS_TX + PEAKS;
 /// Connecting (DNS, TCP, TLS and WebSocket handshakes) may take this long.

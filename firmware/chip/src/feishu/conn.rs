@@ -21,6 +21,11 @@ use super::{Access, ClientConfig};
 /// Largest WebSocket message (one frame) read: a text event is one to three kilobytes, and the
 /// chip takes messages of at most 4 KiB of text (whose JSON, escaped twice, fits here).
 pub const MAX_FRAME_BYTES: usize = 12 * 1024;
+/// The most heap the handling of one frame takes at its peak (the decoder's message, the frame,
+/// the event's strings, the ack): a few copies of a frame. Held by `tests/feishu.rs`
+/// (`the_heap_an_event_takes_is_bounded_and_measured`: 59,867 B for the largest frame); the
+/// firmware leaves this much room before it connects.
+pub const PEAK_HEAP_BYTES: usize = 5 * MAX_FRAME_BYTES;
 /// Events split in parts: a few parts, one event's worth of bytes, two events at once.
 pub const PARTS: PartLimits = PartLimits { max_parts: 8, max_bytes: MAX_FRAME_BYTES, max_messages: 2, ttl_ms: 5_000 };
 /// Event ids remembered, so an event Feishu sends again is not answered twice.
