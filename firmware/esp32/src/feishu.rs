@@ -281,11 +281,27 @@ impl Device {
         if !Access::from_config(&self.chip.config).admits(&incoming.sender) {
             return say!(&self.chip.board, "[feishu] dropped: a message from a sender no longer in feishu_allow");
         }
+        self.feishu_turn(&incoming.chat_id, &incoming.text).await
+    }
+
+    /// A scheduled job made in a Feishu chat: run there while Feishu is the chat channel.
+    pub(crate) async fn feishu_job(&mut self, id: &str, chat_id: &str, text: &str) {
+        if !chela_chip::console::channels(&self.chip.config, crate::connected::GATEWAY).is_ok_and(|c| c.feishu) {
+            return say!(
+                &self.chip.board,
+                "[cron] {id}: its chat is on Feishu, which is not the chat channel now; skipped"
+            );
+        }
+        self.feishu_turn(chat_id, text).await
+    }
+
+    /// Runs a turn for `text` in the Feishu chat `chat_id` and sends the reply there.
+    async fn feishu_turn(&mut self, chat_id: &str, text: &str) {
         self.led(led::State::Thinking);
-        let reply = if incoming.text.len() > MAX_MESSAGE_BYTES {
+        let reply = if text.len() > MAX_MESSAGE_BYTES {
             Ok(String::from("That message is too long for this device; please send a shorter one."))
         } else {
-            self.one_turn("feishu", &incoming.chat_id, &incoming.text).await
+            self.one_turn("feishu", &chat_id, text).await
         };
         let reply = match reply {
             Ok(r) => {
@@ -306,7 +322,7 @@ impl Device {
             Ok(a) => a,
             Err(e) => return say!(&self.chip.board, "[feishu] the reply was not sent: {e}"),
         };
-        if let Err(e) = api.send(&mut self.https, &incoming.chat_id, &reply, now).await {
+        if let Err(e) = api.send(&mut self.https, chat_id, &reply, now).await {
             say!(&self.chip.board, "[feishu] the reply was not sent: {e}");
         }
         if let Some(chat) = self.parts.feishu.as_mut() {

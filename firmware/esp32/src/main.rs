@@ -502,6 +502,11 @@ impl Device {
         }
         for job in fired {
             say!(&self.chip.board, "[cron] {} is due", job.id);
+            let text = format!("[scheduled job {}] {}", job.id, job.message);
+            if job.channel == "feishu" {
+                self.feishu_job(&job.id, &job.chat_id, &text).await;
+                continue;
+            }
             let Ok(chat_id) = job.chat_id.parse::<i64>() else {
                 say!(&self.chip.board, "[cron] {}: chat `{}` is not a Telegram chat; skipped", job.id, job.chat_id);
                 continue;
@@ -512,7 +517,6 @@ impl Device {
                 say!(&self.chip.board, "[cron] {}: chat {chat_id} is no longer allowed; skipped", job.id);
                 continue;
             }
-            let text = format!("[scheduled job {}] {}", job.id, job.message);
             self.answer(chat_id, &text).await;
         }
     }
