@@ -20,12 +20,17 @@ use critical_section::Mutex;
 use embassy_net::Stack;
 use embassy_net::dns::{DnsQueryType, DnsSocket};
 use embassy_net::tcp::client::TcpClient;
+#[cfg(feature = "connected")]
 use embassy_net::tcp::{TcpReader, TcpWriter};
 use embassy_net::udp::{PacketMetadata, UdpSocket};
+#[cfg(feature = "connected")]
 use embassy_sync::blocking_mutex::raw::NoopRawMutex;
+#[cfg(feature = "connected")]
 use embassy_sync::mutex::Mutex as AsyncMutex;
 use embassy_time::{Duration, Instant, Timer, with_timeout};
-use embedded_io_async::{ErrorType, Read, Write};
+#[cfg(feature = "connected")]
+use embedded_io_async::ErrorType;
+use embedded_io_async::{Read, Write};
 use embedded_nal_async::{AddrType, Dns, TcpConnect};
 use embedded_tls::{Aes128GcmSha256, TlsConnection};
 use esp_hal::rng::Rng;
@@ -57,17 +62,21 @@ pub type Tcp = TcpClient<'static, 1, 4096, 4096>;
 /// (`TcpSocket::split`; they register separate wakers, so each can wait on its own): the TLS
 /// reader only reads and the writer only writes, so neither waits on the other; were that to
 /// change, a mutex held across an `.await` waits where a `RefCell` would panic.
+/// Only in an image with Feishu: without it there is one TLS session and the pooled connection
+/// is used as it is (the mutexes and the dispatch cost 5.5 KB of flash there).
+#[cfg(feature = "connected")]
 #[derive(Clone, Copy)]
 pub enum Sock<'s, 'a> {
     Whole(&'s AsyncMutex<NoopRawMutex, <Tcp as TcpConnect>::Connection<'static>>),
-    #[cfg_attr(not(feature = "connected"), allow(dead_code))]
     Halves(&'s AsyncMutex<NoopRawMutex, TcpReader<'a>>, &'s AsyncMutex<NoopRawMutex, TcpWriter<'a>>),
 }
 
+#[cfg(feature = "connected")]
 impl ErrorType for Sock<'_, '_> {
     type Error = embassy_net::tcp::Error;
 }
 
+#[cfg(feature = "connected")]
 impl Read for Sock<'_, '_> {
     async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
         match self {
@@ -77,6 +86,7 @@ impl Read for Sock<'_, '_> {
     }
 }
 
+#[cfg(feature = "connected")]
 impl Write for Sock<'_, '_> {
     async fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> {
         match self {
@@ -263,9 +273,12 @@ impl Https {
             Err(_) => return Err(timed_out("connecting")),
             Ok(r) => r?,
         };
+        #[cfg(feature = "connected")]
         let socket = AsyncMutex::new(socket);
+        #[cfg(feature = "connected")]
+        let socket = Sock::Whole(&socket);
         let mut conn: TlsConnection<'_, _, Aes128GcmSha256> =
-            TlsConnection::new(Sock::Whole(&socket), &mut self.rx[..], &mut self.tx[..]);
+            TlsConnection::new(socket, &mut self.rx[..], &mut self.tx[..]);
         let clock = Esp.cert_clock();
         let mut trust = Trust::new(roots, clock, Entropy(self.rng));
         match with_timeout(CONNECT, tls::open(&mut conn, host, &mut trust)).await {
