@@ -107,12 +107,12 @@ impl duplex::Clock for EspClock {
     }
 }
 
-/// `n` bytes from the heap, or why not (never the allocator's panic).
-fn buffer(n: usize) -> Result<Vec<u8>, (String, bool)> {
+/// `n` bytes from the heap, or `None` (never the allocator's panic).
+fn buffer(n: usize) -> Option<Vec<u8>> {
     let mut v = Vec::new();
-    v.try_reserve_exact(n).map_err(|_| (format!("[feishu] {n} B of heap not free for the connection"), false))?;
+    v.try_reserve_exact(n).ok()?;
     v.resize(n, 0);
-    Ok(v)
+    Some(v)
 }
 
 /// One long connection, from the endpoint's URL to its end; returns why it ended.
@@ -128,8 +128,8 @@ async fn connection(stack: Stack<'static>, rng: Rng, start: Box<Start>) -> (Stri
     };
     let (mut rx, mut tx, mut tls_rx, mut tls_tx) =
         match (buffer(TCP_RX), buffer(TCP_TX), buffer(TLS_RX), buffer(TLS_TX)) {
-            (Ok(a), Ok(b), Ok(c), Ok(d)) => (a, b, c, d),
-            _ => return fail(format!("the heap has not {NEED} B free")),
+            (Some(a), Some(b), Some(c), Some(d)) => (a, b, c, d),
+            _ => return fail(format!("the heap had no room for the connection's buffers (it wants {NEED} B free)")),
         };
     let mut sock = TcpSocket::new(stack, &mut rx, &mut tx);
     let proxy = net::proxy();
