@@ -76,6 +76,40 @@ proptest! {
     }
 
     #[test]
+    fn a_value_with_serde_numbers_is_exactly_serde_jsons(v in json_value(), pretty in any::<bool>()) {
+        let text = if pretty { serde_json::to_string_pretty(&v) } else { serde_json::to_string(&v) };
+        let text = text.unwrap();
+        let got = read_all(text.as_bytes(), |r| value::value(r, value::serde_number));
+        // The same float parser on both sides: equal to the bit, no rounding allowance.
+        prop_assert_eq!(got.ok(), Some(serde_json::from_str::<Value>(&text).unwrap()), "{}", text);
+    }
+
+    #[test]
+    fn a_value_with_serde_numbers_is_refused_where_serde_json_refuses_it(
+        v in json_value(),
+        edits in prop::collection::vec((any::<prop::sample::Index>(), 0u8..3, prop::sample::select(SIGNIFICANT)), 1..4),
+    ) {
+        let mut text = serde_json::to_vec(&v).unwrap();
+        for (at, op, b) in edits {
+            let i = at.index(text.len() + 1);
+            match op {
+                0 => text.insert(i, b),
+                1 if i < text.len() => { text.remove(i); }
+                _ if i < text.len() => text[i] = b,
+                _ => text.push(b),
+            }
+        }
+        let got = read_all(&text, |r| value::value(r, value::serde_number));
+        prop_assert_eq!(got.ok(), serde_json::from_slice::<Value>(&text).ok(), "{}", String::from_utf8_lossy(&text));
+    }
+
+    #[test]
+    fn serde_numbers_are_serde_jsons(s in "-?(0|[1-9][0-9]{0,21})(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?") {
+        let got = read_all(s.as_bytes(), |r| value::value(r, value::serde_number));
+        prop_assert_eq!(got.ok(), serde_json::from_str::<Value>(&s).ok(), "{}", s);
+    }
+
+    #[test]
     fn numbers_read_as_serde_json_reads_them(s in "-?(0|[1-9][0-9]{0,21})(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?") {
         agree(s.as_bytes())?;
     }
@@ -157,6 +191,18 @@ fn numbers_classify_as_serde_json_does() {
     assert!(Reader::new(b"1.0").u64().is_err());
     assert!(Reader::new(b"-1").u64().is_err());
     assert_eq!(Reader::new(b"4294967296").u32().unwrap_err().what, "invalid value: expected u32");
+}
+
+#[test]
+fn serde_numbers_classify_as_serde_json_does_and_a_refusal_names_the_number() {
+    let n = |s: &str| read_all(s.as_bytes(), |r| value::value(r, value::serde_number));
+    assert!(n("18446744073709551615").unwrap().is_u64());
+    assert!(n("18446744073709551616").unwrap().is_f64());
+    assert!(n("-9223372036854775808").unwrap().is_i64());
+    assert!(n("-9223372036854775809").unwrap().is_f64());
+    assert!(n("-0").unwrap().as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()));
+    assert_eq!(n("[1, -2, 2.5e1]").unwrap(), serde_json::json!([1, -2, 25.0]));
+    assert_eq!(n("[1e400]").unwrap_err(), Error { what: "number out of range", offset: 1 });
 }
 
 #[test]
