@@ -7,29 +7,11 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::oracle::{self, read_value as ours, same};
+use crate::json::strategies::value as json_value;
 
 /// The comparison with serde_json the fuzz target makes too, as a property test's failure.
 fn agree(bytes: &[u8]) -> core::result::Result<(), TestCaseError> {
     oracle::agree(bytes).map_err(TestCaseError::fail)
-}
-
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<u64>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-        any::<String>().prop_map(Value::String),
-        "[a-z\\\\\"\u{0}-\u{1f}\u{e9}\u{1F600}]{0,8}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 32, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec(("[a-z\"\\\\]{0,4}", inner), 0..6)
-                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    })
 }
 
 /// Bytes that change what a JSON text means when put in or taken out.
