@@ -8,8 +8,8 @@ use core::fmt;
 use proptest::prelude::*;
 use serde::Deserialize;
 use serde::de::{SeqAccess, Visitor};
-use serde_json::value::RawValue;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use crate::chat::Message;
 use crate::json::strategies::{escaped_string, nested_text, number_text, string_text};
