@@ -12,6 +12,9 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 pub mod read;
+#[cfg(any(test, feature = "strategies"))]
+#[doc(hidden)]
+pub mod strategies;
 
 /// Where encoded JSON goes.
 pub trait Sink {

@@ -4,6 +4,9 @@
 //! firmware runs: `chela_chip::feishu` over a blocking loopback socket, its HTTP through a
 //! [`Link`] that speaks HTTP/1.1 on TCP (TLS is the board's, tested in `tests/tls.rs`).
 
+#[path = "common/sock.rs"]
+mod sock;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::{BufRead, BufReader, Read as _, Write as _};
@@ -20,7 +23,7 @@ use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
 use chela_core::exchange::{Head, NetFailure};
 use chela_proto::feishu::frame::{Frame, Header, METHOD_CONTROL, METHOD_DATA};
 use embassy_futures::block_on;
-use embedded_io_async::{ErrorKind, ErrorType, Read, Write};
+use sock::Sock;
 use tungstenite::{Message, WebSocket};
 
 /// Heap counted per thread, so tests running beside each other do not mix their figures.
@@ -224,29 +227,6 @@ impl Link for Http {
 }
 
 // ---- the fake Feishu: the long connection ----
-
-/// A blocking TCP stream as the chip's async byte stream.
-struct Sock(TcpStream);
-
-impl ErrorType for Sock {
-    type Error = ErrorKind;
-}
-
-impl Read for Sock {
-    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, ErrorKind> {
-        self.0.read(buf).map_err(|_| ErrorKind::Other)
-    }
-}
-
-impl Write for Sock {
-    async fn write(&mut self, buf: &[u8]) -> Result<usize, ErrorKind> {
-        self.0.write(buf).map_err(|_| ErrorKind::Other)
-    }
-
-    async fn flush(&mut self) -> Result<(), ErrorKind> {
-        self.0.flush().map_err(|_| ErrorKind::Other)
-    }
-}
 
 /// The server's end of each accepted long connection, handed to the test in order.
 struct FakeWs {

@@ -5,8 +5,10 @@
 //! attacks the checking exists for.
 
 mod common;
+#[path = "common/sock.rs"]
+mod sock;
 
-use std::io::{BufRead, BufReader, Read as _, Write as _};
+use std::io::{BufRead, BufReader, Write as _};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,13 +18,14 @@ use std::time::Duration;
 
 use chela_chip::pki::{Clock, PkiError};
 use chela_chip::tls::{Refused, Trust, open};
-use embedded_io_async::{ErrorKind, ErrorType, Read, Write};
+use embedded_io_async::Write;
 use embedded_tls::{
     Aes128GcmSha256, CertificateEntryRef, CertificateRef, CertificateVerifyRef, CryptoRng, SignatureScheme,
     TlsConnection, TlsVerifier,
 };
 use rand_core::RngCore;
 use sha2::{Digest, Sha256};
+use sock::Sock;
 
 const HOST: &str = "api.test.example";
 
@@ -95,29 +98,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// A blocking loopback socket behind the async traits embedded-tls drives.
-struct Sock(TcpStream);
-
-impl ErrorType for Sock {
-    type Error = ErrorKind;
-}
-
-impl Read for Sock {
-    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, ErrorKind> {
-        self.0.read(buf).map_err(|_| ErrorKind::Other)
-    }
-}
-
-impl Write for Sock {
-    async fn write(&mut self, buf: &[u8]) -> Result<usize, ErrorKind> {
-        self.0.write(buf).map_err(|_| ErrorKind::Other)
-    }
-
-    async fn flush(&mut self) -> Result<(), ErrorKind> {
-        self.0.flush().map_err(|_| ErrorKind::Other)
     }
 }
 

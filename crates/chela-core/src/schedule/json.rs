@@ -223,45 +223,11 @@ fn begin_object(r: &mut Reader<'_>, expected: &str) -> Result<()> {
     Ok(r.begin_object()?)
 }
 
-/// Any JSON value, as `serde_json::Value` holds it (a repeated key: the last one).
+/// Any JSON value, as `serde_json::Value` holds it (a repeated key: the last one), its floats
+/// read by serde_json's own parser: a job's floats are the ones the derive read, and core's
+/// float parser stays out of the chip's image.
 pub fn value(r: &mut Reader<'_>) -> Result<Value> {
-    Ok(match r.peek()? {
-        Kind::Null => {
-            r.null()?;
-            Value::Null
-        }
-        Kind::Bool => Value::Bool(r.bool()?),
-        Kind::Number => {
-            let at = r.offset();
-            Value::Number(match num(r)? {
-                Num::Int(n) if n >= 0 => (n as u64).into(),
-                Num::Int(n) => (n as i64).into(),
-                // serde_json's own reading of a float, so that a job's floats are the ones the
-                // derive read (and core's float parser stays out of the chip's image).
-                Num::Other(text) => text
-                    .parse::<serde_json::Number>()
-                    .map_err(|_| Refused { message: String::from("number out of range"), offset: at })?,
-            })
-        }
-        Kind::String => Value::String(r.string_owned()?),
-        Kind::Array => {
-            r.begin_array()?;
-            let mut items = Vec::new();
-            while r.next_item()? {
-                items.push(value(r)?);
-            }
-            Value::Array(items)
-        }
-        Kind::Object => {
-            r.begin_object()?;
-            let mut map = serde_json::Map::new();
-            while let Some(key) = r.next_key()? {
-                let v = value(r)?;
-                map.insert(key.into_owned(), v);
-            }
-            Value::Object(map)
-        }
-    })
+    Ok(read::value::value(r, read::value::serde_number)?)
 }
 
 /// `{"a": "b", …}` (a repeated key: the last one).

@@ -8,10 +8,11 @@ use core::fmt;
 use proptest::prelude::*;
 use serde::Deserialize;
 use serde::de::{SeqAccess, Visitor};
+use serde_json::json;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use crate::chat::Message;
+use crate::json::strategies::{escaped_string, nested_text, number_text, string_text};
 
 #[derive(Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -112,18 +113,15 @@ fn agree_content(text: &str) -> core::result::Result<(), TestCaseError> {
     Ok(())
 }
 
-fn scalar() -> impl Strategy<Value = Value> {
+/// A leaf's text: the shared kinds, and the tags and roles the reader looks for.
+fn scalar() -> impl Strategy<Value = String> {
+    const TAGS: &[&str] = &["text", "image", "tool_use", "tool_result", "user"];
     prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<i64>().prop_map(Value::from),
-        Just(json!(1.5)),
-        Just(json!("text")),
-        Just(json!("image")),
-        Just(json!("tool_use")),
-        Just(json!("tool_result")),
-        Just(json!("user")),
-        "[a-z\"\\\\\u{e9}\n]{0,6}".prop_map(Value::String),
+        1 => Just("null".to_string()),
+        1 => any::<bool>().prop_map(|b| b.to_string()),
+        2 => number_text(),
+        5 => prop::sample::select(TAGS).prop_map(|t| format!("\"{t}\"")),
+        1 => string_text(6),
     ]
 }
 
@@ -143,20 +141,11 @@ const KEYS: &[&str] = &[
 ];
 
 fn text() -> impl Strategy<Value = String> {
-    let leaf = scalar().prop_map(|v| v.to_string());
-    leaf.prop_recursive(4, 24, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec((prop::sample::select(KEYS), inner.clone()), 0..7).prop_map(|m| {
-                let body: Vec<String> = m.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
-                format!("{{{}}}", body.join(","))
-            }),
-            prop::collection::vec(inner, 0..3).prop_map(|items| format!("[{}]", items.join(","))),
-        ]
-    })
+    nested_text(scalar(), KEYS, 0..7, 6)
 }
 
 fn any_text() -> impl Strategy<Value = String> {
-    prop_oneof![any::<String>(), "[a-z\"\\\\\u{1}\u{7f}\u{e9}\u{1F600}]{0,12}"]
+    prop_oneof![any::<String>(), escaped_string(12)]
 }
 
 fn block() -> impl Strategy<Value = Block> {

@@ -636,6 +636,7 @@ mod deep;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod oracle;
+pub mod value;
 
 #[cfg(test)]
 mod tests;

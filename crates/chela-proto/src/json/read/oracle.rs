@@ -4,50 +4,16 @@
 
 use alloc::format;
 use alloc::string::String;
-use alloc::vec::Vec;
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{Kind, Number, Reader, Result, read_all};
+use super::value::{core_number, value};
+use super::{Reader, Result, read_all};
 
-/// A `serde_json::Value` built by the pull reader (recursive: its depth is bounded by the
-/// reader's own limit).
-pub fn value(r: &mut Reader<'_>) -> Result<Value> {
-    Ok(match r.peek()? {
-        Kind::Null => {
-            r.null()?;
-            Value::Null
-        }
-        Kind::Bool => Value::Bool(r.bool()?),
-        Kind::String => Value::String(r.string_owned()?),
-        Kind::Number => match r.number()? {
-            Number::U64(n) => Value::from(n),
-            Number::I64(n) => Value::from(n),
-            Number::F64(f) => Value::from(f),
-        },
-        Kind::Array => {
-            r.begin_array()?;
-            let mut items = Vec::new();
-            while r.next_item()? {
-                items.push(value(r)?);
-            }
-            Value::Array(items)
-        }
-        Kind::Object => {
-            r.begin_object()?;
-            let mut map = Map::new();
-            while let Some(k) = r.next_key()? {
-                let v = value(r)?;
-                map.insert(k.into_owned(), v);
-            }
-            Value::Object(map)
-        }
-    })
-}
-
-/// The whole of `bytes` read with [`value`].
+/// The whole of `bytes` read as a value, floats by core's parser: the reader's own
+/// [`Reader::number`] is among what this holds against serde_json.
 pub fn read_value(bytes: &[u8]) -> Result<Value> {
-    read_all(bytes, value)
+    read_all(bytes, |r| value(r, core_number))
 }
 
 /// Both values are equal, floats within serde_json's best-effort rounding (it is not correctly

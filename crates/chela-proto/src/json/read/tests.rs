@@ -7,33 +7,35 @@ use proptest::prelude::*;
 use serde_json::Value;
 
 use super::oracle::{self, read_value as ours, same};
+use crate::json::strategies::value as json_value;
 
 /// The comparison with serde_json the fuzz target makes too, as a property test's failure.
 fn agree(bytes: &[u8]) -> core::result::Result<(), TestCaseError> {
     oracle::agree(bytes).map_err(TestCaseError::fail)
 }
 
-fn json_value() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::Bool),
-        any::<u64>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
-        any::<String>().prop_map(Value::String),
-        "[a-z\\\\\"\u{0}-\u{1f}\u{e9}\u{1F600}]{0,8}".prop_map(Value::String),
-    ];
-    leaf.prop_recursive(4, 32, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::vec(("[a-z\"\\\\]{0,4}", inner), 0..6)
-                .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-        ]
-    })
-}
-
 /// Bytes that change what a JSON text means when put in or taken out.
 const SIGNIFICANT: &[u8] = b"{}[],:\"\\-+.eE0123456789tfnu \x00\x1f\xff\xc3";
+
+/// serde_json's text of a value with one to three bytes put in, taken out or changed.
+fn mutated_json() -> impl Strategy<Value = Vec<u8>> {
+    let edits = prop::collection::vec((any::<prop::sample::Index>(), 0u8..3, prop::sample::select(SIGNIFICANT)), 1..4);
+    (json_value(), edits).prop_map(|(v, edits)| {
+        let mut bytes = serde_json::to_vec(&v).unwrap();
+        for (at, op, b) in edits {
+            let i = at.index(bytes.len() + 1);
+            match op {
+                0 => bytes.insert(i, b),
+                1 if i < bytes.len() => {
+                    bytes.remove(i);
+                }
+                _ if i < bytes.len() => bytes[i] = b,
+                _ => bytes.push(b),
+            }
+        }
+        bytes
+    })
+}
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
@@ -48,20 +50,7 @@ proptest! {
     }
 
     #[test]
-    fn mutated_json_is_accepted_and_refused_as_serde_json_does(
-        v in json_value(),
-        edits in prop::collection::vec((any::<prop::sample::Index>(), 0u8..3, prop::sample::select(SIGNIFICANT)), 1..4),
-    ) {
-        let mut bytes = serde_json::to_vec(&v).unwrap();
-        for (at, op, b) in edits {
-            let i = at.index(bytes.len() + 1);
-            match op {
-                0 => bytes.insert(i, b),
-                1 if i < bytes.len() => { bytes.remove(i); }
-                _ if i < bytes.len() => bytes[i] = b,
-                _ => bytes.push(b),
-            }
-        }
+    fn mutated_json_is_accepted_and_refused_as_serde_json_does(bytes in mutated_json()) {
         agree(&bytes)?;
     }
 
@@ -73,6 +62,27 @@ proptest! {
     #[test]
     fn arbitrary_text_is_accepted_and_refused_as_serde_json_does(s in any::<String>()) {
         agree(s.as_bytes())?;
+    }
+
+    #[test]
+    fn a_value_with_serde_numbers_is_exactly_serde_jsons(v in json_value(), pretty in any::<bool>()) {
+        let text = if pretty { serde_json::to_string_pretty(&v) } else { serde_json::to_string(&v) };
+        let text = text.unwrap();
+        let got = read_all(text.as_bytes(), |r| value::value(r, value::serde_number));
+        // The same float parser on both sides: equal to the bit, no rounding allowance.
+        prop_assert_eq!(got.ok(), Some(serde_json::from_str::<Value>(&text).unwrap()), "{}", text);
+    }
+
+    #[test]
+    fn a_value_with_serde_numbers_is_refused_where_serde_json_refuses_it(text in mutated_json()) {
+        let got = read_all(&text, |r| value::value(r, value::serde_number));
+        prop_assert_eq!(got.ok(), serde_json::from_slice::<Value>(&text).ok(), "{}", String::from_utf8_lossy(&text));
+    }
+
+    #[test]
+    fn serde_numbers_are_serde_jsons(s in "-?(0|[1-9][0-9]{0,21})(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,3})?") {
+        let got = read_all(s.as_bytes(), |r| value::value(r, value::serde_number));
+        prop_assert_eq!(got.ok(), serde_json::from_str::<Value>(&s).ok(), "{}", s);
     }
 
     #[test]
@@ -157,6 +167,20 @@ fn numbers_classify_as_serde_json_does() {
     assert!(Reader::new(b"1.0").u64().is_err());
     assert!(Reader::new(b"-1").u64().is_err());
     assert_eq!(Reader::new(b"4294967296").u32().unwrap_err().what, "invalid value: expected u32");
+}
+
+#[test]
+fn serde_numbers_classify_as_serde_json_does_and_a_refusal_names_the_number() {
+    let n = |s: &str| read_all(s.as_bytes(), |r| value::value(r, value::serde_number));
+    assert!(n("18446744073709551615").unwrap().is_u64());
+    assert!(n("18446744073709551616").unwrap().is_f64());
+    assert!(n("-9223372036854775808").unwrap().is_i64());
+    assert!(n("-9223372036854775809").unwrap().is_f64());
+    assert!(n("-0").unwrap().as_f64().is_some_and(|f| f == 0.0 && f.is_sign_negative()));
+    assert_eq!(n("[1, -2, 2.5e1]").unwrap(), serde_json::json!([1, -2, 25.0]));
+    // A repeated key: the last one, as serde_json keeps it.
+    assert_eq!(n(r#"{"a": 1, "b": [], "a": {"c": null}}"#).unwrap(), serde_json::json!({"a": {"c": null}, "b": []}));
+    assert_eq!(n("[1e400]").unwrap_err(), Error { what: "number out of range", offset: 1 });
 }
 
 #[test]
