@@ -703,7 +703,14 @@ async fn connection_task(mut controller: WifiController<'static>) {
             }
             Either::First(Err(e)) => {
                 seen(false, 0, false);
-                say!(&Esp, "[wifi] connect failed: {e:?}");
+                // Written out: a derived `Debug` names the variant alone in this image.
+                match e {
+                    esp_radio::wifi::ConnectionError::Failed(why) => {
+                        say!(&Esp, "[wifi] connect failed: {:?} ({} dBm)", why.reason, why.rssi)
+                    }
+                    esp_radio::wifi::ConnectionError::WifiError(e) => say!(&Esp, "[wifi] connect failed: {e:?}"),
+                    _ => say!(&Esp, "[wifi] connect failed"),
+                }
             }
             Either::Second(()) => {
                 WIFI_CHANGED.signal(());

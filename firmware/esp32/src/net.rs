@@ -146,7 +146,13 @@ pub fn split(url: &str) -> Result<(&str, &str), LinkError> {
 }
 
 fn classify(e: reqwless::Error) -> LinkError {
-    let what = format!("{e:?}");
+    // What each variant carries, written out: reqwless's `Display` is its derived `Debug`, which
+    // names the variant alone in this image (`-Z fmt-debug=shallow`, .cargo/config.toml).
+    let what = match &e {
+        reqwless::Error::Network(kind) => format!("network: {kind:?}"),
+        reqwless::Error::InvalidUrl(why) => format!("invalid URL: {why:?}"),
+        other => format!("{other:?}"),
+    };
     LinkError::Net(match e {
         reqwless::Error::Dns => NetFailure::Unreachable(format!("the name did not resolve ({what})")),
         reqwless::Error::InvalidUrl(_) => NetFailure::Fatal(what),
