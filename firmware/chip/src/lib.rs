@@ -17,6 +17,7 @@ pub mod boot;
 pub mod console;
 pub mod cron;
 pub mod dhcp;
+pub mod ed25519;
 pub mod feishu;
 pub mod gateway;
 pub mod heartbeat;
