@@ -141,7 +141,7 @@ impl Updates {
         let mut progress = report;
         let mut incoming = self.receive(&mut progress).map_err(|e| format!("{e}"))?;
         https
-            .exchange_under(Some(roots), Method::GET, url, &[], &[][..], &mut incoming)
+            .exchange_under(Some(roots), Method::GET, url, &[], net::Windows::new(0, &mut net::whole(&[])), &mut incoming)
             .await
             .map_err(|e| format!("{e}"))?;
         match incoming.finish() {
