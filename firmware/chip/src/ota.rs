@@ -31,8 +31,8 @@ use alloc::format;
 use alloc::string::String;
 use core::fmt;
 
-use chela_core::flash::Flash;
 use crate::ed25519::Verifying;
+use chela_core::flash::Flash;
 
 /// The update file's magic.
 pub const MAGIC: [u8; 8] = *b"CHELAOTA";

@@ -38,7 +38,8 @@ const VECTORS: [(&str, &str, &str); 3] = [
 fn rfc_8032_vectors_verify_and_their_mutations_do_not() {
     for (key, message, signature) in VECTORS {
         let (key, signature) = (hex::<32>(key), hex::<64>(signature));
-        let message: Vec<u8> = (0..message.len()).step_by(2).map(|i| u8::from_str_radix(&message[i..i + 2], 16).unwrap()).collect();
+        let message: Vec<u8> =
+            (0..message.len()).step_by(2).map(|i| u8::from_str_radix(&message[i..i + 2], 16).unwrap()).collect();
         assert!(theirs(&key, &message, &signature), "the vector itself");
         assert_eq!(verify(&key, &message, &signature), Ok(()));
         let mut other = message.clone();

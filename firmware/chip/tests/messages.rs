@@ -23,5 +23,8 @@ fn a_tls_network_failure_says_which() {
 #[test]
 fn a_field_less_tls_error_is_its_name() {
     assert_eq!(Shown(&TlsError::InvalidCertificate).to_string(), "InvalidCertificate");
-    assert_eq!(Refused::Handshake(TlsError::ConnectionClosed).to_string(), "the TLS handshake failed (ConnectionClosed)");
+    assert_eq!(
+        Refused::Handshake(TlsError::ConnectionClosed).to_string(),
+        "the TLS handshake failed (ConnectionClosed)"
+    );
 }
