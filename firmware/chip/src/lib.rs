@@ -21,6 +21,7 @@ pub mod ed25519;
 pub mod feishu;
 pub mod gateway;
 pub mod heartbeat;
+pub mod http;
 pub mod link;
 pub mod ota;
 #[cfg(feature = "tls")]
