@@ -23,7 +23,9 @@ use embassy_net::dns::{DnsQueryType, DnsSocket};
 use embassy_net::tcp::client::TcpClient;
 use embassy_net::udp::{PacketMetadata, UdpSocket};
 use embassy_time::{Duration, Instant, Timer, with_timeout};
-use embedded_io_async::{Read, Write};
+#[cfg(feature = "connected")]
+use embedded_io_async::Read;
+use embedded_io_async::Write;
 use embedded_nal_async::{AddrType, Dns, TcpConnect};
 use embedded_tls::{Aes128GcmSha256, TlsConnection, TlsError};
 use esp_hal::rng::Rng;
