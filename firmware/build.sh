@@ -10,7 +10,7 @@
 # the heap and the stack left, checks that the image fits its partition, the C3's image its
 # 1,000,000 B target, and both chips' RAM targets (static RAM <= 200 KiB, heap + stack >= 120 KiB;
 # with the emulator's idle figure, heap + stack free at idle >= 100 KiB), and prints the ELF's path last.
-# The C6's image carries the `connected` feature, the C3's not (CHELA_FIRMWARE_FEATURES overrides).
+# Both chips' images carry the `connected` feature (CHELA_FIRMWARE_FEATURES overrides: "" for none).
 # Settings are baked in from CHELA_* variables (docs/guide/chip.md, "The ESP32 firmware").
 # Bounded: the build by 40 min (CHELA_BUILD_TIMEOUT=SECONDS overrides it: CI builds at a low
 # priority beside the tests, where a build may wait longer for the CPU).
@@ -65,12 +65,9 @@ cargo=cargo
 [ -x /usr/bin/cargo ] && cargo=/usr/bin/cargo
 
 # The firmware's optional parts: `connected` (OTA, the gateway, the portal, web_search, the
-# heartbeat, the proxy) in the C6's image; the C3's has no room for them under its 1,000,000 B
-# target yet. CHELA_FIRMWARE_FEATURES (comma-separated, "" for none) overrides the chip's choice.
-case $chip in
-  esp32c6) default_features=connected ;;
-  *) default_features= ;;
-esac
+# heartbeat, the proxy) in both chips' images, the C3's too within its 1,000,000 B target.
+# CHELA_FIRMWARE_FEATURES (comma-separated, "" for none) overrides it.
+default_features=connected
 features=${CHELA_FIRMWARE_FEATURES-$default_features}
 case $features in
   *[!a-z,_-]*) fail "CHELA_FIRMWARE_FEATURES='$features': feature names, comma-separated" ;;

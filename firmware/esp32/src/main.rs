@@ -83,7 +83,8 @@ macro_rules! mk_static {
 }
 
 // OTA, the gateway, the portal, web_search, the heartbeat and the proxy: in the image with the
-// `connected` feature (build.sh: the C6's), said to be left out by the console otherwise.
+// `connected` feature (build.sh: both chips' by default), said to be left out by the console
+// otherwise.
 #[cfg(feature = "connected")]
 mod connected;
 #[cfg(not(feature = "connected"))]
