@@ -10,7 +10,7 @@
 # the heap and the stack left, checks that the image fits its partition, the C3's image its
 # 1,000,000 B target, and both chips' RAM targets (static RAM <= 200 KiB, heap + stack >= 120 KiB;
 # with the emulator's idle figure, heap + stack free at idle >= 100 KiB), and prints the ELF's path last.
-# The C6's image carries the `connected` feature, the C3's not (CHELA_FIRMWARE_FEATURES overrides).
+# Both chips' images carry the `connected` feature (CHELA_FIRMWARE_FEATURES overrides: "" for none).
 # Settings are baked in from CHELA_* variables (docs/guide/chip.md, "The ESP32 firmware").
 # Bounded: the build by 40 min (CHELA_BUILD_TIMEOUT=SECONDS overrides it: CI builds at a low
 # priority beside the tests, where a build may wait longer for the CPU).
@@ -65,12 +65,9 @@ cargo=cargo
 [ -x /usr/bin/cargo ] && cargo=/usr/bin/cargo
 
 # The firmware's optional parts: `connected` (OTA, the gateway, the portal, web_search, the
-# heartbeat, the proxy) in the C6's image; the C3's has no room for them under its 1,000,000 B
-# target yet. CHELA_FIRMWARE_FEATURES (comma-separated, "" for none) overrides the chip's choice.
-case $chip in
-  esp32c6) default_features=connected ;;
-  *) default_features= ;;
-esac
+# heartbeat, the proxy) in both chips' images, the C3's too within its 1,000,000 B target.
+# CHELA_FIRMWARE_FEATURES (comma-separated, "" for none) overrides it.
+default_features=connected
 features=${CHELA_FIRMWARE_FEATURES-$default_features}
 case $features in
   *[!a-z,_-]*) fail "CHELA_FIRMWARE_FEATURES='$features': feature names, comma-separated" ;;
@@ -117,6 +114,14 @@ stack=$(awk '$1 == ".stack" { print $2 }' <<<"$sections")
 heap=$("$nm_tool" -S -C -t d "$elf" | awk '$3 ~ /^[bBdD]$/ && $NF ~ /::HEAP$/ && $2 + 0 >= 1024 { sum += $2 } END { print sum + 0 }')
 [ "$heap" -gt 0 ] || fail "found no heap regions (HEAP symbols) in the ELF"
 reclaimed=$(awk '$1 == ".dram2_uninit" { print $2 }' <<<"$sections")
+# The code's flash address space starts at the 64 KiB page after the read-only data (the app
+# descriptor, .rodata, the radio's .rodata.wifi): past that page, the code moves up a page and
+# the image gains the part of the 64 KiB that the RAM segments do not fill (14 KB on the C3).
+ro_room=$(awk '
+  $1 ~ /^\.(flash\.appdesc|rodata_merge|rodata|rodata\.wifi)$/ { if (base == "" || $3 < base) base = $3; if ($3 + $2 > end) end = $3 + $2 }
+  $1 == ".rotext_dummy" { dummy = $2 }
+  $1 == ".text_gap" { gap = $2 }
+  END { base -= base % 65536; if (gap != "") print gap; else if (dummy != "") print dummy - (end - base) }' <<<"$sections")
 
 # A panic prints a stack dump that `espflash monitor` unwinds with the ELF's .eh_frame and names
 # with its line tables (docs/guide/chip.md): both must be in the ELF (not the image).
@@ -130,6 +135,7 @@ echo "chela-firmware: $chip image fits an OTA slot ($image of $ota_slot B: two s
 echo "chela-firmware: $chip static RAM $static B ($((static / 1024)) KiB: IRAM + DRAM + BSS, the heap's .bss part included)"
 echo "chela-firmware: $chip heap $heap B ($((heap / 1024)) KiB; ${reclaimed:-0} B of it in RAM reclaimed from the bootloader)"
 echo "chela-firmware: $chip stack $stack B; heap + stack $((heap + stack)) B ($(((heap + stack) / 1024)) KiB)"
+[ -z "$ro_room" ] || echo "chela-firmware: $chip read-only data: $ro_room B before the code's next 64 KiB page"
 
 # The hard limit: the image must fit an app slot of esp32/partitions.csv (two of the same size,
 # for over-the-air updates), and the table must fit the 4 MB flash with a 512 KiB `chela` store.

@@ -19,7 +19,7 @@ use crate::turn::Chip;
 /// the proxy) has none: the firmware's [`Status::left_out`] then, which the console's `help` and
 /// those commands say.
 pub const WITHOUT_CONNECTED: &str =
-    "the C3 build has no room for it yet (its image must stay under 1,000,000 B); the ESP32-C6 image has it";
+    "it was built with CHELA_FIRMWARE_FEATURES=\"\"; firmware/build.sh builds it in by default";
 
 /// Feeds `bytes` read from the UART to `console`; prints each reply; returns the effects the
 /// firmware must carry out, in order. Bounded by the console's line length.

@@ -17,9 +17,11 @@ pub mod boot;
 pub mod console;
 pub mod cron;
 pub mod dhcp;
+pub mod ed25519;
 pub mod feishu;
 pub mod gateway;
 pub mod heartbeat;
+pub mod http;
 pub mod link;
 pub mod ota;
 #[cfg(feature = "tls")]

@@ -31,8 +31,8 @@ use alloc::format;
 use alloc::string::String;
 use core::fmt;
 
+use crate::ed25519::Verifying;
 use chela_core::flash::Flash;
-use ed25519_compact::{PublicKey, Signature};
 
 /// The update file's magic.
 pub const MAGIC: [u8; 8] = *b"CHELAOTA";
@@ -322,7 +322,7 @@ pub struct Progress {
 /// An update in progress: feed it the update file's bytes in any pieces ([`Update::write`]),
 /// then [`Update::finish`]. Dropping it half way leaves the running image selected.
 pub struct Update {
-    key: PublicKey,
+    key: [u8; 32],
     chip: u16,
     /// The slot written: the one not running.
     target: usize,
@@ -348,7 +348,7 @@ impl Update {
         slots: &[S; 2],
         running: usize,
     ) -> Result<Update, OtaError> {
-        let key = PublicKey::new(*key.ok_or(OtaError::NoKey)?);
+        let key = *key.ok_or(OtaError::NoKey)?;
         if running > 1 {
             return Err(OtaError::Layout("the running image is not in an OTA slot"));
         }
@@ -464,8 +464,7 @@ impl Update {
         if self.page_len > 0 {
             self.flush(&mut slots[self.target])?;
         }
-        let sig = Signature::new(h.signature);
-        let mut st = self.key.verify_incremental(&sig).map_err(|_| OtaError::BadSignature)?;
+        let mut st = Verifying::new(&self.key, &h.signature).map_err(|_| OtaError::BadSignature)?;
         let mut buf = [0u8; PAGE];
         let mut at = 0u32;
         while at < h.image_len {

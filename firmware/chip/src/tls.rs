@@ -174,7 +174,24 @@ impl fmt::Display for Refused {
                 write!(f, "the server signed the handshake with {s:?}, which the chip does not accept")
             }
             Refused::Unproven => f.write_str("the server ended the TLS handshake without proving who it is"),
-            Refused::Handshake(e) => write!(f, "the TLS handshake failed ({e:?})"),
+            Refused::Handshake(e) => write!(f, "the TLS handshake failed ({})", Shown(e)),
+        }
+    }
+}
+
+/// A TLS error in words: the variant's name with what it carries. Written out, not derived:
+/// the image is built with `-Z fmt-debug=shallow`, where a derived `Debug` names the variant only.
+pub struct Shown<'a>(pub &'a TlsError);
+
+impl fmt::Display for Shown<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The fields are field-less enums, whose derived `Debug` is their name in either build.
+        match self.0 {
+            TlsError::HandshakeAborted(level, alert) => write!(f, "the server aborted: {level:?} alert {alert:?}"),
+            TlsError::AbortHandshake(level, alert) => write!(f, "the chip aborted: {level:?} alert {alert:?}"),
+            TlsError::ParseError(e) => write!(f, "unparsable record: {e:?}"),
+            TlsError::Io(kind) => write!(f, "network: {kind:?}"),
+            other => write!(f, "{other:?}"),
         }
     }
 }

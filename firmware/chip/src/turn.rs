@@ -327,7 +327,8 @@ async fn call_model<F: Flash, B: Board, L: Link>(
                 return Ok(Err(e));
             }
             Some(Outcome::RetryAt(t)) => {
-                say!(&chip.board, "[model] retry {} at {t} ms: {:?}", ex.retries(), ex.last_failure());
+                let why = ex.last_failure().map(|e| e.to_string()).unwrap_or_default();
+                say!(&chip.board, "[model] retry {} at {t} ms: {why}", ex.retries());
                 link.wait_until(t).await.map_err(|e| e.to_string())?;
             }
             None => return Err("the model call did not finish".into()),

@@ -1,7 +1,7 @@
 //! The shared turn driver on the host, over a scripted link: what the emulator turn does not
 //! reach (retries, a link that breaks, garbage answers, the GPIO-style toolbox hook).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::rc::Rc;
 
@@ -35,6 +35,8 @@ const ORIGIN: Origin<'static> = Origin { channel: "telegram", chat_id: "42" };
 #[derive(Clone, Default)]
 struct TestBoard {
     ms: Rc<Cell<u64>>,
+    /// What the driver said on the console, a line each.
+    said: Rc<RefCell<Vec<String>>>,
 }
 
 impl Board for TestBoard {
@@ -44,7 +46,9 @@ impl Board for TestBoard {
     fn unix(&self) -> Option<u64> {
         Some(1_796_037_920 + self.ms.get() / 1000)
     }
-    fn print(&self, _: fmt::Arguments<'_>) {}
+    fn print(&self, a: fmt::Arguments<'_>) {
+        self.said.borrow_mut().push(a.to_string());
+    }
 }
 
 /// What the scripted peer does for one `POST`.
@@ -170,9 +174,14 @@ fn a_429_waits_as_long_as_retry_after_says() {
         ),
         Step::Answer(200, SSE, ANSWER),
     ];
-    let (t, link, _) = run(steps, "hello");
+    let (t, link, chip) = run(steps, "hello");
     assert!(!t.unwrap().aborted);
     assert_eq!(link.waits, vec![200 + 7000]);
+    // The retry's note gives the reason in words (its Display), not a derived Debug, which an
+    // image built with `-Z fmt-debug=shallow` would cut to the variant's name.
+    let said = chip.board.said.borrow();
+    let note = said.iter().find(|l| l.starts_with("[model] retry")).expect("a retry note");
+    assert!(note.ends_with("ms: rate limited (HTTP 429)"), "{note}");
 }
 
 #[test]

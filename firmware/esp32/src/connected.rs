@@ -1,5 +1,5 @@
-//! The connected parts, in an image built with the `connected` feature (the C6's; the C3's has
-//! no room for them yet): over-the-air updates ([`ota`](crate::ota)), the gateway on 18789 with
+//! The connected parts, in an image built with the `connected` feature (both chips' by
+//! default): over-the-air updates ([`ota`](crate::ota)), the gateway on 18789 with
 //! `POST /ota` and the setup page ([`gateway`](crate::gateway)), the Wi-Fi onboarding portal
 //! ([`portal`](crate::portal)), web_search, the heartbeat, the proxy and Feishu
 //! ([`feishu`](crate::feishu)). `without_connected.rs`

@@ -89,7 +89,12 @@ pub struct Error(pub FlashStorageError);
 
 impl core::fmt::Display for Error {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "flash error: {:?}", self.0)
+        // The code by hand: a derived `Debug` of `Other(code)` is the variant's name alone in
+        // this image (`-Z fmt-debug=shallow`, .cargo/config.toml).
+        match self.0 {
+            FlashStorageError::Other(code) => write!(f, "flash error: code {code}"),
+            e => write!(f, "flash error: {e:?}"),
+        }
     }
 }
 

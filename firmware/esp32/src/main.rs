@@ -83,7 +83,8 @@ macro_rules! mk_static {
 }
 
 // OTA, the gateway, the portal, web_search, the heartbeat and the proxy: in the image with the
-// `connected` feature (build.sh: the C6's), said to be left out by the console otherwise.
+// `connected` feature (build.sh: both chips' by default), said to be left out by the console
+// otherwise.
 #[cfg(feature = "connected")]
 mod connected;
 #[cfg(not(feature = "connected"))]
@@ -716,7 +717,14 @@ async fn connection_task(mut controller: WifiController<'static>) {
             }
             Either::First(Err(e)) => {
                 seen(false, 0, false);
-                say!(&Esp, "[wifi] connect failed: {e:?}");
+                // Written out: a derived `Debug` names the variant alone in this image.
+                match e {
+                    esp_radio::wifi::ConnectionError::Failed(why) => {
+                        say!(&Esp, "[wifi] connect failed: {:?} ({} dBm)", why.reason, why.rssi)
+                    }
+                    esp_radio::wifi::ConnectionError::WifiError(e) => say!(&Esp, "[wifi] connect failed: {e:?}"),
+                    _ => say!(&Esp, "[wifi] connect failed"),
+                }
             }
             Either::Second(()) => {
                 WIFI_CHANGED.signal(());

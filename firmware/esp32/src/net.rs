@@ -1,5 +1,5 @@
-//! HTTPS on the chip: reqwless's HTTP/1.1 over embedded-tls's TLS 1.3 over an embassy-net TCP
-//! socket. Whom to trust is ours (`chela_chip::tls`): the server must prove, in one handshake,
+//! HTTPS on the chip: HTTP/1.1 (`chela_chip::http`'s head and chunked parsing) over
+//! embedded-tls's TLS 1.3 over an embassy-net TCP socket. Whom to trust is ours (`chela_chip::tls`): the server must prove, in one handshake,
 //! that it holds a certificate for the host under one of the roots pinned for that host in the
 //! image (`certs`); a failed check ends the call, it never falls back to no check.
 //! It is the firmware's [`Link`] for model calls, and does Telegram's two calls.
@@ -9,10 +9,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::cell::RefCell;
 
+use chela_chip::http::{self, Framing};
 use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
 #[cfg(feature = "connected")]
 use chela_chip::proxy::Proxy;
-use chela_chip::tls::{self, Trust};
+use chela_chip::tls::{self, Shown, Trust};
 use chela_core::exchange::{Head, NetFailure};
 use core::net::SocketAddr;
 #[cfg(feature = "connected")]
@@ -29,13 +30,11 @@ use embassy_sync::blocking_mutex::raw::NoopRawMutex;
 use embassy_sync::mutex::Mutex as AsyncMutex;
 use embassy_time::{Duration, Instant, Timer, with_timeout};
 #[cfg(feature = "connected")]
-use embedded_io_async::ErrorType;
-use embedded_io_async::{Read, Write};
+use embedded_io_async::{ErrorType, Read};
+use embedded_io_async::Write;
 use embedded_nal_async::{AddrType, Dns, TcpConnect};
-use embedded_tls::{Aes128GcmSha256, TlsConnection};
+use embedded_tls::{Aes128GcmSha256, TlsConnection, TlsError};
 use esp_hal::rng::Rng;
-use reqwless::client::HttpConnection;
-use reqwless::request::{Method, Request, RequestBody, RequestBuilder};
 
 use crate::board::Esp;
 use crate::certs;
@@ -126,17 +125,26 @@ pub struct Https {
     pub rng: Rng,
 }
 
-/// A request body written window by window as the socket takes it.
-struct Windows<'w, 'a> {
+/// A request body written window by window as the socket takes it: the one body type of
+/// every request, so the exchange (reqwless's request writer and response reader, the TLS
+/// connection) is compiled once, not once per body type (4.4 KB each on the C3).
+pub struct Windows<'w, 'a> {
     length: usize,
     writer: RefCell<&'w mut BodyWriter<'a>>,
 }
 
-impl RequestBody for Windows<'_, '_> {
-    fn len(&self) -> Option<usize> {
-        Some(self.length)
+impl<'w, 'a> Windows<'w, 'a> {
+    pub fn new(length: usize, writer: &'w mut BodyWriter<'a>) -> Self {
+        Windows { length, writer: RefCell::new(writer) }
     }
+}
 
+/// `bytes` as a body writer: all of it from where the socket got to.
+pub fn whole(bytes: &[u8]) -> impl FnMut(usize, &mut Vec<u8>) + '_ {
+    move |from, out| out.extend_from_slice(bytes.get(from..).unwrap_or_default())
+}
+
+impl Windows<'_, '_> {
     async fn write<W: Write>(&self, out: &mut W) -> Result<(), W::Error> {
         let mut sent = 0;
         let mut buf = Vec::with_capacity(chela_chip::turn::WINDOW);
@@ -201,13 +209,13 @@ pub fn split(url: &str) -> Result<(&str, &str), LinkError> {
     Ok((host, if path.is_empty() { "/" } else { path }))
 }
 
-fn classify(e: reqwless::Error) -> LinkError {
-    let what = format!("{e:?}");
-    LinkError::Net(match e {
-        reqwless::Error::Dns => NetFailure::Unreachable(format!("the name did not resolve ({what})")),
-        reqwless::Error::InvalidUrl(_) => NetFailure::Fatal(what),
-        _ => NetFailure::Transient(format!("the connection failed ({what})")),
-    })
+/// A TLS connection that failed after the handshake (a retry may work).
+fn broken(what: &str, e: TlsError) -> LinkError {
+    LinkError::Net(NetFailure::Transient(format!("the connection failed {what} ({})", Shown(&e))))
+}
+
+fn transient(why: String) -> LinkError {
+    LinkError::Net(NetFailure::Transient(why))
 }
 
 /// The hardware RNG as the TLS handshake's random source. It is a true RNG while the radio
@@ -241,12 +249,12 @@ impl Https {
     /// against the host's pinned roots, then the request. (Not `async`: one future fewer.) The
     /// exchange's state (the TLS connection, the handshake, the response reader) is boxed: on the
     /// heap while a request runs, not in the main task's static state beside everything else.
-    pub fn exchange<B: RequestBody>(
+    pub fn exchange(
         &mut self,
-        method: Method,
+        method: &str,
         url: &str,
         headers: &[(&str, &str)],
-        body: B,
+        body: Windows<'_, '_>,
         answer: &mut dyn Answer,
     ) -> impl Future<Output = Result<(), LinkError>> {
         alloc::boxed::Box::pin(self.exchange_under(None, method, url, headers, body, answer))
@@ -254,13 +262,13 @@ impl Https {
 
     /// [`exchange`](Https::exchange) with the server's chain checked against `roots` (`None`:
     /// the roots pinned for the host).
-    pub async fn exchange_under<B: RequestBody>(
+    pub async fn exchange_under(
         &mut self,
         roots: Option<&'static [&'static [u8]]>,
-        method: Method,
+        method: &str,
         url: &str,
         headers: &[(&str, &str)],
-        body: B,
+        body: Windows<'_, '_>,
         answer: &mut dyn Answer,
     ) -> Result<(), LinkError> {
         let (host, path) = split(url)?;
@@ -290,41 +298,87 @@ impl Https {
             Ok(Err(e)) => return Err(LinkError::Net(NetFailure::Fatal(format!("{host}: {e}")))),
             Ok(Ok(())) => {}
         }
-        let mut http = HttpConnection::Plain(conn);
-        let request = Request::new(method, path).host(host).headers(headers).body(body).build();
+        let request = http::request_head(method, host, path, headers, body.length);
+        let send = async {
+            conn.write_all(request.as_bytes()).await?;
+            body.write(&mut conn).await?;
+            conn.flush().await
+        };
+        match with_timeout(IDLE, send).await {
+            Err(_) => return Err(timed_out("sending the request")),
+            Ok(r) => r.map_err(|e| broken("sending the request", e))?,
+        }
         // From the heap for this exchange only: in set-up and safe mode no exchange runs.
         let mut head = alloc::vec![0u8; HEAD_BYTES];
-        let resp = match with_timeout(IDLE, http.send(request, &mut head[..])).await {
-            Err(_) => return Err(timed_out("waiting for the response head")),
-            Ok(r) => r.map_err(classify)?,
-        };
-        let mut content_type: heapless::String<96> = heapless::String::new();
-        let mut retry_after: heapless::String<32> = heapless::String::new();
-        for (name, value) in resp.headers() {
-            let value = core::str::from_utf8(value).unwrap_or("");
-            if name.eq_ignore_ascii_case("content-type") {
-                let _ = content_type.push_str(chela_core::text::prefix(value, 96));
-            } else if name.eq_ignore_ascii_case("retry-after") {
-                let _ = retry_after.push_str(chela_core::text::prefix(value, 32));
-            } else if name.eq_ignore_ascii_case("date") {
-                // The chain verified above: an authenticated time to check SNTP's against.
-                Esp.https_date(value);
-            }
-        }
-        let status = resp.status.0;
-        answer.head(status, &[("content-type", content_type.as_str()), ("retry-after", retry_after.as_str())]);
-        let mut reader = resp.body().reader();
-        let mut piece = [0u8; PIECE];
-        loop {
-            let n = match with_timeout(IDLE, reader.read(&mut piece)).await {
-                Err(_) => return Err(timed_out("between response pieces")),
-                Ok(r) => r.map_err(classify)?,
+        let mut got = 0;
+        let head_end = loop {
+            let n = match with_timeout(IDLE, conn.read(&mut head[got..])).await {
+                Err(_) => return Err(timed_out("waiting for the response head")),
+                Ok(Ok(0)) => return Err(transient(format!("{host} closed the connection before answering"))),
+                Ok(r) => r.map_err(|e| broken("before the response head", e))?,
             };
-            if n == 0 {
-                answer.end();
-                break;
+            got += n;
+            if let Some(end) = http::head_len(&head[..got]) {
+                break end;
             }
-            if !answer.body(&piece[..n]) {
+            if got == HEAD_BYTES {
+                return Err(transient(format!("{host}'s response head is over {HEAD_BYTES} bytes")));
+            }
+        };
+        let fields = &head[..head_end];
+        let (status, framing) = http::parse_head(fields).map_err(|e| transient(format!("{host}: {e}")))?;
+        if let Some(date) = http::header(fields, "date") {
+            // The chain verified above: an authenticated time to check SNTP's against.
+            Esp.https_date(date);
+        }
+        let field = |name, max| chela_core::text::prefix(http::header(fields, name).unwrap_or(""), max);
+        answer.head(status, &[("content-type", field("content-type", 96)), ("retry-after", field("retry-after", 32))]);
+        let mut left = match framing {
+            Framing::Length(n) => Some(n),
+            _ => None,
+        };
+        let mut chunked = http::Chunked::new();
+        let mut piece = [0u8; PIECE];
+        // The body's first bytes came with the head.
+        let mut early = Some(head_end..got);
+        loop {
+            let bytes = match early.take() {
+                Some(r) => &head[r],
+                None => {
+                    if left == Some(0) || chunked.done() {
+                        answer.end();
+                        break;
+                    }
+                    let n = match with_timeout(IDLE, conn.read(&mut piece)).await {
+                        Err(_) => return Err(timed_out("between response pieces")),
+                        Ok(Err(TlsError::ConnectionClosed)) | Ok(Ok(0)) if framing == Framing::ToEnd => 0,
+                        Ok(r) => r.map_err(|e| broken("mid-answer", e))?,
+                    };
+                    if n == 0 {
+                        if framing == Framing::ToEnd {
+                            answer.end();
+                            break;
+                        }
+                        return Err(transient(format!("{host} closed the connection mid-answer")));
+                    }
+                    &piece[..n]
+                }
+            };
+            let going = if framing == Framing::Chunked {
+                let mut rest = bytes;
+                let mut going = true;
+                while going
+                    && let Some(data) = chunked.next(&mut rest).map_err(|e| transient(format!("{host}: {e}")))?
+                {
+                    going = answer.body(data);
+                }
+                going
+            } else {
+                let n = left.map_or(bytes.len(), |l| usize::try_from(l).unwrap_or(usize::MAX).min(bytes.len()));
+                left = left.map(|l| l - n as u64);
+                n == 0 || answer.body(&bytes[..n])
+            };
+            if !going {
                 break;
             }
         }
@@ -371,7 +425,7 @@ impl Https {
     /// `GET url`, the body kept up to `max` bytes.
     pub async fn get(&mut self, url: &str, max: usize) -> Result<Collect, LinkError> {
         let mut c = Collect::new(max);
-        self.exchange(Method::GET, url, &[], &[][..], &mut c).await?;
+        self.exchange("GET", url, &[], Windows::new(0, &mut whole(&[])), &mut c).await?;
         Ok(c)
     }
 
@@ -379,7 +433,8 @@ impl Https {
     pub async fn post_json(&mut self, url: &str, json: &str, max: usize) -> Result<Collect, LinkError> {
         let mut c = Collect::new(max);
         let headers = [("content-type", "application/json")];
-        self.exchange(Method::POST, url, &headers, json.as_bytes(), &mut c).await?;
+        let mut body = whole(json.as_bytes());
+        self.exchange("POST", url, &headers, Windows::new(json.len(), &mut body), &mut c).await?;
         Ok(c)
     }
 }
@@ -393,13 +448,12 @@ impl Link for Https {
         answer: &mut dyn Answer,
     ) -> Result<(), LinkError> {
         let headers: Vec<(&str, &str)> = head.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        let body = Windows { length, writer: RefCell::new(body) };
-        self.exchange(Method::POST, &head.url, &headers, body, answer).await
+        self.exchange("POST", &head.url, &headers, Windows::new(length, body), answer).await
     }
 
     async fn get(&mut self, head: &Head, answer: &mut dyn Answer) -> Result<(), LinkError> {
         let headers: Vec<(&str, &str)> = head.headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        self.exchange(Method::GET, &head.url, &headers, &[][..], answer).await
+        self.exchange("GET", &head.url, &headers, Windows::new(0, &mut whole(&[])), answer).await
     }
 
     async fn wait_until(&mut self, ms: u64) -> Result<(), LinkError> {

@@ -11,7 +11,6 @@ use alloc::string::String;
 use chela_chip::link::Answer;
 use chela_chip::ota::{self, BootCheck, MAX_TRIAL_BOOTS, OtaError, Progress, Receiver, Update};
 use chela_chip::say;
-use reqwless::request::Method;
 
 use crate::board::Esp;
 use crate::certs;
@@ -141,7 +140,7 @@ impl Updates {
         let mut progress = report;
         let mut incoming = self.receive(&mut progress).map_err(|e| format!("{e}"))?;
         https
-            .exchange_under(Some(roots), Method::GET, url, &[], &[][..], &mut incoming)
+            .exchange_under(Some(roots), "GET", url, &[], net::Windows::new(0, &mut net::whole(&[])), &mut incoming)
             .await
             .map_err(|e| format!("{e}"))?;
         match incoming.finish() {

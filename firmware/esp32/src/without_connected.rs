@@ -1,5 +1,5 @@
-//! An image built without the `connected` feature (the C3's: its 1,000,000 B target has no
-//! room for them yet): the same items as `connected.rs`, with nothing behind them. The console
+//! An image built without the `connected` feature (`CHELA_FIRMWARE_FEATURES=""
+//! firmware/build.sh`): the same items as `connected.rs`, with nothing behind them. The console
 //! answers their commands with [`LEFT_OUT`]; nothing here pretends to do their work.
 
 use alloc::string::String;
