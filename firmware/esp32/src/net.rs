@@ -29,9 +29,9 @@ use embassy_sync::blocking_mutex::raw::NoopRawMutex;
 #[cfg(feature = "connected")]
 use embassy_sync::mutex::Mutex as AsyncMutex;
 use embassy_time::{Duration, Instant, Timer, with_timeout};
+use embedded_io_async::Write;
 #[cfg(feature = "connected")]
 use embedded_io_async::{ErrorType, Read};
-use embedded_io_async::Write;
 use embedded_nal_async::{AddrType, Dns, TcpConnect};
 use embedded_tls::{Aes128GcmSha256, TlsConnection, TlsError};
 use esp_hal::rng::Rng;
