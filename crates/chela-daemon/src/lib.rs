@@ -9,7 +9,7 @@
 
 // The ground floor and the runtime; `crate::config::…` and `crate::tools::…` paths read as they
 // did inside `chela`.
-use chela_infra::{authority, clock, config, shutdown, tzdb, workspace};
+use chela_infra::{authority, clock, config, shutdown, tasks, tzdb, workspace};
 #[cfg(all(test, feature = "board"))]
 use chela_runtime::board;
 #[cfg(test)]

@@ -245,7 +245,9 @@ impl Scheduler {
         for p in problems.lines() {
             tracing::warn!("{p}");
         }
-        let seen_at = jobs.iter().map(|j| (j.job.id.clone(), now)).collect();
+        // Inserted, not collected: collecting into a map compiles a sort for this one call.
+        let mut seen_at = BTreeMap::new();
+        seen_at.extend(jobs.iter().map(|j| (j.job.id.clone(), now)));
         let outcomes = outcomes::read(ws.root());
         Scheduler {
             root: ws.root().to_path_buf(),
@@ -310,6 +312,13 @@ impl Scheduler {
     pub fn list(&self, now: i64) -> Vec<JobView> {
         let g = self.lock();
         g.jobs.iter().map(|j| view(&g, j, now)).collect()
+    }
+
+    /// The jobs that fire on their own, soonest first (the status report and the live view).
+    pub fn upcoming(&self, now: i64) -> Vec<JobView> {
+        let mut jobs: Vec<JobView> = self.list(now).into_iter().filter(|v| v.next_fire.is_some()).collect();
+        jobs.sort_by_key(|v| v.next_fire);
+        jobs
     }
 
     pub fn get(&self, id: &str, now: i64) -> Option<JobView> {
@@ -535,10 +544,9 @@ impl Scheduler {
             g.outcomes.insert(id.to_owned(), outcome);
         }
         // Only jobs that exist are kept, so the file stays within `scheduler.max_jobs` entries.
-        let ids: std::collections::BTreeSet<&str> = g.jobs.iter().map(|j| j.job.id.as_str()).collect();
-        let keep: BTreeMap<String, Outcome> =
-            g.outcomes.iter().filter(|(k, _)| ids.contains(k.as_str())).map(|(k, v)| (k.clone(), v.clone())).collect();
-        g.outcomes = keep;
+        let inner = &mut *g;
+        let ids: std::collections::BTreeSet<&str> = inner.jobs.iter().map(|j| j.job.id.as_str()).collect();
+        inner.outcomes.retain(|k, _| ids.contains(k.as_str()));
         if let Err(e) = outcomes::write(&self.root, &g.outcomes) {
             tracing::warn!("cannot save the jobs' last outcomes in {}: {e}", outcomes::FILE);
         }

@@ -50,6 +50,9 @@ pub use proxy::Proxy;
 use error::chain;
 pub use url::Url;
 
+/// A boxed future (see [`Response::bytes`] for why some are).
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 const USER_AGENT_VALUE: &str = concat!("chela/", env!("CARGO_PKG_VERSION"));
 
 #[derive(Clone, Debug)]
@@ -309,7 +312,14 @@ impl Response {
     }
 
     /// The whole body, or `BodyTooLarge` as soon as it is known to exceed `limit` bytes.
-    pub async fn bytes(mut self, limit: usize, idle: Duration) -> Result<Bytes, NetError> {
+    // Boxed behind a plain function, here and below: an async fn's state machine is compiled
+    // into every crate that awaits it (fat LTO cannot merge the copies); a boxed one only here.
+    #[inline(never)]
+    pub fn bytes(self, limit: usize, idle: Duration) -> BoxFuture<'static, Result<Bytes, NetError>> {
+        Box::pin(self.read_whole(limit, idle))
+    }
+
+    async fn read_whole(mut self, limit: usize, idle: Duration) -> Result<Bytes, NetError> {
         if self.content_length().is_some_and(|len| len > limit as u64) {
             return Err(NetError::BodyTooLarge { limit });
         }
@@ -325,7 +335,12 @@ impl Response {
 
     /// The first `limit` bytes of the body and whether there was more. Stops reading once past
     /// the limit (the rest is never downloaded).
-    pub async fn bytes_truncated(mut self, limit: usize, idle: Duration) -> Result<(Bytes, bool), NetError> {
+    #[inline(never)]
+    pub fn bytes_truncated(self, limit: usize, idle: Duration) -> BoxFuture<'static, Result<(Bytes, bool), NetError>> {
+        Box::pin(self.read_head(limit, idle))
+    }
+
+    async fn read_head(mut self, limit: usize, idle: Duration) -> Result<(Bytes, bool), NetError> {
         let known_longer = self.content_length().is_some_and(|len| len > limit as u64);
         let mut body = BytesMut::new();
         loop {

@@ -181,18 +181,16 @@ pub fn at_text(unix_secs: i64) -> String {
 
 impl Reading {
     pub fn to_json(&self) -> serde_json::Value {
-        let values: serde_json::Map<String, serde_json::Value> = self
-            .values
-            .iter()
-            .map(|q| {
-                let v = if q.unit == "bool" {
-                    serde_json::json!(q.value != 0.0)
-                } else {
-                    serde_json::json!({ "value": round(q.value), "unit": q.unit })
-                };
-                (q.name.to_owned(), v)
-            })
-            .collect();
+        // Inserted, not collected: collecting into a map compiles a sort for this one call.
+        let mut values = serde_json::Map::new();
+        values.extend(self.values.iter().map(|q| {
+            let v = if q.unit == "bool" {
+                serde_json::json!(q.value != 0.0)
+            } else {
+                serde_json::json!({ "value": round(q.value), "unit": q.unit })
+            };
+            (q.name.to_owned(), v)
+        }));
         serde_json::json!({ "device": self.device, "type": self.sensor, "values": values, "at": at_text(self.at) })
     }
 
@@ -354,7 +352,7 @@ pub async fn serve(
         tokio::select! {
             _ = tick.tick() => {
                 let (host, ws, clock) = (Arc::clone(&host), Arc::clone(&ws), clock.clone());
-                tokio::task::spawn_blocking(move || host.poll(&ws, &clock)).await?;
+                crate::tasks::blocking(move || host.poll(&ws, &clock)).await?;
             }
             () = shutdown.wait() => return Ok(()),
         }

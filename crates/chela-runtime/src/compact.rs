@@ -92,7 +92,7 @@ async fn fold(
     let max_read = (chela_core::history::bytes(&live) as u64)
         .saturating_mul(8)
         .saturating_add(tail_bytes(agent.limits.history_budget));
-    let summary = tokio::task::spawn_blocking(move || write(&path, &live, summary, max_read))
+    let summary = crate::tasks::blocking(move || write(&path, &live, summary, max_read))
         .await
         .map_err(|e| anyhow::anyhow!("saving the summary stopped unexpectedly: {e}"))??;
     history.messages.drain(..plan.fold);

@@ -126,7 +126,8 @@ impl Host {
         done: impl FnOnce(Outcome) + Send + 'static,
     ) -> tokio::task::JoinHandle<()> {
         let host = Arc::clone(self);
-        tokio::task::spawn_blocking(move || {
+        // Boxed, so the scripts and the jobs share one blocking task type.
+        let work: Box<dyn FnOnce() + Send> = Box::new(move || {
             let outcome = match host.take() {
                 Ok(lua) => {
                     #[cfg(test)]
@@ -140,7 +141,8 @@ impl Host {
                 Err(e) => Err(e),
             };
             done(outcome);
-        })
+        });
+        tokio::task::spawn_blocking(work)
     }
 }
 

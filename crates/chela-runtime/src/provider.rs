@@ -158,7 +158,20 @@ impl Provider {
 
     /// Makes one model call, retrying what is worth retrying. Text is reported through
     /// `on_update` as it streams in. Dropping the future cancels the call.
-    pub async fn complete(
+    // Boxed behind a plain function: an async fn's state machine is compiled into every crate
+    // that awaits it (fat LTO cannot merge the copies); a boxed one only here. One allocation
+    // per model call.
+    #[inline(never)]
+    pub fn complete<'a>(
+        &'a self,
+        call: &'a ModelCall<'_>,
+        tools: &'a [ToolSpec<'_>],
+        on_update: &'a mut (dyn FnMut(Update<'_>) + Send),
+    ) -> crate::net::BoxFuture<'a, Result<Reply, ProviderError>> {
+        Box::pin(self.complete_call(call, tools, on_update))
+    }
+
+    async fn complete_call(
         &self,
         call: &ModelCall<'_>,
         tools: &[ToolSpec<'_>],

@@ -300,7 +300,7 @@ impl SessionHub {
         live.insert(key.clone(), Live { id, inbox: tx, jobs: Arc::clone(&jobs), used });
         let mut owners = shared.owners.lock().unwrap_or_else(PoisonError::into_inner);
         while owners.try_join_next().is_some() {}
-        owners.spawn(own(Arc::clone(shared), key, id, rx, jobs));
+        owners.spawn(crate::tasks::boxed(own(Arc::clone(shared), key, id, rx, jobs)));
         Ok(())
     }
 

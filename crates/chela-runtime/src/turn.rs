@@ -180,7 +180,7 @@ impl FileWork {
         match self {
             FileWork::Inline => f(),
             FileWork::Pool => {
-                tokio::task::spawn_blocking(f).await.map_err(|e| anyhow::anyhow!("{what} stopped unexpectedly: {e}"))?
+                crate::tasks::blocking(f).await.map_err(|e| anyhow::anyhow!("{what} stopped unexpectedly: {e}"))?
             }
         }
     }

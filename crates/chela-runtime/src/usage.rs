@@ -138,8 +138,9 @@ impl Report {
     }
 
     pub fn json(&self) -> serde_json::Value {
-        let models: serde_json::Map<String, serde_json::Value> =
-            self.by_model.iter().map(|(m, t)| (m.clone(), totals_json(t))).collect();
+        // Inserted, not collected: collecting into a map compiles a sort for this one call.
+        let mut models = serde_json::Map::new();
+        models.extend(self.by_model.iter().map(|(m, t)| (m.clone(), totals_json(t))));
         serde_json::json!({"total": totals_json(&self.all), "models": models, "skipped_lines": self.skipped})
     }
 }

@@ -58,9 +58,9 @@ where
 {
     let server = Arc::new(Server::new(Arc::clone(&daemon)));
     let (line_tx, mut lines) = mpsc::channel(READ_AHEAD);
-    let reader = tokio::spawn(read_lines(input, line_tx));
+    let reader = tokio::spawn(crate::tasks::boxed(read_lines(input, line_tx)));
     let (out, out_rx) = mpsc::channel::<String>(WRITE_QUEUE);
-    let writer = tokio::spawn(write_lines(output, out_rx));
+    let writer = tokio::spawn(crate::tasks::boxed(write_lines(output, out_rx)));
 
     let mut session = Session::default();
     let mut tasks: JoinSet<String> = JoinSet::new();

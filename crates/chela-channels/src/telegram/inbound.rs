@@ -123,7 +123,7 @@ async fn save(
     let unique = format!("{secs}-{}-{}", msg["message_id"].as_i64().unwrap_or(0), safe_name(name));
     let dir = ws.root().join("inbox");
     let file_name = unique.clone();
-    let written = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+    let written = crate::tasks::blocking(move || -> std::io::Result<()> {
         std::fs::create_dir_all(&dir)?;
         let dir = open_dir(&dir)?;
         // Never over an existing file: two messages in the same second get different ids.

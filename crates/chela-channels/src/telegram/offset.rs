@@ -21,7 +21,7 @@ impl Store {
     /// unreadable file is reported and read as 0 too: at worst some updates are seen twice.
     pub async fn load(&self) -> i64 {
         let path = self.path.clone();
-        let read = tokio::task::spawn_blocking(move || std::fs::read_to_string(&path)).await;
+        let read = crate::tasks::blocking(move || std::fs::read_to_string(&path)).await;
         match read {
             Ok(Ok(text)) => text.trim().parse().unwrap_or_else(|_| {
                 tracing::warn!("telegram: {} does not hold a number; starting from 0", self.path.display());
@@ -41,7 +41,7 @@ impl Store {
 
     pub async fn save(&self, offset: i64) -> Result<()> {
         let path = self.path.clone();
-        tokio::task::spawn_blocking(move || -> Result<()> {
+        crate::tasks::blocking(move || -> Result<()> {
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
             }

@@ -160,7 +160,7 @@ pub async fn accept<B: Send + 'static>(host: Host, req: Request<B>, slot: Option
     };
     let store = Devices::open(host.daemon.workspace());
     let (id, token) = (device.clone(), token.to_owned());
-    let verdict = tokio::task::spawn_blocking(move || {
+    let verdict = crate::tasks::blocking(move || {
         store.load().map(|s| s.token_ok(&id, &client_id, &token).then(|| s.vision_token(&id)))
     })
     .await

@@ -220,7 +220,7 @@ impl Endpoint {
         let (user, pass) = connect.login.map(|l| (l.username, l.password)).unwrap_or_default();
         let store = Devices::open(self.host.daemon.workspace());
         let (id, cl) = (device.clone(), client.clone());
-        let verdict = tokio::task::spawn_blocking(move || {
+        let verdict = crate::tasks::blocking(move || {
             store.load().map(|s| login_ok(&s, &id, &cl, &user, &pass).then(|| s.vision_token(&id)))
         })
         .await;

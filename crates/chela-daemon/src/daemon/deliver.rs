@@ -154,7 +154,7 @@ impl Deliveries {
     pub fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
         let mut tasks = self.tasks.lock().unwrap_or_else(PoisonError::into_inner);
         while tasks.try_join_next().is_some() {}
-        tasks.spawn(task);
+        tasks.spawn(crate::tasks::boxed(task));
     }
 
     /// How many deliveries are on their way.

@@ -78,7 +78,7 @@ impl Tool for ImSendMedia {
         // workers; the outlet then reads this very file through /proc/self/fd, so a file swapped
         // in under the same name meanwhile is never what is sent.
         let (c, rel) = (ctx.clone(), a.path.clone());
-        let (file, size) = tokio::task::spawn_blocking(move || crate::tools::files::open_workspace_file(&c, &rel))
+        let (file, size) = crate::tasks::blocking(move || crate::tools::files::open_workspace_file(&c, &rel))
             .await
             .map_err(|e| ToolError::new(format!("opening {} stopped unexpectedly: {e}", a.path)))??;
         if size > MAX_MEDIA_BYTES {

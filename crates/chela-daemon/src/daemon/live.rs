@@ -113,9 +113,9 @@ pub fn report(daemon: &crate::daemon::Daemon) -> serde_json::Value {
             Vec::new()
         }
     };
-    let mut jobs: Vec<_> = daemon.scheduler().list(now).into_iter().filter(|v| v.next_fire.is_some()).collect();
-    jobs.sort_by_key(|v| v.next_fire);
-    let jobs: Vec<_> = jobs
+    let jobs: Vec<_> = daemon
+        .scheduler()
+        .upcoming(now)
         .into_iter()
         .take(MAX_LISTED)
         .map(|v| serde_json::json!({"id": v.job.id, "name": v.job.name, "next_run": v.next_fire_local}))

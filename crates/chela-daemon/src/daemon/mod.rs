@@ -432,7 +432,7 @@ impl Daemon {
     ) {
         let deliver::Place { mut before, done } = self.deliveries.place(channel, chat_id);
         let (daemon, channel, chat_id) = (Arc::clone(self), channel.to_owned(), chat_id.to_owned());
-        self.deliveries.spawn(async move {
+        self.deliveries.spawn(crate::tasks::boxed(async move {
             let may_send = || sender.as_deref().is_none_or(|s| daemon.may_talk(&channel, s));
             let answer = match coming {
                 Coming::Said(text) => Answer::said(text),
@@ -474,7 +474,7 @@ impl Daemon {
                 tracing::warn!(%channel, chat = %chat_id, "an answer was not sent: its sender may no longer talk to Chela");
             }
             drop(done);
-        });
+        }));
     }
 
     /// How many answers are on their way to their channels.

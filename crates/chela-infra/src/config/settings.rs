@@ -1,5 +1,5 @@
 //! Typed sections: settings that are more than one value (lists, per-name tables), read once
-//! with serde from the merged layers.
+//! from the merged layers (by hand, see [`read`]).
 //!
 //! ```toml
 //! [channels.telegram]
@@ -38,77 +38,67 @@ use std::collections::BTreeMap;
 
 use anyhow::{Context, Result, bail};
 use chela_core::config::{KEYS, TYPED_ROOTS, has_url_userinfo, mask_url_userinfo};
-use serde::Deserialize;
 
 use super::{Entry, Layer, typed};
+
+mod read;
 
 /// Most MCP servers one configuration may name; each is a process or a connection.
 pub const MAX_MCP_SERVERS: usize = 32;
 
 /// The typed sections.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Settings {
     pub channels: Channels,
     pub mcp: Mcp,
     pub lua: Lua,
     pub gateway: Gateway,
     pub llm: Llm,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
 /// The typed part of `[llm]`: `[llm.prices.MODEL]`, the person's prices in US dollars per
 /// million tokens, for models whose name starts with MODEL.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Llm {
     pub prices: BTreeMap<String, PriceSetting>,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
 /// One `[llm.prices.MODEL]`: `input` and `output` are needed; a cache read or write not given
 /// costs what an input token does.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct PriceSetting {
     pub input: Option<f64>,
     pub output: Option<f64>,
     pub cache_read: Option<f64>,
     pub cache_write: Option<f64>,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
 /// Most models one price table may name.
 pub const MAX_PRICES: usize = 64;
 
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Channels {
     pub telegram: Telegram,
     pub feishu: Feishu,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
 /// `[channels.telegram]`: off while `token` is empty.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Telegram {
     pub token: String,
     pub allow_from: Vec<String>,
     pub api_base: String,
     pub max_file_bytes: u64,
     pub stream_edits: bool,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
 /// `[channels.feishu]`: off while `app_id` is empty.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Feishu {
     pub app_id: String,
     pub app_secret: String,
@@ -118,34 +108,28 @@ pub struct Feishu {
     pub mode: String,
     pub verification_token: String,
     pub webhook_listen: String,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Mcp {
     pub servers: BTreeMap<String, McpServer>,
     /// `[mcp.serve]`: what Chela offers as an MCP server (`groups`, a flat key).
     pub serve: McpServe,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
 /// `[mcp.serve]`: what `chela mcp serve` and `/mcp` offer (also the flat key `mcp.serve.groups`).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct McpServe {
     /// Capability groups served, plus `chat`.
     pub groups: Vec<String>,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
 /// `[mcp.servers.NAME]`: a local program (`command`, `args`, `env`) or a remote server
 /// (`url`, `headers`), never both.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct McpServer {
     pub command: String,
     pub args: Vec<String>,
@@ -163,7 +147,6 @@ pub struct McpServer {
     pub timeout_secs: u64,
     /// Off: configured but not started.
     pub enabled: bool,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
@@ -185,8 +168,7 @@ impl Default for McpServer {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Lua {
     pub enabled: bool,
     pub max_memory_bytes: u64,
@@ -196,12 +178,10 @@ pub struct Lua {
     pub max_output_bytes: u64,
     pub max_jobs: u64,
     pub stop_grace_ms: u64,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(default)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Gateway {
     /// Checked as an address when read (`Kind::Listen`), so [`Gateway::addr`] cannot fail.
     pub listen: String,
@@ -211,7 +191,6 @@ pub struct Gateway {
     pub max_websockets: u64,
     pub websockets_per_address: u64,
     pub websocket_idle_secs: u64,
-    #[serde(flatten)]
     unknown: BTreeMap<String, toml::Value>,
 }
 
@@ -222,25 +201,21 @@ impl Gateway {
     }
 }
 
-/// Names the file leaf that made the typed sections fail, and what was expected there. Serde
-/// reports no path when reading from a `toml::Value`, so each leaf is tried alone over the flat
-/// entries: the first that fails by itself is the one to name. This runs only on the error path.
-fn blame(leaves: &[(Vec<String>, toml::Value, Layer)], base: &toml::Table, whole: &toml::de::Error) -> anyhow::Error {
+/// Names the file leaf that made the typed sections fail, and what was expected there. The
+/// reader reports no path, so each leaf is tried alone over the flat entries: the first that
+/// fails by itself is the one to name. This runs only on the error path.
+fn blame(leaves: &[(Vec<String>, toml::Value, Layer)], base: &toml::Table, whole: &read::Wrong) -> anyhow::Error {
     let culprit = leaves.iter().find_map(|(path, value, layer)| {
         let mut root = base.clone();
         insert(&mut root, path, value.clone()).ok()?;
-        Settings::deserialize(toml::Value::Table(root)).err().map(|e| (path.join("."), layer.to_string(), e))
+        Settings::read(toml::Value::Table(root)).err().map(|e| (path.join("."), layer.to_string(), e))
     });
     let (path, file, e) = match &culprit {
         Some((path, file, e)) => (path.as_str(), file.as_str(), e),
         None => ("the typed sections", "config", whole),
     };
-    // Serde's message quotes the value (`invalid type: string "Bearer ..."`), which may be a
-    // secret: keep only what was expected.
-    match e.message().trim().split_once(", expected ") {
-        Some((_, expected)) => anyhow::anyhow!("{file}: `{path}` has the wrong type: expected {expected}"),
-        None => anyhow::anyhow!("{file}: `{path}` is not valid"),
-    }
+    // Only what was expected, never the value: it may be a secret.
+    anyhow::anyhow!("{file}: `{path}` has the wrong type: expected {}", e.expected())
 }
 
 /// The fields of an MCP server, for "did you mean".
@@ -268,7 +243,7 @@ pub(super) fn build(
         let path: Vec<String> = e.key.name.split('.').map(str::to_owned).collect();
         insert(&mut root, &path, typed(e.key, &e.value))?;
     }
-    let settings = match Settings::deserialize(toml::Value::Table(root)) {
+    let settings = match Settings::read(toml::Value::Table(root)) {
         Ok(s) => s,
         Err(e) => return Err(blame(leaves, &base, &e)),
     };

@@ -55,7 +55,7 @@ pub async fn before_fold(
         let max = cfg.usize(keys::PROMPT_ENTRIES_BYTES);
         // What memory holds already, so the model does not store it again: read from the
         // entries file's end, bounded like the prompt's share of it.
-        let remembered = tokio::task::spawn_blocking(move || crate::memory::recent_entries(&ws, max))
+        let remembered = crate::tasks::blocking(move || crate::memory::recent_entries(&ws, max))
             .await
             .map_err(|e| anyhow::anyhow!("reading the remembered entries stopped unexpectedly: {e}"))?;
         let messages = compaction::flush_request(folded, &remembered, policy);

@@ -68,7 +68,7 @@ impl Tool for LuaRun {
         let started = crate::clock::real_instant();
         let script = if a.path.is_some() {
             let ctx2 = ctx.clone();
-            tokio::task::spawn_blocking(move || script(&ctx2, a))
+            crate::tasks::blocking(move || script(&ctx2, a))
                 .await
                 .map_err(|e| ToolError::new(format!("lua_run stopped unexpectedly: {e}")))??
         } else {

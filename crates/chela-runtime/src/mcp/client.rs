@@ -35,9 +35,12 @@ use self::http::{HttpConn, Remote};
 use self::names::Names;
 use self::wire::{Era, ToolDef};
 use crate::config::McpServer;
-use crate::net::HttpClient;
+use crate::net::{BoxFuture, HttpClient};
 use crate::tasks::TaskHandle;
 use crate::tools::{ToolError, Toolbox};
+
+/// What [`Clients::test`] learnt of a server: its era and its tools.
+pub type Tested = (Era, Vec<(String, ToolDef)>);
 
 /// How long the era probe may take before the server is taken for a handshake-era one. Long,
 /// because the probe is also the server's first request: a Python server on a busy machine
@@ -103,11 +106,19 @@ impl Clients {
     /// Connects every enabled server that has no tools registered yet (and whose backoff
     /// allows a new try), all at once; returns when each is connected or failed. Cheap when
     /// all are up: what a turn calls before it builds the tool list.
-    pub async fn ensure(&self, toolbox: &Arc<Toolbox>) {
+    // Boxed behind plain functions, here and below: an async fn's state machine (here every
+    // connect and listing under it) is compiled into each crate that awaits it, and fat LTO
+    // cannot merge the copies; a boxed one is compiled only here.
+    #[inline(never)]
+    pub fn ensure<'a>(&'a self, toolbox: &'a Arc<Toolbox>) -> BoxFuture<'a, ()> {
+        Box::pin(self.ensure_all(toolbox))
+    }
+
+    async fn ensure_all(&self, toolbox: &Arc<Toolbox>) {
         let mut set = tokio::task::JoinSet::new();
         for s in self.servers.iter().filter(|s| s.cfg.enabled && s.wants_connect()) {
             let (s, tb) = (Arc::clone(s), Arc::downgrade(toolbox));
-            set.spawn(async move { s.ensure(&tb).await });
+            set.spawn(crate::tasks::boxed(async move { s.ensure(&tb).await }));
         }
         while set.join_next().await.is_some() {}
     }
@@ -118,7 +129,12 @@ impl Clients {
     }
 
     /// Connects server `name` now (again, if it was) and returns its era and tools.
-    pub async fn test(&self, name: &str, toolbox: &Arc<Toolbox>) -> Result<(Era, Vec<(String, ToolDef)>), String> {
+    #[inline(never)]
+    pub fn test<'a>(&'a self, name: &'a str, toolbox: &'a Arc<Toolbox>) -> BoxFuture<'a, Result<Tested, String>> {
+        Box::pin(self.test_one(name, toolbox))
+    }
+
+    async fn test_one(&self, name: &str, toolbox: &Arc<Toolbox>) -> Result<Tested, String> {
         let s = self.servers.iter().find(|s| s.name == name).ok_or_else(|| {
             let names: Vec<&str> = self.servers.iter().map(|s| s.name.as_str()).collect();
             format!(
@@ -133,7 +149,12 @@ impl Clients {
     }
 
     /// Stops every server: stdin closed, then SIGTERM, then SIGKILL, each after a grace time.
-    pub async fn shutdown(&self) {
+    #[inline(never)]
+    pub fn shutdown(&self) -> BoxFuture<'_, ()> {
+        Box::pin(self.shutdown_all())
+    }
+
+    async fn shutdown_all(&self) {
         // First, so no connect started at start-up puts a new server in place behind this.
         drop(std::mem::take(&mut *self.starting.lock().unwrap_or_else(PoisonError::into_inner)));
         let mut set = tokio::task::JoinSet::new();
@@ -141,7 +162,7 @@ impl Clients {
             // The connection stays in place, dead: `mcp list` shows it stopped, and the next
             // call starts the server again.
             if let Some(c) = s.state().conn.clone() {
-                set.spawn(async move { c.shutdown(STOP_GRACE).await });
+                set.spawn(crate::tasks::boxed(async move { c.shutdown(STOP_GRACE).await }));
             }
         }
         while set.join_next().await.is_some() {}

@@ -198,7 +198,7 @@ impl Peer {
             changed: Notify::new(),
             gone: watch::Sender::new(false),
         });
-        tokio::spawn(setup(Arc::clone(&core)));
+        tokio::spawn(crate::tasks::boxed(setup(Arc::clone(&core))));
         Peer { core }
     }
 

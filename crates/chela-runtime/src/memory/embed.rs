@@ -435,7 +435,7 @@ async fn with_index<T: Send + 'static>(
     f: impl FnOnce(&mut Index) -> io::Result<T> + Send + 'static,
 ) -> io::Result<T> {
     let ws = ws.clone();
-    tokio::task::spawn_blocking(move || f(&mut Index::open(&ws)?)).await.map_err(io::Error::other)?
+    crate::tasks::blocking(move || f(&mut Index::open(&ws)?)).await.map_err(io::Error::other)?
 }
 
 /// One batch, tried [`ATTEMPTS`] times with [`RETRY`]'s waits while the failure may pass.
@@ -535,7 +535,7 @@ pub fn kick(ws: &Workspace, s: &Settings, http: &HttpClient) -> Option<tokio::ta
         }
     }
     let (ws, s, http) = (ws.clone(), s.clone(), http.clone());
-    Some(tokio::spawn(async move {
+    Some(tokio::spawn(crate::tasks::boxed(async move {
         let done = Done(root);
         loop {
             match embed_pending(&ws, &http, &s).await {
@@ -553,7 +553,7 @@ pub fn kick(ws: &Workspace, s: &Settings, http: &HttpClient) -> Option<tokio::ta
                 }
             }
         }
-    }))
+    })))
 }
 
 #[cfg(test)]

@@ -41,7 +41,7 @@ pub(super) fn stamp(path: &Path) -> Option<Stamp> {
 pub(super) async fn lock_turn(path: &Path, cancel: &Cancel) -> anyhow::Result<Held> {
     if let Some(dir) = path.parent() {
         let dir = dir.to_owned();
-        tokio::task::spawn_blocking(move || {
+        crate::tasks::blocking(move || {
             use std::os::unix::fs::DirBuilderExt;
             std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir)
         })

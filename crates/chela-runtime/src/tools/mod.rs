@@ -327,23 +327,16 @@ pub trait Erased: Send + Sync {
 }
 
 impl<T: Tool> Erased for T {
+    // Only the parsing and the tool's own future are compiled per tool; the rest is shared.
     fn call_json(self: Arc<Self>, ctx: ToolCtx, input: String) -> ToolFuture {
-        Box::pin(async move {
-            let args = parse_args::<T>(&input)?;
-            if !T::BLOCKING {
-                return self.call(&ctx, args).await.map(ToolOutput::from);
-            }
-            // The tool's future is driven on a blocking-pool thread; IO and timers it uses still
-            // work because the runtime keeps running on its own threads.
-            // Boxed, so every blocking tool shares one task type: tokio's task code is compiled
-            // once instead of once per tool.
-            let rt = tokio::runtime::Handle::current();
-            let work: Box<dyn FnOnce() -> ToolResult + Send> = Box::new(move || rt.block_on(self.call(&ctx, args)));
-            tokio::task::spawn_blocking(work)
-                .await
-                .map_err(|e| ToolError::new(format!("{} stopped unexpectedly: {e}", T::NAME)))?
-                .map(ToolOutput::from)
-        })
+        let args = match parse_args::<T>(&input) {
+            Ok(args) => args,
+            Err(e) => return Box::pin(std::future::ready(Err(e))),
+        };
+        if !T::BLOCKING {
+            return Box::pin(async move { self.call(&ctx, args).await.map(ToolOutput::from) });
+        }
+        Box::pin(run_blocking(T::NAME, Box::pin(async move { self.call(&ctx, args).await })))
     }
 
     #[cfg(test)]
@@ -363,9 +356,28 @@ impl<T: Tool> Erased for T {
 }
 
 fn parse_args<T: Tool>(input: &str) -> Result<T::Args, ToolError> {
-    serde_json::from_str(input).map_err(|e| {
-        ToolError::invalid_args(format!("Invalid arguments for {}: {e}. Expected: {}", T::NAME, T::SCHEMA))
-    })
+    serde_json::from_str(input).map_err(|e| invalid_args(T::NAME, T::SCHEMA, &e))
+}
+
+// The error paths of every tool's `call_json`, not generic: compiled once, not once per tool.
+#[inline(never)]
+fn invalid_args(name: &str, schema: &str, e: &serde_json::Error) -> ToolError {
+    ToolError::invalid_args(format!("Invalid arguments for {name}: {e}. Expected: {schema}"))
+}
+
+/// A blocking tool's call, boxed: [`run_blocking`] is compiled once for every such tool.
+type BlockingCall = Pin<Box<dyn Future<Output = ToolResult> + Send>>;
+
+/// Drives a blocking tool's future on a blocking-pool thread; IO and timers it uses still work
+/// because the runtime keeps running on its own threads.
+async fn run_blocking(name: &'static str, call: BlockingCall) -> OutputResult {
+    let rt = tokio::runtime::Handle::current();
+    crate::tasks::blocking(move || rt.block_on(call)).await.map_err(|e| stopped(name, e))?.map(ToolOutput::from)
+}
+
+#[inline(never)]
+fn stopped(name: &str, e: tokio::task::JoinError) -> ToolError {
+    ToolError::new(format!("{name} stopped unexpectedly: {e}"))
 }
 
 /// A group as its module declares it.

@@ -204,7 +204,7 @@ async fn stop_lua_jobs(daemon: &Daemon) {
     {
         let lua = Arc::clone(&daemon.tools().lua);
         let grace = Duration::from_millis(daemon.config().int(chela_core::config::LUA_STOP_GRACE_MS).unsigned_abs());
-        match tokio::task::spawn_blocking(move || lua.stop_jobs(grace)).await {
+        match crate::tasks::blocking(move || lua.stop_jobs(grace)).await {
             Ok(ids) if ids.is_empty() => {}
             Ok(ids) => tracing::info!("stopped the Lua jobs {}", ids.join(", ")),
             Err(e) => tracing::warn!("stopping the Lua jobs failed: {e}"),

@@ -105,9 +105,8 @@ impl Report {
         let devices_seen = approved.iter().filter(|d| unow.saturating_sub(d.last_seen) <= SEEN_RECENTLY).count();
         let devices_waiting = devices.pending.iter().filter(|p| p.expires_at > unow).count();
         let sched = crate::scheduler::Scheduler::open(ws, crate::scheduler::Settings::from_config(cfg)?, now);
-        let mut upcoming: Vec<_> = sched.list(now).into_iter().filter(|v| v.next_fire.is_some()).collect();
-        upcoming.sort_by_key(|v| v.next_fire);
-        let jobs = upcoming
+        let jobs = sched
+            .upcoming(now)
             .into_iter()
             .take(NEXT_JOBS)
             .map(|v| (v.job.id, printable(&v.job.name), v.next_fire_local.unwrap_or_default()))

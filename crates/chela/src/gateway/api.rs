@@ -235,7 +235,7 @@ async fn blocking<T: Send + 'static>(
 /// [`blocking`]'s body, boxed: the routes share one blocking task type per answer type instead
 /// of one per route, so tokio's task code is compiled a few times, not once per route.
 async fn run_blocking<T: Send + 'static>(d: Arc<Daemon>, f: FileWork<T>) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(move || f(&d)).await.map_err(|e| ApiError::internal("file work stopped", e))?
+    crate::tasks::blocking(move || f(&d)).await.map_err(|e| ApiError::internal("file work stopped", e))?
 }
 
 type FileWork<T> = Box<dyn FnOnce(&Daemon) -> Result<T, ApiError> + Send>;

@@ -90,7 +90,7 @@ async fn work(
     f: impl FnOnce(&Daemon) -> Result<Value, ApiError> + Send + 'static,
 ) -> Result<Value, ApiError> {
     let d = Arc::clone(d);
-    tokio::task::spawn_blocking(move || f(&d)).await.map_err(|e| ApiError::internal("file work stopped", e))?
+    crate::tasks::blocking(move || f(&d)).await.map_err(|e| ApiError::internal("file work stopped", e))?
 }
 
 /// An entry id as `Entries` makes them (`m` and digits): nothing else is looked up.

@@ -31,7 +31,7 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
     };
     let store = Endpoints::open(gw.daemon.workspace());
     let presented = token.clone();
-    let name = tokio::task::spawn_blocking(move || store.load().map(|s| s.check(&presented)))
+    let name = crate::tasks::blocking(move || store.load().map(|s| s.check(&presented)))
         .await
         .map_err(|e| ApiError::internal("the endpoint store", e))?
         .map_err(|e| {

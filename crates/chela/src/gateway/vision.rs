@@ -55,7 +55,7 @@ where
     };
     let store = Devices::open(gw.daemon.workspace());
     let (token, who) = (token.to_owned(), id.clone());
-    let ok = tokio::task::spawn_blocking(move || store.load().map(|s| s.vision_token_ok(&who, &token)))
+    let ok = crate::tasks::blocking(move || store.load().map(|s| s.vision_token_ok(&who, &token)))
         .await
         .ok()
         .and_then(Result::ok)

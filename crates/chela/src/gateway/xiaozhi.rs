@@ -114,8 +114,8 @@ async fn serve_mqtt(gw: &std::sync::Arc<Gateway>) -> anyhow::Result<()> {
     }
     let ep = mqtt::Endpoint::new(host, std::sync::Arc::clone(&hub), (udp_host, addrs.udp.port()), tls);
     let shutdown = gw.daemon.shutdown().clone();
-    tokio::spawn(hub.run(shutdown));
-    tokio::spawn(ep.run(listener));
+    tokio::spawn(crate::tasks::boxed(hub.run(shutdown)));
+    tokio::spawn(crate::tasks::boxed(ep.run(listener)));
     Ok(())
 }
 
@@ -283,7 +283,7 @@ pub async fn route(
                     Ok((admission, s.firmware_for(&id, &current).cloned(), id.clone(), s.transport_of(&id)))
                 })
             };
-            let (admission, firmware, id, transport) = tokio::task::spawn_blocking(edit)
+            let (admission, firmware, id, transport) = crate::tasks::blocking(edit)
                 .await
                 .map_err(|e| ApiError::internal("the device store", e))?
                 .map_err(store_error)?;
@@ -464,7 +464,7 @@ async fn blocking<T: Send + 'static>(
     store: Devices,
     f: impl FnOnce(&Devices) -> Result<T, DeviceError> + Send + 'static,
 ) -> Result<T, ApiError> {
-    tokio::task::spawn_blocking(move || f(&store))
+    crate::tasks::blocking(move || f(&store))
         .await
         .map_err(|e| ApiError::internal("the device store", e))?
         .map_err(store_error)

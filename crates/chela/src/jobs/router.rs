@@ -68,10 +68,10 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
                 if !plan.fired.is_empty() {
                     let permit = Arc::clone(&running).acquire_owned().await?;
                     let daemon = Arc::clone(&daemon);
-                    runs.spawn(async move {
+                    runs.spawn(crate::tasks::boxed(async move {
                         run_plan(&daemon, plan, depth.saturating_add(1)).await;
                         drop(permit);
-                    });
+                    }));
                 }
                 if let Some(event) = event {
                     start_jobs(&daemon, &jobs, &mut runs, event).await?;
@@ -79,7 +79,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
             }
             _ = look.tick() => {
                 let r = Arc::clone(&rules);
-                if tokio::task::spawn_blocking(move || r.refresh()).await? {
+                if crate::tasks::blocking(move || r.refresh()).await? {
                     tracing::info!(rules = rules.len(), "{} changed; its rules apply from now on", crate::router::FILE);
                 }
             }
@@ -105,7 +105,7 @@ async fn start_jobs(
     }
     let now = daemon.clock().unix_secs();
     // Noting the runs writes `cron.json`: off the async workers.
-    let due = tokio::task::spawn_blocking(move || sched.take_event(&event, now)).await?;
+    let due = crate::tasks::blocking(move || sched.take_event(&event, now)).await?;
     for due in due {
         let Ok(permit) = Arc::clone(jobs).try_acquire_owned() else {
             tracing::warn!(job = %due.job.id, "on_event job not run: {MAX_JOB_RUNS} job runs are already going");

@@ -44,7 +44,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     // The store stats, reads and fsyncs files: that runs on the blocking pool, never on the
     // async thread the channels share.
     let s = Arc::clone(&sched);
-    let missed = tokio::task::spawn_blocking(move || {
+    let missed = crate::tasks::blocking(move || {
         let missed = s.catch_up(now);
         for due in &missed {
             s.record(&due.job.id, now);
@@ -64,7 +64,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         reap(&mut runs);
         let now = daemon.clock().unix_secs();
         let s = Arc::clone(&sched);
-        let (beat, due, next) = tokio::task::spawn_blocking(move || {
+        let (beat, due, next) = crate::tasks::blocking(move || {
             s.refresh(now);
             let (_, beat) = s.take_requests();
             let due = s.take_due(now);
@@ -122,7 +122,7 @@ pub(crate) fn spawn_run(
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
     let daemon = Arc::clone(daemon);
-    runs.spawn(async move {
+    runs.spawn(crate::tasks::boxed(async move {
         let _permit = permit;
         let id = due.job.id.clone();
         let result = run_job(&daemon, &due).await;
@@ -140,7 +140,7 @@ pub(crate) fn spawn_run(
         let s = Arc::clone(daemon.scheduler());
         let (id2, o) = (id.clone(), outcome.clone());
         // The outcome file is written with fsync: off the async workers.
-        if let Err(e) = tokio::task::spawn_blocking(move || s.set_outcome(&id2, o)).await {
+        if let Err(e) = crate::tasks::blocking(move || s.set_outcome(&id2, o)).await {
             tracing::warn!(job = %id, "the job's outcome was not kept: {e}");
         }
         if daemon.listens(SCHEDULER_EVENT) {
@@ -149,7 +149,7 @@ pub(crate) fn spawn_run(
                 Err(e) => tracing::warn!(job = %id, "no scheduler event for the run: {e}"),
             }
         }
-    });
+    }));
 }
 
 /// The type of the event raised after each run of a job.
@@ -372,12 +372,12 @@ impl Heartbeat {
 
     fn spawn(&self, daemon: &Arc<Daemon>, runs: &mut JoinSet<()>, by_hand: bool) {
         let daemon = Arc::clone(daemon);
-        runs.spawn(async move {
+        runs.spawn(crate::tasks::boxed(async move {
             match beat(&daemon, daemon.clock().unix_secs(), by_hand).await {
                 Ok(what) => tracing::info!("heartbeat: {what}"),
                 Err(why) => tracing::warn!("heartbeat: {why}"),
             }
-        });
+        }));
     }
 }
 
