@@ -284,3 +284,24 @@ fn sigkill_during_reindex_leaves_a_usable_index_or_a_rebuild_real_time() {
         assert_eq!(ix.search("kiwi", 5).unwrap().len(), 1, "round {round}");
     }
 }
+
+/// The bundled SQLite is compiled with what the index uses (`LIBSQLITE3_FLAGS` in
+/// `.cargo/config.toml`): a build that lost those flags would carry these again, 0.3 MB of them.
+#[test]
+fn the_bundled_sqlite_leaves_out_what_the_index_does_not_use() {
+    let (_d, ws) = ws();
+    let ix = Index::open(&ws).unwrap();
+    for (sql, missing) in [
+        ("SELECT json('[1]')", "no such function: json"),
+        ("SELECT date('now')", "no such function: date"),
+        ("SELECT soundex('Ana')", "no such function: soundex"),
+        ("SELECT load_extension('x')", "no such function: load_extension"),
+        ("CREATE VIRTUAL TABLE r USING rtree(id, a, b)", "no such module: rtree"),
+        ("CREATE VIRTUAL TABLE f USING fts3(x)", "no such module: fts3"),
+        ("CREATE VIRTUAL TABLE s USING dbstat", "no such module: dbstat"),
+    ] {
+        let e = ix.db().execute_batch(sql).expect_err(sql).to_string();
+        assert!(e.contains(missing), "{sql}: {e}");
+    }
+    ix.db().execute_batch("CREATE VIRTUAL TABLE f USING fts5(x)").expect("FTS5 stays");
+}
