@@ -35,6 +35,9 @@ const MAX_SMAPS: u64 = 4 << 20;
 const MAX_MAPPINGS: usize = 4096;
 /// How long start-up waits for the channels to report (connected or failing) before it trims.
 const READY_WITHIN: Duration = Duration::from_secs(10);
+/// The start-up trim comes no sooner: what the services do once (their first poll, the
+/// scheduler's first look) is done by then, so only the idle loop's pages come back.
+const SETTLE: Duration = Duration::from_secs(2);
 const READY_POLL: Duration = Duration::from_millis(100);
 
 /// What a trim did.
@@ -187,17 +190,19 @@ fn rss_kib() -> std::io::Result<u64> {
         .ok_or_else(|| std::io::Error::other("no VmRSS in /proc/self/status"))
 }
 
-/// Trims once the channels have reported after start-up, then each time the daemon has been
+/// Trims once the channels have reported after start-up (and [`SETTLE`] has passed), then each time the daemon has been
 /// quiet for `daemon.trim_idle_secs` after work; returns when the daemon stops. `channels` are
 /// the names the started channels report under in [`Daemon::live`].
 pub async fn serve(daemon: Arc<Daemon>, channels: Vec<&'static str>) -> anyhow::Result<()> {
     let secs = daemon.config().int(chela_core::config::DAEMON_TRIM_IDLE_SECS).unsigned_abs();
     if secs == 0 {
+        tracing::debug!("memory trim: off (daemon.trim_idle_secs = 0)");
         daemon.shutdown().wait().await;
         return Ok(());
     }
-    let ready = tokio::time::Instant::now() + READY_WITHIN;
-    while tokio::time::Instant::now() < ready && !channels.iter().all(|c| daemon.live().snapshot().contains_key(c)) {
+    let started = tokio::time::Instant::now();
+    let reported = || channels.iter().all(|c| daemon.live().snapshot().contains_key(c));
+    while started.elapsed() < READY_WITHIN && (started.elapsed() < SETTLE || !reported()) {
         tokio::select! {
             () = tokio::time::sleep(READY_POLL) => {}
             () = daemon.shutdown().wait() => return Ok(()),

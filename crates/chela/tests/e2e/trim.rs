@@ -78,8 +78,7 @@ fn no_trim_when_switched_off() {
     let tg = FakeTelegram::start(TOKEN);
     let ws = ws_for(Provider::Anthropic, &llm, &tg, "[daemon]\ntrim_idle_secs = 0\n[log]\nlevel = \"debug\"\n");
     let mut d = Running::start(&ws);
-    // Switched on, the start-up trim comes within a tenth of a second of Telegram's `getMe`,
-    // before the first message can have been polled, answered and sent.
+    wait_for("the trim's word that it is off", WAIT, || d.stderr().contains("memory trim: off"));
     tg.push_text(OWNER, OWNER, "hi");
     tg.wait_sent(WAIT, |s| !s.is_empty());
     sigterm(&d);
