@@ -14,13 +14,15 @@
 #    measurement (scripts/idle-rss.sh) measures; each is left 10 s to idle (Telegram's stand-in
 #    holds getUpdates 2 s, so the poll loop runs a few times) and then killed.
 # 3. scripts/startup-order.py maps the executed addresses to the linker's input sections and
-#    writes one name per section, in the order first executed, without rustc's hashes: one list
+#    writes one name per section, first those executed after the daemon's start-up trim (what
+#    comes back after it), then the rest, in the order first executed, without rustc's hashes: one list
 #    serves both C libraries and both release profiles (names of the C library's own functions
 #    traced with the other libc are kept).
 #
 # Run it after changes that move start-up code (a new subsystem started by `chela run`, a module
-# renamed or moved between crates). CI fails when under 98 % of the names are still found in
-# the debug binary (`scripts/startup-order.py --check-bin`). A stale list is safe: the linker
+# renamed or moved between crates). CI fails when under 98 % of the names are found in the
+# release-small link map (`scripts/startup-order.py --check`) or that build's idle RSS is over
+# 4.0 MiB (`MAX_KIB=4096 scripts/idle-rss.sh`). A stale list is safe: the linker
 # skips names it does not find and the rest of the code keeps its usual place; only the idle
 # RSS grows back. Needs valgrind (Debian `valgrind`) and python3; --musl also the musl target
 # (`rustup target add x86_64-unknown-linux-musl`, Debian `musl-tools`). Loopback only.

@@ -26,8 +26,10 @@
 //! functions with many instances (tokio's task `poll`) are listed by their exact instances
 //! instead, which only the configuration the list was traced with matches. A name that no
 //! longer matches anything is skipped: a stale list costs resident memory, never correctness,
-//! and CI checks the list against the debug binary's symbols (`scripts/startup-order.py
-//! --check-bin`). Without `rust-lld` the build links as before and says so.
+//! and CI checks the list against the release-small build's link map (`scripts/startup-order.py
+//! --check`) and that build's idle RSS (`scripts/idle-rss.sh` with `MAX_KIB`). The list puts
+//! first what runs after the daemon's start-up trim (`chela_daemon::trim`): all that comes back
+//! once it has dropped its file pages. Without `rust-lld` the build links as before and says so.
 //! `CHELA_LINK_MAP=PATH` also writes lld's link map there (the script's input; its folder must
 //! exist).
 //!

@@ -258,6 +258,10 @@ keys! {
         "Seconds one tool call may run before it is stopped and reported as timed out.";
     LOG_LEVEL = "log.level", Kind::Choice(LOG_LEVELS), "info",
         "What `chela run` logs on stderr: error, warn, info (start, channels, pairing, jobs, stop) or debug; -v and -q change it.";
+    DAEMON_TRIM_IDLE_SECS = "daemon.trim_idle_secs", Kind::Int { min: 0, max: 86_400 }, "30",
+        "Linux: once `chela run` has started, and again after this many seconds without a message, it gives the \
+         kernel back the program and library pages it is not using (read again from the page cache when needed) \
+         and the allocator's free memory; 0: never. Read when `chela run` starts.";
     SESSIONS_MAX_WAITING = "sessions.max_waiting", Kind::Int { min: 1, max: 1000 }, "8",
         "Messages that may wait in one conversation while a turn runs; more are refused as busy.";
     SESSIONS_MAX_LIVE = "sessions.max_live", Kind::Int { min: 1, max: 10_000 }, "64",

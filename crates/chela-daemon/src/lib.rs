@@ -23,3 +23,7 @@ pub mod scheduler;
 pub mod router;
 
 pub mod daemon;
+
+// After start-up and when quiet: the clean file pages given back (Linux).
+#[cfg(target_os = "linux")]
+pub mod trim;

@@ -235,6 +235,17 @@ impl SessionHub {
         }
     }
 
+    /// Requests queued or running now.
+    pub fn busy(&self) -> usize {
+        self.shared.busy.load(Ordering::Acquire)
+    }
+
+    /// Requests ever offered to the hub (refused ones too): unchanged between two looks means
+    /// no message came in between, which is how the daemon tells that it has been quiet.
+    pub fn activity(&self) -> u64 {
+        self.shared.clock.load(Ordering::Acquire)
+    }
+
     /// Queues a turn behind the others of its chat.
     pub fn submit(&self, req: TurnRequest) -> Result<Pending<TurnEnd>, HubError> {
         let key = (req.channel.clone(), req.chat_id.clone());

@@ -91,12 +91,20 @@ pub async fn run(ws: Workspace, verbose: u8, quiet: bool) -> Result<ExitCode> {
         ),
     );
 
+    let mut channels = Vec::new();
     if crate::channels::telegram::configured(&daemon.config()) {
         services.spawn("telegram", crate::channels::telegram::serve(Arc::clone(&daemon)));
+        channels.push(crate::channels::telegram::CHANNEL);
     }
     if crate::channels::feishu::configured(&daemon.config()) {
         services.spawn("feishu", crate::channels::feishu::serve(Arc::clone(&daemon)));
+        channels.push(crate::channels::feishu::CHANNEL);
     }
+    // Last, so that its first trim comes after the others' start-up (it waits for the channels).
+    #[cfg(target_os = "linux")]
+    services.spawn("trim", chela_daemon::trim::serve(Arc::clone(&daemon), channels));
+    #[cfg(not(target_os = "linux"))]
+    let _ = channels;
     // MCP servers with `connect = "start"` connect in the background; lazy ones on first need.
     daemon.tools().mcp.start(daemon.toolbox());
     tracing::info!(

@@ -58,6 +58,8 @@ mod skills;
 mod stop;
 
 mod telegram;
+#[cfg(target_os = "linux")]
+mod trim;
 mod usage;
 mod voice_fake;
 mod xiaozhi_mqtt;
