@@ -159,7 +159,7 @@ fn channel_feishu_serves_feishu_instead_of_telegram_in_an_image_with_it_only() {
     console::feed(&mut chip, &mut con, setup.as_bytes(), Status::default());
     let telegram = console::Channels { telegram: true, gateway: false, feishu: false };
     assert_eq!(console::channels(&chip.config, false).unwrap(), telegram);
-    // An image without Feishu (the emulator, an ESP32 image without the connected parts) keeps
+    // An image without Feishu (the emulator, an ESP32 image without the feishu feature) keeps
     // Telegram: the choice is refused, nothing saved.
     take(&serial);
     console::feed(&mut chip, &mut con, b"channel feishu\n", Status::default());
@@ -225,7 +225,8 @@ fn help_in_an_image_without_the_connected_parts_offers_only_what_it_runs() {
         [
             format!("not in this image: {} ({})", CONNECTED_COMMANDS.join(", "), console::WITHOUT_CONNECTED),
             format!(
-                "not in this image: {} (it runs only in the ESP32 image with the connected parts)",
+                "not in this image: {} (it runs only in an ESP32 image built with the feishu feature: the C6's \
+                 default, or CHELA_FIRMWARE_FEATURES=connected,feishu firmware/build.sh esp32c3)",
                 FEISHU_COMMANDS.join(", ")
             ),
         ],

@@ -19,7 +19,7 @@ const AMAZON_R1: &[u8] = include_bytes!("../certs/amazon_root_ca1.der");
 /// RSA OV SSL CA 2018", "GlobalSign GCC R3 OV TLS CA 2024"), which Feishu's `*.feishu.cn`
 /// certificates were issued from. Not checked against the live hosts from here (the build
 /// machines have no network): a Feishu host on another CA fails its handshake, said on the console.
-#[cfg(feature = "connected")]
+#[cfg(feature = "feishu")]
 const GLOBALSIGN_R3: &[u8] = include_bytes!("../certs/globalsign_root_r3.der");
 
 const CLOUDFLARE: &[&[u8]] = &[GTS_R4, GTS_R1, ISRG_X2, ISRG_X1];
@@ -31,7 +31,7 @@ const TELEGRAM: &[&[u8]] = &[GODADDY_G2];
 const SEARCH: &[&[u8]] = &[AMAZON_R1, GTS_R4, GTS_R1, ISRG_X2, ISRG_X1];
 /// Feishu: the open API (open.feishu.cn) and the long connection's host, which the endpoint
 /// names (a `*.feishu.cn` host; the certificate must still name it).
-#[cfg(feature = "connected")]
+#[cfg(feature = "feishu")]
 const FEISHU: &[&[u8]] = &[GLOBALSIGN_R3];
 
 /// Until SNTP answers, the chip's time is unknown but no earlier than the image's build
@@ -70,7 +70,7 @@ pub fn roots(host: &str) -> Option<&'static [&'static [u8]]> {
         "api.telegram.org" => Some(TELEGRAM),
         #[cfg(feature = "connected")]
         "api.tavily.com" | "api.search.brave.com" => Some(SEARCH),
-        #[cfg(feature = "connected")]
+        #[cfg(feature = "feishu")]
         h if h.ends_with(".feishu.cn") => Some(FEISHU),
         _ => None,
     }

@@ -1,9 +1,9 @@
 //! The connected parts, in an image built with the `connected` feature (both chips' by
 //! default): over-the-air updates ([`ota`](crate::ota)), the gateway on 18789 with
 //! `POST /ota` and the setup page ([`gateway`](crate::gateway)), the Wi-Fi onboarding portal
-//! ([`portal`](crate::portal)), web_search, the heartbeat, the proxy and Feishu
-//! ([`feishu`](crate::feishu)). `without_connected.rs`
-//! has the same items for an image without them, so `main.rs` calls these without a `cfg`.
+//! ([`portal`](crate::portal)), web_search, the heartbeat and the proxy (Feishu, which needs
+//! them, is its own feature: [`feishu`](crate::feishu)). `without_connected.rs` has the same
+//! items for an image without them, so `main.rs` calls these without a `cfg`.
 
 use alloc::string::String;
 use core::cell::RefCell;
@@ -22,7 +22,7 @@ use esp_hal::peripherals::{GPIO9, WIFI};
 
 use crate::board::Esp;
 use crate::flash::{self, Partition};
-use crate::{Device, SETTINGS, feishu, gateway, heap, led, net, ota, portal};
+use crate::{Device, SETTINGS, gateway, heap, led, net, ota, portal};
 
 pub use chela_chip::turn::run_searching as run_turn;
 pub use gateway::Ask;
@@ -33,8 +33,6 @@ pub const LEFT_OUT: Option<&str> = None;
 pub const SOCKETS: usize = gateway::CLIENTS;
 /// Whether a gateway token alone makes the device ready (no Telegram needed).
 pub const GATEWAY: bool = true;
-/// Whether the image runs the Feishu channel (the console's `channel feishu`).
-pub const FEISHU: bool = true;
 
 /// The update the console's `ota URL` asked for, run by the main loop.
 static OTA_WANTED: Mutex<RefCell<Option<String>>> = Mutex::new(RefCell::new(None));
@@ -43,8 +41,6 @@ static OTA_WANTED: Mutex<RefCell<Option<String>>> = Mutex::new(RefCell::new(None
 pub struct Parts {
     updates: gateway::SharedUpdates,
     heartbeat: Heartbeat,
-    /// Feishu's state, once the channel is chosen.
-    pub(crate) feishu: Option<alloc::boxed::Box<feishu::Chat>>,
 }
 
 /// The update slots, found at boot before the settings: an image on trial counts its boots here
@@ -84,10 +80,6 @@ pub fn start(spawner: Spawner, stack: Stack<'static>, booted: Booted, chip: &Chi
             Err(_) => say!(&chip.board, "[gateway] client task {slot} did not start"),
         }
     }
-    match feishu::task(stack, esp_hal::rng::Rng::new()) {
-        Ok(t) => spawner.spawn(t),
-        Err(_) => say!(&chip.board, "[feishu] the long connection's task did not start"),
-    }
     let hours = match SETTINGS.heartbeat_hours {
         "" => Ok(ActiveHours::ALWAYS),
         h => ActiveHours::parse(h),
@@ -97,7 +89,7 @@ pub fn start(spawner: Spawner, stack: Stack<'static>, booted: Booted, chip: &Chi
         ActiveHours::ALWAYS
     });
     let heartbeat = Heartbeat::new(heartbeat::EVERY_MS, hours, chip.board.now_ms());
-    Parts { updates: booted.0, heartbeat, feishu: None }
+    Parts { updates: booted.0, heartbeat }
 }
 
 /// The settings other tasks read: the gateway's token and the proxy (the rest is read from the

@@ -1,4 +1,5 @@
-//! Feishu on the chip (an image with the connected parts, `channel feishu`): a task holds the
+//! Feishu on the chip (an image built with the `feishu` feature, the C6's default; `channel
+//! feishu`): a task holds the
 //! long connection (WSS over the chip's verified TLS, `chela_chip::feishu`), and the main loop
 //! does the rest on its own HTTPS session: the endpoint, the turn, the reply (`feishu::Api`).
 //!
@@ -20,21 +21,29 @@ use chela_chip::feishu::conn::{self, Action, Incoming};
 use chela_chip::feishu::{self as fs, Access, Api, ClientConfig, Failure, duplex, socket};
 use chela_chip::tls::{self, Trust};
 use chela_chip::{Board, say};
+use embassy_executor::Spawner;
 use embassy_futures::select::{Either, Either4, select, select4};
 use embassy_net::Stack;
 use embassy_net::dns::DnsQueryType;
-use embassy_net::tcp::TcpSocket;
-use embassy_sync::blocking_mutex::raw::CriticalSectionRawMutex;
+use embassy_net::tcp::{TcpReader, TcpSocket, TcpWriter};
+use embassy_sync::blocking_mutex::raw::{CriticalSectionRawMutex, NoopRawMutex};
 use embassy_sync::channel::Channel;
 use embassy_sync::mutex::Mutex as AsyncMutex;
 use embassy_sync::signal::Signal;
 use embassy_time::{Duration, Instant, Timer, with_timeout};
+use embedded_io_async::{ErrorType, Read, Write};
+use embedded_nal_async::TcpConnect;
 use embedded_tls::{Aes128GcmSha256, TlsConnection};
 use esp_hal::rng::Rng;
 
 use crate::board::Esp;
-use crate::net::{Entropy, Sock};
+use crate::net::Entropy;
 use crate::{Device, certs, led, net, serial};
+
+/// Whether the image runs the Feishu channel (the console's `channel feishu`).
+pub const FEISHU: bool = true;
+/// The long connection's TCP socket, beside the device's own and the gateway's.
+pub const SOCKETS: usize = 1;
 
 /// The connection's TCP buffers: a few frames in, acks and pings out.
 const TCP_RX: usize = 4096;
@@ -79,6 +88,17 @@ pub struct Chat {
     retry_at_ms: u64,
 }
 
+/// What the main loop keeps of Feishu: its state, boxed once the channel is chosen.
+pub type State = Option<Box<Chat>>;
+
+/// Starts the task that holds the long connection (idle until the channel is chosen).
+pub fn start(spawner: Spawner, stack: Stack<'static>, board: &Esp) {
+    match task(stack, Rng::new()) {
+        Ok(t) => spawner.spawn(t),
+        Err(_) => say!(board, "[feishu] the long connection's task did not start"),
+    }
+}
+
 /// The task that holds the long connection; idle (no heap) until the main loop starts it.
 #[embassy_executor::task]
 pub async fn task(stack: Stack<'static>, rng: Rng) {
@@ -91,6 +111,50 @@ pub async fn task(stack: Stack<'static>, rng: Rng) {
             Either::First(down) => DOWN.signal(down),
             // Dropped whole (the TLS session with it): nothing of it is used again.
             Either::Second(()) => say!(&Esp, "[feishu] long connection closed"),
+        }
+    }
+}
+
+/// The sockets TLS runs on, as one type: embedded-tls's handshake and record code is compiled
+/// once for both TLS sessions (the turns' and Feishu's long connection), not once per socket
+/// type. `Copy`, because `TlsConnection::split` wants a `Clone` socket: each variant holds
+/// references to async mutexes, never contended. `Halves` is a TCP socket's reader and writer
+/// (`TcpSocket::split`; they register separate wakers, so each can wait on its own): the TLS
+/// reader only reads and the writer only writes, so neither waits on the other; were that to
+/// change, a mutex held across an `.await` waits where a `RefCell` would panic.
+/// Here, not in `net`: without Feishu there is one TLS session and the pooled connection is used
+/// as it is (the mutexes and the dispatch cost 5.5 KB of flash there).
+#[derive(Clone, Copy)]
+pub enum Sock<'s, 'a> {
+    Whole(&'s AsyncMutex<NoopRawMutex, <net::Tcp as TcpConnect>::Connection<'static>>),
+    Halves(&'s AsyncMutex<NoopRawMutex, TcpReader<'a>>, &'s AsyncMutex<NoopRawMutex, TcpWriter<'a>>),
+}
+
+impl ErrorType for Sock<'_, '_> {
+    type Error = embassy_net::tcp::Error;
+}
+
+impl Read for Sock<'_, '_> {
+    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
+        match self {
+            Sock::Whole(s) => s.lock().await.read(buf).await,
+            Sock::Halves(r, _) => r.lock().await.read(buf).await,
+        }
+    }
+}
+
+impl Write for Sock<'_, '_> {
+    async fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> {
+        match self {
+            Sock::Whole(s) => s.lock().await.write(buf).await,
+            Sock::Halves(_, w) => w.lock().await.write(buf).await,
+        }
+    }
+
+    async fn flush(&mut self) -> Result<(), Self::Error> {
+        match self {
+            Sock::Whole(s) => s.lock().await.flush().await,
+            Sock::Halves(_, w) => w.lock().await.flush().await,
         }
     }
 }
@@ -194,7 +258,7 @@ impl Device {
     /// second for a message, console input or a gateway client, and run what came.
     pub(crate) async fn feishu(&mut self) {
         let now = self.chip.board.now_ms();
-        let chat = self.parts.feishu.get_or_insert_with(Box::default);
+        let chat = self.feishu.get_or_insert_with(Box::default);
         if let Some((why, opened)) = DOWN.try_take() {
             chat.running = false;
             if opened {
@@ -221,7 +285,7 @@ impl Device {
     /// Fetches the endpoint and hands it to the task, when the heap has room for a connection.
     async fn connect_feishu(&mut self, now: u64) {
         let free = crate::heap().free;
-        let chat = self.parts.feishu.get_or_insert_with(Box::default);
+        let chat = self.feishu.get_or_insert_with(Box::default);
         if free < NEED {
             say!(
                 &self.chip.board,
@@ -240,7 +304,7 @@ impl Device {
             }
         };
         let endpoint = api.endpoint(&mut self.https).await;
-        let chat = self.parts.feishu.get_or_insert_with(Box::default);
+        let chat = self.feishu.get_or_insert_with(Box::default);
         match endpoint {
             Ok(endpoint) => {
                 chat.config = endpoint.config;
@@ -263,7 +327,7 @@ impl Device {
 
     /// The other chat channel is chosen (or settings are missing): the connection goes.
     pub(crate) fn feishu_off(&mut self) {
-        if let Some(chat) = self.parts.feishu.as_mut()
+        if let Some(chat) = self.feishu.as_mut()
             && chat.running
         {
             START.reset();
@@ -317,7 +381,7 @@ impl Device {
         let now = self.chip.board.now_ms();
         // The connection's app, with its token; or the settings' (the connection was closed
         // meanwhile).
-        let held = self.parts.feishu.as_mut().and_then(|c| c.api.take());
+        let held = self.feishu.as_mut().and_then(|c| c.api.take());
         let mut api = match held.map_or_else(|| Api::from_config(&self.chip.config), Ok) {
             Ok(a) => a,
             Err(e) => return say!(&self.chip.board, "[feishu] the reply was not sent: {e}"),
@@ -325,7 +389,7 @@ impl Device {
         if let Err(e) = api.send(&mut self.https, chat_id, &reply, now).await {
             say!(&self.chip.board, "[feishu] the reply was not sent: {e}");
         }
-        if let Some(chat) = self.parts.feishu.as_mut() {
+        if let Some(chat) = self.feishu.as_mut() {
             chat.api = Some(api);
         }
         crate::heap();

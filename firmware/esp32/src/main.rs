@@ -91,13 +91,18 @@ mod connected;
 #[path = "without_connected.rs"]
 mod connected;
 #[cfg(feature = "connected")]
-mod feishu;
-#[cfg(feature = "connected")]
 mod gateway;
 #[cfg(feature = "connected")]
 mod ota;
 #[cfg(feature = "connected")]
 mod portal;
+// Feishu's channel (it needs `connected`): in the image with the `feishu` feature (build.sh: the
+// C6's by default), refused by the console otherwise.
+#[cfg(feature = "feishu")]
+mod feishu;
+#[cfg(not(feature = "feishu"))]
+#[path = "without_feishu.rs"]
+mod feishu;
 
 macro_rules! setting {
     ($name:literal) => {
@@ -231,7 +236,7 @@ fn status(chip: &Chip<Partition, Esp>, stack: Option<Stack<'static>>) -> Status 
     let mut random = [0u8; 16];
     Rng::new().read(&mut random);
     let (uptime_ms, mode) = (chip.board.now_ms(), Some(chip.guard.mode()));
-    Status { wifi, heap: heap(), uptime_ms, mode, random, left_out: connected::LEFT_OUT, feishu: connected::FEISHU }
+    Status { wifi, heap: heap(), uptime_ms, mode, random, left_out: connected::LEFT_OUT, feishu: feishu::FEISHU }
 }
 
 /// Reads what was typed and runs it on the console; carries out the effects.
@@ -337,8 +342,8 @@ async fn main(spawner: Spawner) -> ! {
     let (stack, runner) = embassy_net::new(
         Interface::station(),
         embassy_net::Config::dhcpv4(Default::default()),
-        // DHCP, DNS, SNTP, the HTTPS client, and the gateway's clients.
-        mk_static!(StackResources<{ 4 + connected::SOCKETS }>, StackResources::<{ 4 + connected::SOCKETS }>::new()),
+        // DHCP, DNS, SNTP, the HTTPS client, the gateway's clients and Feishu's connection.
+        mk_static!(StackResources<{ 4 + connected::SOCKETS + feishu::SOCKETS }>, StackResources::new()),
         seed,
     );
     match connection_task(controller) {
@@ -351,6 +356,7 @@ async fn main(spawner: Spawner) -> ! {
     }
     want_wifi(&chip.config);
     let parts = connected::start(spawner, stack, booted, &chip);
+    feishu::start(spawner, stack, &chip.board);
 
     let tcp =
         mk_static!(net::Tcp, net::Tcp::new(stack, mk_static!(TcpClientState<1, 4096, 4096>, TcpClientState::new())));
@@ -375,6 +381,7 @@ async fn main(spawner: Spawner) -> ! {
         next_sntp_ms: 0,
         last_complaint_ms: None,
         parts,
+        feishu: None,
     };
     device.serve().await
 }
@@ -398,6 +405,8 @@ struct Device {
     /// What the connected parts keep (nothing in an image without them).
     #[cfg_attr(not(feature = "connected"), allow(dead_code))]
     parts: connected::Parts,
+    /// What Feishu keeps (`feishu::State`).
+    feishu: feishu::State,
 }
 
 impl Device {

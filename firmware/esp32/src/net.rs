@@ -21,17 +21,11 @@ use critical_section::Mutex;
 use embassy_net::Stack;
 use embassy_net::dns::{DnsQueryType, DnsSocket};
 use embassy_net::tcp::client::TcpClient;
-#[cfg(feature = "connected")]
-use embassy_net::tcp::{TcpReader, TcpWriter};
 use embassy_net::udp::{PacketMetadata, UdpSocket};
-#[cfg(feature = "connected")]
-use embassy_sync::blocking_mutex::raw::NoopRawMutex;
-#[cfg(feature = "connected")]
-use embassy_sync::mutex::Mutex as AsyncMutex;
 use embassy_time::{Duration, Instant, Timer, with_timeout};
-use embedded_io_async::Write;
 #[cfg(feature = "connected")]
-use embedded_io_async::{ErrorType, Read};
+use embedded_io_async::Read;
+use embedded_io_async::Write;
 use embedded_nal_async::{AddrType, Dns, TcpConnect};
 use embedded_tls::{Aes128GcmSha256, TlsConnection, TlsError};
 use esp_hal::rng::Rng;
@@ -53,54 +47,6 @@ const CONNECT: Duration = Duration::from_secs(30);
 const IDLE: Duration = Duration::from_secs(60);
 
 pub type Tcp = TcpClient<'static, 1, 4096, 4096>;
-
-/// The sockets TLS runs on, as one type: embedded-tls's handshake and record code is compiled
-/// once for both TLS sessions (the turns' and Feishu's long connection), not once per socket
-/// type. `Copy`, because `TlsConnection::split` wants a `Clone` socket: each variant holds
-/// references to async mutexes, never contended. `Halves` is a TCP socket's reader and writer
-/// (`TcpSocket::split`; they register separate wakers, so each can wait on its own): the TLS
-/// reader only reads and the writer only writes, so neither waits on the other; were that to
-/// change, a mutex held across an `.await` waits where a `RefCell` would panic.
-/// Only in an image with Feishu: without it there is one TLS session and the pooled connection
-/// is used as it is (the mutexes and the dispatch cost 5.5 KB of flash there).
-#[cfg(feature = "connected")]
-#[derive(Clone, Copy)]
-pub enum Sock<'s, 'a> {
-    Whole(&'s AsyncMutex<NoopRawMutex, <Tcp as TcpConnect>::Connection<'static>>),
-    Halves(&'s AsyncMutex<NoopRawMutex, TcpReader<'a>>, &'s AsyncMutex<NoopRawMutex, TcpWriter<'a>>),
-}
-
-#[cfg(feature = "connected")]
-impl ErrorType for Sock<'_, '_> {
-    type Error = embassy_net::tcp::Error;
-}
-
-#[cfg(feature = "connected")]
-impl Read for Sock<'_, '_> {
-    async fn read(&mut self, buf: &mut [u8]) -> Result<usize, Self::Error> {
-        match self {
-            Sock::Whole(s) => s.lock().await.read(buf).await,
-            Sock::Halves(r, _) => r.lock().await.read(buf).await,
-        }
-    }
-}
-
-#[cfg(feature = "connected")]
-impl Write for Sock<'_, '_> {
-    async fn write(&mut self, buf: &[u8]) -> Result<usize, Self::Error> {
-        match self {
-            Sock::Whole(s) => s.lock().await.write(buf).await,
-            Sock::Halves(_, w) => w.lock().await.write(buf).await,
-        }
-    }
-
-    async fn flush(&mut self) -> Result<(), Self::Error> {
-        match self {
-            Sock::Whole(s) => s.lock().await.flush().await,
-            Sock::Halves(_, w) => w.lock().await.flush().await,
-        }
-    }
-}
 
 /// The HTTP proxy every HTTPS connection goes through (the console's `set_proxy`), if any.
 #[cfg(feature = "connected")]
@@ -281,10 +227,11 @@ impl Https {
             Err(_) => return Err(timed_out("connecting")),
             Ok(r) => r?,
         };
-        #[cfg(feature = "connected")]
-        let socket = AsyncMutex::new(socket);
-        #[cfg(feature = "connected")]
-        let socket = Sock::Whole(&socket);
+        // With Feishu, its socket type for both TLS sessions (`feishu::Sock`).
+        #[cfg(feature = "feishu")]
+        let socket = embassy_sync::mutex::Mutex::new(socket);
+        #[cfg(feature = "feishu")]
+        let socket = crate::feishu::Sock::Whole(&socket);
         let mut conn: TlsConnection<'_, _, Aes128GcmSha256> =
             TlsConnection::new(socket, &mut self.rx[..], &mut self.tx[..]);
         let clock = Esp.cert_clock();

@@ -4,8 +4,8 @@
 
 use alloc::string::String;
 
+use chela_chip::say;
 use chela_chip::turn::Chip;
-use chela_chip::{Board, say};
 use chela_core::console::{ChipConfig, Console};
 use embassy_executor::Spawner;
 use embassy_net::Stack;
@@ -21,7 +21,6 @@ pub use chela_chip::turn::run as run_turn;
 pub const LEFT_OUT: Option<&str> = Some(chela_chip::console::WITHOUT_CONNECTED);
 pub const SOCKETS: usize = 0;
 pub const GATEWAY: bool = false;
-pub const FEISHU: bool = false;
 
 /// No gateway: no client ever asks.
 pub enum Ask {}
@@ -67,20 +66,4 @@ impl Device {
     pub(crate) async fn connected_up(&mut self, _: u64) {}
 
     pub(crate) async fn beat(&mut self) {}
-
-    /// Reached only with `channel feishu` saved by an image that had it: said, then idle.
-    pub(crate) async fn feishu(&mut self) {
-        let now = self.chip.board.now_ms();
-        if self.last_complaint_ms.is_none_or(|t| now >= t + 60_000) {
-            say!(&self.chip.board, "[feishu] this image leaves out Feishu: `channel telegram` on the console");
-            self.last_complaint_ms = Some(now);
-        }
-        self.idle(1000).await;
-    }
-
-    pub(crate) fn feishu_off(&mut self) {}
-
-    pub(crate) async fn feishu_job(&mut self, id: &str, _: &str, _: &str) {
-        say!(&self.chip.board, "[cron] {id}: its chat is on Feishu, which this image leaves out; skipped");
-    }
 }

@@ -484,7 +484,11 @@ fn feishu_settings_and_the_channel_choice_are_checked_saved_and_masked() {
     // An image that does not run Feishu says so and saves nothing.
     for line in ["set_feishu_app cli_a5f0 Xk9vQ2mPz7LrT4bW", "set_feishu_allow ou_1", "channel feishu"] {
         let out = chip.run(line);
-        assert_eq!(out, "this image leaves out Feishu: it runs only in the ESP32 image with the connected parts\n");
+        assert_eq!(
+            out,
+            "this image leaves out Feishu: it runs only in an ESP32 image built with the feishu feature: the C6's \
+             default, or CHELA_FIRMWARE_FEATURES=connected,feishu firmware/build.sh esp32c3\n"
+        );
     }
     assert!(chip.effects.is_empty(), "{:?}", chip.effects);
     assert_eq!(chip.config.get(Field::FeishuAppId), "");
