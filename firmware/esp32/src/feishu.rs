@@ -367,17 +367,7 @@ impl Device {
         } else {
             self.one_turn("feishu", &chat_id, text).await
         };
-        let reply = match reply {
-            Ok(r) => {
-                self.led(led::State::Ready);
-                r
-            }
-            Err(e) => {
-                say!(&self.chip.board, "[turn] failed: {e}");
-                self.led(led::State::Error);
-                "(this turn failed on the device; see its serial console)".into()
-            }
-        };
+        let reply = self.reply_shown(reply);
         let now = self.chip.board.now_ms();
         // The connection's app, with its token; or the settings' (the connection was closed
         // meanwhile).

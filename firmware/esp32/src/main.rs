@@ -607,7 +607,20 @@ impl Device {
     /// Runs a turn for `text` in `chat_id`'s session and sends the reply.
     async fn answer(&mut self, chat_id: i64, text: &str) {
         self.led(led::State::Thinking);
-        let reply = match self.one_turn("telegram", &chat_id, text).await {
+        let reply = self.one_turn("telegram", &chat_id, text).await;
+        let reply = self.reply_shown(reply);
+        for body in telegram::send_bodies(chat_id, &reply) {
+            self.send(&body).await;
+        }
+        heap();
+    }
+
+    /// One turn for the message of `chat_id` on `channel`: its session from flash, the turn,
+    /// the session back. (The chat's text is made here, not held by the callers across the turn.)
+    /// What a chat is sent after a turn: its reply, or (the failure on the serial console) a
+    /// line saying it failed; the status LED says which.
+    fn reply_shown(&mut self, reply: Result<String, String>) -> String {
+        match reply {
             Ok(r) => {
                 self.led(led::State::Ready);
                 r
@@ -617,15 +630,9 @@ impl Device {
                 self.led(led::State::Error);
                 "(this turn failed on the device; see its serial console)".into()
             }
-        };
-        for body in telegram::send_bodies(chat_id, &reply) {
-            self.send(&body).await;
         }
-        heap();
     }
 
-    /// One turn for the message of `chat_id` on `channel`: its session from flash, the turn,
-    /// the session back. (The chat's text is made here, not held by the callers across the turn.)
     async fn one_turn(
         &mut self,
         channel: &'static str,
