@@ -187,38 +187,26 @@ fn all_agree(text: &str) -> Result<(), TestCaseError> {
     })
 }
 
-const KEYS: &[&str] = &[
-    "timezone",
-    "query",
-    "max_results",
-    "content",
-    "tags",
-    "source",
-    "device",
-    "pin",
-    "value",
-    "level",
-    "color",
-    "brightness",
-    "pattern",
-    "name",
-    "schedule_type",
-    "message",
-    "interval_s",
-    "every_s",
-    "at_epoch",
-    "at",
-    "delay_s",
-    "in_s",
-    "cron_expr",
-    "cron",
-    "delete_after_run",
-    "channel",
-    "chat_id",
-    "job_id",
-    "id",
-    "other",
-];
+/// Every key a tool reads (its `FIELDS`, aliases included), and one none reads.
+fn keys() -> Vec<&'static str> {
+    let mut keys = [
+        TimeArgs::FIELDS,
+        SearchArgs::FIELDS,
+        StoreArgs::FIELDS,
+        RecallArgs::FIELDS,
+        DeviceArgs::FIELDS,
+        PinArgs::FIELDS,
+        WriteArgs::FIELDS,
+        LedArgs::FIELDS,
+        AddArgs::FIELDS,
+        RemoveArgs::FIELDS,
+    ]
+    .concat();
+    keys.push("other");
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
 
 fn value() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -240,7 +228,7 @@ fn value() -> impl Strategy<Value = String> {
 
 fn object() -> impl Strategy<Value = String> {
     prop_oneof![
-        6 => prop::collection::vec((prop::sample::select(KEYS), value()), 0..6).prop_map(|m| {
+        6 => prop::collection::vec((prop::sample::select(keys()), value()), 0..6).prop_map(|m| {
             let body: Vec<String> = m.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
             format!("{{{}}}", body.join(","))
         }),
