@@ -92,7 +92,7 @@ default_image=false
 [ "$features" = "$default_features" ] && default_image=true
 
 start=$(date +%s)
-(cd esp32 && timeout "${CHELA_BUILD_TIMEOUT:-2400}" "$cargo" build --release --locked --quiet --features "$chip${features:+,$features}" --target "$target") ||
+(cd esp32 && timeout "${CHELA_BUILD_TIMEOUT:-2400}" "$cargo" build --release --locked --quiet --features "$chip${features:+,$features}" --target "$PWD/targets/$target.json") ||
   fail "the $chip build failed (status $?)"
 elf="$CARGO_TARGET_DIR/$target/release/chela-esp32"
 [ -f "$elf" ] || fail "the build made no ELF at $elf"
