@@ -10,8 +10,8 @@
 # the heap and the stack left, checks that the image fits its partition, the C3's default image
 # its 1,000,000 B target, and both chips' RAM targets (static RAM <= 200 KiB, heap + stack >= 120 KiB;
 # with the emulator's idle figure, heap + stack free at idle >= 100 KiB), and prints the ELF's path last.
-# The C6's image carries the `connected` and `feishu` features, the C3's `connected` only
-# (CHELA_FIRMWARE_FEATURES overrides: "" for none).
+# Both chips' images carry the `connected` and `feishu` features (CHELA_FIRMWARE_FEATURES
+# overrides: "" for none).
 # Settings are baked in from CHELA_* variables (docs/guide/chip.md, "The ESP32 firmware").
 # Bounded: the build by 40 min (CHELA_BUILD_TIMEOUT=SECONDS overrides it: CI builds at a low
 # priority beside the tests, where a build may wait longer for the CPU).
@@ -65,14 +65,10 @@ export CARGO_TARGET_DIR="${CHELA_FIRMWARE_TARGET_DIR:-$PWD/target}"
 cargo=cargo
 [ -x /usr/bin/cargo ] && cargo=/usr/bin/cargo
 
-# The firmware's optional parts: `connected` (OTA, the gateway, the portal, web_search, the
-# heartbeat, the proxy) in both chips' images, the C3's too within its 1,000,000 B target;
-# `feishu` (the Feishu channel, about 54 KB) in the C6's only: it would take the C3's image over
-# that target. CHELA_FIRMWARE_FEATURES (comma-separated, "" for none) overrides them.
-case $chip in
-  esp32c3) default_features=connected ;;
-  *) default_features=connected,feishu ;;
-esac
+# The firmware's optional parts, in both chips' images (the C3's within its 1,000,000 B target):
+# `connected` (OTA, the gateway, the portal, web_search, the heartbeat, the proxy) and `feishu`
+# (the Feishu channel). CHELA_FIRMWARE_FEATURES (comma-separated, "" for none) overrides them.
+default_features=connected,feishu
 features=${CHELA_FIRMWARE_FEATURES-$default_features}
 case $features in
   *[!a-z,_-]*) fail "CHELA_FIRMWARE_FEATURES='$features': feature names, comma-separated" ;;

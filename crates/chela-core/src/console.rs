@@ -276,8 +276,8 @@ fn left_out(command: &str, status: &Status) -> Option<(&'static str, &'static st
 }
 
 /// Why an image without the Feishu channel has none: said by its commands and by `help`.
-const WITHOUT_FEISHU: &str = "it runs only in an ESP32 image built with the feishu feature: the C6's \
-     default, or CHELA_FIRMWARE_FEATURES=connected,feishu firmware/build.sh esp32c3";
+const WITHOUT_FEISHU: &str = "it runs only in an ESP32 image built with the feishu feature: both chips' \
+     default (firmware/build.sh esp32c3 or esp32c6, without CHELA_FIRMWARE_FEATURES)";
 
 fn connected_part(command: &str) -> Option<&'static str> {
     match command {

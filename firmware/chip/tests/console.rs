@@ -225,8 +225,8 @@ fn help_in_an_image_without_the_connected_parts_offers_only_what_it_runs() {
         [
             format!("not in this image: {} ({})", CONNECTED_COMMANDS.join(", "), console::WITHOUT_CONNECTED),
             format!(
-                "not in this image: {} (it runs only in an ESP32 image built with the feishu feature: the C6's \
-                 default, or CHELA_FIRMWARE_FEATURES=connected,feishu firmware/build.sh esp32c3)",
+                "not in this image: {} (it runs only in an ESP32 image built with the feishu feature: both chips' \
+                 default (firmware/build.sh esp32c3 or esp32c6, without CHELA_FIRMWARE_FEATURES))",
                 FEISHU_COMMANDS.join(", ")
             ),
         ],

@@ -1,5 +1,5 @@
-//! An image built without the `feishu` feature (the C3's default, which it would take over its
-//! 1,000,000 B target): the same items as `feishu.rs`, with nothing behind them. The console
+//! An image built without the `feishu` feature (`CHELA_FIRMWARE_FEATURES` without it; both
+//! chips' default images have it): the same items as `feishu.rs`, with nothing behind them. The console
 //! refuses Feishu's commands (`Status::feishu` is false); these say so for a `channel feishu`
 //! saved by an image that had it, and never pretend to run it.
 
@@ -17,8 +17,8 @@ pub const SOCKETS: usize = 0;
 pub type State = Option<u64>;
 
 /// What the console's log says: how to get an image with Feishu, and what to do meanwhile.
-const LEFT_OUT: &str = "[feishu] this image leaves out Feishu (build it with the feishu feature: the C6's default, \
-                        CHELA_FIRMWARE_FEATURES=connected,feishu for the C3); `channel telegram` on the console";
+const LEFT_OUT: &str = "[feishu] this image leaves out Feishu (build it with the feishu feature, both chips' \
+                        default); `channel telegram` on the console";
 
 pub fn start(_: Spawner, _: Stack<'static>, _: &Esp) {}
 
