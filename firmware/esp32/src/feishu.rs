@@ -1,4 +1,4 @@
-//! Feishu on the chip (an image built with the `feishu` feature, the C6's default; `channel
+//! Feishu on the chip (an image built with the `feishu` feature, both chips' default; `channel
 //! feishu`): a task holds the
 //! long connection (WSS over the chip's verified TLS, `chela_chip::feishu`), and the main loop
 //! does the rest on its own HTTPS session: the endpoint, the turn, the reply (`feishu::Api`).
