@@ -13,6 +13,7 @@ use std::time::UNIX_EPOCH;
 use chela_core::access::AccessError;
 use chela_core::cap::{ControlError, Registry};
 use chela_core::config::{self as keys, CAPS_DISABLED, CAPS_HIDDEN, CAPS_SHOWN};
+use chela_infra::sort::sort_by;
 use chela_proto::chat::Block;
 use hyper::{Method, StatusCode};
 use serde::Deserialize;
@@ -442,7 +443,7 @@ fn sessions_list(d: &Daemon) -> Result<Value, ApiError> {
         let modified = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
         found.push((modified, id.to_owned(), meta.len()));
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    sort_by(&mut found, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     found.truncate(MAX_LISTED);
     let list = found
         .iter()
@@ -558,7 +559,7 @@ fn memory_list(d: &Daemon) -> Result<Value, ApiError> {
                 .collect()
         })
         .unwrap_or_default();
-    daily.sort_by(|a, b| b.0.cmp(&a.0));
+    sort_by(&mut daily, |a, b| b.0.cmp(&a.0));
     daily.truncate(MAX_LISTED);
     out.extend(daily.into_iter().map(|(name, bytes)| json!({"name": name, "bytes": bytes})));
     Ok(Value::Array(out))
