@@ -28,6 +28,7 @@ use chela_core::router::{Event, MAX_EMIT_DEPTH, Value};
 use chela_core::schedule::file::{self, BadEntry, LoadedJob, MAX_FILE_LEN};
 use chela_core::schedule::{Action, Job, Trigger};
 use chela_core::zone::Zone;
+use chela_infra::sort::sort_by_key;
 
 use crate::config::Config;
 use crate::workspace::{Workspace, write_atomic};
@@ -134,7 +135,7 @@ pub fn read_file(path: &Path, max_jobs: usize) -> (Vec<LoadedJob>, Problems) {
                 }
             }
             problems.bad.extend(f.bad);
-            problems.bad.sort_by_key(|b| b.line);
+            sort_by_key(&mut problems.bad, |b| b.line);
             (f.jobs, problems)
         }
         Err(e) => {
@@ -317,7 +318,7 @@ impl Scheduler {
     /// The jobs that fire on their own, soonest first (the status report and the live view).
     pub fn upcoming(&self, now: i64) -> Vec<JobView> {
         let mut jobs: Vec<JobView> = self.list(now).into_iter().filter(|v| v.next_fire.is_some()).collect();
-        jobs.sort_by_key(|v| v.next_fire);
+        sort_by_key(&mut jobs, |v| v.next_fire);
         jobs
     }
 

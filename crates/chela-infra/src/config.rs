@@ -147,7 +147,7 @@ impl Config {
         }
         let (settings, typed_warnings) = settings::build(&leaves, &entries)?;
         warnings.extend(typed_warnings);
-        leaves.sort_by(|a, b| a.0.cmp(&b.0));
+        crate::sort::sort_by(&mut leaves, |a, b| a.0.cmp(&b.0));
         let extra = leaves.into_iter().map(|(path, value, layer)| (path.join("."), value, layer)).collect();
         let mut cfg = Config { entries, settings, extra, warnings };
         if cfg.get(model::LLM_API_KEY).is_empty() {

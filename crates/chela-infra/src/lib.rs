@@ -23,6 +23,8 @@ pub mod lock;
 pub mod log;
 // The one stop signal: the daemon triggers it, every long-running part below it watches it.
 pub mod shutdown;
+// One stable sort instance for the cold lists of every host crate.
+pub mod sort;
 pub mod storage;
 // Owned tasks: what every spawn in the host goes through.
 pub mod tasks;

@@ -179,7 +179,7 @@ impl Skills {
             }
             Err(e) => problems.push(e.0),
         }
-        names.sort();
+        chela_infra::sort::sort_by(&mut names, Ord::cmp);
         names.dedup();
         let mut out = Vec::new();
         for name in names {

@@ -11,6 +11,7 @@ use std::io;
 use std::path::PathBuf;
 
 use chela_core::usage::{self, Price, Record, Totals};
+use chela_infra::sort::sort_by;
 
 use crate::config::Config;
 use crate::workspace::{Workspace, append_durable, read_tail_lines};
@@ -103,7 +104,7 @@ pub fn totals(records: &[Record], filter: &Filter, prices: &[(String, Price)]) -
         };
         by_model[i].1.add(r, prices);
     }
-    by_model.sort_by(|a, b| a.0.cmp(&b.0));
+    sort_by(&mut by_model, |a, b| a.0.cmp(&b.0));
     (all, by_model)
 }
 
@@ -174,7 +175,7 @@ pub fn totals_by_chat(
     }
     let tokens = |t: &Totals| t.usage.prompt_tokens() + t.usage.output_tokens;
     let mut list: Vec<(String, Totals)> = by_chat.into_iter().collect();
-    list.sort_by(|a, b| tokens(&b.1).cmp(&tokens(&a.1)).then_with(|| a.0.cmp(&b.0)));
+    sort_by(&mut list, |a, b| tokens(&b.1).cmp(&tokens(&a.1)).then_with(|| a.0.cmp(&b.0)));
     let rest = (list.len() > max).then(|| {
         let mut sum = Totals::default();
         for (_, t) in list.drain(max..) {

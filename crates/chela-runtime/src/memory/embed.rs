@@ -321,7 +321,7 @@ pub fn nearest(ix: &Index, kind: Kind, model: &str, q: &[f32], k: usize) -> io::
     }
     drop(rows);
     let mut found: Vec<(Score, i64, i64)> = best.into_iter().map(|(std::cmp::Reverse(s), r, h)| (s, r, h)).collect();
-    found.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    chela_infra::sort::sort_by(&mut found, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
     let (table, column) = kind.table();
     let mut text = db.prepare_cached(&format!("SELECT {column} FROM {table} WHERE rowid = ?1")).map_err(sql)?;
     let mut out = Vec::with_capacity(k);

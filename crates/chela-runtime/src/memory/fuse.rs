@@ -39,7 +39,7 @@ pub fn rrf<K: Clone + Eq + Hash>(lists: &[Vec<K>]) -> Vec<K> {
         }
     }
     let mut out: Vec<(K, (f64, usize))> = score.into_iter().collect();
-    out.sort_by(|a, b| b.1.0.total_cmp(&a.1.0).then(a.1.1.cmp(&b.1.1)));
+    chela_infra::sort::sort_by(&mut out, |a, b| b.1.0.total_cmp(&a.1.0).then(a.1.1.cmp(&b.1.1)));
     out.into_iter().map(|(k, _)| k).collect()
 }
 

@@ -310,7 +310,7 @@ impl Index {
                 names.push(name.to_owned());
             }
         }
-        names.sort_unstable();
+        chela_infra::sort::sort_by(&mut names, Ord::cmp);
         let first = names.len().saturating_sub(MAX_NOTES);
         for name in &names[first..] {
             add(format!("memory/{name}"))?;

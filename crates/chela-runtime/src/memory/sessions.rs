@@ -67,7 +67,7 @@ pub fn list(root: &Path) -> io::Result<Vec<String>> {
         }
         out.extend(names);
     }
-    out.sort_unstable();
+    chela_infra::sort::sort_by(&mut out, Ord::cmp);
     let first = out.len().saturating_sub(MAX_FILES);
     Ok(out.split_off(first))
 }

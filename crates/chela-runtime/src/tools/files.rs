@@ -312,7 +312,7 @@ impl Tool for FileList {
         let mut out = Vec::new();
         let mut truncated = false;
         walk(&sb, &dir, &prefix, a.recursive, &mut out, &mut truncated).map_err(|e| errno("list", rel, e))?;
-        out.sort();
+        chela_infra::sort::sort_by(&mut out, Ord::cmp);
         if out.is_empty() {
             return Ok(format!("`{rel}` is empty."));
         }

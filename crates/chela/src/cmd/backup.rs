@@ -103,7 +103,7 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, bool)>, skipped: &mut Ve
         .with_context(|| format!("cannot list {}", dir.display()))?
         .collect::<std::io::Result<_>>()
         .with_context(|| format!("cannot list {}", dir.display()))?;
-    names.sort_by_key(std::fs::DirEntry::file_name);
+    chela_infra::sort::sort_by_key(&mut names, std::fs::DirEntry::file_name);
     for e in names {
         let path = e.path();
         let rel = path.strip_prefix(root).unwrap_or(&path);

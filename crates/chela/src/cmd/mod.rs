@@ -1,5 +1,7 @@
 //! The subcommands, dispatched from `main`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -48,36 +50,42 @@ pub fn version() -> String {
     format!("chela {} (commit {})\nfeatures: {features}\n", env!("CARGO_PKG_VERSION"), env!("CHELA_COMMIT"))
 }
 
+/// A subcommand's future behind a pointer. Awaited in place, every subcommand's state machine
+/// would be compiled into `run`'s own (one 68 KB function); boxed, each is polled through its
+/// own, and only the one command that runs pays for one allocation.
+type Boxed<'a> = Pin<Box<dyn Future<Output = Result<ExitCode>> + 'a>>;
+
+fn boxed<'a>(command: impl Future<Output = Result<ExitCode>> + 'a) -> Boxed<'a> {
+    Box::pin(command)
+}
+
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     let ws = Workspace::locate(cli.workspace)?;
     match cli.command {
-        Command::Chat(args) => {
-            let app = App::load(ws)?;
-            crate::chat::run(app, args).await
-        }
+        Command::Chat(args) => boxed(crate::chat::run(App::load(ws)?, args)).await,
         Command::Config(c) => config::run(&ws, c),
-        Command::Cap(c) => cap::run(Base::load(ws)?, c).await,
+        Command::Cap(c) => boxed(cap::run(Base::load(ws)?, c)).await,
         Command::Skill(c) => skill::run(&Base::load(ws)?, c),
         Command::Pairing(c) => pairing::run(&ws, c),
         Command::Device(c) => device::run(&ws, c),
         Command::State(c) => state::run(&ws, c),
         Command::Usage { session, since, json } => usage::run(&ws, session, since, json),
         Command::Memory(c) => memory::run(&ws, c),
-        Command::Doctor => doctor::run(ws).await,
-        Command::Status { json } => status::run(&ws, json).await,
+        Command::Doctor => boxed(doctor::run(ws)).await,
+        Command::Status { json } => boxed(status::run(&ws, json)).await,
         Command::Service(c) => service::run(&ws, c),
-        Command::Run => run::run(ws, cli.verbose, cli.quiet).await,
-        Command::Setup(args) => setup::run(&ws, args).await,
+        Command::Run => boxed(run::run(ws, cli.verbose, cli.quiet)).await,
+        Command::Setup(args) => boxed(setup::run(&ws, args)).await,
         Command::GatewayToken { rotate, yes } => gateway::token(&ws, rotate, yes),
-        Command::GatewayHealth => gateway::health(&ws).await,
-        Command::Backup(file) => backup::backup(&ws, file).await,
+        Command::GatewayHealth => boxed(gateway::health(&ws)).await,
+        Command::Backup(file) => boxed(backup::backup(&ws, file)).await,
         Command::Restore { file, force } => backup::restore(&ws, &file, force),
         Command::Console => run::console(&ws),
         Command::Cron(c) => cron::run(&ws, c),
         Command::Rules(c) => cron::rules(&ws, c),
         Command::Heartbeat => cron::heartbeat(&ws),
-        Command::Mcp(c) => mcp::run(Base::load(ws)?, c).await,
-        Command::McpServe => mcp_serve::run(ws).await,
+        Command::Mcp(c) => boxed(mcp::run(Base::load(ws)?, c)).await,
+        Command::McpServe => boxed(mcp_serve::run(ws)).await,
         #[cfg(feature = "board")]
         Command::Board(file) => {
             let (ok, text) = crate::board::check(&ws, file)?;

@@ -13,13 +13,14 @@ use std::time::UNIX_EPOCH;
 use chela_core::access::AccessError;
 use chela_core::cap::{ControlError, Registry};
 use chela_core::config::{self as keys, CAPS_DISABLED, CAPS_HIDDEN, CAPS_SHOWN};
+use chela_infra::sort::sort_by;
 use chela_proto::chat::Block;
 use hyper::{Method, StatusCode};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{ApiError, Gateway, Resp, json as json_response};
+use super::{ApiError, Gateway, Resp, boxed, json as json_response};
 use crate::access::GateError;
 use crate::config::{Config, KeyChoice, KeyWouldMove, edit_list_override, set_overrides, shown_extra};
 use crate::daemon::Daemon;
@@ -50,19 +51,19 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
         (&Method::GET, "/cap/groups") => ok(Value::Array(groups(d, None))),
         (&Method::POST, "/cap/groups/runtime") => {
             let r: RuntimeReq = parse(body)?;
-            ok(set_group(d, &r.group_id, Switch::Enabled(r.enabled)).await?)
+            ok(boxed(set_group(d, &r.group_id, Switch::Enabled(r.enabled))).await?)
         }
         (&Method::POST, "/cap/groups/visibility") => {
             let r: VisibilityReq = parse(body)?;
-            ok(set_group(d, &r.group_id, Switch::Visible(r.visible)).await?)
+            ok(boxed(set_group(d, &r.group_id, Switch::Visible(r.visible))).await?)
         }
         (&Method::GET, "/config") => ok(config_list(&d.config())),
-        (&Method::POST, "/config") => ok(config_set(d, parse(body)?).await?),
+        (&Method::POST, "/config") => ok(boxed(config_set(d, parse(body)?)).await?),
         (&Method::POST, "/config/check") => ok(config_check(parse(body)?)),
         (&Method::GET, "/sessions") => ok(blocking(d, sessions_list).await?),
         (&Method::GET, "/usage") => ok(blocking(d, super::api_usage::usage_view).await?),
         (&Method::GET, "/memory") => ok(blocking(d, memory_list).await?),
-        (_, p) if p.starts_with("/memory/entries") => super::api_memory::route(d, method, p, body).await,
+        (_, p) if p.starts_with("/memory/entries") => boxed(super::api_memory::route(d, method, p, body)).await,
         (&Method::GET, "/pairing") => {
             let listing = d.gate().list(d.clock().unix_secs_u64()).map_err(gate_error)?;
             ok(serde_json::to_value(listing).map_err(|e| ApiError::internal("the pairing list", e))?)
@@ -89,7 +90,9 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
             let peer = d.gate().revoke(&r.channel, &r.sender).map_err(gate_error)?;
             ok(json!({"channel": peer.channel, "sender": peer.sender}))
         }
-        (_, p) if p == "/devices" || p.starts_with("/devices/") => super::xiaozhi::api(gw, method, p, body).await,
+        (_, p) if p == "/devices" || p.starts_with("/devices/") => {
+            boxed(super::xiaozhi::api(gw, method, p, body)).await
+        }
         (&Method::GET, "/setup") => ok(setup_state(d)),
         (&Method::GET, "/scheduler/jobs") => ok(blocking(d, scheduler_jobs).await?),
         (&Method::POST, "/scheduler/jobs/approve") => {
@@ -101,13 +104,13 @@ pub async fn route(gw: &Arc<Gateway>, method: &Method, path: &str, body: &[u8]) 
             let act = super::api_jobs::Act::from_path(&p["/scheduler/jobs/".len()..])?;
             ok(blocking(d, move |d| super::api_jobs::act(d, &r.id, act)).await?)
         }
-        (&Method::POST, "/setup") => ok(setup(d, parse(body)?).await?),
-        (&Method::POST, "/setup/test") => ok(setup_test(d, parse(body)?).await?),
+        (&Method::POST, "/setup") => ok(boxed(setup(d, parse(body)?)).await?),
+        (&Method::POST, "/setup/test") => ok(boxed(setup_test(d, parse(body)?)).await?),
         (_, p) if p.starts_with("/sessions/") => {
             let id = check_session_id(&p["/sessions/".len()..])?;
             match *method {
                 Method::GET => ok(blocking(d, move |d| session_view(d, &id)).await?),
-                Method::DELETE => ok(session_clear(d, &id).await?),
+                Method::DELETE => ok(boxed(session_clear(d, &id)).await?),
                 _ => Err(ApiError::MethodNotAllowed(format!("{method} is not used on a session; GET or DELETE it"))),
             }
         }
@@ -442,7 +445,7 @@ fn sessions_list(d: &Daemon) -> Result<Value, ApiError> {
         let modified = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_secs());
         found.push((modified, id.to_owned(), meta.len()));
     }
-    found.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    sort_by(&mut found, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     found.truncate(MAX_LISTED);
     let list = found
         .iter()
@@ -558,7 +561,7 @@ fn memory_list(d: &Daemon) -> Result<Value, ApiError> {
                 .collect()
         })
         .unwrap_or_default();
-    daily.sort_by(|a, b| b.0.cmp(&a.0));
+    sort_by(&mut daily, |a, b| b.0.cmp(&a.0));
     daily.truncate(MAX_LISTED);
     out.extend(daily.into_iter().map(|(name, bytes)| json!({"name": name, "bytes": bytes})));
     Ok(Value::Array(out))
