@@ -299,6 +299,8 @@ fn the_bundled_sqlite_leaves_out_what_the_index_does_not_use() {
         ("CREATE VIRTUAL TABLE r USING rtree(id, a, b)", "no such module: rtree"),
         ("CREATE VIRTUAL TABLE f USING fts3(x)", "no such module: fts3"),
         ("CREATE VIRTUAL TABLE s USING dbstat", "no such module: dbstat"),
+        ("SELECT 0x10", "unrecognized token"),
+        ("SELECT \"a string\"", "no such column"),
     ] {
         let e = ix.db().execute_batch(sql).expect_err(sql).to_string();
         assert!(e.contains(missing), "{sql}: {e}");
