@@ -150,6 +150,7 @@ class Device:
     after a hello, the downlink audio received and decoded."""
 
     tls_ca = None  # set from --tls-ca: the CA file that signed the endpoint's certificate
+    list_delay = 0.0  # set from --list-delay: a slow device's tools/list answer
 
     def __init__(self, block, name="device", client_id=None, password=None, keepalive=None, tool=None):
         self.block = block
@@ -328,7 +329,13 @@ class Device:
         else:
             self.publish({"session_id": self.session_id, "type": "mcp", "payload": {"jsonrpc": "2.0", "id": rid, "error": {"message": f"Unknown method: {method}"}}})
             return
-        self.publish({"session_id": self.session_id, "type": "mcp", "payload": {"jsonrpc": "2.0", "id": rid, "result": result}})
+        answer = {"session_id": self.session_id, "type": "mcp", "payload": {"jsonrpc": "2.0", "id": rid, "result": result}}
+        if method == "tools/list" and Device.list_delay > 0:
+            # A device busy elsewhere: its listing comes after the first utterance has gone out
+            # (on a timer: paho's thread keeps reading meanwhile).
+            threading.Timer(Device.list_delay, self.publish, (answer,)).start()
+            return
+        self.publish(answer)
 
     def say(self, text):
         # The firmware sends the wake word's audio before its `listen detect`; that first uplink
@@ -597,9 +604,11 @@ def main():
     p.add_argument("--listen-after", type=float, default=1.5, help="seconds to listen after abort")
     p.add_argument("--tls-ca", default="", help="connect with TLS, trusting this CA file")
     p.add_argument("--known", action="store_true", help="approved already: the first OTA answer has the login")
+    p.add_argument("--list-delay", type=float, default=0.0, help="seconds before the tools/list answer (a slow device)")
     p.add_argument("--limit", type=float, default=60, help="the whole run's time limit in seconds")
     args = p.parse_args()
     Device.tls_ca = args.tls_ca or None
+    Device.list_delay = args.list_delay
     logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     done = threading.Event()
     failed = []

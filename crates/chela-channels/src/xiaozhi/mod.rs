@@ -77,6 +77,9 @@ pub const MCP_QUEUE: usize = 16;
 /// Dropped when the device disconnects.
 pub trait McpLink: Send {
     fn deliver(&self, payload: Value);
+    /// Resolves once the device's tools are listed (or their setup failed): a turn waits on it,
+    /// at most [`turn::TOOLS_WAIT`], so the device's first utterance already sees its tools.
+    fn settled(&self) -> turn::Waiting;
 }
 
 /// What the endpoint knows of the device for the MCP client.
@@ -101,6 +104,10 @@ fn attach_mcp(host: &Host, hello: &DeviceHello, out: mpsc::Sender<Value>) -> Opt
 impl McpLink for chela_runtime::mcp::device::DevicePeer {
     fn deliver(&self, payload: Value) {
         chela_runtime::mcp::device::Peer::deliver(self, payload);
+    }
+
+    fn settled(&self) -> turn::Waiting {
+        Box::pin(chela_runtime::mcp::device::Peer::settled(self))
     }
 }
 

@@ -290,7 +290,8 @@ impl Session {
                     session_id: self.session_id.clone(),
                     control: self.control.clone(),
                 };
-                self.turn = Some(turn::start(ctx, text, writer));
+                let tools = self.mcp.as_ref().map(|m| m.settled());
+                self.turn = Some(turn::start(ctx, text, writer, tools));
                 Ok(())
             }
             Output::TtsStart => {

@@ -30,6 +30,12 @@ pub const MAX_REPLY_TEXT: usize = 64 * 1024;
 pub const SPOKEN_FAILURE: &str = "Sorry, I cannot answer right now.";
 /// Characters of a failure's explanation shown on the device's screen.
 const ALERT_CHARS: usize = 120;
+/// How long a turn waits for the device's MCP tools to be listed before it starts without them
+/// (only while their setup runs: right after the device's hello).
+pub const TOOLS_WAIT: Duration = Duration::from_secs(3);
+
+/// What a turn waits on before it starts (the device's tools being listed).
+pub type Waiting = std::pin::Pin<Box<dyn Future<Output = ()> + Send>>;
 
 /// Where a turn's messages go.
 pub struct Ctx {
@@ -92,8 +98,10 @@ impl Observer for DeviceObserver {
     fn tool_finished(&mut self, _call: &ToolCall, _result: &ToolResult, _elapsed: Duration) {}
 }
 
-/// Starts the turn for `text`; its reply goes into `writer`.
-pub fn start(ctx: Ctx, text: String, writer: ReplyWriter) -> Running {
+/// Starts the turn for `text`; its reply goes into `writer`. With `tools`, the turn starts once
+/// they are settled or after [`TOOLS_WAIT`], whichever is first (dropping [`Running`] meanwhile
+/// ends the wait, and no turn starts).
+pub fn start(ctx: Ctx, text: String, writer: ReplyWriter, tools: Option<Waiting>) -> Running {
     let cancel = Cancel::default();
     let stream = Arc::new(Stream::default());
     let incoming = Incoming {
@@ -108,7 +116,23 @@ pub fn start(ctx: Ctx, text: String, writer: ReplyWriter) -> Running {
     let observer = Box::new(DeviceObserver(Arc::clone(&stream)));
     // A message the daemon drops drops this reply: its writer, closed unused, ends the reply
     // as an empty `finish` would.
-    daemon.converse(incoming, observer, Box::new(Spoken { speaker, stream }));
+    let reply = Box::new(Spoken { speaker, stream });
+    match tools {
+        None => {
+            daemon.converse(incoming, observer, reply);
+        }
+        Some(settled) => {
+            let cancel = cancel.clone();
+            tokio::spawn(crate::tasks::boxed(async move {
+                tokio::select! {
+                    _ = tokio::time::timeout(TOOLS_WAIT, settled) => {
+                        daemon.converse(incoming, observer, reply);
+                    }
+                    () = cancel.cancelled() => {}
+                }
+            }));
+        }
+    }
     Running { cancel }
 }
 

@@ -258,6 +258,15 @@ impl Peer {
         }
     }
 
+    /// Resolves once the setup has an outcome (listed or failed); owns what it waits on, so a
+    /// turn can wait on it while the connection's task keeps delivering the peer's answers.
+    pub fn settled(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.core.setup.subscribe();
+        async move {
+            let _ = rx.wait_for(Option::is_some).await;
+        }
+    }
+
     /// Ends the session: the group goes and waiting calls fail. Dropping the peer does the same.
     pub fn close(&self, why: &str) {
         self.core.fail(why);

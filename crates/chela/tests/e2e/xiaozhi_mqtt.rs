@@ -113,6 +113,15 @@ fn mqtt_the_model_calls_a_tool_the_device_serves_over_mcp_on_mqtt() {
     said_goodbye(&events);
 }
 
+/// A device that lists its tools a second after its hello (busy elsewhere): the first
+/// utterance, sent before that, waits for the listing (up to the channel's bound), so the model's
+/// first request already offers the device's tool.
+#[test]
+fn mqtt_the_first_turn_waits_for_a_slow_device_to_list_its_tools() {
+    let events = sdk::device_tool_with(T, &["--list-delay", "1"]);
+    said_goodbye(&events);
+}
+
 #[test]
 fn mqtt_abort_stops_the_reply_and_no_datagram_follows() {
     let events = sdk::abort_stops(T);

@@ -338,12 +338,24 @@ fn the_model_calls_a_tool_the_sdk_device_serves_over_mcp_and_reads_its_result() 
 }
 
 pub fn device_tool(t: Transport) -> Vec<Value> {
+    device_tool_with(t, &[])
+}
+
+/// [`device_tool`] with more of the device driver's options (`extra`).
+pub fn device_tool_with(t: Transport, extra: &[&str]) -> Vec<Value> {
     let v = Voice::start(t, vec![Step::text("Hello there.")], "unused");
-    let mut dev = v.device(
-        "mcp",
-        "aa:bb:cc:dd:ee:04",
-        &["--text", "hi", "--then", "how is your battery?", "--tool", "self.get_battery_level", "--tool-result", "72%"],
-    );
+    let mut args = vec![
+        "--text",
+        "hi",
+        "--then",
+        "how is your battery?",
+        "--tool",
+        "self.get_battery_level",
+        "--tool-result",
+        "72%",
+    ];
+    args.extend_from_slice(extra);
+    let mut dev = v.device("mcp", "aa:bb:cc:dd:ee:04", &args);
     dev.approve(&v.ws);
     dev.wait_event("the first reply", |e| e["event"] == "waiting");
     // The device's tool was offered to the model in the first turn, under a provider-safe name.
