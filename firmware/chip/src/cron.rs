@@ -202,7 +202,7 @@ impl Cron {
         let why = match route(&job.channel, &job.chat_id, config, on, feishu_built) {
             Ok(r) => return Ok(r),
             Err(_) if said => None,
-            Err(why) => Some(format!("{}: {why}; skipped (said once: its later runs are skipped quietly)", job.id)),
+            Err(why) => Some(format!("{}: {why}; skipped (said once)", job.id)),
         };
         self.said.push(job.id.clone());
         Err(why)

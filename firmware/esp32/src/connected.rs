@@ -147,13 +147,11 @@ impl Device {
     pub(crate) async fn gateway_job(&mut self, id: &str, chat_id: &str, text: &str) {
         let result = self.ws_turn(chat_id, text).await;
         let (connected, took) = gateway::push(chat_id, result.as_deref().map_err(String::as_str));
-        if took < connected {
-            say!(&self.chip.board, "[cron] {id}: {} of chat {chat_id}'s clients were busy", connected - took);
-        }
-        if took == 0 && result.is_ok() {
+        // None connected, or some too busy to take it: said (a failed turn was said already).
+        if result.is_ok() && took < connected.max(1) {
             say!(
                 &self.chip.board,
-                "[cron] {id}: no gateway client took the answer; it is kept in chat {chat_id}'s session"
+                "[cron] {id}: {took} of {connected} clients of gateway chat {chat_id} took the answer; it is kept in the chat's session"
             );
         }
     }
