@@ -17,6 +17,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
+use chela_core::console::{ChipConfig, Field};
 use chela_core::contract::{Args, cron};
 use chela_core::flash::{Flash, Order};
 use chela_core::schedule::file::{self, LoadedJob};
@@ -25,6 +26,7 @@ use chela_core::zone::Zone;
 use chela_proto::chat::ToolSpec;
 
 use crate::Board;
+use crate::console::Channels;
 use crate::tools::Toolbox;
 use crate::turn::Chip;
 
@@ -49,12 +51,64 @@ pub struct Fired {
     pub chat_id: String,
 }
 
+/// Where a turn the device starts itself (a due job, the heartbeat) runs, and where its answer
+/// goes: always a chat of the chat channel in use (or the gateway), never another chat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// A Telegram chat in `tg_allow`: the turn in its session, the answer sent there.
+    Telegram(i64),
+    /// A Feishu chat (`oc_…`), or a user in `feishu_allow` (`ou_…`: the bot's chat with them).
+    Feishu(String),
+    /// A gateway chat: the turn in its session (`ws_…`), the answer pushed to the clients
+    /// connected in that chat (`gateway::Chats`), or kept in the session when none is.
+    Gateway(String),
+}
+
+/// Where a turn for `chat_id` of `channel` may run now, given the settings and the channels
+/// they open (`console::channels`; `feishu_built`: the image has Feishu), or why it may not.
+/// A chat is reached only on its own channel, only while that channel is the one in use, and
+/// only while its allowlist still names it: a job is never moved to another chat.
+pub fn route(
+    channel: &str,
+    chat_id: &str,
+    config: &ChipConfig,
+    on: Channels,
+    feishu_built: bool,
+) -> Result<Route, String> {
+    let not_now = |name: &str| Err(format!("its chat is on {name}, which is not the chat channel in use"));
+    let gone = |allow: Field| Err(format!("`{chat_id}` is not a chat in {} now", allow.name()));
+    match channel {
+        "telegram" if !on.telegram => not_now("Telegram"),
+        "telegram" => match chat_id.parse::<i64>() {
+            Ok(id) if crate::console::access(config).is_ok_and(|a| a.admits(id)) => Ok(Route::Telegram(id)),
+            _ => gone(Field::TgAllow),
+        },
+        "feishu" if !feishu_built => Err("its chat is on Feishu, which this image leaves out".into()),
+        "feishu" if !on.feishu => not_now("Feishu"),
+        // A user is reached only while allowed; a chat (`oc_…`) is one an allowed user wrote in.
+        "feishu" if chat_id.starts_with("ou_") && !crate::feishu::Access::from_config(config).admits(chat_id) => {
+            gone(Field::FeishuAllow)
+        }
+        "feishu" if chat_id.starts_with("oc_") || chat_id.starts_with("ou_") => Ok(Route::Feishu(chat_id.into())),
+        "ws" if !on.gateway => Err("its chat is on the gateway, which is off (no gateway_token) in this image".into()),
+        "ws" if chat_id.len() <= crate::gateway::MAX_CHAT_ID
+            && chela_proto::gateway::check_chat_id(chat_id).is_ok() =>
+        {
+            Ok(Route::Gateway(chat_id.into()))
+        }
+        _ => Err(format!("`{channel}` chat `{chat_id}` is not a chat this device talks in")),
+    }
+}
+
 /// The device's jobs. See the module docs.
 #[derive(Debug, Default)]
 pub struct Cron {
     jobs: Vec<LoadedJob>,
     /// The chat the current turn comes from: a job added in it fires there.
     origin: Option<(String, String)>,
+    /// Jobs whose chat could not be reached, already said on the console (RAM only: said again
+    /// after a restart, and after the job ran once more).
+    said: Vec<String>,
 }
 
 impl Cron {
@@ -81,7 +135,7 @@ impl Cron {
                     bad.push(format!("{} jobs beyond the device's {MAX_JOBS} were ignored", jobs.len() - MAX_JOBS));
                     jobs.truncate(MAX_JOBS);
                 }
-                (Cron { jobs, origin: None }, bad)
+                (Cron { jobs, origin: None, said: Vec::new() }, bad)
             }
             Err(e) => (Cron::default(), alloc::vec![format!("the job list is unreadable and was ignored: {e}")]),
         }
@@ -129,6 +183,29 @@ impl Cron {
         self.jobs.retain(|j| !j.job.finished(&j.schedule));
         let err = self.save(chip).err();
         (fired, err)
+    }
+
+    /// Where the due `job` runs now ([`route`]); else `Err` with the console's line, or `None`
+    /// when it was said already: a job that cannot reach its chat is reported once, not at
+    /// each of its runs.
+    pub fn route(
+        &mut self,
+        job: &Fired,
+        config: &ChipConfig,
+        on: Channels,
+        feishu_built: bool,
+    ) -> Result<Route, Option<String>> {
+        let said = self.said.contains(&job.id);
+        let jobs = &self.jobs;
+        // Only jobs still kept (an id given again to a new job is said again), each once.
+        self.said.retain(|id| *id != job.id && jobs.iter().any(|j| j.job.id == *id));
+        let why = match route(&job.channel, &job.chat_id, config, on, feishu_built) {
+            Ok(r) => return Ok(r),
+            Err(_) if said => None,
+            Err(why) => Some(format!("{}: {why}; skipped (said once)", job.id)),
+        };
+        self.said.push(job.id.clone());
+        Err(why)
     }
 
     /// Seconds from `now` to the earliest next run, if any job will run.

@@ -249,6 +249,12 @@ impl Conn {
         }
     }
 
+    /// The chat the connection is in: the last one named on it, else its own. A scheduled job
+    /// made in that chat pushes its answer here ([`Chats`]).
+    pub fn chat(&self) -> &str {
+        &self.own_chat
+    }
+
     /// Whether a turn was asked for and not answered yet.
     pub fn waiting(&self) -> Option<&str> {
         self.waiting.as_deref()
@@ -337,11 +343,65 @@ impl Conn {
     /// failed. `None` when no turn was waiting.
     pub fn answer(&mut self, result: Result<&str, &str>) -> Option<Vec<u8>> {
         let chat = self.waiting.take()?;
-        let (kind, text) = match result {
-            Ok(t) => ("response", t),
-            Err(e) => ("error", e),
-        };
-        Some(frame(&Message::Text(event(kind, text, &chat))))
+        Some(answer_frame(&chat, result))
+    }
+}
+
+/// The frame that carries a turn's answer in `chat` (`response`), or why it failed (`error`):
+/// a client's own turn, or a scheduled job's pushed to the chat's clients.
+pub fn answer_frame(chat: &str, result: Result<&str, &str>) -> Vec<u8> {
+    let (kind, text) = match result {
+        Ok(t) => ("response", t),
+        Err(e) => ("error", e),
+    };
+    frame(&Message::Text(event(kind, text, chat)))
+}
+
+/// Which chat each client slot's connection is in ([`Conn::chat`]), with the connection's
+/// serial: where a scheduled job made in a gateway chat pushes its answer. Only the clients of
+/// that chat get it; a connection that ended or moved to another chat gets nothing more of it.
+#[derive(Debug)]
+pub struct Chats([Option<(u32, String)>; MAX_CLIENTS]);
+
+impl Chats {
+    pub const fn new() -> Chats {
+        Chats([const { None }; MAX_CLIENTS])
+    }
+
+    /// Connection `serial` of `slot` is in `chat` now.
+    pub fn set(&mut self, slot: usize, serial: u32, chat: &str) {
+        let Some(entry) = self.0.get_mut(slot) else { return };
+        if !entry.as_ref().is_some_and(|(s, c)| *s == serial && c == chat) {
+            *entry = Some((serial, String::from(chat)));
+        }
+    }
+
+    /// Connection `serial` of `slot` ended (a later connection of the slot keeps its entry).
+    pub fn clear(&mut self, slot: usize, serial: u32) {
+        if let Some(entry) = self.0.get_mut(slot)
+            && entry.as_ref().is_some_and(|(s, _)| *s == serial)
+        {
+            *entry = None;
+        }
+    }
+
+    /// The slots and serials of the connections in `chat`.
+    pub fn of(&self, chat: &str) -> Vec<(usize, u32)> {
+        let mut out = Vec::new();
+        for (slot, entry) in self.0.iter().enumerate() {
+            if let Some((serial, c)) = entry
+                && c == chat
+            {
+                out.push((slot, *serial));
+            }
+        }
+        out
+    }
+}
+
+impl Default for Chats {
+    fn default() -> Chats {
+        Chats::new()
     }
 }
 

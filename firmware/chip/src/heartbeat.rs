@@ -2,18 +2,22 @@
 //! the active hours, its open items (the core's rule, `chela_core::heartbeat`, the host's
 //! too) become a turn with the core's prompt. The file is written from the serial console
 //! (`heartbeat_write`). The chip knows only UTC, so its active hours
-//! are UTC hours.
+//! are UTC hours. The turn runs in the owner's chat on the chat channel in use ([`target`]).
 
+use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::ops::ControlFlow;
 
+use chela_core::console::{ChipConfig, Field};
 use chela_core::flash::{self, Flash, FlashStore, Order};
 use chela_core::heartbeat::{ActiveHours, actionable_items, prompt};
 use chela_core::storage::Storage;
 use chela_core::zone::Zone;
 
 use crate::Board;
+use crate::console::Channels;
+use crate::cron::{Route, route};
 use crate::turn::Chip;
 
 /// The file's key in the flash store.
@@ -72,6 +76,23 @@ impl Heartbeat {
         let items = actionable_items(&text);
         Ok(if items.is_empty() { Beat::Nothing } else { Beat::Prompt(prompt(&items, false)) })
     }
+}
+
+/// Where the heartbeat's turn runs: the owner's chat on the chat channel in use, the first of
+/// `feishu_allow` with `channel feishu` (the bot's chat with that user), else the first of
+/// `tg_allow`; `Err` says why there is none (the console's line). Never another channel's
+/// owner: with Feishu in use, Telegram's owner is not written to, and the other way round.
+pub fn target(config: &ChipConfig, on: Channels, feishu_built: bool) -> Result<Route, String> {
+    let (channel, allow) = if config.get(Field::Channel) == "feishu" {
+        ("feishu", Field::FeishuAllow)
+    } else {
+        ("telegram", Field::TgAllow)
+    };
+    let owner = config.get(allow).split(',').next().unwrap_or_default().trim();
+    if owner.is_empty() {
+        return Err(format!("no owner chat: {} is empty", allow.name()));
+    }
+    route(channel, owner, config, on, feishu_built).map_err(|e| format!("no owner chat: {e}"))
 }
 
 /// `HEARTBEAT.md` as stored, at most [`MAX_BYTES`] of it (cut at a character).

@@ -5,11 +5,12 @@ use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::rc::Rc;
 
-use chela_chip::cron::{CRON_KEY, Cron, Fired, MAX_JOBS};
+use chela_chip::console;
+use chela_chip::cron::{self, CRON_KEY, Cron, Fired, MAX_JOBS, Route};
 use chela_chip::tools::{Join, Toolbox};
 use chela_chip::turn::Chip;
 use chela_chip::{Board, boot};
-use chela_core::console::ChipDefaults;
+use chela_core::console::{ChipConfig, ChipDefaults, Field};
 use chela_core::flash::RamFlash;
 use chela_proto::chat::ToolSpec;
 
@@ -235,4 +236,92 @@ fn joined_toolboxes_offer_and_run_both() {
     assert_eq!(tools.run(&mut chip, "echo", "hi"), Some(Ok("hi".into())));
     assert_eq!(tools.run(&mut chip, "cron_list", "{}"), Some(Ok("No jobs are scheduled.".into())));
     assert_eq!(tools.run(&mut chip, "nope", "{}"), None);
+}
+
+fn config(settings: &[(Field, &str)]) -> ChipConfig {
+    let mut config = ChipConfig::new(ChipDefaults::default());
+    for (f, v) in [(Field::WifiSsid, "home"), (Field::ApiKey, "sk-test")].iter().chain(settings) {
+        config.set(*f, v).unwrap();
+    }
+    config
+}
+
+const TELEGRAM: &[(Field, &str)] = &[(Field::TgToken, "123:abc"), (Field::TgAllow, "42,7")];
+const FEISHU: &[(Field, &str)] = &[
+    (Field::TgToken, "123:abc"),
+    (Field::TgAllow, "42,7"),
+    (Field::FeishuAppId, "cli_a5f0"),
+    (Field::FeishuSecret, "Xk9vQ2mPz7LrT4bW"),
+    (Field::FeishuAllow, "ou_owner,ou_friend"),
+    (Field::Channel, "feishu"),
+];
+
+fn route(channel: &str, chat: &str, config: &ChipConfig, feishu_built: bool) -> Result<Route, String> {
+    let on = console::channels(config, true).unwrap();
+    cron::route(channel, chat, config, on, feishu_built)
+}
+
+#[test]
+fn a_job_runs_in_its_own_chat_on_the_channel_in_use_and_nowhere_else() {
+    let tg = config(TELEGRAM);
+    assert_eq!(route("telegram", "42", &tg, true), Ok(Route::Telegram(42)));
+    assert_eq!(route("telegram", "7", &tg, true), Ok(Route::Telegram(7)));
+    // Taken off tg_allow: not run, in that chat or any other.
+    let e = route("telegram", "99", &tg, true).unwrap_err();
+    assert!(e.contains("`99` is not a chat in tg_allow"), "{e}");
+    assert!(route("telegram", "ou_owner", &tg, true).is_err());
+    // A Feishu job while Telegram is in use is not moved to the Telegram owner.
+    let e = route("feishu", "oc_chat", &tg, true).unwrap_err();
+    assert!(e.contains("on Feishu, which is not the chat channel in use"), "{e}");
+
+    // Feishu in use (Telegram's settings still there): a Telegram job is not run at all, not
+    // in Telegram and not in the Feishu owner's chat.
+    let fs = config(FEISHU);
+    let e = route("telegram", "42", &fs, true).unwrap_err();
+    assert!(e.contains("on Telegram, which is not the chat channel in use"), "{e}");
+    assert_eq!(route("feishu", "oc_chat", &fs, true), Ok(Route::Feishu("oc_chat".into())));
+    assert_eq!(route("feishu", "ou_friend", &fs, true), Ok(Route::Feishu("ou_friend".into())));
+    let e = route("feishu", "ou_stranger", &fs, true).unwrap_err();
+    assert!(e.contains("not a chat in feishu_allow"), "{e}");
+    assert!(route("feishu", "42", &fs, true).is_err(), "no Feishu id");
+    // An image without Feishu says so.
+    let e = route("feishu", "oc_chat", &fs, false).unwrap_err();
+    assert!(e.contains("this image leaves out"), "{e}");
+
+    // The gateway: with its token, in any image that has it, whatever the chat channel.
+    let gw = config(&[(Field::GatewayToken, "0123456789abcdef0123456789abcdef")]);
+    for c in [&gw, &config(&[TELEGRAM, &[(Field::GatewayToken, "0123456789abcdef0123456789abcdef")]].concat())] {
+        assert_eq!(route("ws", "garden", c, false), Ok(Route::Gateway("garden".into())));
+        assert!(route("ws", "../etc", c, false).is_err(), "a chat id the gateway refuses");
+        assert!(route("ws", &"a".repeat(49), c, false).is_err(), "longer than a session key takes");
+    }
+    let e = route("ws", "garden", &tg, true).unwrap_err();
+    assert!(e.contains("gateway, which is off"), "{e}");
+    assert!(route("sms", "42", &tg, true).unwrap_err().contains("not a chat this device talks in"));
+}
+
+#[test]
+fn a_job_that_cannot_reach_its_chat_is_said_once_and_again_after_it_ran() {
+    let (mut chip, clock) = chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    cron.set_origin("telegram", "42");
+    call(&mut cron, &mut chip, "cron_add", r#"{"message":"water the plants","every_s":3600}"#).unwrap();
+    let due_at = |cron: &mut Cron, chip: &mut Chip<RamFlash, Clock>, h: u64| {
+        clock.unix.set(Some(NOON + h * 3600));
+        let (mut fired, err) = cron.due(chip);
+        assert_eq!((fired.len(), err), (1, None));
+        fired.remove(0)
+    };
+    let (fs, tg) = (config(FEISHU), config(TELEGRAM));
+    let on = |c: &ChipConfig| console::channels(c, true).unwrap();
+    let job = due_at(&mut cron, &mut chip, 1);
+    let said = cron.route(&job, &fs, on(&fs), true).unwrap_err().expect("said the first time");
+    assert!(said.starts_with("job-1: its chat is on Telegram") && said.contains("skipped"), "{said}");
+    let job = due_at(&mut cron, &mut chip, 2);
+    assert_eq!(cron.route(&job, &fs, on(&fs), true), Err(None), "not at each run");
+    // Back on Telegram it runs; lost again, it is said again.
+    let job = due_at(&mut cron, &mut chip, 3);
+    assert_eq!(cron.route(&job, &tg, on(&tg), true), Ok(Route::Telegram(42)));
+    let job = due_at(&mut cron, &mut chip, 4);
+    assert!(cron.route(&job, &fs, on(&fs), true).unwrap_err().is_some());
 }

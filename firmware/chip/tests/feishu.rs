@@ -20,6 +20,7 @@ use chela_chip::feishu::conn::{self, Action, Incoming, MAX_FRAME_BYTES, parse_ur
 use chela_chip::feishu::socket::{self, Socket};
 use chela_chip::feishu::{Access, Api, ClientConfig, Failure, backoff_ms, parse_endpoint};
 use chela_chip::link::{Answer, BodyWriter, Link, LinkError};
+use chela_core::console::{ChipConfig, ChipDefaults, Field};
 use chela_core::exchange::{Head, NetFailure};
 use chela_proto::feishu::frame::{Frame, Header, METHOD_CONTROL, METHOD_DATA};
 use embassy_futures::block_on;
@@ -162,7 +163,8 @@ fn serve_http(stream: TcpStream, state: &Mutex<ApiState>) {
                 s.tokens_issued += 1;
                 format!(r#"{{"code":0,"msg":"ok","tenant_access_token":"t-{}","expire":7200}}"#, s.tokens_issued)
             }
-            "/open-apis/im/v1/messages?receive_id_type=chat_id" => match s.send_code_once.take() {
+            "/open-apis/im/v1/messages?receive_id_type=chat_id"
+            | "/open-apis/im/v1/messages?receive_id_type=open_id" => match s.send_code_once.take() {
                 Some(code) => format!(r#"{{"code":{code},"msg":"Invalid access token for authorization."}}"#),
                 None => r#"{"code":0,"msg":"success","data":{"message_id":"om_r"}}"#.to_string(),
             },
@@ -376,6 +378,38 @@ fn an_event_is_acknowledged_runs_a_turn_and_the_reply_is_sent() {
             "/open-apis/im/v1/messages?receive_id_type=chat_id",
         ]
     );
+}
+
+#[test]
+fn a_user_is_written_to_by_open_id_and_a_chat_by_chat_id() {
+    // The heartbeat writes to the owner (an open_id, the bot's chat with them); replies and
+    // jobs to the chat they came from.
+    let f = feishu();
+    let mut api = Api::new(&f.api.base(), APP_ID, SECRET);
+    block_on(api.send(&mut Http, OWNER, "open items", 0)).unwrap();
+    block_on(api.send(&mut Http, "oc_chat", "reply", 0)).unwrap();
+    let sent: Vec<Option<String>> = f.api.sent().iter().map(|s| s.1["receive_id"].as_str().map(String::from)).collect();
+    assert_eq!(sent, [Some(OWNER.to_string()), Some("oc_chat".to_string())]);
+    assert_eq!(
+        f.api.paths()[1..],
+        ["/open-apis/im/v1/messages?receive_id_type=open_id", "/open-apis/im/v1/messages?receive_id_type=chat_id"]
+    );
+}
+
+#[test]
+fn a_connection_knows_when_the_settings_name_another_app() {
+    let mut config = ChipConfig::new(ChipDefaults::default());
+    config.set(Field::FeishuAppId, APP_ID).unwrap();
+    config.set(Field::FeishuSecret, SECRET).unwrap();
+    let api = Api::from_config(&config).unwrap();
+    assert!(api.is_current(&config));
+    config.set(Field::FeishuSecret, "AnotherSecret").unwrap();
+    assert!(!api.is_current(&config), "a new secret");
+    config.set(Field::FeishuSecret, SECRET).unwrap();
+    config.set(Field::FeishuAppId, "cli_other").unwrap();
+    assert!(!api.is_current(&config), "another app");
+    config.reset();
+    assert!(!api.is_current(&config), "no app");
 }
 
 #[test]

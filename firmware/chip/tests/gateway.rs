@@ -281,6 +281,52 @@ fn an_unnamed_chat_is_random_per_connection_and_a_named_one_sticks() {
     assert_eq!(turn_of(&mut a, unnamed), "garden");
 }
 
+#[test]
+fn a_scheduled_answer_reaches_the_clients_of_its_chat_only() {
+    // Three clients: two in "garden" (one named it, one moved there), one in its own chat.
+    let mut conns = [Conn::new([1; 8]), Conn::new([2; 8]), Conn::new([3; 8])];
+    let mut chats = gateway::Chats::new();
+    for (slot, (conn, msg)) in conns
+        .iter_mut()
+        .zip([r#"{"content":"a","chat_id":"garden"}"#, r#"{"content":"b","chat_id":"kitchen"}"#, r#"{"content":"c"}"#])
+        .enumerate()
+    {
+        let mut out = Vec::new();
+        conn.feed(&text(&msg.replace('{', r#"{"type":"message","#)), &mut out);
+        conn.answer(Ok("ok")).unwrap();
+        chats.set(slot, 7, conn.chat());
+    }
+    assert_eq!(conns[2].chat(), "ws_0303030303030303");
+    let mut out = Vec::new();
+    conns[1].feed(&text(r#"{"type":"message","content":"x","chat_id":"garden"}"#), &mut out);
+    chats.set(1, 7, conns[1].chat());
+    assert_eq!(chats.of("garden"), [(0, 7), (1, 7)]);
+    assert_eq!(chats.of("kitchen"), [], "the client that moved away gets no more of kitchen's answers");
+    assert_eq!(chats.of("ws_0303030303030303"), [(2, 7)]);
+    // A chat no client is in reaches nobody; an ended connection leaves, a stale end does not
+    // remove the slot's next connection.
+    assert_eq!(chats.of("gardens"), []);
+    chats.clear(0, 6);
+    assert_eq!(chats.of("garden"), [(0, 7), (1, 7)]);
+    chats.clear(0, 7);
+    assert_eq!(chats.of("garden"), [(1, 7)]);
+    chats.set(0, 8, "garden");
+    assert_eq!(chats.of("garden"), [(0, 8), (1, 7)], "the serial tells a slot's connections apart");
+    // Out-of-range slots are ignored, not a panic.
+    chats.set(gateway::MAX_CLIENTS, 1, "garden");
+    assert_eq!(chats.of("garden").len(), 2);
+    // The pushed frame: the host's `response` event for that chat, or `error` for a failed turn.
+    let pushed = |r| events(&[Action::Send(gateway::answer_frame("garden", r))])[0].clone();
+    assert_eq!(
+        pushed(Ok("water them")),
+        serde_json::json!({"type":"response","content":"water them","chat_id":"garden"})
+    );
+    assert_eq!(
+        pushed(Err("the model failed")),
+        serde_json::json!({"type":"error","content":"the model failed","chat_id":"garden"})
+    );
+}
+
 fn post(lines: &[&str]) -> Result<gateway::Request, String> {
     gateway::request(&head(lines), "t")
 }

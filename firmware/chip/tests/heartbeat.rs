@@ -5,10 +5,12 @@ use std::cell::Cell;
 use std::fmt;
 use std::rc::Rc;
 
+use chela_chip::console;
+use chela_chip::cron::Route;
 use chela_chip::heartbeat::{self, Beat, Heartbeat};
 use chela_chip::turn::Chip;
 use chela_chip::{Board, boot};
-use chela_core::console::ChipDefaults;
+use chela_core::console::{ChipConfig, ChipDefaults, Field};
 use chela_core::flash::RamFlash;
 use chela_core::heartbeat::ActiveHours;
 
@@ -87,4 +89,38 @@ fn the_file_is_bounded_and_survives_a_reboot() {
     let (flash, board, seed) = boot::power_off(chip);
     let chip = boot::power_on(flash, board, seed, ChipDefaults::default()).unwrap();
     assert_eq!(heartbeat::read(&chip.store).unwrap(), "- [ ] feed the dog\n");
+}
+
+fn config(settings: &[(Field, &str)]) -> ChipConfig {
+    let mut config = ChipConfig::new(ChipDefaults::default());
+    for (f, v) in [(Field::WifiSsid, "home"), (Field::ApiKey, "sk-test")].iter().chain(settings) {
+        config.set(*f, v).unwrap();
+    }
+    config
+}
+
+fn target(config: &ChipConfig, feishu_built: bool) -> Result<Route, String> {
+    heartbeat::target(config, console::channels(config, true).unwrap(), feishu_built)
+}
+
+#[test]
+fn the_beat_talks_to_the_owner_of_the_chat_channel_in_use() {
+    let tg = [(Field::TgToken, "123:abc"), (Field::TgAllow, "42,7")];
+    assert_eq!(target(&config(&tg), true), Ok(Route::Telegram(42)));
+    // Feishu in use: its owner (the first of feishu_allow), never Telegram's, though set.
+    let fs = [
+        (Field::FeishuAppId, "cli_a5f0"),
+        (Field::FeishuSecret, "Xk9vQ2mPz7LrT4bW"),
+        (Field::FeishuAllow, "ou_owner,ou_friend"),
+        (Field::Channel, "feishu"),
+    ];
+    let both = config(&[&tg[..], &fs].concat());
+    assert_eq!(target(&both, true), Ok(Route::Feishu("ou_owner".into())));
+    let e = target(&both, false).unwrap_err();
+    assert!(e.starts_with("no owner chat: ") && e.contains("this image leaves out"), "{e}");
+    // The gateway alone: no owner chat, said; Feishu chosen but without its allowlist: the same.
+    let gw = (Field::GatewayToken, "0123456789abcdef0123456789abcdef");
+    assert_eq!(target(&config(&[gw]), true), Err("no owner chat: tg_allow is empty".into()));
+    let half = config(&[gw, (Field::FeishuAppId, "cli_a5f0"), (Field::FeishuSecret, "x"), (Field::Channel, "feishu")]);
+    assert_eq!(target(&half, true), Err("no owner chat: feishu_allow is empty".into()));
 }

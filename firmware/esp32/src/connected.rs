@@ -8,6 +8,7 @@
 use alloc::string::String;
 use core::cell::RefCell;
 
+use chela_chip::console::Channels;
 use chela_chip::heartbeat::{self, Beat, Heartbeat};
 use chela_chip::turn::Chip;
 use chela_chip::{Board, say};
@@ -118,16 +119,7 @@ impl Device {
     /// request; the answer goes back to the client's task.
     pub(crate) async fn answer_gateway(&mut self, ask: Ask) {
         let reply = match ask.work {
-            gateway::Work::Turn { chat_id, content } => {
-                self.led(led::State::Thinking);
-                let result = self.one_turn("ws", &chat_id, &content).await;
-                if let Err(e) = &result {
-                    say!(&self.chip.board, "[turn] failed: {e}");
-                }
-                self.led(if result.is_ok() { led::State::Ready } else { led::State::Error });
-                heap();
-                gateway::Reply::Turn(result)
-            }
+            gateway::Work::Turn { chat_id, content } => gateway::Reply::Turn(self.ws_turn(&chat_id, &content).await),
             gateway::Work::Setup { head, body } => {
                 let token = String::from(self.chip.config.get(Field::GatewayToken));
                 let access = chela_chip::portal::Access::Token(&token);
@@ -136,6 +128,32 @@ impl Device {
             }
         };
         gateway::ANSWERS[ask.slot].signal((ask.serial, reply));
+    }
+
+    /// A turn in the gateway chat `chat_id`'s session; its failure said on the console.
+    async fn ws_turn(&mut self, chat_id: &str, content: &str) -> Result<String, String> {
+        self.led(led::State::Thinking);
+        let result = self.one_turn("ws", &chat_id, content).await;
+        if let Err(e) = &result {
+            say!(&self.chip.board, "[turn] failed: {e}");
+        }
+        self.led(if result.is_ok() { led::State::Ready } else { led::State::Error });
+        heap();
+        result
+    }
+
+    /// A scheduled job made in a gateway chat: the turn in the chat's session, the answer pushed
+    /// to the clients connected in that chat (`gateway::push`), or kept in the session, said.
+    pub(crate) async fn gateway_job(&mut self, id: &str, chat_id: &str, text: &str) {
+        let result = self.ws_turn(chat_id, text).await;
+        let (connected, took) = gateway::push(chat_id, result.as_deref().map_err(String::as_str));
+        // None connected, or some too busy to take it: said (a failed turn was said already).
+        if result.is_ok() && took < connected.max(1) {
+            say!(
+                &self.chip.board,
+                "[cron] {id}: {took} of {connected} clients of gateway chat {chat_id} took the answer; it is kept in the chat's session"
+            );
+        }
     }
 
     /// With the network up: the image is kept once it has run a minute (the boot guard's good
@@ -157,18 +175,20 @@ impl Device {
     }
 
     /// The heartbeat: when due and inside its hours, `HEARTBEAT.md`'s open items become a turn
-    /// in the owner's Telegram chat (the first of `tg_allow`).
-    pub(crate) async fn beat(&mut self) {
+    /// in the owner's chat on the chat channel in use (`heartbeat::target`), or the console
+    /// says why there is none.
+    pub(crate) async fn beat(&mut self, on: Channels) {
         let prompt = match self.parts.heartbeat.poll(&self.chip) {
             Ok(Beat::Prompt(p)) => p,
             Ok(Beat::NotYet | Beat::Outside | Beat::Nothing) => return,
             Err(e) => return say!(&self.chip.board, "[heartbeat] {e}"),
         };
-        let owner = self.chip.config.get(Field::TgAllow).split(',').next().and_then(|o| o.trim().parse::<i64>().ok());
-        let Some(owner) = owner else {
-            return say!(&self.chip.board, "[heartbeat] open items, but no owner chat in tg_allow to run them in");
-        };
-        say!(&self.chip.board, "[heartbeat] open items: a turn in chat {owner}");
-        self.answer(owner, &prompt).await;
+        match heartbeat::target(&self.chip.config, on, crate::feishu::FEISHU) {
+            Ok(route) => {
+                say!(&self.chip.board, "[heartbeat] open items: a turn in the owner's chat");
+                self.run_routed("heartbeat", route, &prompt).await;
+            }
+            Err(e) => say!(&self.chip.board, "[heartbeat] open items, but {e}"),
+        }
     }
 }

@@ -269,6 +269,15 @@ impl Device {
             say!(&self.chip.board, "[feishu] {why}; again in {} s", wait / 1000);
             chat.retry_at_ms = now + wait;
         }
+        // `set_feishu_app` on the console: the old app's connection closes and the new app's
+        // opens now, not after the back-off (the setup page restarts the device instead).
+        if chat.api.as_ref().is_some_and(|a| !a.is_current(&self.chip.config)) {
+            say!(&self.chip.board, "[feishu] the app changed: connecting with the new one");
+            self.feishu_off();
+            let chat = self.feishu.get_or_insert_with(Box::default);
+            (chat.api, chat.failures, chat.retry_at_ms) = (None, 0, now);
+        }
+        let chat = self.feishu.get_or_insert_with(Box::default);
         if !chat.running && now >= chat.retry_at_ms {
             self.connect_feishu(now).await;
         }
@@ -348,14 +357,9 @@ impl Device {
         self.feishu_turn(&incoming.chat_id, &incoming.text).await
     }
 
-    /// A scheduled job made in a Feishu chat: run there while Feishu is the chat channel.
-    pub(crate) async fn feishu_job(&mut self, id: &str, chat_id: &str, text: &str) {
-        if !chela_chip::console::channels(&self.chip.config, crate::connected::GATEWAY).is_ok_and(|c| c.feishu) {
-            return say!(
-                &self.chip.board,
-                "[cron] {id}: its chat is on Feishu, which is not the chat channel now; skipped"
-            );
-        }
+    /// A scheduled job made in a Feishu chat, or the heartbeat for the owner (`Cron::route` and
+    /// `heartbeat::target` checked that Feishu is the chat channel and the chat is allowed).
+    pub(crate) async fn feishu_job(&mut self, _: &str, chat_id: &str, text: &str) {
         self.feishu_turn(chat_id, text).await
     }
 

@@ -12,6 +12,7 @@ use chela_chip::gateway::{self, Action, Conn, Request};
 use chela_chip::portal;
 use chela_chip::{Board, say};
 use critical_section::Mutex as CsMutex;
+use embassy_futures::select::{Either3, select3};
 use embassy_net::Stack;
 use embassy_net::tcp::TcpSocket;
 use embassy_sync::blocking_mutex::raw::{CriticalSectionRawMutex, NoopRawMutex};
@@ -66,6 +67,31 @@ pub enum Reply {
 pub static ASKS: Channel<CriticalSectionRawMutex, Ask, CLIENTS> = Channel::new();
 /// Each slot's answer: the asking connection's serial and the reply (or why the turn failed).
 pub static ANSWERS: [Signal<CriticalSectionRawMutex, (u32, Reply)>; CLIENTS] = [const { Signal::new() }; CLIENTS];
+/// Scheduled jobs' answers for each slot's connection (its serial, the frame): a client that does
+/// not read them for a while misses the next ones, and the main loop says so.
+static PUSHES: [Channel<CriticalSectionRawMutex, (u32, Vec<u8>), 2>; CLIENTS] = [const { Channel::new() }; CLIENTS];
+/// The chat each slot's connection is in: where a job's answer is pushed.
+static CHATS: CsMutex<RefCell<gateway::Chats>> = CsMutex::new(RefCell::new(gateway::Chats::new()));
+
+/// Pushes a job's answer (or why its turn failed) to the clients connected in `chat`: how many
+/// are connected there, and how many took it.
+pub fn push(chat: &str, result: Result<&str, &str>) -> (usize, usize) {
+    let to = critical_section::with(|cs| CHATS.borrow_ref(cs).of(chat));
+    let frame = gateway::answer_frame(chat, result);
+    let took = to.iter().filter(|(slot, serial)| PUSHES[*slot].try_send((*serial, frame.clone())).is_ok()).count();
+    (to.len(), took)
+}
+
+fn in_chat(slot: usize, serial: u32, chat: Option<&str>) {
+    critical_section::with(|cs| {
+        let mut chats = CHATS.borrow_ref_mut(cs);
+        match chat {
+            Some(c) => chats.set(slot, serial, c),
+            None => chats.clear(slot, serial),
+        }
+    });
+}
+
 /// The gateway token in force (the main loop sets it at boot and when the settings change);
 /// empty: nobody is let in.
 pub static TOKEN: CsMutex<RefCell<String>> = CsMutex::new(RefCell::new(String::new()));
@@ -165,6 +191,7 @@ async fn serve(sock: &mut TcpSocket<'_>, slot: usize, serial: u32, updates: Shar
                 let rest = head.split_off(end);
                 drop(head);
                 chat(sock, slot, serial, &rest).await;
+                in_chat(slot, serial, None);
             }
         }
         Ok(Request::Setup) => setup(sock, slot, serial, &head).await,
@@ -184,6 +211,7 @@ async fn chat(sock: &mut TcpSocket<'_>, slot: usize, serial: u32, first: &[u8]) 
     conn.feed(first, &mut actions);
     let mut buf = [0u8; 256];
     loop {
+        in_chat(slot, serial, Some(conn.chat()));
         for a in actions.drain(..) {
             let (bytes, close) = match a {
                 Action::Send(b) => (b, false),
@@ -205,24 +233,25 @@ async fn chat(sock: &mut TcpSocket<'_>, slot: usize, serial: u32, first: &[u8]) 
             }
         }
         let waiting = conn.waiting().is_some();
-        let read = sock.read(&mut buf);
-        if waiting {
-            match embassy_futures::select::select(read, ANSWERS[slot].wait()).await {
-                embassy_futures::select::Either::First(Ok(n)) if n > 0 => conn.feed(&buf[..n], &mut actions),
-                embassy_futures::select::Either::First(_) => return,
-                embassy_futures::select::Either::Second((s, reply)) => {
-                    if s == serial
-                        && let Reply::Turn(result) = reply
-                        && let Some(frame) = conn.answer(result.as_deref().map_err(String::as_str))
-                    {
-                        actions.push(Action::Send(frame));
-                    }
+        // The answer to this connection's turn, once it asked for one.
+        let answered = async { if waiting { ANSWERS[slot].wait().await } else { core::future::pending().await } };
+        match select3(sock.read(&mut buf), answered, PUSHES[slot].receive()).await {
+            Either3::First(Ok(n)) if n > 0 => conn.feed(&buf[..n], &mut actions),
+            Either3::First(_) => return,
+            Either3::Second((s, reply)) => {
+                if s == serial
+                    && let Reply::Turn(result) = reply
+                    && let Some(frame) = conn.answer(result.as_deref().map_err(String::as_str))
+                {
+                    actions.push(Action::Send(frame));
                 }
             }
-        } else {
-            match read.await {
-                Ok(n) if n > 0 => conn.feed(&buf[..n], &mut actions),
-                _ => return,
+            // A job's answer; one for an earlier connection of this slot is dropped, its client
+            // is gone (the answer is in the chat's session).
+            Either3::Third((s, frame)) => {
+                if s == serial {
+                    actions.push(Action::Send(frame));
+                }
             }
         }
     }

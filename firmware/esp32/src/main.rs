@@ -33,7 +33,7 @@ use alloc::string::String;
 use core::cell::{Cell, RefCell};
 
 use chela_chip::board::Sensors;
-use chela_chip::cron::Cron;
+use chela_chip::cron::{Cron, Route};
 use chela_chip::telegram::{self, Polled, Update};
 use chela_chip::tools::Join;
 use chela_chip::turn::{Chip, Origin};
@@ -484,8 +484,8 @@ impl Device {
                     }
                 }
             }
-            self.run_due_jobs().await;
-            self.beat().await;
+            self.run_due_jobs(channels).await;
+            self.beat(channels).await;
             if self.failures == 0 {
                 self.led(led::State::Ready);
             }
@@ -504,30 +504,33 @@ impl Device {
         }
     }
 
-    /// Runs the cron jobs that are due, each as a turn in the chat that scheduled it.
-    async fn run_due_jobs(&mut self) {
+    /// Runs the cron jobs that are due, each as a turn in the chat that scheduled it when that
+    /// chat can be reached now (`Cron::route`), else says why, once.
+    async fn run_due_jobs(&mut self, on: chela_chip::console::Channels) {
         let (fired, err) = self.tools.second.first.due(&mut self.chip);
         if let Some(e) = err {
             say!(&self.chip.board, "[cron] {e}");
         }
         for job in fired {
             say!(&self.chip.board, "[cron] {} is due", job.id);
-            let text = format!("[scheduled job {}] {}", job.id, job.message);
-            if job.channel == "feishu" {
-                self.feishu_job(&job.id, &job.chat_id, &text).await;
-                continue;
+            match self.tools.second.first.route(&job, &self.chip.config, on, feishu::FEISHU) {
+                Ok(route) => {
+                    let text = format!("[scheduled job {}] {}", job.id, job.message);
+                    self.run_routed(&job.id, route, &text).await;
+                }
+                Err(Some(why)) => say!(&self.chip.board, "[cron] {why}"),
+                Err(None) => {}
             }
-            let Ok(chat_id) = job.chat_id.parse::<i64>() else {
-                say!(&self.chip.board, "[cron] {}: chat `{}` is not a Telegram chat; skipped", job.id, job.chat_id);
-                continue;
-            };
-            if job.channel != "telegram"
-                || !chela_chip::console::access(&self.chip.config).is_ok_and(|a| a.admits(chat_id))
-            {
-                say!(&self.chip.board, "[cron] {}: chat {chat_id} is no longer allowed; skipped", job.id);
-                continue;
-            }
-            self.answer(chat_id, &text).await;
+        }
+    }
+
+    /// Runs `text` as a turn in the chat `route` names and delivers the answer there (`id`: the
+    /// job's, or the heartbeat, for the console).
+    async fn run_routed(&mut self, id: &str, route: Route, text: &str) {
+        match route {
+            Route::Telegram(chat_id) => self.answer(chat_id, text).await,
+            Route::Feishu(chat_id) => self.feishu_job(id, &chat_id, text).await,
+            Route::Gateway(chat_id) => self.gateway_job(id, &chat_id, text).await,
         }
     }
 

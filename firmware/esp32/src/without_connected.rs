@@ -65,5 +65,10 @@ impl Device {
 
     pub(crate) async fn connected_up(&mut self, _: u64) {}
 
-    pub(crate) async fn beat(&mut self) {}
+    pub(crate) async fn beat(&mut self, _: chela_chip::console::Channels) {}
+
+    /// Never reached: without the gateway no chat is on it (`Cron::route` refuses "ws" jobs).
+    pub(crate) async fn gateway_job(&mut self, id: &str, _: &str, _: &str) {
+        say!(&self.chip.board, "[cron] {id}: its chat is on the gateway, which this image leaves out");
+    }
 }

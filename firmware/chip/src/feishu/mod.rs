@@ -279,6 +279,12 @@ impl Api {
         Ok(Api::new(BASE, id, secret))
     }
 
+    /// Whether this is the app the settings name now: a connection opened with another one
+    /// (`set_feishu_app` since) is closed and opened again with it.
+    pub fn is_current(&self, config: &ChipConfig) -> bool {
+        self.app_id == config.get(Field::FeishuAppId) && self.secret == config.get(Field::FeishuSecret)
+    }
+
     async fn post<L: Link>(
         &self,
         link: &mut L,
@@ -337,18 +343,24 @@ impl Api {
         Ok(token)
     }
 
-    /// Sends `text` to `chat_id` (in several messages when long). A token Feishu calls invalid
-    /// is replaced once.
+    /// Sends `text` to `chat_id` (in several messages when long): a chat (`oc_…`), or a user
+    /// (`ou_…`, an open_id: the bot's chat with them, where the heartbeat talks to the owner).
+    /// A token Feishu calls invalid is replaced once.
     pub async fn send<L: Link>(&mut self, link: &mut L, chat_id: &str, text: &str, now_ms: u64) -> Result<(), Failure> {
         if !id_ok(chat_id) {
             return Err(Failure::Refused("a Feishu chat id has characters no Feishu id has".into()));
         }
+        let path = if chat_id.starts_with("ou_") {
+            "/open-apis/im/v1/messages?receive_id_type=open_id"
+        } else {
+            "/open-apis/im/v1/messages?receive_id_type=chat_id"
+        };
         for chunk in chunks(text) {
             let body = send_body(chat_id, chunk);
             let mut attempt = 0;
             loop {
                 let token = self.token(link, now_ms).await?;
-                let answer = self.post(link, "/open-apis/im/v1/messages?receive_id_type=chat_id", &body, Some(&token));
+                let answer = self.post(link, path, &body, Some(&token));
                 let answer = answer.await?;
                 let (code, msg) = read_answer(&answer.body, |_, _| Ok(false))
                     .map_err(|e| Failure::Net(alloc::format!("im/v1/messages answered {}: {e}", answer.status)))?;
