@@ -255,7 +255,11 @@ def main():
     if not order:
         sys.exit("no executed address fell in .text: the map and the traced binary differ")
     if not idle:
-        print("no trim in the traces: the list is in start-up order only", file=sys.stderr)
+        # Without the idle part the list would not put first what comes back after the trim.
+        sys.exit(
+            "no trace reached the daemon's start-up trim (chela_daemon::trim::trim): the daemon ran too "
+            "slowly under valgrind; run scripts/startup-order.sh again with a larger IDLE (seconds)"
+        )
     first = list(dict.fromkeys(idle))
     order = first + [n for n in order if n not in set(first)]
     # This build's libc gets the traced names; the other libc's section stays whole (its exact

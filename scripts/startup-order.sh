@@ -14,8 +14,10 @@
 #    static one of scripts/build-static.sh) with lld's link map beside it (CHELA_LINK_MAP).
 # 2. Runs it twice under valgrind's lackey tool, which logs every block of code executed: a
 #    first start in a fresh workspace (writes the default files), then the start that the idle
-#    measurement (scripts/idle-rss.sh) measures; each is left 10 s to idle (Telegram's stand-in
-#    holds getUpdates 2 s, so the poll loop runs a few times) and then killed.
+#    measurement (scripts/idle-rss.sh) measures; each is left IDLE seconds (default 20) to idle
+#    (Telegram's stand-in holds getUpdates 2 s, so the poll loop runs a few times) and then
+#    killed. Under valgrind the daemon runs ~50 times slower: on a loaded machine it may not
+#    reach its start-up trim in that time, and step 3 then fails; run again with a larger IDLE.
 # 3. scripts/startup-order.py maps the executed addresses to the linker's input sections and
 #    writes one name per section, first those executed after the daemon's start-up trim (what
 #    comes back after it), then the rest, in the order first executed, without rustc's hashes: one list
@@ -70,7 +72,7 @@ for pass in first second; do
   env -i HOME="$home" CHELA_HOME="$home" CHELA_GATEWAY__LISTEN="127.0.0.1:$gw_port" \
     valgrind -v -v --tool=lackey --trace-superblocks=yes --log-file="$work/trace-$pass" \
     "$bin" run 2>"$work/log-$pass" & pid=$!
-  sleep 10
+  sleep "${IDLE:-20}"
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "startup-order: chela run exited early:" >&2
     cat "$work/log-$pass" >&2
