@@ -11,7 +11,9 @@ when CHELA_LINK_MAP is set). Each TRACE is the log of one run of BIN under
 executed, in the order executed. The first block is the ELF entry point, which gives the
 address the program was loaded at.
 
-OUT lists, for every input section of `.text` that any trace entered, the function it holds:
+OUT has one section per C library (`# Traced with glibc:`, `# Traced with musl:`): the trace
+replaces the section of the libc BIN links (a static musl binary defines `__libc_start_main`)
+and keeps the other whole. Each lists, for every input section of `.text` that any trace entered, the function it holds:
 first those entered after the daemon's start-up trim (`chela_daemon::trim::trim`; after it
 dropped its file pages only these come back), then the others, each group in the order the
 sections were first entered (first trace first), with rustc's hash left out
@@ -21,7 +23,8 @@ sections together at the start of `.text`, so the code that runs from exec until
 idles fills a few contiguous 64 KiB blocks instead of touching most of them. A name that no
 longer matches is skipped by the linker: a stale list costs resident memory, never correctness.
 
-`--check` says how many of ORDER's names the binary of MAP still defines; `--check-bin` says the
+`--check` says how many of the names in ORDER's section for MAP's libc the binary of MAP still
+defines; `--check-bin` says the
 same of any build's binary with its symbols (a debug build will do: CI checks its own), and
 lists the missing names. Both fail below MIN_PERCENT (default 98).
 """
@@ -44,8 +47,10 @@ PREFIXES = ("unlikely.", "hot.", "startup.", "exit.", "split.")
 SECTION = re.compile(r"^\s*([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)\s+\d+ (\s*)(\S.*)$")
 
 
-# The trim's section (`chela_daemon::trim::trim`, legacy mangling, without its hash).
-TRIM = "_ZN12chela_daemon4trim4trim17h"
+# The trim's section (`chela_daemon::trim::trim` without its hash): the legacy mangling
+# (`_ZN12chela_daemon4trim4trim17h*`) or the v0 one (`_RNvNtCs*_12chela_daemon4trim4trim`, what
+# Debian's rustc of scripts/build-static.sh uses).
+TRIM = re.compile(r"^(_ZN12chela_daemon4trim4trim17h\*|_RNvNtCs\*_12chela_daemon4trim4trim)$")
 
 
 def key(name):
@@ -122,19 +127,38 @@ def blocks(trace_path, bin_path, entry):
                 base, reading = int(m[2], 16) - int(m[1], 16), False
 
 
-OTHER_LIBC = "# Traced with the other C library"
+# The list has one section per C library, each traced with a build for it: the names of generic
+# instances (with their hash) and of the C library's own functions differ between the two. A
+# build places its own libc's section first (crates/chela/build/startup_order.rs).
+SECTION_HEAD = "# Traced with "
+LIBCS = ("glibc", "musl")
 
 
-def read_order(order_path, other_libc=True):
-    """The list's names; with other_libc=False, without those another C library defines."""
-    names = []
+def libc_of(defined):
+    """Which C library a build links: a static musl binary defines musl's start-up function."""
+    return "musl" if {"__libc_start_main", "_start_c"} <= set(defined) else "glibc"
+
+
+def sections_of(order_path):
+    """The list's sections: {libc: [names]}, in file order."""
+    out, current = {}, None
     with open(order_path, encoding="utf-8") as f:
         for line in f:
-            if line.startswith(OTHER_LIBC) and not other_libc:
-                break
-            if line.strip() and not line.startswith("#"):
-                names.append(line.strip())
-    return names
+            if line.startswith(SECTION_HEAD):
+                current = line[len(SECTION_HEAD) :].split()[0].rstrip(":,")
+                if current not in LIBCS:
+                    sys.exit(f"{order_path}: unknown section {line.strip()!r} (expected one of {LIBCS})")
+                out.setdefault(current, [])
+            elif line.strip() and not line.startswith("#"):
+                if current is None:
+                    sys.exit(f"{order_path}: a name before the first `{SECTION_HEAD}LIBC` line")
+                out[current].append(line.strip())
+    return out
+
+
+def read_order(order_path, libc):
+    """The names of the list's section for libc (empty when it has none)."""
+    return sections_of(order_path).get(libc, [])
 
 
 def report(order_path, wanted, defined, min_percent):
@@ -164,7 +188,10 @@ def map_names(map_path):
 
 
 def check(map_path, order_path, min_percent):
-    report(order_path, read_order(order_path, other_libc=False), map_names(map_path), min_percent)
+    defined = map_names(map_path)
+    libc = libc_of(defined)
+    print(f"{map_path}: a {libc} build; checking the list's {libc} section")
+    report(order_path, read_order(order_path, libc), defined, min_percent)
 
 
 def check_bin(bin_path, order_path, min_percent):
@@ -173,7 +200,9 @@ def check_bin(bin_path, order_path, min_percent):
     # A name with its hash is one instance of a generic function, exact for the build it was
     # traced from (target, profile, versions): another build has other hashes, so here only its
     # path is checked. `--check` on a release build's map checks the hashes too.
-    names = read_order(order_path, other_libc=False)
+    libc = libc_of(defined)
+    print(f"{bin_path}: a {libc} build; checking the list's {libc} section")
+    names = read_order(order_path, libc)
     exact = sum(1 for n in names if key(n) != n)
     print(f"{order_path}: {exact} names of single generic instances, checked without their hash")
     report(order_path, [key(n) for n in names], defined, min_percent)
@@ -198,7 +227,7 @@ def main():
     instances = collections.Counter(s[2] for s in sections)
     # The daemon drops its file pages once started (chela-daemon's `trim`); what runs after that
     # is all that comes back, so it goes first, in the order it ran after the trim.
-    trims = {i for i, s in enumerate(sections) if s[2] and TRIM in s[2]}
+    trims = {i for i, s in enumerate(sections) if s[2] and TRIM.match(s[2])}
     order, listed, seen, executed = [], set(), set(), 0
     idle, idle_seen = [], set()
     for trace in traces:
@@ -226,22 +255,22 @@ def main():
     if not order:
         sys.exit("no executed address fell in .text: the map and the traced binary differ")
     if not idle:
-        print("no trim in the traces: the list is in start-up order only", file=sys.stderr)
+        # Without the idle part the list would not put first what comes back after the trim.
+        sys.exit(
+            "no trace reached the daemon's start-up trim (chela_daemon::trim::trim): the daemon ran too "
+            "slowly under valgrind; run scripts/startup-order.sh again with a larger IDLE (seconds)"
+        )
     first = list(dict.fromkeys(idle))
     order = first + [n for n in order if n not in set(first)]
-    # The C library's own functions differ per libc (musl's are linked in, glibc's are not): the
-    # old list's plain names that this binary does not define at all were traced on the other
-    # libc and stay, after the traced ones.
-    # The old list's section traced with the other libc stays whole (its globs and exact
-    # instances are that build's), and so do plain names this binary does not define.
-    try:
-        old = read_order(out_path)
-        other = old[len(read_order(out_path, other_libc=False)) :]
-    except FileNotFoundError:
-        old, other = [], []
+    # This build's libc gets the traced names; the other libc's section stays whole (its exact
+    # instances and C library functions are that build's).
     defined = map_names(map_path)
-    plain = [n for n in old if key(n) == n and "*" not in n and n not in defined]
-    kept = [n for n in dict.fromkeys(other + plain) if n not in listed]
+    libc = libc_of(defined)
+    try:
+        kept = sections_of(out_path)
+    except FileNotFoundError:
+        kept = {}
+    kept[libc] = order
     touched = sum(sections[i][1] - sections[i][0] for i in seen)
     total = sections[-1][1] - sections[0][0]
     with open(out_path, "w", encoding="utf-8") as f:
@@ -249,14 +278,15 @@ def main():
         f.write("# then the rest, each in the order first executed,\n")
         f.write("# each function's name without rustc's hashes. Generated by scripts/startup-order.sh;\n")
         f.write("# do not edit. See crates/chela/build.rs.\n")
-        for name in order:
-            f.write(name + "\n")
-        if kept:
-            f.write(OTHER_LIBC + " (this build does not define them):\n")
-            for name in kept:
-                f.write(name + "\n")
+        f.write("# One section per C library (scripts/startup-order.sh for glibc, --musl for the static build).\n")
+        for section in LIBCS:
+            if section in kept:
+                f.write(f"{SECTION_HEAD}{section}:\n")
+                for name in kept[section]:
+                    f.write(name + "\n")
+    other = sum(len(v) for k, v in kept.items() if k != libc)
     print(
-        f"{len(order)} names (+{len(kept)} kept); {len(seen)} of {len(sections)} input sections entered, "
+        f"{libc}: {len(order)} names (+{other} of the other libc kept); {len(seen)} of {len(sections)} input sections entered, "
         f"{touched} of {total} bytes of .text; {executed} blocks traced",
         file=sys.stderr,
     )

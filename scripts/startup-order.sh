@@ -3,56 +3,57 @@
 # it idles with the gateway and Telegram, for the linker to place together (see
 # crates/chela/build.rs and docs/BENCHMARKS.md, "Start-up code ordered at link time").
 #
-#   scripts/startup-order.sh              (builds for this machine's glibc, traces, writes the list)
-#   scripts/startup-order.sh --musl       (the same with the static musl build)
+#   scripts/startup-order.sh              (builds for this machine's glibc, traces, writes its section)
+#   scripts/startup-order.sh --musl       (the same with the static musl build of scripts/build-static.sh)
 #   scripts/startup-order.sh BIN MAP      (traces BIN, linked with lld's map MAP; no build)
 #
-# 1. Builds the release binary (`--profile release-small`, for the machine or with --musl for
-#    x86_64-unknown-linux-musl) with lld's link map beside it (CHELA_LINK_MAP).
+# The list has one section per C library: a run replaces the section of the libc it traced and
+# keeps the other whole, so both runs, in either order, make the list for both builds.
+#
+# 1. Builds the release binary (`--profile release-small`, for the machine, or with --musl the
+#    static one of scripts/build-static.sh) with lld's link map beside it (CHELA_LINK_MAP).
 # 2. Runs it twice under valgrind's lackey tool, which logs every block of code executed: a
 #    first start in a fresh workspace (writes the default files), then the start that the idle
-#    measurement (scripts/idle-rss.sh) measures; each is left 10 s to idle (Telegram's stand-in
-#    holds getUpdates 2 s, so the poll loop runs a few times) and then killed.
+#    measurement (scripts/idle-rss.sh) measures; each is left IDLE seconds (default 20) to idle
+#    (Telegram's stand-in holds getUpdates 2 s, so the poll loop runs a few times) and then
+#    killed. Under valgrind the daemon runs ~50 times slower: on a loaded machine it may not
+#    reach its start-up trim in that time, and step 3 then fails; run again with a larger IDLE.
 # 3. scripts/startup-order.py maps the executed addresses to the linker's input sections and
 #    writes one name per section, first those executed after the daemon's start-up trim (what
 #    comes back after it), then the rest, in the order first executed, without rustc's hashes: one list
-#    serves both C libraries and both release profiles (names of the C library's own functions
-#    traced with the other libc are kept).
+#    serves both release profiles; the section of the libc traced is replaced.
 #
 # Run it after changes that move start-up code (a new subsystem started by `chela run`, a module
 # renamed or moved between crates). CI fails when under 98 % of the names are found in the
 # release-small link map (`scripts/startup-order.py --check`) or that build's idle RSS is over
 # 4.0 MiB (`MAX_KIB=4096 scripts/idle-rss.sh`). A stale list is safe: the linker
 # skips names it does not find and the rest of the code keeps its usual place; only the idle
-# RSS grows back. Needs valgrind (Debian `valgrind`) and python3; --musl also the musl target
-# (`rustup target add x86_64-unknown-linux-musl`, Debian `musl-tools`). Loopback only.
+# RSS grows back. Needs valgrind (Debian `valgrind`) and python3; --musl also what
+# scripts/build-static.sh needs (Debian `rustc-web`, `rust-web-src`, `musl-tools`,
+# `libunwind-16-dev`, `lld-16`). Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-target=""
+musl=""
 if [ "${1:-}" = --musl ]; then
-  target=x86_64-unknown-linux-musl
+  musl=1
   shift
 fi
 dir=$(realpath -m "${CARGO_TARGET_DIR:-target}")
 work=$(mktemp -d)
-map="$dir/startup-order/chela.map"
+map="$dir/startup-order/chela${musl:+-musl}.map"
 mkdir -p "$(dirname "$map")"
 command -v valgrind >/dev/null || { echo "startup-order: valgrind is needed (apt-get install valgrind)" >&2; exit 1; }
-if [ -n "$target" ]; then
-  libdir=$(rustc --print target-libdir --target "$target" 2>/dev/null || true)
-  [ -n "$libdir" ] && [ -d "$libdir" ] ||
-    { echo "startup-order: the $target target is needed (rustup target add $target)" >&2; exit 1; }
-  command -v musl-gcc >/dev/null ||
-    { echo "startup-order: musl-gcc is needed for ring's and Lua's C (apt-get install musl-tools)" >&2; exit 1; }
-fi
 
 if [ $# -eq 2 ]; then
   bin=$1
   map=$2
+elif [ -n "$musl" ]; then
+  echo "=== build: CHELA_LINK_MAP=$map scripts/build-static.sh release-small"
+  bin=$(CHELA_LINK_MAP="$map" scripts/build-static.sh release-small)
 else
-  echo "=== build: CHELA_LINK_MAP=$map cargo build --profile release-small ${target:+--target $target} -p chela --bin chela"
-  CHELA_LINK_MAP="$map" cargo build --locked --profile release-small ${target:+--target "$target"} -p chela --bin chela
-  bin="$dir/${target:+$target/}release-small/chela"
+  echo "=== build: CHELA_LINK_MAP=$map cargo build --profile release-small -p chela --bin chela"
+  CHELA_LINK_MAP="$map" cargo build --locked --profile release-small -p chela --bin chela
+  bin="$dir/release-small/chela"
 fi
 [ -s "$map" ] || { echo "startup-order: the build wrote no link map at $map" >&2; exit 1; }
 
@@ -71,7 +72,7 @@ for pass in first second; do
   env -i HOME="$home" CHELA_HOME="$home" CHELA_GATEWAY__LISTEN="127.0.0.1:$gw_port" \
     valgrind -v -v --tool=lackey --trace-superblocks=yes --log-file="$work/trace-$pass" \
     "$bin" run 2>"$work/log-$pass" & pid=$!
-  sleep 10
+  sleep "${IDLE:-20}"
   if ! kill -0 "$pid" 2>/dev/null; then
     echo "startup-order: chela run exited early:" >&2
     cat "$work/log-$pass" >&2

@@ -14,11 +14,24 @@
 //! a mapping only when smaps shows it has none: not writable (so nothing can be written into it
 //! without an `mprotect` first), no anonymous pages (no page was copied on write, as relocated
 //! data is, or as a debugger's breakpoint is), nothing swapped out (a copied page that went to
-//! swap counts there, not as anonymous), and backed by a regular file that still exists under
-//! its name (not `[stack]`, `[vdso]`, a device, a memfd or a deleted file). A mapping with even
-//! one copied page is left whole. What remains is a race with code that changes its mappings
-//! between the read of smaps and the `madvise` (a few milliseconds); the daemon does not map
-//! or unprotect files at run time, and the trim runs only when no turn is running.
+//! swap counts there, not as anonymous), and backed by the program's own file or a shared
+//! library (`*.so`, `*.so.N`) that still exists under its name: never a data file some code
+//! mapped read-only (SQLite's mmap, a library's table), whose pages are not the trim's to judge,
+//! nor `[stack]`, `[vdso]`, a device, a memfd or a deleted file. A mapping with even one copied
+//! page is left whole.
+//!
+//! The race between reading smaps and the `madvise`: [`trim`] drops a mapping only where it lies
+//! inside a segment that the program's or a library's ELF headers load read-only (not `PF_W`, not
+//! `PT_GNU_RELRO`), taken from the loader's list of loaded objects (`dl_iterate_phdr`), and does
+//! the read and the drops from within that walk. The loader writes only into writable and RELRO
+//! segments (a library that `dlopen` is mapping and relocating meanwhile is no exception: its
+//! RELRO is never taken, whatever smaps said a moment before), and glibc holds its lock on the
+//! list for the whole walk, so no library leaves it and has its addresses reused by a new mapping
+//! before the drops are done (musl never unloads one; a static binary has no loader). What is
+//! left: code that `mprotect`s a read-only segment of the program or a library writable and
+//! writes it (a JIT patching itself, or a debugger's breakpoint, which it writes without one) in
+//! the milliseconds between; a breakpoint dropped so is the original code again, not a wrong
+//! byte. The daemon patches none of its code, and the trim runs only when no turn is running.
 
 use std::io::Read;
 use std::ops::Range;
@@ -49,6 +62,23 @@ pub struct Trimmed {
     pub rss_after_kib: u64,
 }
 
+/// Whether a mapping's file is one whose read-only pages are code or constant data the trim may
+/// drop: the program's own file (`exe`, as `/proc/self/exe` reads) or a shared library, named
+/// `NAME.so` or `NAME.so.N[.N...]` (`libc.so.6`, `ld-linux-x86-64.so.2`); not `libfoo.so.txt`.
+fn code_file(path: &str, exe: &str) -> bool {
+    if !exe.is_empty() && path == exe {
+        return true;
+    }
+    let name = path.rsplit('/').next().unwrap_or("");
+    let Some(at) = name.find(".so") else { return false };
+    let version = &name[at + 3..];
+    at > 0
+        && (version.is_empty()
+            || version
+                .strip_prefix('.')
+                .is_some_and(|v| v.split('.').all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))))
+}
+
 /// One mapping of smaps as read so far.
 #[derive(Default)]
 struct Mapping {
@@ -63,7 +93,7 @@ struct Mapping {
 }
 
 impl Mapping {
-    fn header(line: &str) -> Option<Mapping> {
+    fn header(line: &str, exe: &str) -> Option<Mapping> {
         // `start-end perms offset dev inode    path`: the first five are separated by one space.
         let mut fields = line.splitn(6, ' ');
         let (start, end) = fields.next()?.split_once('-')?;
@@ -85,6 +115,7 @@ impl Mapping {
             && !path.ends_with(" (deleted)")
             && !path.starts_with("/dev/")
             && !path.starts_with("/memfd:")
+            && code_file(path, exe)
             && end > start;
         Some(Mapping { range: start..end, candidate, ..Mapping::default() })
     }
@@ -117,12 +148,13 @@ impl Mapping {
 }
 
 /// The mappings of an smaps text whose resident pages can be dropped without changing what the
-/// process reads there (see the module's doc), at most [`MAX_MAPPINGS`].
-pub fn droppable(smaps: &str) -> Vec<Range<usize>> {
+/// process reads there (see the module's doc), at most [`MAX_MAPPINGS`]; `exe` is the program's
+/// own file (`/proc/self/exe`).
+pub fn droppable(smaps: &str, exe: &str) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut current: Option<Mapping> = None;
     for line in smaps.lines() {
-        if let Some(next) = Mapping::header(line) {
+        if let Some(next) = Mapping::header(line, exe) {
             if let Some(done) = current.replace(next)
                 && done.droppable()
             {
@@ -143,31 +175,120 @@ pub fn droppable(smaps: &str) -> Vec<Range<usize>> {
     out
 }
 
+/// One program header of a loaded object: `p_type`, `p_flags`, `p_vaddr`, `p_memsz`.
+#[derive(Debug, Clone, Copy)]
+pub struct Segment {
+    pub kind: u32,
+    pub flags: u32,
+    pub vaddr: usize,
+    pub memsz: usize,
+}
+
+/// The address ranges, whole pages, of an object loaded at `base` that its program headers load
+/// read-only: `PT_LOAD` without `PF_W`, less any page of `PT_GNU_RELRO` (written by the loader
+/// before it is made read-only). The loader never writes into them.
+pub fn read_only_segments(base: usize, headers: &[Segment], page: usize) -> Vec<Range<usize>> {
+    let pages = |s: &Segment| {
+        let start = base.wrapping_add(s.vaddr);
+        (start & !(page - 1))..start.saturating_add(s.memsz).saturating_add(page - 1) & !(page - 1)
+    };
+    let relro: Vec<Range<usize>> = headers.iter().filter(|s| s.kind == libc::PT_GNU_RELRO).map(pages).collect();
+    headers
+        .iter()
+        .filter(|s| s.kind == libc::PT_LOAD && s.flags & libc::PF_W == 0 && s.memsz > 0)
+        .map(pages)
+        .filter(|r| r.start < r.end && !relro.iter().any(|x| x.start < r.end && r.start < x.end))
+        .collect()
+}
+
 /// Drops the clean file pages of this process and trims glibc's heap.
 // Never inlined: scripts/startup-order.py finds the moment of the trim in a trace by its name.
 #[inline(never)]
 pub fn trim() -> std::io::Result<Trimmed> {
     let rss_before_kib = rss_kib()?;
-    let mut bytes = Vec::new();
-    std::fs::File::open("/proc/self/smaps")?.take(MAX_SMAPS).read_to_end(&mut bytes)?;
-    let mut mappings = 0;
-    for range in droppable(&String::from_utf8_lossy(&bytes)) {
-        if dont_need(&range) {
-            mappings += 1;
-        }
+    let exe = std::fs::read_link("/proc/self/exe")?;
+    let mut walk = Walk { exe: exe.to_str().unwrap_or("").to_owned(), mappings: None, dropped: 0 };
+    #[allow(unsafe_code)]
+    // SAFETY: the callback gets `walk` back as its data, only during this call, and reads the
+    // loader's headers only while the loader reports them.
+    unsafe {
+        libc::dl_iterate_phdr(Some(each_object), (&raw mut walk).cast());
+    }
+    if let Some(Err(e)) = walk.mappings {
+        return Err(e);
     }
     release_heap();
-    Ok(Trimmed { mappings, rss_before_kib, rss_after_kib: rss_kib()? })
+    Ok(Trimmed { mappings: walk.dropped, rss_before_kib, rss_after_kib: rss_kib()? })
 }
 
-/// False when the kernel refused (the mapping changed since smaps was read): nothing was dropped.
+/// What the walk over the loaded objects carries.
+struct Walk {
+    exe: String,
+    /// The droppable mappings, read from smaps at the first object (within the walk).
+    mappings: Option<std::io::Result<Vec<Range<usize>>>>,
+    dropped: usize,
+}
+
+fn read_droppable(exe: &str) -> std::io::Result<Vec<Range<usize>>> {
+    let mut bytes = Vec::new();
+    std::fs::File::open("/proc/self/smaps")?.take(MAX_SMAPS).read_to_end(&mut bytes)?;
+    Ok(droppable(&String::from_utf8_lossy(&bytes), exe))
+}
+
+/// For each loaded object (the program, then each library): drops the droppable mappings that
+/// lie inside its read-only segments.
+#[allow(unsafe_code)]
+unsafe extern "C" fn each_object(
+    info: *mut libc::dl_phdr_info,
+    _size: libc::size_t,
+    data: *mut libc::c_void,
+) -> libc::c_int {
+    // SAFETY: `data` is the `Walk` that `trim` passed, alive and not otherwise used during the walk.
+    let walk = unsafe { &mut *data.cast::<Walk>() };
+    if walk.mappings.is_none() {
+        walk.mappings = Some(read_droppable(&walk.exe));
+    }
+    let Some(Ok(mappings)) = &walk.mappings else { return 1 };
+    // SAFETY: the loader passes a valid `info` whose `dlpi_phdr` points to `dlpi_phnum` headers.
+    let (base, headers) = unsafe {
+        let info = &*info;
+        let headers: &[_] = if info.dlpi_phdr.is_null() {
+            &[]
+        } else {
+            std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum))
+        };
+        (info.dlpi_addr as usize, headers)
+    };
+    let headers: Vec<Segment> = headers
+        .iter()
+        .map(|h| Segment { kind: h.p_type, flags: h.p_flags, vaddr: h.p_vaddr as usize, memsz: h.p_memsz as usize })
+        .collect();
+    for segment in read_only_segments(base, &headers, page_size()) {
+        for range in mappings.iter().filter(|m| segment.start <= m.start && m.end <= segment.end) {
+            if dont_need(range) {
+                walk.dropped += 1;
+            }
+        }
+    }
+    0
+}
+
+#[allow(unsafe_code)]
+fn page_size() -> usize {
+    // SAFETY: sysconf reads a constant of the system.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(n).ok().filter(|n| n.is_power_of_two()).unwrap_or(4096)
+}
+
+/// False when the kernel refused: nothing was dropped.
 #[allow(unsafe_code)]
 fn dont_need(range: &Range<usize>) -> bool {
-    // SAFETY: the range is a whole mapping smaps listed as private, not writable, backed by a
-    // file and holding no page of the process's own (no anonymous or swapped page): dropping its
-    // pages changes no byte the process can read there, the next access maps the file's page
-    // again. No Rust reference can point into memory that madvise unmaps, because nothing is
-    // unmapped.
+    // SAFETY: the range is a whole mapping smaps listed as private, not writable, backed by the
+    // program's or a library's file and holding no page of the process's own (no anonymous or
+    // swapped page), inside a segment the loader never writes, read during the loader's walk
+    // (see the module's doc): dropping its pages changes no byte the process can read there,
+    // the next access maps the file's page again. No Rust reference can point into memory that
+    // madvise unmaps, because nothing is unmapped.
     unsafe { libc::madvise(range.start as *mut libc::c_void, range.end - range.start, libc::MADV_DONTNEED) == 0 }
 }
 
