@@ -133,7 +133,7 @@ impl Device {
     /// A turn in the gateway chat `chat_id`'s session; its failure said on the console.
     async fn ws_turn(&mut self, chat_id: &str, content: &str) -> Result<String, String> {
         self.led(led::State::Thinking);
-        let result = self.one_turn("ws", &chat_id, content).await;
+        let result = self.one_turn("ws", &chat_id, None, content).await;
         if let Err(e) = &result {
             say!(&self.chip.board, "[turn] failed: {e}");
         }
@@ -183,10 +183,11 @@ impl Device {
             Ok(Beat::NotYet | Beat::Outside | Beat::Nothing) => return,
             Err(e) => return say!(&self.chip.board, "[heartbeat] {e}"),
         };
-        match heartbeat::target(&self.chip.config, on, crate::feishu::FEISHU) {
+        match heartbeat::target(&self.chip.config, on, crate::feishu::FEISHU, &self.chip.store) {
             Ok(route) => {
                 say!(&self.chip.board, "[heartbeat] open items: a turn in the owner's chat");
-                self.run_routed("heartbeat", route, &prompt).await;
+                let owner = String::from(heartbeat::owner(&self.chip.config));
+                self.run_routed("heartbeat", route, &owner, &prompt).await;
             }
             Err(e) => say!(&self.chip.board, "[heartbeat] open items, but {e}"),
         }
