@@ -119,7 +119,17 @@ impl Device {
     /// request; the answer goes back to the client's task.
     pub(crate) async fn answer_gateway(&mut self, ask: Ask) {
         let reply = match ask.work {
-            gateway::Work::Turn { chat_id, content } => gateway::Reply::Turn(self.ws_turn(&chat_id, &content).await),
+            gateway::Work::Turn { chat_id, content } => {
+                let result = self.ws_turn(&chat_id, &content).await;
+                // Its client closed the socket meanwhile: held for the chat's next client.
+                if gateway::held_if_gone(ask.slot, ask.serial, &chat_id, result.as_deref().map_err(String::as_str)) {
+                    return say!(
+                        &self.chip.board,
+                        "[gateway] the asker in chat {chat_id} left; the answer is held for its next client"
+                    );
+                }
+                gateway::Reply::Turn(result)
+            }
             gateway::Work::Setup { head, body } => {
                 let token = String::from(self.chip.config.get(Field::GatewayToken));
                 let access = chela_chip::portal::Access::Token(&token);
@@ -149,9 +159,10 @@ impl Device {
         let (connected, took) = gateway::push(chat_id, result.as_deref().map_err(String::as_str));
         // None connected, or some too busy to take it: said (a failed turn was said already).
         if result.is_ok() && took < connected.max(1) {
+            let held = if took == 0 { ", and held for its next client" } else { "" };
             say!(
                 &self.chip.board,
-                "[cron] {id}: {took} of {connected} clients of gateway chat {chat_id} took the answer; it is kept in the chat's session"
+                "[cron] {id}: {took} of {connected} clients of gateway chat {chat_id} took the answer; it is kept in the chat's session{held}"
             );
         }
     }
