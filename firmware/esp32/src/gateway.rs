@@ -297,11 +297,11 @@ async fn chat(sock: &mut TcpSocket<'_>, slot: usize, serial: u32, first: &[u8]) 
                     return;
                 }
             }
-            // A job's answer; one for an earlier connection of this slot was held already (the
-            // main loop found that connection gone, or it is dropped: the answer is in the chat's
-            // session).
-            Either3::Third((s, chat, frame)) => {
-                if s == serial && !deliver(sock, &chat, frame).await {
+            // A job's answer; one for an earlier connection of this slot (which ended before it
+            // read it) is held for the chat's next client.
+            Either3::Third((s, chat, frame)) if s != serial => hold(&chat, frame),
+            Either3::Third((_, chat, frame)) => {
+                if !deliver(sock, &chat, frame).await {
                     return;
                 }
             }
