@@ -69,6 +69,13 @@ pub fn power_off<F: Flash, B: Board>(chip: Chip<F, B>) -> (F, B, u64) {
     (chip.store.into_flash(), chip.board, chip.seed)
 }
 
+/// The session (flash key) of `chat_id` on `channel`: `tg_…` for Telegram, `feishu_…`, `ws_…`.
+/// A turn for a message and one the device starts itself in the same chat share it.
+pub fn session_key(channel: &str, chat_id: &str) -> String {
+    let prefix = if channel == "telegram" { "tg" } else { channel };
+    alloc::format!("{prefix}_{chat_id}")
+}
+
 /// The history of session `name` as a turn starts with it, and the lines skipped as unreadable.
 pub fn history<F: Flash, B: Board>(chip: &Chip<F, B>, name: &str) -> Result<(Vec<Message>, usize), String> {
     let loaded = session::load(&chip.store, name, Budget { bytes: HISTORY_BYTES, max_read: 4 * HISTORY_BYTES as u64 })

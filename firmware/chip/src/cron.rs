@@ -11,6 +11,17 @@
 //! The jobs are one replace record (`chela_core::schedule::file`'s `cron.json` text) under
 //! [`CRON_KEY`]: a power cut leaves the old list or the new one. A job that no longer reads is
 //! skipped at boot and reported, never fatal.
+//!
+//! Who made a job is recorded beside it (`made_by`), by the device from the turn's origin, never
+//! from the model's arguments (`cron_add` refuses a `made_by`): on the chip its `chat_id` is the
+//! id the channel's allowlist names for that person, the sender's open_id (`ou_…`) on Feishu,
+//! where `feishu_allow` names people and a group chat holds others too; the chat on Telegram,
+//! where `tg_allow` names chats (a group in it lets all its members talk, so the group is who
+//! made it); the gateway chat (its token is the only key). It is kept only when it is not the
+//! job's chat itself (a Feishu chat, `oc_…`, is never a person): a job's list is one flash
+//! record, and a sector holds 4 KiB. A job runs only while its maker is still allowed on its
+//! own channel ([`maker_allowed`]), so a person taken off the allowlist loses the jobs they set
+//! up in a group chat the device still talks in.
 
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -20,6 +31,7 @@ use core::ops::ControlFlow;
 use chela_core::console::{ChipConfig, Field};
 use chela_core::contract::{Args, cron};
 use chela_core::flash::{Flash, Order};
+use chela_core::router::MadeBy;
 use chela_core::schedule::file::{self, LoadedJob};
 use chela_core::schedule::{Action, Job, Trigger};
 use chela_core::zone::Zone;
@@ -49,6 +61,18 @@ pub struct Fired {
     pub message: String,
     pub channel: String,
     pub chat_id: String,
+    /// Who made it (see the module docs); `None` when it is the chat itself, or for a job
+    /// stored before makers were recorded.
+    pub made_by: Option<MadeBy>,
+}
+
+impl Fired {
+    /// Who the job's turn runs for (a job it adds is theirs): its maker, or without one, its
+    /// chat (the id `tg_allow` or the gateway names, or a Feishu user; a job in a Feishu chat
+    /// without a maker never runs: [`maker_allowed`]).
+    pub fn maker(&self) -> &str {
+        self.made_by.as_ref().map_or(&self.chat_id, |m| &m.chat_id)
+    }
 }
 
 /// Where a turn the device starts itself (a due job, the heartbeat) runs, and where its answer
@@ -62,6 +86,17 @@ pub enum Route {
     /// A gateway chat: the turn in its session (`ws_…`), the answer pushed to the clients
     /// connected in that chat (`gateway::Chats`), or kept in the session when none is.
     Gateway(String),
+}
+
+impl Route {
+    /// The session the turn runs in ([`crate::boot::session_key`]): the chat's own.
+    pub fn session(&self) -> String {
+        match self {
+            Route::Telegram(id) => crate::boot::session_key("telegram", &format!("{id}")),
+            Route::Feishu(chat) => crate::boot::session_key("feishu", chat),
+            Route::Gateway(chat) => crate::boot::session_key("ws", chat),
+        }
+    }
 }
 
 /// Where a turn for `chat_id` of `channel` may run now, given the settings and the channels
@@ -100,12 +135,57 @@ pub fn route(
     }
 }
 
+/// Whether the person who made a job for `chat_id` of `channel` may still have it run: its
+/// maker is still on the channel's allowlist, and was made on that channel (a record naming a
+/// maker on another channel is not honoured). A job without a maker is its chat's: it runs on
+/// Telegram and the gateway, whose allowlists name the chat itself ([`route`] checks it), and
+/// to a Feishu user (`ou_…`: the chat is the person). In a Feishu chat (`oc_…`, a group or a
+/// direct chat, which its id does not tell apart) the device always records the maker, so a
+/// job there without one was stored before it did: who made it is unknown, anyone in the group
+/// could have, and it is refused (said once) until it is made again.
+pub fn maker_allowed(
+    channel: &str,
+    chat_id: &str,
+    made_by: Option<&MadeBy>,
+    config: &ChipConfig,
+) -> Result<(), String> {
+    let Some(m) = made_by else {
+        return if channel == "feishu" && !chat_id.starts_with("ou_") {
+            Err("it was stored before the device recorded who makes a job, and in a Feishu chat anyone in \
+                 it could have; make it again (cron_remove, then cron_add)"
+                .into())
+        } else {
+            Ok(())
+        };
+    };
+    let gone = |allow: Field| Err(format!("its maker `{}` is not in {} now", m.chat_id, allow.name()));
+    match m.channel.as_str() {
+        c if c != channel => Err(format!("it names a maker on {c}, not on its own chat's channel")),
+        "feishu" if crate::feishu::Access::from_config(config).admits(&m.chat_id) => Ok(()),
+        "feishu" => gone(Field::FeishuAllow),
+        "telegram" => match m.chat_id.parse::<i64>() {
+            Ok(id) if crate::console::access(config).is_ok_and(|a| a.admits(id)) => Ok(()),
+            _ => gone(Field::TgAllow),
+        },
+        "ws" => Ok(()),
+        c => Err(format!("its maker is on `{c}`, a channel this device does not talk in")),
+    }
+}
+
+/// The chat a turn comes from, and who it runs for: where a job it adds fires, and its maker.
+#[derive(Debug)]
+struct Origin {
+    channel: String,
+    chat_id: String,
+    maker: String,
+}
+
 /// The device's jobs. See the module docs.
 #[derive(Debug, Default)]
 pub struct Cron {
     jobs: Vec<LoadedJob>,
-    /// The chat the current turn comes from: a job added in it fires there.
-    origin: Option<(String, String)>,
+    /// The chat the current turn comes from: a job added in it fires there, made by its maker.
+    origin: Option<Origin>,
     /// Jobs whose chat could not be reached, already said on the console (RAM only: said again
     /// after a restart, and after the job ran once more).
     said: Vec<String>,
@@ -141,9 +221,12 @@ impl Cron {
         }
     }
 
-    /// Where jobs added from now on fire: the chat the turn about to run comes from.
-    pub fn set_origin(&mut self, channel: &str, chat_id: &str) {
-        self.origin = Some((channel.into(), chat_id.into()));
+    /// Where jobs added from now on fire: the chat the turn about to run comes from; and who
+    /// makes them: `maker`, the id the channel's allowlist names for the person the turn runs
+    /// for (a message's sender on Feishu, the chat on Telegram and the gateway; a job's own
+    /// maker in its turn, the owner in the heartbeat's). Set by the device, never by the model.
+    pub fn set_origin(&mut self, channel: &str, chat_id: &str, maker: &str) {
+        self.origin = Some(Origin { channel: channel.into(), chat_id: chat_id.into(), maker: maker.into() });
     }
 
     pub fn len(&self) -> usize {
@@ -174,6 +257,7 @@ impl Cron {
                     message: message.clone(),
                     channel: channel.clone().unwrap_or_default(),
                     chat_id: chat_id.clone().unwrap_or_default(),
+                    made_by: j.job.made_by.clone(),
                 });
             }
         }
@@ -185,9 +269,9 @@ impl Cron {
         (fired, err)
     }
 
-    /// Where the due `job` runs now ([`route`]); else `Err` with the console's line, or `None`
-    /// when it was said already: a job that cannot reach its chat is reported once, not at
-    /// each of its runs.
+    /// Where the due `job` runs now ([`route`], while its maker is allowed: [`maker_allowed`]);
+    /// else `Err` with the console's line, or `None` when it was said already: a job that
+    /// cannot run is reported once, not at each of its runs.
     pub fn route(
         &mut self,
         job: &Fired,
@@ -199,7 +283,9 @@ impl Cron {
         let jobs = &self.jobs;
         // Only jobs still kept (an id given again to a new job is said again), each once.
         self.said.retain(|id| *id != job.id && jobs.iter().any(|j| j.job.id == *id));
-        let why = match route(&job.channel, &job.chat_id, config, on, feishu_built) {
+        let routed = route(&job.channel, &job.chat_id, config, on, feishu_built)
+            .and_then(|r| maker_allowed(&job.channel, &job.chat_id, job.made_by.as_ref(), config).map(|()| r));
+        let why = match routed {
             Ok(r) => return Ok(r),
             Err(_) if said => None,
             Err(why) => Some(format!("{}: {why}; skipped (said once)", job.id)),
@@ -244,12 +330,17 @@ impl Cron {
         {
             return Err(format!("interval_s is {every_s}; the shortest interval is {MIN_INTERVAL_S} s."));
         }
-        let (channel, chat_id) = self.origin.clone().ok_or("This turn has no chat for the job to report to.")?;
+        let Origin { channel, chat_id, maker } =
+            self.origin.as_ref().ok_or("This turn has no chat for the job to report to.")?;
+        let (channel, chat_id) = (channel.clone(), chat_id.clone());
         // The chip's jobs only ever talk in the chat they were made in: a job for another chat
         // would need the host's approval rules, which the chip does not have.
         if a.channel.as_ref().is_some_and(|c| *c != channel) || a.chat_id.as_ref().is_some_and(|c| *c != chat_id) {
             return Err("A job on this device reports to the chat it is made in; leave channel and chat_id out.".into());
         }
+        // From the turn's origin, never the arguments, and only when it is not the chat itself
+        // (see the module docs); no approval rules apply (see the origin check above).
+        let made_by = (*maker != chat_id).then(|| MadeBy::new(&channel, maker, Vec::new()));
         let id = self.fresh_id();
         let job = Job {
             id: id.clone(),
@@ -262,8 +353,7 @@ impl Cron {
             delete_after_run,
             created_at: Some(now),
             last_run: None,
-            // See the origin check above: no approval rules apply.
-            made_by: None,
+            made_by,
         };
         let schedule = job.validate().map_err(|e| format!("The job is not valid: {e}"))?;
         let next = job.next_fire(&schedule, now, &Zone::utc());

@@ -357,28 +357,70 @@ pub fn answer_frame(chat: &str, result: Result<&str, &str>) -> Vec<u8> {
     frame(&Message::Text(event(kind, text, chat)))
 }
 
+/// Answers held for a chat whose clients were gone, at most: the newest kept.
+pub const HELD_ANSWERS: usize = 2;
+/// Their frames' bytes, at most, together (heap held while nobody collects them).
+pub const HELD_BYTES: usize = 8 * 1024;
+
 /// Which chat each client slot's connection is in ([`Conn::chat`]), with the connection's
 /// serial: where a scheduled job made in a gateway chat pushes its answer. Only the clients of
 /// that chat get it; a connection that ended or moved to another chat gets nothing more of it.
+///
+/// An answer no client took (its asker closed the socket before it came, its write failed, or
+/// no client was in a job's chat) is held ([`Chats::hold`]) for the next connection in its chat,
+/// which gets it before anything else ([`Chats::set`]), once: what a user reconnecting to a chat
+/// expects, as the answer is in the chat's session. Bounded ([`HELD_ANSWERS`], [`HELD_BYTES`],
+/// the oldest dropped first) and in RAM only: after a restart it is in the session alone.
 #[derive(Debug)]
-pub struct Chats([Option<(u32, String)>; MAX_CLIENTS]);
+pub struct Chats {
+    slots: [Option<(u32, String)>; MAX_CLIENTS],
+    /// Undelivered answers, oldest first: the chat and the frame.
+    held: Vec<(String, Vec<u8>)>,
+}
 
 impl Chats {
     pub const fn new() -> Chats {
-        Chats([const { None }; MAX_CLIENTS])
+        Chats { slots: [const { None }; MAX_CLIENTS], held: Vec::new() }
     }
 
-    /// Connection `serial` of `slot` is in `chat` now.
-    pub fn set(&mut self, slot: usize, serial: u32, chat: &str) {
-        let Some(entry) = self.0.get_mut(slot) else { return };
+    /// Connection `serial` of `slot` is in `chat` now: the answers held for that chat, oldest
+    /// first, are handed over (to be sent before anything else; no other connection gets them).
+    pub fn set(&mut self, slot: usize, serial: u32, chat: &str) -> Vec<Vec<u8>> {
+        let Some(entry) = self.slots.get_mut(slot) else { return Vec::new() };
         if !entry.as_ref().is_some_and(|(s, c)| *s == serial && c == chat) {
             *entry = Some((serial, String::from(chat)));
         }
+        if !self.held.iter().any(|(c, _)| c == chat) {
+            return Vec::new();
+        }
+        let (mine, rest) = core::mem::take(&mut self.held).into_iter().partition(|(c, _)| c == chat);
+        self.held = rest;
+        mine.into_iter().map(|(_, frame)| frame).collect::<Vec<_>>()
+    }
+
+    /// Whether connection `serial` of `slot` is still open (a turn's answer can reach it).
+    pub fn live(&self, slot: usize, serial: u32) -> bool {
+        self.slots.get(slot).is_some_and(|e| e.as_ref().is_some_and(|(s, _)| *s == serial))
+    }
+
+    /// Holds `frame`, an answer in `chat` that no client took, for the next connection in that
+    /// chat; the oldest held answers make room. `false` (nothing held) for a frame over
+    /// [`HELD_BYTES`] by itself.
+    pub fn hold(&mut self, chat: &str, frame: Vec<u8>) -> bool {
+        if frame.len() > HELD_BYTES {
+            return false;
+        }
+        let mut bytes: usize = self.held.iter().map(|(_, f)| f.len()).sum();
+        while !self.held.is_empty() && (self.held.len() >= HELD_ANSWERS || bytes + frame.len() > HELD_BYTES) {
+            bytes -= self.held.remove(0).1.len();
+        }
+        self.held.push((String::from(chat), frame));
+        true
     }
 
     /// Connection `serial` of `slot` ended (a later connection of the slot keeps its entry).
     pub fn clear(&mut self, slot: usize, serial: u32) {
-        if let Some(entry) = self.0.get_mut(slot)
+        if let Some(entry) = self.slots.get_mut(slot)
             && entry.as_ref().is_some_and(|(s, _)| *s == serial)
         {
             *entry = None;
@@ -388,7 +430,7 @@ impl Chats {
     /// The slots and serials of the connections in `chat`.
     pub fn of(&self, chat: &str) -> Vec<(usize, u32)> {
         let mut out = Vec::new();
-        for (slot, entry) in self.0.iter().enumerate() {
+        for (slot, entry) in self.slots.iter().enumerate() {
             if let Some((serial, c)) = entry
                 && c == chat
             {

@@ -2,7 +2,9 @@
 //! the active hours, its open items (the core's rule, `chela_core::heartbeat`, the host's
 //! too) become a turn with the core's prompt. The file is written from the serial console
 //! (`heartbeat_write`). The chip knows only UTC, so its active hours
-//! are UTC hours. The turn runs in the owner's chat on the chat channel in use ([`target`]).
+//! are UTC hours. The turn runs in the owner's chat on the chat channel in use ([`target`]):
+//! on Feishu, the owner's direct chat with the bot, in the session their own messages use
+//! (the chat's id is learnt from their first direct message: [`note_owner_chat`]).
 
 use alloc::format;
 use alloc::string::String;
@@ -18,6 +20,7 @@ use chela_core::zone::Zone;
 use crate::Board;
 use crate::console::Channels;
 use crate::cron::{Route, route};
+use crate::feishu::conn::Incoming;
 use crate::turn::Chip;
 
 /// The file's key in the flash store.
@@ -26,6 +29,11 @@ pub const FILE: &str = chela_core::console::HEARTBEAT_FILE;
 pub const MAX_BYTES: usize = 4096;
 /// MimiClaw's interval.
 pub const EVERY_MS: u64 = 30 * 60 * 1000;
+/// The store key of the Feishu owner's direct chat with the bot (under `chip/`: not a chat
+/// session): `OWNER_OPEN_ID\nCHAT_ID`.
+pub const OWNER_CHAT_KEY: &str = "chip/feishu_owner_chat";
+/// The longest chat id kept there.
+pub const MAX_CHAT_ID: usize = 64;
 
 /// What a heartbeat poll found.
 #[derive(Debug, PartialEq, Eq)]
@@ -79,20 +87,80 @@ impl Heartbeat {
 }
 
 /// Where the heartbeat's turn runs: the owner's chat on the chat channel in use, the first of
-/// `feishu_allow` with `channel feishu` (the bot's chat with that user), else the first of
-/// `tg_allow`; `Err` says why there is none (the console's line). Never another channel's
-/// owner: with Feishu in use, Telegram's owner is not written to, and the other way round.
-pub fn target(config: &ChipConfig, on: Channels, feishu_built: bool) -> Result<Route, String> {
-    let (channel, allow) = if config.get(Field::Channel) == "feishu" {
-        ("feishu", Field::FeishuAllow)
-    } else {
-        ("telegram", Field::TgAllow)
-    };
-    let owner = config.get(allow).split(',').next().unwrap_or_default().trim();
+/// `feishu_allow` with `channel feishu` (the bot's direct chat with that user: its `oc_…` id
+/// once the owner wrote there, [`note_owner_chat`], so the beat shares that conversation's
+/// session; the user's `ou_…` until then), else the first of `tg_allow`; `Err` says why there
+/// is none (the console's line). Never another channel's owner: with Feishu in use,
+/// Telegram's owner is not written to, and the other way round.
+pub fn target<F: Flash>(
+    config: &ChipConfig,
+    on: Channels,
+    feishu_built: bool,
+    store: &FlashStore<F>,
+) -> Result<Route, String> {
+    let (channel, allow) = owner_list(config);
+    let owner = owner(config);
     if owner.is_empty() {
         return Err(format!("no owner chat: {} is empty", allow.name()));
     }
-    route(channel, owner, config, on, feishu_built).map_err(|e| format!("no owner chat: {e}"))
+    match route(channel, owner, config, on, feishu_built) {
+        Ok(Route::Feishu(_)) if let Some(chat) = owner_chat(store, owner) => Ok(Route::Feishu(chat)),
+        r => r.map_err(|e| format!("no owner chat: {e}")),
+    }
+}
+
+/// The chat channel in use and its allowlist, whose first entry is the owner.
+fn owner_list(config: &ChipConfig) -> (&'static str, Field) {
+    if config.get(Field::Channel) == "feishu" { ("feishu", Field::FeishuAllow) } else { ("telegram", Field::TgAllow) }
+}
+
+/// The owner on the chat channel in use: the first of its allowlist (`feishu_allow` with
+/// `channel feishu`, else `tg_allow`), empty when there is none. The heartbeat's turn runs for
+/// them (a job it adds is theirs).
+pub fn owner(config: &ChipConfig) -> &str {
+    config.get(owner_list(config).1).split(',').next().unwrap_or_default().trim()
+}
+
+/// Remembers the chat of a Feishu message as the owner's direct chat when it is one: sent by
+/// the owner (the first of `feishu_allow`) in their direct chat with the bot (never a group).
+/// Written to flash only when it changes; `Ok(true)` when it was.
+pub fn note_owner_chat<F: Flash>(
+    store: &mut FlashStore<F>,
+    config: &ChipConfig,
+    message: &Incoming,
+) -> Result<bool, String> {
+    let owner = config.get(Field::FeishuAllow).split(',').next().unwrap_or_default().trim();
+    if !message.direct || owner.is_empty() || message.sender != owner || !chat_id_ok(&message.chat_id) {
+        return Ok(false);
+    }
+    if owner_chat(store, owner).as_deref() == Some(message.chat_id.as_str()) {
+        return Ok(false);
+    }
+    let record = format!("{owner}\n{}", message.chat_id);
+    Storage::replace(store, OWNER_CHAT_KEY, record.as_bytes())
+        .map(|()| true)
+        .map_err(|e| format!("the owner's chat was not kept: {e}"))
+}
+
+/// The direct chat kept for `owner`, if it is still the owner's (another owner's is not used).
+fn owner_chat<F: Flash>(store: &FlashStore<F>, owner: &str) -> Option<String> {
+    let mut record = Vec::new();
+    store
+        .read(OWNER_CHAT_KEY, Order::OldestFirst, &mut |r| {
+            record.clear();
+            record.extend_from_slice(r.payload);
+            ControlFlow::Continue(())
+        })
+        .ok()?;
+    let (who, chat) = core::str::from_utf8(&record).ok()?.split_once('\n')?;
+    (who == owner && chat_id_ok(chat)).then(|| chat.into())
+}
+
+/// A Feishu chat id as the chip keeps one: `oc_` and letters, digits, `_` or `-`, bounded.
+fn chat_id_ok(id: &str) -> bool {
+    id.len() <= MAX_CHAT_ID
+        && id.starts_with("oc_")
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// `HEARTBEAT.md` as stored, at most [`MAX_BYTES`] of it (cut at a character).

@@ -78,7 +78,7 @@ fn every_tool_the_chip_shares_with_the_host_is_the_core_contract() {
 fn the_chip_takes_the_hosts_arguments_and_answers_in_its_shapes() {
     let mut chip = chip(Some(NOON));
     let (mut cron, _) = Cron::load(&chip);
-    cron.set_origin("telegram", "42");
+    cron.set_origin("telegram", "42", "42");
     let add = r#"{"name":"tea","schedule_type":"at","message":"tea is ready","delay_s":300}"#;
     let r = call(&mut chip, &mut cron, "cron_add", add);
     assert!(!r.is_error && r.content.starts_with("Scheduled job-1; next run 2026-12-03T12:05:00"), "{r:?}");

@@ -12,6 +12,7 @@ use chela_chip::turn::Chip;
 use chela_chip::{Board, boot};
 use chela_core::console::{ChipConfig, ChipDefaults, Field};
 use chela_core::flash::RamFlash;
+use chela_core::router::MadeBy;
 use chela_proto::chat::ToolSpec;
 
 /// 2026-12-03T12:00:00+00:00.
@@ -52,7 +53,7 @@ fn call(cron: &mut Cron, chip: &mut Chip<RamFlash, Clock>, name: &str, input: &s
 }
 
 fn fired(id: &str, message: &str) -> Fired {
-    Fired { id: id.into(), message: message.into(), channel: "telegram".into(), chat_id: "42".into() }
+    Fired { id: id.into(), message: message.into(), channel: "telegram".into(), chat_id: "42".into(), made_by: None }
 }
 
 #[test]
@@ -60,7 +61,7 @@ fn an_interval_job_fires_each_period_and_survives_a_reboot() {
     let (mut chip, clock) = chip(Some(NOON));
     let (mut cron, bad) = Cron::load(&chip);
     assert!(cron.is_empty() && bad.is_empty());
-    cron.set_origin("telegram", "42");
+    cron.set_origin("telegram", "42", "42");
     let out = call(&mut cron, &mut chip, "cron_add", r#"{"message":"water the plants","every_s":3600}"#).unwrap();
     assert_eq!(out, "Scheduled job-1; next run 2026-12-03T13:00:00+00:00.");
     assert_eq!(cron.next_in(NOON), Some(3600));
@@ -88,7 +89,7 @@ fn an_interval_job_fires_each_period_and_survives_a_reboot() {
 fn a_one_shot_fires_once_and_is_gone() {
     let (mut chip, clock) = chip(Some(NOON));
     let (mut cron, _) = Cron::load(&chip);
-    cron.set_origin("telegram", "42");
+    cron.set_origin("telegram", "42", "42");
     call(&mut cron, &mut chip, "cron_add", r#"{"message":"tea is ready","in_s":300}"#).unwrap();
     call(&mut cron, &mut chip, "cron_add", r#"{"message":"call mum","at":1796310000}"#).unwrap();
     assert_eq!(cron.len(), 2);
@@ -108,7 +109,7 @@ fn a_one_shot_fires_once_and_is_gone() {
 fn a_cron_expression_fires_at_its_utc_minute() {
     let (mut chip, clock) = chip(Some(NOON));
     let (mut cron, _) = Cron::load(&chip);
-    cron.set_origin("serial", "console");
+    cron.set_origin("serial", "console", "console");
     let out = call(&mut cron, &mut chip, "cron_add", r#"{"message":"morning report","cron":"30 8 * * 1-5"}"#).unwrap();
     // 2026-12-03 is a Thursday: the next weekday 08:30 UTC is Friday's.
     assert_eq!(out, "Scheduled job-1; next run 2026-12-04T08:30:00+00:00.");
@@ -124,7 +125,7 @@ fn a_cron_expression_fires_at_its_utc_minute() {
 fn a_device_that_was_off_runs_a_missed_job_once_and_only_within_the_grace_window() {
     let (mut chip, clock) = chip(Some(NOON));
     let (mut cron, _) = Cron::load(&chip);
-    cron.set_origin("telegram", "42");
+    cron.set_origin("telegram", "42", "42");
     call(&mut cron, &mut chip, "cron_add", r#"{"message":"hourly","every_s":3600}"#).unwrap();
     call(&mut cron, &mut chip, "cron_add", r#"{"message":"soon","in_s":60}"#).unwrap();
     // Off for five and a half hours: the hourly job missed five runs, runs once now (its last
@@ -141,7 +142,7 @@ fn a_device_that_was_off_runs_a_missed_job_once_and_only_within_the_grace_window
 fn bad_requests_get_clear_refusals_and_change_nothing() {
     let (mut chip, clock) = chip(None);
     let (mut cron, _) = Cron::load(&chip);
-    cron.set_origin("telegram", "42");
+    cron.set_origin("telegram", "42", "42");
     let e = call(&mut cron, &mut chip, "cron_add", r#"{"message":"x","every_s":600}"#).unwrap_err();
     assert!(e.contains("clock is not set"), "{e}");
     clock.unix.set(Some(NOON));
@@ -304,7 +305,7 @@ fn a_job_runs_in_its_own_chat_on_the_channel_in_use_and_nowhere_else() {
 fn a_job_that_cannot_reach_its_chat_is_said_once_and_again_after_it_ran() {
     let (mut chip, clock) = chip(Some(NOON));
     let (mut cron, _) = Cron::load(&chip);
-    cron.set_origin("telegram", "42");
+    cron.set_origin("telegram", "42", "42");
     call(&mut cron, &mut chip, "cron_add", r#"{"message":"water the plants","every_s":3600}"#).unwrap();
     let due_at = |cron: &mut Cron, chip: &mut Chip<RamFlash, Clock>, h: u64| {
         clock.unix.set(Some(NOON + h * 3600));
@@ -324,4 +325,164 @@ fn a_job_that_cannot_reach_its_chat_is_said_once_and_again_after_it_ran() {
     assert_eq!(cron.route(&job, &tg, on(&tg), true), Ok(Route::Telegram(42)));
     let job = due_at(&mut cron, &mut chip, 4);
     assert!(cron.route(&job, &fs, on(&fs), true).unwrap_err().is_some());
+}
+
+/// The job the next run of `cron` fires, `h` hours after noon (one job kept).
+fn due_at(cron: &mut Cron, chip: &mut Chip<RamFlash, Clock>, clock: &Clock, h: u64) -> Fired {
+    clock.unix.set(Some(NOON + h * 3600));
+    let (mut fired, err) = cron.due(chip);
+    assert_eq!((fired.len(), err), (1, None), "one job due at +{h} h");
+    fired.remove(0)
+}
+
+fn on(config: &ChipConfig) -> console::Channels {
+    console::channels(config, true).unwrap()
+}
+
+const HOURLY: &str = r#"{"message":"post the standup","every_s":3600}"#;
+
+#[test]
+fn a_feishu_group_job_stops_when_its_maker_leaves_feishu_allow() {
+    let (mut chip, clock) = chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    // ou_friend asks in a group chat; the device records them as the maker, not the chat.
+    cron.set_origin("feishu", "oc_group", "ou_friend");
+    call(&mut cron, &mut chip, "cron_add", HOURLY).unwrap();
+    // Kept across a power cycle, maker and all.
+    let chip = reboot(chip);
+    let (mut cron, bad) = Cron::load(&chip);
+    let mut chip = chip;
+    assert!(bad.is_empty(), "{bad:?}");
+    let job = due_at(&mut cron, &mut chip, &clock, 1);
+    assert_eq!(job.made_by, Some(MadeBy::new("feishu", "ou_friend", vec![])));
+    assert_eq!(job.maker(), "ou_friend");
+    let both = config(FEISHU);
+    assert_eq!(cron.route(&job, &both, on(&both), true), Ok(Route::Feishu("oc_group".into())));
+
+    // The owner takes ou_friend off the allowlist: the group is still a chat the device talks
+    // in (the owner writes there), but ou_friend's job no longer runs there; said once.
+    let owner_only = config(&[FEISHU, &[(Field::FeishuAllow, "ou_owner")]].concat());
+    let job = due_at(&mut cron, &mut chip, &clock, 2);
+    let said = cron.route(&job, &owner_only, on(&owner_only), true).unwrap_err().expect("said the first time");
+    assert_eq!(said, "job-1: its maker `ou_friend` is not in feishu_allow now; skipped (said once)");
+    let job = due_at(&mut cron, &mut chip, &clock, 3);
+    assert_eq!(cron.route(&job, &owner_only, on(&owner_only), true), Err(None), "not at each run");
+    // Allowed again: it runs again.
+    let job = due_at(&mut cron, &mut chip, &clock, 4);
+    assert_eq!(cron.route(&job, &both, on(&both), true), Ok(Route::Feishu("oc_group".into())));
+
+    // A job's own turn adds a job: it is the same maker's, not the chat's or the owner's.
+    cron.set_origin(&job.channel, &job.chat_id, job.maker());
+    call(&mut cron, &mut chip, "cron_add", HOURLY).unwrap();
+    clock.unix.set(Some(NOON + 6 * 3600));
+    let (fired, _) = cron.due(&mut chip);
+    assert_eq!(fired.len(), 2);
+    assert!(fired.iter().all(|f| f.maker() == "ou_friend"), "{fired:?}");
+}
+
+#[test]
+fn a_direct_chat_job_runs_while_its_maker_is_allowed() {
+    let (mut chip, clock) = chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    // Feishu: the owner's direct chat with the bot is an `oc_` chat too.
+    cron.set_origin("feishu", "oc_dm", "ou_owner");
+    call(&mut cron, &mut chip, "cron_add", HOURLY).unwrap();
+    let fs = config(FEISHU);
+    let job = due_at(&mut cron, &mut chip, &clock, 1);
+    assert_eq!(cron.route(&job, &fs, on(&fs), true), Ok(Route::Feishu("oc_dm".into())));
+    let friend_only = config(&[FEISHU, &[(Field::FeishuAllow, "ou_friend")]].concat());
+    let job = due_at(&mut cron, &mut chip, &clock, 2);
+    let said = cron.route(&job, &friend_only, on(&friend_only), true).unwrap_err().unwrap();
+    assert!(said.contains("its maker `ou_owner` is not in feishu_allow now"), "{said}");
+
+    // Telegram: tg_allow names chats; a direct chat's maker is that chat, a group's the group
+    // (every member of an allowed group may talk, so may schedule there).
+    let (mut chip, clock) = self::chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    cron.set_origin("telegram", "-1001", "-1001");
+    call(&mut cron, &mut chip, "cron_add", HOURLY).unwrap();
+    let group = config(&[(Field::TgToken, "123:abc"), (Field::TgAllow, "42,-1001")]);
+    let job = due_at(&mut cron, &mut chip, &clock, 1);
+    assert_eq!((job.made_by.as_ref(), job.maker()), (None, "-1001"), "the chat itself: not kept twice");
+    assert_eq!(cron.route(&job, &group, on(&group), true), Ok(Route::Telegram(-1001)));
+    let tg = config(TELEGRAM);
+    let job = due_at(&mut cron, &mut chip, &clock, 2);
+    assert!(cron.route(&job, &tg, on(&tg), true).unwrap_err().unwrap().contains("not a chat in tg_allow"));
+}
+
+#[test]
+fn the_model_cannot_name_the_maker() {
+    let (mut chip, _) = chip(Some(NOON));
+    let (mut cron, _) = Cron::load(&chip);
+    cron.set_origin("feishu", "oc_group", "ou_friend");
+    for args in [
+        r#"{"message":"x","every_s":3600,"made_by":{"channel":"feishu","chat_id":"ou_owner"}}"#,
+        r#"{"message":"x","every_s":3600,"made_by":"ou_owner"}"#,
+        r#"{"message":"x","every_s":3600,"channel":"feishu","chat_id":"ou_owner"}"#,
+    ] {
+        assert!(call(&mut cron, &mut chip, "cron_add", args).is_err(), "{args}");
+    }
+    assert!(cron.is_empty(), "nothing kept");
+    let chip = reboot(chip);
+    assert!(Cron::load(&chip).0.is_empty(), "nothing in flash");
+}
+
+/// One job under CRON_KEY as the flash holds it: a Feishu or Telegram chat, hourly since noon.
+fn stored(channel: &str, chat: &str, made_by: Option<&str>) -> String {
+    let made_by = made_by.map_or(String::new(), |m| format!(",\"made_by\":{m}"));
+    format!(
+        "{{\"version\": 1, \"jobs\": [{{\"id\":\"job-1\",\"trigger\":{{\"type\":\"interval\",\"every_s\":3600}},\
+         \"action\":{{\"type\":\"agent\",\"message\":\"hi\",\"channel\":\"{channel}\",\"chat_id\":\"{chat}\"}},\
+         \"created_at\":{NOON}{made_by}}}]}}"
+    )
+}
+
+/// Where the one job of `record` runs at +1 h under `config`, or the console's line.
+fn run_stored(record: &str, config: &ChipConfig) -> (Result<Route, Option<String>>, String) {
+    let (mut chip, clock) = chip(Some(NOON));
+    chip.store.replace(CRON_KEY, record.as_bytes()).unwrap();
+    let chip = reboot(chip);
+    let (mut cron, bad) = Cron::load(&chip);
+    assert!(bad.is_empty(), "{bad:?}");
+    let mut chip = chip;
+    let job = due_at(&mut cron, &mut chip, &clock, 1);
+    let maker = job.maker().to_string();
+    (cron.route(&job, config, on(config), true), maker)
+}
+
+#[test]
+fn a_maker_on_another_channel_is_not_honoured() {
+    let fs = config(FEISHU);
+    // A record whose maker is a Telegram chat on a Feishu group's job (the owner's id on
+    // Telegram is allowed there, but it is not who may act in Feishu).
+    let (r, _) = run_stored(&stored("feishu", "oc_group", Some(r#"{"channel":"telegram","chat_id":"42"}"#)), &fs);
+    assert_eq!(
+        r,
+        Err(Some("job-1: it names a maker on telegram, not on its own chat's channel; skipped (said once)".into()))
+    );
+    let (r, _) = run_stored(&stored("feishu", "oc_group", Some(r#"{"channel":"sms","chat_id":"ou_owner"}"#)), &fs);
+    assert!(r.unwrap_err().unwrap().contains("names a maker on sms"));
+    // The same record with the maker on Feishu runs.
+    let (r, maker) =
+        run_stored(&stored("feishu", "oc_group", Some(r#"{"channel":"feishu","chat_id":"ou_owner"}"#)), &fs);
+    assert_eq!((r, maker.as_str()), (Ok(Route::Feishu("oc_group".into())), "ou_owner"));
+}
+
+#[test]
+fn a_job_stored_without_a_maker_runs_only_where_its_chat_is_who_made_it() {
+    let fs = config(FEISHU);
+    // A Feishu chat: anyone in it could have made it; refused until it is made again.
+    let (r, _) = run_stored(&stored("feishu", "oc_group", None), &fs);
+    let said = r.unwrap_err().unwrap();
+    assert!(said.starts_with("job-1: it was stored before the device recorded who makes a job"), "{said}");
+    assert!(said.contains("make it again"), "{said}");
+    // A Feishu user's chat: the chat is the person, allowed or not.
+    let (r, maker) = run_stored(&stored("feishu", "ou_friend", None), &fs);
+    assert_eq!((r, maker.as_str()), (Ok(Route::Feishu("ou_friend".into())), "ou_friend"));
+    assert!(run_stored(&stored("feishu", "ou_gone", None), &fs).0.unwrap_err().unwrap().contains("feishu_allow"));
+    // Telegram: tg_allow names the chat, which route checks.
+    let tg = config(TELEGRAM);
+    let (r, maker) = run_stored(&stored("telegram", "7", None), &tg);
+    assert_eq!((r, maker.as_str()), (Ok(Route::Telegram(7)), "7"));
+    assert!(run_stored(&stored("telegram", "99", None), &tg).0.is_err());
 }

@@ -291,6 +291,23 @@ fn message_event(event_id: &str, sender: &str, text: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A group chat's message of `sender` that mentions the bot.
+fn group_event(event_id: &str, sender: &str, text: &str) -> Vec<u8> {
+    let content = serde_json::json!({ "text": format!("@_user_1 {text}") }).to_string();
+    serde_json::json!({
+        "schema": "2.0",
+        "header": {"event_id": event_id, "event_type": "im.message.receive_v1", "token": "vt", "app_id": APP_ID},
+        "event": {
+            "sender": {"sender_id": {"open_id": sender}, "sender_type": "user"},
+            "message": {"message_id": "om_2", "chat_id": "oc_group", "chat_type": "group", "message_type": "text",
+                        "content": content,
+                        "mentions": [{"key": "@_user_1", "id": {"open_id": "ou_bot"}, "name": "Chela"}]}
+        }
+    })
+    .to_string()
+    .into_bytes()
+}
+
 /// The next frame the client sent, decoded.
 fn next_frame(ws: &mut WebSocket<TcpStream>) -> Frame {
     loop {
@@ -338,6 +355,21 @@ fn turns(actions: &[Action]) -> Vec<&Incoming> {
 }
 
 #[test]
+fn a_group_message_is_not_taken_for_a_direct_chat() {
+    let f = feishu();
+    let api = Api::new(&f.api.base(), APP_ID, SECRET);
+    let (mut socket, _) = connect(&api, 0);
+    let mut server = f.ws.take();
+    server.send(Message::Binary(event_frame(5, "m-1", &group_event("ev-g", OWNER, "stand-up?")).into())).unwrap();
+    let actions = block_on(socket.read(10, &owner_only())).unwrap();
+    let t = turns(&actions);
+    // The owner, in a group: a turn in the group, not the owner's direct chat (the heartbeat
+    // keeps only a direct chat as theirs).
+    assert_eq!(t.len(), 1, "{actions:?}");
+    assert_eq!((t[0].sender.as_str(), t[0].chat_id.as_str(), t[0].direct), (OWNER, "oc_group", false));
+}
+
+#[test]
 fn an_event_is_acknowledged_runs_a_turn_and_the_reply_is_sent() {
     let f = feishu();
     let mut api = Api::new(&f.api.base(), APP_ID, SECRET);
@@ -349,7 +381,10 @@ fn an_event_is_acknowledged_runs_a_turn_and_the_reply_is_sent() {
 
     let actions = block_on(socket.read(10, &owner_only())).unwrap();
     let t = turns(&actions);
-    assert_eq!(t, [&Incoming { sender: OWNER.into(), chat_id: "oc_chat".into(), text: "what time is it?".into() }]);
+    assert_eq!(
+        t,
+        [&Incoming { sender: OWNER.into(), chat_id: "oc_chat".into(), text: "what time is it?".into(), direct: true }]
+    );
     // The ack: the same frame back with biz_rt and {"code":200}.
     let ack = next_frame(&mut server);
     assert_eq!((ack.seq_id, ack.log_id, ack.service, ack.method), (5, 1005, 77, METHOD_DATA));

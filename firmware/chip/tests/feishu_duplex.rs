@@ -253,7 +253,7 @@ fn pings_go_out_while_a_read_waits_and_that_read_is_never_dropped() {
         let frames = server.frames();
         assert_eq!(frames.len(), 1, "{frames:?}");
         assert_eq!((frames[0].0, frames[0].1.as_str()), (METHOD_DATA, "event"));
-        let turn = Incoming { sender: OWNER.into(), chat_id: "oc_chat".into(), text: "hello".into() };
+        let turn = Incoming { sender: OWNER.into(), chat_id: "oc_chat".into(), text: "hello".into(), direct: true };
         assert_eq!(*turns.borrow(), vec![Action::Turn(turn)]);
         assert!(!pipe.borrow().cancelled, "a read was dropped while the connection lived");
         // Silent three intervals after it last spoke (at 10 s): dead, and the run ends.

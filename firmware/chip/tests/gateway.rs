@@ -327,6 +327,51 @@ fn a_scheduled_answer_reaches_the_clients_of_its_chat_only() {
     );
 }
 
+#[test]
+fn an_answer_no_client_took_goes_to_the_next_client_of_its_chat_once() {
+    let content = |frame: &[u8]| events(&[Action::Send(frame.to_vec())])[0]["content"].clone();
+    let mut chats = gateway::Chats::new();
+    // A client asks in "garden", then closes its socket before the answer comes.
+    let mut a = Conn::new([1; 8]);
+    let mut out = Vec::new();
+    a.feed(&text(r#"{"type":"message","content":"how are the tomatoes?","chat_id":"garden"}"#), &mut out);
+    assert!(chats.set(0, 1, a.chat()).is_empty());
+    assert!(chats.live(0, 1));
+    chats.clear(0, 1);
+    // The main loop finds the asker gone, and holds the answer for the chat.
+    assert!(!chats.live(0, 1));
+    let frame = gateway::answer_frame("garden", Ok("they need water"));
+    assert!(chats.hold("garden", frame.clone()));
+    // Not for a client of another chat, nor another connection of the same slot elsewhere.
+    assert!(chats.set(1, 1, "kitchen").is_empty());
+    assert!(chats.set(0, 2, "ws_0101010101010101").is_empty());
+    // The next connection in "garden" gets it first, and only once: no other client gets it.
+    assert_eq!(chats.set(0, 2, "garden"), [frame]);
+    assert!(chats.set(0, 2, "garden").is_empty());
+    assert!(chats.set(2, 1, "garden").is_empty());
+    assert!(!chats.live(0, 1) && chats.live(0, 2), "the serial tells a slot's connections apart");
+
+    // Bounded: the newest HELD_ANSWERS, in order.
+    for i in 0..gateway::HELD_ANSWERS + 1 {
+        assert!(chats.hold("attic", gateway::answer_frame("attic", Ok(&format!("answer {i}")))));
+    }
+    let got = chats.set(3, 1, "attic");
+    let got: Vec<_> = got.iter().map(|f| content(f)).collect();
+    assert_eq!(got, (1..=gateway::HELD_ANSWERS).map(|i| format!("answer {i}")).collect::<Vec<_>>());
+    // And by bytes: the oldest go to make room; one frame over the bound is not held at all.
+    let half = vec![b'x'; gateway::HELD_BYTES / 2 + 1];
+    assert!(chats.hold("a", half.clone()) && chats.hold("b", half.clone()));
+    assert!(chats.set(3, 2, "a").is_empty(), "dropped for b's room");
+    assert_eq!(chats.set(3, 3, "b"), [half]);
+    assert!(!chats.hold("c", vec![b'x'; gateway::HELD_BYTES + 1]));
+    assert!(chats.set(3, 4, "c").is_empty());
+    // Out-of-range slots get nothing and take nothing.
+    assert!(chats.hold("d", gateway::answer_frame("d", Ok("kept"))));
+    assert!(chats.set(gateway::MAX_CLIENTS, 1, "d").is_empty());
+    assert!(!chats.live(gateway::MAX_CLIENTS, 1));
+    assert_eq!(chats.set(1, 2, "d").len(), 1);
+}
+
 fn post(lines: &[&str]) -> Result<gateway::Request, String> {
     gateway::request(&head(lines), "t")
 }

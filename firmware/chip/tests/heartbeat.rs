@@ -7,12 +7,14 @@ use std::rc::Rc;
 
 use chela_chip::console;
 use chela_chip::cron::Route;
+use chela_chip::feishu::conn::Incoming;
 use chela_chip::heartbeat::{self, Beat, Heartbeat};
 use chela_chip::turn::Chip;
 use chela_chip::{Board, boot};
 use chela_core::console::{ChipConfig, ChipDefaults, Field};
 use chela_core::flash::RamFlash;
 use chela_core::heartbeat::ActiveHours;
+use chela_core::storage::Storage;
 
 /// 2026-12-03T12:00:00Z.
 const NOON: u64 = 1_796_299_200;
@@ -100,7 +102,8 @@ fn config(settings: &[(Field, &str)]) -> ChipConfig {
 }
 
 fn target(config: &ChipConfig, feishu_built: bool) -> Result<Route, String> {
-    heartbeat::target(config, console::channels(config, true).unwrap(), feishu_built)
+    let (chip, _) = chip();
+    heartbeat::target(config, console::channels(config, true).unwrap(), feishu_built, &chip.store)
 }
 
 #[test]
@@ -123,4 +126,67 @@ fn the_beat_talks_to_the_owner_of_the_chat_channel_in_use() {
     assert_eq!(target(&config(&[gw]), true), Err("no owner chat: tg_allow is empty".into()));
     let half = config(&[gw, (Field::FeishuAppId, "cli_a5f0"), (Field::FeishuSecret, "x"), (Field::Channel, "feishu")]);
     assert_eq!(target(&half, true), Err("no owner chat: feishu_allow is empty".into()));
+}
+
+const FEISHU: [(Field, &str); 4] = [
+    (Field::FeishuAppId, "cli_a5f0"),
+    (Field::FeishuSecret, "Xk9vQ2mPz7LrT4bW"),
+    (Field::FeishuAllow, "ou_owner,ou_friend"),
+    (Field::Channel, "feishu"),
+];
+
+fn message(sender: &str, chat_id: &str, direct: bool) -> Incoming {
+    Incoming { sender: sender.into(), chat_id: chat_id.into(), text: "hi".into(), direct }
+}
+
+#[test]
+fn the_feishu_beat_runs_in_the_session_of_the_owners_direct_chat() {
+    let (mut chip, _) = chip();
+    let fs = config(&FEISHU);
+    let on = console::channels(&fs, true).unwrap();
+    let beat = |chip: &Chip<RamFlash, Clock>, config: &ChipConfig| heartbeat::target(config, on, true, &chip.store);
+    // Before the owner wrote: the bot's chat with the user, by open_id.
+    assert_eq!(beat(&chip, &fs), Ok(Route::Feishu("ou_owner".into())));
+    // Neither a group message of the owner's, nor another user's direct chat, is taken for it;
+    // nor a chat id the chip would not keep.
+    let long = format!("oc_{}", "a".repeat(heartbeat::MAX_CHAT_ID));
+    for m in [
+        message("ou_owner", "oc_group", false),
+        message("ou_friend", "oc_friend_dm", true),
+        message("ou_owner", "oc_a/b", true),
+        message("ou_owner", &long, true),
+        message("ou_owner", "ou_owner", true),
+    ] {
+        assert_eq!(heartbeat::note_owner_chat(&mut chip.store, &fs, &m), Ok(false), "{m:?}");
+    }
+    assert_eq!(beat(&chip, &fs), Ok(Route::Feishu("ou_owner".into())));
+    // The owner's direct message: kept, once (the same chat again writes nothing).
+    let dm = message("ou_owner", "oc_dm", true);
+    assert_eq!(heartbeat::note_owner_chat(&mut chip.store, &fs, &dm), Ok(true));
+    assert_eq!(heartbeat::note_owner_chat(&mut chip.store, &fs, &dm), Ok(false));
+    let route = beat(&chip, &fs).unwrap();
+    assert_eq!(route, Route::Feishu("oc_dm".into()));
+    // The beat's turn and the owner's messages share one session.
+    assert_eq!(route.session(), boot::session_key("feishu", &dm.chat_id));
+    assert_eq!(route.session(), "feishu_oc_dm");
+
+    // Kept across a power cycle.
+    let (flash, board, seed) = boot::power_off(chip);
+    let mut chip = boot::power_on(flash, board, seed, ChipDefaults::default()).unwrap();
+    assert_eq!(beat(&chip, &fs), Ok(Route::Feishu("oc_dm".into())));
+    // Another owner: not the old owner's chat; theirs until they write.
+    let friend_first = config(&[&FEISHU[..], &[(Field::FeishuAllow, "ou_friend,ou_owner")]].concat());
+    assert_eq!(beat(&chip, &friend_first), Ok(Route::Feishu("ou_friend".into())));
+    // The owner off feishu_allow altogether: no chat of theirs is written to.
+    let gone = config(&[&FEISHU[..], &[(Field::FeishuAllow, "ou_friend")]].concat());
+    assert_eq!(beat(&chip, &gone), Ok(Route::Feishu("ou_friend".into())));
+    // A damaged record is not used.
+    Storage::replace(&mut chip.store, heartbeat::OWNER_CHAT_KEY, b"ou_owner\noc_../x").unwrap();
+    assert_eq!(beat(&chip, &fs), Ok(Route::Feishu("ou_owner".into())));
+    // Telegram in use: its owner, whatever Feishu kept.
+    let tg = config(&[(Field::TgToken, "123:abc"), (Field::TgAllow, "42,7")]);
+    let on_tg = console::channels(&tg, true).unwrap();
+    let route = heartbeat::target(&tg, on_tg, true, &chip.store).unwrap();
+    assert_eq!((route.session(), heartbeat::owner(&tg)), ("tg_42".into(), "42"));
+    assert_eq!(heartbeat::owner(&fs), "ou_owner");
 }

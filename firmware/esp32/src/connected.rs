@@ -119,7 +119,17 @@ impl Device {
     /// request; the answer goes back to the client's task.
     pub(crate) async fn answer_gateway(&mut self, ask: Ask) {
         let reply = match ask.work {
-            gateway::Work::Turn { chat_id, content } => gateway::Reply::Turn(self.ws_turn(&chat_id, &content).await),
+            gateway::Work::Turn { chat_id, content } => {
+                let result = self.ws_turn(&chat_id, &content).await;
+                // Its client closed the socket meanwhile: held for the chat's next client.
+                if gateway::held_if_gone(ask.slot, ask.serial, &chat_id, result.as_deref().map_err(String::as_str)) {
+                    return say!(
+                        &self.chip.board,
+                        "[gateway] the asker in chat {chat_id} left; the answer is held for its next client"
+                    );
+                }
+                gateway::Reply::Turn(result)
+            }
             gateway::Work::Setup { head, body } => {
                 let token = String::from(self.chip.config.get(Field::GatewayToken));
                 let access = chela_chip::portal::Access::Token(&token);
@@ -133,7 +143,7 @@ impl Device {
     /// A turn in the gateway chat `chat_id`'s session; its failure said on the console.
     async fn ws_turn(&mut self, chat_id: &str, content: &str) -> Result<String, String> {
         self.led(led::State::Thinking);
-        let result = self.one_turn("ws", &chat_id, content).await;
+        let result = self.one_turn("ws", &chat_id, None, content).await;
         if let Err(e) = &result {
             say!(&self.chip.board, "[turn] failed: {e}");
         }
@@ -149,9 +159,10 @@ impl Device {
         let (connected, took) = gateway::push(chat_id, result.as_deref().map_err(String::as_str));
         // None connected, or some too busy to take it: said (a failed turn was said already).
         if result.is_ok() && took < connected.max(1) {
+            let held = if took == 0 { ", and held for its next client" } else { "" };
             say!(
                 &self.chip.board,
-                "[cron] {id}: {took} of {connected} clients of gateway chat {chat_id} took the answer; it is kept in the chat's session"
+                "[cron] {id}: {took} of {connected} clients of gateway chat {chat_id} took the answer; it is kept in the chat's session{held}"
             );
         }
     }
@@ -183,10 +194,11 @@ impl Device {
             Ok(Beat::NotYet | Beat::Outside | Beat::Nothing) => return,
             Err(e) => return say!(&self.chip.board, "[heartbeat] {e}"),
         };
-        match heartbeat::target(&self.chip.config, on, crate::feishu::FEISHU) {
+        match heartbeat::target(&self.chip.config, on, crate::feishu::FEISHU, &self.chip.store) {
             Ok(route) => {
                 say!(&self.chip.board, "[heartbeat] open items: a turn in the owner's chat");
-                self.run_routed("heartbeat", route, &prompt).await;
+                let owner = String::from(heartbeat::owner(&self.chip.config));
+                self.run_routed("heartbeat", route, &owner, &prompt).await;
             }
             Err(e) => say!(&self.chip.board, "[heartbeat] open items, but {e}"),
         }

@@ -19,6 +19,7 @@ use alloc::vec::Vec;
 
 use chela_chip::feishu::conn::{self, Action, Incoming};
 use chela_chip::feishu::{self as fs, Access, Api, ClientConfig, Failure, duplex, socket};
+use chela_chip::heartbeat;
 use chela_chip::tls::{self, Trust};
 use chela_chip::{Board, say};
 use embassy_executor::Spawner;
@@ -354,22 +355,29 @@ impl Device {
         if !Access::from_config(&self.chip.config).admits(&incoming.sender) {
             return say!(&self.chip.board, "[feishu] dropped: a message from a sender no longer in feishu_allow");
         }
-        self.feishu_turn(&incoming.chat_id, &incoming.text).await
+        // The owner's direct chat, kept: the heartbeat runs in its session (`heartbeat::target`).
+        match heartbeat::note_owner_chat(&mut self.chip.store, &self.chip.config, &incoming) {
+            Ok(true) => say!(&self.chip.board, "[feishu] the owner's direct chat is kept for the heartbeat"),
+            Ok(false) => {}
+            Err(e) => say!(&self.chip.board, "[feishu] {e}"),
+        }
+        self.feishu_turn(&incoming.chat_id, &incoming.sender, &incoming.text).await
     }
 
     /// A scheduled job made in a Feishu chat, or the heartbeat for the owner (`Cron::route` and
-    /// `heartbeat::target` checked that Feishu is the chat channel and the chat is allowed).
-    pub(crate) async fn feishu_job(&mut self, _: &str, chat_id: &str, text: &str) {
-        self.feishu_turn(chat_id, text).await
+    /// `heartbeat::target` checked that Feishu is the chat channel, the chat is allowed, and
+    /// so is `maker`, who the turn runs for).
+    pub(crate) async fn feishu_job(&mut self, _: &str, chat_id: &str, maker: &str, text: &str) {
+        self.feishu_turn(chat_id, maker, text).await
     }
 
-    /// Runs a turn for `text` in the Feishu chat `chat_id` and sends the reply there.
-    async fn feishu_turn(&mut self, chat_id: &str, text: &str) {
+    /// Runs a turn for `text` of `sender` in the Feishu chat `chat_id` and sends the reply there.
+    async fn feishu_turn(&mut self, chat_id: &str, sender: &str, text: &str) {
         self.led(led::State::Thinking);
         let reply = if text.len() > MAX_MESSAGE_BYTES {
             Ok(String::from("That message is too long for this device; please send a shorter one."))
         } else {
-            self.one_turn("feishu", &chat_id, text).await
+            self.one_turn("feishu", &chat_id, Some(sender), text).await
         };
         let reply = self.reply_shown(reply);
         let now = self.chip.board.now_ms();

@@ -67,29 +67,70 @@ pub enum Reply {
 pub static ASKS: Channel<CriticalSectionRawMutex, Ask, CLIENTS> = Channel::new();
 /// Each slot's answer: the asking connection's serial and the reply (or why the turn failed).
 pub static ANSWERS: [Signal<CriticalSectionRawMutex, (u32, Reply)>; CLIENTS] = [const { Signal::new() }; CLIENTS];
-/// Scheduled jobs' answers for each slot's connection (its serial, the frame): a client that does
-/// not read them for a while misses the next ones, and the main loop says so.
-static PUSHES: [Channel<CriticalSectionRawMutex, (u32, Vec<u8>), 2>; CLIENTS] = [const { Channel::new() }; CLIENTS];
+/// Scheduled jobs' answers for each slot's connection (its serial, the chat, the frame): a client
+/// that does not read them for a while misses the next ones, and the main loop says so.
+static PUSHES: [Channel<CriticalSectionRawMutex, (u32, String, Vec<u8>), 2>; CLIENTS] =
+    [const { Channel::new() }; CLIENTS];
 /// The chat each slot's connection is in: where a job's answer is pushed.
 static CHATS: CsMutex<RefCell<gateway::Chats>> = CsMutex::new(RefCell::new(gateway::Chats::new()));
 
 /// Pushes a job's answer (or why its turn failed) to the clients connected in `chat`: how many
-/// are connected there, and how many took it.
+/// are connected there, and how many took it. When none took it, it is held for the next
+/// client in the chat (`gateway::Chats::hold`).
 pub fn push(chat: &str, result: Result<&str, &str>) -> (usize, usize) {
     let to = critical_section::with(|cs| CHATS.borrow_ref(cs).of(chat));
     let frame = gateway::answer_frame(chat, result);
-    let took = to.iter().filter(|(slot, serial)| PUSHES[*slot].try_send((*serial, frame.clone())).is_ok()).count();
+    let took = to
+        .iter()
+        .filter(|(slot, serial)| PUSHES[*slot].try_send((*serial, String::from(chat), frame.clone())).is_ok())
+        .count();
+    if took == 0 {
+        hold(chat, frame);
+    }
     (to.len(), took)
 }
 
-fn in_chat(slot: usize, serial: u32, chat: Option<&str>) {
+/// The answer to connection `serial` of `slot`'s turn in `chat`, when that connection is gone
+/// (its client closed the socket while the turn ran): held for the next client in the chat.
+/// `true` when it was gone.
+pub fn held_if_gone(slot: usize, serial: u32, chat: &str, result: Result<&str, &str>) -> bool {
+    if critical_section::with(|cs| CHATS.borrow_ref(cs).live(slot, serial)) {
+        return false;
+    }
+    hold(chat, gateway::answer_frame(chat, result));
+    true
+}
+
+fn hold(chat: &str, frame: Vec<u8>) {
+    let len = frame.len();
+    if !critical_section::with(|cs| CHATS.borrow_ref_mut(cs).hold(chat, frame)) {
+        say!(&Esp, "[gateway] an answer of {len} B in chat {chat} is too large to hold; it is in the chat's session");
+    }
+}
+
+/// Connection `serial` of `slot` is in `chat` (or ended: `None`): the answers held for that
+/// chat, to send first.
+fn in_chat(slot: usize, serial: u32, chat: Option<&str>) -> Vec<Vec<u8>> {
     critical_section::with(|cs| {
         let mut chats = CHATS.borrow_ref_mut(cs);
         match chat {
             Some(c) => chats.set(slot, serial, c),
-            None => chats.clear(slot, serial),
+            None => {
+                chats.clear(slot, serial);
+                Vec::new()
+            }
         }
-    });
+    })
+}
+
+/// Writes an answer `frame` in `chat`; one the socket does not take is held for the chat's
+/// next client. `false` when the write failed.
+async fn deliver(sock: &mut TcpSocket<'_>, chat: &str, frame: Vec<u8>) -> bool {
+    if sock.write_all(&frame).await.is_ok() {
+        return true;
+    }
+    hold(chat, frame);
+    false
 }
 
 /// The gateway token in force (the main loop sets it at boot and when the settings change);
@@ -211,7 +252,15 @@ async fn chat(sock: &mut TcpSocket<'_>, slot: usize, serial: u32, first: &[u8]) 
     conn.feed(first, &mut actions);
     let mut buf = [0u8; 256];
     loop {
-        in_chat(slot, serial, Some(conn.chat()));
+        // Answers no client took in this chat, before anything else.
+        let chat = String::from(conn.chat());
+        let mut held = in_chat(slot, serial, Some(&chat)).into_iter();
+        while let Some(frame) = held.next() {
+            if !deliver(sock, &chat, frame).await {
+                held.for_each(|f| hold(&chat, f));
+                return;
+            }
+        }
         for a in actions.drain(..) {
             let (bytes, close) = match a {
                 Action::Send(b) => (b, false),
@@ -239,18 +288,21 @@ async fn chat(sock: &mut TcpSocket<'_>, slot: usize, serial: u32, first: &[u8]) 
             Either3::First(Ok(n)) if n > 0 => conn.feed(&buf[..n], &mut actions),
             Either3::First(_) => return,
             Either3::Second((s, reply)) => {
+                let chat = conn.waiting().map(String::from).unwrap_or_default();
                 if s == serial
                     && let Reply::Turn(result) = reply
                     && let Some(frame) = conn.answer(result.as_deref().map_err(String::as_str))
+                    && !deliver(sock, &chat, frame).await
                 {
-                    actions.push(Action::Send(frame));
+                    return;
                 }
             }
-            // A job's answer; one for an earlier connection of this slot is dropped, its client
-            // is gone (the answer is in the chat's session).
-            Either3::Third((s, frame)) => {
-                if s == serial {
-                    actions.push(Action::Send(frame));
+            // A job's answer; one for an earlier connection of this slot (which ended before it
+            // read it) is held for the chat's next client.
+            Either3::Third((s, chat, frame)) if s != serial => hold(&chat, frame),
+            Either3::Third((_, chat, frame)) => {
+                if !deliver(sock, &chat, frame).await {
+                    return;
                 }
             }
         }

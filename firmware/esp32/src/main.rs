@@ -516,7 +516,7 @@ impl Device {
             match self.tools.second.first.route(&job, &self.chip.config, on, feishu::FEISHU) {
                 Ok(route) => {
                     let text = format!("[scheduled job {}] {}", job.id, job.message);
-                    self.run_routed(&job.id, route, &text).await;
+                    self.run_routed(&job.id, route, job.maker(), &text).await;
                 }
                 Err(Some(why)) => say!(&self.chip.board, "[cron] {why}"),
                 Err(None) => {}
@@ -525,11 +525,12 @@ impl Device {
     }
 
     /// Runs `text` as a turn in the chat `route` names and delivers the answer there (`id`: the
-    /// job's, or the heartbeat, for the console).
-    async fn run_routed(&mut self, id: &str, route: Route, text: &str) {
+    /// job's, or the heartbeat, for the console), for `maker` (who made the job, or the owner:
+    /// a job the turn adds is theirs; on Telegram and the gateway, always the chat itself).
+    async fn run_routed(&mut self, id: &str, route: Route, maker: &str, text: &str) {
         match route {
             Route::Telegram(chat_id) => self.answer(chat_id, text).await,
-            Route::Feishu(chat_id) => self.feishu_job(id, &chat_id, text).await,
+            Route::Feishu(chat_id) => self.feishu_job(id, &chat_id, maker, text).await,
             Route::Gateway(chat_id) => self.gateway_job(id, &chat_id, text).await,
         }
     }
@@ -610,7 +611,7 @@ impl Device {
     /// Runs a turn for `text` in `chat_id`'s session and sends the reply.
     async fn answer(&mut self, chat_id: i64, text: &str) {
         self.led(led::State::Thinking);
-        let reply = self.one_turn("telegram", &chat_id, text).await;
+        let reply = self.one_turn("telegram", &chat_id, None, text).await;
         let reply = self.reply_shown(reply);
         for body in telegram::send_bodies(chat_id, &reply) {
             self.send(&body).await;
@@ -640,17 +641,19 @@ impl Device {
         &mut self,
         channel: &'static str,
         chat_id: &dyn core::fmt::Display,
+        maker: Option<&str>,
         text: &str,
     ) -> Result<String, String> {
         let endpoint = chela_chip::console::endpoint(&self.chip.config)?;
         let chat = format!("{chat_id}");
-        let prefix = if channel == "telegram" { "tg" } else { channel };
-        let session = format!("{prefix}_{chat}");
+        let session = boot::session_key(channel, &chat);
         let (history, skipped) = boot::history(&self.chip, &session)?;
         if skipped > 0 {
             say!(&self.chip.board, "[session] {skipped} unreadable lines of {session} skipped");
         }
-        self.tools.second.first.set_origin(channel, &chat);
+        // Who a job this turn adds is made by: set here, from the turn's origin (the chat itself
+        // unless the caller names the person: a Feishu sender, a job's maker, the owner).
+        self.tools.second.first.set_origin(channel, &chat, maker.unwrap_or(&chat));
         let origin = Origin { channel, chat_id: &chat };
         let t = connected::run_turn(&mut self.chip, &endpoint, &mut self.https, &mut self.tools, origin, history, text)
             .await?;

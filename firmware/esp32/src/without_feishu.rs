@@ -35,7 +35,7 @@ impl Device {
 
     pub(crate) fn feishu_off(&mut self) {}
 
-    pub(crate) async fn feishu_job(&mut self, id: &str, _: &str, _: &str) {
+    pub(crate) async fn feishu_job(&mut self, id: &str, _: &str, _: &str, _: &str) {
         say!(&self.chip.board, "[cron] {id}: its chat is on Feishu, which this image leaves out; skipped");
     }
 }

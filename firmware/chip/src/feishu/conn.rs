@@ -127,6 +127,8 @@ pub struct Incoming {
     pub sender: String,
     pub chat_id: String,
     pub text: String,
+    /// Sent in the sender's direct chat with the bot (`chat_type` `p2p`), not a group.
+    pub direct: bool,
 }
 
 /// What the board does after [`Conn::feed`] or [`Conn::poll`].
@@ -323,7 +325,8 @@ impl Conn {
         }
         match m.text(None) {
             Some(text) if !text.is_empty() => {
-                out.push(Action::Turn(Incoming { sender: m.sender, chat_id: m.chat_id, text }));
+                let direct = m.chat_type == "p2p";
+                out.push(Action::Turn(Incoming { sender: m.sender, chat_id: m.chat_id, text, direct }));
             }
             _ => out.push(Action::Dropped(alloc::format!(
                 "a {} message (only text is read)",
