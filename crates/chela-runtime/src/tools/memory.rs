@@ -4,8 +4,6 @@
 //! in `memory/YYYY-MM-DD.md` (appended). `MEMORY.md` is the person's file; the model can edit
 //! it with the file tools when asked.
 
-use serde::Deserialize;
-
 use std::io;
 use std::path::PathBuf;
 
@@ -17,6 +15,7 @@ use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::memory::index::{self, Index};
 use crate::memory::{daily_path, load_entries, memory_dir, update_entries_then};
 use crate::memory::{embed, fuse};
+use crate::read_args;
 use crate::workspace::{Workspace, append_durable};
 
 pub fn group() -> Group {
@@ -213,12 +212,12 @@ impl Tool for MemoryRecall {
 
 pub struct MemorySearch;
 
-#[derive(Deserialize)]
 pub struct SearchArgs {
     query: String,
-    #[serde(default)]
     max_results: Option<usize>,
 }
+
+read_args!(SearchArgs { query: need, max_results: opt });
 
 impl Tool for MemorySearch {
     const NAME: &'static str = "memory_search";
@@ -257,13 +256,13 @@ impl Tool for MemorySearch {
 
 pub struct MemoryUpdate;
 
-#[derive(Deserialize)]
 pub struct UpdateArgs {
     id: String,
     content: String,
-    #[serde(default)]
     tags: Option<Tags>,
 }
+
+read_args!(UpdateArgs { id: need, content: need, tags: opt });
 
 impl Tool for MemoryUpdate {
     const NAME: &'static str = "memory_update";
@@ -289,10 +288,11 @@ impl Tool for MemoryUpdate {
 
 pub struct MemoryForget;
 
-#[derive(Deserialize)]
 pub struct ForgetArgs {
     id: String,
 }
+
+read_args!(ForgetArgs { id: need });
 
 impl Tool for MemoryForget {
     const NAME: &'static str = "memory_forget";
@@ -313,13 +313,12 @@ impl Tool for MemoryForget {
 
 pub struct MemoryList;
 
-#[derive(Deserialize)]
 pub struct ListArgs {
-    #[serde(default)]
     max_results: Option<usize>,
-    #[serde(default)]
     tag: Option<String>,
 }
+
+read_args!(ListArgs { max_results: opt, tag: opt });
 
 impl Tool for MemoryList {
     const NAME: &'static str = "memory_list";
@@ -342,10 +341,11 @@ impl Tool for MemoryList {
 
 pub struct MemoryAppendToday;
 
-#[derive(Deserialize)]
 pub struct AppendArgs {
     content: String,
 }
+
+read_args!(AppendArgs { content: need });
 
 impl Tool for MemoryAppendToday {
     const NAME: &'static str = "memory_append_today";
