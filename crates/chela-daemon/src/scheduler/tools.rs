@@ -259,7 +259,8 @@ fn waits(view: &crate::scheduler::JobView) -> &'static str {
 
 /// An id no job has: MimiClaw's kind, eight hex digits.
 fn free_id(s: &Scheduler, now: i64) -> String {
-    let taken: std::collections::BTreeSet<String> = s.list(now).into_iter().map(|v| v.job.id).collect();
+    // At most `scheduler.max_jobs` ids: a list is enough.
+    let taken: Vec<String> = s.list(now).into_iter().map(|v| v.job.id).collect();
     let mut n = (now as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
     loop {
         let id = format!("{:08x}", n as u32);
