@@ -13,7 +13,6 @@
 use alloc::format;
 use alloc::string::String;
 use core::fmt;
-use core::marker::PhantomData;
 
 use chela_proto::chat::ToolSpec;
 use chela_proto::json::read::{self, Reader};
@@ -97,25 +96,32 @@ macro_rules! serde_args {
 /// Only the host comes here, and only serde_json's deserializers can hand over a value's text.
 #[doc(hidden)]
 pub fn deserialize_args<'de, D: serde::Deserializer<'de>, T: Args>(d: D, name: &'static str) -> Result<T, D::Error> {
-    struct Members<T>(PhantomData<T>);
-    impl<'de, T: Args> serde::de::Visitor<'de> for Members<T> {
-        type Value = T;
-        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<T, A::Error> {
-            let mut text = String::from("{");
-            while let Some(key) = map.next_key::<String>()? {
-                if text.len() > 1 {
-                    text.push(',');
-                }
-                chela_proto::json::write_escaped(&mut text, &key);
-                text.push(':');
-                text.push_str(map.next_value::<alloc::boxed::Box<serde_json::value::RawValue>>()?.get());
-            }
-            text.push('}');
-            read::read_all(text.as_bytes(), T::read).map_err(serde::de::Error::custom)
-        }
+    let text = d.deserialize_struct(name, T::FIELDS, Members)?;
+    read::read_all(text.as_bytes(), T::read).map_err(serde::de::Error::custom)
+}
+
+/// The object's members written back as JSON text, for [`deserialize_args`]: not generic over
+/// the argument type, so one copy serves every type.
+struct Members;
+
+impl<'de> serde::de::Visitor<'de> for Members {
+    type Value = String;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object")
     }
-    d.deserialize_struct(name, T::FIELDS, Members(PhantomData))
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<String, A::Error> {
+        let mut text = String::from("{");
+        while let Some(key) = map.next_key::<String>()? {
+            if text.len() > 1 {
+                text.push(',');
+            }
+            chela_proto::json::write_escaped(&mut text, &key);
+            text.push(':');
+            text.push_str(map.next_value::<alloc::boxed::Box<serde_json::value::RawValue>>()?.get());
+        }
+        text.push('}');
+        Ok(text)
+    }
 }

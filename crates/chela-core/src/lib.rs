@@ -36,6 +36,7 @@ pub mod router;
 pub mod schedule;
 pub mod session;
 pub mod skills;
+pub mod sort;
 pub mod storage;
 pub mod text;
 pub mod usage;

@@ -237,7 +237,7 @@ impl Entries {
     pub fn newest(&self, max: usize, tag: Option<&str>) -> Vec<&Entry> {
         let mut v: Vec<&Entry> =
             self.list.iter().filter(|e| tag.is_none_or(|t| e.tags.iter().any(|x| x.eq_ignore_ascii_case(t)))).collect();
-        v.sort_by(|a, b| b.updated.cmp(&a.updated).then_with(|| id_num(&b.id).cmp(&id_num(&a.id))));
+        crate::sort::sort_by(&mut v, |a, b| b.updated.cmp(&a.updated).then_with(|| id_num(&b.id).cmp(&id_num(&a.id))));
         v.truncate(max);
         v
     }

@@ -315,7 +315,7 @@ impl Router {
             }
         }
         problems.extend(&mut structure);
-        problems.sort_by_key(|p| p.line);
+        crate::sort::sort_by_key(&mut problems, |p| p.line);
         router.reindex();
         Loaded { router, problems }
     }

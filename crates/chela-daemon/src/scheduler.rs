@@ -545,9 +545,8 @@ impl Scheduler {
             g.outcomes.insert(id.to_owned(), outcome);
         }
         // Only jobs that exist are kept, so the file stays within `scheduler.max_jobs` entries.
-        let inner = &mut *g;
-        let ids: std::collections::BTreeSet<&str> = inner.jobs.iter().map(|j| j.job.id.as_str()).collect();
-        inner.outcomes.retain(|k, _| ids.contains(k.as_str()));
+        let Inner { jobs, outcomes, .. } = &mut *g;
+        outcomes.retain(|k, _| jobs.iter().any(|j| j.job.id == *k));
         if let Err(e) = outcomes::write(&self.root, &g.outcomes) {
             tracing::warn!("cannot save the jobs' last outcomes in {}: {e}", outcomes::FILE);
         }

@@ -11,12 +11,11 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use super::api::Api;
 use super::{FeishuOutlet, MAX_CHUNK_CHARS, chunks};
 use crate::access::Gate;
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use chela_runtime::read_args;
 
 /// The group's id: `chela cap disable feishu` switches the tool off.
 pub const GROUP: &str = "feishu";
@@ -35,11 +34,12 @@ pub struct SendMessage {
     gate: Arc<Gate>,
 }
 
-#[derive(Deserialize)]
 pub struct SendArgs {
     chat_id: String,
     text: String,
 }
+
+read_args!(SendArgs { chat_id: need, text: need });
 
 impl Tool for SendMessage {
     const NAME: &'static str = "feishu_send_message";

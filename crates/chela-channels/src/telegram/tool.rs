@@ -10,12 +10,11 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use super::TelegramOutlet;
 use super::api::Api;
 use crate::access::Gate;
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use chela_runtime::read_args;
 
 /// The group's id: `chela cap disable telegram` switches the tool off.
 pub const GROUP: &str = "telegram";
@@ -34,11 +33,12 @@ pub struct SendText {
     gate: Arc<Gate>,
 }
 
-#[derive(Deserialize)]
 pub struct SendTextArgs {
     chat_id: String,
     text: String,
 }
+
+read_args!(SendTextArgs { chat_id: need, text: need });
 
 impl Tool for SendText {
     const NAME: &'static str = "telegram_send_text";

@@ -7,11 +7,11 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
 use serde_json::json;
 
 use super::{Clients, check_chat_id};
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use chela_runtime::read_args;
 
 /// The group's id: `chela cap disable local` switches the tool off.
 pub const GROUP: &str = "local";
@@ -29,11 +29,12 @@ pub struct SendText {
     clients: Arc<Clients>,
 }
 
-#[derive(Deserialize)]
 pub struct SendArgs {
     chat_id: String,
     text: String,
 }
+
+read_args!(SendArgs { chat_id: need, text: need });
 
 impl Tool for SendText {
     const NAME: &'static str = "local_send_text";

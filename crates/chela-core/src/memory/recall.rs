@@ -464,7 +464,7 @@ mod tests {
             }
         }
         // A stable sort: equal scores and times keep the entries' order.
-        scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| b.1.updated.cmp(&a.1.updated)));
+        crate::sort::sort_by(&mut scored, |a, b| b.0.cmp(&a.0).then_with(|| b.1.updated.cmp(&a.1.updated)));
         scored.truncate(max);
         scored
     }

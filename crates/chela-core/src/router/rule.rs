@@ -628,7 +628,7 @@ fn guards(v: &Json) -> Result<Vec<Guard>, Fault> {
     }
     // Guards are pure, so their order is free: the cheap ones (numbers, booleans, presence) go
     // first and the string tests last, so a failing number spares the string work.
-    out.sort_by_key(|g| match g.test.op {
+    crate::sort::sort_by_key(&mut out, |g| match g.test.op {
         Op::Exists | Op::Int(..) | Op::Float(..) | Op::BoolEq(_) | Op::BoolNe(_) => 0,
         Op::StrEq(_) | Op::StrNe(_) => 1,
         Op::Contains(_) => 2,

@@ -278,7 +278,14 @@ impl Args {
             }
             Args::Arr(items) => Json::Array(items.iter().map(|i| i.render_within(last, room)).collect()),
             Args::Obj(items) => {
-                Json::Object(items.iter().map(|(k, i)| (k.clone(), i.render_within(last, room))).collect())
+                // Inserted one by one, not collected: a collected map sorts its entries first,
+                // and that sort would be compiled here alone. A repeated key keeps its last value
+                // either way.
+                let mut map = serde_json::Map::new();
+                for (k, i) in items {
+                    map.insert(k.clone(), i.render_within(last, room));
+                }
+                Json::Object(map)
             }
         }
     }

@@ -11,11 +11,10 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use super::outlet::Outlets;
 use crate::access::{Gate, send_refused};
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use chela_runtime::read_args;
 
 /// The largest file sent: what the Telegram Bot API accepts from a bot, the smallest platform
 /// limit of the channels.
@@ -41,14 +40,14 @@ pub struct ImSendMedia {
     gate: Arc<Gate>,
 }
 
-#[derive(Deserialize)]
 pub struct MediaArgs {
     channel: String,
     chat_id: String,
     path: String,
-    #[serde(default)]
     caption: String,
 }
+
+read_args!(MediaArgs { channel: need, chat_id: need, path: need, caption: or_default });
 
 impl Tool for ImSendMedia {
     const NAME: &'static str = "im_send_media";

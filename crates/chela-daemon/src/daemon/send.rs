@@ -5,11 +5,10 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use super::outlet::{Outlet, Outlets};
 use crate::access::{Gate, send_refused};
 use crate::tools::{Tool, ToolCtx, ToolError, ToolResult};
+use chela_runtime::read_args;
 
 /// The longest text one call sends: four messages' worth on the platform with the smallest
 /// messages (Feishu's pieces of 4000 characters).
@@ -50,12 +49,13 @@ pub struct ImSendText {
     pub gate: Arc<Gate>,
 }
 
-#[derive(Deserialize)]
 pub struct TextArgs {
     channel: String,
     chat_id: String,
     text: String,
 }
+
+read_args!(TextArgs { channel: need, chat_id: need, text: need });
 
 impl Tool for ImSendText {
     const NAME: &'static str = "im_send_text";

@@ -4,10 +4,10 @@
 use std::sync::Arc;
 
 use chela_core::router::Added;
-use serde::Deserialize;
 
 use crate::router::Rules;
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use chela_runtime::read_args;
 
 pub fn group(rules: Arc<Rules>) -> Group {
     let r = || Arc::clone(&rules);
@@ -25,11 +25,11 @@ pub fn group(rules: Arc<Rules>) -> Group {
 
 pub struct AddRule(Arc<Rules>);
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RuleArgs {
     rule: serde_json::Value,
 }
+
+read_args!(strict RuleArgs { rule: need });
 
 impl Tool for AddRule {
     const NAME: &'static str = "router_add_rule";
@@ -64,9 +64,9 @@ impl Tool for AddRule {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+read_args!(strict NoArgs {});
 
 pub struct ListRules(Arc<Rules>);
 
@@ -84,11 +84,11 @@ impl Tool for ListRules {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct IdArgs {
     id: String,
 }
+
+read_args!(strict IdArgs { id: need });
 
 pub struct RemoveRule(Arc<Rules>);
 

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use chela_core::contract::cron;
 use chela_core::schedule::{Action, Job, Trigger};
-use serde::Deserialize;
 
 use crate::scheduler::Scheduler;
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use chela_runtime::read_args;
 
 pub fn group(sched: Arc<Scheduler>) -> Group {
     let s = || Arc::clone(&sched);
@@ -69,21 +69,17 @@ fn default_target(ctx: &ToolCtx, action: &mut Action, on_event: bool) -> Result<
 
 pub struct AddJob(Arc<Scheduler>);
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct AddArgs {
     id: String,
-    #[serde(default)]
     name: String,
     trigger: Trigger,
     action: Action,
-    #[serde(default)]
     enabled: Option<bool>,
-    #[serde(default)]
     grace_s: Option<u64>,
-    #[serde(default)]
     delete_after_run: bool,
 }
+
+read_args!(strict AddArgs { id: need, name: or_default, trigger: need, action: need, enabled: opt, grace_s: opt, delete_after_run: or_default });
 
 impl Tool for AddJob {
     const NAME: &'static str = "scheduler_add_job";
@@ -117,9 +113,9 @@ impl Tool for AddJob {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+read_args!(strict NoArgs {});
 
 pub struct ListJobs(Arc<Scheduler>);
 
@@ -164,11 +160,11 @@ macro_rules! id_tool {
     };
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct IdArgs {
     id: String,
 }
+
+read_args!(strict IdArgs { id: need });
 
 fn updated(s: &Scheduler, id: &str, now: i64, what: &str, f: impl FnOnce(&mut Job)) -> ToolResult {
     s.update(id, now, f).map_err(failed)?;
@@ -263,7 +259,8 @@ fn waits(view: &crate::scheduler::JobView) -> &'static str {
 
 /// An id no job has: MimiClaw's kind, eight hex digits.
 fn free_id(s: &Scheduler, now: i64) -> String {
-    let taken: std::collections::BTreeSet<String> = s.list(now).into_iter().map(|v| v.job.id).collect();
+    // At most `scheduler.max_jobs` ids: a list is enough.
+    let taken: Vec<String> = s.list(now).into_iter().map(|v| v.job.id).collect();
     let mut n = (now as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 32;
     loop {
         let id = format!("{:08x}", n as u32);

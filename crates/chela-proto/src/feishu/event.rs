@@ -294,7 +294,14 @@ impl MessageEvent {
         let mut text = text_content(&self.content)?;
         // Longest keys first, so `@_user_10` is not taken for `@_user_1` followed by `0`.
         let mut mentions: Vec<&Mention> = self.mentions.iter().filter(|m| !m.key.is_empty()).collect();
-        mentions.sort_by_key(|m| core::cmp::Reverse(m.key.len()));
+        // An insertion sort, stable: a message has few mentions, and no sort is compiled for them.
+        for i in 1..mentions.len() {
+            let mut j = i;
+            while j > 0 && mentions[j - 1].key.len() < mentions[j].key.len() {
+                mentions.swap(j - 1, j);
+                j -= 1;
+            }
+        }
         for m in mentions {
             let is_bot = bot_open_id.is_none_or(|bot| m.open_id == bot);
             let with = if is_bot { String::new() } else { alloc::format!("@{}", m.name) };

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use chela_core::contract::board::{
     DeviceArgs, GPIO_READ, GPIO_WRITE, LED_SET, LIST_DEVICES, LedArgs, PinArgs, SENSOR_READ, WriteArgs,
 };
-use serde::Deserialize;
 
 use crate::board::Host;
+use crate::read_args;
 use crate::tools::{Group, Tool, ToolCtx, ToolError, ToolResult};
 
 pub const GROUP: &str = "board";
@@ -37,9 +37,9 @@ pub fn group(host: &Arc<Host>) -> Group {
         .with(SensorRead(h()))
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct NoArgs {}
+
+read_args!(strict NoArgs {});
 
 fn failed(msg: String) -> ToolError {
     ToolError::new(msg)
@@ -132,11 +132,11 @@ impl Tool for GetDevice {
 
 pub struct QueryPeripheral(Arc<Host>);
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PeripheralArgs {
     kind: String,
 }
+
+read_args!(strict PeripheralArgs { kind: need });
 
 impl Tool for QueryPeripheral {
     const NAME: &'static str = "board_query_peripheral";
@@ -301,12 +301,12 @@ impl LedSet {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ServoArgs {
     device: String,
     angle: f32,
 }
+
+read_args!(strict ServoArgs { device: need, angle: need });
 
 pub struct ServoSet(Arc<Host>);
 

@@ -3,20 +3,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
-
 use super::{Host, Limits, Run, Script};
+use crate::read_args;
 use crate::tools::{Tool, ToolCtx, ToolError, ToolResult};
 
-#[derive(Deserialize)]
 pub struct RunArgs {
-    #[serde(default)]
     path: Option<String>,
-    #[serde(default)]
     code: Option<String>,
-    #[serde(default)]
     args: Option<serde_json::Map<String, serde_json::Value>>,
 }
+
+read_args!(RunArgs { path: opt, code: opt, args: opt });
 
 const RUN_SCHEMA: &str = r#"{"type":"object","properties":{"path":{"type":"string","description":"A .lua script in the workspace, e.g. skills/x/scripts/main.lua."},"code":{"type":"string","description":"Inline Lua code, instead of path."},"args":{"type":"object","description":"The argument of the script's run(args)."}}}"#;
 
@@ -112,12 +109,12 @@ impl Tool for LuaRunAsync {
     }
 }
 
-#[derive(Deserialize)]
 pub struct GetArgs {
     job_id: String,
-    #[serde(default)]
     since_seq: u64,
 }
+
+read_args!(GetArgs { job_id: need, since_seq: or_default });
 
 pub struct LuaJobGet(pub Arc<Host>);
 
@@ -134,8 +131,9 @@ impl Tool for LuaJobGet {
     }
 }
 
-#[derive(Deserialize)]
 pub struct NoArgs {}
+
+read_args!(NoArgs {});
 
 pub struct LuaJobList(pub Arc<Host>);
 
@@ -152,10 +150,11 @@ impl Tool for LuaJobList {
     }
 }
 
-#[derive(Deserialize)]
 pub struct StopArgs {
     job_id: String,
 }
+
+read_args!(StopArgs { job_id: need });
 
 pub struct LuaJobStop(pub Arc<Host>);
 

@@ -4,9 +4,8 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use super::{Found, Origin, Skills};
+use crate::read_args;
 use crate::tools::{Group, SessionRef, Tool, ToolCtx, ToolError, ToolResult};
 
 /// The group over the workspace's skills and their cache (`skills`, shared with the turns
@@ -49,8 +48,9 @@ fn origin(f: &Found) -> &'static str {
 
 pub struct SkillList(pub Arc<Skills>);
 
-#[derive(Deserialize)]
 pub struct NoArgs {}
+
+read_args!(NoArgs {});
 
 impl Tool for SkillList {
     const NAME: &'static str = "skill_list";
@@ -84,10 +84,11 @@ impl Tool for SkillList {
 
 pub struct SkillActivate(pub Arc<Skills>);
 
-#[derive(Deserialize)]
 pub struct NameArgs {
     name: String,
 }
+
+read_args!(NameArgs { name: need });
 
 impl Tool for SkillActivate {
     const NAME: &'static str = "skill_activate";
@@ -133,13 +134,13 @@ impl Tool for SkillDeactivate {
 
 pub struct SkillSave(pub Arc<Skills>);
 
-#[derive(Deserialize)]
 pub struct SaveArgs {
     name: String,
     content: String,
-    #[serde(default)]
     lua: Option<String>,
 }
+
+read_args!(SaveArgs { name: need, content: need, lua: opt });
 
 impl Tool for SkillSave {
     const NAME: &'static str = "skill_save";

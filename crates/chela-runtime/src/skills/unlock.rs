@@ -4,9 +4,9 @@
 //! (`caps.hidden`) or switched off stays so, whatever the model asks.
 
 use chela_core::cap::Registry;
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
+use crate::read_args;
 use crate::tools::{Tool, ToolCtx, ToolError, ToolResult};
 use crate::workspace::{Workspace, read_bounded, write_atomic};
 
@@ -45,11 +45,11 @@ pub(crate) fn describe<'a>(groups: impl Iterator<Item = (&'a str, &'a str)>) -> 
     format!("Unlock a tool group a task needs: {}. No group: list them.", named.join(", "))
 }
 
-#[derive(Deserialize)]
 pub struct UnlockArgs {
-    #[serde(default)]
     group: Option<String>,
 }
+
+read_args!(UnlockArgs { group: opt });
 
 impl Tool for ToolsUnlock {
     const NAME: &'static str = NAME;

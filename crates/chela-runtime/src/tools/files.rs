@@ -19,6 +19,7 @@ use rustix::io::Errno;
 use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
+use crate::read_args;
 use crate::workspace::{Replace, append_whole, write_atomic_at};
 
 use super::sandbox;
@@ -112,14 +113,13 @@ fn size_of(st: &rfs::Stat) -> u64 {
 
 pub struct FileRead;
 
-#[derive(Deserialize)]
 pub struct ReadArgs {
     path: String,
-    #[serde(default)]
     offset: u64,
-    #[serde(default)]
     max_bytes: Option<usize>,
 }
+
+read_args!(ReadArgs { path: need, offset: or_default, max_bytes: opt });
 
 impl Tool for FileRead {
     const NAME: &'static str = "file_read";
@@ -155,13 +155,13 @@ impl Tool for FileRead {
 
 pub struct FileWrite;
 
-#[derive(Deserialize)]
 pub struct WriteArgs {
     path: String,
     content: String,
-    #[serde(default)]
     mode: WriteMode,
 }
+
+read_args!(WriteArgs { path: need, content: need, mode: or_default });
 
 #[derive(Deserialize, Default, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -226,12 +226,13 @@ impl Tool for FileWrite {
 
 pub struct FileEdit;
 
-#[derive(Deserialize)]
 pub struct EditArgs {
     path: String,
     old_text: String,
     new_text: String,
 }
+
+read_args!(EditArgs { path: need, old_text: need, new_text: need });
 
 impl Tool for FileEdit {
     const NAME: &'static str = "file_edit";
@@ -284,13 +285,12 @@ impl Tool for FileEdit {
 
 pub struct FileList;
 
-#[derive(Deserialize)]
 pub struct ListArgs {
-    #[serde(default)]
     path: Option<String>,
-    #[serde(default)]
     recursive: bool,
 }
+
+read_args!(ListArgs { path: opt, recursive: or_default });
 
 impl Tool for FileList {
     const NAME: &'static str = "file_list";
@@ -372,10 +372,11 @@ fn walk(
 
 pub struct FileDelete;
 
-#[derive(Deserialize)]
 pub struct PathArgs {
     path: String,
 }
+
+read_args!(PathArgs { path: need });
 
 impl Tool for FileDelete {
     const NAME: &'static str = "file_delete";
@@ -414,13 +415,13 @@ impl Tool for FileDelete {
     }
 }
 
-#[derive(Deserialize)]
 pub struct FromToArgs {
     from: String,
     to: String,
-    #[serde(default)]
     overwrite: bool,
 }
+
+read_args!(FromToArgs { from: need, to: need, overwrite: or_default });
 
 const FROM_TO_SCHEMA: &str = r#"{"type":"object","properties":{"from":{"type":"string"},"to":{"type":"string"},"overwrite":{"type":"boolean","description":"Replace an existing destination."}},"required":["from","to"]}"#;
 

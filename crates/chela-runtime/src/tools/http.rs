@@ -12,10 +12,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use chela_core::config as keys;
 use hyper::http::Method;
-use serde::Deserialize;
 
 use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::net::{Guard, NetError, Request};
+use crate::read_args;
 
 pub fn group() -> Group {
     Group::new("http", "Make HTTP requests to public web addresses.")
@@ -31,18 +31,15 @@ const MAX_REQUEST_BODY: usize = 1024 * 1024;
 
 pub struct HttpRequest;
 
-#[derive(Deserialize)]
 pub struct RequestArgs {
     url: String,
-    #[serde(default)]
     method: Option<String>,
-    #[serde(default)]
     headers: BTreeMap<String, String>,
-    #[serde(default)]
     body: Option<String>,
-    #[serde(default)]
     timeout_secs: Option<u64>,
 }
+
+read_args!(RequestArgs { url: need, method: opt, headers: or_default, body: opt, timeout_secs: opt });
 
 impl Tool for HttpRequest {
     const NAME: &'static str = "http_request";

@@ -4,8 +4,6 @@
 //! in `memory/YYYY-MM-DD.md` (appended). `MEMORY.md` is the person's file; the model can edit
 //! it with the file tools when asked.
 
-use serde::Deserialize;
-
 use std::io;
 use std::path::PathBuf;
 
@@ -17,6 +15,7 @@ use super::{Group, Tool, ToolCtx, ToolError, ToolResult};
 use crate::memory::index::{self, Index};
 use crate::memory::{daily_path, load_entries, memory_dir, update_entries_then};
 use crate::memory::{embed, fuse};
+use crate::read_args;
 use crate::workspace::{Workspace, append_durable};
 
 pub fn group() -> Group {
@@ -82,13 +81,21 @@ fn change_entries<T>(
 /// How alike two facts are, from 0 to 1: the share of their words (and CJK pairs) they have in
 /// common (Jaccard). At [`RESTATES`] or above, a new fact restates the old one.
 fn likeness(a: &str, b: &str) -> f64 {
-    let a: std::collections::BTreeSet<String> = tokens(a).into_iter().collect();
-    let b: std::collections::BTreeSet<String> = tokens(b).into_iter().collect();
-    let union = a.union(&b).count();
+    let (a, b) = (word_set(a), word_set(b));
+    let common = a.iter().filter(|w| b.binary_search(w).is_ok()).count();
+    let union = a.len() + b.len() - common;
     if union == 0 {
         return 0.0;
     }
-    a.intersection(&b).count() as f64 / union as f64
+    common as f64 / union as f64
+}
+
+/// The distinct tokens of `s`, sorted (through the shared sort: no sort or tree compiled here).
+fn word_set(s: &str) -> Vec<String> {
+    let mut words = tokens(s);
+    chela_infra::sort::sort_by(&mut words, Ord::cmp);
+    words.dedup();
+    words
 }
 
 /// The likeness above which `memory_store` updates the old fact instead of adding a second one.
@@ -213,12 +220,12 @@ impl Tool for MemoryRecall {
 
 pub struct MemorySearch;
 
-#[derive(Deserialize)]
 pub struct SearchArgs {
     query: String,
-    #[serde(default)]
     max_results: Option<usize>,
 }
+
+read_args!(SearchArgs { query: need, max_results: opt });
 
 impl Tool for MemorySearch {
     const NAME: &'static str = "memory_search";
@@ -257,13 +264,13 @@ impl Tool for MemorySearch {
 
 pub struct MemoryUpdate;
 
-#[derive(Deserialize)]
 pub struct UpdateArgs {
     id: String,
     content: String,
-    #[serde(default)]
     tags: Option<Tags>,
 }
+
+read_args!(UpdateArgs { id: need, content: need, tags: opt });
 
 impl Tool for MemoryUpdate {
     const NAME: &'static str = "memory_update";
@@ -289,10 +296,11 @@ impl Tool for MemoryUpdate {
 
 pub struct MemoryForget;
 
-#[derive(Deserialize)]
 pub struct ForgetArgs {
     id: String,
 }
+
+read_args!(ForgetArgs { id: need });
 
 impl Tool for MemoryForget {
     const NAME: &'static str = "memory_forget";
@@ -313,13 +321,12 @@ impl Tool for MemoryForget {
 
 pub struct MemoryList;
 
-#[derive(Deserialize)]
 pub struct ListArgs {
-    #[serde(default)]
     max_results: Option<usize>,
-    #[serde(default)]
     tag: Option<String>,
 }
+
+read_args!(ListArgs { max_results: opt, tag: opt });
 
 impl Tool for MemoryList {
     const NAME: &'static str = "memory_list";
@@ -342,10 +349,11 @@ impl Tool for MemoryList {
 
 pub struct MemoryAppendToday;
 
-#[derive(Deserialize)]
 pub struct AppendArgs {
     content: String,
 }
+
+read_args!(AppendArgs { content: need });
 
 impl Tool for MemoryAppendToday {
     const NAME: &'static str = "memory_append_today";

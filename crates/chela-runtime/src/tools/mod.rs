@@ -31,6 +31,7 @@ use crate::config::Config;
 use crate::net::HttpClient;
 use crate::workspace::Workspace;
 
+pub mod args;
 #[cfg(feature = "files")]
 pub mod files;
 #[cfg(feature = "http")]
@@ -355,8 +356,10 @@ impl<T: Tool> Erased for T {
     }
 }
 
+// JSON text is parsed by one non-generic function ([`args::parse`]); only the argument type's
+// reading of the parsed value is compiled per tool.
 fn parse_args<T: Tool>(input: &str) -> Result<T::Args, ToolError> {
-    serde_json::from_str(input).map_err(|e| invalid_args(T::NAME, T::SCHEMA, &e))
+    args::parse(input).map_err(|e| invalid_args(T::NAME, T::SCHEMA, &e))
 }
 
 // The error paths of every tool's `call_json`, not generic: compiled once, not once per tool.

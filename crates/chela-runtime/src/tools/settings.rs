@@ -1,9 +1,8 @@
 //! The `settings` group: Chela's own settings, read-only. Hidden from the model until the
 //! built-in skill `chela_settings` is active in a conversation (skill-gated).
 
-use serde::Deserialize;
-
 use super::{Group, Tool, ToolCtx, ToolResult};
+use crate::read_args;
 
 pub fn group() -> Group {
     Group::new("settings", "Chela's own settings, read-only (secrets masked).").hidden("").with(ConfigShow)
@@ -11,8 +10,9 @@ pub fn group() -> Group {
 
 pub struct ConfigShow;
 
-#[derive(Deserialize)]
 pub struct NoArgs {}
+
+read_args!(NoArgs {});
 
 impl Tool for ConfigShow {
     const NAME: &'static str = "config_show";

@@ -258,3 +258,31 @@ async fn a_job_the_model_makes_belongs_to_its_chat_and_one_without_a_chat_is_ref
     assert_eq!(job(&s, "far").get("made_by"), None, "the owner's job");
     assert!(s.approve("far", now_secs()).unwrap_err().to_string().contains("needs no approval"));
 }
+
+#[tokio::test]
+async fn bad_arguments_are_refused_in_serdes_words_with_unknown_fields_refused() {
+    let fx = Fixture::new(&[("scheduler.timezone", "UTC")]);
+    let s = open(&fx);
+    let why = |r: ToolResult| {
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), crate::tools::ToolErrorKind::InvalidArgs, "{e}");
+        let rest = e.0.strip_prefix("Invalid arguments for ").unwrap_or_else(|| panic!("{e}")).to_owned();
+        rest.split_once(". Expected: {").unwrap_or_else(|| panic!("{e}")).0.to_owned()
+    };
+    let remove = |args| call(&fx, RemoveJob(Arc::clone(&s)), args);
+    assert_eq!(
+        why(remove(json!({"id": "tea", "force": true})).await),
+        "scheduler_remove_job: unknown field `force`, expected `id`"
+    );
+    assert_eq!(
+        why(remove(json!({"id": 7})).await),
+        "scheduler_remove_job: invalid type: integer `7`, expected a string"
+    );
+    assert_eq!(why(remove(json!({})).await), "scheduler_remove_job: missing field `id`");
+    let add = json!({"id": "tea", "trigger": {"type": "once", "at": 1}, "action": {"type": "agent", "message": "Tea?"}, "colour": "red"});
+    assert_eq!(
+        why(call(&fx, AddJob(Arc::clone(&s)), add).await),
+        "scheduler_add_job: unknown field `colour`, expected one of `id`, `name`, `trigger`, `action`, `enabled`, `grace_s`, `delete_after_run`"
+    );
+    assert!(s.list(now_secs()).is_empty());
+}

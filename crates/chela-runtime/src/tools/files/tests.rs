@@ -1,6 +1,8 @@
 use super::*;
 use crate::testing::Fixture;
+use crate::tools::Erased as _;
 use std::os::unix::fs::symlink;
+use std::sync::Arc;
 
 fn err(r: ToolResult) -> String {
     r.expect_err("expected a refusal").0
@@ -140,4 +142,21 @@ async fn bad_arguments_say_what_was_expected() {
     let fx = Fixture::new(&[]);
     let e = err(fx.call(FileRead, serde_json::json!({"file": "x"})).await);
     assert!(e.contains("Invalid arguments for file_read") && e.contains("\"required\":[\"path\"]"), "{e}");
+
+    // Each refusal in serde's words, then the schema.
+    let expected =
+        |why: &str| format!("Invalid arguments for file_read: {why}. Expected: {}", <FileRead as Tool>::SCHEMA);
+    assert_eq!(e, expected("missing field `path`"));
+    let e = err(fx.call(FileRead, serde_json::json!({"path": "x", "offset": "3"})).await);
+    assert_eq!(e, expected(r#"invalid type: string "3", expected u64"#));
+    let e = err(fx.call(FileRead, serde_json::json!({"path": "x", "offset": null})).await);
+    assert_eq!(e, expected("invalid type: null, expected u64"));
+    let e = err(fx.call(FileWrite, serde_json::json!({"path": "x", "content": "", "mode": "sideways"})).await);
+    assert!(e.contains("unknown variant `sideways`, expected `overwrite` or `append`"), "{e}");
+    // A field given twice (JSON text the model wrote, not a `Value`).
+    let e = Arc::new(FileRead).call_json(fx.ctx(), r#"{"path":"a","path":"b"}"#.into()).await.unwrap_err();
+    assert_eq!(
+        (e.kind(), e.0),
+        (crate::tools::ToolErrorKind::InvalidArgs, expected("duplicate field `path` at line 1 column 18"))
+    );
 }
