@@ -313,7 +313,7 @@ impl Gateway {
         match (&method, path.as_str()) {
             (&Method::GET, "/api/live") => Ok(json(StatusCode::OK, &crate::channels::live::report(&self.daemon))),
             (&Method::GET, "/health" | auth::HEALTHZ) => Ok(json(StatusCode::OK, &serde_json::json!({"status": "ok"}))),
-            (&Method::GET, "/") => page::index(),
+            (&Method::GET, "/") => page::index(req.headers()),
             (_, "/v1/chat/completions") if method == Method::POST => {
                 let (parts, body) = req.into_parts();
                 let body = self.read_body(body).await?;
