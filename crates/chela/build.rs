@@ -57,6 +57,9 @@ mod small;
 #[path = "build/page.rs"]
 mod page;
 
+#[path = "src/gateway/inflate.rs"]
+mod inflate;
+
 /// Where Debian, Fedora and Arch keep the C library.
 const LIBC_PATHS: &[&str] = &[
     "/lib/x86_64-linux-gnu/libc.so.6",
@@ -109,8 +112,12 @@ fn main() {
 fn compress_page(out_dir: &str) {
     println!("cargo:rerun-if-changed={}", page::SOURCE);
     let html = std::fs::read(page::SOURCE).unwrap_or_else(|e| panic!("{}: {e}", page::SOURCE));
+    let packed = page::gzip(&html);
+    // The gateway inflates the page with its own small inflater: it must give the page back.
+    let stream = &packed[page::HEADER..packed.len() - page::TRAILER];
+    assert!(inflate::inflate(stream, html.len()).is_ok_and(|p| p == html), "the page does not inflate");
     let gz = Path::new(out_dir).join("index.html.gz");
-    std::fs::write(&gz, page::gzip(&html)).unwrap_or_else(|e| panic!("{}: {e}", gz.display()));
+    std::fs::write(&gz, packed).unwrap_or_else(|e| panic!("{}: {e}", gz.display()));
 }
 
 /// `HASH (DATE)` of the commit being built, or what `CHELA_COMMIT` says, or `unknown`.

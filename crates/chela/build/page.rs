@@ -6,6 +6,10 @@
 /// The page's source, relative to the crate.
 pub const SOURCE: &str = "src/gateway/page/index.html";
 
+/// The gzip header's length (no optional field) and the trailer's (CRC-32, length).
+pub const HEADER: usize = 10;
+pub const TRAILER: usize = 8;
+
 /// `data` as a gzip file: a 10-byte header without a name, time or extra field (the gateway
 /// skips exactly those 10 bytes), the deflate stream at miniz's best level, then the CRC-32
 /// and the length of `data`.

@@ -46,6 +46,7 @@ mod api_jobs;
 mod api_memory;
 mod api_usage;
 pub(crate) mod auth;
+mod inflate;
 pub(crate) mod login;
 mod mcp_endpoint;
 mod page;

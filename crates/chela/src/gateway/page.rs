@@ -17,7 +17,8 @@ use super::{ApiError, Resp, full};
 /// The page as a gzip file (RFC 1952): a 10-byte header with no optional field, the deflate
 /// stream, its CRC-32 and the page's length.
 const INDEX_GZ: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/index.html.gz"));
-/// The fixed gzip header and the trailer (CRC-32, length) around the deflate stream.
+/// The fixed gzip header and the trailer (CRC-32, length) around the deflate stream (as
+/// `build/page.rs` writes them).
 const GZ_HEADER: usize = 10;
 const GZ_TRAILER: usize = 8;
 
@@ -53,11 +54,8 @@ pub fn index(request: &HeaderMap) -> Result<Resp, ApiError> {
 fn inflate() -> Result<Vec<u8>, ApiError> {
     let trailer = &INDEX_GZ[INDEX_GZ.len() - GZ_TRAILER..];
     let len = u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]) as usize;
-    let deflate = &INDEX_GZ[GZ_HEADER..INDEX_GZ.len() - GZ_TRAILER];
-    miniz_oxide::inflate::decompress_to_vec_with_limit(deflate, len)
-        .ok()
-        .filter(|page| page.len() == len)
-        .ok_or_else(|| ApiError::Internal("the web page compiled into this binary does not inflate".into()))
+    super::inflate::inflate(&INDEX_GZ[GZ_HEADER..INDEX_GZ.len() - GZ_TRAILER], len)
+        .map_err(|_| ApiError::Internal("the web page compiled into this binary does not inflate".into()))
 }
 
 /// Whether `Accept-Encoding` (RFC 9110, 12.5.3) takes gzip: `gzip`, `x-gzip` or `*` named
