@@ -6,6 +6,8 @@
 //! instead of 59 KB. A client that accepts gzip (every browser) gets those bytes as they are,
 //! with `Content-Encoding: gzip`; any other gets the page inflated for it.
 
+use std::sync::OnceLock;
+
 use bytes::Bytes;
 use hyper::StatusCode;
 use hyper::header::{
@@ -32,7 +34,7 @@ const CSP: &str = "default-src 'none'; script-src 'unsafe-inline'; style-src 'un
 /// The page for a request with these headers: gzip-encoded when its `Accept-Encoding` allows.
 pub fn index(request: &HeaderMap) -> Result<Resp, ApiError> {
     let gzip = accepts_gzip(request);
-    let body = if gzip { Bytes::from_static(INDEX_GZ) } else { Bytes::from(inflate()?) };
+    let body = if gzip { Bytes::from_static(INDEX_GZ) } else { inflate()? };
     let mut resp = Resp::new(full(body));
     *resp.status_mut() = StatusCode::OK;
     let headers = resp.headers_mut();
@@ -51,11 +53,18 @@ pub fn index(request: &HeaderMap) -> Result<Resp, ApiError> {
 }
 
 /// The page itself, inflated from the bytes the binary carries (for a client without gzip).
-fn inflate() -> Result<Vec<u8>, ApiError> {
+/// Inflating takes a few milliseconds, so the first such request keeps the result (59 KB, held
+/// only once a client without gzip has asked).
+fn inflate() -> Result<Bytes, ApiError> {
+    static PAGE: OnceLock<Bytes> = OnceLock::new();
+    if let Some(page) = PAGE.get() {
+        return Ok(page.clone());
+    }
     let trailer = &INDEX_GZ[INDEX_GZ.len() - GZ_TRAILER..];
     let len = u32::from_le_bytes([trailer[4], trailer[5], trailer[6], trailer[7]]) as usize;
-    super::inflate::inflate(&INDEX_GZ[GZ_HEADER..INDEX_GZ.len() - GZ_TRAILER], len)
-        .map_err(|_| ApiError::Internal("the web page compiled into this binary does not inflate".into()))
+    let page = super::inflate::inflate(&INDEX_GZ[GZ_HEADER..INDEX_GZ.len() - GZ_TRAILER], len)
+        .map_err(|_| ApiError::Internal("the web page compiled into this binary does not inflate".into()))?;
+    Ok(PAGE.get_or_init(|| Bytes::from(page)).clone())
 }
 
 /// Whether `Accept-Encoding` (RFC 9110, 12.5.3) takes gzip: `gzip`, `x-gzip` or `*` named
