@@ -56,5 +56,11 @@ export RUSTC=/usr/bin/rustc RUSTC_BOOTSTRAP=1
 export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_LINKER=musl-gcc
 export CC_x86_64_unknown_linux_musl=musl-gcc
 export CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C link-self-contained=no -C relocation-model=static -C target-feature=+crt-static"
-/usr/bin/cargo build --locked -Zbuild-std=std,panic_abort --target "$target" --profile "$profile" -p chela --bin chela >&2
+# release-small is stripped, aborts on panic and has no unwinding tables (crates/chela/build/small.rs):
+# a backtrace there never got past its first frame, unnamed. So its std leaves out the symbolizer
+# (std's `backtrace` feature: gimli, addr2line, rustc-demangle, miniz_oxide; 125,472 B of the
+# binary); a panic still prints its message and where it happened. Other profiles keep it.
+std_features=()
+[ "$profile" = release-small ] && std_features=(-Zbuild-std-features=panic-unwind)
+/usr/bin/cargo build --locked -Zbuild-std=std,panic_abort "${std_features[@]}" --target "$target" --profile "$profile" -p chela --bin chela >&2
 echo "$dir/$target/$profile/chela"

@@ -38,6 +38,8 @@
 //! The aborting `release-small` build also leaves out the unwinding tables at that link
 //! (`build/small.rs`).
 //!
+//! The console page: compressed here, carried as gzip (`build/page.rs`).
+//!
 //! The commit: `chela --version` names the commit it was built from (`CHELA_COMMIT` at build
 //! time, else `git` in the source folder, else "unknown": a source tarball or a Docker context
 //! without `.git` still builds). The build reruns when the checked-out commit moves.
@@ -51,6 +53,12 @@ use startup_order::linker_script;
 
 #[path = "build/small.rs"]
 mod small;
+
+#[path = "build/page.rs"]
+mod page;
+
+#[path = "src/gateway/inflate.rs"]
+mod inflate;
 
 /// Where Debian, Fedora and Arch keep the C library.
 const LIBC_PATHS: &[&str] = &[
@@ -97,6 +105,19 @@ fn main() {
         trim_small_build(&var("OUT_DIR"), &var("CARGO_ENCODED_RUSTFLAGS"));
     }
     println!("cargo:rustc-env=CHELA_COMMIT={}", commit());
+    compress_page(&var("OUT_DIR"));
+}
+
+/// `OUT_DIR/index.html.gz`: the console page as the binary carries it (`build/page.rs`).
+fn compress_page(out_dir: &str) {
+    println!("cargo:rerun-if-changed={}", page::SOURCE);
+    let html = std::fs::read(page::SOURCE).unwrap_or_else(|e| panic!("{}: {e}", page::SOURCE));
+    let packed = page::gzip(&html);
+    // The gateway inflates the page with its own small inflater: it must give the page back.
+    let stream = &packed[page::HEADER..packed.len() - page::TRAILER];
+    assert!(inflate::inflate(stream, html.len()).is_ok_and(|p| p == html), "the page does not inflate");
+    let gz = Path::new(out_dir).join("index.html.gz");
+    std::fs::write(&gz, packed).unwrap_or_else(|e| panic!("{}: {e}", gz.display()));
 }
 
 /// `HASH (DATE)` of the commit being built, or what `CHELA_COMMIT` says, or `unknown`.

@@ -46,6 +46,7 @@ mod api_jobs;
 mod api_memory;
 mod api_usage;
 pub(crate) mod auth;
+mod inflate;
 pub(crate) mod login;
 mod mcp_endpoint;
 mod page;
@@ -313,7 +314,7 @@ impl Gateway {
         match (&method, path.as_str()) {
             (&Method::GET, "/api/live") => Ok(json(StatusCode::OK, &crate::channels::live::report(&self.daemon))),
             (&Method::GET, "/health" | auth::HEALTHZ) => Ok(json(StatusCode::OK, &serde_json::json!({"status": "ok"}))),
-            (&Method::GET, "/") => page::index(),
+            (&Method::GET, "/") => page::index(req.headers()),
             (_, "/v1/chat/completions") if method == Method::POST => {
                 let (parts, body) = req.into_parts();
                 let body = self.read_body(body).await?;
