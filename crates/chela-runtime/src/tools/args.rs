@@ -75,17 +75,23 @@ impl<'de> Visitor<'de> for ArgsVisitor {
         Ok(Value::Array(items))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut fields = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if fields.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
-            }
-            let value = map.next_value()?;
-            fields.insert(key, value);
-        }
-        Ok(Value::Object(fields))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        fields(map).map(Value::Object)
     }
+}
+
+/// An object's fields, refused when a key comes twice (as a derived `Deserialize` refuses a
+/// field given twice).
+fn fields<'de, A: MapAccess<'de>>(mut map: A) -> Result<Map<String, Value>, A::Error> {
+    let mut fields = Map::new();
+    while let Some(key) = map.next_key::<String>()? {
+        if fields.contains_key(&key) {
+            return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
+        }
+        let value = map.next_value()?;
+        fields.insert(key, value);
+    }
+    Ok(fields)
 }
 
 /// What an argument type says about itself to [`read`].
@@ -176,16 +182,8 @@ impl<'de> Visitor<'de> for MapVisitor {
         write!(f, "struct {}", self.0.name)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut fields = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if fields.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("duplicate field `{key}`")));
-            }
-            let value = map.next_value()?;
-            fields.insert(key, value);
-        }
-        Ok(fields)
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        fields(map)
     }
 }
 
