@@ -1,19 +1,26 @@
 //! Where the interactive chat's lines come from.
 //!
-//! A terminal gets a line editor (rustyline: arrows, Ctrl-A/E, Ctrl-R search) with a history
-//! kept in the workspace's `.chat_history`. Ctrl-C there clears a typed line, as shells do; on
-//! an empty line it is reported, so the chat can say how to leave (Ctrl-D). Anything else (a
-//! pipe, a file, a test) is read as plain lines, with the prompt on stderr: stdout carries
-//! only the answers.
+//! A terminal gets a line editor of our own (arrows, Ctrl-A/E, words, kills, Ctrl-R search; see
+//! [`edit`]) with a history kept in the workspace's `.chat_history`. Ctrl-C there clears a
+//! typed line, as shells do; on an empty line it is reported, so the chat can say how to leave
+//! (Ctrl-D). Anything else (a pipe, a file, a test) is read as plain lines, with the prompt on
+//! stderr: stdout carries only the answers.
 //!
 //! Both read on a thread of their own, so a read that never finishes never holds up exit. The
-//! editor is asked for one line at a time: between lines the terminal is left alone, so a
-//! turn's streamed answer and Ctrl-C (which cancels the turn) work as without it.
+//! editor is asked for one line at a time and puts the terminal in raw mode only for that line:
+//! between lines the terminal is left alone, so a turn's streamed answer and Ctrl-C (which
+//! cancels the turn) work as without it.
+//!
+//! The editor is three parts with no IO ([`keys`]: bytes to keys; [`edit`]: the line, history
+//! and search; [`screen`]: the drawing) and a thin terminal layer ([`term`]).
+
+mod edit;
+mod keys;
+mod screen;
+mod term;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
 
@@ -30,6 +37,7 @@ const MAX_HISTORY_BYTES: u64 = 256 * 1024;
 const MAX_PLAIN_LINE: u64 = 256 * 1024;
 
 /// What a request for a line gives back.
+#[derive(Debug, PartialEq, Eq)]
 pub enum Line {
     Text(String),
     /// Ctrl-C on an empty line of the editor.
@@ -42,7 +50,8 @@ pub enum Line {
 
 pub enum Input {
     /// A terminal: the line editor on its thread, asked with a prompt, answering with a line.
-    Editor { ask: std::sync::mpsc::Sender<String>, answers: mpsc::Receiver<Line> },
+    /// `restore` puts the terminal back if the chat ends while a line is being read.
+    Editor { ask: std::sync::mpsc::Sender<String>, answers: mpsc::Receiver<Line>, restore: term::Restore },
     /// Lines from a pipe or file, read ahead.
     Plain(mpsc::Receiver<String>),
 }
@@ -53,8 +62,8 @@ impl Input {
     pub fn open(workspace: &Path) -> Input {
         use std::io::IsTerminal;
         if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
-            match editor(workspace.join(HISTORY_FILE)) {
-                Ok(input) => return input,
+            match rustix::termios::tcgetattr(std::io::stdin()) {
+                Ok(_) => return editor(workspace.join(HISTORY_FILE)),
                 Err(e) => tracing::warn!("no line editing ({e}); reading plain lines"),
             }
         }
@@ -64,7 +73,7 @@ impl Input {
     /// Shows `prompt` and waits for the next line.
     pub async fn next(&mut self, prompt: &str) -> Line {
         match self {
-            Input::Editor { ask, answers } => {
+            Input::Editor { ask, answers, .. } => {
                 if ask.send(prompt.to_owned()).is_err() {
                     return Line::End;
                 }
@@ -79,34 +88,32 @@ impl Input {
     }
 }
 
-fn editor(history_path: PathBuf) -> rustyline::Result<Input> {
-    use rustyline::error::ReadlineError;
-    let config = rustyline::Config::builder().max_history_size(MAX_HISTORY_LINES)?.auto_add_history(false).build();
-    let mut ed = rustyline::Editor::<Watch, rustyline::history::DefaultHistory>::with_config(config)?;
-    let typed = Arc::new(AtomicBool::new(false));
-    ed.set_helper(Some(Watch(Arc::clone(&typed))));
-    for line in load_history(&history_path) {
-        ed.add_history_entry(line)?;
+impl Drop for Input {
+    fn drop(&mut self) {
+        if let Input::Editor { restore, .. } = self {
+            restore.restore();
+        }
     }
+}
+
+fn editor(history_path: PathBuf) -> Input {
+    let mut ed = edit::Editor::new(load_history(&history_path), MAX_HISTORY_LINES, MAX_PLAIN_LINE as usize);
+    let restore = term::Restore::default();
+    let mut terminal = term::Terminal::new(restore.clone());
     let (ask, asked) = std::sync::mpsc::channel::<String>();
     let (tx, answers) = mpsc::channel(1);
     std::thread::spawn(move || {
         while let Ok(prompt) = asked.recv() {
-            typed.store(false, Ordering::Relaxed);
-            let line = match ed.readline(&prompt) {
-                Ok(line) => {
-                    if !line.trim().is_empty() {
-                        let _ = ed.add_history_entry(line.as_str());
-                        if let Err(e) = append_durable(&history_path, &format!("{line}\n")) {
-                            tracing::warn!("cannot keep the line in {}: {e}", history_path.display());
-                        }
+            let line = match terminal.read_line(&mut ed, &prompt) {
+                Ok(Line::Text(line)) => {
+                    if ed.remember(&line)
+                        && let Err(e) = append_durable(&history_path, &format!("{line}\n"))
+                    {
+                        tracing::warn!("cannot keep the line in {}: {e}", history_path.display());
                     }
                     Line::Text(line)
                 }
-                // The editor leaves the line; the next prompt starts empty, as in a shell.
-                Err(ReadlineError::Interrupted) if typed.load(Ordering::Relaxed) => Line::Cleared,
-                Err(ReadlineError::Interrupted) => Line::Interrupted,
-                Err(ReadlineError::Eof) => Line::End,
+                Ok(other) => other,
                 Err(e) => {
                     tracing::warn!("the terminal cannot be read: {e}");
                     Line::End
@@ -117,27 +124,8 @@ fn editor(history_path: PathBuf) -> rustyline::Result<Input> {
             }
         }
     });
-    Ok(Input::Editor { ask, answers })
+    Input::Editor { ask, answers, restore }
 }
-
-/// Tells whether the line being edited holds text, for Ctrl-C: the editor reports an
-/// interrupt without the line, and calls its hinter on every change of it.
-struct Watch(Arc<AtomicBool>);
-
-impl rustyline::hint::Hinter for Watch {
-    type Hint = String;
-    fn hint(&self, line: &str, _: usize, _: &rustyline::Context<'_>) -> Option<String> {
-        self.0.store(!line.is_empty(), Ordering::Relaxed);
-        None
-    }
-}
-
-impl rustyline::completion::Completer for Watch {
-    type Candidate = String;
-}
-impl rustyline::highlight::Highlighter for Watch {}
-impl rustyline::validate::Validator for Watch {}
-impl rustyline::Helper for Watch {}
 
 /// The history's last [`MAX_HISTORY_LINES`] lines, oldest first. A file that has grown past the
 /// bound is rewritten with those lines only. A missing or unreadable file is an empty history.

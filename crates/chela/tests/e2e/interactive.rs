@@ -243,6 +243,34 @@ fn a_terminal_gets_line_editing_and_a_kept_history() {
 }
 
 #[test]
+fn a_long_line_of_wide_characters_wraps_on_screen_and_is_edited_in_place() {
+    let llm = FakeLlm::start(vec![Step::text("Got it.")]);
+    let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
+    let tty = Tty::start(&ws);
+    tty.wait_screen("the prompt", |s| s.contains('›'));
+    // 140 wide characters: 280 cells, three rows of the 120-column terminal.
+    let wide = "中文".repeat(70);
+    tty.keys(&[&wide]);
+    tty.wait_screen("the typed line", |s| s.contains("中文中文\n"));
+    // Home goes up two rows to the start; the letter put there moves every row along.
+    tty.keys(&["Home", "X", "Enter"]);
+    tty.wait_screen("the answer", |s| s.contains("Got it."));
+    let said: Vec<String> = conversation(Provider::Anthropic, &body(&llm, 0)).iter().map(text_of).collect();
+    assert_eq!(said, [format!("X{wide}")]);
+    // On screen, the line as sent: `› X` and 58 wide characters (a wide one does not fit in the
+    // last cell), then 60, then the 22 left; nothing left over from the drawings before.
+    let screen = tty.screen();
+    let rows: Vec<&str> = screen.lines().skip_while(|l| !l.starts_with("› X")).take(3).collect();
+    let chars: Vec<char> = wide.chars().collect();
+    let part = |r: std::ops::Range<usize>| chars[r].iter().collect::<String>();
+    assert_eq!(rows, [format!("› X{}", part(0..58)), part(58..118), part(118..140)], "the screen:\n{screen}");
+    assert_eq!(screen.matches('中').count(), 70, "the screen:\n{screen}");
+    tty.wait_screen("the next prompt", |s| s.trim_end().ends_with('›'));
+    tty.keys(&["C-d"]);
+    tty.wait_gone();
+}
+
+#[test]
 fn slash_commands_are_answered_by_the_chat_and_never_sent() {
     let llm = FakeLlm::start(vec![Step::text("Hello.")]);
     let ws = Ws::for_llm(Provider::Anthropic, &llm, "");

@@ -29,6 +29,7 @@ mod feishu;
 mod first_request;
 mod gateway;
 mod interactive;
+mod line_editor;
 mod logs;
 #[cfg(feature = "lua")]
 mod lua;
