@@ -88,8 +88,8 @@ const CTRL_D: &str = "\x04";
 const BACKSPACE: &str = "\x7f";
 
 #[test]
-fn a_line_typed_with_edits_and_one_found_with_ctrl_r_are_sent_and_kept() {
-    let llm = FakeLlm::start(vec![Step::text("Answer one."), Step::text("Answer two.")]);
+fn lines_typed_with_edits_found_with_ctrl_r_and_pasted_are_sent_and_kept() {
+    let llm = FakeLlm::start(vec![Step::text("Answer one."), Step::text("Answer two."), Step::text("Answer three.")]);
     let ws = Ws::for_llm(Provider::Anthropic, &llm, "");
     let history = ws.path().join(".chat_history");
     fs::write(&history, "an older line about cats\nthe weather in Paris\n").unwrap();
@@ -120,6 +120,14 @@ fn a_line_typed_with_edits_and_one_found_with_ctrl_r_are_sent_and_kept() {
     let said: Vec<String> = conversation(Provider::Anthropic, &body(&llm, 1)).iter().map(text_of).collect();
     assert_eq!(said, ["hello world 世!", "Answer one.", "the weather in Paris?"]);
 
+    // A bracketed paste keeps its newline in the one message; the Enter after it sends it.
+    pty.wait_for("› ");
+    pty.keys("\x1b[200~first line\r\nsecond line\x1b[201~");
+    pty.keys("\r");
+    pty.wait_for("Answer three.");
+    let said: Vec<String> = conversation(Provider::Anthropic, &body(&llm, 2)).iter().map(text_of).collect();
+    assert_eq!(said.last().unwrap(), "first line\nsecond line");
+
     // Ctrl-D on the empty line leaves, and the terminal is back in its own mode.
     pty.wait_for("› ");
     pty.keys(CTRL_D);
@@ -129,7 +137,7 @@ fn a_line_typed_with_edits_and_one_found_with_ctrl_r_are_sent_and_kept() {
     assert!(mode.local_modes.contains(LocalModes::ECHO | LocalModes::ICANON | LocalModes::ISIG), "{mode:?}");
     assert_eq!(
         fs::read_to_string(&history).unwrap(),
-        "an older line about cats\nthe weather in Paris\nhello world 世!\nthe weather in Paris?\n"
+        "an older line about cats\nthe weather in Paris\nhello world 世!\nthe weather in Paris?\nfirst line\nsecond line\n"
     );
-    assert_eq!(llm.requests().len(), 2);
+    assert_eq!(llm.requests().len(), 3);
 }
