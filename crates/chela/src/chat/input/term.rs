@@ -18,8 +18,10 @@ use super::edit::{Editor, Step};
 use super::keys::{Decoder, Key};
 use super::screen::{Drawn, Size, draw};
 
-/// How long the input may pause inside an escape sequence before a lone Esc is taken as the key.
-const ESC_WAIT: Duration = Duration::from_millis(50);
+/// How long the input may pause inside an escape sequence before a lone Esc is taken as the key:
+/// readline's default `keyseq-timeout`, long enough for a sequence cut across packets (ssh) and
+/// for Esc-then-b typed as Alt-B. Only leaving a search needs a lone Esc, and Ctrl-G does it at once.
+const ESC_WAIT: Duration = Duration::from_millis(500);
 /// One read of the terminal: a paste arrives in pieces of this size.
 const READ_SIZE: usize = 4096;
 
@@ -162,7 +164,7 @@ fn size() -> Size {
 /// Whether `fd` has bytes to read before `wait` is over.
 fn readable_within(fd: &impl AsFd, wait: Duration) -> io::Result<bool> {
     use rustix::event::{PollFd, PollFlags, Timespec};
-    let timeout = Timespec::try_from(wait).unwrap_or(Timespec { tv_sec: 0, tv_nsec: 50_000_000 });
+    let timeout = Timespec::try_from(wait).unwrap_or(Timespec { tv_sec: 0, tv_nsec: 500_000_000 });
     let mut fds = [PollFd::new(fd, PollFlags::IN)];
     match rustix::event::poll(&mut fds, Some(&timeout)) {
         Ok(n) => Ok(n > 0),
