@@ -57,15 +57,11 @@ pub enum Input {
 }
 
 impl Input {
-    /// The line editor when stdin and stdout are a terminal and it can start; plain lines
-    /// otherwise.
+    /// The line editor when stdin and stdout are a terminal; plain lines otherwise.
     pub fn open(workspace: &Path) -> Input {
         use std::io::IsTerminal;
         if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
-            match rustix::termios::tcgetattr(std::io::stdin()) {
-                Ok(_) => return editor(workspace.join(HISTORY_FILE)),
-                Err(e) => tracing::warn!("no line editing ({e}); reading plain lines"),
-            }
+            return editor(workspace.join(HISTORY_FILE));
         }
         Input::Plain(plain_lines())
     }
