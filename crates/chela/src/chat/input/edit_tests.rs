@@ -186,3 +186,54 @@ fn reverse_search() {
     keys(&mut ed, [Search]);
     assert_eq!(ed.handle(Interrupt), Step::Done(Line::Interrupted));
 }
+
+mod any_keys {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn any_key() -> impl Strategy<Value = Key> {
+        use Key::*;
+        // Text from a mix that makes boundaries interesting: ASCII, two- and three-byte letters,
+        // wide characters, combining marks, an emoji, a newline.
+        let text = proptest::collection::vec(
+            prop::sample::select(vec!['a', ' ', '-', 'é', 'ж', '中', '\u{301}', '\u{200d}', '🦀', '\n']),
+            1..6,
+        )
+        .prop_map(|cs| Text(cs.into_iter().collect()));
+        prop_oneof![
+            4 => text,
+            3 => prop::sample::select(vec![
+                Enter, Left, Right, WordLeft, WordRight, Home, End, Up, Down, Backspace, Delete, KillToEnd,
+                KillToStart, KillBlankWord, KillWordBack, KillWordForward, Yank, Transpose, ClearScreen, Search,
+                Abort, Escape, Interrupt, Eof, Suspend,
+            ]),
+        ]
+    }
+
+    proptest! {
+        /// Whatever is pressed, nothing panics, the cursor stays on a character boundary
+        /// within the line, and the line keeps its bound.
+        #[test]
+        fn any_keys_keep_the_line_well_formed(keys in proptest::collection::vec(any_key(), 0..60)) {
+            let mut ed = Editor::new(vec!["a中b".into(), "é\u{301}x".into()], 5, 24);
+            ed.start();
+            for key in keys {
+                if let Step::Done(Line::Text(line)) = ed.handle(key) {
+                    ed.remember(&line);
+                    ed.start();
+                }
+                let v = ed.view("› ");
+                prop_assert!(v.cursor <= v.text.len() && v.text.is_char_boundary(v.cursor));
+                prop_assert!(ed.line.len() <= 24);
+                let mut out = Vec::new();
+                crate::chat::input::screen::draw(
+                    &mut out,
+                    &v,
+                    crate::chat::input::screen::Size { cols: 10, rows: 3 },
+                    &mut Default::default(),
+                    false,
+                );
+            }
+        }
+    }
+}

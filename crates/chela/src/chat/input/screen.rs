@@ -409,6 +409,49 @@ mod tests {
         term.feed(out.as_bytes());
     }
 
+    fn any_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        proptest::collection::vec(
+            prop::sample::select(vec!['a', 'b', 'é', '中', '🦀', '\u{301}', '\n', '\x1b', '\x07', '\u{85}']),
+            0..40,
+        )
+        .prop_map(|cs| cs.into_iter().collect())
+    }
+
+    proptest::proptest! {
+        /// Any text, cursor and size: the drawing stays within its rows (never moves above where
+        /// it began, never taller than the screen), sends no control, never leans on the
+        /// terminal's wrapping, and redrawn whole
+        /// leaves exactly the prompt and the text on screen, nothing of the drawings before.
+        #[test]
+        fn any_text_is_drawn_in_place(
+            before in any_text(),
+            text in any_text(),
+            cut in 0usize..40,
+            cols in 8usize..20,
+            rows in 1usize..5,
+        ) {
+            let mut t = Term::new(cols);
+            let mut d = Drawn::default();
+            let at = |s: &str| s.char_indices().map(|(i, _)| i).chain([s.len()]).nth(cut).unwrap_or(s.len());
+            show(&mut t, &mut d, &before, at(&before), rows, false);
+            show(&mut t, &mut d, &text, at(&text), rows, false);
+            proptest::prop_assert!(t.cells.len() <= rows, "the drawing is taller than the screen");
+            show(&mut t, &mut d, &text, text.len(), rows, true);
+            let mut expected = String::from("›");
+            let mut buf = [0; 4];
+            for c in text.chars().filter(|&c| c != '\n') {
+                let (s, w) = shown(c, &mut buf);
+                if w > 0 {
+                    expected.push_str(s);
+                }
+            }
+            let on_screen: String = t.rows().concat().chars().filter(|&c| c != ' ').collect();
+            let expected: String = expected.chars().filter(|&c| c != ' ').collect();
+            proptest::prop_assert_eq!(on_screen, expected);
+        }
+    }
+
     #[test]
     fn widths() {
         assert_eq!(width('a'), 1);
