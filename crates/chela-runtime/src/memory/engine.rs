@@ -1,0 +1,19 @@
+//! The memory index's own engine, in Rust, to replace SQLite's FTS5 (issue 31: SQLite's C is
+//! the largest single part of the binary). Not wired yet: [`super::index`] still runs on
+//! SQLite; `docs/pending/m.md` says what is left.
+//!
+//! The pieces, from the bottom: [`tokens`] and [`porter`] make a text's terms as FTS5's
+//! `unicode61 remove_diacritics 2` and `porter` did; [`codec`] reads and writes the bytes with
+//! every length checked; [`segment`] is one immutable file of documents, terms and postings;
+//! [`bm25`] ranks as FTS5's `bm25()` does.
+
+pub mod bm25;
+pub mod codec;
+pub mod porter;
+pub mod segment;
+pub mod tokens;
+
+#[cfg(test)]
+mod fts5_tests;
+#[cfg(test)]
+mod porter_tests;
