@@ -9,8 +9,10 @@
 
 pub mod bm25;
 pub mod codec;
+pub mod manifest;
 pub mod porter;
 pub mod segment;
+pub mod store;
 pub mod tokens;
 
 #[cfg(test)]

@@ -128,7 +128,6 @@ impl Builder {
         if d.columns.len() != self.columns || self.last_doc.is_some_and(|l| d.doc <= l) || self.count == u32::MAX {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "segment documents out of order"));
         }
-        let ord = self.count;
         let mut tf: HashMap<String, [u32; MAX_COLUMNS]> = HashMap::new();
         let mut len: u32 = 0;
         for (col, text) in d.columns.iter().enumerate() {
@@ -141,22 +140,46 @@ impl Builder {
                 counts[col] = counts[col].saturating_add(1);
             });
         }
+        let ord = self.add_raw(d.doc, len, d.stored)?;
         for (term, counts) in tf {
-            let acc = self.terms.entry(term).or_insert_with(|| TermAcc { last: None, df: 0, bytes: Vec::new() });
-            put_varint(&mut acc.bytes, u64::from(ord - acc.last.map_or(0, |l| l + 1)));
-            for c in &counts[..self.columns] {
-                put_varint(&mut acc.bytes, u64::from(*c));
-            }
-            acc.last = Some(ord);
-            acc.df += 1;
+            self.add_posting(&term, ord, counts);
         }
-        put_u64(&mut self.docs, d.doc);
+        Ok(len)
+    }
+
+    /// Adds a document whose terms come separately ([`Builder::add_posting`]), as a merge
+    /// does: its number, length and record. Returns its ordinal.
+    pub fn add_raw(&mut self, doc: u64, len: u32, stored: &[u8]) -> io::Result<u32> {
+        if self.last_doc.is_some_and(|l| doc <= l) || self.count == u32::MAX {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "segment documents out of order"));
+        }
+        put_u64(&mut self.docs, doc);
         put_u32(&mut self.lengths, len);
-        self.stored.extend_from_slice(d.stored);
+        self.stored.extend_from_slice(stored);
         put_u64(&mut self.stored_ends, self.stored.len() as u64);
         self.count += 1;
-        self.last_doc = Some(d.doc);
-        Ok(len)
+        self.last_doc = Some(doc);
+        Ok(self.count - 1)
+    }
+
+    /// Records `term` in ordinal `ord` (added with [`Builder::add_raw`]) with its counts; for
+    /// one term, ordinals must come in increasing order (a smaller one is ignored).
+    pub fn add_posting(&mut self, term: &str, ord: u32, tf: [u32; MAX_COLUMNS]) {
+        let acc = match self.terms.get_mut(term) {
+            Some(a) => a,
+            None => {
+                self.terms.entry(term.to_owned()).or_insert_with(|| TermAcc { last: None, df: 0, bytes: Vec::new() })
+            }
+        };
+        if ord >= self.count || acc.last.is_some_and(|l| ord <= l) || tf[..self.columns].iter().all(|c| *c == 0) {
+            return;
+        }
+        put_varint(&mut acc.bytes, u64::from(ord - acc.last.map_or(0, |l| l + 1)));
+        for c in &tf[..self.columns] {
+            put_varint(&mut acc.bytes, u64::from(*c));
+        }
+        acc.last = Some(ord);
+        acc.df += 1;
     }
 
     /// Keeps `word` for spelling corrections.

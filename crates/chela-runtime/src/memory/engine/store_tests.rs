@@ -1,0 +1,255 @@
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use super::*;
+use crate::memory::engine::codec::is_damaged;
+use crate::memory::engine::tokens::terms;
+
+const W: &[f64] = &[1.0, 2.0];
+
+fn q(groups: &[Vec<String>], every: bool) -> Query<'_> {
+    Query { groups, every, weights: W, max_scored: 1000, max: 50 }
+}
+
+fn g(words: &[&str]) -> Vec<Vec<String>> {
+    words.iter().map(|w| terms(w)).collect()
+}
+
+/// Adds `facts` as the documents of source `path` (entries: content, no tags).
+fn put(dir: &Path, path: &str, facts: &[&str]) {
+    Store::write(dir, |w| {
+        w.reset_source(path, "stamp", Table::Entries);
+        for f in facts {
+            w.add(path, &[f, ""], f.as_bytes())?;
+        }
+        Ok(())
+    })
+    .unwrap();
+}
+
+fn found(s: &Store, words: &[&str], every: bool) -> Vec<String> {
+    let groups = g(words);
+    s.search(Table::Entries, &q(&groups, every))
+        .unwrap()
+        .into_iter()
+        .map(|h| String::from_utf8(s.stored(Table::Entries, h.doc).unwrap().unwrap()).unwrap())
+        .collect()
+}
+
+#[test]
+fn written_documents_are_found_replaced_and_dropped() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().join("ix");
+    let s = Store::open(&dir).unwrap();
+    assert_eq!(s.totals(Table::Entries), Totals::default(), "no index yet: empty");
+    put(&dir, "a", &["Ana lives in Lisbon", "coffee with oat milk"]);
+    put(&dir, "b", &["the kiwi is green", "Lisbon trip in May"]);
+    let s = Store::open(&dir).unwrap();
+    assert_eq!(found(&s, &["lisbon", "lives"], true), ["Ana lives in Lisbon"]);
+    let mut any = found(&s, &["kiwi", "coffee"], false);
+    any.sort();
+    assert_eq!(any, ["coffee with oat milk", "the kiwi is green"]);
+    assert_eq!(s.totals(Table::Entries).docs, 4);
+    assert!(s.contains(Table::Entries, "kiwi").unwrap());
+    assert!(found(&s, &["volcano"], false).is_empty());
+    // Source a read again: its old documents are dead, its new ones live.
+    put(&dir, "a", &["Ana moved to Porto"]);
+    let s = Store::open(&dir).unwrap();
+    assert_eq!(found(&s, &["lisbon"], false), ["Lisbon trip in May"]);
+    assert_eq!(found(&s, &["ana"], false), ["Ana moved to Porto"]);
+    assert!(!s.contains(Table::Entries, "coffe").unwrap());
+    assert_eq!(s.totals(Table::Entries).docs, 3);
+    Store::write(&dir, |w| {
+        w.drop_source("b");
+        Ok(())
+    })
+    .unwrap();
+    let s = Store::open(&dir).unwrap();
+    assert!(found(&s, &["kiwi"], false).is_empty());
+    assert_eq!(s.totals(Table::Entries).docs, 1);
+    // Segments with no live document are forgotten, and their files removed.
+    let files = std::fs::read_dir(&dir).unwrap().filter(|e| e.as_ref().unwrap().file_name() != MANIFEST).count();
+    assert_eq!(s.manifest().segments.len(), 1);
+    assert_eq!(files, 2, "one segment and the lock's sidecar");
+}
+
+#[test]
+fn a_write_that_fails_commits_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    put(d.path(), "a", &["first fact"]);
+    let e = Store::write(d.path(), |w| {
+        w.reset_source("a", "new", Table::Entries);
+        w.add("a", &["second fact", ""], b"x")?;
+        Err::<(), _>(io::Error::other("the file went away"))
+    });
+    assert!(e.is_err());
+    let s = Store::open(d.path()).unwrap();
+    assert_eq!(found(&s, &["fact"], false), ["first fact"]);
+    assert_eq!(s.manifest().source("a").unwrap().stamp, "stamp");
+}
+
+#[test]
+fn many_writes_merge_into_one_segment_with_the_same_answers() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    for i in 0..MAX_SEGMENTS {
+        put(dir, &format!("s{i}"), &[&format!("fact {i} about tea"), &format!("other {i} about coffee")]);
+    }
+    // Source s0 read again: its first documents are dead in their segment.
+    put(dir, "s0", &["fact zero about water"]);
+    let before = Store::open(dir).unwrap();
+    let groups = g(&["tea", "coffee"]);
+    let want = before.search(Table::Entries, &q(&groups, false)).unwrap();
+    put(dir, "last", &["a last fact about tea"]);
+    let after = Store::open(dir).unwrap();
+    assert_eq!(after.manifest().segments.len(), 1, "merged");
+    let got = after.search(Table::Entries, &q(&groups, false)).unwrap();
+    assert_eq!(got.len(), want.len() + 1);
+    let text = |s: &Store, h: &Hit| String::from_utf8(s.stored(Table::Entries, h.doc).unwrap().unwrap()).unwrap();
+    let mut a: Vec<String> = want.iter().map(|h| text(&before, h)).collect();
+    let mut b: Vec<String> = got.iter().map(|h| text(&after, h)).filter(|t| t != "a last fact about tea").collect();
+    a.sort();
+    b.sort();
+    assert_eq!(a, b);
+    assert!(found(&after, &["zero"], false) == ["fact zero about water"]);
+    assert!(found(&after, &["0"], false).is_empty(), "the dead \"fact 0\" was left out");
+    assert!(after.words(Table::Entries).unwrap().is_empty(), "no words were added");
+    let segs = std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("seg-"))
+        .count();
+    assert_eq!(segs, 1, "the merged-away files are removed");
+}
+
+#[test]
+fn only_the_newest_matches_are_scored_and_ties_go_to_the_older() {
+    let d = tempfile::tempdir().unwrap();
+    put(d.path(), "a", &["tea tea tea", "tea and more words here", "tea", "tea"]);
+    let s = Store::open(d.path()).unwrap();
+    let groups = g(&["tea"]);
+    let all = s.search(Table::Entries, &q(&groups, false)).unwrap();
+    assert_eq!(all.len(), 4);
+    let newest = s.search(Table::Entries, &Query { max_scored: 2, ..q(&groups, false) }).unwrap();
+    let mut docs: Vec<u64> = newest.iter().map(|h| h.doc).collect();
+    docs.sort_unstable();
+    assert_eq!(docs, [all.iter().map(|h| h.doc).max().unwrap() - 1, all.iter().map(|h| h.doc).max().unwrap()]);
+    assert_eq!(newest[0].score, newest[1].score);
+    assert!(newest[0].doc < newest[1].doc, "equal scores: the older first");
+}
+
+#[test]
+fn a_damaged_manifest_or_segment_is_an_error_that_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    put(d.path(), "a", &["a fact"]);
+    let seg = d.path().join(Store::open(d.path()).unwrap().manifest().segments[0].file_name());
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[3] ^= 0x10;
+    std::fs::write(&seg, &bytes).unwrap();
+    let e = Store::open(d.path()).and_then(|s| s.search(Table::Entries, &q(&g(&["fact"]), false))).unwrap_err();
+    assert!(is_damaged(&e), "{e}");
+    std::fs::write(d.path().join(MANIFEST), b"CHELAMAN and then nonsense").unwrap();
+    assert!(is_damaged(&Store::open(d.path()).err().unwrap()));
+}
+
+/// Writers on four threads and readers on two at once: every reader sees whole states (each
+/// source with all of its documents or none), and every write lands.
+#[test]
+fn writers_and_readers_at_once_see_whole_states() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_path_buf();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let writers: Vec<_> = (0..4)
+            .map(|t| {
+                let dir = &dir;
+                s.spawn(move || {
+                    for round in 0..6 {
+                        let facts: Vec<String> = (0..5).map(|i| format!("thread{t} round{round} fact{i}")).collect();
+                        let facts: Vec<&str> = facts.iter().map(String::as_str).collect();
+                        put(dir, &format!("t{t}"), &facts);
+                    }
+                })
+            })
+            .collect();
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut seen = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || seen == 0 {
+                    let st = Store::open(&dir).unwrap();
+                    assert_eq!(st.totals(Table::Entries).docs % 5, 0, "a source half-written");
+                    for h in st.search(Table::Entries, &q(&g(&["fact"]), false)).unwrap() {
+                        assert!(st.stored(Table::Entries, h.doc).unwrap().is_some());
+                    }
+                    seen += 1;
+                }
+            });
+        }
+        for w in writers {
+            w.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let st = Store::open(&dir).unwrap();
+    assert_eq!(st.totals(Table::Entries).docs, 20);
+    for t in 0..4 {
+        assert_eq!(found(&st, &[&format!("thread{t}"), "round5"], true).len(), 5, "thread {t}");
+    }
+}
+
+const CHILD: &str = "CHELA_STORE_CHILD";
+
+/// The child's half: a write that stops between its segment's rename and the manifest's,
+/// says so, and waits there to be killed.
+#[test]
+fn a_kill_between_the_segment_and_the_manifest_loses_only_that_write() {
+    if let Ok(dir) = std::env::var(CHILD) {
+        let _ = Store::write(Path::new(&dir), |w| {
+            w.reset_source("a", "new", Table::Entries);
+            w.add("a", &["the replaced fact", ""], b"the replaced fact")?;
+            *BEFORE_MANIFEST.lock().unwrap() = Some(|| {
+                println!("segment written");
+                // Waits for the parent's SIGKILL: stdin stays open and silent.
+                let _ = std::io::stdin().lines().next();
+            });
+            Ok(())
+        });
+        return;
+    }
+    let d = tempfile::tempdir().unwrap();
+    put(d.path(), "a", &["the first fact"]);
+    let path = module_path!().split_once("::").map_or(String::new(), |(_, m)| m.to_owned());
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            &format!("{path}::a_kill_between_the_segment_and_the_manifest_loses_only_that_write"),
+            "--exact",
+            "--nocapture",
+        ])
+        .env(CHILD, d.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while out.read_line(&mut line).unwrap() > 0 && !line.contains("segment written") {
+        line.clear();
+    }
+    assert!(line.contains("segment written"), "the child never reached the manifest");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let segs = || {
+        std::fs::read_dir(d.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("seg-"))
+            .count()
+    };
+    assert_eq!(segs(), 2, "the killed write's segment is on disk, named by no manifest");
+    let s = Store::open(d.path()).unwrap();
+    assert_eq!(found(&s, &["fact"], false), ["the first fact"], "the old state, whole");
+    put(d.path(), "b", &["another fact"]);
+    assert_eq!(segs(), 2, "the next write removed the orphan");
+    let s = Store::open(d.path()).unwrap();
+    assert_eq!(found(&s, &["first"], false), ["the first fact"]);
+    assert!(found(&s, &["replaced"], false).is_empty());
+}
