@@ -283,6 +283,9 @@ pub struct Segment {
     sections: [(u64, u64); SECTIONS],
     data_len: u64,
     sums: Vec<u64>,
+    /// The first document's number when the numbers run without a gap (a segment as first
+    /// written): then a document's number is this plus its ordinal and `DOCS` is not read.
+    base: Option<u64>,
 }
 
 impl Segment {
@@ -352,7 +355,16 @@ impl Segment {
         if at != data_len || fixed.iter().any(|(s, want)| sections[*s].1 != *want) {
             return Err(damaged("segment sections of the wrong size"));
         }
-        Ok(Segment { src, columns, docs, terms, words, sections, data_len, sums })
+        let mut seg = Segment { src, columns, docs, terms, words, sections, data_len, sums, base: None };
+        if docs > 0 {
+            let first = seg.doc_numbers(0, 1)?[0];
+            let last = seg.doc_numbers(docs - 1, docs)?[0];
+            // Strictly increasing numbers whose ends are `docs - 1` apart have no gap.
+            if last.checked_sub(first) == Some(u64::from(docs - 1)) {
+                seg.base = Some(first);
+            }
+        }
+        Ok(seg)
     }
 
     pub fn columns(&self) -> usize {
@@ -411,6 +423,12 @@ impl Segment {
 
     /// The document numbers of ordinals `from..to`; checked to increase.
     pub fn doc_numbers(&self, from: u32, to: u32) -> io::Result<Vec<u64>> {
+        if let Some(base) = self.base {
+            if from > to || to > self.docs {
+                return Err(damaged("ordinals out of range"));
+            }
+            return Ok((from..to).map(|o| base + u64::from(o)).collect());
+        }
         let bytes = self.fixed(DOCS, 8, from, to)?;
         let mut r = Reader::new(&bytes);
         let out = (from..to).map(|_| r.u64()).collect::<io::Result<Vec<u64>>>()?;
@@ -429,6 +447,9 @@ impl Segment {
 
     /// The ordinal of document number `doc`, if this segment holds it.
     pub fn ordinal(&self, doc: u64) -> io::Result<Option<u32>> {
+        if let Some(base) = self.base {
+            return Ok(doc.checked_sub(base).filter(|o| *o < u64::from(self.docs)).map(|o| o as u32));
+        }
         let (mut lo, mut hi) = (0u32, self.docs);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;

@@ -52,6 +52,15 @@ fn documents_must_come_in_order_with_their_columns() {
     b.add(&Doc { doc: 5, columns: &["a"], stored: b"" }).unwrap();
     assert!(b.add(&Doc { doc: 5, columns: &["b"], stored: b"" }).is_err());
     assert!(b.add(&Doc { doc: 6, columns: &["b", "c"], stored: b"" }).is_err());
+    b.add(&Doc { doc: 6, columns: &["b"], stored: b"" }).unwrap();
+    b.add(&Doc { doc: 7, columns: &["c"], stored: b"" }).unwrap();
+    let seg = Segment::from_bytes(b.finish()).unwrap();
+    assert_eq!(seg.base, Some(5), "numbers without a gap are counted, not read");
+    assert_eq!(
+        (seg.doc_numbers(0, 3).unwrap(), seg.ordinal(7).unwrap(), seg.ordinal(8).unwrap()),
+        (vec![5, 6, 7], Some(2), None)
+    );
+    assert!(seg.doc_numbers(2, 4).is_err());
     let seg = Segment::from_bytes(Builder::new(1).finish()).unwrap();
     assert!(seg.is_empty());
     assert_eq!(seg.find("a").unwrap(), None);
