@@ -191,21 +191,25 @@ impl Store {
             }
         }
         let docs_of = |terms: &[String]| -> Vec<u64> {
+            if let [one] = terms {
+                // One term's list is sorted and without repeats already.
+                return lists[one.as_str()].iter().map(|(doc, ..)| *doc).collect();
+            }
             let mut d: Vec<u64> = terms.iter().flat_map(|t| lists[t.as_str()].iter().map(|(doc, ..)| *doc)).collect();
             d.sort_unstable();
             d.dedup();
             d
         };
         let mut matched = if q.every {
-            let mut acc: Option<Vec<u64>> = None;
-            for g in q.groups.iter().filter(|g| !g.is_empty()) {
-                let d = docs_of(g);
-                acc = Some(match acc {
-                    None => d,
-                    Some(a) => a.into_iter().filter(|x| d.binary_search(x).is_ok()).collect(),
-                });
+            // From the rarest group: each step keeps only what the next group holds too.
+            let mut sets: Vec<Vec<u64>> = q.groups.iter().filter(|g| !g.is_empty()).map(|g| docs_of(g)).collect();
+            sets.sort_unstable_by_key(Vec::len);
+            let mut sets = sets.into_iter();
+            let mut acc = sets.next().unwrap_or_default();
+            for d in sets {
+                acc.retain(|x| d.binary_search(x).is_ok());
             }
-            acc.unwrap_or_default()
+            acc
         } else {
             let all: Vec<String> = q.groups.iter().flatten().cloned().collect();
             docs_of(&all)
@@ -239,27 +243,26 @@ impl Store {
 
     /// The lengths of `docs` (each in some phrase's list), read per segment as one range.
     fn lengths_of(&self, docs: &[u64], phrases: &[&[(u64, usize, Posting)]]) -> io::Result<Vec<u32>> {
-        let mut place: HashMap<u64, (usize, u32)> = HashMap::with_capacity(docs.len());
-        for l in phrases {
-            for (doc, seg, p) in l.iter() {
-                place.insert(*doc, (*seg, p.ord));
-            }
-        }
+        let place = |doc: &u64| -> io::Result<(usize, u32)> {
+            phrases
+                .iter()
+                .find_map(|l| l.binary_search_by_key(doc, |(d, ..)| *d).ok().map(|i| (l[i].1, l[i].2.ord)))
+                .ok_or_else(|| damaged("a match in no list"))
+        };
+        let places = docs.iter().map(place).collect::<io::Result<Vec<(usize, u32)>>>()?;
         let mut span: HashMap<usize, (u32, u32)> = HashMap::new();
-        for doc in docs {
-            let (seg, ord) = place[doc];
-            let s = span.entry(seg).or_insert((ord, ord));
-            *s = (s.0.min(ord), s.1.max(ord));
+        for (seg, ord) in &places {
+            let s = span.entry(*seg).or_insert((*ord, *ord));
+            *s = (s.0.min(*ord), s.1.max(*ord));
         }
         let mut read: HashMap<usize, (u32, Vec<u32>)> = HashMap::new();
         for (seg, (lo, hi)) in span {
             read.insert(seg, (lo, self.segments[seg].1.lengths(lo, hi + 1)?));
         }
-        Ok(docs
+        Ok(places
             .iter()
-            .map(|doc| {
-                let (seg, ord) = place[doc];
-                let (lo, l) = &read[&seg];
+            .map(|(seg, ord)| {
+                let (lo, l) = &read[seg];
                 l[(ord - lo) as usize]
             })
             .collect())
