@@ -124,7 +124,7 @@ fn main() {
             for i in 0..n {
                 let content = if i == n / 2 { NEEDLE.to_owned() } else { g.sentence(6, 25) };
                 let tags = if i % 4 == 0 { TAGS[g.rng.below(TAGS.len())] } else { "" };
-                w.add("memory/entries.jsonl", &[&content, tags], content.as_bytes())?;
+                w.add("memory/entries.jsonl", &format!("m{}", i + 1), &[&content, tags], content.as_bytes())?;
                 contents.push(content);
             }
             Ok(())

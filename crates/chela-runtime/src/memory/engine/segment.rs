@@ -21,6 +21,8 @@
 //! | `TERMS` | the terms' bytes, one after the other |
 //! | `POSTINGS` | per term: per document holding it, the ordinal's gap from the one before (varint) and its count in each column (varints) |
 //! | `WORDS` | the surface words for spelling corrections, sorted: varint length and bytes each |
+//! | `KEY_INDEX` | per key, sorted: where its bytes end in `KEYS` (`u32`), its document's ordinal (`u32`) |
+//! | `KEYS` | the keys' bytes (an entry's id, so a change to one entry finds its document) |
 //!
 //! Every value read is checked against what it may be (an ordinal below the count, an offset
 //! inside its section, gaps that increase): a damaged or hostile file is an error, never a
@@ -50,7 +52,7 @@ pub const MAX_COLUMNS: usize = 2;
 /// 30 MB.
 const MAX_READ: u64 = 64 * 1024 * 1024;
 
-const SECTIONS: usize = 8;
+const SECTIONS: usize = 10;
 const DOCS: usize = 0;
 const LENGTHS: usize = 1;
 const STORED_ENDS: usize = 2;
@@ -59,8 +61,11 @@ const TERM_INDEX: usize = 4;
 const TERMS: usize = 5;
 const POSTINGS: usize = 6;
 const WORDS: usize = 7;
+const KEY_INDEX: usize = 8;
+const KEYS: usize = 9;
 
 const TERM_ENTRY: u64 = 16;
+const KEY_ENTRY: u64 = 8;
 const FOOTER: u64 = 32 + 16 * SECTIONS as u64 + 24;
 
 /// One document to write: its number, its columns' text, and what is kept with it.
@@ -93,6 +98,7 @@ pub struct Builder {
     stored: Vec<u8>,
     terms: HashMap<String, TermAcc>,
     words: BTreeSet<String>,
+    keys: Vec<(String, u32)>,
     count: u32,
     last_doc: Option<u64>,
 }
@@ -109,6 +115,7 @@ impl Builder {
             stored: Vec::new(),
             terms: HashMap::new(),
             words: BTreeSet::new(),
+            keys: Vec::new(),
             count: 0,
             last_doc: None,
         }
@@ -182,6 +189,13 @@ impl Builder {
         acc.df += 1;
     }
 
+    /// Gives ordinal `ord` the key `key` (unique within the segment; a repeat is ignored).
+    pub fn add_key(&mut self, ord: u32, key: &str) {
+        if ord < self.count && !key.is_empty() && key.len() <= u32::MAX as usize {
+            self.keys.push((key.to_owned(), ord));
+        }
+    }
+
     /// Keeps `word` for spelling corrections.
     pub fn add_word(&mut self, word: &str) {
         if !self.words.contains(word) {
@@ -190,7 +204,16 @@ impl Builder {
     }
 
     /// The segment file's bytes.
-    pub fn finish(self) -> Vec<u8> {
+    pub fn finish(mut self) -> Vec<u8> {
+        // The first key given wins, as the first line of an id wins in the entries file.
+        self.keys.sort_by(|a, b| a.0.cmp(&b.0));
+        self.keys.dedup_by(|a, b| a.0 == b.0);
+        let (mut key_index, mut key_bytes) = (Vec::new(), Vec::new());
+        for (k, ord) in &self.keys {
+            key_bytes.extend_from_slice(k.as_bytes());
+            put_u32(&mut key_index, key_bytes.len() as u32);
+            put_u32(&mut key_index, *ord);
+        }
         let mut terms: Vec<(String, TermAcc)> = self.terms.into_iter().collect();
         terms.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let (mut index, mut term_bytes, mut postings) = (Vec::new(), Vec::new(), Vec::new());
@@ -206,8 +229,18 @@ impl Builder {
             put_varint(&mut words, w.len() as u64);
             words.extend_from_slice(w.as_bytes());
         }
-        let sections: [&[u8]; SECTIONS] =
-            [&self.docs, &self.lengths, &self.stored_ends, &self.stored, &index, &term_bytes, &postings, &words];
+        let sections: [&[u8]; SECTIONS] = [
+            &self.docs,
+            &self.lengths,
+            &self.stored_ends,
+            &self.stored,
+            &index,
+            &term_bytes,
+            &postings,
+            &words,
+            &key_index,
+            &key_bytes,
+        ];
         let mut out = Vec::with_capacity(sections.iter().map(|s| s.len()).sum::<usize>() + 4096);
         let mut table = Vec::new();
         for s in sections {
@@ -230,7 +263,7 @@ impl Builder {
         put_u32(&mut out, self.count);
         put_u32(&mut out, terms.len() as u32);
         put_u32(&mut out, self.words.len() as u32);
-        put_u32(&mut out, 0);
+        put_u32(&mut out, self.keys.len() as u32);
         out.extend_from_slice(&table);
         put_u64(&mut out, data_len);
         put_u64(&mut out, sums_sum);
@@ -280,6 +313,7 @@ pub struct Segment {
     docs: u32,
     terms: u32,
     words: u32,
+    keys: u32,
     sections: [(u64, u64); SECTIONS],
     data_len: u64,
     sums: Vec<u64>,
@@ -320,8 +354,7 @@ impl Segment {
         }
         let columns = usize::from(r.u8()?);
         r.bytes(3)?;
-        let (docs, terms, words) = (r.u32()?, r.u32()?, r.u32()?);
-        r.u32()?;
+        let (docs, terms, words, keys) = (r.u32()?, r.u32()?, r.u32()?, r.u32()?);
         let mut sections = [(0u64, 0u64); SECTIONS];
         for s in &mut sections {
             *s = (r.u64()?, r.u64()?);
@@ -350,12 +383,17 @@ impl Segment {
             at = off.checked_add(len).ok_or_else(|| damaged("a section out of range"))?;
         }
         let n = u64::from(docs);
-        let fixed =
-            [(DOCS, n * 8), (LENGTHS, n * 4), (STORED_ENDS, n * 8), (TERM_INDEX, u64::from(terms) * TERM_ENTRY)];
+        let fixed = [
+            (DOCS, n * 8),
+            (LENGTHS, n * 4),
+            (STORED_ENDS, n * 8),
+            (TERM_INDEX, u64::from(terms) * TERM_ENTRY),
+            (KEY_INDEX, u64::from(keys) * KEY_ENTRY),
+        ];
         if at != data_len || fixed.iter().any(|(s, want)| sections[*s].1 != *want) {
             return Err(damaged("segment sections of the wrong size"));
         }
-        let mut seg = Segment { src, columns, docs, terms, words, sections, data_len, sums, base: None };
+        let mut seg = Segment { src, columns, docs, terms, words, keys, sections, data_len, sums, base: None };
         if docs > 0 {
             let first = seg.doc_numbers(0, 1)?[0];
             let last = seg.doc_numbers(docs - 1, docs)?[0];
@@ -545,6 +583,51 @@ impl Segment {
             return Err(damaged("a postings list of another length than its count"));
         }
         Ok(out)
+    }
+
+    /// Key `i` and its ordinal.
+    fn key_at(&self, i: u32) -> io::Result<(Vec<u8>, u32)> {
+        let from = u64::from(i.saturating_sub(1)) * KEY_ENTRY;
+        let n = if i == 0 { 1 } else { 2 };
+        let bytes = self.read_in(KEY_INDEX, from, n * KEY_ENTRY)?;
+        let mut r = Reader::new(&bytes);
+        let k0 = if i == 0 {
+            0
+        } else {
+            let k = r.u32()?;
+            r.u32()?;
+            k
+        };
+        let (k1, ord) = (r.u32()?, r.u32()?);
+        if k0 >= k1 || ord >= self.docs {
+            return Err(damaged("a key entry out of range"));
+        }
+        Ok((self.read_in(KEYS, u64::from(k0), u64::from(k1 - k0))?, ord))
+    }
+
+    /// The ordinal whose key is `key`.
+    pub fn find_key(&self, key: &str) -> io::Result<Option<u32>> {
+        let (mut lo, mut hi) = (0u32, self.keys);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let (bytes, ord) = self.key_at(mid)?;
+            match bytes.as_slice().cmp(key.as_bytes()) {
+                std::cmp::Ordering::Equal => return Ok(Some(ord)),
+                std::cmp::Ordering::Less => lo = mid + 1,
+                std::cmp::Ordering::Greater => hi = mid,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Every key with its ordinal, sorted (merging).
+    pub fn keys(&self) -> io::Result<Vec<(String, u32)>> {
+        (0..self.keys)
+            .map(|i| {
+                let (b, o) = self.key_at(i)?;
+                Ok((String::from_utf8(b).map_err(|_| damaged("a key that is not UTF-8"))?, o))
+            })
+            .collect()
     }
 
     /// The surface words kept for spelling corrections, sorted.

@@ -12,6 +12,7 @@ fn sample() -> Vec<u8> {
     ];
     for (doc, cols) in docs {
         b.add(&Doc { doc, columns: &cols, stored: format!("record {doc}").as_bytes() }).unwrap();
+        b.add_key(b.len() - 1, &format!("m{doc}"));
         for w in cols.iter().flat_map(|c| c.split(' ')) {
             b.add_word(&w.to_lowercase());
         }
@@ -44,6 +45,8 @@ fn a_segment_reads_back_what_was_written() {
     let terms = seg.terms().unwrap();
     assert!(terms.windows(2).all(|w| w[0].0 < w[1].0), "sorted");
     assert!(seg.words().unwrap().contains(&"lisbon".to_owned()));
+    assert_eq!((seg.find_key("m7").unwrap(), seg.find_key("m8").unwrap()), (Some(2), None));
+    assert_eq!(seg.keys().unwrap().len(), 4);
 }
 
 #[test]
@@ -78,6 +81,9 @@ fn read_everything(seg: &Segment) -> io::Result<()> {
         seg.find(&term)?;
     }
     seg.words()?;
+    for (key, _) in seg.keys()? {
+        seg.find_key(&key)?;
+    }
     Ok(())
 }
 

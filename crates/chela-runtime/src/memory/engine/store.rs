@@ -170,6 +170,41 @@ impl Store {
         Ok(out)
     }
 
+    /// The live document of `table` whose key is `key` (an entry's id), the newest if several.
+    pub fn find_key(&self, table: Table, key: &str) -> io::Result<Option<u64>> {
+        let runs = self.manifest.runs(table);
+        for (r, seg) in self.segments.iter().rev() {
+            if r.table != table {
+                continue;
+            }
+            if let Some(ord) = seg.find_key(key)? {
+                let doc = seg.doc_numbers(ord, ord + 1)?[0];
+                if is_live(&runs, doc) {
+                    return Ok(Some(doc));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The live documents of `table` after `after`, in order, at most `limit` (a sweep over
+    /// every document, such as the embeddings pass).
+    pub fn live_docs(&self, table: Table, after: Option<u64>, limit: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        let from = after.map_or(0, |a| a + 1);
+        for run in self.manifest.runs(table) {
+            let mut d = run.start.max(from);
+            while d < run.end && out.len() < limit {
+                out.push(d);
+                d += 1;
+            }
+            if out.len() == limit {
+                break;
+            }
+        }
+        out
+    }
+
     /// Whether any live document of `table` holds `term`.
     pub fn contains(&self, table: Table, term: &str) -> io::Result<bool> {
         let runs = self.manifest.runs(table);
@@ -287,7 +322,12 @@ impl Store {
             create_private_dir(dir)?;
         }
         crate::lock::with_file_lock(&manifest_path(dir), || {
-            let mut w = Writer { dir: dir.to_path_buf(), manifest: read_manifest(dir)?, open: HashMap::new() };
+            let mut w = Writer {
+                dir: dir.to_path_buf(),
+                manifest: read_manifest(dir)?,
+                open: HashMap::new(),
+                added: HashMap::new(),
+            };
             // A writer killed before its manifest left a segment under a number the manifest
             // will give again.
             w.remove_orphans();
@@ -314,6 +354,8 @@ pub struct Writer {
     manifest: Manifest,
     /// The segment being built for each table, with its first document number.
     open: HashMap<Table, (Builder, u64)>,
+    /// The lengths of the documents this write added.
+    added: HashMap<u64, u32>,
 }
 
 impl Writer {
@@ -348,13 +390,17 @@ impl Writer {
         }
     }
 
-    /// Adds a document to `path` (started with [`Writer::reset_source`]); returns its number.
-    pub fn add(&mut self, path: &str, columns: &[&str], stored: &[u8]) -> io::Result<u64> {
+    /// Adds a document to `path` (started with [`Writer::reset_source`]) with its key (`""`:
+    /// none); returns its number.
+    pub fn add(&mut self, path: &str, key: &str, columns: &[&str], stored: &[u8]) -> io::Result<u64> {
         let table = self.manifest.source(path).map(|s| s.table).ok_or_else(|| io::Error::other("no such source"))?;
         let doc = self.manifest.next_doc;
         let (b, first) = self.open.entry(table).or_insert_with(|| (Builder::new(table.columns()), doc));
         let first = *first;
-        let terms = u64::from(b.add(&Doc { doc, columns, stored })?);
+        let len = b.add(&Doc { doc, columns, stored })?;
+        b.add_key(b.len() - 1, key);
+        let terms = u64::from(len);
+        self.added.insert(doc, len);
         self.manifest.next_doc += 1;
         let s = self.source_mut(path).expect("checked above");
         match s.runs.last_mut() {
@@ -366,6 +412,59 @@ impl Writer {
             _ => s.runs.push(Run { start: doc, end: doc + 1, terms }),
         }
         Ok(doc)
+    }
+
+    /// Takes document `doc` out of `path`'s live documents (an entry forgotten or replaced).
+    pub fn remove(&mut self, path: &str, doc: u64) -> io::Result<()> {
+        let Some(src) = self.manifest.source(path) else { return Ok(()) };
+        let Some(i) = src.runs.iter().position(|r| r.start <= doc && doc < r.end) else { return Ok(()) };
+        let table = src.table;
+        let len = match self.added.get(&doc) {
+            Some(l) => *l,
+            None => self.length_on_disk(table, doc)?,
+        };
+        let s = self.source_mut(path).expect("found above");
+        let r = s.runs[i];
+        let mut parts = Vec::new();
+        if r.start < doc {
+            parts.push(Run { start: r.start, end: doc, terms: 0 });
+        }
+        if doc + 1 < r.end {
+            parts.push(Run { start: doc + 1, end: r.end, terms: 0 });
+        }
+        // The run's summed length is split by reading the smaller part's lengths.
+        let rest = r.terms.saturating_sub(u64::from(len));
+        if let [a, b] = parts.as_slice() {
+            let (small, big) = if a.end - a.start <= b.end - b.start { (0, 1) } else { (1, 0) };
+            let p = parts[small];
+            let mut t = 0u64;
+            for d in p.start..p.end {
+                t += u64::from(match self.added.get(&d) {
+                    Some(l) => *l,
+                    None => self.length_on_disk(table, d)?,
+                });
+            }
+            parts[small].terms = t;
+            parts[big].terms = rest.saturating_sub(t);
+        } else if let [a] = parts.as_mut_slice() {
+            a.terms = rest;
+        }
+        let s = self.source_mut(path).expect("found above");
+        s.runs.splice(i..=i, parts);
+        Ok(())
+    }
+
+    /// The length of `doc`, read from the segment on disk holding it.
+    fn length_on_disk(&self, table: Table, doc: u64) -> io::Result<u32> {
+        let r = self
+            .manifest
+            .segments
+            .iter()
+            .find(|s| s.table == table && s.first <= doc && doc < s.end)
+            .ok_or_else(|| damaged("a live document in no segment"))?;
+        let seg = Segment::open(open_file(&self.dir.join(r.file_name()))?)?;
+        let ord = seg.ordinal(doc)?.ok_or_else(|| damaged("a live document missing from its segment"))?;
+        Ok(seg.lengths(ord, ord + 1)?[0])
     }
 
     /// Keeps `word` for `table`'s spelling corrections.
@@ -439,6 +538,11 @@ impl Writer {
                     map.push(Some(b.add_raw(*doc, lengths[ord], &seg.stored(ord as u32)?)?));
                 } else {
                     map.push(None);
+                }
+            }
+            for (key, ord) in seg.keys()? {
+                if let Some(Some(new)) = map.get(ord as usize) {
+                    b.add_key(*new, &key);
                 }
             }
             maps.push(map);

@@ -20,7 +20,7 @@ fn put(dir: &Path, path: &str, facts: &[&str]) {
     Store::write(dir, |w| {
         w.reset_source(path, "stamp", Table::Entries);
         for f in facts {
-            w.add(path, &[f, ""], f.as_bytes())?;
+            w.add(path, "", &[f, ""], f.as_bytes())?;
         }
         Ok(())
     })
@@ -79,7 +79,7 @@ fn a_write_that_fails_commits_nothing() {
     put(d.path(), "a", &["first fact"]);
     let e = Store::write(d.path(), |w| {
         w.reset_source("a", "new", Table::Entries);
-        w.add("a", &["second fact", ""], b"x")?;
+        w.add("a", "", &["second fact", ""], b"x")?;
         Err::<(), _>(io::Error::other("the file went away"))
     });
     assert!(e.is_err());
@@ -205,7 +205,7 @@ fn a_kill_between_the_segment_and_the_manifest_loses_only_that_write() {
     if let Ok(dir) = std::env::var(CHILD) {
         let _ = Store::write(Path::new(&dir), |w| {
             w.reset_source("a", "new", Table::Entries);
-            w.add("a", &["the replaced fact", ""], b"the replaced fact")?;
+            w.add("a", "", &["the replaced fact", ""], b"the replaced fact")?;
             *BEFORE_MANIFEST.lock().unwrap() = Some(|| {
                 println!("segment written");
                 // Waits for the parent's SIGKILL: stdin stays open and silent.
@@ -252,4 +252,44 @@ fn a_kill_between_the_segment_and_the_manifest_loses_only_that_write() {
     let s = Store::open(d.path()).unwrap();
     assert_eq!(found(&s, &["first"], false), ["the first fact"]);
     assert!(found(&s, &["replaced"], false).is_empty());
+}
+
+#[test]
+fn one_document_is_found_by_key_and_taken_out_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let facts = ["kiwi one", "kiwi two two", "kiwi three three three", "kiwi four"];
+    Store::write(d.path(), |w| {
+        w.reset_source("e", "s", Table::Entries);
+        for (i, f) in facts.iter().enumerate() {
+            w.add("e", &format!("m{}", i + 1), &[f, ""], f.as_bytes())?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let s = Store::open(d.path()).unwrap();
+    let m2 = s.find_key(Table::Entries, "m2").unwrap().unwrap();
+    assert_eq!(s.stored(Table::Entries, m2).unwrap().unwrap(), b"kiwi two two");
+    assert_eq!(s.find_key(Table::Entries, "m9").unwrap(), None);
+    assert_eq!(s.totals(Table::Entries), Totals { docs: 4, terms: 2 + 3 + 4 + 2 });
+    // Taken out of the middle of its run, in a later write that also adds one.
+    Store::write(d.path(), |w| {
+        w.remove("e", m2)?;
+        let m5 = w.add("e", "m5", &["kiwi five", ""], b"kiwi five")?;
+        w.remove("e", m5)?;
+        w.add("e", "m6", &["kiwi six", ""], b"kiwi six")?;
+        Ok(())
+    })
+    .unwrap();
+    let s = Store::open(d.path()).unwrap();
+    assert_eq!(s.totals(Table::Entries), Totals { docs: 4, terms: 2 + 4 + 2 + 2 }, "{:?}", s.manifest());
+    assert_eq!(s.find_key(Table::Entries, "m2").unwrap(), None);
+    assert_eq!(s.find_key(Table::Entries, "m5").unwrap(), None);
+    let mut all = found(&s, &["kiwi"], false);
+    all.sort();
+    assert_eq!(all, ["kiwi four", "kiwi one", "kiwi six", "kiwi three three three"]);
+    let live = s.live_docs(Table::Entries, None, 10);
+    assert_eq!(live.len(), 4);
+    assert_eq!(s.live_docs(Table::Entries, Some(live[1]), 10), live[2..]);
+    assert_eq!(s.live_docs(Table::Entries, None, 2), live[..2]);
+    assert!(live.iter().all(|d| s.stored(Table::Entries, *d).unwrap().is_some()));
 }
