@@ -11,6 +11,7 @@ pub mod bm25;
 pub mod codec;
 pub mod manifest;
 pub mod porter;
+pub mod query;
 pub mod segment;
 pub mod store;
 pub mod tokens;

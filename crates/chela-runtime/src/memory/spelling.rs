@@ -21,10 +21,10 @@ pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS words(word TEXT PRIMARY KEY
 
 /// Words shorter than this are not corrected nor kept: one edit away from a two-letter word is
 /// half the dictionary.
-const MIN_CHARS: usize = 3;
+pub const MIN_CHARS: usize = 3;
 
 /// Longer runs of letters are not words a person types, and are not kept.
-const MAX_CHARS: usize = 24;
+pub const MAX_CHARS: usize = 24;
 
 /// Alternatives offered for one misspelled word, at most.
 pub const MAX_ALTERNATIVES: usize = 8;

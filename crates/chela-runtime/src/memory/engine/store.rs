@@ -205,10 +205,27 @@ impl Store {
         out
     }
 
-    /// Whether any live document of `table` holds `term`.
+    /// Whether any live document of `table` holds `term`: a dictionary lookup per segment,
+    /// and a walk of the postings only in a segment that holds dead documents.
     pub fn contains(&self, table: Table, term: &str) -> io::Result<bool> {
         let runs = self.manifest.runs(table);
-        Ok(!self.postings(table, &runs, term)?.is_empty())
+        for (r, seg) in &self.segments {
+            if r.table != table {
+                continue;
+            }
+            let Some(t) = seg.find(term)? else { continue };
+            let live: u64 = runs.iter().map(|x| x.end.min(r.end).saturating_sub(x.start.max(r.first))).sum();
+            if live == u64::from(seg.len()) {
+                return Ok(true);
+            }
+            let list = seg.postings(&t)?;
+            let (Some(lo), Some(hi)) = (list.first().map(|p| p.ord), list.last().map(|p| p.ord)) else { continue };
+            let docs = seg.doc_numbers(lo, hi + 1)?;
+            if list.iter().any(|p| is_live(&runs, docs[(p.ord - lo) as usize])) {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The documents of `table` matching `q`, best first, at most `q.max`; ties by document
