@@ -9,13 +9,19 @@
 //! search scores the newest 20,000 matches (the `wide` path). Not measured here yet: the
 //! file stat of a refresh and the spelling lookups (they come with the wiring).
 //!
+//! Then the quality set (`benches/memory_quality.tsv`) among 10,000 generated entries, as
+//! `memory_index` stores it, ranked by the engine's staged query: recall@1 and recall@5 per
+//! kind of query, BM25 alone (the vectors are not on the engine yet).
+//!
 //! Run: `cargo bench -p chela-runtime --bench memory_engine` (`CHELA_BENCH_SIZES=100000,1000000`).
 
 use std::time::Instant;
 
 use chela_runtime::memory::engine::manifest::Table;
+use chela_runtime::memory::engine::query::staged;
 use chela_runtime::memory::engine::store::{Query, Store};
 use chela_runtime::memory::engine::tokens::terms;
+use chela_runtime::memory::engine::{for_index, spelling_words};
 
 const COMMON: &str = "the a to of and in is it for on my with at that this be was are have from not \
     about what when where who how please remember told said likes wants needs next last week day month \
@@ -182,5 +188,75 @@ fn main() {
             ms[ms.len() - 1],
             quantile(&spread, 0.5)
         );
+    }
+    quality();
+}
+
+/// The quality set on the engine: facts among 10,000 generated entries, each query's rank.
+fn quality() {
+    let set = include_str!("memory_quality.tsv");
+    let tmp = tempfile::tempdir().expect("a temporary folder");
+    let dir = tmp.path().join("index");
+    let mut g = Gen { rng: Rng(7), common: COMMON.split_whitespace().collect() };
+    let mut facts: Vec<String> = (0..10_000).map(|_| g.sentence(6, 25)).collect();
+    let mut cases: Vec<(String, String, String)> = Vec::new();
+    for line in set.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let cols: Vec<&str> = line.split('\t').collect();
+        let [lang, fact, rest @ ..] = cols.as_slice() else { continue };
+        facts.push((*fact).to_owned());
+        for q in rest {
+            let Some((kind, query)) = q.split_once(':') else { continue };
+            cases.push((format!("{lang} {kind}"), query.to_owned(), (*fact).to_owned()));
+        }
+    }
+    Store::write(&dir, |w| {
+        w.reset_source("memory/entries.jsonl", "stamp", Table::Entries);
+        for (i, f) in facts.iter().enumerate() {
+            for word in spelling_words(f) {
+                w.add_word(Table::Entries, &word);
+            }
+            w.add("memory/entries.jsonl", &format!("m{}", i + 1), &[&for_index(f), ""], f.as_bytes())?;
+        }
+        Ok(())
+    })
+    .expect("built");
+    let s = Store::open(&dir).expect("open");
+    let mut by_kind: Vec<(String, [usize; 3])> = Vec::new();
+    let mut misses = Vec::new();
+    for (kind, query, fact) in &cases {
+        let mut hits = staged(&s, Table::Entries, query, 5).expect("recall");
+        // The index breaks ties by the newest entry first.
+        hits.sort_by(|a, b| a.score.total_cmp(&b.score).then(b.doc.cmp(&a.doc)));
+        let texts: Vec<Vec<u8>> =
+            hits.iter().map(|h| s.stored(Table::Entries, h.doc).expect("read").expect("live")).collect();
+        let rank = texts.iter().position(|t| t == fact.as_bytes());
+        let row = match by_kind.iter_mut().find(|r| &r.0 == kind) {
+            Some(r) => r,
+            None => {
+                by_kind.push((kind.clone(), [0; 3]));
+                by_kind.last_mut().expect("just pushed")
+            }
+        };
+        row.1[0] += 1;
+        row.1[1] += usize::from(rank == Some(0));
+        row.1[2] += usize::from(rank.is_some());
+        if rank.is_none() {
+            misses.push(format!("{kind}: {query}"));
+        }
+    }
+    println!("quality on the engine: the set among 10,000 generated entries; BM25 alone");
+    println!("{:>16} {:>8} {:>9} {:>9}", "queries", "count", "recall@1", "recall@5");
+    let mut all = [0; 3];
+    for (kind, r) in &by_kind {
+        let n = r[0] as f64;
+        println!("{kind:>16} {:>8} {:>9.2} {:>9.2}", r[0], r[1] as f64 / n, r[2] as f64 / n);
+        for (a, x) in all.iter_mut().zip(r) {
+            *a += x;
+        }
+    }
+    let n = all[0] as f64;
+    println!("{:>16} {:>8} {:>9.2} {:>9.2}", "all", all[0], all[1] as f64 / n, all[2] as f64 / n);
+    for m in misses {
+        println!("  missed: {m}");
     }
 }

@@ -16,6 +16,12 @@ pub mod segment;
 pub mod store;
 pub mod tokens;
 
+/// What the index does to a text before the tokenizer (CJK runs spelled out as characters and
+/// pairs) and the surface words it keeps for spelling, for the engine's bench until the
+/// engine is wired.
+pub use super::spelling::words as spelling_words;
+pub use super::terms::for_index;
+
 #[cfg(test)]
 mod fts5_tests;
 #[cfg(test)]
