@@ -15,6 +15,7 @@ pub mod query;
 pub mod segment;
 pub mod store;
 pub mod tokens;
+pub mod vectors;
 
 /// What the index does to a text before the tokenizer (CJK runs spelled out as characters and
 /// pairs) and the surface words it keeps for spelling, for the engine's bench until the

@@ -67,6 +67,19 @@ pub fn file_name(id: u64) -> String {
     format!("seg-{id:016x}")
 }
 
+/// The vectors file in force: its number and its committed length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VectorsRef {
+    pub id: u64,
+    pub len: u64,
+}
+
+impl VectorsRef {
+    pub fn file_name(&self) -> String {
+        format!("vec-{:016x}", self.id)
+    }
+}
+
 /// Live documents `start..end` of one source, `terms` their lengths summed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Run {
@@ -89,8 +102,12 @@ pub struct Source {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Manifest {
     pub next_doc: u64,
+    /// The number the next segment or vectors file gets.
     pub next_segment: u64,
     pub segments: Vec<SegmentRef>,
+    /// The vectors file ([`super::vectors`]) and how many of its bytes are committed: a
+    /// reader reads no further, a writer cuts anything after (a killed append) before its own.
+    pub vectors: Option<VectorsRef>,
     /// Sorted by path.
     pub sources: Vec<Source>,
 }
@@ -120,6 +137,13 @@ impl Manifest {
             out.push(s.table as u8);
             put_varint(&mut out, s.first);
             put_varint(&mut out, s.end - s.first);
+        }
+        match self.vectors {
+            None => put_varint(&mut out, 0),
+            Some(v) => {
+                put_varint(&mut out, v.id + 1);
+                put_varint(&mut out, v.len);
+            }
         }
         put_varint(&mut out, self.sources.len() as u64);
         for s in &self.sources {
@@ -174,6 +198,16 @@ impl Manifest {
             }
             segments.push(SegmentRef { id, table, first, end });
         }
+        let vectors = match r.varint()? {
+            0 => None,
+            id => {
+                let id = id - 1;
+                if id >= next_segment || segments.iter().any(|s: &SegmentRef| s.id == id) {
+                    return Err(damaged("a vectors file number out of place"));
+                }
+                Some(VectorsRef { id, len: r.varint()? })
+            }
+        };
         let n = r.count(r.left())?;
         let mut sources: Vec<Source> = Vec::with_capacity(n);
         for _ in 0..n {
@@ -194,7 +228,7 @@ impl Manifest {
         if !r.is_done() {
             return Err(damaged("bytes after the manifest"));
         }
-        let m = Manifest { next_doc, next_segment, segments, sources };
+        let m = Manifest { next_doc, next_segment, segments, vectors, sources };
         // No two segments cover one document; no two runs hold one; every run inside a segment.
         let mut segs: Vec<&SegmentRef> = m.segments.iter().collect();
         segs.sort_unstable_by_key(|s| s.first);
@@ -228,11 +262,12 @@ mod tests {
     fn sample() -> Manifest {
         Manifest {
             next_doc: 40,
-            next_segment: 3,
+            next_segment: 4,
             segments: vec![
                 SegmentRef { id: 0, table: Table::Entries, first: 0, end: 20 },
                 SegmentRef { id: 2, table: Table::Chunks, first: 20, end: 40 },
             ],
+            vectors: Some(VectorsRef { id: 3, len: 1234 }),
             sources: vec![
                 Source {
                     path: "MEMORY.md".into(),
@@ -286,6 +321,12 @@ mod tests {
         let mut m = sample();
         m.segments[1].id = 7;
         assert!(Manifest::decode(&m.encode()).is_err(), "a segment number never given");
+        let mut m = sample();
+        m.vectors = Some(VectorsRef { id: 2, len: 1 });
+        assert!(Manifest::decode(&m.encode()).is_err(), "vectors under a segment's number");
+        let mut m = sample();
+        m.vectors = None;
+        assert_eq!(Manifest::decode(&m.encode()).unwrap(), m);
         let mut other = sample().encode();
         other[8] = 9;
         let n = other.len() - 8;

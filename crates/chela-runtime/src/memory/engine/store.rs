@@ -21,8 +21,9 @@ use std::path::{Path, PathBuf};
 
 use super::bm25::{Totals, idf, score, weighted};
 use super::codec::damaged;
-use super::manifest::{self, Manifest, Run, SegmentRef, Source, Table};
+use super::manifest::{self, Manifest, Run, SegmentRef, Source, Table, VectorsRef};
 use super::segment::{Builder, Doc, MAX_COLUMNS, Posting, Segment};
+use super::vectors::{self, Record, View};
 use crate::workspace::{Replace, create_private_dir, open_dir, sweep_stale_temps, write_atomic, write_atomic_at};
 
 pub const MANIFEST: &str = "MANIFEST";
@@ -58,6 +59,8 @@ pub struct Store {
     manifest: Manifest,
     /// Sorted by first document.
     segments: Vec<(SegmentRef, Segment)>,
+    /// The vectors file, opened with the segments.
+    vectors: Option<File>,
 }
 
 fn manifest_path(dir: &Path) -> PathBuf {
@@ -116,7 +119,17 @@ impl Store {
             segments.push((r.clone(), seg));
         }
         segments.sort_unstable_by_key(|(r, _)| r.first);
-        Ok(Store { manifest, segments })
+        let vectors = match manifest.vectors {
+            Some(v) => {
+                let f = open_file(&dir.join(v.file_name()))?;
+                if f.metadata()?.len() < v.len {
+                    return Err(damaged("a vectors file shorter than its manifest says"));
+                }
+                Some(f)
+            }
+            None => None,
+        };
+        Ok(Store { manifest, segments, vectors })
     }
 
     pub fn manifest(&self) -> &Manifest {
@@ -203,6 +216,20 @@ impl Store {
             }
         }
         out
+    }
+
+    /// Calls `f` with every committed vector record, in the order they were added (a later
+    /// record of one document replaces an earlier one).
+    pub fn each_vector(&self, f: impl FnMut(&View<'_>)) -> io::Result<()> {
+        match (&self.vectors, self.manifest.vectors) {
+            (Some(file), Some(v)) => vectors::scan(file, v.len, f),
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `doc` of `table` is live.
+    pub fn is_live(&self, table: Table, doc: u64) -> bool {
+        is_live(&self.manifest.runs(table), doc)
     }
 
     /// Whether any live document of `table` holds `term`: a dictionary lookup per segment,
@@ -484,6 +511,71 @@ impl Writer {
         Ok(seg.lengths(ord, ord + 1)?[0])
     }
 
+    /// Appends vector records, after cutting off whatever a killed append left past the
+    /// committed length.
+    pub fn append_vectors(&mut self, records: &[Record]) -> io::Result<()> {
+        use std::io::Write;
+        if records.is_empty() {
+            return Ok(());
+        }
+        let mut bytes = Vec::new();
+        for r in records {
+            vectors::encode(r, &mut bytes)?;
+        }
+        let v = match self.manifest.vectors {
+            Some(v) => v,
+            None => {
+                let v = VectorsRef { id: self.manifest.next_segment, len: 0 };
+                self.manifest.next_segment += 1;
+                v
+            }
+        };
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(self.dir.join(v.file_name()))?;
+        f.set_len(v.len)?;
+        std::io::Seek::seek(&mut f, std::io::SeekFrom::Start(v.len))?;
+        f.write_all(&bytes)?;
+        f.sync_all()?;
+        self.manifest.vectors = Some(VectorsRef { id: v.id, len: v.len + bytes.len() as u64 });
+        Ok(())
+    }
+
+    /// Writes a new vectors file holding the records `keep` keeps (the last of each
+    /// document's), and switches to it; the old one is removed after the manifest.
+    pub fn rewrite_vectors(&mut self, mut keep: impl FnMut(&View<'_>) -> bool) -> io::Result<()> {
+        let Some(v) = self.manifest.vectors else { return Ok(()) };
+        let f = open_file(&self.dir.join(v.file_name()))?;
+        let mut last: HashMap<(u8, u64), Record> = HashMap::new();
+        let mut order: Vec<(u8, u64)> = Vec::new();
+        vectors::scan(&f, v.len, |r| {
+            if keep(r) {
+                let key = (r.kind, r.doc);
+                if last.insert(key, r.to_record()).is_none() {
+                    order.push(key);
+                }
+            } else {
+                last.remove(&(r.kind, r.doc));
+            }
+        })?;
+        let mut bytes = Vec::new();
+        for key in &order {
+            if let Some(r) = last.get(key) {
+                vectors::encode(r, &mut bytes)?;
+            }
+        }
+        let id = self.manifest.next_segment;
+        self.manifest.next_segment += 1;
+        let new = VectorsRef { id, len: bytes.len() as u64 };
+        write_atomic_at(&open_dir(&self.dir)?, new.file_name().as_ref(), &bytes, Replace::No)?;
+        self.manifest.vectors = Some(new);
+        Ok(())
+    }
+
     /// Keeps `word` for `table`'s spelling corrections.
     pub fn add_word(&mut self, table: Table, word: &str) {
         let doc = self.manifest.next_doc;
@@ -598,12 +690,13 @@ impl Writer {
     /// Removes segment files the manifest does not name (merged away, or left by a writer
     /// killed before its manifest) and temp files of dead writers.
     fn remove_orphans(&self) {
-        let named: BTreeSet<String> = self.manifest.segments.iter().map(SegmentRef::file_name).collect();
+        let mut named: BTreeSet<String> = self.manifest.segments.iter().map(SegmentRef::file_name).collect();
+        named.extend(self.manifest.vectors.map(|v| v.file_name()));
         if let Ok(list) = std::fs::read_dir(&self.dir) {
             for item in list.flatten().take(100_000) {
                 let name = item.file_name();
                 let Some(name) = name.to_str() else { continue };
-                if name.starts_with("seg-") && !named.contains(name) {
+                if (name.starts_with("seg-") || name.starts_with("vec-")) && !named.contains(name) {
                     let _ = std::fs::remove_file(item.path());
                 }
             }

@@ -1,4 +1,5 @@
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 
 use super::*;
@@ -292,4 +293,56 @@ fn one_document_is_found_by_key_and_taken_out_alone() {
     assert_eq!(s.live_docs(Table::Entries, Some(live[1]), 10), live[2..]);
     assert_eq!(s.live_docs(Table::Entries, None, 2), live[..2]);
     assert!(live.iter().all(|d| s.stored(Table::Entries, *d).unwrap().is_some()));
+}
+
+fn vec_rec(doc: u64, model: &str, x: f32) -> Record {
+    Record { kind: 0, doc, hash: doc as i64, model: model.into(), vec: vec![x, 1.0 - x] }
+}
+
+fn vectors_of(s: &Store) -> Vec<(u64, String, f32)> {
+    let mut out = Vec::new();
+    s.each_vector(|v| {
+        let r = v.to_record();
+        out.push((r.doc, r.model, r.vec[0]));
+    })
+    .unwrap();
+    out
+}
+
+#[test]
+fn vectors_append_survive_a_torn_tail_and_are_rewritten() {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path();
+    Store::write(dir, |w| w.append_vectors(&[vec_rec(1, "a", 0.1), vec_rec(2, "a", 0.2)])).unwrap();
+    let s = Store::open(dir).unwrap();
+    assert_eq!(vectors_of(&s), [(1, "a".into(), 0.1), (2, "a".into(), 0.2)]);
+    // What a killed append leaves: bytes past the committed length. Readers never see them;
+    // the next append cuts them off first.
+    let file = dir.join(s.manifest().vectors.unwrap().file_name());
+    let mut torn = Vec::new();
+    vectors::encode(&vec_rec(9, "a", 0.9), &mut torn).unwrap();
+    torn.truncate(torn.len() - 3);
+    std::fs::OpenOptions::new().append(true).open(&file).unwrap().write_all(&torn).unwrap();
+    assert_eq!(vectors_of(&Store::open(dir).unwrap()).len(), 2);
+    Store::write(dir, |w| w.append_vectors(&[vec_rec(3, "b", 0.3), vec_rec(1, "a", 0.15)])).unwrap();
+    let s = Store::open(dir).unwrap();
+    assert_eq!(vectors_of(&s).len(), 4, "the torn bytes are gone, the new records read");
+    // Rewritten for model a alone: the last record of each document kept, model b dropped.
+    Store::write(dir, |w| w.rewrite_vectors(|v| v.model == "a")).unwrap();
+    let s = Store::open(dir).unwrap();
+    let mut got = vectors_of(&s);
+    got.sort_by_key(|v| v.0);
+    assert_eq!(got, [(1, "a".into(), 0.15), (2, "a".into(), 0.2)]);
+    assert!(!file.exists(), "the old file is removed");
+    assert_eq!(
+        std::fs::metadata(dir.join(s.manifest().vectors.unwrap().file_name())).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    // A vectors file damaged inside its committed length is an error that says so.
+    let now = dir.join(s.manifest().vectors.unwrap().file_name());
+    let mut bytes = std::fs::read(&now).unwrap();
+    bytes[6] ^= 1;
+    std::fs::write(&now, bytes).unwrap();
+    let e = Store::open(dir).and_then(|s| s.each_vector(|_| {})).unwrap_err();
+    assert!(is_damaged(&e), "{e}");
 }
