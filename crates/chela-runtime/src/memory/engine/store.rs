@@ -359,6 +359,35 @@ impl Store {
         Ok(out)
     }
 
+    /// Starts the index in `dir` afresh (a damaged one): under the lock, an empty manifest
+    /// whose numbers lie above every file's on disk, so a reader still holding the old manifest
+    /// never opens a new file under an old name; then every other file is removed.
+    pub fn reset(dir: &Path) -> io::Result<()> {
+        if !dir.is_dir() {
+            create_private_dir(dir)?;
+        }
+        crate::lock::with_file_lock(&manifest_path(dir), || {
+            let mut next = 0u64;
+            for item in std::fs::read_dir(dir)?.flatten().take(100_000) {
+                let name = item.file_name();
+                let Some(hex) = name.to_str().and_then(|n| n.strip_prefix("seg-").or_else(|| n.strip_prefix("vec-")))
+                else {
+                    continue;
+                };
+                if let Ok(id) = u64::from_str_radix(hex, 16) {
+                    next = next.max(id.saturating_add(1));
+                }
+            }
+            let w = Writer {
+                dir: dir.to_path_buf(),
+                manifest: Manifest { next_segment: next, ..Manifest::default() },
+                open: HashMap::new(),
+                added: HashMap::new(),
+            };
+            w.commit()
+        })
+    }
+
     /// Runs `f` with a writer over the index in `dir` under its lock, then commits what it did.
     /// An error from `f` commits nothing.
     pub fn write<T>(dir: &Path, f: impl FnOnce(&mut Writer) -> io::Result<T>) -> io::Result<T> {

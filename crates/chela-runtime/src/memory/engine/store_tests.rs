@@ -346,3 +346,26 @@ fn vectors_append_survive_a_torn_tail_and_are_rewritten() {
     let e = Store::open(dir).and_then(|s| s.each_vector(|_| {})).unwrap_err();
     assert!(is_damaged(&e), "{e}");
 }
+
+#[test]
+fn a_reset_starts_afresh_above_every_old_number() {
+    let d = tempfile::tempdir().unwrap();
+    put(d.path(), "a", &["a fact"]);
+    put(d.path(), "b", &["b fact"]);
+    let old: Vec<u64> = Store::open(d.path()).unwrap().manifest().segments.iter().map(|s| s.id).collect();
+    std::fs::write(d.path().join(MANIFEST), b"damaged").unwrap();
+    assert!(Store::open(d.path()).is_err());
+    Store::reset(d.path()).unwrap();
+    let s = Store::open(d.path()).unwrap();
+    assert_eq!(s.totals(Table::Entries).docs, 0);
+    assert!(s.manifest().next_segment > *old.iter().max().unwrap());
+    let segs = std::fs::read_dir(d.path())
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("seg-"))
+        .count();
+    assert_eq!(segs, 0, "the old segments are gone");
+    put(d.path(), "a", &["a new fact"]);
+    let s = Store::open(d.path()).unwrap();
+    assert!(s.manifest().segments.iter().all(|r| !old.contains(&r.id)));
+    assert_eq!(found(&s, &["fact"], false), ["a new fact"]);
+}
