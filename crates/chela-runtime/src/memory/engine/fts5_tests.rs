@@ -1,5 +1,5 @@
 //! The engine against SQLite's FTS5, while both are in the tree: the terms of a text and the
-//! BM25 scores must come out the same. (These go with rusqlite; the word list in
+//! BM25 scores must come out the same. (rusqlite is a dev-dependency for these alone; the word list in
 //! `porter_tests.rs` stays.)
 
 use proptest::prelude::*;

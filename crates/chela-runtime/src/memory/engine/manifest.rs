@@ -229,13 +229,14 @@ impl Manifest {
             return Err(damaged("bytes after the manifest"));
         }
         let m = Manifest { next_doc, next_segment, segments, vectors, sources };
-        // No two segments cover one document; no two runs hold one; every run inside a segment.
-        let mut segs: Vec<&SegmentRef> = m.segments.iter().collect();
-        segs.sort_unstable_by_key(|s| s.first);
-        if segs.windows(2).any(|w| w[0].end > w[1].first) {
-            return Err(damaged("segments that overlap"));
-        }
+        // Per table: no two segments cover one document; no two runs hold one; every run
+        // inside a segment. (The two tables' documents interleave.)
         for table in [Table::Entries, Table::Chunks] {
+            let mut segs: Vec<&SegmentRef> = m.segments.iter().filter(|s| s.table == table).collect();
+            segs.sort_unstable_by_key(|s| s.first);
+            if segs.windows(2).any(|w| w[0].end > w[1].first) {
+                return Err(damaged("segments that overlap"));
+            }
             let runs = m.runs(table);
             if runs.windows(2).any(|w| w[0].end > w[1].start) {
                 return Err(damaged("runs that overlap"));
@@ -243,7 +244,7 @@ impl Manifest {
             for run in &runs {
                 // The segment starting last at or before the run must hold all of it.
                 let i = segs.partition_point(|s| s.first <= run.start);
-                let held = i > 0 && segs[i - 1].table == table && run.end <= segs[i - 1].end;
+                let held = i > 0 && run.end <= segs[i - 1].end;
                 if !held {
                     return Err(damaged("a run outside every segment"));
                 }

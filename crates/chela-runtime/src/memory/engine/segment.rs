@@ -100,6 +100,7 @@ pub struct Builder {
     words: BTreeSet<String>,
     keys: Vec<(String, u32)>,
     count: u32,
+    first_doc: Option<u64>,
     last_doc: Option<u64>,
 }
 
@@ -117,6 +118,7 @@ impl Builder {
             words: BTreeSet::new(),
             keys: Vec::new(),
             count: 0,
+            first_doc: None,
             last_doc: None,
         }
     }
@@ -127,6 +129,11 @@ impl Builder {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// The numbers of the first and the last document added.
+    pub fn doc_range(&self) -> Option<(u64, u64)> {
+        self.first_doc.zip(self.last_doc)
     }
 
     /// Adds a document; its number must be above the last one's and it must have this
@@ -165,6 +172,7 @@ impl Builder {
         self.stored.extend_from_slice(stored);
         put_u64(&mut self.stored_ends, self.stored.len() as u64);
         self.count += 1;
+        self.first_doc.get_or_insert(doc);
         self.last_doc = Some(doc);
         Ok(self.count - 1)
     }

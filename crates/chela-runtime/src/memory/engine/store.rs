@@ -142,10 +142,9 @@ impl Store {
         Totals { docs: runs.iter().map(|r| r.end - r.start).sum(), terms: runs.iter().map(|r| r.terms).sum() }
     }
 
-    /// The segment holding document `doc`, with its place in `segments`.
-    fn segment_of(&self, doc: u64) -> Option<usize> {
-        let i = self.segments.partition_point(|(r, _)| r.first <= doc);
-        (i > 0 && doc < self.segments[i - 1].0.end).then(|| i - 1)
+    /// The segment of `table` holding document `doc`, with its place in `segments`.
+    fn segment_of(&self, table: Table, doc: u64) -> Option<usize> {
+        self.segments.iter().rposition(|(r, _)| r.table == table && r.first <= doc && doc < r.end)
     }
 
     /// What was stored with `doc`, if it is live.
@@ -153,7 +152,7 @@ impl Store {
         if !is_live(&self.manifest.runs(table), doc) {
             return Ok(None);
         }
-        let Some(i) = self.segment_of(doc) else { return Err(damaged("a live document in no segment")) };
+        let Some(i) = self.segment_of(table, doc) else { return Err(damaged("a live document in no segment")) };
         let seg = &self.segments[i].1;
         match seg.ordinal(doc)? {
             Some(ord) => seg.stored(ord).map(Some),
@@ -222,7 +221,7 @@ impl Store {
     /// record of one document replaces an earlier one).
     pub fn each_vector(&self, f: impl FnMut(&View<'_>)) -> io::Result<()> {
         match (&self.vectors, self.manifest.vectors) {
-            (Some(file), Some(v)) => vectors::scan(file, v.len, f),
+            (Some(file), Some(v)) => vectors::scan(At { file, pos: 0 }, v.len, f),
             _ => Ok(()),
         }
     }
@@ -383,6 +382,7 @@ impl Store {
                 manifest: Manifest { next_segment: next, ..Manifest::default() },
                 open: HashMap::new(),
                 added: HashMap::new(),
+                added_keys: HashMap::new(),
             };
             w.commit()
         })
@@ -400,6 +400,7 @@ impl Store {
                 manifest: read_manifest(dir)?,
                 open: HashMap::new(),
                 added: HashMap::new(),
+                added_keys: HashMap::new(),
             };
             // A writer killed before its manifest left a segment under a number the manifest
             // will give again.
@@ -408,6 +409,21 @@ impl Store {
             w.commit()?;
             Ok(out)
         })
+    }
+}
+
+/// Reads a file from a position of its own (`pread`), so every scan starts at the start
+/// whatever scans came before.
+struct At<'a> {
+    file: &'a File,
+    pos: u64,
+}
+
+impl Read for At<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = std::os::unix::fs::FileExt::read_at(self.file, buf, self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }
 
@@ -429,6 +445,8 @@ pub struct Writer {
     open: HashMap<Table, (Builder, u64)>,
     /// The lengths of the documents this write added.
     added: HashMap<u64, u32>,
+    /// The keys of the documents this write added.
+    added_keys: HashMap<(Table, String), u64>,
 }
 
 impl Writer {
@@ -474,6 +492,9 @@ impl Writer {
         b.add_key(b.len() - 1, key);
         let terms = u64::from(len);
         self.added.insert(doc, len);
+        if !key.is_empty() {
+            self.added_keys.insert((table, key.to_owned()), doc);
+        }
         self.manifest.next_doc += 1;
         let s = self.source_mut(path).expect("checked above");
         match s.runs.last_mut() {
@@ -485,6 +506,28 @@ impl Writer {
             _ => s.runs.push(Run { start: doc, end: doc + 1, terms }),
         }
         Ok(doc)
+    }
+
+    /// The live document of `table` whose key is `key`, this write's own additions included.
+    pub fn find_key(&self, table: Table, key: &str) -> io::Result<Option<u64>> {
+        let runs = self.manifest.runs(table);
+        if let Some(doc) = self.added_keys.get(&(table, key.to_owned()))
+            && is_live(&runs, *doc)
+        {
+            return Ok(Some(*doc));
+        }
+        let mut refs: Vec<&SegmentRef> = self.manifest.segments.iter().filter(|s| s.table == table).collect();
+        refs.sort_unstable_by_key(|s| std::cmp::Reverse(s.first));
+        for r in refs {
+            let seg = Segment::open(open_file(&self.dir.join(r.file_name()))?)?;
+            if let Some(ord) = seg.find_key(key)? {
+                let doc = seg.doc_numbers(ord, ord + 1)?[0];
+                if is_live(&runs, doc) {
+                    return Ok(Some(doc));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Takes document `doc` out of `path`'s live documents (an entry forgotten or replaced).
@@ -581,7 +624,7 @@ impl Writer {
         let f = open_file(&self.dir.join(v.file_name()))?;
         let mut last: HashMap<(u8, u64), Record> = HashMap::new();
         let mut order: Vec<(u8, u64)> = Vec::new();
-        vectors::scan(&f, v.len, |r| {
+        vectors::scan(At { file: &f, pos: 0 }, v.len, |r| {
             if keep(r) {
                 let key = (r.kind, r.doc);
                 if last.insert(key, r.to_record()).is_none() {
@@ -618,14 +661,20 @@ impl Writer {
         let mut tables: Vec<Table> = self.open.keys().copied().collect();
         tables.sort_unstable_by_key(|t| *t as u8);
         for table in tables {
-            let (b, first) = self.open.remove(&table).expect("listed above");
+            let (b, _) = self.open.remove(&table).expect("listed above");
             let id = self.manifest.next_segment;
             self.manifest.next_segment += 1;
-            let end = self.manifest.next_doc.max(first + 1);
+            // The documents of the two tables interleave within one write: each segment covers
+            // its own table's first to last. A segment of words only claims a number of its own.
+            let (first, end) = match b.doc_range() {
+                Some((first, last)) => (first, last + 1),
+                None => {
+                    self.manifest.next_doc += 1;
+                    (self.manifest.next_doc - 1, self.manifest.next_doc)
+                }
+            };
             write_atomic_at(&dir, manifest::file_name(id).as_ref(), &b.finish(), Replace::No)?;
             self.manifest.segments.push(SegmentRef { id, table, first, end });
-            // A segment of words only still claims a number, so no two segments share one.
-            self.manifest.next_doc = end;
         }
         #[cfg(test)]
         if let Some(hook) = *BEFORE_MANIFEST.lock().unwrap_or_else(std::sync::PoisonError::into_inner) {

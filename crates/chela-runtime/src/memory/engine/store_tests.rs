@@ -316,6 +316,7 @@ fn vectors_append_survive_a_torn_tail_and_are_rewritten() {
     Store::write(dir, |w| w.append_vectors(&[vec_rec(1, "a", 0.1), vec_rec(2, "a", 0.2)])).unwrap();
     let s = Store::open(dir).unwrap();
     assert_eq!(vectors_of(&s), [(1, "a".into(), 0.1), (2, "a".into(), 0.2)]);
+    assert_eq!(vectors_of(&s).len(), 2, "a second scan of one open store reads from the start");
     // What a killed append leaves: bytes past the committed length. Readers never see them;
     // the next append cuts them off first.
     let file = dir.join(s.manifest().vectors.unwrap().file_name());
