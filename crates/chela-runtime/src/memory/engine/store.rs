@@ -703,8 +703,11 @@ impl Writer {
         self.manifest.segments = keep;
     }
 
-    /// Rewrites every live document of `table` into one segment: postings copied with new
-    /// ordinals, dead documents left out, nothing tokenized again.
+    /// Rewrites live documents of `table` into one segment: postings copied with new ordinals,
+    /// dead documents left out, nothing tokenized again. Which segments: those after the
+    /// largest (in document order), so that storing one entry among a million never rewrites
+    /// the million; all of them when fewer than two follow the largest or when half of the
+    /// largest is dead.
     fn merge(&mut self, dir: &std::os::fd::OwnedFd, table: Table) -> io::Result<()> {
         let runs = self.manifest.runs(table);
         let mut refs: Vec<SegmentRef> = self.manifest.segments.iter().filter(|s| s.table == table).cloned().collect();
@@ -712,6 +715,16 @@ impl Writer {
         let mut segs = Vec::with_capacity(refs.len());
         for r in &refs {
             segs.push(Segment::open(open_file(&self.dir.join(r.file_name()))?)?);
+        }
+        let live_in = |r: &SegmentRef| -> u64 {
+            runs.iter().map(|x| x.end.min(r.end).saturating_sub(x.start.max(r.first))).sum()
+        };
+        let largest = (0..segs.len()).max_by_key(|i| segs[*i].len()).unwrap_or(0);
+        let half_dead = live_in(&refs[largest]) * 2 < u64::from(segs[largest].len());
+        // Two or more follow the largest.
+        if !half_dead && refs.len() - largest > 2 {
+            refs.drain(..=largest);
+            segs.drain(..=largest);
         }
         let mut b = Builder::new(table.columns());
         // Old ordinal to new, per segment; None: dead.
@@ -760,7 +773,8 @@ impl Writer {
         write_atomic_at(dir, manifest::file_name(id).as_ref(), &b.finish(), Replace::No)?;
         let first = refs.first().map_or(0, |r| r.first);
         let end = refs.last().map_or(0, |r| r.end);
-        self.manifest.segments.retain(|s| s.table != table);
+        let merged: BTreeSet<u64> = refs.iter().map(|r| r.id).collect();
+        self.manifest.segments.retain(|s| !merged.contains(&s.id));
         self.manifest.segments.push(SegmentRef { id, table, first, end });
         Ok(())
     }
