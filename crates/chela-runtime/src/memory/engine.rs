@@ -24,6 +24,4 @@ pub use super::spelling::words as spelling_words;
 pub use super::terms::for_index;
 
 #[cfg(test)]
-mod fts5_tests;
-#[cfg(test)]
 mod porter_tests;

@@ -1,6 +1,7 @@
 //! The stemmer on known word/stem pairs: the examples of Porter's paper for each step, and
-//! words a memory holds. Each pair is what FTS5's `porter` gives (checked against SQLite
-//! while it was in the tree: `fts5_tests::the_word_list_is_fts5s`).
+//! words a memory holds. Each pair is what FTS5's `porter` gives: checked against SQLite while
+//! it was in the tree (`fts5_tests`, removed with rusqlite; see its history for the
+//! differential tests of the tokenizer and of BM25).
 
 use super::porter::stem;
 

@@ -117,3 +117,53 @@ pub fn terms(text: &str) -> Vec<String> {
     each_term(text, |t| out.push(t.to_owned()));
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each text with the terms SQLite's FTS5 (`porter unicode61 remove_diacritics 2`) gave for
+    /// it: checked against SQLite itself while it was in the tree (`fts5_tests` in this
+    /// folder's history, with random words and Latin texts too).
+    #[test]
+    fn terms_are_fts5s() {
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "User's sister Ana lives in Lisbon; she's RUNNING to the café at 7:42",
+                &[
+                    "user", "s", "sister", "ana", "live", "in", "lisbon", "she", "s", "run", "to", "the", "cafe", "at",
+                    "7", "42",
+                ],
+            ),
+            (
+                "Résumé naïve façade Ångström Øresund Łódź crème brûlée São Paulo Đorđe",
+                &["resum", "naiv", "facad", "angstrom", "øresund", "łodz", "creme", "brule", "sao", "paulo", "đorđ"],
+            ),
+            (
+                "cafe\u{301} e\u{301}t\u{e9} über-cool x2 42nd 3.14 iPhone15",
+                &["cafe", "et", "uber", "cool", "x2", "42nd", "3", "14", "iphone15"],
+            ),
+            (" 用 户 喜 欢 用户 户喜 喜欢 tea 猫", &["用", "户", "喜", "欢", "用户", "户喜", "喜欢", "tea", "猫"]),
+            (
+                "hopping hoping tanned sized conflated troubled relational happiness generalization",
+                &["hop", "hope", "tan", "size", "conflat", "troubl", "relat", "happi", "gener"],
+            ),
+            (
+                "yyy ying eed feed agreed bled sing skies flies dying lying",
+                &["yyi", "ying", "e", "feed", "agre", "bled", "sing", "ski", "fli", "dy", "ly"],
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(terms(text), *want, "{text}");
+        }
+    }
+
+    #[test]
+    fn terms_are_bounded() {
+        let long = "é".repeat(1000);
+        let t = terms(&long);
+        assert_eq!(t.len(), 1);
+        assert!(t[0].len() <= MAX_TERM_BYTES && t[0].chars().all(|c| c == 'e'), "folded and cut: {}", t[0].len());
+        assert!(terms(" ?! \u{301} ").is_empty(), "a diacritic alone is no word");
+    }
+}
