@@ -31,6 +31,11 @@ pub const MANIFEST: &str = "MANIFEST";
 /// Segments of one table beyond which a write merges them into one.
 pub const MAX_SEGMENTS: usize = 8;
 
+/// Documents of a full segment: a write that adds more starts another, so a build holds at most
+/// this many documents' postings in memory (a million entries in one segment took 0.96 GB), and
+/// merges leave full segments alone. (Small in the unit tests, which check both.)
+pub const SEGMENT_DOCS: u32 = if cfg!(test) { 1024 } else { 100_000 };
+
 /// Times an open starts over because a segment went away under it.
 const OPEN_TRIES: usize = 8;
 
@@ -490,6 +495,7 @@ impl Writer {
         let first = *first;
         let len = b.add(&Doc { doc, columns, stored })?;
         b.add_key(b.len() - 1, key);
+        let full = b.len() >= SEGMENT_DOCS;
         let terms = u64::from(len);
         self.added.insert(doc, len);
         if !key.is_empty() {
@@ -505,7 +511,30 @@ impl Writer {
             }
             _ => s.runs.push(Run { start: doc, end: doc + 1, terms }),
         }
+        if full {
+            // Written now, named by the manifest at the commit; an orphan if the write dies.
+            self.flush(&open_dir(&self.dir)?, table)?;
+        }
         Ok(doc)
+    }
+
+    /// Writes `table`'s open segment, if any, and lists it in the manifest being made.
+    fn flush(&mut self, dir: &std::os::fd::OwnedFd, table: Table) -> io::Result<()> {
+        let Some((b, _)) = self.open.remove(&table) else { return Ok(()) };
+        let id = self.manifest.next_segment;
+        self.manifest.next_segment += 1;
+        // The documents of the two tables interleave within one write: each segment covers
+        // its own table's first to last. A segment of words only claims a number of its own.
+        let (first, end) = match b.doc_range() {
+            Some((first, last)) => (first, last + 1),
+            None => {
+                self.manifest.next_doc += 1;
+                (self.manifest.next_doc - 1, self.manifest.next_doc)
+            }
+        };
+        write_atomic_at(dir, manifest::file_name(id).as_ref(), &b.finish(), Replace::No)?;
+        self.manifest.segments.push(SegmentRef { id, table, first, end });
+        Ok(())
     }
 
     /// The live document of `table` whose key is `key`, this write's own additions included.
@@ -661,20 +690,7 @@ impl Writer {
         let mut tables: Vec<Table> = self.open.keys().copied().collect();
         tables.sort_unstable_by_key(|t| *t as u8);
         for table in tables {
-            let (b, _) = self.open.remove(&table).expect("listed above");
-            let id = self.manifest.next_segment;
-            self.manifest.next_segment += 1;
-            // The documents of the two tables interleave within one write: each segment covers
-            // its own table's first to last. A segment of words only claims a number of its own.
-            let (first, end) = match b.doc_range() {
-                Some((first, last)) => (first, last + 1),
-                None => {
-                    self.manifest.next_doc += 1;
-                    (self.manifest.next_doc - 1, self.manifest.next_doc)
-                }
-            };
-            write_atomic_at(&dir, manifest::file_name(id).as_ref(), &b.finish(), Replace::No)?;
-            self.manifest.segments.push(SegmentRef { id, table, first, end });
+            self.flush(&dir, table)?;
         }
         #[cfg(test)]
         if let Some(hook) = *BEFORE_MANIFEST.lock().unwrap_or_else(std::sync::PoisonError::into_inner) {
@@ -682,9 +698,7 @@ impl Writer {
         }
         self.drop_dead_segments();
         for table in [Table::Entries, Table::Chunks] {
-            if self.manifest.segments.iter().filter(|s| s.table == table).count() > MAX_SEGMENTS {
-                self.merge(&dir, table)?;
-            }
+            self.compact(&dir, table)?;
         }
         write_atomic(&manifest_path(&self.dir), &self.manifest.encode())?;
         self.remove_orphans();
@@ -703,28 +717,47 @@ impl Writer {
         self.manifest.segments = keep;
     }
 
-    /// Rewrites live documents of `table` into one segment: postings copied with new ordinals,
-    /// dead documents left out, nothing tokenized again. Which segments: those after the
-    /// largest (in document order), so that storing one entry among a million never rewrites
-    /// the million; all of them when fewer than two follow the largest or when half of the
-    /// largest is dead.
-    fn merge(&mut self, dir: &std::os::fd::OwnedFd, table: Table) -> io::Result<()> {
+    /// Keeps `table`'s segments few and mostly live, never rewriting much at once: a segment
+    /// more than half dead is rewritten alone; the segments after the last full one
+    /// ([`SEGMENT_DOCS`]), when more than [`MAX_SEGMENTS`], are merged into one. Full segments
+    /// are otherwise left alone, so storing one entry among a million rewrites little.
+    fn compact(&mut self, dir: &std::os::fd::OwnedFd, table: Table) -> io::Result<()> {
         let runs = self.manifest.runs(table);
         let mut refs: Vec<SegmentRef> = self.manifest.segments.iter().filter(|s| s.table == table).cloned().collect();
         refs.sort_unstable_by_key(|s| s.first);
-        let mut segs = Vec::with_capacity(refs.len());
+        let mut lens = Vec::with_capacity(refs.len());
         for r in &refs {
-            segs.push(Segment::open(open_file(&self.dir.join(r.file_name()))?)?);
+            lens.push(Segment::open(open_file(&self.dir.join(r.file_name()))?)?.len());
         }
         let live_in = |r: &SegmentRef| -> u64 {
             runs.iter().map(|x| x.end.min(r.end).saturating_sub(x.start.max(r.first))).sum()
         };
-        let largest = (0..segs.len()).max_by_key(|i| segs[*i].len()).unwrap_or(0);
-        let half_dead = live_in(&refs[largest]) * 2 < u64::from(segs[largest].len());
-        // Two or more follow the largest.
-        if !half_dead && refs.len() - largest > 2 {
-            refs.drain(..=largest);
-            segs.drain(..=largest);
+        let mut rewrote = false;
+        for (r, len) in refs.iter().zip(&lens) {
+            if live_in(r) * 2 < u64::from(*len) {
+                self.merge(dir, table, std::slice::from_ref(r))?;
+                rewrote = true;
+            }
+        }
+        // After a rewrite the list is stale: the next write merges.
+        let tail = lens.iter().rposition(|l| *l >= SEGMENT_DOCS).map_or(0, |i| i + 1);
+        if !rewrote && refs.len() - tail > MAX_SEGMENTS {
+            self.merge(dir, table, &refs[tail..])?;
+        }
+        Ok(())
+    }
+
+    /// Rewrites the live documents of `refs` (segments of `table`, in document order, one after
+    /// another) into one segment: postings copied with new ordinals, dead documents left out,
+    /// nothing tokenized again.
+    fn merge(&mut self, dir: &std::os::fd::OwnedFd, table: Table, refs: &[SegmentRef]) -> io::Result<()> {
+        if refs.is_empty() {
+            return Ok(());
+        }
+        let runs = self.manifest.runs(table);
+        let mut segs = Vec::with_capacity(refs.len());
+        for r in refs {
+            segs.push(Segment::open(open_file(&self.dir.join(r.file_name()))?)?);
         }
         let mut b = Builder::new(table.columns());
         // Old ordinal to new, per segment; None: dead.

@@ -372,26 +372,59 @@ fn a_reset_starts_afresh_above_every_old_number() {
 }
 
 #[test]
-fn storing_one_entry_after_many_merges_the_small_segments_not_the_large_one() {
+fn storing_one_entry_after_many_merges_the_small_segments_not_the_full_ones() {
     let d = tempfile::tempdir().unwrap();
-    let many: Vec<String> = (0..200).map(|i| format!("old fact {i}")).collect();
+    let n = 2 * SEGMENT_DOCS as usize + 100;
+    let many: Vec<String> = (0..n).map(|i| format!("old fact {i}")).collect();
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
     put(d.path(), "big", &many);
-    let big = Store::open(d.path()).unwrap().manifest().segments[0].id;
+    let first = Store::open(d.path()).unwrap();
+    assert_eq!(first.manifest().segments.len(), 3, "a write past SEGMENT_DOCS starts another segment");
+    assert_eq!(found(&first, &["old"], false).len(), 50, "found across the segments (at most 50 asked)");
+    assert_eq!(first.totals(Table::Entries).docs, n as u64);
+    let full: Vec<u64> = first.manifest().segments.iter().map(|r| r.id).take(2).collect();
     for i in 0..3 * MAX_SEGMENTS {
         put(d.path(), &format!("small{i}"), &[&format!("new fact {i}")]);
     }
     let s = Store::open(d.path()).unwrap();
-    assert!(s.manifest().segments.len() <= MAX_SEGMENTS + 1, "{:?}", s.manifest().segments);
-    assert!(s.manifest().segments.iter().any(|r| r.id == big), "the large segment is never rewritten");
+    assert!(s.manifest().segments.len() <= 2 + MAX_SEGMENTS, "{:?}", s.manifest().segments);
+    assert!(full.iter().all(|id| s.manifest().segments.iter().any(|r| r.id == *id)), "full segments never rewritten");
     assert_eq!(found(&s, &["new"], false).len(), 3 * MAX_SEGMENTS);
-    assert_eq!(s.totals(Table::Entries).docs, 200 + 3 * MAX_SEGMENTS as u64);
-    // Most of the large one dead: then it is merged too, its dead documents dropped.
+    assert_eq!(s.totals(Table::Entries).docs, (n + 3 * MAX_SEGMENTS) as u64);
+    // All of the big source read again: its segments are dead and dropped.
     put(d.path(), "big", &["old fact again"]);
-    for i in 0..MAX_SEGMENTS {
-        put(d.path(), &format!("later{i}"), &[&format!("later fact {i}")]);
-    }
     let s = Store::open(d.path()).unwrap();
-    assert!(s.manifest().segments.iter().all(|r| r.id != big), "{:?}", s.manifest().segments);
+    assert!(full.iter().all(|id| s.manifest().segments.iter().all(|r| r.id != *id)), "{:?}", s.manifest().segments);
     assert_eq!(found(&s, &["old"], false), ["old fact again"]);
+}
+
+#[test]
+fn a_segment_more_than_half_dead_is_rewritten_alone() {
+    let d = tempfile::tempdir().unwrap();
+    let facts: Vec<String> = (0..10).map(|i| format!("fact {i}")).collect();
+    Store::write(d.path(), |w| {
+        w.reset_source("e", "s", Table::Entries);
+        for (i, f) in facts.iter().enumerate() {
+            w.add("e", &format!("m{i}"), &[f, ""], f.as_bytes())?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let before = Store::open(d.path()).unwrap();
+    let old = before.manifest().segments[0].id;
+    let docs: Vec<u64> = (0..6).map(|i| before.find_key(Table::Entries, &format!("m{i}")).unwrap().unwrap()).collect();
+    Store::write(d.path(), |w| {
+        for doc in &docs {
+            w.remove("e", *doc)?;
+        }
+        Ok(())
+    })
+    .unwrap();
+    let s = Store::open(d.path()).unwrap();
+    assert_eq!(s.manifest().segments.len(), 1);
+    assert_ne!(s.manifest().segments[0].id, old, "rewritten without its dead documents");
+    let mut left = found(&s, &["fact"], false);
+    left.sort();
+    assert_eq!(left, ["fact 6", "fact 7", "fact 8", "fact 9"]);
+    assert!(s.find_key(Table::Entries, "m7").unwrap().is_some(), "a key survives the rewrite");
 }
