@@ -6,7 +6,7 @@
 //! (only when none does and there are several groups) documents holding any; only the newest
 //! [`MAX_SCORED`] matches are scored.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::io;
 
 use super::super::spelling::{MAX_ALTERNATIVES, MAX_CHARS, MIN_CHARS, variants};
@@ -32,50 +32,59 @@ fn term(word: &str) -> Option<String> {
     terms(word).into_iter().next()
 }
 
-/// The known words one edit away from `word` in `vocabulary`, at most [`MAX_ALTERNATIVES`],
-/// without stop words; none for a word too short, too long or not alphabetic.
-pub fn alternatives(vocabulary: &BTreeSet<String>, word: &str) -> Vec<String> {
+/// The variants of `word` that could replace it, in the order they are tried: none for a
+/// word too short, too long or not alphabetic; no stop words.
+fn candidates(word: &str) -> Vec<String> {
     let n = word.chars().count();
     if !(MIN_CHARS..=MAX_CHARS).contains(&n) || !word.chars().all(|c| c.is_alphabetic() && !is_cjk(c)) {
         return Vec::new();
     }
-    let mut found = Vec::new();
-    for v in variants(word) {
-        if found.len() >= MAX_ALTERNATIVES {
-            break;
-        }
-        if !is_stop_word(&v) && vocabulary.contains(&v) {
-            found.push(v);
-        }
-    }
-    found
+    variants(word).into_iter().filter(|v| !is_stop_word(v)).collect()
+}
+
+/// The known words one edit away from `word` in `vocabulary`, at most [`MAX_ALTERNATIVES`],
+/// without stop words; none for a word too short, too long or not alphabetic.
+pub fn alternatives(vocabulary: &BTreeSet<String>, word: &str) -> Vec<String> {
+    candidates(word).into_iter().filter(|v| vocabulary.contains(v)).take(MAX_ALTERNATIVES).collect()
 }
 
 /// The query's words as groups of alternative terms, each matching something in `table`.
 pub fn groups(store: &Store, table: Table, words: &[String]) -> io::Result<Vec<Vec<String>>> {
-    let mut vocabulary: Option<BTreeSet<String>> = None;
-    let mut out: Vec<Vec<String>> = Vec::new();
+    // Known words first; then one pass over the segments' vocabularies for the variants of
+    // all unknown ones together.
+    let mut known_term: Vec<Option<String>> = Vec::with_capacity(words.len());
     for w in words {
-        let Some(t) = term(w) else { continue };
-        if store.contains(table, &t)? {
+        let t = term(w);
+        known_term.push(match t {
+            Some(t) if store.contains(table, &t)? => Some(t),
+            _ => None,
+        });
+    }
+    let mut wanted: HashSet<String> = HashSet::new();
+    for (w, k) in words.iter().zip(&known_term) {
+        let chars = w.chars().count();
+        if k.is_none() && !(chars == 2 && w.chars().all(is_cjk)) {
+            wanted.extend(candidates(w));
+        }
+    }
+    let vocabulary = store.known_words(&wanted)?;
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for (w, k) in words.iter().zip(known_term) {
+        if let Some(t) = k {
             out.push(vec![t]);
             continue;
         }
+        if term(w).is_none() {
+            continue;
+        }
         let chars: Vec<char> = w.chars().collect();
-        let candidates: Vec<String> = if chars.len() == 2 && chars.iter().all(|c| is_cjk(*c)) {
+        let replacements: Vec<String> = if chars.len() == 2 && chars.iter().all(|c| is_cjk(*c)) {
             chars.iter().map(|c| c.to_string()).collect()
         } else {
-            // The vocabulary of both tables, read once per query and only when a word is
-            // unknown.
-            if vocabulary.is_none() {
-                let mut v = store.words(Table::Entries)?;
-                v.extend(store.words(Table::Chunks)?);
-                vocabulary = Some(v);
-            }
-            alternatives(vocabulary.as_ref().expect("read above"), w)
+            candidates(w).into_iter().filter(|v| vocabulary.contains(v)).take(MAX_ALTERNATIVES).collect()
         };
         let mut known = Vec::new();
-        for c in candidates {
+        for c in replacements {
             if let Some(t) = term(&c)
                 && !known.contains(&t)
                 && store.contains(table, &t)?

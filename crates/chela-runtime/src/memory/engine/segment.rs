@@ -640,20 +640,31 @@ impl Segment {
 
     /// The surface words kept for spelling corrections, sorted.
     pub fn words(&self) -> io::Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        self.each_word(|w| out.push(w.to_owned()))?;
+        Ok(out)
+    }
+
+    /// Calls `f` with each surface word, in order, without a copy of any (a spelling lookup
+    /// checks a few hundred candidates against every word of every segment).
+    pub fn each_word(&self, mut f: impl FnMut(&str)) -> io::Result<()> {
         let bytes = self.read_in(WORDS, 0, self.sections[WORDS].1)?;
         let mut r = Reader::new(&bytes);
-        let mut out: Vec<String> = Vec::with_capacity((self.words as usize).min(bytes.len()));
+        let mut last: Option<&str> = None;
+        let mut n = 0u64;
         while !r.is_done() {
             let w = r.str()?;
-            if out.last().is_some_and(|l| l.as_str() >= w) {
+            if last.is_some_and(|l| l >= w) {
                 return Err(damaged("segment words out of order"));
             }
-            out.push(w.to_owned());
+            f(w);
+            last = Some(w);
+            n += 1;
         }
-        if out.len() != self.words as usize {
+        if n != u64::from(self.words) {
             return Err(damaged("a word list of another length than its count"));
         }
-        Ok(out)
+        Ok(())
     }
 }
 

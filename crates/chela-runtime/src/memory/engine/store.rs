@@ -13,7 +13,7 @@
 //! old manifest still names the old segments (the new segment file is an orphan the next write
 //! removes); after it, the new state is whole.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
@@ -349,6 +349,23 @@ impl Store {
                 l[(ord - lo) as usize]
             })
             .collect())
+    }
+
+    /// Which of `wanted` are surface words of any segment (either table): one pass over each
+    /// segment's word list, no word copied unless wanted.
+    pub fn known_words(&self, wanted: &HashSet<String>) -> io::Result<HashSet<String>> {
+        let mut out = HashSet::new();
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        for (_, seg) in &self.segments {
+            seg.each_word(|w| {
+                if wanted.contains(w) && !out.contains(w) {
+                    out.insert(w.to_owned());
+                }
+            })?;
+        }
+        Ok(out)
     }
 
     /// Every surface word of `table`'s segments (spelling corrections), dead documents'
