@@ -179,11 +179,8 @@ fn queries(list: &[&Entry], g: &mut Gen, n: usize) -> Vec<String> {
 }
 
 fn size_on_disk(path: &Path) -> u64 {
-    ["", "-wal", "-shm"]
-        .iter()
-        .filter_map(|s| std::fs::metadata(format!("{}{s}", path.display())).ok())
-        .map(|m| m.len())
-        .sum()
+    // The index is a folder of segment files and a manifest.
+    std::fs::read_dir(path).map_or(0, |d| d.flatten().filter_map(|e| e.metadata().ok()).map(|m| m.len()).sum())
 }
 
 fn main() {

@@ -20,6 +20,8 @@ use crate::workspace::{Replace, Workspace, open_dir, read_bounded, write_atomic,
 #[cfg(feature = "memory")]
 pub mod embed;
 #[cfg(feature = "memory")]
+pub mod engine;
+#[cfg(feature = "memory")]
 pub mod fuse;
 #[cfg(feature = "memory")]
 pub mod index;

@@ -2,16 +2,17 @@
 //! `/v1/embeddings` server (`memory.embeddings_url`, `memory.embeddings_model`,
 //! `memory.embeddings_key`), their vectors kept in the memory index.
 //!
-//! Nothing here runs when the settings are empty: no request, no table, no work per search.
+//! Nothing here runs when the settings are empty: no request, no file, no work per search.
 //!
-//! Vectors live in the index's `vectors` table, one per entry or chunk row, with the 64-bit
-//! FNV-1a hash of the text that was embedded and the model's name. A row whose text changed has
-//! a hash that no longer matches: its vector is never used (a search checks the hash of every
-//! vector it returns) and the next pass embeds the text again. A new model name drops every
-//! vector of another model. Rows that went away lose their vectors at the end of a pass.
+//! Vectors live in the index's vectors file (`engine::vectors`), one per entry or chunk
+//! document, with the 64-bit FNV-1a hash of the text that was embedded and the model's name. A
+//! document's text never changes (a changed text is a new document), and a search still checks
+//! the hash of every vector it returns against the live document's text. A new model name drops
+//! every vector of another model. Documents that went away lose their vectors at the end of a
+//! pass.
 //!
 //! Embedding happens in the background ([`kick`]): one pass per workspace at a time, sweeping
-//! the rows in id order in batches of [`BATCH`] inputs, each cut to [`MAX_INPUT_BYTES`]; a
+//! the live documents in order in batches of [`BATCH`] inputs, each cut to [`MAX_INPUT_BYTES`]; a
 //! failed batch is retried with exponential waits and then the pass ends with a warning, the
 //! keyword search untouched. A turn never waits for it: a query's own embedding has
 //! [`QUERY_TIMEOUT`], after which the search is keywords alone.
@@ -21,7 +22,7 @@
 //! [`MAX_DIMENSIONS`] values, a value that is not a finite `f32`, or an all-zero vector is
 //! refused whole.
 
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::path::PathBuf;
 use std::sync::{Mutex, PoisonError};
@@ -29,7 +30,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use chela_core::retry::Exponential;
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 
 use crate::config::Config;
@@ -37,6 +37,8 @@ use crate::net::{Guard, HttpClient, Request};
 use crate::workspace::Workspace;
 use chela_core::config as keys;
 
+use super::engine::manifest::Table;
+use super::engine::vectors::Record;
 use super::index::Index;
 
 /// Inputs sent in one request.
@@ -53,9 +55,6 @@ const BATCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Attempts per batch, and the waits between them.
 const ATTEMPTS: u32 = 4;
 const RETRY: Exponential = Exponential::new(Duration::from_secs(1), Duration::from_secs(30));
-/// The most of the index mapped into memory while vectors are searched (address space; the
-/// pages are the OS's file cache, shared and given back under pressure).
-const VECTORS_MMAP_BYTES: i64 = 1 << 30;
 /// Workspaces embedded at once in one process (the daemon has one, tests a few).
 const MAX_WORKERS: usize = 8;
 
@@ -67,16 +66,13 @@ pub enum Kind {
 }
 
 impl Kind {
-    fn table(self) -> (&'static str, &'static str) {
+    fn table(self) -> Table {
         match self {
-            Kind::Entry => ("entries", "content"),
-            Kind::Chunk => ("chunks", "text"),
+            Kind::Entry => Table::Entries,
+            Kind::Chunk => Table::Chunks,
         }
     }
 }
-
-const TABLE: &str = "CREATE TABLE IF NOT EXISTS vectors(kind INTEGER NOT NULL, ref INTEGER NOT NULL, \
-    hash INTEGER NOT NULL, model TEXT NOT NULL, vec BLOB NOT NULL, PRIMARY KEY(kind, ref))";
 
 /// The embeddings server, when one is set.
 #[derive(Clone, Debug)]
@@ -257,10 +253,7 @@ pub async fn query_vector(http: &HttpClient, s: &Settings, query: &str) -> Optio
     }
 }
 
-fn sql(e: rusqlite::Error) -> io::Error {
-    io::Error::other(format!("memory vectors: {e}"))
-}
-
+#[cfg(test)]
 fn to_blob(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -284,51 +277,42 @@ fn dot(blob: &[u8], q: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// The rows of `kind` whose vectors are nearest `q` (cosine: both are of length 1), best first,
-/// at most `k`, each checked to hold the text its vector was made from. No vectors (none yet,
-/// another model, no table): none.
-pub fn nearest(ix: &Index, kind: Kind, model: &str, q: &[f32], k: usize) -> io::Result<Vec<(i64, f32)>> {
-    let db = ix.db();
-    // Every vector is read on each search: through SQLite's small page cache that is a read()
-    // per page (100,000 vectors of 256 values: 100 MB, ~270 ms); mapped, the pages are read in
-    // place from the OS's cache.
-    db.pragma_update(None, "mmap_size", VECTORS_MMAP_BYTES).map_err(sql)?;
-    // NOT INDEXED: with the primary key's index on (kind, ref), SQLite would walk the index and
-    // fetch every row from the table by its rowid, a B-tree descent per vector; the table read
-    // in order is the cheap way to see all of them.
-    let mut st =
-        match db.prepare_cached("SELECT ref, hash, vec FROM vectors NOT INDEXED WHERE kind = ?1 AND model = ?2") {
-            Ok(st) => st,
-            Err(rusqlite::Error::SqliteFailure(_, Some(m))) if m.starts_with("no such table") => return Ok(Vec::new()),
-            Err(e) => return Err(sql(e)),
-        };
+/// The text of document `doc` of `kind` if it is live: what its vector was made from.
+fn text_of(ix: &Index, kind: Kind, doc: u64) -> io::Result<Option<String>> {
+    Ok(match kind {
+        Kind::Entry => ix.entry(doc)?.map(|(hit, _)| hit.content),
+        Kind::Chunk => ix.chunk(doc)?.map(|(.., text)| text),
+    })
+}
+
+/// The documents of `kind` whose vectors are nearest `q` (cosine: both are of length 1), best
+/// first, at most `k`, each checked to be live and to hold the text its vector was made from.
+/// No vectors (none yet, another model): none.
+pub fn nearest(ix: &Index, kind: Kind, model: &str, q: &[f32], k: usize) -> io::Result<Vec<(u64, f32)>> {
     // A min-heap of the best so far, over more than `k`: some may turn out stale.
     let keep = k * 2 + 8;
-    let mut best: BinaryHeap<(std::cmp::Reverse<Score>, i64, i64)> = BinaryHeap::with_capacity(keep + 1);
-    let mut rows = st.query(params![kind as i64, model]).map_err(sql)?;
-    while let Some(r) = rows.next().map_err(sql)? {
-        let blob = r.get_ref(2).map_err(sql)?.as_blob().map_err(|e| sql(e.into()))?;
-        if blob.len() != q.len() * 4 {
-            continue;
+    let mut best: BinaryHeap<(std::cmp::Reverse<Score>, u64, i64)> = BinaryHeap::with_capacity(keep + 1);
+    ix.store().each_vector(|v| {
+        if v.kind != kind as u8 || v.model != model || v.values.len() != q.len() * 4 {
+            return;
         }
-        let s = Score(dot(blob, q));
+        let s = Score(dot(v.values, q));
         if best.len() < keep || best.peek().is_some_and(|(std::cmp::Reverse(low), ..)| s > *low) {
-            best.push((std::cmp::Reverse(s), r.get(0).map_err(sql)?, r.get(1).map_err(sql)?));
+            best.push((std::cmp::Reverse(s), v.doc, v.hash));
             if best.len() > keep {
                 best.pop();
             }
         }
-    }
-    drop(rows);
-    let mut found: Vec<(Score, i64, i64)> = best.into_iter().map(|(std::cmp::Reverse(s), r, h)| (s, r, h)).collect();
+    })?;
+    let mut found: Vec<(Score, u64, i64)> = best.into_iter().map(|(std::cmp::Reverse(s), d, h)| (s, d, h)).collect();
     chela_infra::sort::sort_by(&mut found, |a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-    let (table, column) = kind.table();
-    let mut text = db.prepare_cached(&format!("SELECT {column} FROM {table} WHERE rowid = ?1")).map_err(sql)?;
-    let mut out = Vec::with_capacity(k);
-    for (s, rowid, hash) in found {
-        let now: Option<String> = text.query_row([rowid], |r| r.get(0)).optional().map_err(sql)?;
-        if now.is_some_and(|t| text_hash(bounded(&t)) == hash) {
-            out.push((rowid, s.0));
+    let mut out: Vec<(u64, f32)> = Vec::with_capacity(k);
+    for (s, doc, hash) in found {
+        if out.iter().any(|(d, _)| *d == doc) {
+            continue;
+        }
+        if text_of(ix, kind, doc)?.is_some_and(|t| text_hash(bounded(&t)) == hash) {
+            out.push((doc, s.0));
             if out.len() == k {
                 break;
             }
@@ -361,75 +345,64 @@ pub struct Pass {
     pub requests: usize,
 }
 
-/// A row to embed: its rowid, the hash of its text, the text (cut to [`MAX_INPUT_BYTES`]).
-type Todo = (i64, i64, String);
+/// A document to embed: its number, the hash of its text, the text (cut to [`MAX_INPUT_BYTES`]).
+type Todo = (u64, i64, String);
 
-/// Rows of `kind` after `cursor` whose vector is missing, stale or of another model: at most
-/// [`BATCH`], with the cursor to go on from (`None`: the sweep is done).
-fn pending(db: &Connection, kind: Kind, model: &str, cursor: i64) -> io::Result<(Vec<Todo>, Option<i64>)> {
-    let (table, column) = kind.table();
-    let mut st = db
-        .prepare_cached(&format!(
-            "SELECT x.rowid, x.{column}, v.hash, v.model FROM {table} AS x \
-             LEFT JOIN vectors AS v ON v.kind = ?1 AND v.ref = x.rowid WHERE x.rowid > ?2 ORDER BY x.rowid"
-        ))
-        .map_err(sql)?;
-    let mut rows = st.query(params![kind as i64, cursor]).map_err(sql)?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next().map_err(sql)? {
-        let rowid: i64 = r.get(0).map_err(sql)?;
-        let text: String = r.get(1).map_err(sql)?;
-        let text = bounded(&text);
-        let hash = text_hash(text);
-        let (had, of): (Option<i64>, Option<String>) = (r.get(2).map_err(sql)?, r.get(3).map_err(sql)?);
-        if text.trim().is_empty() || (had == Some(hash) && of.as_deref() == Some(model)) {
-            continue;
-        }
-        out.push((rowid, hash, text.to_owned()));
-        if out.len() == BATCH {
-            return Ok((out, Some(rowid)));
-        }
-    }
-    Ok((out, None))
-}
+/// Documents scanned per step of a pass.
+const SCAN: usize = 256;
 
-/// Stores the vectors of `batch`, each only if its row still holds the text embedded, and
-/// refuses the whole batch if its length differs from the model's vectors already stored.
-fn store(ix: &mut Index, kind: Kind, model: &str, batch: &[Todo], vectors: &[Vec<f32>]) -> io::Result<usize> {
-    let tx = ix.db_mut().transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(sql)?;
-    let held: Option<usize> = tx
-        .query_row("SELECT length(vec) FROM vectors WHERE model = ?1 LIMIT 1", [model], |r| r.get(0))
-        .optional()
-        .map_err(sql)?;
-    if let (Some(held), Some(v)) = (held, vectors.first())
-        && held != v.len() * 4
-    {
-        return Err(io::Error::other(format!(
-            "embeddings answer refused: {} values where the index holds {} for {model}",
-            v.len(),
-            held / 4
-        )));
-    }
-    let (table, column) = kind.table();
-    let mut n = 0;
-    {
-        let mut text = tx.prepare_cached(&format!("SELECT {column} FROM {table} WHERE rowid = ?1")).map_err(sql)?;
-        let mut put = tx
-            .prepare_cached("INSERT OR REPLACE INTO vectors(kind, ref, hash, model, vec) VALUES (?1, ?2, ?3, ?4, ?5)")
-            .map_err(sql)?;
-        for ((rowid, hash, _), v) in batch.iter().zip(vectors) {
-            let now: Option<String> = text.query_row([rowid], |r| r.get(0)).optional().map_err(sql)?;
-            if now.is_some_and(|t| text_hash(bounded(&t)) == *hash) {
-                put.execute(params![kind as i64, rowid, hash, model, to_blob(v)]).map_err(sql)?;
-                n += 1;
+/// The live documents of `kind` after `cursor` (at most [`SCAN`]) with their texts, and the
+/// cursor to go on from (`None`: the sweep is done).
+fn candidates(ix: &Index, kind: Kind, cursor: Option<u64>) -> io::Result<(Vec<Todo>, Option<u64>)> {
+    let docs = ix.store().live_docs(kind.table(), cursor, SCAN);
+    let mut out = Vec::with_capacity(docs.len());
+    for doc in &docs {
+        if let Some(text) = text_of(ix, kind, *doc)? {
+            let text = bounded(&text);
+            if !text.trim().is_empty() {
+                out.push((*doc, text_hash(text), text.to_owned()));
             }
         }
     }
-    tx.commit().map_err(sql)?;
+    let next = if docs.len() == SCAN { docs.last().copied() } else { None };
+    Ok((out, next))
+}
+
+/// Stores the vectors of `batch` for the documents still live, and refuses the whole batch if
+/// its length differs from the model's vectors already stored (`held`, in values).
+fn store(ix: &mut Index, kind: Kind, model: &str, batch: &[Todo], vectors: &[Vec<f32>]) -> io::Result<usize> {
+    let mut held = None;
+    ix.store().each_vector(|v| {
+        if held.is_none() && v.model == model {
+            held = Some(v.values.len() / 4);
+        }
+    })?;
+    if let (Some(held), Some(v)) = (held, vectors.first())
+        && held != v.len()
+    {
+        return Err(io::Error::other(format!(
+            "embeddings answer refused: {} values where the index holds {held} for {model}",
+            v.len()
+        )));
+    }
+    let records: Vec<Record> = batch
+        .iter()
+        .zip(vectors)
+        .filter(|((doc, ..), _)| ix.store().is_live(kind.table(), *doc))
+        .map(|((doc, hash, _), v)| Record {
+            kind: kind as u8,
+            doc: *doc,
+            hash: *hash,
+            model: model.to_owned(),
+            vec: v.clone(),
+        })
+        .collect();
+    let n = records.len();
+    ix.write(|w, _| w.append_vectors(&records))?;
     Ok(n)
 }
 
-/// Runs `f` on the workspace's index off the async workers (SQLite blocks).
+/// Runs `f` on the workspace's index off the async workers (its reads and writes block).
 async fn with_index<T: Send + 'static>(
     ws: &Workspace,
     f: impl FnOnce(&mut Index) -> io::Result<T> + Send + 'static,
@@ -470,39 +443,66 @@ pub async fn embed_pending(ws: &Workspace, http: &HttpClient, s: &Settings) -> i
 /// [`embed_pending`] with the waits between a batch's attempts given.
 async fn embed_pending_with(ws: &Workspace, http: &HttpClient, s: &Settings, retry: Exponential) -> io::Result<Pass> {
     let model = s.model.clone();
-    with_index(ws, move |ix| {
+    // Read the files in; drop other models' vectors; note the documents that have theirs.
+    let mut have: HashMap<(u8, u64), i64> = with_index(ws, move |ix| {
         ix.refresh()?;
-        let db = ix.db();
-        db.execute(TABLE, []).map_err(sql)?;
-        db.execute("DELETE FROM vectors WHERE model != ?1", [&model]).map_err(sql)?;
-        Ok(())
+        let mut other = false;
+        ix.store().each_vector(|v| other |= v.model != model)?;
+        if other {
+            ix.write(|w, _| w.rewrite_vectors(|v| v.model == model))?;
+        }
+        let mut have = HashMap::new();
+        ix.store().each_vector(|v| {
+            have.insert((v.kind, v.doc), v.hash);
+        })?;
+        Ok(have)
     })
     .await?;
     let mut pass = Pass::default();
     for kind in [Kind::Entry, Kind::Chunk] {
-        let mut cursor = Some(0);
-        while let Some(at) = cursor {
-            let model = s.model.clone();
-            let (batch, next) = with_index(ws, move |ix| pending(ix.db(), kind, &model, at)).await?;
-            cursor = next;
-            if batch.is_empty() {
-                continue;
+        let mut cursor = None;
+        loop {
+            let (found, next) = with_index(ws, move |ix| candidates(ix, kind, cursor)).await?;
+            let todo: Vec<Todo> =
+                found.into_iter().filter(|(doc, hash, _)| have.get(&(kind as u8, *doc)) != Some(hash)).collect();
+            for batch in todo.chunks(BATCH) {
+                let inputs: Vec<&str> = batch.iter().map(|(_, _, t)| t.as_str()).collect();
+                let vectors = embed_retrying(http, s, &inputs, retry, &mut pass)
+                    .await
+                    .map_err(|e| io::Error::other(e.to_string()))?;
+                let (model, batch) = (s.model.clone(), batch.to_vec());
+                let keys: Vec<(u64, i64)> = batch.iter().map(|(d, h, _)| (*d, *h)).collect();
+                pass.embedded += with_index(ws, move |ix| store(ix, kind, &model, &batch, &vectors)).await?;
+                have.extend(keys.into_iter().map(|(d, h)| ((kind as u8, d), h)));
             }
-            let inputs: Vec<&str> = batch.iter().map(|(_, _, t)| t.as_str()).collect();
-            let vectors = embed_retrying(http, s, &inputs, retry, &mut pass)
-                .await
-                .map_err(|e| io::Error::other(e.to_string()))?;
-            let model = s.model.clone();
-            pass.embedded += with_index(ws, move |ix| store(ix, kind, &model, &batch, &vectors)).await?;
+            match next {
+                Some(n) => cursor = Some(n),
+                None => break,
+            }
         }
     }
-    with_index(ws, |ix| {
-        ix.db()
-            .execute_batch(
-                "DELETE FROM vectors WHERE kind = 0 AND ref NOT IN (SELECT rowid FROM entries); \
-                 DELETE FROM vectors WHERE kind = 1 AND ref NOT IN (SELECT rowid FROM chunks);",
-            )
-            .map_err(sql)
+    // The vectors of documents that went away.
+    let model = s.model.clone();
+    with_index(ws, move |ix| {
+        let mut dead = false;
+        let live = |ix: &Index, kind: u8, doc: u64| {
+            let table = if kind == Kind::Entry as u8 { Table::Entries } else { Table::Chunks };
+            ix.store().is_live(table, doc)
+        };
+        ix.store().each_vector(|v| dead |= !live(ix, v.kind, v.doc))?;
+        if dead {
+            let keep: std::collections::HashSet<(u8, u64)> = {
+                let mut k = std::collections::HashSet::new();
+                ix.store().each_vector(|v| {
+                    if live(ix, v.kind, v.doc) {
+                        k.insert((v.kind, v.doc));
+                    }
+                })?;
+                k
+            };
+            ix.write(|w, _| w.rewrite_vectors(|v| v.model == model && keep.contains(&(v.kind, v.doc))))?;
+        }
+        Ok(())
     })
     .await?;
     Ok(pass)

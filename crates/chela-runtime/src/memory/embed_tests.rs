@@ -33,13 +33,12 @@ async fn store_facts(fx: &Fixture) {
     crate::workspace::write_atomic(&crate::memory::entries_path(&fx.ws), e.to_jsonl().as_bytes()).unwrap();
 }
 
-fn vectors(fx: &Fixture) -> Vec<(i64, i64, String, usize)> {
+fn vectors(fx: &Fixture) -> Vec<(u8, u64, String, usize)> {
     let ix = Index::open(&fx.ws).unwrap();
-    let mut st = match ix.db().prepare("SELECT kind, ref, model, length(vec) FROM vectors ORDER BY kind, ref") {
-        Ok(st) => st,
-        Err(_) => return Vec::new(),
-    };
-    st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))).unwrap().map(Result::unwrap).collect()
+    let mut out = Vec::new();
+    ix.store().each_vector(|v| out.push((v.kind, v.doc, v.model.to_owned(), v.values.len()))).unwrap();
+    out.sort_by_key(|v| (v.0, v.1));
+    out
 }
 
 /// A port nothing listens on.

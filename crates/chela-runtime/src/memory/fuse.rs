@@ -6,8 +6,6 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::io;
 
-use rusqlite::OptionalExtension;
-
 use super::embed::{Kind, nearest};
 use super::index::{EntryHit, Index, MAX_RESULTS, NoteHit, snippet};
 
@@ -43,10 +41,6 @@ pub fn rrf<K: Clone + Eq + Hash>(lists: &[Vec<K>]) -> Vec<K> {
     out.into_iter().map(|(k, _)| k).collect()
 }
 
-fn sql(e: rusqlite::Error) -> io::Error {
-    io::Error::other(format!("memory index: {e}"))
-}
-
 /// [`Index::recall`] fused with the entries nearest `q` (the query's vector from `model`).
 pub fn recall(ix: &mut Index, query: &str, q: &[f32], model: &str, max: usize) -> io::Result<Vec<EntryHit>> {
     let max = max.clamp(1, MAX_RESULTS);
@@ -60,17 +54,10 @@ pub fn recall(ix: &mut Index, query: &str, q: &[f32], model: &str, max: usize) -
     };
     let mut by_id: HashMap<String, EntryHit> = words.iter().map(|h| (h.id.clone(), h.clone())).collect();
     let mut near_ids = Vec::new();
-    {
-        let mut st = ix.db().prepare_cached("SELECT id, line, content FROM entries WHERE rowid = ?1").map_err(sql)?;
-        for (rowid, _) in near {
-            let hit = st
-                .query_row([rowid], |r| Ok(EntryHit { id: r.get(0)?, line: r.get(1)?, content: r.get(2)? }))
-                .optional()
-                .map_err(sql)?;
-            if let Some(hit) = hit {
-                near_ids.push(hit.id.clone());
-                by_id.entry(hit.id.clone()).or_insert(hit);
-            }
+    for (doc, _) in near {
+        if let Some((hit, _)) = ix.entry(doc)? {
+            near_ids.push(hit.id.clone());
+            by_id.entry(hit.id.clone()).or_insert(hit);
         }
     }
     let word_ids = words.into_iter().map(|h| h.id).collect();
@@ -91,21 +78,11 @@ pub fn search(ix: &mut Index, query: &str, q: &[f32], model: &str, max: usize) -
     let key = |h: &NoteHit| (h.path.clone(), h.first, h.last);
     let mut by_key: HashMap<(String, u32, u32), NoteHit> = words.iter().map(|h| (key(h), h.clone())).collect();
     let mut near_keys = Vec::new();
-    {
-        let mut st =
-            ix.db().prepare_cached("SELECT path, first, last, text FROM chunks WHERE rowid = ?1").map_err(sql)?;
-        for (rowid, _) in near {
-            let hit = st
-                .query_row([rowid], |r| {
-                    let text: String = r.get(3)?;
-                    Ok(NoteHit { path: r.get(0)?, first: r.get(1)?, last: r.get(2)?, snippet: snippet(&text) })
-                })
-                .optional()
-                .map_err(sql)?;
-            if let Some(hit) = hit {
-                near_keys.push(key(&hit));
-                by_key.entry(key(&hit)).or_insert(hit);
-            }
+    for (doc, _) in near {
+        if let Some((path, first, last, text)) = ix.chunk(doc)? {
+            let hit = NoteHit { path, first, last, snippet: snippet(&text) };
+            near_keys.push(key(&hit));
+            by_key.entry(key(&hit)).or_insert(hit);
         }
     }
     let word_keys = words.iter().map(key).collect();

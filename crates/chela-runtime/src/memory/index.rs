@@ -1,49 +1,46 @@
-//! The memory index: SQLite FTS5 over the memory files, so recall and search stay fast however
-//! much is remembered.
+//! The memory index: the engine's segments (`super::engine`) over the memory files, so recall
+//! and search stay fast however much is remembered.
 //!
 //! The plain files stay the truth (`memory/entries.jsonl`, `MEMORY.md`, the notes
-//! `memory/*.md`); the index (`state/memory.sqlite`) is derived from them and may be deleted at
-//! any time. Each file's stamp (inode, size, modification time in nanoseconds) is recorded with
-//! the rows made from it, in the same transaction; before every search [`Index::refresh`]
-//! compares the stamps with the files and re-reads the ones that changed, were added or went
-//! away, so edits by hand or by the file tools are seen by the next search. A stamp is
-//! recorded only when the file did not change while it was read. An index that cannot be
-//! opened, has another schema or turns out corrupt is deleted and built again.
+//! `memory/*.md`); the index (the folder `state/memory-index/`) is derived from them and may be
+//! deleted at any time. Each file's stamp (inode, size, modification time in nanoseconds) is
+//! recorded in the manifest with the documents made from it, in the same atomic write; before
+//! every search [`Index::refresh`] compares the stamps with the files and re-reads the ones that
+//! changed, were added or went away, so edits by hand or by the file tools are seen by the next
+//! search. A stamp is recorded only when the file did not change while it was read. An index
+//! that fails a check (a damaged file, another version) is started afresh and built again.
 //!
-//! The memory tools keep the entries' rows current themselves ([`Index::entries_changed`]),
+//! The memory tools keep the entries' documents current themselves ([`Index::entries_changed`]),
 //! under the entries lock, and only when the index reflected the file as it was before their
-//! change; otherwise the next refresh reads the file again. A SIGKILL mid-write loses the open
-//! transaction and nothing else: rows and stamps always agree, so an interrupted build is
-//! finished by the next refresh, never trusted half-done.
+//! change; otherwise the next refresh reads the file again. A SIGKILL mid-write loses that
+//! write and nothing else (`super::engine::store`): documents and stamps always agree, so an
+//! interrupted build is finished by the next refresh, never trusted half-done.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use chela_core::memory::{Entries, Entry, render_line};
-use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
+use super::engine::codec::{Reader, damaged, is_damaged, put_str, put_u64, put_varint};
+use super::engine::manifest::Table;
+use super::engine::query::staged;
+use super::engine::store::{Hit, Store, Writer};
 use super::sessions;
-use super::spelling::{self, Vocabulary};
-use super::terms::{for_index, match_any, query_words};
-use query::Table;
+use super::spelling;
+use super::terms::for_index;
 
 #[path = "index_query.rs"]
 mod query;
 use crate::workspace::Workspace;
 
-/// The index file, in the workspace's `state/` folder (which the file tools cannot reach).
-pub const INDEX_FILE: &str = "memory.sqlite";
+/// The index folder, in the workspace's `state/` folder (which the file tools cannot reach).
+pub const INDEX_DIR: &str = "memory-index";
 
-/// Every write takes SQLite's write lock at its start (BEGIN IMMEDIATE), so a writer that has to
-/// wait for another waits (the busy timeout) instead of failing with "database is locked" when a
-/// read transaction cannot be upgraded under WAL.
-const WRITE: rusqlite::TransactionBehavior = rusqlite::TransactionBehavior::Immediate;
-
-/// Bumped when the tables change: an index of another version is rebuilt.
-const SCHEMA_VERSION: &str = "2";
+/// The SQLite index earlier versions kept; removed when found.
+const OLD_INDEX_FILE: &str = "memory.sqlite";
 
 /// An entries line longer than this is skipped: an entry holds at most 2,000 bytes of content
 /// and a few tags, so such a line was not written by Chela and reading it whole could take any
@@ -72,31 +69,8 @@ pub const MAX_RESULTS: usize = 50;
 
 pub const ENTRIES_SOURCE: &str = "memory/entries.jsonl";
 
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS sources(path TEXT PRIMARY KEY, stamp TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS entries(rowid INTEGER PRIMARY KEY, id TEXT NOT NULL UNIQUE, line TEXT NOT NULL,
-    content TEXT NOT NULL, updated INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS chunks(rowid INTEGER PRIMARY KEY, path TEXT NOT NULL, first INTEGER NOT NULL,
-    last INTEGER NOT NULL, text TEXT NOT NULL);
-CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
-CREATE VIRTUAL TABLE IF NOT EXISTS entries_fts USING fts5(content, tags, content='', contentless_delete=1,
-    tokenize='porter unicode61 remove_diacritics 2');
-CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(text, content='', contentless_delete=1,
-    tokenize='porter unicode61 remove_diacritics 2');
-";
-
-fn sql(e: rusqlite::Error) -> io::Error {
-    io::Error::other(format!("memory index: {e}"))
-}
-
-/// Whether `e` says the database file itself is damaged or not a database.
-fn is_corrupt(e: &rusqlite::Error) -> bool {
-    matches!(e.sqlite_error_code(), Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase))
-}
-
 pub fn index_path(ws: &Workspace) -> PathBuf {
-    ws.root().join(crate::authority::STATE_DIR).join(INDEX_FILE)
+    ws.root().join(crate::authority::STATE_DIR).join(INDEX_DIR)
 }
 
 /// A file's identity and version: a changed stamp means the file must be read again.
@@ -133,11 +107,11 @@ pub struct Refreshed {
     pub chunks: usize,
 }
 
-/// An open index. Cheap to open (one file, no scan); open one per call.
+/// An open index. Cheap to open (the manifest and the segments' footers); open one per call.
 pub struct Index {
-    db: Connection,
+    store: Store,
     root: PathBuf,
-    path: PathBuf,
+    dir: PathBuf,
     /// Whether past conversations are indexed ([`Index::include_sessions`]); `None`: left as
     /// they are.
     sessions: Option<bool>,
@@ -147,51 +121,21 @@ impl Index {
     /// Opens the index of `ws`, creating it when missing and starting afresh when it is
     /// damaged or of another version.
     pub fn open(ws: &Workspace) -> io::Result<Index> {
-        let path = index_path(ws);
-        match Index::open_at(ws.root(), &path) {
-            Ok(ix) => Ok(ix),
-            Err(e) => {
-                tracing::warn!("{}: {e}; building it again", path.display());
-                remove_index_files(&path)?;
-                Index::open_at(ws.root(), &path)
+        let dir = index_path(ws);
+        if !dir.is_dir() {
+            crate::workspace::create_private_dir(&dir)?;
+            remove_old_index(ws.root());
+        }
+        let store = match Store::open(&dir) {
+            Ok(s) => s,
+            Err(e) if is_damaged(&e) => {
+                tracing::warn!("{}: {e}; building it again", dir.display());
+                Store::reset(&dir)?;
+                Store::open(&dir)?
             }
-        }
-    }
-
-    fn open_at(root: &Path, path: &Path) -> io::Result<Index> {
-        if let Some(dir) = path.parent()
-            && !dir.is_dir()
-        {
-            crate::workspace::create_private_dir(dir)?;
-        }
-        // Created here with mode 0600 before SQLite sees it; SQLite gives its journal files the
-        // database's mode.
-        std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
-        let db = Connection::open(path).map_err(sql)?;
-        db.busy_timeout(crate::lock::LOCK_WAIT).map_err(sql)?;
-        // WAL: searches read while a refresh writes. synchronous=NORMAL: a power cut may lose the
-        // last commit, which only makes the index older; rows and stamps still agree.
-        db.query_row("PRAGMA journal_mode=WAL", [], |_| Ok(())).map_err(sql)?;
-        db.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;
-        let version: Option<String> = match db.query_row("SELECT value FROM meta WHERE key='version'", [], |r| r.get(0))
-        {
-            Ok(v) => Some(v),
-            Err(rusqlite::Error::QueryReturnedNoRows) => None,
-            // No meta table yet: a new file.
-            Err(rusqlite::Error::SqliteFailure(_, Some(m))) if m.starts_with("no such table") => None,
-            Err(e) => return Err(sql(e)),
+            Err(e) => return Err(e),
         };
-        match version.as_deref() {
-            Some(SCHEMA_VERSION) => {}
-            Some(other) => return Err(io::Error::other(format!("index version {other}, not {SCHEMA_VERSION}"))),
-            None => {
-                db.execute_batch(SCHEMA).map_err(sql)?;
-                db.execute_batch(spelling::SCHEMA).map_err(sql)?;
-                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('version', ?1)", [SCHEMA_VERSION])
-                    .map_err(sql)?;
-            }
-        }
-        Ok(Index { db, root: root.to_path_buf(), path: path.to_path_buf(), sessions: None })
+        Ok(Index { store, root: ws.root().to_path_buf(), dir, sessions: None })
     }
 
     /// Whether the next refreshes index the session files (`memory.index_sessions`): `true` reads
@@ -201,78 +145,89 @@ impl Index {
         self.sessions = Some(on);
     }
 
-    /// Runs `f`; if the database turns out damaged, deletes it, builds it again from the files
-    /// and runs `f` once more. A damaged index never answers.
-    fn retrying<T>(&mut self, mut f: impl FnMut(&mut Index) -> Result<T, rusqlite::Error>) -> io::Result<T> {
+    fn reopen(&mut self) -> io::Result<()> {
+        self.store = Store::open(&self.dir)?;
+        Ok(())
+    }
+
+    /// Runs `f`; if the index turns out damaged, starts it afresh, builds it again from the
+    /// files and runs `f` once more. A damaged index never answers.
+    fn retrying<T>(&mut self, mut f: impl FnMut(&mut Index) -> io::Result<T>) -> io::Result<T> {
         match f(self) {
-            Ok(v) => Ok(v),
-            Err(e) if is_corrupt(&e) => {
-                tracing::warn!("{}: {e}; building it again", self.path.display());
-                let fresh = {
-                    remove_index_files(&self.path)?;
-                    Index::open_at(&self.root, &self.path)?
-                };
-                *self = Index { sessions: self.sessions, ..fresh };
+            Err(e) if is_damaged(&e) => {
+                tracing::warn!("{}: {e}; building it again", self.dir.display());
+                Store::reset(&self.dir)?;
+                self.reopen()?;
                 self.refresh()?;
-                f(self).map_err(sql)
+                f(self)
             }
-            Err(e) => Err(sql(e)),
+            other => other,
         }
     }
 
+    /// Runs `f` on a writer under the index's lock and opens the result; a damaged manifest
+    /// starts the index afresh first.
+    pub(super) fn write<T>(&mut self, mut f: impl FnMut(&mut Writer, &Path) -> io::Result<T>) -> io::Result<T> {
+        let root = self.root.clone();
+        let out = match Store::write(&self.dir, |w| f(w, &root)) {
+            Err(e) if is_damaged(&e) => {
+                tracing::warn!("{}: {e}; building it again", self.dir.display());
+                Store::reset(&self.dir)?;
+                Store::write(&self.dir, |w| f(w, &root))?
+            }
+            other => other?,
+        };
+        self.reopen()?;
+        Ok(out)
+    }
+
     /// Brings the index up to date with the files: reads again every file whose stamp changed,
-    /// drops the ones that went away.
+    /// drops the ones that went away. All of it in one write.
     pub fn refresh(&mut self) -> io::Result<Refreshed> {
         let on_disk = self.sources_on_disk()?;
-        let known: HashMap<String, String> = match self.known_sources() {
-            Ok(k) => k,
-            Err(e) if is_corrupt(&e) => {
-                remove_index_files(&self.path)?;
-                *self = Index { sessions: self.sessions, ..Index::open_at(&self.root, &self.path)? };
-                HashMap::new()
-            }
-            Err(e) => return Err(sql(e)),
+        let sessions = self.sessions;
+        let stale = |known: &HashMap<String, String>| {
+            let kept = |k: &str| sessions.is_none() && sessions::is_session(k);
+            on_disk.iter().any(|(rel, stamp)| known.get(rel) != Some(stamp))
+                || known.keys().any(|k| !on_disk.contains_key(k) && !kept(k))
         };
-        let mut done = Refreshed::default();
-        for (rel, stamp) in &on_disk {
-            if known.get(rel) != Some(stamp) {
-                let (entries, chunks) = self.read_source(rel)?;
+        if !stale(&known_sources(&self.store)) {
+            return Ok(Refreshed::default());
+        }
+        self.write(|w, root| {
+            // Read again under the lock: another process may have done the work meanwhile.
+            let known: HashMap<String, String> =
+                w.manifest().sources.iter().map(|s| (s.path.clone(), s.stamp.clone())).collect();
+            let mut done = Refreshed::default();
+            let mut changed: Vec<&String> =
+                on_disk.iter().filter(|(rel, stamp)| known.get(*rel) != Some(*stamp)).map(|(r, _)| r).collect();
+            changed.sort();
+            for rel in changed {
+                let (entries, chunks) = read_source(w, root, rel)?;
                 done.files += 1;
                 done.entries += entries;
                 done.chunks += chunks;
             }
-        }
-        let kept = |k: &str| self.sessions.is_none() && sessions::is_session(k);
-        for rel in known.keys().filter(|k| !on_disk.contains_key(*k) && !kept(k)) {
-            let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
-            drop_source(&tx, rel).map_err(sql)?;
-            tx.commit().map_err(sql)?;
-            done.files += 1;
-        }
-        Ok(done)
+            let kept = |k: &str| sessions.is_none() && sessions::is_session(k);
+            for rel in known.keys().filter(|k| !on_disk.contains_key(*k) && !kept(k)) {
+                w.drop_source(rel);
+                done.files += 1;
+            }
+            Ok(done)
+        })
     }
 
-    /// Forgets everything and reads every file again. The rows are deleted, not the file:
-    /// another process may have the index open, and SQLite removes a database's journal by
-    /// name when it closes, which would take a new file's journal with it.
+    /// Forgets everything and reads every file again.
     pub fn rebuild(ws: &Workspace) -> io::Result<Refreshed> {
         let mut ix = Index::open(ws)?;
-        ix.retrying(|ix| {
-            let tx = ix.db.transaction_with_behavior(WRITE)?;
-            tx.execute_batch(
-                "DELETE FROM sources; DELETE FROM entries; DELETE FROM chunks; DELETE FROM words; \
-                 INSERT INTO entries_fts(entries_fts) VALUES('delete-all'); \
-                 INSERT INTO chunks_fts(chunks_fts) VALUES('delete-all');",
-            )?;
-            tx.commit()
+        ix.write(|w, _| {
+            let all: Vec<String> = w.manifest().sources.iter().map(|s| s.path.clone()).collect();
+            for rel in &all {
+                w.drop_source(rel);
+            }
+            Ok(())
         })?;
         ix.refresh()
-    }
-
-    fn known_sources(&self) -> Result<HashMap<String, String>, rusqlite::Error> {
-        let mut st = self.db.prepare("SELECT path, stamp FROM sources")?;
-        let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-        rows.collect()
     }
 
     /// The files the index is made from, with their stamps.
@@ -318,42 +273,6 @@ impl Index {
         Ok(out)
     }
 
-    /// Reads one file into the index, replacing its rows, and records its stamp unless it
-    /// changed while it was read. Returns the entries and chunks indexed.
-    fn read_source(&mut self, rel: &str) -> io::Result<(usize, usize)> {
-        let path = self.root.join(rel);
-        let file = match open_regular(&path)? {
-            Some(f) => f,
-            None => {
-                let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
-                drop_source(&tx, rel).map_err(sql)?;
-                tx.commit().map_err(sql)?;
-                return Ok((0, 0));
-            }
-        };
-        let before = stamp(&file.metadata()?);
-        let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
-        drop_source(&tx, rel).map_err(sql)?;
-        let counts = if rel == ENTRIES_SOURCE {
-            (insert_entries(&tx, file)?, 0)
-        } else if sessions::is_session(rel) {
-            (0, insert_pieces(&tx, rel, sessions::pieces(&file)?).map_err(sql)?)
-        } else {
-            let mut text = Vec::new();
-            (&file).take(MAX_NOTE_BYTES).read_to_end(&mut text)?;
-            (0, insert_chunks(&tx, rel, &String::from_utf8_lossy(&text)).map_err(sql)?)
-        };
-        // The stamp of what was read: if the file changed meanwhile (renamed over, appended),
-        // no stamp is kept and the next refresh reads it again.
-        let after = std::fs::symlink_metadata(&path).map(|m| stamp(&m)).ok();
-        if after.as_deref() == Some(before.as_str()) {
-            tx.execute("INSERT OR REPLACE INTO sources(path, stamp) VALUES (?1, ?2)", params![rel, before])
-                .map_err(sql)?;
-        }
-        tx.commit().map_err(sql)?;
-        Ok(counts)
-    }
-
     /// Called under the entries lock after `memory/entries.jsonl` was rewritten by a tool: if
     /// the index held the file as it was before (`before`, its stamp then), applies the change
     /// (`upserted` entries written, `removed` ids gone) and records the new stamp, so the next
@@ -366,97 +285,91 @@ impl Index {
         upserted: &[&Entry],
         removed: &[&str],
     ) -> io::Result<bool> {
-        let tx = self.db.transaction_with_behavior(WRITE).map_err(sql)?;
-        let known: Option<String> = tx
-            .query_row("SELECT stamp FROM sources WHERE path = ?1", [ENTRIES_SOURCE], |r| r.get(0))
-            .optional()
-            .map_err(sql)?;
-        if known.is_none() || known.as_deref() != before {
-            return Ok(false);
-        }
-        for id in removed.iter().copied().chain(upserted.iter().map(|e| e.id.as_str())) {
-            delete_entry(&tx, id).map_err(sql)?;
-        }
-        let mut words = Vocabulary::default();
-        for e in upserted {
-            insert_entry(&tx, e, &mut words).map_err(sql)?;
-        }
-        tx.execute("UPDATE sources SET stamp = ?2 WHERE path = ?1", params![ENTRIES_SOURCE, after]).map_err(sql)?;
-        tx.commit().map_err(sql)?;
-        Ok(true)
+        self.write(|w, _| {
+            let known = w.manifest().source(ENTRIES_SOURCE).map(|s| s.stamp.clone());
+            if known.is_none() || known.as_deref() != before {
+                return Ok(false);
+            }
+            for id in removed.iter().copied().chain(upserted.iter().map(|e| e.id.as_str())) {
+                if let Some(doc) = w.find_key(Table::Entries, id)? {
+                    w.remove(ENTRIES_SOURCE, doc)?;
+                }
+            }
+            for e in upserted {
+                add_entry(w, e)?;
+            }
+            w.set_stamp(ENTRIES_SOURCE, after);
+            Ok(true)
+        })
     }
 
     /// The entries matching `query`, best first (BM25; a tag counts twice a word of the text),
     /// at most `max` (and [`MAX_RESULTS`]). See [`query`] for how the query is searched.
     pub fn recall(&mut self, query: &str, max: usize) -> io::Result<Vec<EntryHit>> {
-        let max = max.clamp(1, MAX_RESULTS) as i64;
-        self.staged(Table::Entries, query, |ix, m, after| ix.recall_matching(m, max, after))
-    }
-
-    fn recall_matching(&mut self, m: &str, max: i64, after: i64) -> io::Result<Vec<EntryHit>> {
+        let max = max.clamp(1, MAX_RESULTS);
         self.retrying(|ix| {
-            let mut st = ix.db.prepare_cached(
-                "SELECT e.id, e.line, e.content FROM (SELECT rowid, bm25(entries_fts, 1.0, 2.0) AS score \
-                 FROM entries_fts WHERE entries_fts MATCH ?1 AND rowid > ?3 ORDER BY score LIMIT ?2) AS f \
-                 JOIN entries AS e ON e.rowid = f.rowid ORDER BY f.score, e.updated DESC",
-            )?;
-            let rows = st.query_map(params![m, max, after], |r| {
-                Ok(EntryHit { id: r.get(0)?, line: r.get(1)?, content: r.get(2)? })
-            })?;
-            rows.collect()
+            let hits = staged(&ix.store, Table::Entries, query, max)?;
+            let mut found = Vec::with_capacity(hits.len());
+            for h in hits {
+                found.push((h.score, ix.entry(h.doc)?.ok_or_else(|| damaged("a match that is not live"))?));
+            }
+            // Ties: the entry changed last first.
+            found.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.1.cmp(&a.1.1)));
+            Ok(found.into_iter().map(|(_, (hit, _))| hit).collect())
         })
     }
 
     /// The note chunks (`MEMORY.md`, `memory/*.md`) matching `query`, best first, at most
     /// `max` (and [`MAX_RESULTS`]), each with a snippet of at most [`SNIPPET_BYTES`].
     pub fn search(&mut self, query: &str, max: usize) -> io::Result<Vec<NoteHit>> {
-        let max = max.clamp(1, MAX_RESULTS) as i64;
-        self.staged(Table::Chunks, query, |ix, m, after| ix.search_matching(m, max, after))
-    }
-
-    fn search_matching(&mut self, m: &str, max: i64, after: i64) -> io::Result<Vec<NoteHit>> {
+        let max = max.clamp(1, MAX_RESULTS);
         self.retrying(|ix| {
-            let mut st = ix.db.prepare_cached(
-                "SELECT c.path, c.first, c.last, c.text FROM (SELECT rowid, bm25(chunks_fts) AS score \
-                 FROM chunks_fts WHERE chunks_fts MATCH ?1 AND rowid > ?3 ORDER BY score LIMIT ?2) AS f \
-                 JOIN chunks AS c ON c.rowid = f.rowid ORDER BY f.score, c.path DESC",
-            )?;
-            let rows = st.query_map(params![m, max, after], |r| {
-                let text: String = r.get(3)?;
-                Ok(NoteHit { path: r.get(0)?, first: r.get(1)?, last: r.get(2)?, snippet: snippet(&text) })
-            })?;
-            rows.collect()
+            let hits: Vec<Hit> = staged(&ix.store, Table::Chunks, query, max)?;
+            let mut found = Vec::with_capacity(hits.len());
+            for h in hits {
+                let (path, first, last, text) = ix.chunk(h.doc)?.ok_or_else(|| damaged("a match that is not live"))?;
+                found.push((h.score, NoteHit { path, first, last, snippet: snippet(&text) }));
+            }
+            // Ties: the later file (by name, so the newer note) first.
+            found.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.path.cmp(&a.1.path)));
+            Ok(found.into_iter().map(|(_, hit)| hit).collect())
         })
     }
 
-    /// The connection, for the vectors kept beside the rows (`embed`).
-    pub(super) fn db(&self) -> &Connection {
-        &self.db
+    /// The open store, for the vectors kept beside the documents (`embed`, `fuse`).
+    pub(super) fn store(&self) -> &Store {
+        &self.store
     }
 
-    pub(super) fn db_mut(&mut self) -> &mut Connection {
-        &mut self.db
+    /// Entry `doc` (live) and when it changed.
+    pub(super) fn entry(&self, doc: u64) -> io::Result<Option<(EntryHit, u64)>> {
+        self.store.stored(Table::Entries, doc)?.map(|b| decode_entry(&b)).transpose()
+    }
+
+    /// Chunk `doc` (live): its path, lines and text.
+    pub(super) fn chunk(&self, doc: u64) -> io::Result<Option<(String, u32, u32, String)>> {
+        self.store.stored(Table::Chunks, doc)?.map(|b| decode_chunk(&b)).transpose()
     }
 
     /// How many entries and note chunks the index holds.
     pub fn counts(&self) -> io::Result<(u64, u64)> {
-        let count = |t: &str| self.db.query_row(&format!("SELECT count(*) FROM {t}"), [], |r| r.get::<_, u64>(0));
-        Ok((count("entries").map_err(sql)?, count("chunks").map_err(sql)?))
+        Ok((self.store.totals(Table::Entries).docs, self.store.totals(Table::Chunks).docs))
     }
 }
 
-/// Deletes the index and its journal files; missing ones are fine.
-fn remove_index_files(path: &Path) -> io::Result<()> {
+/// The sources the store knows, with their stamps.
+fn known_sources(store: &Store) -> HashMap<String, String> {
+    store.manifest().sources.iter().map(|s| (s.path.clone(), s.stamp.clone())).collect()
+}
+
+/// Removes the SQLite index of earlier versions and its journals; missing ones are fine.
+fn remove_old_index(root: &Path) {
+    let old = root.join(crate::authority::STATE_DIR).join(OLD_INDEX_FILE);
     for suffix in ["", "-wal", "-shm", "-journal"] {
-        let mut p = path.as_os_str().to_owned();
+        let mut p = old.as_os_str().to_owned();
         p.push(suffix);
-        match std::fs::remove_file(PathBuf::from(p)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
+        let _ = std::fs::remove_file(PathBuf::from(p));
     }
-    Ok(())
 }
 
 /// Opens a regular file for reading without following a link or waiting on a FIFO; `None`
@@ -473,26 +386,42 @@ fn open_regular(path: &Path) -> io::Result<Option<File>> {
     }
 }
 
-fn drop_source(tx: &Transaction<'_>, rel: &str) -> Result<(), rusqlite::Error> {
-    if rel == ENTRIES_SOURCE {
-        tx.execute("INSERT INTO entries_fts(entries_fts) VALUES('delete-all')", [])?;
-        tx.execute("DELETE FROM entries", [])?;
+/// Reads one file into the index, replacing its documents, and records its stamp unless it
+/// changed while it was read. Returns the entries and chunks indexed.
+fn read_source(w: &mut Writer, root: &Path, rel: &str) -> io::Result<(usize, usize)> {
+    let path = root.join(rel);
+    let Some(file) = open_regular(&path)? else {
+        w.drop_source(rel);
+        return Ok((0, 0));
+    };
+    let before = stamp(&file.metadata()?);
+    let table = if rel == ENTRIES_SOURCE { Table::Entries } else { Table::Chunks };
+    w.reset_source(rel, "", table);
+    let counts = if rel == ENTRIES_SOURCE {
+        (insert_entries(w, file)?, 0)
+    } else if sessions::is_session(rel) {
+        (0, insert_pieces(w, rel, sessions::pieces(&file)?)?)
     } else {
-        tx.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT rowid FROM chunks WHERE path = ?1)", [rel])?;
-        tx.execute("DELETE FROM chunks WHERE path = ?1", [rel])?;
+        let mut text = Vec::new();
+        (&file).take(MAX_NOTE_BYTES).read_to_end(&mut text)?;
+        (0, insert_pieces(w, rel, chunks(&String::from_utf8_lossy(&text)))?)
+    };
+    // The stamp of what was read: if the file changed meanwhile (renamed over, appended),
+    // no stamp is kept and the next refresh reads it again.
+    let after = std::fs::symlink_metadata(&path).map(|m| stamp(&m)).ok();
+    if after.as_deref() == Some(before.as_str()) {
+        w.set_stamp(rel, &before);
     }
-    tx.execute("DELETE FROM sources WHERE path = ?1", [rel])?;
-    Ok(())
+    Ok(counts)
 }
 
 /// Streams `entries.jsonl` into the index: one line at a time, each bounded, so the file's
 /// size bounds nothing but the time it takes. Unreadable and repeated lines are skipped, as
 /// [`Entries::parse`] does.
-fn insert_entries(tx: &Transaction<'_>, file: File) -> io::Result<usize> {
+fn insert_entries(w: &mut Writer, file: File) -> io::Result<usize> {
     let mut reader = BufReader::new(file);
     let mut line = Vec::new();
-    let mut n = 0;
-    let mut words = Vocabulary::default();
+    let mut seen: HashSet<String> = HashSet::new();
     loop {
         line.clear();
         let read = (&mut reader).take(MAX_LINE_BYTES + 1).read_until(b'\n', &mut line)?;
@@ -508,66 +437,58 @@ fn insert_entries(tx: &Transaction<'_>, file: File) -> io::Result<usize> {
         let (one, _) = Entries::parse(text);
         if let Some(e) = one.iter().next() {
             // The first line with an id wins, as in the file's parse.
-            let taken: bool = tx
-                .query_row("SELECT EXISTS(SELECT 1 FROM entries WHERE id = ?1)", [&e.id], |r| r.get(0))
-                .map_err(sql)?;
-            if !taken {
-                insert_entry(tx, e, &mut words).map_err(sql)?;
-                n += 1;
+            if seen.insert(e.id.clone()) {
+                add_entry(w, e)?;
             }
         }
     }
-    Ok(n)
+    Ok(seen.len())
 }
 
-fn insert_entry(tx: &Transaction<'_>, e: &Entry, words: &mut Vocabulary) -> Result<(), rusqlite::Error> {
-    words.add(tx, &e.content)?;
-    words.add(tx, &e.tags.join(" "))?;
-    tx.prepare_cached("INSERT INTO entries(id, line, content, updated) VALUES (?1, ?2, ?3, ?4)")?.execute(params![
-        e.id,
-        render_line(e),
-        e.content,
-        e.updated as i64
-    ])?;
-    let rowid = tx.last_insert_rowid();
-    tx.prepare_cached("INSERT INTO entries_fts(rowid, content, tags) VALUES (?1, ?2, ?3)")?.execute(params![
-        rowid,
-        for_index(&e.content),
-        for_index(&e.tags.join(" "))
-    ])?;
-    Ok(())
-}
-
-fn delete_entry(tx: &Transaction<'_>, id: &str) -> Result<(), rusqlite::Error> {
-    let rowid: Option<i64> = tx.query_row("SELECT rowid FROM entries WHERE id = ?1", [id], |r| r.get(0)).optional()?;
-    if let Some(rowid) = rowid {
-        tx.execute("DELETE FROM entries_fts WHERE rowid = ?1", [rowid])?;
-        tx.execute("DELETE FROM entries WHERE rowid = ?1", [rowid])?;
+/// An entry as its document: content and tags indexed (tags weigh twice), the id its key.
+fn add_entry(w: &mut Writer, e: &Entry) -> io::Result<()> {
+    let tags = e.tags.join(" ");
+    for word in spelling::words(&e.content).chain(spelling::words(&tags)) {
+        w.add_word(Table::Entries, &word);
     }
+    let mut stored = Vec::new();
+    put_str(&mut stored, &e.id);
+    put_str(&mut stored, &render_line(e));
+    put_str(&mut stored, &e.content);
+    put_u64(&mut stored, e.updated);
+    w.add(ENTRIES_SOURCE, &e.id, &[&for_index(&e.content), &for_index(&tags)], &stored)?;
     Ok(())
 }
 
-fn insert_chunks(tx: &Transaction<'_>, rel: &str, text: &str) -> Result<usize, rusqlite::Error> {
-    insert_pieces(tx, rel, chunks(text))
+fn decode_entry(b: &[u8]) -> io::Result<(EntryHit, u64)> {
+    let mut r = Reader::new(b);
+    let hit = EntryHit { id: r.str()?.to_owned(), line: r.str()?.to_owned(), content: r.str()?.to_owned() };
+    Ok((hit, r.u64()?))
 }
 
-fn insert_pieces(
-    tx: &Transaction<'_>,
-    rel: &str,
-    pieces: impl IntoIterator<Item = (u32, u32, String)>,
-) -> Result<usize, rusqlite::Error> {
+fn insert_pieces(w: &mut Writer, rel: &str, pieces: impl IntoIterator<Item = (u32, u32, String)>) -> io::Result<usize> {
     let mut n = 0;
-    let mut words = Vocabulary::default();
     for (first, last, chunk) in pieces {
-        words.add(tx, &chunk)?;
-        tx.prepare_cached("INSERT INTO chunks(path, first, last, text) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![rel, first, last, chunk])?;
-        let rowid = tx.last_insert_rowid();
-        tx.prepare_cached("INSERT INTO chunks_fts(rowid, text) VALUES (?1, ?2)")?
-            .execute(params![rowid, for_index(&chunk)])?;
+        for word in spelling::words(&chunk) {
+            w.add_word(Table::Chunks, &word);
+        }
+        let mut stored = Vec::new();
+        put_str(&mut stored, rel);
+        put_varint(&mut stored, u64::from(first));
+        put_varint(&mut stored, u64::from(last));
+        put_str(&mut stored, &chunk);
+        w.add(rel, "", &[&for_index(&chunk)], &stored)?;
         n += 1;
     }
     Ok(n)
+}
+
+fn decode_chunk(b: &[u8]) -> io::Result<(String, u32, u32, String)> {
+    let mut r = Reader::new(b);
+    let path = r.str()?.to_owned();
+    let line = |r: &mut Reader<'_>| u32::try_from(r.varint()?).map_err(|_| damaged("a line number out of range"));
+    let (first, last) = (line(&mut r)?, line(&mut r)?);
+    Ok((path, first, last, r.str()?.to_owned()))
 }
 
 /// A note cut into the pieces a search returns: a new piece starts at a heading, at a list

@@ -5,6 +5,7 @@ use std::process::{Command, Stdio};
 use chela_core::memory::Entries;
 
 use super::*;
+use crate::memory::engine::store::Store;
 use crate::memory::{entries_path, write_atomic};
 
 fn ws() -> (tempfile::TempDir, Workspace) {
@@ -62,7 +63,12 @@ fn the_index_is_private_and_under_state() {
     recall(&ws, "fact");
     let path = index_path(&ws);
     assert!(path.starts_with(ws.root().join("state")));
-    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o700);
+    let files: Vec<_> = std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()).collect();
+    assert!(files.len() >= 2, "{files:?}");
+    for f in files {
+        assert_eq!(std::fs::metadata(&f).unwrap().permissions().mode() & 0o777, 0o600, "{}", f.display());
+    }
 }
 
 #[test]
@@ -96,32 +102,47 @@ fn edits_by_hand_are_seen_by_the_next_search() {
 
 #[test]
 fn a_damaged_or_foreign_index_is_rebuilt_never_trusted() {
+    use crate::memory::engine::codec::checksum;
+    use crate::memory::engine::store::MANIFEST;
     let (_d, ws) = ws();
     write_entries(&ws, &[("Dentist on Friday", &[]), ("Bike is in the shed", &[])]);
     assert_eq!(recall(&ws, "bike"), ["m2"]);
-    let path = index_path(&ws);
-    // Garbage where the database was.
-    std::fs::write(&path, b"not a database at all, just bytes that someone wrote here").unwrap();
-    for suffix in ["-wal", "-shm"] {
-        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-    }
+    let dir = index_path(&ws);
+    // Garbage where the manifest was.
+    std::fs::write(dir.join(MANIFEST), b"not an index at all, just bytes that someone wrote here").unwrap();
     assert_eq!(recall(&ws, "bike"), ["m2"]);
-    // Another schema version.
-    {
-        let db = Connection::open(&path).unwrap();
-        db.execute("UPDATE meta SET value = '999' WHERE key = 'version'", []).unwrap();
-    }
+    // Another version, sealed with a valid checksum.
+    let mut m = std::fs::read(dir.join(MANIFEST)).unwrap();
+    m[8..12].copy_from_slice(&999u32.to_le_bytes());
+    let n = m.len() - 8;
+    let sum = checksum(&m[..n]);
+    m[n..].copy_from_slice(&sum.to_le_bytes());
+    std::fs::write(dir.join(MANIFEST), &m).unwrap();
     assert_eq!(recall(&ws, "dentist"), ["m1"]);
-    // Rows that disagree with the file they claim to be from: the stamp no longer matches, so
-    // the file is read again.
-    {
-        let db = Connection::open(&path).unwrap();
-        db.execute("UPDATE entries SET line = 'WRONG'", []).unwrap();
-        db.execute("UPDATE sources SET stamp = 'old'", []).unwrap();
-    }
+    // A segment damaged where a search reads it: found by its page's checksum, built again.
+    let seg = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("seg-"))
+        .unwrap();
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[10] ^= 0x40;
+    std::fs::write(&seg, &bytes).unwrap();
     let mut ix = Index::open(&ws).unwrap();
     ix.refresh().unwrap();
     assert_eq!(ix.recall("dentist", 5).unwrap()[0].line, "[m1] Dentist on Friday");
+    // Documents that disagree with the file they claim to be from: the stamp no longer
+    // matches, so the file is read again.
+    Store::write(&dir, |w| {
+        w.set_stamp(ENTRIES_SOURCE, "old");
+        Ok(())
+    })
+    .unwrap();
+    std::fs::write(entries_path(&ws), Entries::default().to_jsonl()).unwrap();
+    let mut ix = Index::open(&ws).unwrap();
+    ix.refresh().unwrap();
+    assert!(ix.recall("dentist", 5).unwrap().is_empty());
+    assert_eq!(ix.counts().unwrap().0, 0);
 }
 
 #[test]
@@ -283,27 +304,4 @@ fn sigkill_during_reindex_leaves_a_usable_index_or_a_rebuild_real_time() {
         assert_eq!(ix.counts().unwrap().0, 10_001, "round {round}");
         assert_eq!(ix.search("kiwi", 5).unwrap().len(), 1, "round {round}");
     }
-}
-
-/// The bundled SQLite is compiled with what the index uses (`LIBSQLITE3_FLAGS` in
-/// `.cargo/config.toml`): a build that lost those flags would carry these again, 0.3 MB of them.
-#[test]
-fn the_bundled_sqlite_leaves_out_what_the_index_does_not_use() {
-    let (_d, ws) = ws();
-    let ix = Index::open(&ws).unwrap();
-    for (sql, missing) in [
-        ("SELECT json('[1]')", "no such function: json"),
-        ("SELECT date('now')", "no such function: date"),
-        ("SELECT soundex('Ana')", "no such function: soundex"),
-        ("SELECT load_extension('x')", "no such function: load_extension"),
-        ("CREATE VIRTUAL TABLE r USING rtree(id, a, b)", "no such module: rtree"),
-        ("CREATE VIRTUAL TABLE f USING fts3(x)", "no such module: fts3"),
-        ("CREATE VIRTUAL TABLE s USING dbstat", "no such module: dbstat"),
-        ("SELECT 0x10", "unrecognized token"),
-        ("SELECT \"a string\"", "no such column"),
-    ] {
-        let e = ix.db().execute_batch(sql).expect_err(sql).to_string();
-        assert!(e.contains(missing), "{sql}: {e}");
-    }
-    ix.db().execute_batch("CREATE VIRTUAL TABLE f USING fts5(x)").expect("FTS5 stays");
 }

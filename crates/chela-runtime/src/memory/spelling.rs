@@ -2,10 +2,10 @@
 //! words one edit away from it ("recieve" → "receive", "kiwii" → "kiwi").
 //!
 //! The index keeps every word it has seen, as written and lower-cased (not stemmed: a typo is a
-//! slip of the surface form), in the `words` table. Rather than compare a bad word with every
-//! known one, its few hundred variants one edit away (a letter dropped, added, changed, or two
-//! swapped) are looked up there, each a B-tree probe: a millisecond, whatever the vocabulary's
-//! size. All variants found are kept, as alternatives ORed together; the other query words then
+//! slip of the surface form), with each segment (`engine::segment`'s `WORDS`). Rather than
+//! compare a bad word with every known one, its few hundred variants one edit away (a letter
+//! dropped, added, changed, or two swapped) are looked up in that set
+//! (`engine::query::alternatives`). All variants found are kept, as alternatives ORed together; the other query words then
 //! pick among them through BM25.
 //!
 //! The vocabulary only grows until the next rebuild: a word whose entries were forgotten may
@@ -13,26 +13,15 @@
 
 use std::collections::HashSet;
 
-use rusqlite::{Connection, Transaction};
-
-use super::terms::is_stop_word;
-
-pub const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS words(word TEXT PRIMARY KEY) WITHOUT ROWID;";
-
 /// Words shorter than this are not corrected nor kept: one edit away from a two-letter word is
 /// half the dictionary.
-const MIN_CHARS: usize = 3;
+pub const MIN_CHARS: usize = 3;
 
 /// Longer runs of letters are not words a person types, and are not kept.
-const MAX_CHARS: usize = 24;
+pub const MAX_CHARS: usize = 24;
 
 /// Alternatives offered for one misspelled word, at most.
 pub const MAX_ALTERNATIVES: usize = 8;
-
-/// Words one build remembers having written, so a million entries do not probe the table for
-/// "coffee" a million times. Past this many the set starts afresh: it bounds the memory of a
-/// build, not its result.
-const SEEN_BOUND: usize = 200_000;
 
 /// The words of `text` worth keeping and correcting to: lower-cased runs of letters, outside
 /// the CJK scripts (whose words are their characters), of [`MIN_CHARS`] to [`MAX_CHARS`].
@@ -41,29 +30,6 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         let n = w.chars().count();
         (MIN_CHARS..=MAX_CHARS).contains(&n).then(|| w.to_lowercase())
     })
-}
-
-/// Keeps the words of what is being indexed.
-#[derive(Default)]
-pub struct Vocabulary {
-    seen: HashSet<String>,
-}
-
-impl Vocabulary {
-    pub fn add(&mut self, tx: &Transaction<'_>, text: &str) -> Result<(), rusqlite::Error> {
-        let mut st = tx.prepare_cached("INSERT OR IGNORE INTO words(word) VALUES (?1)")?;
-        for w in words(text) {
-            if self.seen.contains(&w) {
-                continue;
-            }
-            st.execute([&w])?;
-            if self.seen.len() >= SEEN_BOUND {
-                self.seen.clear();
-            }
-            self.seen.insert(w);
-        }
-        Ok(())
-    }
 }
 
 /// Every string one edit away from `word`: a letter deleted, two neighbours swapped, a letter
@@ -110,27 +76,6 @@ pub fn variants(word: &str) -> Vec<String> {
     out
 }
 
-/// The known words one edit away from `word`, at most [`MAX_ALTERNATIVES`], without common
-/// words ("wher" is not corrected to "where": that would match everything); empty for a word
-/// too short or too long to correct.
-pub fn alternatives(db: &Connection, word: &str) -> Result<Vec<String>, rusqlite::Error> {
-    let n = word.chars().count();
-    if !(MIN_CHARS..=MAX_CHARS).contains(&n) || !word.chars().all(|c| c.is_alphabetic() && !super::terms::is_cjk(c)) {
-        return Ok(Vec::new());
-    }
-    let mut st = db.prepare_cached("SELECT 1 FROM words WHERE word = ?1")?;
-    let mut found = Vec::new();
-    for v in variants(word) {
-        if found.len() >= MAX_ALTERNATIVES {
-            break;
-        }
-        if !is_stop_word(&v) && st.exists([&v])? {
-            found.push(v);
-        }
-    }
-    Ok(found)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,18 +101,16 @@ mod tests {
 
     #[test]
     fn alternatives_are_known_words_one_edit_away_without_common_words() {
-        let mut db = Connection::open_in_memory().unwrap();
-        db.execute_batch(SCHEMA).unwrap();
-        let tx = db.transaction().unwrap();
-        Vocabulary::default().add(&tx, "I receive a green kiwi where the kiwis grow, recipe").unwrap();
-        tx.commit().unwrap();
-        assert_eq!(alternatives(&db, "recieve").unwrap(), ["receive"]);
-        let mut k = alternatives(&db, "kiwii").unwrap();
+        let vocabulary: std::collections::BTreeSet<String> =
+            words("I receive a green kiwi where the kiwis grow, recipe").collect();
+        let alternatives = |w: &str| crate::memory::engine::query::alternatives(&vocabulary, w);
+        assert_eq!(alternatives("recieve"), ["receive"]);
+        let mut k = alternatives("kiwii");
         k.sort();
         assert_eq!(k, ["kiwi", "kiwis"]);
-        assert!(alternatives(&db, "wher").unwrap().is_empty(), "\"where\" is a stop word");
-        assert!(alternatives(&db, "zzqxv").unwrap().is_empty());
-        assert!(alternatives(&db, "ki").unwrap().is_empty(), "too short to correct");
-        assert!(alternatives(&db, "绿差").unwrap().is_empty(), "CJK is corrected by its characters");
+        assert!(alternatives("wher").is_empty(), "\"where\" is a stop word");
+        assert!(alternatives("zzqxv").is_empty());
+        assert!(alternatives("ki").is_empty(), "too short to correct");
+        assert!(alternatives("绿差").is_empty(), "CJK is corrected by its characters");
     }
 }

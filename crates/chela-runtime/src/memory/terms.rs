@@ -1,6 +1,6 @@
 //! The words the index sees: what is indexed for a text, and what a query looks for.
 //!
-//! SQLite's `unicode61` tokenizer splits at spaces and punctuation and the `porter` stemmer
+//! The tokenizer (`engine::tokens`, as SQLite's `unicode61`) splits at spaces and punctuation and the `porter` stemmer
 //! folds English endings, which serves English and most Latin-script languages. Chinese and
 //! Japanese are written without spaces, so `unicode61` would see a whole sentence as one word
 //! and a query could match only that exact sentence. Before indexing, each run of CJK
@@ -117,22 +117,6 @@ pub fn query_words(query: &str) -> Vec<String> {
     if content.is_empty() { words } else { content }
 }
 
-/// An FTS5 query that matches only what holds all of `words` (each quoted as in
-/// [`match_any`]); `None` when there are none.
-pub fn match_all(words: &[String]) -> Option<String> {
-    match_any(words).map(|q| q.replace("\" OR \"", "\" AND \""))
-}
-
-/// An FTS5 query that matches any of `words`, each as a quoted string (so no word is read as
-/// an operator: `NOT`, `NEAR`, a column name, a `*`); `None` when there are none.
-pub fn match_any(words: &[String]) -> Option<String> {
-    if words.is_empty() {
-        return None;
-    }
-    let quoted: Vec<String> = words.iter().map(|w| format!("\"{}\"", w.replace('"', "\"\""))).collect();
-    Some(quoted.join(" OR "))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -155,12 +139,9 @@ mod tests {
     }
 
     #[test]
-    fn queries_are_bounded_and_cannot_inject_operators() {
+    fn queries_are_bounded() {
         let many: String = (0..500).map(|i| format!("w{i} ")).collect();
         assert_eq!(query_words(&many).len(), MAX_QUERY_WORDS);
         assert_eq!(query_words(&"x".repeat(10_000))[0].len(), MAX_WORD_BYTES);
-        assert_eq!(match_any(&["a\"b".into(), "NOT".into()]).unwrap(), "\"a\"\"b\" OR \"NOT\"");
-        assert_eq!(match_any(&[]), None);
-        assert_eq!(match_all(&["a".into(), "b OR c".into()]).unwrap(), "\"a\" AND \"b OR c\"");
     }
 }

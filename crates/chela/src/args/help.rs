@@ -487,7 +487,7 @@ Example:
 
 const MEMORY: &str = "\
 Verbs:
-  reindex                 Delete the memory index (state/memory.sqlite) and build it again
+  reindex                 Empty the memory index (state/memory-index/) and build it again
 
 memory_recall and memory_search look things up in an index of memory/entries.jsonl,
 MEMORY.md and the notes memory/*.md. The files stay the truth: the index is brought up to

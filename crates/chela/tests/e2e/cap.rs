@@ -135,7 +135,7 @@ fn memory_reindex_and_recall_through_the_index() {
     fs::write(ws.path().join("memory/2024-07-14.md"), "# 2024-07-14\n\n- 18:00 Planted the walnut sapling\n").unwrap();
     ws.run(&["memory", "reindex"])
         .expect_ok()
-        .stdout_has("Indexed 1501 entries and 2 note passages from 2 files into state/memory.sqlite");
+        .stdout_has("Indexed 1501 entries and 2 note passages from 2 files into state/memory-index");
     ws.run(&["cap", "call", "memory_recall", r#"{"query":"needle kiwi"}"#])
         .expect_ok()
         .stdout_has("[m700] The needle is a green kiwi");
