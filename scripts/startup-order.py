@@ -7,9 +7,10 @@
 
 MAP is lld's link map of BIN (`-Wl,-Map=MAP,--no-demangle`; crates/chela/build.rs writes it
 when CHELA_LINK_MAP is set). Each TRACE is the log of one run of BIN under
-`valgrind --tool=lackey --trace-superblocks=yes`: one `SB <address>` line per block of code
-executed, in the order executed. The first block is the ELF entry point, which gives the
-address the program was loaded at.
+`valgrind --tool=lackey --trace-superblocks=yes --vex-guest-chase=no`: one `SB <address>` line
+per block of code executed, in the order executed (without `--vex-guest-chase=no` a small callee
+is folded into its caller's block and never listed). The first block is the ELF entry point,
+which gives the address the program was loaded at.
 
 OUT has one section per C library (`# Traced with glibc:`, `# Traced with musl:`): the trace
 replaces the section of the libc BIN links (a static musl binary defines `__libc_start_main`)
