@@ -52,7 +52,7 @@ grep -q '^chela-qemu: turn ok' "$log" || fail "QEMU exited 0 but the firmware di
 # emulator's allocator counts it) comes out of the chip's heap. firmware/build.sh lets no image
 # leave under 120 KiB for heap and stack, so with this much held at idle every image it passes
 # still has at least 100 KiB of heap and stack free. Not seen here: the radio's buffers, which
-# esp-radio takes from the heap at run time (docs/pending/r.md).
+# esp-radio takes from the heap at run time (docs/BENCHMARKS.md).
 idle=$(sed -n 's/^chela-qemu: idle after start-up \([0-9]*\) B held on the heap.*/\1/p' "$log")
 search=$(sed -n 's/^chela-qemu: web_search turn heap peak \([0-9]*\) B in all.*/\1/p' "$log")
 [ -n "$idle" ] && [ -n "$search" ] || fail "the firmware did not print its idle heap and web_search heap figures"

@@ -50,7 +50,7 @@ fn the_workspace_small_profile_aborts_on_panic() {
 #[test]
 fn the_small_profile_is_built_for_size_but_the_voice_codec_for_speed() {
     // "z" everywhere saves 0.70 MB; opus-rs at "z" encodes 20-40 % slower than at "s", at "s"
-    // it is as fast as before and no bigger (docs/pending/z.md has the measurements).
+    // it is as fast as before and no bigger (docs/BENCHMARKS.md, "2026-12-06 (eighth round)").
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml")).unwrap();
     let manifest: toml::Table = text.parse().unwrap();
     let profile = &manifest["profile"][PROFILE];

@@ -5,7 +5,7 @@
 //!
 //! On the C3 the roots' bytes are in RAM (`.data`), not in the flash read-only data: that data
 //! is then under two 64 KiB pages, so the code's flash mapping starts a page lower and the image
-//! loses the page's padding (about 10 KB for the roots' 6.5 KB of RAM; docs/pending/k.md). The C6
+//! loses the page's padding (about 10 KB for the roots' 6.5 KB of RAM; docs/BENCHMARKS.md). The C6
 //! has the page's room and no RAM to spare: its roots stay in flash.
 
 /// A root's DER bytes as a static, in `.data` on the C3 (see above).

@@ -1,6 +1,6 @@
 //! CRC-32 (IEEE 802.3, the one zlib and PNG use), four bits at a time: the 16-entry table is
 //! built at compile time (64 B of flash, no RAM) instead of a byte table's 1 KiB, which on the
-//! ESP32-C3 is read-only data that pushes the image's code a 64 KiB page on (docs/pending/k.md).
+//! ESP32-C3 is read-only data that pushes the image's code a 64 KiB page on (docs/BENCHMARKS.md).
 //! Twice the table look-ups of a byte table: a 4 KiB sector is still a few tens of microseconds.
 
 const TABLE: [u32; 16] = {
