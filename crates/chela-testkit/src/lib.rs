@@ -36,7 +36,8 @@
 //! The `chela-fake-llm` binary serves the same fake from the command line with a script file
 //! (format in [`script`]).
 //!
-//! [`daemon`] starts the real `chela run` for integration tests and benchmarks;
+//! [`daemon`] starts the real `chela run` for integration tests and benchmarks; [`child`] runs a
+//! test again in a child process (to kill it at a chosen moment);
 //! [`xiaozhi_mqtt`] is a xiaozhi device on MQTT + UDP.
 
 mod accept;
@@ -44,6 +45,7 @@ mod answer;
 mod anthropic;
 pub mod audio;
 mod body;
+pub mod child;
 pub mod daemon;
 mod demo;
 pub mod embed;

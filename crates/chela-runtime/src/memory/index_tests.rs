@@ -1,6 +1,4 @@
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
 
 use chela_core::memory::Entries;
 
@@ -276,25 +274,14 @@ fn sigkill_during_reindex_leaves_a_usable_index_or_a_rebuild_real_time() {
     write_entries(&ws, &list);
     std::fs::write(ws.root().join("memory/2025-05-05.md"), "- 10:00 planted the kiwi\n").unwrap();
     for round in 0..3 {
-        let path = module_path!().split_once("::").map_or(String::new(), |(_, m)| m.to_owned());
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args([
-                &format!("{path}::sigkill_during_reindex_leaves_a_usable_index_or_a_rebuild_real_time"),
-                "--exact",
-                "--nocapture",
-            ])
-            .env(CHILD, ws.root())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
         // Wait for the event itself: the first build is done, the second under way.
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut line = String::new();
-        while out.read_line(&mut line).unwrap() > 0 && !line.contains("built") {
-            line.clear();
-        }
-        assert!(line.contains("built"), "round {round}: the child never built the index");
+        let mut child = chela_testkit::child::started_until(
+            module_path!(),
+            "sigkill_during_reindex_leaves_a_usable_index_or_a_rebuild_real_time",
+            CHILD,
+            ws.root(),
+            "built",
+        );
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let mut ix = Index::open(&ws).unwrap();

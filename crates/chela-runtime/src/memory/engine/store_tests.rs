@@ -1,6 +1,5 @@
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Command, Stdio};
 
 use super::*;
 use crate::memory::engine::codec::is_damaged;
@@ -218,25 +217,13 @@ fn a_kill_between_the_segment_and_the_manifest_loses_only_that_write() {
     }
     let d = tempfile::tempdir().unwrap();
     put(d.path(), "a", &["the first fact"]);
-    let path = module_path!().split_once("::").map_or(String::new(), |(_, m)| m.to_owned());
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            &format!("{path}::a_kill_between_the_segment_and_the_manifest_loses_only_that_write"),
-            "--exact",
-            "--nocapture",
-        ])
-        .env(CHILD, d.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    while out.read_line(&mut line).unwrap() > 0 && !line.contains("segment written") {
-        line.clear();
-    }
-    assert!(line.contains("segment written"), "the child never reached the manifest");
+    let mut child = chela_testkit::child::started_until(
+        module_path!(),
+        "a_kill_between_the_segment_and_the_manifest_loses_only_that_write",
+        CHILD,
+        d.path(),
+        "segment written",
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     let segs = || {
