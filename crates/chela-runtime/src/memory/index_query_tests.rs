@@ -56,6 +56,8 @@ fn a_word_that_matches_nothing_does_not_widen_the_search() {
     assert_eq!(recall(&ws, "green zzqxv kiwi", 5), ["m2"]);
     // No entry holds both words: any of them will do, best first.
     assert_eq!(recall(&ws, "kiwi parcel", 5).len(), 2);
+    assert!(recall(&ws, "  ?!", 5).is_empty());
+    assert!(recall(&ws, "\" OR NOT * NEAR(a b) content:x", 5).is_empty(), "operators are words");
 }
 
 #[test]
