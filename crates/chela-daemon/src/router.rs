@@ -78,7 +78,7 @@ pub fn listened(rules: &Rules, scheduler: &Scheduler, kind: &str) -> bool {
 /// is not raised (rules and jobs raising each other's events would loop): that is logged.
 pub fn raise(rules: &Rules, scheduler: &Scheduler, event: Event) -> bool {
     if event.depth() > MAX_EMIT_DEPTH {
-        tracing::warn!(
+        chela_log::warn!(
             event = event.kind(),
             source = event.source(),
             "event not raised: it is more than {MAX_EMIT_DEPTH} automation steps deep (rules or jobs answering each other?)"
@@ -101,7 +101,7 @@ pub fn cap_results(rules: Arc<Rules>, scheduler: Arc<Scheduler>) -> ResultHook {
             Ok(event) => {
                 raise(&rules, &scheduler, event);
             }
-            Err(e) => tracing::warn!(cap = name, "no cap_result event for the call: {e}"),
+            Err(e) => chela_log::warn!(cap = name, "no cap_result event for the call: {e}"),
         }
     })
 }
@@ -164,7 +164,7 @@ impl Rules {
         let path = ws.root().join(FILE);
         let (router, problems) = read_file(&path);
         for p in problems.lines() {
-            tracing::warn!("{p}");
+            chela_log::warn!("{p}");
         }
         let (tx, rx) = mpsc::channel(queue.max(1));
         Rules {
@@ -200,7 +200,7 @@ impl Rules {
         }
         let (router, problems) = read_file(&self.path);
         for p in problems.lines() {
-            tracing::warn!("{p}");
+            chela_log::warn!("{p}");
         }
         let mut g = self.lock();
         g.router = router;
@@ -308,14 +308,14 @@ impl Rules {
         let now = self.now_ms();
         let plan = self.lock().router.handle_event(event, now);
         for id in &plan.waiting {
-            tracing::warn!(
+            chela_log::warn!(
                 event = event.kind(),
                 "{}",
                 crate::automation::waiting_line("rule", id, "chela rules approve")
             );
         }
         if plan.emits_refused > 0 {
-            tracing::warn!(
+            chela_log::warn!(
                 event = event.kind(),
                 refused = plan.emits_refused,
                 "emit actions left out: the event is already {} emits deep",
@@ -361,7 +361,7 @@ impl Rules {
             }
             Work::Event(ev) | Work::Jobs(ev) => format!("a {} event", ev.kind()),
         };
-        tracing::warn!(dropped_total = n, "the router's queue is full ({QUEUE}); {what} dropped");
+        chela_log::warn!(dropped_total = n, "the router's queue is full ({QUEUE}); {what} dropped");
         false
     }
 

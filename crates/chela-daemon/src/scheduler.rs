@@ -73,7 +73,7 @@ impl Settings {
     /// without the tz database): the daemon still starts, and says why its times are UTC.
     pub fn or_utc(cfg: &Config) -> Settings {
         Settings::from_config(cfg).unwrap_or_else(|e| {
-            tracing::warn!("the scheduler uses UTC: {e:#}");
+            chela_log::warn!("the scheduler uses UTC: {e:#}");
             Settings {
                 zone: Zone::utc(),
                 grace_s: cfg.int(keys::SCHEDULER_MISSED_GRACE_SECS).unsigned_abs(),
@@ -244,7 +244,7 @@ impl Scheduler {
         let path = ws.root().join(FILE);
         let (jobs, problems) = read_file(&path, settings.max_jobs);
         for p in problems.lines() {
-            tracing::warn!("{p}");
+            chela_log::warn!("{p}");
         }
         // Inserted, not collected: collecting into a map compiles a sort for this one call.
         let mut seen_at = BTreeMap::new();
@@ -291,7 +291,7 @@ impl Scheduler {
         }
         let (jobs, problems) = read_file(&self.path, g.settings.max_jobs);
         for p in problems.lines() {
-            tracing::warn!("{p}");
+            chela_log::warn!("{p}");
         }
         for j in &jobs {
             g.seen_at.entry(j.job.id.clone()).or_insert(now);
@@ -464,7 +464,7 @@ impl Scheduler {
         if ran {
             g.jobs.retain(|j| !j.job.finished(&j.schedule));
             if let Err(e) = self.write(&mut g, false) {
-                tracing::warn!("cannot save the jobs' last runs: {e:#}");
+                chela_log::warn!("cannot save the jobs' last runs: {e:#}");
             }
         }
         due
@@ -478,7 +478,7 @@ impl Scheduler {
         }
         g.jobs.retain(|j| !j.job.finished(&j.schedule));
         if let Err(e) = self.write(&mut g, false) {
-            tracing::warn!("cannot save the jobs' last runs: {e:#}");
+            chela_log::warn!("cannot save the jobs' last runs: {e:#}");
         }
     }
 
@@ -512,7 +512,7 @@ impl Scheduler {
         }
         if event.depth() >= MAX_EMIT_DEPTH {
             let ids: Vec<&str> = fired.iter().map(|&i| g.jobs[i].job.id.as_str()).collect();
-            tracing::warn!(
+            chela_log::warn!(
                 event = event.kind(),
                 jobs = ?ids,
                 "on_event jobs not run: the event is already {MAX_EMIT_DEPTH} automation steps deep (a loop?)"
@@ -530,7 +530,7 @@ impl Scheduler {
             })
             .collect();
         if let Err(e) = self.write(&mut g, false) {
-            tracing::warn!("cannot save the jobs' last runs: {e:#}");
+            chela_log::warn!("cannot save the jobs' last runs: {e:#}");
         }
         due
     }
@@ -548,7 +548,7 @@ impl Scheduler {
         let Inner { jobs, outcomes, .. } = &mut *g;
         outcomes.retain(|k, _| jobs.iter().any(|j| j.job.id == *k));
         if let Err(e) = outcomes::write(&self.root, &g.outcomes) {
-            tracing::warn!("cannot save the jobs' last outcomes in {}: {e}", outcomes::FILE);
+            chela_log::warn!("cannot save the jobs' last outcomes in {}: {e}", outcomes::FILE);
         }
     }
 
@@ -597,7 +597,7 @@ impl Scheduler {
         }
         for id in &ids {
             if let Err(e) = self.trigger(id) {
-                tracing::warn!("chela cron trigger: {e:#}");
+                chela_log::warn!("chela cron trigger: {e:#}");
             }
         }
         (ids, heartbeat)

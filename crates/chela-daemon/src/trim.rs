@@ -319,7 +319,7 @@ fn rss_kib() -> std::io::Result<u64> {
 pub async fn serve(daemon: Arc<Daemon>, channels: Vec<&'static str>) -> anyhow::Result<()> {
     let secs = daemon.config().int(chela_core::config::DAEMON_TRIM_IDLE_SECS).unsigned_abs();
     if secs == 0 {
-        tracing::debug!("memory trim: off (daemon.trim_idle_secs = 0)");
+        chela_log::debug!("memory trim: off (daemon.trim_idle_secs = 0)");
         daemon.shutdown().wait().await;
         return Ok(());
     }
@@ -360,14 +360,14 @@ pub async fn serve(daemon: Arc<Daemon>, channels: Vec<&'static str>) -> anyhow::
 fn run(when: &str) {
     static WARNED: AtomicBool = AtomicBool::new(false);
     match trim() {
-        Ok(t) => tracing::debug!(
+        Ok(t) => chela_log::debug!(
             "memory trimmed ({when}): {} mappings of file pages dropped, RSS {} -> {} KiB",
             t.mappings,
             t.rss_before_kib,
             t.rss_after_kib
         ),
         Err(e) if !WARNED.swap(true, Ordering::Relaxed) => {
-            tracing::warn!("cannot trim the daemon's memory ({e}); it keeps running, using more");
+            chela_log::warn!("cannot trim the daemon's memory ({e}); it keeps running, using more");
         }
         Err(_) => {}
     }

@@ -202,7 +202,7 @@ fn keyring(dir: &Path) -> io::Result<Keyring> {
             match read_bounded(&dir.join(name), MAX_ADOPTED_BYTES) {
                 Ok(Some(old)) if split(&old).is_none() => {
                     text.push_str(&format!("adopted {name} {}\n", hex_of(&ring.mac(name, old.as_bytes()))));
-                    tracing::warn!(
+                    chela_log::warn!(
                         "{}: written before Chela sealed its authority files; trusted as it is now",
                         dir.join(name).display()
                     );

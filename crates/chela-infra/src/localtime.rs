@@ -19,7 +19,7 @@ pub type Tz = Arc<Zone>;
 pub fn zone(name: &str) -> Tz {
     let loaded = if name.is_empty() { crate::tzdb::load_zone("") } else { crate::tzdb::named_zone(name) };
     Arc::new(loaded.unwrap_or_else(|e| {
-        tracing::warn!("times are shown in UTC: {e:#}");
+        chela_log::warn!("times are shown in UTC: {e:#}");
         Zone::utc()
     }))
 }

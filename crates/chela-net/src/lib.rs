@@ -199,7 +199,7 @@ impl HttpClient {
         let driver = Driver(
             tokio::spawn(async move {
                 if let Err(e) = conn.await {
-                    tracing::debug!(error = %chain(&e), "http connection ended with an error");
+                    chela_log::debug!(error = %chain(&e), "http connection ended with an error");
                 }
             })
             .abort_handle(),

@@ -175,7 +175,7 @@ impl Gate {
         let verdict = match rustix::rand::getrandom(&mut random, rustix::rand::GetRandomFlags::empty()) {
             Ok(n) if n == CODE_LEN => inner.state.pairing(allow, channel, sender, now, random),
             _ => {
-                tracing::error!("no random bytes for a pairing code; {channel}:{sender} is not answered");
+                chela_log::error!("no random bytes for a pairing code; {channel}:{sender} is not answered");
                 if inner.state.is_allowed(allow, channel, sender) { Admission::Allowed } else { Admission::Denied }
             }
         };
@@ -188,7 +188,7 @@ impl Gate {
                     Err(e) => {
                         // Not on disk, so not in memory either: the owner could never approve it.
                         inner.state.pending.retain(|p| p.code != code);
-                        tracing::error!("cannot issue a pairing code to {channel}:{sender}: {e}");
+                        chela_log::error!("cannot issue a pairing code to {channel}:{sender}: {e}");
                         Admission::Denied
                     }
                 }
@@ -237,7 +237,7 @@ impl Gate {
             return;
         }
         if let Err(e) = self.edit(&mut inner, |s| Ok(s.note_chat(channel, chat, sender, now))) {
-            tracing::warn!("cannot remember that {channel}:{sender} talked in chat {chat}: {e}");
+            chela_log::warn!("cannot remember that {channel}:{sender} talked in chat {chat}: {e}");
         }
     }
 
@@ -255,7 +255,7 @@ impl Gate {
     pub fn approve(&self, code: &str, now: u64) -> Result<Peer, GateError> {
         let mut inner = self.inner();
         let peer = self.edit(&mut inner, |s| s.approve(code, now))?;
-        tracing::info!("pairing: {}:{} approved (code {code})", peer.channel, peer.sender);
+        chela_log::info!("pairing: {}:{} approved (code {code})", peer.channel, peer.sender);
         Ok(peer)
     }
 
@@ -283,7 +283,7 @@ impl Gate {
         let now = match stamp(&self.path) {
             Ok(s) => s,
             Err(e) => {
-                tracing::warn!("cannot look at {}: {e}", self.path.display());
+                chela_log::warn!("cannot look at {}: {e}", self.path.display());
                 return;
             }
         };
@@ -297,7 +297,7 @@ impl Gate {
             }
             Err(e) => {
                 if inner.reported != now {
-                    tracing::error!("{e}");
+                    chela_log::error!("{e}");
                     inner.reported = now;
                 }
             }

@@ -101,11 +101,11 @@ impl Base {
             .with_context(|| format!("cannot write the memory files in {}", ws.root().display()))?;
         let cfg = Config::load(&ws)?;
         for w in &cfg.warnings {
-            tracing::warn!("{w}");
+            chela_log::warn!("{w}");
         }
         let tools = Tools::load(&cfg, &http_client(&cfg)?);
         for g in &tools.toolbox.unknown_groups() {
-            tracing::warn!("caps.* names a group this build does not have: {g}");
+            chela_log::warn!("caps.* names a group this build does not have: {g}");
         }
         Base::with_config(Arc::new(ws), tools, Arc::new(cfg), clock)
     }

@@ -319,12 +319,12 @@ impl Host {
                 Ok(_) => {
                     n += 1;
                     if failing.remove(&id).is_some() {
-                        tracing::info!(device = %id, "board poll: the sensor reads again");
+                        chela_log::info!(device = %id, "board poll: the sensor reads again");
                     }
                 }
                 Err(e) => {
                     if failing.get(&id) != Some(&e) {
-                        tracing::warn!(device = %id, "board poll: {e} (logged once until it changes or clears)");
+                        chela_log::warn!(device = %id, "board poll: {e} (logged once until it changes or clears)");
                         failing.insert(id, e);
                     }
                 }

@@ -47,22 +47,24 @@ pub async fn after_turn(agent: &Agent<'_>, history: &mut History, cancel: &Cance
     // Before the turns leave the model's view, what must outlive them goes to memory.
     match flush::before_fold(agent, &history.messages[..plan.fold], &policy, cancel).await {
         Ok(flush::Flushed::Cancelled) => {
-            tracing::info!("the memory flush before a summary was cancelled; both are tried after the next turn");
+            chela_log::info!("the memory flush before a summary was cancelled; both are tried after the next turn");
             return;
         }
-        Ok(done) => tracing::debug!("memory flush before the summary: {done:?}"),
-        Err(e) => tracing::warn!("the memory flush before the summary failed ({e:#}); the summary is asked for anyway"),
+        Ok(done) => chela_log::debug!("memory flush before the summary: {done:?}"),
+        Err(e) => {
+            chela_log::warn!("the memory flush before the summary failed ({e:#}); the summary is asked for anyway")
+        }
     }
     match fold(agent, history, plan, &policy, cancel).await {
-        Ok(true) => tracing::info!(
+        Ok(true) => chela_log::info!(
             "{}: folded the {} oldest message(s) into a summary; they stay in the file",
             history.path.display(),
             plan.fold
         ),
         Ok(false) => {
-            tracing::info!("the summary of the oldest turns was cancelled; it is asked for after the next turn")
+            chela_log::info!("the summary of the oldest turns was cancelled; it is asked for after the next turn")
         }
-        Err(e) => tracing::warn!(
+        Err(e) => chela_log::warn!(
             "{}: could not fold the oldest turns into a summary ({e:#}); they are left out of what the model sees \
              until the next try, after the next turn",
             history.path.display()

@@ -416,7 +416,7 @@ impl DeviceState {
             transport: None,
         };
         self.devices.push(device.clone());
-        tracing::info!("device {} approved with code {code}", device.id);
+        chela_log::info!("device {} approved with code {code}", device.id);
         Ok(device)
     }
 
@@ -627,7 +627,7 @@ impl Devices {
             DeviceError::Store(format!("{} is not a valid device store ({e}). {left}.", self.path.display()))
         })?;
         if skipped > 0 {
-            tracing::warn!("{}: {skipped} entries could not be read and are left out", self.path.display());
+            chela_log::warn!("{}: {skipped} entries could not be read and are left out", self.path.display());
         }
         Ok(state)
     }

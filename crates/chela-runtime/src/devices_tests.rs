@@ -295,10 +295,13 @@ fn a_denied_code_is_forgotten_and_the_device_is_no_longer_waiting() {
 fn an_approval_is_logged_with_the_device_and_its_code() {
     let lines = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
     let sink = std::sync::Arc::clone(&lines);
-    let subscriber = chela_infra::log::Lines::new(tracing::Level::INFO, move |l| sink.lock().unwrap().push_str(l));
     let mut s = DeviceState::default();
     let Admission::Waiting { code, .. } = ota(&mut s, MAC, CLIENT, 100, 16, &rnd(1)) else { panic!("not waiting") };
-    tracing::subscriber::with_default(subscriber, || s.approve(&code, 103).unwrap());
+    chela_log::capture(
+        chela_log::Level::Info,
+        move |l| sink.lock().unwrap().push_str(l),
+        || s.approve(&code, 103).unwrap(),
+    );
     assert_eq!(*lines.lock().unwrap(), format!(" INFO device {MAC} approved with code {code}\n"));
 }
 

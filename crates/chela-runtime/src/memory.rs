@@ -144,7 +144,7 @@ pub fn load_entries(ws: &Workspace) -> io::Result<Entries> {
         !ids.insert(id.to_owned())
     });
     if skipped + too_long > 0 {
-        tracing::warn!("{}: skipped {} unreadable line(s)", path.display(), skipped + too_long);
+        chela_log::warn!("{}: skipped {} unreadable line(s)", path.display(), skipped + too_long);
     }
     Ok(entries)
 }

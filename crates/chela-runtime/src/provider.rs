@@ -193,7 +193,7 @@ impl Provider {
                 Some(Outcome::RetryAt(t)) => {
                     let why = ex.last_failure().map(ToString::to_string).unwrap_or_default();
                     let wait = Duration::from_millis(t.saturating_sub(clock.now()));
-                    tracing::info!("{} failed ({why}); retry {} in {wait:?}", self.describe(), ex.retries());
+                    chela_log::info!("{} failed ({why}); retry {} in {wait:?}", self.describe(), ex.retries());
                     on_update(Update::Retrying {
                         why: &why,
                         wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),

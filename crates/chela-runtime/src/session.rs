@@ -219,7 +219,7 @@ impl SessionHub {
         let mut owners = std::mem::take(&mut *self.shared.owners.lock().unwrap_or_else(PoisonError::into_inner));
         while let Some(done) = owners.join_next().await {
             if let Err(e) = done {
-                tracing::warn!("a conversation's owner stopped unexpectedly: {e}");
+                chela_log::warn!("a conversation's owner stopped unexpectedly: {e}");
             }
         }
     }
@@ -335,7 +335,7 @@ impl SessionHub {
 fn evict_one(live: &mut HashMap<Key, Live>) -> bool {
     let idle = live.iter().filter(|(_, l)| l.jobs.load(Ordering::Acquire) == 0).min_by_key(|(_, l)| l.used);
     let Some(key) = idle.map(|(k, _)| k.clone()) else { return false };
-    tracing::debug!(channel = %key.0, chat = %key.1, "sessions: a quiet conversation was closed to make room");
+    chela_log::debug!(channel = %key.0, chat = %key.1, "sessions: a quiet conversation was closed to make room");
     live.remove(&key);
     true
 }

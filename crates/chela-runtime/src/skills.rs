@@ -299,7 +299,7 @@ impl Skills {
     pub fn for_session(&self, ws: &Workspace, cfg: &Config, channel: &str, chat: &str) -> SessionSkills {
         let (all, problems) = self.list(ws, cfg);
         for p in &problems {
-            tracing::warn!("skill: {p}");
+            chela_log::warn!("skill: {p}");
         }
         let active = read_active(&active_path(ws, channel, chat));
         let refs: Vec<&Skill> = all.iter().map(|f| &*f.skill).collect();
@@ -515,14 +515,14 @@ fn read_active(path: &Path) -> Vec<String> {
         Ok(Some(t)) => t,
         Ok(None) => return Vec::new(),
         Err(e) => {
-            tracing::warn!("{}: {e}; no skill counts as active", path.display());
+            chela_log::warn!("{}: {e}; no skill counts as active", path.display());
             return Vec::new();
         }
     };
     match serde_json::from_str::<Vec<String>>(&text) {
         Ok(names) => names.into_iter().filter(|n| skills::check_name(n).is_ok()).collect(),
         Err(e) => {
-            tracing::warn!("{}: not a JSON list of skill names ({e}); no skill counts as active", path.display());
+            chela_log::warn!("{}: not a JSON list of skill names ({e}); no skill counts as active", path.display());
             Vec::new()
         }
     }

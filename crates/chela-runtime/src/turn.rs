@@ -202,14 +202,14 @@ pub fn load_history(path: &Path, budget: usize) -> anyhow::Result<History> {
     let loaded = session::load(&storage, &name, Budget { bytes: budget, max_read: tail_bytes(budget) })
         .with_context(|| format!("cannot read the conversation in {}", path.display()))?;
     if loaded.torn_tail {
-        tracing::warn!(
+        chela_log::warn!(
             "{}: the last line is incomplete (an earlier run stopped while saving); it was skipped",
             path.display()
         );
     }
     let other = loaded.skipped_lines - usize::from(loaded.torn_tail);
     if other > 0 {
-        tracing::warn!("{}: skipped {other} unreadable line(s)", path.display());
+        chela_log::warn!("{}: skipped {other} unreadable line(s)", path.display());
     }
     if loaded.file_bytes > ROTATE_BYTES {
         rotate(&mut storage, &name, path, &loaded, loaded.last_ts)
@@ -236,7 +236,7 @@ fn rotate(
         .map_or_else(String::new, |s| session::encode_summary(&Summary { keeps: 0, ..s.clone() }));
     text.push_str(&session::encode_turn(&recent.messages, ts));
     storage.replace(name, text.as_bytes())?;
-    tracing::info!("{} was over {ROTATE_BYTES} bytes; the full record is in {}", path.display(), target.display());
+    chela_log::info!("{} was over {ROTATE_BYTES} bytes; the full record is in {}", path.display(), target.display());
     Ok(())
 }
 
@@ -249,7 +249,7 @@ pub async fn run_turn(
     req: &mut TurnRequest,
     files: FileWork,
 ) -> anyhow::Result<TurnEnd> {
-    tracing::debug!(channel = %req.channel, chat = %req.chat_id, caller = ?req.caller, "turn starts");
+    chela_log::debug!(channel = %req.channel, chat = %req.chat_id, caller = ?req.caller, "turn starts");
     let mut ctx = agent.ctx.clone();
     ctx.conversation = Some((req.channel.clone(), req.chat_id.clone()));
     ctx.depth = req.depth;
@@ -315,7 +315,7 @@ pub async fn run_turn(
                     }
                     Some(Err(e)) if e.is_context_too_long() && !shrunk && run.shrink_for_retry() => {
                         shrunk = true;
-                        tracing::info!(
+                        chela_log::info!(
                             "the provider said the conversation is too long; asking again with {} bytes of it",
                             chela_core::history::bytes(run.window())
                         );
@@ -353,7 +353,7 @@ pub async fn run_turn(
                             ToolResult::ok(call.id.clone(), text).with_images(images)
                         }
                         Err(e) => {
-                            tracing::debug!(tool = %call.name, kind = ?e.kind(), "tool call failed");
+                            chela_log::debug!(tool = %call.name, kind = ?e.kind(), "tool call failed");
                             ToolResult::error(call.id.clone(), e.0)
                         }
                     };
@@ -489,7 +489,7 @@ async fn keep(
             if let Some((ws, record)) = usage
                 && let Err(e) = crate::usage::append(&ws, &record)
             {
-                tracing::warn!("could not record the turn's usage in {}: {e}", crate::usage::log_path(&ws).display());
+                chela_log::warn!("could not record the turn's usage in {}: {e}", crate::usage::log_path(&ws).display());
             }
             Ok(messages)
         })

@@ -356,7 +356,7 @@ impl Pipeline {
             Ok(text) if text.is_empty() => {}
             Ok(text) => self.push_out(Output::Heard(text)),
             Err(error) => {
-                tracing::warn!(%error, "voice: speech recognition failed");
+                chela_log::warn!(%error, "voice: speech recognition failed");
                 self.push_out(Output::Problem { spoken: error.spoken(), error });
             }
         }
@@ -366,7 +366,7 @@ impl Pipeline {
         self.cancel_utterance();
         self.handle_abort();
         if u.cut {
-            tracing::info!(
+            chela_log::info!(
                 seconds = u.pcm.len() / UPLINK_RATE as usize,
                 "voice: an utterance reached the length limit and was cut"
             );
@@ -450,7 +450,7 @@ async fn speak(tts: Tts, mut sentences: mpsc::Receiver<String>, frames: mpsc::Se
         let spoken = tts.speak(&sentence, &mut sink).await;
         let flushed = sink.finish().await;
         if let Err(error) = spoken.and(flushed.map_err(|_| VoiceError::Tts { reason: "cancelled".into() })) {
-            tracing::warn!(%error, "voice: speech synthesis failed");
+            chela_log::warn!(%error, "voice: speech synthesis failed");
             let _ = sink.tx.send(Downlink::Failed(error)).await;
             break;
         }

@@ -54,5 +54,5 @@ fn main() -> ExitCode {
 /// (error … trace) sets the level directly.
 fn init_logging(verbose: u8, quiet: bool) {
     let env = std::env::var("CHELA_LOG").ok();
-    chela::log::init(chela::log::level_for(verbose, quiet, tracing::Level::WARN, env.as_deref()));
+    chela::log::init(chela::log::level_for(verbose, quiet, chela::log::Level::Warn, env.as_deref()));
 }

@@ -161,7 +161,7 @@ impl Api {
                 return Ok(answer);
             }
             if INVALID_TOKEN_CODES.contains(&code) && attempt == 0 {
-                tracing::info!("Feishu says the tenant token is invalid (code {code}); fetching a new one");
+                chela_log::info!("Feishu says the tenant token is invalid (code {code}); fetching a new one");
                 self.forget_token(&token).await;
                 continue;
             }

@@ -61,7 +61,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     match api.token().await {
         Ok(_) => {
             daemon.live().connected("feishu", now);
-            tracing::info!("feishu: connected as app {}", settings.app_id);
+            chela_log::info!("feishu: connected as app {}", settings.app_id);
         }
         Err(e) if e.downcast_ref::<api::CredentialsRefused>().is_some() => {
             daemon.live().failed("feishu", &format!("{e:#}"), now);
@@ -69,7 +69,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         }
         Err(e) => {
             daemon.live().failed("feishu", &format!("{e:#}"), now);
-            tracing::warn!("feishu: cannot connect yet ({e:#}); retrying");
+            chela_log::warn!("feishu: cannot connect yet ({e:#}); retrying");
         }
     }
     // The bot's id tells group messages that mention it from the rest. Without it (the bot
@@ -77,7 +77,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     let bot_open_id = match api.bot_open_id().await {
         Ok(id) => Some(id),
         Err(e) => {
-            tracing::warn!("cannot read the Feishu bot's id, so any @mention in a group counts: {e:#}");
+            chela_log::warn!("cannot read the Feishu bot's id, so any @mention in a group counts: {e:#}");
             None
         }
     };
@@ -91,7 +91,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     });
     daemon.outlets().register(Arc::new(FeishuOutlet { api: Arc::clone(&api) }));
     if let Err(e) = daemon.toolbox().register(tool::group(api, Arc::clone(daemon.gate()))) {
-        tracing::warn!("the feishu tools are not available: {e}");
+        chela_log::warn!("the feishu tools are not available: {e}");
     }
     let served = match settings.mode.as_str() {
         "webhook" => webhook::run(Arc::clone(&channel), &settings.webhook_listen).await,
@@ -123,9 +123,9 @@ impl Channel {
     pub fn on_event(&self, payload: &[u8]) {
         match parse_envelope(payload) {
             Ok(Envelope::Message(m)) => self.on_message(m),
-            Ok(Envelope::Other { event_type, .. }) => tracing::debug!("ignored a Feishu {event_type} event"),
+            Ok(Envelope::Other { event_type, .. }) => chela_log::debug!("ignored a Feishu {event_type} event"),
             Ok(Envelope::UrlVerification { .. }) => {}
-            Err(e) => tracing::warn!("{e}"),
+            Err(e) => chela_log::warn!("{e}"),
         }
     }
 
@@ -133,11 +133,11 @@ impl Channel {
         match self.seen.lock().unwrap_or_else(PoisonError::into_inner).first(&m.event_id) {
             seen::Verdict::First => {}
             seen::Verdict::Again => {
-                tracing::debug!(event = %m.event_id, "a Feishu event seen before was dropped");
+                chela_log::debug!(event = %m.event_id, "a Feishu event seen before was dropped");
                 return;
             }
             seen::Verdict::Malformed => {
-                tracing::warn!("a Feishu event with a malformed id was dropped");
+                chela_log::warn!("a Feishu event with a malformed id was dropped");
                 return;
             }
         }
@@ -184,7 +184,7 @@ impl Reply for ThreadReply {
 async fn send_reply(api: &Api, message_id: &str, text: &str) {
     for piece in chunks(text, MAX_CHUNK_CHARS) {
         if let Err(e) = api.reply_text(message_id, piece).await {
-            tracing::warn!("could not send an answer to Feishu: {e:#}");
+            chela_log::warn!("could not send an answer to Feishu: {e:#}");
             return;
         }
     }

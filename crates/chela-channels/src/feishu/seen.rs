@@ -64,7 +64,7 @@ impl Seen {
         let text = match read_bounded(&path, MAX_FILE_BYTES) {
             Ok(text) => text.unwrap_or_default(),
             Err(e) => {
-                tracing::warn!(
+                chela_log::warn!(
                     "cannot read {}: {e}; Feishu events seen before this start are forgotten",
                     path.display()
                 );
@@ -104,7 +104,7 @@ impl Seen {
         self.remember(id);
         if let Err(e) = self.append(id) {
             // Still handled once in this run; only a restart could show it again.
-            tracing::warn!("cannot record Feishu event {id} in {}: {e}", self.path.display());
+            chela_log::warn!("cannot record Feishu event {id} in {}: {e}", self.path.display());
         }
         Verdict::First
     }

@@ -64,7 +64,7 @@ pub async fn run(channel: Arc<Channel>, listen: &str) -> Result<()> {
     let listener = TcpListener::bind(listen).await.with_context(|| {
         format!("cannot listen on {listen} for Feishu webhooks; set channels.feishu.webhook_listen to a free address")
     })?;
-    tracing::info!("Feishu webhooks are served on http://{}", listener.local_addr()?);
+    chela_log::info!("Feishu webhooks are served on http://{}", listener.local_addr()?);
     serve(channel, listener).await
 }
 
@@ -87,7 +87,7 @@ async fn serve(channel: Arc<Channel>, listener: TcpListener) -> Result<()> {
                 Ok((stream, _)) => stream,
                 Err(e) => {
                     // E.g. out of file descriptors: wait instead of spinning.
-                    tracing::warn!("accepting a Feishu webhook connection failed: {e}");
+                    chela_log::warn!("accepting a Feishu webhook connection failed: {e}");
                     tokio::time::sleep(Duration::from_millis(100)).await;
                     continue;
                 }
@@ -129,7 +129,7 @@ fn answer(status: StatusCode, body: &Value) -> hyper::Response<Full<Bytes>> {
 }
 
 fn refuse(status: StatusCode, why: &str) -> hyper::Response<Full<Bytes>> {
-    tracing::warn!("refused a Feishu webhook request: {why}");
+    chela_log::warn!("refused a Feishu webhook request: {why}");
     answer(status, &json!({"error": why}))
 }
 

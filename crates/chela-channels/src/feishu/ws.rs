@@ -60,11 +60,11 @@ pub async fn run(channel: Arc<Channel>) -> Result<()> {
         match outcome {
             Ok(()) => {
                 channel.daemon.live().failed(super::CHANNEL, "the long connection closed; reconnecting", now);
-                tracing::info!("the Feishu long connection closed; reconnecting");
+                chela_log::info!("the Feishu long connection closed; reconnecting");
             }
             Err(e) => {
                 channel.daemon.live().failed(super::CHANNEL, &format!("{e:#}"), now);
-                tracing::warn!("the Feishu long connection failed: {e:#}");
+                chela_log::warn!("the Feishu long connection failed: {e:#}");
             }
         }
         failures = if started.elapsed() >= STABLE_AFTER { 1 } else { failures.saturating_add(1) };
@@ -106,7 +106,7 @@ async fn connect_and_serve(channel: &Arc<Channel>, config: &mut ClientConfig) ->
     tokio::time::timeout(CONNECT_TIMEOUT, handshake(&url, &mut rd, &mut wr, &mut decoder))
         .await
         .map_err(|_| anyhow!("the Feishu long connection's handshake took over {CONNECT_TIMEOUT:?}"))??;
-    tracing::info!("the Feishu long connection is up");
+    chela_log::info!("the Feishu long connection is up");
     channel.daemon.live().connected(super::CHANNEL, channel.daemon.clock().unix_secs());
     let mut parts = Reassembler::new(PartLimits { max_bytes: MAX_FRAME_BYTES, ..PartLimits::HOST });
     let epoch = Instant::now();
@@ -161,7 +161,7 @@ fn on_frame(
     let frame = match Frame::decode(bytes, MAX_FRAME_BYTES) {
         Ok(f) => f,
         Err(e) => {
-            tracing::warn!("skipped a Feishu long-connection message: {e}");
+            chela_log::warn!("skipped a Feishu long-connection message: {e}");
             return None;
         }
     };
@@ -188,7 +188,7 @@ fn on_frame(
                 match parts.handle_part(id, sum, seq, &frame.payload, now_ms) {
                     Ok(Some(payload)) => channel.on_event(&payload),
                     Ok(None) => {}
-                    Err(e) => tracing::warn!("dropped a Feishu event: {e}"),
+                    Err(e) => chela_log::warn!("dropped a Feishu event: {e}"),
                 }
             }
             // Every data frame is acknowledged, parts and unknown types included, as the SDKs

@@ -509,7 +509,7 @@ fn get(mcp: &Endpoint, headers: &HeaderMap) -> Resp {
         live.stream = Some(tx);
         mcp.ensure_watcher(&mut state);
     }
-    tracing::debug!(client = ?session.client, "mcp: a GET stream opened");
+    chela_log::debug!(client = ?session.client, "mcp: a GET stream opened");
     event_stream(rx)
 }
 
@@ -543,7 +543,7 @@ fn listen(mcp: &Endpoint, accept: &str, id: &Value, params: &Value) -> Resp {
         state.listens.insert(serial, (listen, tx));
         mcp.ensure_watcher(&mut state);
     }
-    tracing::debug!("mcp: a subscriptions/listen stream opened");
+    chela_log::debug!("mcp: a subscriptions/listen stream opened");
     event_stream(rx)
 }
 

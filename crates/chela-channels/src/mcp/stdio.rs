@@ -108,7 +108,7 @@ where
                 match classify(msg) {
                     Kind::Request { id, method, params } if method == "initialize" && session.version.is_none() => {
                         let (reply, new) = server.initialize(id, &params);
-                        tracing::info!(client = ?new.client, version = ?new.version, "mcp: a client connected");
+                        chela_log::info!(client = ?new.client, version = ?new.version, "mcp: a client connected");
                         session = new;
                         send(&out, &reply).await;
                     }
@@ -160,7 +160,7 @@ where
             }
             _ = tick.tick() => {
                 if let Err(e) = daemon.reload() {
-                    tracing::warn!("the settings files changed but cannot be used ({e:#}); keeping the previous ones");
+                    chela_log::warn!("the settings files changed but cannot be used ({e:#}); keeping the previous ones");
                 }
                 let now = server.tool_names();
                 if now != served {
@@ -218,7 +218,7 @@ async fn read_lines<R: AsyncRead + Unpin>(input: R, lines: mpsc::Sender<Line>) {
             Ok([]) => break,
             Ok(c) => c,
             Err(e) => {
-                tracing::warn!("mcp: stdin cannot be read: {e}");
+                chela_log::warn!("mcp: stdin cannot be read: {e}");
                 break;
             }
         };
@@ -261,7 +261,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(mut output: W, mut lines: mpsc::Rece
     while let Some(mut line) = lines.recv().await {
         line.push('\n');
         if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
-            tracing::warn!("mcp: stdout is closed; no more answers can be sent");
+            chela_log::warn!("mcp: stdout is closed; no more answers can be sent");
             return;
         }
     }

@@ -57,7 +57,7 @@ fn refusal(what: &str, e: &ApiError, max_file: usize) -> String {
     match e {
         ApiError::TooLarge => too_large(max_file),
         _ => {
-            tracing::warn!("telegram: {what}: {e}");
+            chela_log::warn!("telegram: {what}: {e}");
             format!("I could not download that {what} from Telegram; please send it again.")
         }
     }
@@ -133,7 +133,7 @@ async fn save(
     match written {
         Ok(Ok(())) => Ok(format!("inbox/{unique}")),
         Ok(Err(e)) => {
-            tracing::warn!("telegram: cannot save inbox/{unique}: {e}");
+            chela_log::warn!("telegram: cannot save inbox/{unique}: {e}");
             Err(format!("I could not save that {what} ({e})."))
         }
         Err(e) => Err(format!("I could not save that {what} ({e}).")),

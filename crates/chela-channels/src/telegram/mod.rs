@@ -97,7 +97,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     match me {
         Ok(me) => {
             daemon.live().connected(CHANNEL, now);
-            tracing::info!("telegram: connected, polling as @{}", me["username"].as_str().unwrap_or("?"));
+            chela_log::info!("telegram: connected, polling as @{}", me["username"].as_str().unwrap_or("?"));
         }
         Err(ApiError::Unauthorized) => {
             daemon.live().failed(CHANNEL, &ApiError::Unauthorized.to_string(), now);
@@ -106,12 +106,12 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
         // Offline at start is not fatal: the poll loop retries.
         Err(e) => {
             daemon.live().failed(CHANNEL, &e.to_string(), now);
-            tracing::warn!("telegram: cannot connect: {e}; will keep trying");
+            chela_log::warn!("telegram: cannot connect: {e}; will keep trying");
         }
     }
     daemon.outlets().register(Arc::new(TelegramOutlet::new(api.clone())));
     if let Err(e) = daemon.toolbox().register(tool::group(api.clone(), Arc::clone(daemon.gate()))) {
-        tracing::warn!("the telegram tools are not available: {e}");
+        chela_log::warn!("the telegram tools are not available: {e}");
     }
     let mut chan = Channel { daemon: Arc::clone(&daemon), api, max_file: cfg.usize(keys::TELEGRAM_MAX_FILE_BYTES) };
     let result = poll(&mut chan).await;
@@ -144,18 +144,18 @@ async fn poll(chan: &mut Channel) -> Result<()> {
                 chan.daemon.live().connected(CHANNEL, chan.daemon.clock().unix_secs());
                 for update in updates {
                     let Some(id) = update["update_id"].as_i64() else {
-                        tracing::warn!("telegram: an update without an id was skipped");
+                        chela_log::warn!("telegram: an update without an id was skipped");
                         continue;
                     };
                     if id < next {
-                        tracing::debug!("telegram: update {id} was already handled");
+                        chela_log::debug!("telegram: update {id} was already handled");
                         continue;
                     }
                     handle(chan, &update).await;
                     next = id + 1;
                     if let Err(e) = store.save(next).await {
                         // Not fatal: the update is handled; a restart might show it again.
-                        tracing::warn!("telegram: cannot save the update offset: {e:#}");
+                        chela_log::warn!("telegram: cannot save the update offset: {e:#}");
                     }
                     if chan.daemon.shutdown().is_triggered() {
                         return Ok(());
@@ -168,7 +168,7 @@ async fn poll(chan: &mut Channel) -> Result<()> {
             Err(e) => {
                 let wait = backoff.next();
                 chan.daemon.live().failed(CHANNEL, &e.to_string(), chan.daemon.clock().unix_secs());
-                tracing::warn!("telegram: {e}; retrying in {} s", wait.as_secs());
+                chela_log::warn!("telegram: {e}; retrying in {} s", wait.as_secs());
                 wait
             }
         };
@@ -187,7 +187,7 @@ fn command(text: &str) -> Option<String> {
 async fn handle(chan: &Channel, update: &Value) {
     let Some(msg) = update.get("message") else { return };
     let (Some(chat), Some(sender)) = (msg["chat"]["id"].as_i64(), msg["from"]["id"].as_i64()) else {
-        tracing::debug!("telegram: a message without a chat or a sender was skipped");
+        chela_log::debug!("telegram: a message without a chat or a sender was skipped");
         return;
     };
     let (chat_id, sender) = (chat.to_string(), sender.to_string());

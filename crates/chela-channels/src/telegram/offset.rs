@@ -24,16 +24,16 @@ impl Store {
         let read = crate::tasks::blocking(move || std::fs::read_to_string(&path)).await;
         match read {
             Ok(Ok(text)) => text.trim().parse().unwrap_or_else(|_| {
-                tracing::warn!("telegram: {} does not hold a number; starting from 0", self.path.display());
+                chela_log::warn!("telegram: {} does not hold a number; starting from 0", self.path.display());
                 0
             }),
             Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => 0,
             Ok(Err(e)) => {
-                tracing::warn!("telegram: cannot read {}: {e}; starting from 0", self.path.display());
+                chela_log::warn!("telegram: cannot read {}: {e}; starting from 0", self.path.display());
                 0
             }
             Err(e) => {
-                tracing::warn!("telegram: reading the offset failed: {e}; starting from 0");
+                chela_log::warn!("telegram: reading the offset failed: {e}; starting from 0");
                 0
             }
         }

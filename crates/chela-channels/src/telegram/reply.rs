@@ -70,7 +70,7 @@ pub async fn send_markdown(api: &Api, chat_id: &str, markdown: &str) -> Result<(
         }
         match send_one(api, chat_id, &chunk, true).await {
             Err(e) if e.is_bad_markup() => {
-                tracing::info!("telegram: the answer's markup was refused ({e}); sending it plain");
+                chela_log::info!("telegram: the answer's markup was refused ({e}); sending it plain");
                 send_one(api, chat_id, &plain, false).await?;
             }
             other => other?,
@@ -89,7 +89,7 @@ pub async fn finish_markdown(api: &Api, chat_id: &str, message_id: i64, markdown
     let Some((first, rest)) = chunks.split_first() else { return Ok(()) };
     let edited = match edit_one(api, chat_id, message_id, first, true).await {
         Err(e) if e.is_bad_markup() => {
-            tracing::info!("telegram: the answer's markup was refused ({e}); showing it plain");
+            chela_log::info!("telegram: the answer's markup was refused ({e}); showing it plain");
             edit_one(api, chat_id, message_id, &visible_text(first), false).await
         }
         other => other,
@@ -97,7 +97,7 @@ pub async fn finish_markdown(api: &Api, chat_id: &str, message_id: i64, markdown
     match edited {
         Ok(()) => {}
         Err(ApiError::Refused { status: 400, description }) => {
-            tracing::info!("telegram: the preview could not be edited ({description}); sending the answer anew");
+            chela_log::info!("telegram: the preview could not be edited ({description}); sending the answer anew");
             return send_markdown(api, chat_id, markdown).await;
         }
         Err(e) => return Err(e),
@@ -142,7 +142,7 @@ impl Reply for TelegramReply {
         Box::pin(async move {
             loop {
                 if let Err(e) = api.send_chat_action(&chat_id, "typing").await {
-                    tracing::debug!("telegram: typing: {e}");
+                    chela_log::debug!("telegram: typing: {e}");
                 }
                 tokio::time::sleep(TYPING_EVERY).await;
             }
@@ -173,7 +173,7 @@ impl Reply for TelegramReply {
                 (Some(_), None) => send_markdown(&api, &chat_id, &answer.text).await,
             };
             if let Err(e) = sent {
-                tracing::warn!("telegram: the answer to chat {chat_id} was not delivered: {e}");
+                chela_log::warn!("telegram: the answer to chat {chat_id} was not delivered: {e}");
             }
         })
     }

@@ -159,7 +159,7 @@ impl Preview {
                     // The next preview waits the platform out (the final answer retries by itself).
                     self.last = Instant::now() + retry_after.saturating_sub(EDIT_EVERY);
                 }
-                Err(e) => tracing::debug!("telegram: a preview of the answer was not shown: {e}"),
+                Err(e) => chela_log::debug!("telegram: a preview of the answer was not shown: {e}"),
             }
         }
     }

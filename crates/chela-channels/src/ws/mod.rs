@@ -94,7 +94,7 @@ pub fn accept<B: Send + 'static>(ctx: Ctx, who: Who, req: Request<B>, slot: Opti
         let _slot = slot;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => connection(ctx, who, TokioIo::new(upgraded)).await,
-            Err(e) => tracing::debug!("gateway: WebSocket upgrade failed: {e}"),
+            Err(e) => chela_log::debug!("gateway: WebSocket upgrade failed: {e}"),
         }
     });
     Ok(resp)
@@ -248,7 +248,7 @@ where
             incoming = socket.next() => match incoming {
                 None => break,
                 Some(Err(e)) => {
-                    tracing::debug!("gateway: WebSocket closed: {e}");
+                    chela_log::debug!("gateway: WebSocket closed: {e}");
                     break;
                 }
                 Some(Ok(Message::Text(text))) => {
@@ -270,7 +270,7 @@ where
                     last = tokio::time::Instant::now();
                     continue;
                 }
-                tracing::debug!("gateway: a WebSocket idle for {:?} was closed", limits.ws_idle);
+                chela_log::debug!("gateway: a WebSocket idle for {:?} was closed", limits.ws_idle);
                 let reason = format!("idle for {} s; connect again to go on", limits.ws_idle.as_secs());
                 let frame = CloseFrame { code: CloseCode::Away, reason: reason.into() };
                 let _ = tokio::time::timeout(limits.write_timeout, socket.close(Some(frame))).await;
@@ -281,17 +281,17 @@ where
                 match tokio::time::timeout(limits.write_timeout, socket.send(Message::text(text))).await {
                     Ok(Ok(())) => {}
                     Ok(Err(e)) => {
-                        tracing::debug!("gateway: WebSocket write failed: {e}");
+                        chela_log::debug!("gateway: WebSocket write failed: {e}");
                         break;
                     }
                     Err(_) => {
-                        tracing::info!("gateway: a WebSocket client took no data for {:?}; cut off", limits.write_timeout);
+                        chela_log::info!("gateway: a WebSocket client took no data for {:?}; cut off", limits.write_timeout);
                         break;
                     }
                 }
             }
             () = out.cut.cancelled() => {
-                tracing::info!("gateway: a WebSocket client let {} events pile up unread; cut off", limits.outbound);
+                chela_log::info!("gateway: a WebSocket client let {} events pile up unread; cut off", limits.outbound);
                 break;
             }
             () = conn.owed.settled.notified(), if stopping => {}

@@ -97,7 +97,7 @@ pub struct DeviceHello {
 /// client (`chela_runtime::mcp::device`) takes the device's MCP messages, and its tools become the
 /// group `device_<id>` until the connection ends (dropping the link removes the group).
 fn attach_mcp(host: &Host, hello: &DeviceHello, out: mpsc::Sender<Value>) -> Option<Box<dyn McpLink>> {
-    tracing::debug!(device = %hello.device, session = %hello.session_id, "xiaozhi: the device offers MCP tools");
+    chela_log::debug!(device = %hello.device, session = %hello.session_id, "xiaozhi: the device offers MCP tools");
     Some(Box::new(chela_runtime::mcp::device::attach(host.daemon.toolbox(), &hello.device, hello.vision.clone(), out)))
 }
 
@@ -176,13 +176,13 @@ pub async fn accept<B: Send + 'static>(host: Host, req: Request<B>, slot: Option
     let vision = match verdict {
         Ok(Some(vision_token)) => vision_token.map(|t| (camera_url, t)),
         Ok(None) => {
-            tracing::info!(%device, "xiaozhi: a WebSocket with an unknown or revoked device token was refused");
+            chela_log::info!(%device, "xiaozhi: a WebSocket with an unknown or revoked device token was refused");
             return Ok(unauthorized(
                 "this device token is unknown or revoked, or was issued to another Device-Id or Client-Id; the owner revokes the device (`chela device revoke MAC`), restarts it so its OTA check asks again, and approves its new code with `chela device approve CODE`",
             ));
         }
         Err(e) => {
-            tracing::error!("xiaozhi: {e}");
+            chela_log::error!("xiaozhi: {e}");
             return Err(ApiError::Busy("the device store cannot be read; the owner has been told in the log".into()));
         }
     };
@@ -192,7 +192,7 @@ pub async fn accept<B: Send + 'static>(host: Host, req: Request<B>, slot: Option
         let _slot = slot;
         match hyper::upgrade::on(req).await {
             Ok(upgraded) => connection(host, device, vision, version, TokioIo::new(upgraded)).await,
-            Err(e) => tracing::debug!("xiaozhi: WebSocket upgrade failed: {e}"),
+            Err(e) => chela_log::debug!("xiaozhi: WebSocket upgrade failed: {e}"),
         }
     });
     Ok(resp)
@@ -239,7 +239,7 @@ where
         let mut buf = Vec::with_capacity(packet.len() + self.version.header_len());
         let f = Frame { kind: Kind::Opus, timestamp: self.downlink_ms, payload: packet };
         if let Err(e) = frame::encode(self.version, &f, &mut buf) {
-            tracing::warn!("xiaozhi: a downlink frame could not be encoded: {e}");
+            chela_log::warn!("xiaozhi: a downlink frame could not be encoded: {e}");
             return Ok(());
         }
         self.downlink_ms = self.downlink_ms.wrapping_add(FRAME_MS);
@@ -267,7 +267,7 @@ where
     let socket = WebSocketStream::from_raw_socket(io, Role::Server, Some(config)).await;
     let mut ws = Ws { socket, version, write_timeout: limits.write_timeout, downlink_ms: 0 };
     let mut c = Session::new(host.clone(), device, vision);
-    tracing::debug!(device = %c.device, protocol = version.number(), "xiaozhi: a device connected");
+    chela_log::debug!(device = %c.device, protocol = version.number(), "xiaozhi: a device connected");
     let shutdown = host.daemon.shutdown().clone();
     let mut deadline = Instant::now() + limits.device_hello;
     let stop = loop {
@@ -275,11 +275,11 @@ where
             incoming = ws.socket.next() => match incoming {
                 None => Err(Stop::Gone),
                 Some(Err(tung::Error::Capacity(e))) => {
-                    tracing::info!(device = %c.device, "xiaozhi: a device sent a message over the limit ({e}); closed");
+                    chela_log::info!(device = %c.device, "xiaozhi: a device sent a message over the limit ({e}); closed");
                     Err(Stop::Close(Reason::Size, "message too large"))
                 }
                 Some(Err(e)) => {
-                    tracing::debug!(device = %c.device, "xiaozhi: the WebSocket failed: {e}");
+                    chela_log::debug!(device = %c.device, "xiaozhi: the WebSocket failed: {e}");
                     Err(Stop::Gone)
                 }
                 Some(Ok(msg)) => {
@@ -296,10 +296,10 @@ where
             },
             work = c.next() => c.handle(work, &mut ws).await,
             () = sleep_until(deadline) => Err(if c.started() {
-                tracing::debug!(device = %c.device, "xiaozhi: nothing from the device for {:?}; closed", limits.device_idle);
+                chela_log::debug!(device = %c.device, "xiaozhi: nothing from the device for {:?}; closed", limits.device_idle);
                 Stop::Close(Reason::Normal, "idle")
             } else {
-                tracing::info!(device = %c.device, "xiaozhi: no hello within {:?}; closed", limits.device_hello);
+                chela_log::info!(device = %c.device, "xiaozhi: no hello within {:?}; closed", limits.device_hello);
                 Stop::Close(Reason::Policy, "no hello within 10 s")
             }),
             () = shutdown.wait() => Err(Stop::Close(Reason::Away, "Chela is stopping")),
@@ -319,7 +319,7 @@ where
         let frame = CloseFrame { code, reason: reason.into() };
         let _ = tokio::time::timeout(Duration::from_secs(1), ws.socket.close(Some(frame))).await;
     }
-    tracing::debug!(device = %c.device, "xiaozhi: a device left");
+    chela_log::debug!(device = %c.device, "xiaozhi: a device left");
 }
 
 fn close_code(reason: Reason) -> CloseCode {
@@ -340,11 +340,11 @@ fn on_binary(c: &mut Session, version: Version, bytes: &Bytes) -> Result<(), Sto
     match frame::parse(version, bytes) {
         Ok(Frame { kind: Kind::Opus, payload, .. }) => c.on_audio(payload),
         Ok(Frame { kind: Kind::Json, .. }) => {
-            tracing::debug!(device = %c.device, "xiaozhi: a JSON binary frame was ignored");
+            chela_log::debug!(device = %c.device, "xiaozhi: a JSON binary frame was ignored");
             Ok(())
         }
         Err(e) => {
-            tracing::debug!(device = %c.device, "xiaozhi: a bad binary frame: {e}");
+            chela_log::debug!(device = %c.device, "xiaozhi: a bad binary frame: {e}");
             c.bad_frame()
         }
     }
@@ -358,11 +358,11 @@ where
     match tokio::time::timeout(timeout, socket.send(msg)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => {
-            tracing::debug!("xiaozhi: a write failed: {e}");
+            chela_log::debug!("xiaozhi: a write failed: {e}");
             Err(Stop::Gone)
         }
         Err(_) => {
-            tracing::info!("xiaozhi: a device took no data for {timeout:?}; cut off");
+            chela_log::info!("xiaozhi: a device took no data for {timeout:?}; cut off");
             Err(Stop::Gone)
         }
     }

@@ -139,7 +139,7 @@ impl Endpoint {
                 a = listener.accept() => match a {
                     Ok(a) => a,
                     Err(e) => {
-                        tracing::debug!("xiaozhi: MQTT accept: {e}");
+                        chela_log::debug!("xiaozhi: MQTT accept: {e}");
                         // Out of descriptors: give the others a moment rather than spin.
                         tokio::time::sleep(Duration::from_millis(50)).await;
                         continue;
@@ -148,7 +148,7 @@ impl Endpoint {
                 () = shutdown.wait() => return,
             };
             let Some(slot) = self.admit(peer.ip()) else {
-                tracing::info!("xiaozhi: an MQTT connection from {peer} was refused (too many)");
+                chela_log::info!("xiaozhi: an MQTT connection from {peer} was refused (too many)");
                 continue;
             };
             let me = Arc::clone(&self);
@@ -187,7 +187,7 @@ impl Endpoint {
                     (Box::new(r), Box::new(w))
                 }
                 Ok(Err(e)) => {
-                    tracing::info!("xiaozhi: a TLS handshake on MQTT from {peer} failed: {e}");
+                    chela_log::info!("xiaozhi: a TLS handshake on MQTT from {peer} failed: {e}");
                     return;
                 }
                 Err(_) => return,
@@ -213,7 +213,7 @@ impl Endpoint {
             return;
         }
         let Some((device, client)) = parse_client_id(&connect.client_id) else {
-            tracing::info!("xiaozhi: an MQTT client id that is no device's was refused");
+            chela_log::info!("xiaozhi: an MQTT client id that is no device's was refused");
             let _ = link.packet(&Packet::ConnAck(ConnAck::new(ConnectReturnCode::BadClientId, false))).await;
             return;
         };
@@ -227,13 +227,13 @@ impl Endpoint {
         let vision = match verdict {
             Ok(Ok(Some(v))) => v.map(|t| (self.host.camera_url.clone(), t)),
             Ok(Ok(None)) => {
-                tracing::info!(%device, "xiaozhi: an MQTT login with wrong, revoked or unknown credentials was refused");
+                chela_log::info!(%device, "xiaozhi: an MQTT login with wrong, revoked or unknown credentials was refused");
                 let _ =
                     link.packet(&Packet::ConnAck(ConnAck::new(ConnectReturnCode::BadUserNamePassword, false))).await;
                 return;
             }
             Ok(Err(e)) => {
-                tracing::error!("xiaozhi: {e}");
+                chela_log::error!("xiaozhi: {e}");
                 let _ = link.packet(&Packet::ConnAck(ConnAck::new(ConnectReturnCode::ServiceUnavailable, false))).await;
                 return;
             }
@@ -249,7 +249,7 @@ impl Endpoint {
         };
         // The spec's 1.5 ×, in milliseconds so a short keep-alive keeps its half.
         let grace = Duration::from_millis(u64::from(keepalive) * 1500);
-        tracing::debug!(%device, "xiaozhi: a device connected over MQTT");
+        chela_log::debug!(%device, "xiaozhi: a device connected over MQTT");
         let mut mq = Mq {
             link,
             topic: subscribe_topic(&device),
@@ -275,11 +275,11 @@ impl Endpoint {
                 Some(opus) = recv(&mut mq.audio) => c.on_audio(&opus),
                 work = c.next() => c.handle(work, &mut mq).await,
                 () = kicked.notified() => {
-                    tracing::info!(%device, "xiaozhi: a newer MQTT connection of this device replaced this one");
+                    chela_log::info!(%device, "xiaozhi: a newer MQTT connection of this device replaced this one");
                     Err(Stop::Gone)
                 }
                 () = sleep_until(deadline) => {
-                    tracing::info!(%device, "xiaozhi: nothing over MQTT for 1.5 × its keep-alive; the device is gone");
+                    chela_log::info!(%device, "xiaozhi: nothing over MQTT for 1.5 × its keep-alive; the device is gone");
                     Err(Stop::Gone)
                 }
                 () = shutdown.wait() => Err(Stop::Close(Reason::Away, "Chela is stopping")),
@@ -293,13 +293,13 @@ impl Endpoint {
             && c.started()
         {
             let bye = json!({"session_id": c.session_id, "type": "goodbye"});
-            tracing::debug!(%device, "xiaozhi: MQTT conversation closed: {why}");
+            chela_log::debug!(%device, "xiaozhi: MQTT conversation closed: {why}");
             let _ = mq.send_text(bye.to_string()).await;
         }
         drop(c);
         self.unregister(&connect.client_id, number);
         let _ = mq.link.wr.shutdown().await;
-        tracing::debug!(%device, "xiaozhi: a device left MQTT");
+        chela_log::debug!(%device, "xiaozhi: a device left MQTT");
     }
 
     /// Every whole packet read so far.
@@ -338,7 +338,7 @@ impl Endpoint {
                 Event::Nothing => {}
                 Event::Gone => return Err(Stop::Gone),
                 Event::Close(reason, why) => {
-                    tracing::info!(device = %c.device, "xiaozhi: MQTT connection closed: {why}");
+                    chela_log::info!(device = %c.device, "xiaozhi: MQTT connection closed: {why}");
                     return Err(Stop::Close(reason, why));
                 }
                 // The wire yields CONNECT only first.
@@ -454,7 +454,7 @@ impl Transport for Mq {
             return Err(Stop::Close(Reason::Policy, "an MQTT hello is version 3"));
         }
         let Some((channel, audio)) = self.hub.open(self.device_ip) else {
-            tracing::warn!("xiaozhi: no UDP audio channel is free");
+            chela_log::warn!("xiaozhi: no UDP audio channel is free");
             return Err(Stop::Close(Reason::Error, "no audio channel is free"));
         };
         let mut answer = serde_json::to_value(XzMessage::Hello(Hello::server(session_id, DOWNLINK_RATE, FRAME_MS)))

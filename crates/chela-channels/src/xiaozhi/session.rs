@@ -157,11 +157,11 @@ impl Session {
         let msg = match message::parse(text) {
             Ok(m) => m,
             Err(MessageError::UnknownType(ty)) => {
-                tracing::debug!(device = %self.device, "xiaozhi: ignored a `{}` message", clip(&ty));
+                chela_log::debug!(device = %self.device, "xiaozhi: ignored a `{}` message", clip(&ty));
                 return Ok(());
             }
             Err(e) => {
-                tracing::debug!(device = %self.device, "xiaozhi: a bad text message: {e}");
+                chela_log::debug!(device = %self.device, "xiaozhi: a bad text message: {e}");
                 return self.bad_frame();
             }
         };
@@ -170,7 +170,7 @@ impl Session {
             return self.on_hello(&hello, t).await;
         }
         let Some(pipeline) = &mut self.pipeline else {
-            tracing::debug!(device = %self.device, "xiaozhi: a message before hello was ignored");
+            chela_log::debug!(device = %self.device, "xiaozhi: a message before hello was ignored");
             return Ok(());
         };
         match msg {
@@ -194,12 +194,12 @@ impl Session {
             XzMessage::Mcp(m) => match &self.mcp {
                 Some(link) => link.deliver(m.payload),
                 None => {
-                    tracing::debug!(device = %self.device, "xiaozhi: an mcp message was dropped (no device MCP client)")
+                    chela_log::debug!(device = %self.device, "xiaozhi: an mcp message was dropped (no device MCP client)")
                 }
             },
             XzMessage::Goodbye(_) => return Err(Stop::Goodbye),
             other => {
-                tracing::debug!(device = %self.device, "xiaozhi: ignored a server-side message from a device: {:?}", kind(&other))
+                chela_log::debug!(device = %self.device, "xiaozhi: ignored a server-side message from a device: {:?}", kind(&other))
             }
         }
         Ok(())
@@ -209,7 +209,7 @@ impl Session {
         if let Some(name) = hello.transport.as_deref()
             && name != t.name()
         {
-            tracing::info!(device = %self.device, "xiaozhi: a hello for transport `{}` on {}; closed", clip(name), t.name());
+            chela_log::info!(device = %self.device, "xiaozhi: a hello for transport `{}` on {}; closed", clip(name), t.name());
             return Err(Stop::Close(
                 Reason::Policy,
                 if t.name() == "websocket" { "transport must be websocket" } else { "transport must be udp" },
@@ -222,7 +222,7 @@ impl Session {
             let http = match crate::app::http_client(&cfg) {
                 Ok(h) => h,
                 Err(e) => {
-                    tracing::warn!("xiaozhi: no HTTP client for the voice providers: {e:#}");
+                    chela_log::warn!("xiaozhi: no HTTP client for the voice providers: {e:#}");
                     return Err(Stop::Close(Reason::Error, "the voice providers are not set up"));
                 }
             };
@@ -230,7 +230,7 @@ impl Session {
             match Pipeline::new(providers, voice) {
                 Ok(p) => self.pipeline = Some(p),
                 Err(e) => {
-                    tracing::warn!("xiaozhi: cannot start a voice pipeline: {e}");
+                    chela_log::warn!("xiaozhi: cannot start a voice pipeline: {e}");
                     return Err(Stop::Close(Reason::Error, "the voice pipeline cannot start"));
                 }
             }
@@ -255,7 +255,7 @@ impl Session {
                 Ok(())
             }
             Err(e) => {
-                tracing::debug!(device = %self.device, "xiaozhi: {e}");
+                chela_log::debug!(device = %self.device, "xiaozhi: {e}");
                 self.bad_frame()
             }
         }
@@ -265,7 +265,7 @@ impl Session {
     pub fn bad_frame(&mut self) -> Result<(), Stop> {
         self.bad_frames += 1;
         if self.bad_frames >= MAX_BAD_FRAMES {
-            tracing::info!(device = %self.device, "xiaozhi: {MAX_BAD_FRAMES} bad frames in a row; closed");
+            chela_log::info!(device = %self.device, "xiaozhi: {MAX_BAD_FRAMES} bad frames in a row; closed");
             return Err(Stop::Close(Reason::Policy, "too many frames that are neither audio nor a message"));
         }
         Ok(())
@@ -307,7 +307,7 @@ impl Session {
                 Self::say(t, XzMessage::Tts(Tts { session_id: sid, state: TtsState::Stop, text: None })).await
             }
             Output::Problem { spoken, error } => {
-                tracing::warn!(device = %self.device, "xiaozhi: {error}");
+                chela_log::warn!(device = %self.device, "xiaozhi: {error}");
                 Self::say(t, XzMessage::Alert(alert(sid, spoken))).await
             }
         }

@@ -70,7 +70,7 @@ impl Stream {
         // Once cut, the rest of the reply is dropped too: speech never skips a middle part.
         if g.1 || g.0.len() + delta.len() > MAX_REPLY_TEXT {
             if !g.1 {
-                tracing::info!(
+                chela_log::info!(
                     "xiaozhi: a reply is longer than {MAX_REPLY_TEXT} bytes waiting for speech; the rest is not spoken"
                 );
             }
@@ -233,7 +233,7 @@ impl Speaker {
                     return;
                 }
                 let why = self.ctx.daemon.reply_text(end);
-                tracing::warn!(device = %self.ctx.device, "xiaozhi: a turn failed: {why}");
+                chela_log::warn!(device = %self.ctx.device, "xiaozhi: a turn failed: {why}");
                 self.alert(&why);
                 self.face_set = true;
                 self.speak(SPOKEN_FAILURE).await;
@@ -253,7 +253,7 @@ impl Speaker {
         }
         let value = serde_json::to_value(&msg).unwrap_or_default();
         if self.ctx.control.try_send(value).is_err() {
-            tracing::debug!(device = %self.ctx.device, "xiaozhi: a control message was dropped (queue full or device gone)");
+            chela_log::debug!(device = %self.ctx.device, "xiaozhi: a control message was dropped (queue full or device gone)");
         }
     }
 }

@@ -90,7 +90,7 @@ impl Channel {
         };
         let Some(datagram) = seal(&self.key, &self.nonce, timestamp, sequence, opus) else { return };
         if let Err(e) = self.hub.socket.send_to(&datagram, peer).await {
-            tracing::debug!("xiaozhi: a UDP audio datagram to {peer} failed: {e}");
+            chela_log::debug!("xiaozhi: a UDP audio datagram to {peer} failed: {e}");
         }
     }
 
@@ -127,7 +127,7 @@ impl Drop for Channel {
         self.hub.routes.lock().unwrap_or_else(PoisonError::into_inner).remove(&self.ssrc);
         let c = self.state.get_mut().unwrap_or_else(PoisonError::into_inner).counts;
         if c.old + c.too_far + c.spoofed > 0 {
-            tracing::info!(
+            chela_log::info!(
                 "xiaozhi: UDP audio channel {:08x} ended: {} accepted, {} replayed or old, {} too far ahead, {} from another address, {} lost",
                 self.ssrc,
                 c.accepted,
@@ -196,7 +196,7 @@ impl Hub {
                     Ok(x) => x,
                     Err(e) => {
                         // ICMP errors from an earlier send surface here on some systems.
-                        tracing::debug!("xiaozhi: UDP receive: {e}");
+                        chela_log::debug!("xiaozhi: UDP receive: {e}");
                         continue;
                     }
                 },
@@ -217,7 +217,7 @@ impl Hub {
         if let Some(opus) = channel.accept(from, &header, datagram)
             && channel.audio.try_send(opus).is_err()
         {
-            tracing::debug!("xiaozhi: an uplink audio packet was dropped (the conversation is behind)");
+            chela_log::debug!("xiaozhi: an uplink audio packet was dropped (the conversation is behind)");
         }
     }
 }

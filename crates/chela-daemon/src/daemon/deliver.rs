@@ -82,7 +82,7 @@ impl Reply for OutletReply {
     fn send(self: Box<Self>, answer: Answer) -> BoxFuture<'static, ()> {
         Box::pin(async move {
             if let Err(e) = self.outlet.send_text(&self.chat_id, &answer.text).await {
-                tracing::warn!(channel = self.outlet.channel(), chat = %self.chat_id, "an answer was not delivered: {e}");
+                chela_log::warn!(channel = self.outlet.channel(), chat = %self.chat_id, "an answer was not delivered: {e}");
             }
         })
     }
@@ -176,7 +176,7 @@ impl Deliveries {
                 if let Err(e) = done
                     && e.is_panic()
                 {
-                    tracing::warn!("a delivery failed: {e}");
+                    chela_log::warn!("a delivery failed: {e}");
                 }
             }
         }

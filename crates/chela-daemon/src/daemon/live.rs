@@ -109,7 +109,7 @@ pub fn report(daemon: &crate::daemon::Daemon) -> serde_json::Value {
             .map(|p| serde_json::json!({"sender": format!("{}:{}", p.channel, p.sender), "code": p.code}))
             .collect(),
         Err(e) => {
-            tracing::warn!("status: cannot read the pairing requests: {e}");
+            chela_log::warn!("status: cannot read the pairing requests: {e}");
             Vec::new()
         }
     };

@@ -282,7 +282,7 @@ impl Daemon {
     /// Makes `cfg` the settings of the next turns.
     pub fn apply(&self, cfg: Arc<Config>) {
         for w in &cfg.warnings {
-            tracing::warn!("{w}");
+            chela_log::warn!("{w}");
         }
         // The capability switches apply even when the provider settings are incomplete.
         self.tools.toolbox.apply(&cfg);
@@ -298,7 +298,7 @@ impl Daemon {
         match &app {
             Ok(app) => self.hub.set_app(Some(Arc::clone(app))),
             Err(why) => {
-                tracing::warn!("the new settings name no usable model: {why}");
+                chela_log::warn!("the new settings name no usable model: {why}");
                 self.hub.set_unconfigured(why.clone());
                 self.hub.set_app(None);
             }
@@ -336,7 +336,7 @@ impl Daemon {
         }
         // The router sees the message before the agent: a rule that consumes it answers instead.
         if self.raise_message(&msg) {
-            tracing::info!(channel = %msg.channel, chat = %msg.chat_id, "a router rule consumed the message");
+            chela_log::info!(channel = %msg.channel, chat = %msg.chat_id, "a router rule consumed the message");
             return Submitted::Drop;
         }
         let req = TurnRequest {
@@ -471,7 +471,7 @@ impl Daemon {
             if may_send() {
                 reply.send(answer).await;
             } else {
-                tracing::warn!(%channel, chat = %chat_id, "an answer was not sent: its sender may no longer talk to Chela");
+                chela_log::warn!(%channel, chat = %chat_id, "an answer was not sent: its sender may no longer talk to Chela");
             }
             drop(done);
         }));
@@ -505,7 +505,7 @@ impl Daemon {
         match event {
             Ok(event) => self.rules.raise_message(&event, for_jobs),
             Err(e) => {
-                tracing::warn!(channel = %msg.channel, "the message raised no router event: {e}");
+                chela_log::warn!(channel = %msg.channel, "the message raised no router event: {e}");
                 false
             }
         }
@@ -561,13 +561,13 @@ fn log_refusal(channel: &str, sender: &str, verdict: &chela_core::access::Admiss
     use chela_core::access::Admission as A;
     match verdict {
         A::NewCode { code } => {
-            tracing::info!("pairing: {channel}:{sender} asks to talk; approve with `chela pairing approve {code}`")
+            chela_log::info!("pairing: {channel}:{sender} asks to talk; approve with `chela pairing approve {code}`")
         }
-        A::StillPending { code } => tracing::info!("pairing: {channel}:{sender} is still waiting (code {code})"),
-        A::TooManyPending => tracing::info!("pairing: {channel}:{sender} was turned away: too many requests waiting"),
+        A::StillPending { code } => chela_log::info!("pairing: {channel}:{sender} is still waiting (code {code})"),
+        A::TooManyPending => chela_log::info!("pairing: {channel}:{sender} was turned away: too many requests waiting"),
         A::RateLimited { retry_after_secs } => {
-            tracing::info!("{channel}:{sender} is over the rate limit for {retry_after_secs} s more")
+            chela_log::info!("{channel}:{sender} is over the rate limit for {retry_after_secs} s more")
         }
-        A::Silent | A::Denied | A::Allowed => tracing::debug!("a message of {channel}:{sender} was dropped"),
+        A::Silent | A::Denied | A::Allowed => chela_log::debug!("a message of {channel}:{sender} was dropped"),
     }
 }

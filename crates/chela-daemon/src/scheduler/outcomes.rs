@@ -63,14 +63,14 @@ pub fn read(root: &Path) -> BTreeMap<String, Outcome> {
         Ok(Some(text)) => text,
         Ok(None) => return BTreeMap::new(),
         Err(e) => {
-            tracing::warn!("cannot read {}: {e}; the jobs' last outcomes start afresh", path.display());
+            chela_log::warn!("cannot read {}: {e}; the jobs' last outcomes start afresh", path.display());
             return BTreeMap::new();
         }
     };
     match serde_json::from_str::<Stored>(&text) {
         Ok(s) => s.jobs,
         Err(e) => {
-            tracing::warn!("{} is not readable ({e}); the jobs' last outcomes start afresh", path.display());
+            chela_log::warn!("{} is not readable ({e}); the jobs' last outcomes start afresh", path.display());
             BTreeMap::new()
         }
     }

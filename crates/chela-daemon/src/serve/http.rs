@@ -76,7 +76,7 @@ impl ApiError {
 
     /// A failure of this machine, logged in full and told in a sentence.
     pub fn internal(what: &str, e: impl fmt::Display) -> ApiError {
-        tracing::warn!("gateway: {what}: {e}");
+        chela_log::warn!("gateway: {what}: {e}");
         ApiError::Internal(format!("{what}: {e}"))
     }
 }

@@ -51,7 +51,7 @@ impl Body for FileBody {
             Poll::Ready(Ok(())) => Poll::Ready(Some(Ok(Frame::data(Bytes::copy_from_slice(piece.filled()))))),
             // A short body against its Content-Length: the client sees the download failed.
             Poll::Ready(Err(e)) => {
-                tracing::warn!("reading a file being served failed: {e}");
+                chela_log::warn!("reading a file being served failed: {e}");
                 Poll::Ready(None)
             }
         }

@@ -87,13 +87,13 @@ async fn run_calls(agent: &Agent<'_>, content: &[Block], cancel: &Cancel) -> any
             () = cancel.cancelled() => return Ok(Flushed::Cancelled),
         };
         if let Err(e) = outcome {
-            tracing::debug!("a memory flush call failed: {}", e.0);
+            chela_log::debug!("a memory flush call failed: {}", e.0);
         }
         run += 1;
     }
     if refused > 0 {
         // Once, and without the names: they are the model's text.
-        tracing::warn!(
+        chela_log::warn!(
             "the memory flush asked for {refused} call(s) it may not make (another tool than {}, or more than {max}); \
              refused",
             FLUSH_TOOLS.join(" / ")

@@ -100,7 +100,7 @@ impl Jobs {
             .and_then(|()| crate::workspace::append_durable(path, &text));
         if let Err(e) = result {
             // The job itself goes on; only its record is incomplete.
-            tracing::warn!("cannot write the Lua jobs journal {}: {e}", path.display());
+            chela_log::warn!("cannot write the Lua jobs journal {}: {e}", path.display());
         }
     }
 
@@ -408,6 +408,6 @@ fn compact(path: &Path, list: &[Job]) {
         push(json!({"ev": "end", "id": j.id, "status": status, "result": result, "error": error}));
     }
     if let Err(e) = crate::workspace::write_atomic(path, text.as_bytes()) {
-        tracing::warn!("cannot compact the Lua jobs journal {}: {e}", path.display());
+        chela_log::warn!("cannot compact the Lua jobs journal {}: {e}", path.display());
     }
 }

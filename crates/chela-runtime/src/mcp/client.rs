@@ -325,7 +325,7 @@ impl Server {
 
     async fn ensure(self: &Arc<Self>, tb: &Weak<Toolbox>) {
         if let Err(e) = self.connect(tb).await {
-            tracing::warn!(target: "chela::mcp", "MCP server {}: {e}", self.name);
+            chela_log::warn!("MCP server {}: {e}", self.name);
         }
     }
 
@@ -481,7 +481,7 @@ impl Server {
             Arc::new(McpTool { server: Arc::clone(self), name: t.name.clone() })
         });
         if let Err(e) = tb.replace(group) {
-            tracing::warn!(target: "chela::mcp", "MCP server {}: its tools cannot be registered: {e}", self.name);
+            chela_log::warn!("MCP server {}: its tools cannot be registered: {e}", self.name);
             return;
         }
         self.state().registered = true;
@@ -542,7 +542,7 @@ async fn watch_list(server: Weak<Server>, conn: Link) {
                     s.state().tools = tools;
                 }
                 Err(e) => {
-                    tracing::warn!(target: "chela::mcp", "MCP server {}: listing its changed tools failed: {e}", s.name)
+                    chela_log::warn!("MCP server {}: listing its changed tools failed: {e}", s.name)
                 }
             }
             true

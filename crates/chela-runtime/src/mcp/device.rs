@@ -215,7 +215,7 @@ impl Peer {
         match wire::decode_value(&msg) {
             Ok(Incoming::Response { id, outcome }) => {
                 let Some(id) = id.as_u64() else {
-                    tracing::debug!(target: "chela::mcp", "{}: an answer with a non-integer id was ignored", c.label);
+                    chela_log::debug!("{}: an answer with a non-integer id was ignored", c.label);
                     return;
                 };
                 let tx = c.calls().waiting.remove(&id);
@@ -224,12 +224,12 @@ impl Peer {
                         let _ = tx.send(outcome.map_err(CallError::Rpc));
                     }
                     None => {
-                        tracing::debug!(target: "chela::mcp", "{}: an answer to no waiting request ({id})", c.label)
+                        chela_log::debug!("{}: an answer to no waiting request ({id})", c.label)
                     }
                 }
             }
             Ok(Incoming::Notification { method, .. }) => {
-                tracing::debug!(target: "chela::mcp", "{}: notification {method}", c.label);
+                chela_log::debug!("{}: notification {method}", c.label);
                 if method == "notifications/tools/list_changed" {
                     // Read again by the peer's own task, at most once a second.
                     c.changed.notify_one();
@@ -245,7 +245,7 @@ impl Peer {
                 // Never wait on the transport here; a peer that floods requests loses answers.
                 let _ = c.out.try_send(answer);
             }
-            Err(e) => tracing::debug!(target: "chela::mcp", "{}: {e}", c.label),
+            Err(e) => chela_log::debug!("{}: {e}", c.label),
         }
     }
 
@@ -457,8 +457,8 @@ async fn setup(core: Arc<Core>) {
     }
     .await;
     match &outcome {
-        Ok(n) => tracing::info!(target: "chela::mcp", "{}: {n} tools in group {}", core.label, core.group),
-        Err(e) => tracing::warn!(target: "chela::mcp", "{e}"),
+        Ok(n) => chela_log::info!("{}: {n} tools in group {}", core.label, core.group),
+        Err(e) => chela_log::warn!("{e}"),
     }
     let listed = outcome.is_ok();
     core.setup.send_replace(Some(outcome));
@@ -478,17 +478,17 @@ async fn follow(core: Arc<Core>) {
         let tools = match core.list().await {
             Ok(t) => t,
             Err(e) => {
-                tracing::warn!(target: "chela::mcp", "listing the changed tools failed: {e}");
+                chela_log::warn!("listing the changed tools failed: {e}");
                 return core.dead().is_none();
             }
         };
         match core.install(&tools, true) {
             Ok(()) => {
-                tracing::info!(target: "chela::mcp", "{}: tools changed, now {} in group {}", core.label, tools.len(), core.group);
+                chela_log::info!("{}: tools changed, now {} in group {}", core.label, tools.len(), core.group);
                 true
             }
             Err(e) => {
-                tracing::info!(target: "chela::mcp", "{}: the changed tools are not registered: {e}", core.label);
+                chela_log::info!("{}: the changed tools are not registered: {e}", core.label);
                 false
             }
         }

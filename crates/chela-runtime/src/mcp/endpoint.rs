@@ -236,7 +236,9 @@ impl Hosts {
         let (tx, rx) = watch::channel(None);
         let mut inner = self.lock();
         for h in inner.live.iter().filter(|h| h.name == name && h.cut.borrow().is_none()) {
-            tracing::info!(target: "chela::mcp", "MCP endpoint host {name}: another host connected with its name; hanging up on the older one");
+            chela_log::info!(
+                "MCP endpoint host {name}: another host connected with its name; hanging up on the older one"
+            );
             h.cut.send_replace(Some(Cut::Replaced));
         }
         inner.next += 1;
@@ -272,7 +274,7 @@ impl Hosts {
             Ok(s) => s,
             Err(e) => {
                 if inner.seen != stamp {
-                    tracing::warn!(target: "chela::mcp", "MCP endpoint hosts are not checked: {e}");
+                    chela_log::warn!("MCP endpoint hosts are not checked: {e}");
                 }
                 inner.seen = stamp;
                 return;
@@ -281,7 +283,7 @@ impl Hosts {
         inner.seen = stamp;
         for h in &inner.live {
             if !state.endpoints.iter().any(|e| e.token_sha256 == h.token_sha256) && h.cut.borrow().is_none() {
-                tracing::info!(target: "chela::mcp", "MCP endpoint host {}: its token was removed; hanging up", h.name);
+                chela_log::info!("MCP endpoint host {}: its token was removed; hanging up", h.name);
                 h.cut.send_replace(Some(Cut::TokenRemoved));
             }
         }
@@ -330,7 +332,7 @@ pub async fn serve<S>(
             r = &mut ready, if !setup_done => {
                 setup_done = true;
                 if let Err(e) = r {
-                    tracing::warn!(target: "chela::mcp", "{e}; the connection is closed");
+                    chela_log::warn!("{e}; the connection is closed");
                     break;
                 }
             }
@@ -343,7 +345,7 @@ pub async fn serve<S>(
             frame = stream.next() => match frame {
                 Some(Ok(Message::Text(t))) => match serde_json::from_str::<Value>(t.as_str()) {
                     Ok(v) => peer.deliver(v),
-                    Err(e) => tracing::debug!(target: "chela::mcp", "MCP endpoint host {name}: a frame that is not JSON ({e})"),
+                    Err(e) => chela_log::debug!("MCP endpoint host {name}: a frame that is not JSON ({e})"),
                 },
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                 // Pings are answered by the codec; binary frames mean nothing here.
@@ -358,7 +360,7 @@ pub async fn serve<S>(
         }
     }
     peer.close(&why);
-    tracing::info!(target: "chela::mcp", "MCP endpoint host {name} disconnected ({why}); its tools are gone");
+    chela_log::info!("MCP endpoint host {name} disconnected ({why}); its tools are gone");
     // A host that reads nothing must not hold this task: the goodbye is bounded.
     let bye = async {
         if let Some(frame) = close {

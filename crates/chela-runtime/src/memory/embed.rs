@@ -247,7 +247,7 @@ pub async fn query_vector(http: &HttpClient, s: &Settings, query: &str) -> Optio
     match embed(http, s, &[query], QUERY_TIMEOUT).await {
         Ok(mut v) => v.pop(),
         Err(e) => {
-            tracing::info!("memory search by keywords alone: {e}");
+            chela_log::info!("memory search by keywords alone: {e}");
             None
         }
     }
@@ -425,7 +425,7 @@ async fn embed_retrying(
         match embed(http, s, inputs, BATCH_TIMEOUT).await {
             Ok(v) => return Ok(v),
             Err(e) if e.retryable() && attempt + 1 < ATTEMPTS => {
-                tracing::debug!("memory embeddings, retrying: {e}");
+                chela_log::debug!("memory embeddings, retrying: {e}");
                 tokio::time::sleep(retry.step(attempt)).await;
                 attempt += 1;
             }
@@ -539,9 +539,9 @@ pub fn kick(ws: &Workspace, s: &Settings, http: &HttpClient) -> Option<tokio::ta
         let done = Done(root);
         loop {
             match embed_pending(&ws, &http, &s).await {
-                Ok(p) if p.embedded > 0 => tracing::debug!("memory: {} texts embedded", p.embedded),
+                Ok(p) if p.embedded > 0 => chela_log::debug!("memory: {} texts embedded", p.embedded),
                 Ok(_) => {}
-                Err(e) => tracing::warn!("memory embeddings paused (keyword search still works): {e}"),
+                Err(e) => chela_log::warn!("memory embeddings paused (keyword search still works): {e}"),
             }
             // Decided and taken off the list under one lock, so a kick in between is never lost.
             let mut running = RUNNING.lock().unwrap_or_else(PoisonError::into_inner);

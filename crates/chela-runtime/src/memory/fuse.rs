@@ -48,7 +48,7 @@ pub fn recall(ix: &mut Index, query: &str, q: &[f32], model: &str, max: usize) -
     let near = match nearest(ix, Kind::Entry, model, q, DEPTH) {
         Ok(n) => n.into_iter().filter(|(_, s)| *s >= MIN_SIMILARITY),
         Err(e) => {
-            tracing::warn!("memory vectors unreadable, keywords alone: {e}");
+            chela_log::warn!("memory vectors unreadable, keywords alone: {e}");
             return Ok(words.into_iter().take(max).collect());
         }
     };
@@ -71,7 +71,7 @@ pub fn search(ix: &mut Index, query: &str, q: &[f32], model: &str, max: usize) -
     let near = match nearest(ix, Kind::Chunk, model, q, DEPTH) {
         Ok(n) => n.into_iter().filter(|(_, s)| *s >= MIN_SIMILARITY),
         Err(e) => {
-            tracing::warn!("memory vectors unreadable, keywords alone: {e}");
+            chela_log::warn!("memory vectors unreadable, keywords alone: {e}");
             return Ok(words.into_iter().take(max).collect());
         }
     };

@@ -129,7 +129,7 @@ impl Index {
         let store = match Store::open(&dir) {
             Ok(s) => s,
             Err(e) if is_damaged(&e) => {
-                tracing::warn!("{}: {e}; building it again", dir.display());
+                chela_log::warn!("{}: {e}; building it again", dir.display());
                 Store::reset(&dir)?;
                 Store::open(&dir)?
             }
@@ -155,7 +155,7 @@ impl Index {
     fn retrying<T>(&mut self, mut f: impl FnMut(&mut Index) -> io::Result<T>) -> io::Result<T> {
         match f(self) {
             Err(e) if is_damaged(&e) => {
-                tracing::warn!("{}: {e}; building it again", self.dir.display());
+                chela_log::warn!("{}: {e}; building it again", self.dir.display());
                 Store::reset(&self.dir)?;
                 self.reopen()?;
                 self.refresh()?;
@@ -171,7 +171,7 @@ impl Index {
         let root = self.root.clone();
         let out = match Store::write(&self.dir, |w| f(w, &root)) {
             Err(e) if is_damaged(&e) => {
-                tracing::warn!("{}: {e}; building it again", self.dir.display());
+                chela_log::warn!("{}: {e}; building it again", self.dir.display());
                 Store::reset(&self.dir)?;
                 Store::write(&self.dir, |w| f(w, &root))?
             }

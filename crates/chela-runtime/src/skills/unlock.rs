@@ -134,7 +134,7 @@ fn read(path: &Path) -> Vec<String> {
         Ok(Some(t)) => t,
         Ok(None) => return Vec::new(),
         Err(e) => {
-            tracing::warn!("{}: {e}; no tool group counts as unlocked", path.display());
+            chela_log::warn!("{}: {e}; no tool group counts as unlocked", path.display());
             return Vec::new();
         }
     };
@@ -144,7 +144,7 @@ fn read(path: &Path) -> Vec<String> {
             names
         }
         Err(e) => {
-            tracing::warn!("{}: not a JSON list of group names ({e}); none counts as unlocked", path.display());
+            chela_log::warn!("{}: not a JSON list of group names ({e}); none counts as unlocked", path.display());
             Vec::new()
         }
     }

@@ -69,7 +69,7 @@ fn change_entries<T>(
         let synced = Index::open(ws)
             .and_then(|mut ix| ix.entries_changed(before.as_deref(), &index::stamp(&after), &touched, &gone));
         if let Err(e) = synced {
-            tracing::warn!("memory index not updated (the next search reads the file again): {e}");
+            chela_log::warn!("memory index not updated (the next search reads the file again): {e}");
         }
     };
     update_entries_then(ws, |e| change(e).map_err(Failed::Tool), written).map(|(out, _)| out).map_err(|f| match f {
@@ -112,7 +112,7 @@ fn restated_candidates(ws: &Workspace, content: &str) -> Vec<String> {
     match found {
         Ok(hits) => hits.into_iter().filter(|h| likeness(&h.content, content) >= RESTATES).map(|h| h.id).collect(),
         Err(e) => {
-            tracing::warn!("memory index unavailable for the duplicate check: {e}");
+            chela_log::warn!("memory index unavailable for the duplicate check: {e}");
             Vec::new()
         }
     }
@@ -210,7 +210,7 @@ impl Tool for MemoryRecall {
             // The files are the truth: without the index, rank them in memory (slower, same
             // facts) rather than fail the turn.
             Err(e) => {
-                tracing::warn!("memory index unavailable, recalling from the file: {e}");
+                chela_log::warn!("memory index unavailable, recalling from the file: {e}");
                 let entries = load_entries(&ctx.ws).map_err(io_err)?;
                 Ok(chela_core::contract::memory::recall(&entries, &a))
             }

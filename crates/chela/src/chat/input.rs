@@ -105,13 +105,13 @@ fn editor(history_path: PathBuf) -> Input {
                     if ed.remember(&line)
                         && let Err(e) = append_durable(&history_path, &format!("{line}\n"))
                     {
-                        tracing::warn!("cannot keep the line in {}: {e}", history_path.display());
+                        chela_log::warn!("cannot keep the line in {}: {e}", history_path.display());
                     }
                     Line::Text(line)
                 }
                 Ok(other) => other,
                 Err(e) => {
-                    tracing::warn!("the terminal cannot be read: {e}");
+                    chela_log::warn!("the terminal cannot be read: {e}");
                     Line::End
                 }
             };
@@ -130,7 +130,7 @@ pub fn load_history(path: &Path) -> Vec<String> {
         Ok(Some(found)) => found,
         Ok(None) => return Vec::new(),
         Err(e) => {
-            tracing::warn!("cannot read {}: {e}", path.display());
+            chela_log::warn!("cannot read {}: {e}", path.display());
             return Vec::new();
         }
     };
@@ -140,7 +140,7 @@ pub fn load_history(path: &Path) -> Vec<String> {
         let mut trimmed = keep.join("\n");
         trimmed.push('\n');
         if let Err(e) = write_atomic(path, trimmed.as_bytes()) {
-            tracing::warn!("cannot trim {}: {e}", path.display());
+            chela_log::warn!("cannot trim {}: {e}", path.display());
         }
     }
     keep.iter().map(|l| (*l).to_owned()).collect()

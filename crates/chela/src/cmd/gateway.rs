@@ -2,7 +2,7 @@
 //!
 //! The token opens the console, which can approve strangers and change settings, so it is
 //! written only where the owner reads it: a terminal on both ends (a pipe or a log file would
-//! keep it), unless `--yes` says otherwise. It never goes through `tracing`.
+//! keep it), unless `--yes` says otherwise. It never goes through the log.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

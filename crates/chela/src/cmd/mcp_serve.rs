@@ -15,7 +15,7 @@ use crate::workspace::Workspace;
 pub async fn run(ws: Workspace) -> Result<ExitCode> {
     let daemon = Arc::new(Daemon::load(ws)?);
     if let Err(why) = daemon.app() {
-        tracing::warn!("no model is configured, so the chat tool answers with what to set: {why}");
+        chela_log::warn!("no model is configured, so the chat tool answers with what to set: {why}");
     }
     crate::channels::mcp::stdio::serve(daemon, tokio::io::stdin(), tokio::io::stdout()).await?;
     Ok(ExitCode::SUCCESS)

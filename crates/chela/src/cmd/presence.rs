@@ -81,7 +81,7 @@ pub fn announce(ws: &Workspace, info: &RunInfo) -> io::Result<Presence> {
     let json = serde_json::to_vec_pretty(info).map_err(io::Error::other)?;
     // Only `chela status` reads it: a daemon that cannot write it still serves.
     if let Err(e) = crate::workspace::write_atomic(&ws.root().join(INFO_FILE), &json) {
-        tracing::warn!(
+        chela_log::warn!(
             "cannot write {INFO_FILE} in {}: {e}; `chela status` cannot say which daemon runs",
             ws.root().display()
         );

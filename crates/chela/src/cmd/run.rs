@@ -107,7 +107,7 @@ pub async fn run(ws: Workspace, verbose: u8, quiet: bool) -> Result<ExitCode> {
     let _ = channels;
     // MCP servers with `connect = "start"` connect in the background; lazy ones on first need.
     daemon.tools().mcp.start(daemon.toolbox());
-    tracing::info!(
+    chela_log::info!(
         "started: chela {} (commit {}) serving {}, pid {}",
         env!("CARGO_PKG_VERSION"),
         env!("CHELA_COMMIT"),
@@ -119,20 +119,20 @@ pub async fn run(ws: Workspace, verbose: u8, quiet: bool) -> Result<ExitCode> {
     loop {
         tokio::select! {
             _ = term.recv() => {
-                tracing::info!("stopping: asked to (SIGTERM)");
+                chela_log::info!("stopping: asked to (SIGTERM)");
                 break;
             }
             _ = int.recv() => {
-                tracing::info!("stopping: asked to (Ctrl-C)");
+                chela_log::info!("stopping: asked to (Ctrl-C)");
                 break;
             }
             Some(done) = services.set.join_next() => match done {
-                Ok((name, Ok(()))) => tracing::debug!("{name} ended"),
+                Ok((name, Ok(()))) => chela_log::debug!("{name} ended"),
                 Ok((name, Err(e))) => {
                     // A service that cannot run (a port in use, a rejected token) stops the
                     // daemon: a half-running assistant that looks fine is worse.
                     eprintln!("chela: {name}: {e:#}");
-                    tracing::error!("stopping: {name} cannot run");
+                    chela_log::error!("stopping: {name} cannot run");
                     failed = true;
                     break;
                 }
@@ -145,7 +145,7 @@ pub async fn run(ws: Workspace, verbose: u8, quiet: bool) -> Result<ExitCode> {
         }
     }
     stop(&daemon, services).await;
-    tracing::info!("stopped");
+    chela_log::info!("stopped");
     Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
@@ -153,8 +153,8 @@ pub async fn run(ws: Workspace, verbose: u8, quiet: bool) -> Result<ExitCode> {
 /// configuration that cannot be read is left for the daemon's load to report.
 fn init_log(ws: &Workspace, verbose: u8, quiet: bool) {
     let base = match crate::config::Config::load(ws) {
-        Ok(cfg) => cfg.get(chela_core::config::LOG_LEVEL).parse().unwrap_or(tracing::Level::INFO),
-        Err(_) => tracing::Level::INFO,
+        Ok(cfg) => cfg.get(chela_core::config::LOG_LEVEL).parse().unwrap_or(chela_infra::log::Level::Info),
+        Err(_) => chela_infra::log::Level::Info,
     };
     let env = std::env::var("CHELA_LOG").ok();
     crate::log::init(crate::log::level_for(verbose, quiet, base, env.as_deref()));
@@ -180,7 +180,7 @@ async fn stop(daemon: &Daemon, mut services: Services) {
     daemon.shutdown().trigger();
     let hub = daemon.hub();
     if tokio::time::timeout(GRACE, hub.drained()).await.is_err() {
-        tracing::info!("cancelling the turns still running");
+        chela_log::info!("cancelling the turns still running");
         hub.stop();
     }
     let left = STOP_WITHIN.saturating_sub(started.elapsed()).saturating_sub(Duration::from_millis(200));
@@ -198,7 +198,7 @@ async fn stop(daemon: &Daemon, mut services: Services) {
     .await
     .is_err()
     {
-        tracing::warn!("some work did not finish within {STOP_WITHIN:?}; stopping anyway");
+        chela_log::warn!("some work did not finish within {STOP_WITHIN:?}; stopping anyway");
         services.set.abort_all();
     }
     // The MCP servers last: a turn that was finishing may still have called one.
@@ -214,8 +214,8 @@ async fn stop_lua_jobs(daemon: &Daemon) {
         let grace = Duration::from_millis(daemon.config().int(chela_core::config::LUA_STOP_GRACE_MS).unsigned_abs());
         match crate::tasks::blocking(move || lua.stop_jobs(grace)).await {
             Ok(ids) if ids.is_empty() => {}
-            Ok(ids) => tracing::info!("stopped the Lua jobs {}", ids.join(", ")),
-            Err(e) => tracing::warn!("stopping the Lua jobs failed: {e}"),
+            Ok(ids) => chela_log::info!("stopped the Lua jobs {}", ids.join(", ")),
+            Err(e) => chela_log::warn!("stopping the Lua jobs failed: {e}"),
         }
     }
     #[cfg(not(feature = "lua"))]
@@ -233,10 +233,10 @@ async fn follow_settings(daemon: Arc<Daemon>) -> Result<()> {
         }
         // Two stats, and a parse when something changed: small enough for the async thread.
         match daemon.reload() {
-            Ok(true) => tracing::info!("settings reloaded"),
+            Ok(true) => chela_log::info!("settings reloaded"),
             Ok(false) => {}
             Err(e) => {
-                tracing::warn!("the settings files changed but cannot be used ({e:#}); keeping the previous ones")
+                chela_log::warn!("the settings files changed but cannot be used ({e:#}); keeping the previous ones")
             }
         }
     }

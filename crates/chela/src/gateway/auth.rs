@@ -149,7 +149,7 @@ pub fn check<B>(gw: &Gateway, peer: SocketAddr, req: &Request<B>, open: bool) ->
     match bearer.or(query.as_deref()) {
         Some(given) if token_matches(given, token) => Ok(who),
         _ => {
-            tracing::info!(%peer, "gateway: a request without the right token was refused");
+            chela_log::info!(%peer, "gateway: a request without the right token was refused");
             Err(ApiError::Unauthorized)
         }
     }

@@ -83,7 +83,7 @@ impl Logins {
         let mut signed = CONTEXT.to_vec();
         signed.extend_from_slice(format!("{expires}.{nonce}").as_bytes());
         if hmac::verify(&key, &signed, &tag).is_err() {
-            tracing::info!("gateway: a console login link that this gateway did not make was refused");
+            chela_log::info!("gateway: a console login link that this gateway did not make was refused");
             return Err(stale());
         }
         if expires <= now || expires > now + LINK_LIFETIME_SECS {

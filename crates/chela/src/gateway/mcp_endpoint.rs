@@ -35,7 +35,7 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
         .await
         .map_err(|e| ApiError::internal("the endpoint store", e))?
         .map_err(|e| {
-            tracing::error!("MCP endpoint: {e}");
+            chela_log::error!("MCP endpoint: {e}");
             ApiError::Busy("the endpoint store cannot be read; the owner has been told in the log".into())
         })?;
     let Some(name) = name else { return Err(ApiError::Unauthorized) };
@@ -59,10 +59,10 @@ pub async fn accept<B: Send + 'static>(gw: &Arc<Gateway>, req: Request<B>) -> Re
                     .write_buffer_size(0)
                     .max_write_buffer_size(MAX_MESSAGE * 2);
                 let ws = WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
-                tracing::info!(target: "chela::mcp", "MCP endpoint host {name} connected");
+                chela_log::info!("MCP endpoint host {name} connected");
                 serve(toolbox, name, ws, joined, shutdown).await;
             }
-            Err(e) => tracing::debug!("MCP endpoint: WebSocket upgrade failed: {e}"),
+            Err(e) => chela_log::debug!("MCP endpoint: WebSocket upgrade failed: {e}"),
         }
     });
     Ok(resp)

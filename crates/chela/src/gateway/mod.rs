@@ -132,7 +132,7 @@ impl Gateway {
         let clients = Arc::new(ws::Clients::default());
         daemon.outlets().register(Arc::new(ws::WsOutlet(Arc::clone(&clients))));
         if let Err(e) = daemon.toolbox().register(ws::tool::group(Arc::clone(&clients))) {
-            tracing::warn!("gateway: the {} tool group is not available: {e}", ws::tool::GROUP);
+            chela_log::warn!("gateway: the {} tool group is not available: {e}", ws::tool::GROUP);
         }
         Arc::new(Gateway {
             mcp: crate::channels::mcp::http::Endpoint::new(Arc::clone(&daemon)),
@@ -163,7 +163,7 @@ impl Gateway {
                 Ok(a) => a,
                 Err(e) => {
                     // Out of file descriptors and the like: wait a little rather than spin.
-                    tracing::warn!("gateway: accept failed: {e}");
+                    chela_log::warn!("gateway: accept failed: {e}");
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     continue;
                 }
@@ -173,7 +173,7 @@ impl Gateway {
             let admitted = match self.admission.connection(peer.ip(), self.limits.is_local(peer)) {
                 Ok(c) => c,
                 Err(why) => {
-                    tracing::debug!(%peer, "gateway: a connection was closed: {why}");
+                    chela_log::debug!(%peer, "gateway: a connection was closed: {why}");
                     drop(stream);
                     continue;
                 }
@@ -211,7 +211,7 @@ impl Gateway {
                     }
                 };
                 if let Err(e) = ended {
-                    tracing::debug!(%peer, "gateway connection ended: {e}");
+                    chela_log::debug!(%peer, "gateway connection ended: {e}");
                 }
                 drop(admitted);
             });

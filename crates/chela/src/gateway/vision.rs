@@ -100,7 +100,7 @@ where
     let mime = if mime.starts_with("image/") { mime } else { String::new() };
     match describe_image(&app.provider, &app.base.cfg, &image, &mime, &question).await {
         Ok(text) => {
-            tracing::info!(device = id, "xiaozhi: a photo was described");
+            chela_log::info!(device = id, "xiaozhi: a photo was described");
             super::json(StatusCode::OK, &json!({"success": true, "action": "RESPONSE", "response": text}))
         }
         Err(VisionError::Refused(m)) => fail(StatusCode::UNPROCESSABLE_ENTITY, m),

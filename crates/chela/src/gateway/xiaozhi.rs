@@ -107,7 +107,7 @@ async fn serve_mqtt(gw: &std::sync::Arc<Gateway>) -> anyhow::Result<()> {
     let port = endpoint.rsplit_once(':').and_then(|(_, p)| p.parse::<u16>().ok());
     if tls.is_some() != (port == Some(8883)) {
         // The firmware picks TLS by the port alone (8883), so the other pairings never connect.
-        tracing::warn!(
+        chela_log::warn!(
             "xiaozhi: devices are told to dial {endpoint}, but they use TLS exactly on port 8883 and the endpoint {} TLS",
             if tls.is_some() { "speaks" } else { "does not speak" }
         );
@@ -177,7 +177,7 @@ async fn hands_out_mqtt(gw: &std::sync::Arc<Gateway>, own: Option<crate::devices
     match started {
         Ok(()) => true,
         Err(e) => {
-            tracing::warn!("xiaozhi: a device is set to MQTT, which cannot be served ({e:#}); it gets the WebSocket");
+            chela_log::warn!("xiaozhi: a device is set to MQTT, which cannot be served ({e:#}); it gets the WebSocket");
             false
         }
     }
@@ -429,7 +429,7 @@ fn answer(
             }
         }
         Admission::Waiting { code, challenge } => {
-            tracing::info!(device = id, "xiaozhi: a device waits for approval (`chela device approve {code}`)");
+            chela_log::info!(device = id, "xiaozhi: a device waits for approval (`chela device approve {code}`)");
             out.activation = Some(ota::Activation {
                 message: format!("Chela\n{code}"),
                 code,
@@ -454,7 +454,7 @@ fn store_error(e: DeviceError) -> ApiError {
         DeviceError::Busy(m) => ApiError::Busy(m),
         DeviceError::Conflict(m) => ApiError::Conflict(m),
         DeviceError::Store(m) => {
-            tracing::error!("xiaozhi: {m}");
+            chela_log::error!("xiaozhi: {m}");
             ApiError::Busy("the device store cannot be read; the owner has been told in the log".into())
         }
     }

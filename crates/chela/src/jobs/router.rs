@@ -80,7 +80,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
             _ = look.tick() => {
                 let r = Arc::clone(&rules);
                 if crate::tasks::blocking(move || r.refresh()).await? {
-                    tracing::info!(rules = rules.len(), "{} changed; its rules apply from now on", crate::router::FILE);
+                    chela_log::info!(rules = rules.len(), "{} changed; its rules apply from now on", crate::router::FILE);
                 }
             }
             () = daemon.shutdown().wait() => break,
@@ -108,7 +108,7 @@ async fn start_jobs(
     let due = crate::tasks::blocking(move || sched.take_event(&event, now)).await?;
     for due in due {
         let Ok(permit) = Arc::clone(jobs).try_acquire_owned() else {
-            tracing::warn!(job = %due.job.id, "on_event job not run: {MAX_JOB_RUNS} job runs are already going");
+            chela_log::warn!(job = %due.job.id, "on_event job not run: {MAX_JOB_RUNS} job runs are already going");
             continue;
         };
         spawn_run(daemon, runs, due, Some(permit));
@@ -121,8 +121,8 @@ pub async fn run_plan(daemon: &Arc<Daemon>, plan: Plan, depth: u8) {
     for fired in plan.fired {
         let rule = fired.rule.clone();
         match run_rule(daemon, fired, depth).await {
-            Ok(()) => tracing::info!(rule = %rule, "router rule ran"),
-            Err(why) => tracing::warn!(rule = %rule, "router rule stopped: {why}"),
+            Ok(()) => chela_log::info!(rule = %rule, "router rule ran"),
+            Err(why) => chela_log::warn!(rule = %rule, "router rule stopped: {why}"),
         }
     }
 }

@@ -56,7 +56,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
     // runs in flight plus those of one `LOOK_EVERY`.
     let mut runs = JoinSet::new();
     for due in missed {
-        tracing::info!(job = %due.job.id, at = due.at, "running a job missed while Chela was down");
+        chela_log::info!(job = %due.job.id, at = due.at, "running a job missed while Chela was down");
         spawn_run(&daemon, &mut runs, due, None);
     }
     let mut heartbeat = Heartbeat::new(&daemon);
@@ -99,7 +99,7 @@ pub async fn serve(daemon: Arc<Daemon>) -> Result<()> {
 pub(crate) fn reap(runs: &mut JoinSet<()>) {
     while let Some(done) = runs.try_join_next() {
         if let Err(e) = done {
-            tracing::warn!("an automation run stopped unexpectedly: {e}");
+            chela_log::warn!("an automation run stopped unexpectedly: {e}");
         }
     }
 }
@@ -108,7 +108,7 @@ pub(crate) fn reap(runs: &mut JoinSet<()>) {
 pub(crate) async fn finish(mut runs: JoinSet<()>) {
     while let Some(done) = runs.join_next().await {
         if let Err(e) = done {
-            tracing::warn!("an automation run stopped unexpectedly: {e}");
+            chela_log::warn!("an automation run stopped unexpectedly: {e}");
         }
     }
 }
@@ -128,11 +128,11 @@ pub(crate) fn spawn_run(
         let result = run_job(&daemon, &due).await;
         let (ok, message) = match &result {
             Ok(s) => {
-                tracing::info!(job = %id, "scheduled job ran: {s}");
+                chela_log::info!(job = %id, "scheduled job ran: {s}");
                 (true, s.as_str())
             }
             Err(why) => {
-                tracing::warn!(job = %id, "scheduled job not run: {why}");
+                chela_log::warn!(job = %id, "scheduled job not run: {why}");
                 (false, why.as_str())
             }
         };
@@ -141,12 +141,12 @@ pub(crate) fn spawn_run(
         let (id2, o) = (id.clone(), outcome.clone());
         // The outcome file is written with fsync: off the async workers.
         if let Err(e) = crate::tasks::blocking(move || s.set_outcome(&id2, o)).await {
-            tracing::warn!(job = %id, "the job's outcome was not kept: {e}");
+            chela_log::warn!(job = %id, "the job's outcome was not kept: {e}");
         }
         if daemon.listens(SCHEDULER_EVENT) {
             match scheduler_event(&due, &outcome) {
                 Ok(event) => daemon.raise(event),
-                Err(e) => tracing::warn!(job = %id, "no scheduler event for the run: {e}"),
+                Err(e) => chela_log::warn!(job = %id, "no scheduler event for the run: {e}"),
             }
         }
     }));
@@ -374,8 +374,8 @@ impl Heartbeat {
         let daemon = Arc::clone(daemon);
         runs.spawn(crate::tasks::boxed(async move {
             match beat(&daemon, daemon.clock().unix_secs(), by_hand).await {
-                Ok(what) => tracing::info!("heartbeat: {what}"),
-                Err(why) => tracing::warn!("heartbeat: {why}"),
+                Ok(what) => chela_log::info!("heartbeat: {what}"),
+                Err(why) => chela_log::warn!("heartbeat: {why}"),
             }
         }));
     }

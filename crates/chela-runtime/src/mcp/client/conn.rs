@@ -355,7 +355,7 @@ async fn read_loop(stdout: tokio::process::ChildStdout, tx: mpsc::Sender<String>
                     }
                     None => {
                         // Normal after a timeout or a cancellation (the answer crossed the notice).
-                        tracing::debug!(target: "chela::mcp", "MCP server {server} answered request id {id}, which is not waiting");
+                        chela_log::debug!("MCP server {server} answered request id {id}, which is not waiting");
                         p.stray =
                             Some(format!("it answered id {id}, which Chela did not ask for or no longer waits on"));
                     }
@@ -364,7 +364,7 @@ async fn read_loop(stdout: tokio::process::ChildStdout, tx: mpsc::Sender<String>
             Ok(Incoming::Notification { method, params }) => match method.as_str() {
                 "notifications/tools/list_changed" => shared.list_changed.notify_one(),
                 "notifications/message" => {
-                    tracing::info!(target: "chela::mcp", "MCP server {server}: {}", bounded(&params.to_string()));
+                    chela_log::info!("MCP server {server}: {}", bounded(&params.to_string()));
                 }
                 _ => {}
             },
@@ -382,7 +382,7 @@ async fn read_loop(stdout: tokio::process::ChildStdout, tx: mpsc::Sender<String>
     };
     // After our own stop the end of output is expected, not news.
     if shared.pending().dead.is_none() {
-        tracing::warn!(target: "chela::mcp", "{why}");
+        chela_log::warn!("{why}");
     }
     shared.fail(why);
 }
@@ -417,7 +417,7 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, server: String) {
             }
         }
         let text = String::from_utf8_lossy(&line);
-        tracing::info!(target: "chela::mcp", "MCP server {server} (stderr): {}", text.trim_end());
+        chela_log::info!("MCP server {server} (stderr): {}", text.trim_end());
     }
 }
 

@@ -327,7 +327,7 @@ impl HttpConn {
                 Posted::Status(404, _) if !renewed && self.has_session() => {
                     renewed = true;
                     let _one = self.rehandshake.lock().await;
-                    tracing::info!(target: "chela::mcp", "MCP server {}: the session expired; starting a new one", self.remote.server);
+                    chela_log::info!("MCP server {}: the session expired; starting a new one", self.remote.server);
                     match self.handshake(deadline).await {
                         Ok(Some(_)) => {}
                         Ok(None) => {
@@ -527,12 +527,12 @@ impl HttpConn {
                 if want.is_some() && id.as_u64() == want {
                     return Ok(Some(outcome));
                 }
-                tracing::debug!(target: "chela::mcp", "MCP server {server} answered request id {id}, which is not waiting here");
+                chela_log::debug!("MCP server {server} answered request id {id}, which is not waiting here");
             }
             Incoming::Notification { method, params } => match method.as_str() {
                 "notifications/tools/list_changed" => self.list_changed.notify_one(),
                 "notifications/message" => {
-                    tracing::info!(target: "chela::mcp", "MCP server {server}: {}", bounded(&params.to_string(), 2048));
+                    chela_log::info!("MCP server {server}: {}", bounded(&params.to_string(), 2048));
                 }
                 _ => {}
             },
@@ -554,7 +554,7 @@ impl HttpConn {
                         .map(|_| ()),
                 };
                 if let Err(e) = sent {
-                    tracing::debug!(target: "chela::mcp", "MCP server {server}: answering its {method} failed: {e}");
+                    chela_log::debug!("MCP server {server}: answering its {method} failed: {e}");
                 }
             }
         }
@@ -609,7 +609,7 @@ impl HttpConn {
         let mut resp = match self.send(req).await {
             Ok(r) => r,
             Err(e) => {
-                tracing::debug!(target: "chela::mcp", "MCP server {server}: its {kind:?} stream: {e}");
+                chela_log::debug!("MCP server {server}: its {kind:?} stream: {e}");
                 return true;
             }
         };
@@ -618,13 +618,17 @@ impl HttpConn {
             return false;
         }
         if resp.status != 200 || content_type(&resp) != "text/event-stream" {
-            tracing::debug!(target: "chela::mcp", "MCP server {server}: its {kind:?} stream answered {} ({})", resp.status, content_type(&resp));
+            chela_log::debug!(
+                "MCP server {server}: its {kind:?} stream answered {} ({})",
+                resp.status,
+                content_type(&resp)
+            );
             return false;
         }
         match self.read_stream(&mut resp, None, None).await {
             Ok(_) => true,
             Err(e) => {
-                tracing::debug!(target: "chela::mcp", "MCP server {server}: its {kind:?} stream ended: {e}");
+                chela_log::debug!("MCP server {server}: its {kind:?} stream ended: {e}");
                 true
             }
         }
@@ -712,7 +716,7 @@ impl HttpConn {
             };
             let (conn, why) = why;
             if conn.dead().is_none() {
-                tracing::warn!(target: "chela::mcp", "{why}");
+                chela_log::warn!("{why}");
             }
             conn.fail(why);
         });

@@ -83,7 +83,7 @@ where
     let mut pages = 0;
     'pages: loop {
         if pages == bounds.pages {
-            tracing::warn!(target: "chela::mcp", "{label} has more than {} pages of tools; the rest are left out", bounds.pages);
+            chela_log::warn!("{label} has more than {} pages of tools; the rest are left out", bounds.pages);
             break;
         }
         pages += 1;
@@ -94,11 +94,11 @@ where
                 continue;
             }
             if out.len() >= bounds.tools {
-                tracing::warn!(target: "chela::mcp", "{label} offers more than {} tools; the rest are left out", bounds.tools);
+                chela_log::warn!("{label} offers more than {} tools; the rest are left out", bounds.tools);
                 break 'pages;
             }
             if t.schema.len() > bounds.schema {
-                tracing::warn!(target: "chela::mcp", "{label}: tool {} has an input schema over {} bytes; left out", t.name, bounds.schema);
+                chela_log::warn!("{label}: tool {} has an input schema over {} bytes; left out", t.name, bounds.schema);
                 continue;
             }
             if let Some((i, _)) = t.description.char_indices().nth(bounds.description) {
