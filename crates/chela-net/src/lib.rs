@@ -46,6 +46,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 
 pub use error::{NetError, Phase};
 pub use proxy::Proxy;
+pub use tls::provider as tls_provider;
 
 use error::chain;
 pub use url::Url;

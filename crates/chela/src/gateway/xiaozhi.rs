@@ -138,16 +138,14 @@ pub(super) fn mqtt_tls(cert: &str, key: &str) -> anyhow::Result<Option<tokio_rus
     }
     let key = PrivateKeyDer::from_pem_file(key)
         .with_context(|| format!("xiaozhi.mqtt_tls_key: {key} is not a readable PEM private key"))?;
-    let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .context("TLS setup")?
-    .with_no_client_auth()
-    .with_single_cert(chain, key)
-    .context(
-        "xiaozhi.mqtt_tls_cert and xiaozhi.mqtt_tls_key do not make a TLS identity (is the key the certificate's?)",
-    )?;
+    let config = rustls::ServerConfig::builder_with_provider(chela_net::tls_provider())
+        .with_safe_default_protocol_versions()
+        .context("TLS setup")?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .context(
+            "xiaozhi.mqtt_tls_cert and xiaozhi.mqtt_tls_key do not make a TLS identity (is the key the certificate's?)",
+        )?;
     Ok(Some(tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config))))
 }
 
