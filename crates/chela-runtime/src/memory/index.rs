@@ -23,6 +23,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use chela_core::memory::{Entries, Entry, render_line};
+use chela_infra::sort::sort_by;
 
 use super::engine::codec::{Reader, damaged, is_damaged, put_str, put_u64, put_varint};
 use super::engine::manifest::Table;
@@ -201,7 +202,7 @@ impl Index {
             let mut done = Refreshed::default();
             let mut changed: Vec<&String> =
                 on_disk.iter().filter(|(rel, stamp)| known.get(*rel) != Some(*stamp)).map(|(r, _)| r).collect();
-            changed.sort();
+            sort_by(&mut changed, Ord::cmp);
             for rel in changed {
                 let (entries, chunks) = read_source(w, root, rel)?;
                 done.files += 1;
@@ -314,7 +315,7 @@ impl Index {
                 found.push((h.score, ix.entry(h.doc)?.ok_or_else(|| damaged("a match that is not live"))?));
             }
             // Ties: the entry changed last first.
-            found.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.1.cmp(&a.1.1)));
+            sort_by(&mut found, |a, b| a.0.total_cmp(&b.0).then(b.1.1.cmp(&a.1.1)));
             Ok(found.into_iter().map(|(_, (hit, _))| hit).collect())
         })
     }
@@ -331,7 +332,7 @@ impl Index {
                 found.push((h.score, NoteHit { path, first, last, snippet: snippet(&text) }));
             }
             // Ties: the later file (by name, so the newer note) first.
-            found.sort_by(|a, b| a.0.total_cmp(&b.0).then(b.1.path.cmp(&a.1.path)));
+            sort_by(&mut found, |a, b| a.0.total_cmp(&b.0).then(b.1.path.cmp(&a.1.path)));
             Ok(found.into_iter().map(|(_, hit)| hit).collect())
         })
     }

@@ -12,6 +12,8 @@
 
 use std::io;
 
+use chela_infra::sort::sort_by_key;
+
 use super::codec::{Reader, checksum, damaged, put_str, put_u32, put_u64, put_varint};
 
 const MAGIC: &[u8; 8] = b"CHELAMAN";
@@ -121,7 +123,7 @@ impl Manifest {
     pub fn runs(&self, table: Table) -> Vec<Run> {
         let mut out: Vec<Run> =
             self.sources.iter().filter(|s| s.table == table).flat_map(|s| s.runs.iter().copied()).collect();
-        out.sort_unstable_by_key(|r| r.start);
+        sort_by_key(&mut out, |r| r.start);
         out
     }
 
@@ -233,7 +235,7 @@ impl Manifest {
         // inside a segment. (The two tables' documents interleave.)
         for table in [Table::Entries, Table::Chunks] {
             let mut segs: Vec<&SegmentRef> = m.segments.iter().filter(|s| s.table == table).collect();
-            segs.sort_unstable_by_key(|s| s.first);
+            sort_by_key(&mut segs, |s| s.first);
             if segs.windows(2).any(|w| w[0].end > w[1].first) {
                 return Err(damaged("segments that overlap"));
             }

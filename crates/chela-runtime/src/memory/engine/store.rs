@@ -19,6 +19,8 @@ use std::io::{self, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use chela_infra::sort::sort_by_key;
+
 use super::bm25::{Totals, idf, score, weighted};
 use super::codec::damaged;
 use super::manifest::{self, Manifest, Run, SegmentRef, Source, Table, VectorsRef};
@@ -123,7 +125,7 @@ impl Store {
             }
             segments.push((r.clone(), seg));
         }
-        segments.sort_unstable_by_key(|(r, _)| r.first);
+        sort_by_key(&mut segments, |(r, _)| r.first);
         let vectors = match manifest.vectors {
             Some(v) => {
                 let f = open_file(&dir.join(v.file_name()))?;
@@ -286,7 +288,7 @@ impl Store {
         let mut matched = if q.every {
             // From the rarest group: each step keeps only what the next group holds too.
             let mut sets: Vec<Vec<u64>> = q.groups.iter().filter(|g| !g.is_empty()).map(|g| docs_of(g)).collect();
-            sets.sort_unstable_by_key(Vec::len);
+            sort_by_key(&mut sets, Vec::len);
             let mut sets = sets.into_iter();
             let mut acc = sets.next().unwrap_or_default();
             for d in sets {
@@ -563,7 +565,7 @@ impl Writer {
             return Ok(Some(*doc));
         }
         let mut refs: Vec<&SegmentRef> = self.manifest.segments.iter().filter(|s| s.table == table).collect();
-        refs.sort_unstable_by_key(|s| std::cmp::Reverse(s.first));
+        sort_by_key(&mut refs, |s| std::cmp::Reverse(s.first));
         for r in refs {
             let seg = Segment::open(open_file(&self.dir.join(r.file_name()))?)?;
             if let Some(ord) = seg.find_key(key)? {
@@ -705,7 +707,7 @@ impl Writer {
     fn commit(mut self) -> io::Result<()> {
         let dir = open_dir(&self.dir)?;
         let mut tables: Vec<Table> = self.open.keys().copied().collect();
-        tables.sort_unstable_by_key(|t| *t as u8);
+        sort_by_key(&mut tables, |t| *t as u8);
         for table in tables {
             self.flush(&dir, table)?;
         }
@@ -741,7 +743,7 @@ impl Writer {
     fn compact(&mut self, dir: &std::os::fd::OwnedFd, table: Table) -> io::Result<()> {
         let runs = self.manifest.runs(table);
         let mut refs: Vec<SegmentRef> = self.manifest.segments.iter().filter(|s| s.table == table).cloned().collect();
-        refs.sort_unstable_by_key(|s| s.first);
+        sort_by_key(&mut refs, |s| s.first);
         let mut lens = Vec::with_capacity(refs.len());
         for r in &refs {
             lens.push(Segment::open(open_file(&self.dir.join(r.file_name()))?)?.len());
