@@ -1,5 +1,5 @@
 //! Outbound HTTP/1.1 for providers and tools, on hyper: keep-alive connections for trusted
-//! traffic (hyper-util's pooled client, `pool`), TLS (rustls + webpki roots), HTTP CONNECT and
+//! traffic (`pool`), TLS (rustls + webpki roots), HTTP CONNECT and
 //! SOCKS5 proxies, and a guard that keeps model-driven requests off loopback, private networks
 //! and cloud metadata addresses.
 //!
@@ -42,7 +42,7 @@ use hyper::http::header::{CONTENT_LENGTH, HOST, USER_AGENT};
 use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::task::AbortHandle;
-use tokio::time::{Instant, timeout, timeout_at};
+use tokio::time::{Instant, timeout};
 
 pub use error::{NetError, Phase};
 pub use proxy::Proxy;
@@ -67,7 +67,7 @@ struct Inner {
     pool: pool::Pool,
 }
 
-/// What opening a connection needs, shared by the pool's connector and the fresh path.
+/// What opening a connection needs, shared by the pool and the fresh path.
 #[derive(Debug)]
 struct Dialer {
     proxy: Option<Proxy>,
@@ -78,7 +78,7 @@ struct Dialer {
 impl Dialer {
     /// A stream to `url`'s origin, ready for HTTP: resolved and checked against `guard`, dialled
     /// directly or through the proxy, with TLS for `https://`. One boxed stream type keeps a
-    /// single copy of hyper's connection code in the binary (see `pool::Conn`).
+    /// single copy of hyper's connection code in the binary (see `pool::Live::open`).
     async fn open(&self, url: &Url, guard: Guard, deadline: Instant) -> Result<Box<dyn Io>, NetError> {
         let dial =
             connect::Dial { url, guard, proxy: self.proxy.as_ref(), connect_timeout: self.connect_timeout, deadline };
@@ -162,10 +162,7 @@ impl HttpClient {
         let head = build_request(&url, req.method, &req.headers, req.body)?;
         let deadline = Instant::now() + req.timeout;
         match req.guard {
-            Guard::AllowAll => {
-                let (parts, body) = self.inner.pool.send(&url, head, deadline).await?;
-                Ok(Response::new(parts, body, url.host, None))
-            }
+            Guard::AllowAll => self.inner.pool.send(&url, head, deadline).await,
             // Guarded requests (URLs the model chose) never share connections. A pooled
             // connection was checked for the host that opened it; reusing it for another request
             // would trust that old check, and the pool's key (scheme and authority) cannot say
@@ -191,27 +188,8 @@ impl HttpClient {
         head: hyper::Request<Full<Bytes>>,
         deadline: Instant,
     ) -> Result<Response, NetError> {
-        let io = self.inner.dialer.open(&url, guard, deadline).await?;
-        let host = url.host.clone();
-        // The pool's stream type, so hyper's connection code is compiled once for both paths.
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(pool::Conn::new(io))
-            .await
-            .map_err(|e| NetError::Protocol { host: host.clone(), reason: chain(&e) })?;
-        let driver = Driver(
-            tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    chela_log::debug!(error = %chain(&e), "http connection ended with an error");
-                }
-            })
-            .abort_handle(),
-        );
-        let response = match timeout_at(deadline, sender.send_request(head)).await {
-            Err(_) => return Err(NetError::Timeout { phase: Phase::Headers, target: url.authority() }),
-            Ok(Err(e)) => return Err(hyper_error(&host, Phase::Headers, &e)),
-            Ok(Ok(response)) => response,
-        };
-        let (parts, body) = response.into_parts();
-        Ok(Response::new(parts, body, host, Some(driver)))
+        let live = pool::Live::open(&self.inner.dialer, &url, guard, deadline).await?;
+        pool::send(live, None, &url, head, deadline).await.map_err(|(e, _)| e)
     }
 }
 
@@ -276,8 +254,8 @@ pub struct Response {
     pub headers: HeaderMap,
     body: Incoming,
     host: String,
-    /// Only for a fresh connection; a pooled one is driven by the pool's own task.
-    _driver: Option<Driver>,
+    /// The connection: back to the pool once the body has ended, else closed with the response.
+    conn: pool::Lease,
 }
 
 impl std::fmt::Debug for Response {
@@ -287,8 +265,8 @@ impl std::fmt::Debug for Response {
 }
 
 impl Response {
-    fn new(parts: hyper::http::response::Parts, body: Incoming, host: String, driver: Option<Driver>) -> Response {
-        Response { status: parts.status.as_u16(), headers: parts.headers, body, host, _driver: driver }
+    fn new(parts: hyper::http::response::Parts, body: Incoming, host: String, conn: pool::Lease) -> Response {
+        Response { status: parts.status.as_u16(), headers: parts.headers, body, host, conn }
     }
 
     /// The next piece of the body, as it arrives; `Ok(None)` once the body ended cleanly. Errors
@@ -299,7 +277,10 @@ impl Response {
         loop {
             let frame = match timeout(idle, self.body.frame()).await {
                 Err(_) => return Err(NetError::Timeout { phase: Phase::Body, target: self.host.clone() }),
-                Ok(None) => return Ok(None),
+                Ok(None) => {
+                    self.conn.body_ended(idle).await;
+                    return Ok(None);
+                }
                 Ok(Some(Err(e))) => return Err(hyper_error(&self.host, Phase::Body, &e)),
                 Ok(Some(Ok(frame))) => frame,
             };

@@ -96,7 +96,7 @@ where
     addr
 }
 
-async fn read_head(stream: &mut TcpStream) -> String {
+pub(super) async fn read_head(stream: &mut TcpStream) -> String {
     let mut head = Vec::new();
     while !head.ends_with(b"\r\n\r\n") {
         match stream.read_u8().await {
