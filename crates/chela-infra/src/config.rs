@@ -26,6 +26,7 @@ use chela_core::config::{self as model, KEYS, Key, Kind};
 
 pub use key_host::{KeyChoice, KeyWouldMove};
 
+use crate::toml;
 use crate::workspace::{CONFIG_FILE, OVERRIDES_FILE, Workspace, read_bounded, write_atomic};
 
 mod key_host;
@@ -293,7 +294,7 @@ fn edit_overrides<T>(ws: &Workspace, change: impl FnOnce(&mut toml::Table) -> Re
     let path = ws.overrides_path();
     crate::lock::with_file_lock(&path, || {
         let text = read_bounded(&path, MAX_CONFIG_BYTES)?.unwrap_or_default();
-        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let mut table = toml::parse(&text).map_err(|e| {
             anyhow::anyhow!(
                 "{} is not valid TOML ({:#}); fix it or run `chela config reset`",
                 path.display(),
@@ -308,10 +309,10 @@ fn edit_overrides<T>(ws: &Workspace, change: impl FnOnce(&mut toml::Table) -> Re
     })
 }
 
-/// The text of `overrides.toml`: one table per section, serialised by the `toml` crate so
+/// The text of `overrides.toml`: one table per section, written by [`toml::to_string`] so
 /// every string (quotes, newlines, `"""`, any Unicode) comes back as it was.
 fn render_overrides(table: &toml::Table) -> Result<String> {
-    let body = toml::to_string(table).context("cannot write the overrides as TOML")?;
+    let body = toml::to_string(table);
     Ok(format!("# Runtime overrides written by `chela config set`. `chela config reset` deletes this file.\n{body}"))
 }
 
@@ -321,7 +322,7 @@ fn put(table: &mut toml::Table, key: &'static Key, value: &str) -> Result<()> {
     let field = parts.pop().unwrap_or(key.name);
     let mut t = table;
     for part in parts {
-        let slot = t.entry(part).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let slot = t.entry(part.to_owned()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
         if !slot.is_table() {
             // A stray value where the section belongs (`llm = 5`): the section wins.
             *slot = toml::Value::Table(toml::Table::new());

@@ -26,6 +26,8 @@ pub mod shutdown;
 // One stable sort instance for the cold lists of every host crate.
 pub mod sort;
 pub mod storage;
+// Chela's own TOML reader and writer, for the configuration files.
+pub mod toml;
 // Owned tasks: what every spawn in the host goes through.
 pub mod tasks;
 // Time zones from the system's tz database.

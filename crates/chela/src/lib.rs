@@ -16,7 +16,7 @@
 extern crate chela_infra;
 use chela_infra::tasks;
 pub use chela_infra::{
-    authority, clock, config, fsio, localtime, lock, log, out, outln, shutdown, storage, tzdb, workspace,
+    authority, clock, config, fsio, localtime, lock, log, out, outln, shutdown, storage, toml, tzdb, workspace,
 };
 
 // The runtime (toolbox and tools, skills, Lua, the MCP client, providers, turns, sessions, the

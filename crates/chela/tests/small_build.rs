@@ -42,7 +42,7 @@ fn the_workspace_small_profile_aborts_on_panic() {
     // Unwinding through a binary without its tables finds no frame and aborts: the profile must
     // keep `panic = "abort"` for as long as the build script drops them.
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml")).unwrap();
-    let manifest: toml::Table = text.parse().unwrap();
+    let manifest = chela::toml::parse(&text).unwrap();
     let panic = manifest["profile"][PROFILE].get("panic").and_then(|p| p.as_str());
     assert_eq!(panic, Some("abort"));
 }
@@ -52,7 +52,7 @@ fn the_small_profile_is_built_for_size_but_the_voice_codec_for_speed() {
     // "z" everywhere saves 0.70 MB; opus-rs at "z" encodes 20-40 % slower than at "s", at "s"
     // it is as fast as before and no bigger (docs/BENCHMARKS.md, "2026-12-06 (eighth round)").
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../Cargo.toml")).unwrap();
-    let manifest: toml::Table = text.parse().unwrap();
+    let manifest = chela::toml::parse(&text).unwrap();
     let profile = &manifest["profile"][PROFILE];
     assert_eq!(profile.get("opt-level").and_then(|o| o.as_str()), Some("z"));
     let codec = profile.get("package").and_then(|p| p.get("opus-rs")).and_then(|p| p.get("opt-level"));

@@ -12,6 +12,7 @@ use anyhow::Result;
 use chela_core::config::{LLM_API_KEY, LLM_BASE_URL};
 
 use super::{Config, put, render_overrides};
+use crate::toml;
 
 /// What to do with a stored API key when a change moves `llm.base_url` to another host.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,7 +96,7 @@ mod tests {
     use super::*;
 
     fn table(text: &str) -> toml::Table {
-        text.parse().unwrap()
+        toml::parse(text).unwrap()
     }
 
     const FILE: &str =

@@ -5,6 +5,7 @@ use anyhow::{Result, bail};
 use chela_core::config::{self as model, KEYS, Key, TYPED_ROOTS};
 
 use super::check;
+use crate::toml;
 
 /// What one layer sets.
 #[derive(Debug, Default)]
@@ -22,7 +23,7 @@ pub(super) struct Parsed {
 /// comma-separated lists. An unknown key is reported in `unknown`, not an error: one typo
 /// must not stop every command. A value of the wrong shape for a known key is an error.
 pub(super) fn parse(text: &str) -> Result<Parsed> {
-    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| syntax_error(text, &e))?;
+    let table = toml::parse(text).map_err(|e| syntax_error(text, &e))?;
     let mut out = Parsed::default();
     for (name, value) in &table {
         if TYPED_ROOTS.contains(&name.as_str()) {
@@ -64,9 +65,9 @@ pub(super) fn parse(text: &str) -> Result<Parsed> {
 /// spot. Only what cannot be a secret is shown as written: a section header, and the value of
 /// a known setting that is not a credential; every other character after the `=` (or of a line
 /// that is no `key = value`) is a `*`, so the caret still points at the right column.
-pub(super) fn syntax_error(text: &str, e: &toml::de::Error) -> anyhow::Error {
+pub(super) fn syntax_error(text: &str, e: &toml::Error) -> anyhow::Error {
     let message = e.message().trim();
-    let Some(span) = e.span() else { return anyhow::anyhow!("{message}") };
+    let span = e.span();
     let at = floor_char_boundary(text, span.start.min(text.len()));
     let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[at..].find('\n').map_or(text.len(), |i| at + i);

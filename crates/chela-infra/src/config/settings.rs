@@ -40,6 +40,7 @@ use anyhow::{Context, Result, bail};
 use chela_core::config::{KEYS, TYPED_ROOTS, has_url_userinfo, mask_url_userinfo};
 
 use super::{Entry, Layer, typed};
+use crate::toml;
 
 mod read;
 

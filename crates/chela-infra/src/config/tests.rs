@@ -83,7 +83,7 @@ fn set_unset_reset_round_trip_through_the_overrides_file() {
 }
 
 #[test]
-fn overrides_are_written_by_the_toml_crate() {
+fn overrides_are_written_as_toml_sections() {
     let mut table = toml::Table::new();
     put(&mut table, chela_core::config::LLM_MAX_TOKENS, "1000").unwrap();
     put(&mut table, LLM_STREAM, "false").unwrap();

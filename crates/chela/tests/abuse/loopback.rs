@@ -51,7 +51,7 @@ impl Daemon {
     /// The token `chela run` made and stored, as the owner reads it from their workspace.
     fn token(&self) -> String {
         let text = std::fs::read_to_string(self.root().join("overrides.toml")).expect("a token was stored");
-        let table: toml::Table = text.parse().unwrap();
+        let table = chela::toml::parse(&text).unwrap();
         table["gateway"]["token"].as_str().unwrap().to_owned()
     }
 

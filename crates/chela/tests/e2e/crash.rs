@@ -243,7 +243,7 @@ fn crash_run(seed: u64, compaction: bool, turns: usize) {
     }
     // The overrides file is one whole version.
     let overrides = std::fs::read_to_string(ws.join("overrides.toml")).unwrap();
-    let table: toml::Table = overrides.parse().unwrap_or_else(|e| panic!("overrides.toml is torn ({e}):\n{overrides}"));
+    let table = chela::toml::parse(&overrides).unwrap_or_else(|e| panic!("overrides.toml is torn ({e}):\n{overrides}"));
     let tokens = table["llm"]["max_tokens"].as_str().unwrap().to_owned();
     assert!(config_versions.contains(&tokens), "max_tokens = {tokens} was never written");
     assert_eq!(table["llm"]["api_key"].as_str(), Some("test-key"));

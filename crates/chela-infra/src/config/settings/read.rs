@@ -1,4 +1,4 @@
-//! The typed sections read from a `toml::Value` by hand. Serde's derive did this before; with a
+//! The typed sections read from a TOML value by hand. Serde's derive did this before; with a
 //! catch-all map of unknown names in every section its code was some 60 KB of the binary, for a
 //! few dozen fields read once at start-up. Each reader takes what serde took (a missing field
 //! keeps its default, a name nobody reads goes to `unknown`) and refuses what serde refused,
@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use toml::Value;
+use crate::toml::{self, Value};
 
 use super::{Channels, Feishu, Gateway, Llm, Lua, Mcp, McpServe, McpServer, PriceSetting, Settings, Telegram};
 

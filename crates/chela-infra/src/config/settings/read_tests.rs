@@ -1,11 +1,11 @@
 use std::collections::BTreeMap;
 
-use toml::Value;
+use crate::toml::Value;
 
 use super::*;
 
 fn read(text: &str) -> Read<Settings> {
-    Settings::read(Value::Table(text.parse().unwrap()))
+    Settings::read(Value::Table(crate::toml::parse(text).unwrap()))
 }
 
 /// Every field, each with a value that is not its default: a field whose name the reader
