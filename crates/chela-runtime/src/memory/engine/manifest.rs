@@ -123,7 +123,8 @@ impl Manifest {
     pub fn runs(&self, table: Table) -> Vec<Run> {
         let mut out: Vec<Run> =
             self.sources.iter().filter(|s| s.table == table).flat_map(|s| s.runs.iter().copied()).collect();
-        sort_by_key(&mut out, |r| r.start);
+        // Per stored document and per search: the standard sort, not the shared cold one.
+        out.sort_unstable_by_key(|r| r.start);
         out
     }
 
