@@ -49,6 +49,19 @@ pub enum Value {
 }
 
 impl Value {
+    /// Equal, with `nan` equal to `nan` (TOML's `nan` is no number, but it is the same value):
+    /// what a round trip through the writer must keep.
+    pub fn same(&self, other: &Value) -> bool {
+        match (self, other) {
+            (Value::Float(a), Value::Float(b)) => (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits(),
+            (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(a, b)| a.same(b)),
+            (Value::Table(a), Value::Table(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|((ka, a), (kb, b))| ka == kb && a.same(b))
+            }
+            (a, b) => a == b,
+        }
+    }
+
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
